@@ -1,0 +1,279 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FieldError is a problem with one field of a spec.
+type FieldError struct {
+	File  string // file name, or "" for a spec read from elsewhere
+	Line  int    // 1-based line of the field, 0 if unknown
+	Field string // dotted path, e.g. "ring.slots" or "ops[2].sample.rates"
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:", e.Line)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one spec, in file order.
+type Errors []*FieldError
+
+func (es Errors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap lets errors.As find the individual FieldErrors.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// NodeDecoder is implemented by spec types that decode themselves from a
+// YAML node (ops, sizes), with the decoder's error reporting.
+type NodeDecoder interface {
+	DecodeNode(d *Decoder, n *yaml.Node, path string)
+}
+
+// Decoder walks a YAML node tree into Go values strictly: unknown fields,
+// wrong kinds and duplicates are recorded as FieldErrors with their lines,
+// and decoding goes on so that all problems are reported at once.
+type Decoder struct {
+	File  string
+	errs  Errors
+	lines map[string]int
+}
+
+func newDecoder(file string) *Decoder {
+	return &Decoder{File: file, lines: make(map[string]int)}
+}
+
+// Errorf records a problem at node n (which may be nil).
+func (d *Decoder) Errorf(n *yaml.Node, path, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	} else {
+		line = d.lines[path]
+	}
+	d.errs = append(d.errs, &FieldError{File: d.File, Line: line, Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Line returns the line where the field at path was given, 0 if it was not.
+func (d *Decoder) Line(path string) int { return d.lines[path] }
+
+// Err returns the recorded problems sorted by line, or nil.
+func (d *Decoder) Err() error {
+	if len(d.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+	return d.errs
+}
+
+var nodeDecoderType = reflect.TypeOf((*NodeDecoder)(nil)).Elem()
+
+// Decode decodes n into v, which must be a non-nil pointer.
+func (d *Decoder) Decode(n *yaml.Node, path string, v any) {
+	d.value(n, path, reflect.ValueOf(v).Elem())
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "null"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "an alias"
+}
+
+func (d *Decoder) value(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if path != "" {
+		d.lines[path] = n.Line
+	}
+	if v.CanAddr() && v.Addr().Type().Implements(nodeDecoderType) {
+		v.Addr().Interface().(NodeDecoder).DecodeNode(d, n, path)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
+		nv := reflect.New(v.Type().Elem())
+		d.value(n, path, nv.Elem())
+		v.Set(nv)
+	case reflect.Struct:
+		d.structValue(n, path, v)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			// A lone scalar where a list of scalars is expected is a
+			// one-element list: "inputs: data/" reads as users mean it.
+			if n.Kind == yaml.ScalarNode && v.Type().Elem().Kind() != reflect.Struct && n.Tag != "!!null" {
+				s := reflect.MakeSlice(v.Type(), 1, 1)
+				d.value(n, path+"[0]", s.Index(0))
+				v.Set(s)
+				return
+			}
+			d.Errorf(n, path, "want a list, got %s", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			d.value(c, fmt.Sprintf("%s[%d]", path, i), s.Index(i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.Errorf(n, path, "want a mapping, got %s", kindName(n))
+			return
+		}
+		m := reflect.MakeMap(v.Type())
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			kv := reflect.New(v.Type().Key()).Elem()
+			d.scalar(k, path, kv)
+			vv := reflect.New(v.Type().Elem()).Elem()
+			d.value(val, path+"."+k.Value, vv)
+			m.SetMapIndex(kv, vv)
+		}
+		v.Set(m)
+	default:
+		d.scalar(n, path, v)
+	}
+}
+
+func (d *Decoder) scalar(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind != yaml.ScalarNode {
+		d.Errorf(n, path, "want a %s, got %s", typeWord(v.Type()), kindName(n))
+		return
+	}
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		d.Errorf(n, path, "want a %s, got %q", typeWord(v.Type()), n.Value)
+	}
+}
+
+func typeWord(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "non-negative whole number"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	}
+	return t.String()
+}
+
+// fieldName returns the spec name of a struct field: its yaml tag, or ""
+// for fields the spec does not expose.
+func fieldName(f reflect.StructField) string {
+	tag := f.Tag.Get("yaml")
+	if tag == "-" || !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(tag, ",")
+	return name
+}
+
+func (d *Decoder) structValue(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.Errorf(n, path, "want a mapping, got %s", kindName(n))
+		return
+	}
+	t := v.Type()
+	byName := make(map[string]int, t.NumField())
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		if name := fieldName(t.Field(i)); name != "" {
+			byName[name] = i
+			names = append(names, name)
+		}
+	}
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		fp := k.Value
+		if path != "" {
+			fp = path + "." + k.Value
+		}
+		idx, ok := byName[k.Value]
+		if !ok {
+			d.Errorf(k, fp, "unknown field (allowed: %s)", strings.Join(names, ", "))
+			continue
+		}
+		if seen[k.Value] {
+			d.Errorf(k, fp, "given twice")
+			continue
+		}
+		seen[k.Value] = true
+		d.value(val, fp, v.Field(idx))
+	}
+}
+
+// parseRoot parses data as one YAML (or JSON) document and returns its root
+// node.
+func parseRoot(file string, data []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, Errors{{File: file, Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, Errors{{File: file, Msg: "empty spec"}}
+	}
+	return doc.Content[0], nil
+}
+
+// asFieldErrors reports whether err consists of FieldErrors.
+func asFieldErrors(err error) (Errors, bool) {
+	var es Errors
+	if errors.As(err, &es) {
+		return es, true
+	}
+	return nil, false
+}
