@@ -1,0 +1,1114 @@
+"""Consumer side of the lastmile shared-memory ring (docs/ring-format.md, 1.0).
+
+Written from the format document alone. A ring is a single-producer,
+single-consumer queue of batches in a file ``DIR/NAME`` (``DIR`` defaults to
+``$LASTMILE_SHM_DIR`` or ``/dev/shm``)::
+
+    with lastmile.Ring.open("train-rank0") as ring:
+        for batch in ring:            # or ring.iter_torch()
+            x = torch.from_numpy(batch["x"]).to("cuda")   # copy out first
+            ...
+
+Lifetime contract (like torch's pinned-memory staging buffers): the arrays of
+a batch are zero-copy views of a slot in shared memory and are only valid until
+that slot is released, which happens when the next batch is taken, on
+:meth:`Ring.release`, on leaving the ``with`` block and on :meth:`Ring.close`.
+Copy them (``np.array(a)``, ``t.clone()``) or move them to the device
+(``t.to("cuda")``) before asking for the next batch. After release the producer
+overwrites the slot; the arrays cannot be revoked zero-copy, so using them
+afterwards silently reads another batch. Accessing a released :class:`Batch`
+object itself raises ``RuntimeError``.
+
+A ``Ring`` is not thread-safe and must not be shared across ``fork``.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import mmap
+import os
+import re
+import struct
+import sys
+import time
+import weakref
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _futex
+from ._futex import fence, futex_wait, futex_wake, load_u32, load_u64, store_u32, store_u64
+
+__all__ = [
+    "Batch",
+    "Cursor",
+    "Field",
+    "ProducerDiedError",
+    "ProducerError",
+    "ProducerHungError",
+    "Ragged",
+    "Ring",
+    "RingBusyError",
+    "RingError",
+    "RingFormatError",
+    "RingVersionError",
+    "inspect",
+]
+
+# --------------------------------------------------------------------------
+# Format constants (docs/ring-format.md)
+# --------------------------------------------------------------------------
+
+MAGIC = b"LMRING\x00\x01"
+FORMAT_MAJOR = 1
+FORMAT_MINOR = 0
+PAGE = 4096
+SEQ_EMPTY = 2**64 - 1
+MAX_SLOTS = 65536
+MAX_FIELDS = 4096
+MIN_ENTRY_SIZE = 96
+MESSAGE_MAX = 1020
+
+# line 0: geometry (3.1)
+_GEOMETRY = struct.Struct("<8sHHIIIQQQIIQiIQQ")  # 88 bytes from offset 0
+# line 1: producer (3.2)
+OFF_TAIL = 128
+OFF_DATA_FUTEX = 136
+OFF_PRODUCER_WAITING = 140
+OFF_PRODUCER_HEARTBEAT = 144
+OFF_STATE = 152
+# line 2: consumer (3.3)
+OFF_HEAD = 256
+OFF_SPACE_FUTEX = 264
+OFF_CONSUMER_WAITING = 268
+OFF_CONSUMER_HEARTBEAT = 272
+OFF_CONSUMER_PID = 280
+# status message (3.5)
+OFF_MESSAGE_LEN = 512
+OFF_MESSAGE = 516
+
+STATE_RUNNING, STATE_END, STATE_ERROR = 0, 1, 2
+_STATE_NAMES = {0: "running", 1: "end", 2: "error"}
+
+# schema (4)
+_SCHEMA_HEAD = struct.Struct("<II")
+_FIELD = struct.Struct("<64sBBBBI3Q")  # 96 bytes
+KIND_DENSE, KIND_RAGGED = 0, 1
+FIELD_NULLABLE, FIELD_UTF8 = 1, 2
+
+# slots (5)
+_SLOT_HEADER = struct.Struct("<QQIIQQII")  # 48 bytes used of 64
+SLOT_HEADER_SIZE = 64
+_TENSOR = struct.Struct("<HBBB3x4QQQ8x")  # 64 bytes
+TENSOR_ENTRY_SIZE = 64
+ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY = 0, 1, 2, 3
+BATCH_LAST_IN_EPOCH, BATCH_PADDED = 1, 2
+PAYLOAD_ALIGN = 256
+
+# code -> (name, numpy dtype used for the view, element size)
+DTYPES = {
+    1: ("bool", np.dtype(np.bool_), 1),
+    2: ("uint8", np.dtype("<u1"), 1),
+    3: ("int8", np.dtype("<i1"), 1),
+    4: ("int16", np.dtype("<i2"), 2),
+    5: ("int32", np.dtype("<i4"), 4),
+    6: ("int64", np.dtype("<i8"), 8),
+    7: ("float16", np.dtype("<f2"), 2),
+    8: ("bfloat16", np.dtype("<u2"), 2),  # raw bits; .torch() views as bfloat16
+    9: ("float32", np.dtype("<f4"), 4),
+    10: ("float64", np.dtype("<f8"), 8),
+}
+DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16 = 6, 2, 8
+
+SPIN_SECONDS = 50e-6  # "tens of microseconds" (6.3)
+PARK_SECONDS = 0.1  # FUTEX_WAIT timeout, doubles as the liveness period
+OPEN_RETRY_SECONDS = 0.25  # "not finished: retry briefly" (6.5.1)
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
+
+# struct flock on Linux x86-64 and arm64 (l_type, l_whence, l_start, l_len, l_pid)
+_FLOCK = struct.Struct("@hhqqi4x")
+_HAVE_OFD = hasattr(fcntl, "F_OFD_SETLK")
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class RingError(Exception):
+    """Base class of every lastmile ring error."""
+
+
+class RingFormatError(RingError):
+    """The file is not a valid lastmile ring, or the producer broke the protocol."""
+
+
+class RingVersionError(RingError):
+    """The ring's major format version is not one this client reads."""
+
+    def __init__(self, message, found=None, supported=FORMAT_MAJOR):
+        super().__init__(message)
+        self.found = found
+        self.supported = supported
+
+
+class RingBusyError(RingError):
+    """The ring already has a consumer."""
+
+    def __init__(self, message, pid=None):
+        super().__init__(message)
+        self.pid = pid
+
+
+class ProducerDiedError(RingError):
+    """The producer is gone; every batch it published has been delivered."""
+
+    def __init__(self, message, published=None, pid=None, heartbeat_age=None):
+        super().__init__(message)
+        self.published = published
+        self.pid = pid
+        self.heartbeat_age = heartbeat_age
+
+
+class ProducerHungError(ProducerDiedError):
+    """The producer still holds the ring but its heartbeat is older than ``heartbeat_timeout``."""
+
+
+class ProducerError(RingError):
+    """The producer stopped with an error (state 2); ``.message`` is its text."""
+
+    def __init__(self, message, published=None, pid=None):
+        super().__init__(message)
+        self.message = message
+        self.published = published
+        self.pid = pid
+
+
+# --------------------------------------------------------------------------
+# Public value types
+# --------------------------------------------------------------------------
+
+
+class Ragged(collections.namedtuple("Ragged", ["values", "offsets"])):
+    """A ragged field: row ``i`` is ``values[offsets[i]:offsets[i+1]]``.
+
+    ``offsets`` has ``rows + 1`` int64 entries, starting at 0 (the torchrec
+    KeyedJaggedTensor layout). Works for numpy arrays and torch tensors alike.
+    """
+
+    __slots__ = ()
+
+    @property
+    def rows(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self):
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def row(self, i: int):
+        if i < 0:
+            i += self.rows
+        if not 0 <= i < self.rows:
+            raise IndexError("row %d out of range for %d rows" % (i, self.rows))
+        return self.values[int(self.offsets[i]) : int(self.offsets[i + 1])]
+
+
+class Cursor(collections.namedtuple("Cursor", ["epoch", "batch_index", "rank", "last_in_epoch"])):
+    """Where a batch stands in the job's plan: what a trainer checkpoints (5.1)."""
+
+    __slots__ = ()
+
+    def following(self) -> tuple:
+        """``(epoch, batch_index)`` of the batch that comes after this one."""
+        if self.last_in_epoch:
+            return (self.epoch + 1, 0)
+        return (self.epoch, self.batch_index + 1)
+
+
+class Field:
+    """One schema entry (section 4)."""
+
+    __slots__ = ("index", "name", "kind", "dtype_code", "dtype", "np_dtype", "itemsize",
+                 "dims", "nullable", "text")
+
+    def __init__(self, index, name, kind, dtype_code, dims, nullable, text):
+        self.index = index
+        self.name = name
+        self.kind = kind  # "dense" or "ragged"
+        self.dtype_code = dtype_code
+        self.dtype, self.np_dtype, self.itemsize = DTYPES[dtype_code]
+        self.dims = tuple(dims)  # trailing dimensions of a dense field
+        self.nullable = nullable
+        self.text = text
+
+    def as_dict(self):
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
+                "dims": list(self.dims), "nullable": self.nullable, "text": self.text}
+
+    def __repr__(self):
+        extra = "".join([", nullable" if self.nullable else "", ", text" if self.text else ""])
+        shape = "[B%s]" % "".join(", %d" % d for d in self.dims) if self.kind == "dense" else "ragged"
+        return "Field(%r, %s %s%s)" % (self.name, self.dtype, shape, extra)
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def fnv1a64(data) -> int:
+    """FNV-1a 64 of ``data`` (the schema hash of 3.1)."""
+    h = 0xCBF29CE484222325
+    for b in bytes(data):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def ring_dir(dir=None) -> str:
+    """The directory rings live in: ``dir``, else ``$LASTMILE_SHM_DIR``, else ``/dev/shm``."""
+    if dir is not None:
+        return os.fspath(dir)
+    return os.environ.get("LASTMILE_SHM_DIR") or "/dev/shm"
+
+
+def ring_path(name: str, dir=None) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name) or name.startswith("."):
+        raise ValueError(
+            "invalid ring name %r: 1 to 200 characters of [A-Za-z0-9._-], not starting with '.'"
+            % (name,))
+    return os.path.join(ring_dir(dir), name)
+
+
+def _lock_free(fd: int, byte: int) -> bool:
+    """True when no other process / open file description locks ``byte`` (no lock is taken)."""
+    req = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, byte, 1, 0)
+    cmd = fcntl.F_OFD_GETLK if _HAVE_OFD else fcntl.F_GETLK
+    res = fcntl.fcntl(fd, cmd, req)
+    return _FLOCK.unpack(res)[0] == fcntl.F_UNLCK
+
+
+def _try_lock(fd: int, byte: int) -> bool:
+    """Take a write lock on ``byte`` without blocking; False when someone else holds it.
+
+    An open-file-description lock where the platform has them: it belongs to
+    this Ring's descriptor, so closing other descriptors of the same file in
+    this process (``inspect``, a second ``Ring.open``) cannot drop it, and a
+    second consumer in the same process is refused as well.
+    """
+    try:
+        if _HAVE_OFD:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, byte, 1, 0))
+        else:  # pragma: no cover
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, byte)
+        return True
+    except OSError as e:
+        if e.errno in (11, 13):  # EAGAIN, EACCES
+            return False
+        raise
+
+
+def _unlock(fd: int, byte: int) -> None:
+    if _HAVE_OFD:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, byte, 1, 0))
+    else:  # pragma: no cover
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
+
+
+def _message(mm) -> str:
+    n = struct.unpack_from("<I", mm, OFF_MESSAGE_LEN)[0]
+    n = min(n, MESSAGE_MAX)
+    return bytes(mm[OFF_MESSAGE : OFF_MESSAGE + n]).decode("utf-8", "replace")
+
+
+def _age(ns: int):
+    if not ns:
+        return None
+    return max(0.0, (time.monotonic_ns() - ns) / 1e9)
+
+
+def _fmt_age(age) -> str:
+    return "never" if age is None else "%.1fs ago" % age
+
+
+class _Geometry:
+    """Parsed and validated line 0 plus the schema (6.5 steps 1-4)."""
+
+    def __init__(self, mm, size, path):
+        # callers guarantee size >= PAGE
+        if bytes(mm[:8]) != MAGIC:
+            raise RingFormatError(
+                "%s is not a lastmile ring (bad magic %r; expected %r), or it is not finished"
+                % (path, bytes(mm[:8]), MAGIC))
+        (_, self.major, self.minor, self.header_size, self.slot_count, self.flags,
+         self.slot_size, self.data_offset, self.generation, self.schema_offset,
+         self.schema_len, self.schema_hash, self.producer_pid, _, self.producer_start,
+         self.created_unix_ns) = _GEOMETRY.unpack_from(mm, 0)
+        if self.major != FORMAT_MAJOR:
+            raise RingVersionError(
+                "%s has ring format version %d.%d; this lastmile client reads format %d.x "
+                "only. Upgrade the lastmile Python package (or use a matching producer)."
+                % (path, self.major, self.minor, FORMAT_MAJOR),
+                found=(self.major, self.minor))
+
+        def bad(what):
+            return RingFormatError("%s: invalid ring geometry: %s" % (path, what))
+
+        if not 1 <= self.slot_count <= MAX_SLOTS:
+            raise bad("slot_count %d not in 1..%d" % (self.slot_count, MAX_SLOTS))
+        if self.slot_size == 0 or self.slot_size % PAGE:
+            raise bad("slot_size %d is not a positive multiple of 4096" % self.slot_size)
+        if self.schema_offset < PAGE:
+            raise bad("schema_offset %d overlaps the header page" % self.schema_offset)
+        if not self.schema_offset + self.schema_len <= self.header_size <= self.data_offset:
+            raise bad("need schema_offset+schema_len (%d) <= header_size (%d) <= data_offset (%d)"
+                      % (self.schema_offset + self.schema_len, self.header_size, self.data_offset))
+        if self.data_offset % PAGE:
+            raise bad("data_offset %d is not a multiple of 4096" % self.data_offset)
+        end = self.data_offset + self.slot_count * self.slot_size
+        if end > size:
+            raise RingFormatError(
+                "%s is truncated: data_offset %d + %d slots x %d bytes = %d > file size %d"
+                % (path, self.data_offset, self.slot_count, self.slot_size, end, size))
+        self.data_end = end
+        schema = bytes(mm[self.schema_offset : self.schema_offset + self.schema_len])
+        h = fnv1a64(schema)
+        if h != self.schema_hash:
+            raise RingFormatError("%s: schema hash mismatch (header 0x%016x, schema block 0x%016x)"
+                                  % (path, self.schema_hash, h))
+        self.fields = _parse_schema(schema, path)
+
+    def as_dict(self):
+        return {
+            "version": "%d.%d" % (self.major, self.minor),
+            "slot_count": self.slot_count,
+            "slot_size": self.slot_size,
+            "data_offset": self.data_offset,
+            "header_size": self.header_size,
+            "generation": self.generation,
+            "producer_pid": self.producer_pid,
+            "producer_start": self.producer_start,
+            "created_unix_ns": self.created_unix_ns,
+            "schema": [f.as_dict() for f in self.fields],
+        }
+
+
+def _parse_schema(block: bytes, path) -> tuple:
+    def bad(what):
+        return RingFormatError("%s: invalid schema: %s" % (path, what))
+
+    if len(block) < _SCHEMA_HEAD.size:
+        raise bad("schema_len %d is shorter than its 8-byte head" % len(block))
+    count, entry_size = _SCHEMA_HEAD.unpack_from(block, 0)
+    if count > MAX_FIELDS:
+        raise bad("field_count %d > %d" % (count, MAX_FIELDS))
+    if entry_size < MIN_ENTRY_SIZE:
+        raise bad("entry_size %d < %d" % (entry_size, MIN_ENTRY_SIZE))
+    if 8 + count * entry_size > len(block):
+        raise bad("%d entries of %d bytes do not fit in schema_len %d" % (count, entry_size, len(block)))
+    fields, names = [], set()
+    for i in range(count):
+        raw, kind, dtype, ndim, flags, _, d0, d1, d2 = _FIELD.unpack_from(block, 8 + i * entry_size)
+        try:
+            name = raw.rstrip(b"\0").decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad("field %d name is not UTF-8: %r" % (i, raw)) from None
+        if not name or b"\0" in raw.rstrip(b"\0") or len(raw.rstrip(b"\0")) > 63:
+            raise bad("field %d has an invalid name %r" % (i, raw))
+        if name in names:
+            raise bad("duplicate field name %r" % name)
+        names.add(name)
+        if dtype not in DTYPES:
+            raise bad("field %r has unknown dtype code %d" % (name, dtype))
+        if kind == KIND_DENSE:
+            if ndim > 3:
+                raise bad("field %r has ndim %d > 3" % (name, ndim))
+            dims = (d0, d1, d2)[:ndim]
+        elif kind == KIND_RAGGED:
+            if ndim != 0:
+                raise bad("ragged field %r has ndim %d (must be 0)" % (name, ndim))
+            dims = ()
+        else:
+            raise bad("field %r has unknown kind %d" % (name, kind))
+        text = bool(flags & FIELD_UTF8)
+        if text and (kind != KIND_RAGGED or dtype != DTYPE_UINT8):
+            raise bad("field %r has the UTF-8 flag but is not ragged uint8" % name)
+        fields.append(Field(i, name, "dense" if kind == KIND_DENSE else "ragged", dtype, dims,
+                            bool(flags & FIELD_NULLABLE), text))
+    return tuple(fields)
+
+
+def _expected_tensors(fields):
+    """The (field, role, dtype) sequence every batch's tensor table must have (5.2)."""
+    out = []
+    for f in fields:
+        if f.kind == "dense":
+            out.append((f, ROLE_DENSE, f.dtype_code))
+        else:
+            out.append((f, ROLE_VALUES, f.dtype_code))
+            out.append((f, ROLE_OFFSETS, DTYPE_INT64))
+        if f.nullable:
+            out.append((f, ROLE_VALIDITY, DTYPE_UINT8))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------
+# Batch
+# --------------------------------------------------------------------------
+
+
+class Batch(Mapping):
+    """One batch: a read-only mapping of field name -> array (or :class:`Ragged`).
+
+    Dense fields are ``[rows, *dims]`` arrays, ragged fields ``Ragged(values,
+    offsets)``; bfloat16 fields are uint16 arrays of the raw bits in numpy form
+    (``torch()`` turns them into ``torch.bfloat16``). ``valid[name]`` is the bool
+    validity mask of a nullable field (null dense entries hold 0).
+
+    The arrays are zero-copy views of the ring slot and are valid only until the
+    slot is released (the next batch, ``ring.release()``, ``ring.close()``).
+    """
+
+    __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
+                 "is_torch", "_numpy", "__weakref__")
+
+    def __init__(self, ring, fields, data, valid, rows, seq, cursor, flags, is_torch=False, numpy_batch=None):
+        self._ring = ring
+        self._fields = fields
+        self._data = data
+        self.valid = valid
+        self.rows = rows
+        self.seq = seq
+        self.cursor = cursor
+        self.flags = flags
+        self.is_torch = is_torch
+        self._numpy = numpy_batch
+
+    # Mapping interface --------------------------------------------------
+    def __getitem__(self, name):
+        self._check()
+        return self._data[name]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    # ------------------------------------------------------------------------
+    @property
+    def released(self) -> bool:
+        """True once the slot behind this batch has been handed back to the producer."""
+        r = self._ring
+        return r is None or r._core.closed or r._core.head > self.seq
+
+    def _check(self):
+        if self.released:
+            raise RuntimeError(
+                "batch %d was released (a later batch was taken or the ring was closed): its "
+                "arrays now alias memory the producer reuses; copy data before taking the next "
+                "batch" % self.seq)
+
+    @property
+    def padded(self) -> bool:
+        """Batch flag bit 1: some rows are padding."""
+        return bool(self.flags & BATCH_PADDED)
+
+    @property
+    def last_in_epoch(self) -> bool:
+        return bool(self.flags & BATCH_LAST_IN_EPOCH)
+
+    def field(self, name) -> Field:
+        for f in self._fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def text(self, name, i) -> str:
+        """Row ``i`` of a UTF-8 string field, decoded (a copy)."""
+        src = self._numpy if self.is_torch else self
+        return bytes(src[name].row(i)).decode("utf-8")
+
+    def texts(self, name) -> list:
+        """Every row of a UTF-8 string field, decoded (copies)."""
+        src = self._numpy if self.is_torch else self
+        r = src[name]
+        buf = r.values.tobytes()
+        offs = r.offsets.tolist()
+        return [buf[offs[i] : offs[i + 1]].decode("utf-8") for i in range(len(offs) - 1)]
+
+    def torch(self) -> "Batch":
+        """The same batch as zero-copy torch tensors (needs torch)."""
+        if self.is_torch:
+            return self
+        self._check()
+        import torch  # lazily: torch is optional
+
+        def conv(arr, code):
+            if code == DTYPE_BFLOAT16:
+                return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+            return torch.from_numpy(arr)
+
+        data = {}
+        for f in self._fields:
+            v = self._data[f.name]
+            if f.kind == "ragged":
+                data[f.name] = Ragged(conv(v.values, f.dtype_code), torch.from_numpy(v.offsets))
+            else:
+                data[f.name] = conv(v, f.dtype_code)
+        valid = {k: torch.from_numpy(v) for k, v in self.valid.items()}
+        return Batch(self._ring, self._fields, data, valid, self.rows, self.seq, self.cursor,
+                     self.flags, is_torch=True, numpy_batch=self)
+
+    def __repr__(self):
+        state = ", released" if self.released else ""
+        return "<lastmile.Batch seq=%d rows=%d cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
+            self.seq, self.rows, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
+            ", last" if self.last_in_epoch else "", list(self._data), state)
+
+
+# --------------------------------------------------------------------------
+# Ring
+# --------------------------------------------------------------------------
+
+
+class _Core:
+    """Mapping, descriptor and counters of an attached consumer.
+
+    Kept apart from :class:`Ring` so that ``weakref.finalize`` can release the
+    held slot and close everything without keeping the Ring alive.
+    """
+
+    def __init__(self, fd, mm, geo, path):
+        self.fd = fd
+        self.mm = mm
+        self.geo = geo
+        self.path = path
+        self.closed = False
+        self.held = None  # sequence number of the slot we hold, if any
+        self._u8 = np.frombuffer(mm, dtype=np.uint8)  # only to learn the address
+        base = self._u8.ctypes.data
+        self.base = base
+        self.a_tail = base + OFF_TAIL
+        self.a_data_futex = base + OFF_DATA_FUTEX
+        self.a_producer_waiting = base + OFF_PRODUCER_WAITING
+        self.a_producer_heartbeat = base + OFF_PRODUCER_HEARTBEAT
+        self.a_state = base + OFF_STATE
+        self.a_head = base + OFF_HEAD
+        self.a_space_futex = base + OFF_SPACE_FUTEX
+        self.a_consumer_waiting = base + OFF_CONSUMER_WAITING
+        self.a_consumer_heartbeat = base + OFF_CONSUMER_HEARTBEAT
+        self.a_consumer_pid = base + OFF_CONSUMER_PID
+        self.head = load_u64(self.a_head)
+
+    def slot_offset(self, seq):
+        return self.geo.data_offset + (seq % self.geo.slot_count) * self.geo.slot_size
+
+    def release(self):
+        h = self.held
+        if h is None:
+            return
+        self.held = None
+        # 6.2 step 3. store_u64 is a release store: every read of the slot that
+        # this thread made happens before the producer can see the new head.
+        store_u64(self.a_head, h + 1)
+        self.head = h + 1
+        store_u32(self.a_space_futex, load_u32(self.a_space_futex) + 1)
+        store_u64(self.a_consumer_heartbeat, time.monotonic_ns())
+        # No full barrier between our stores and a load of producer_waiting is
+        # guaranteed here, so wake unconditionally (6.2 step 3).
+        futex_wake(self.a_space_futex, 1)
+
+    def close(self):
+        if self.closed:
+            return
+        try:
+            self.release()
+        finally:
+            self.closed = True
+            try:
+                store_u32(self.a_consumer_waiting, 0)
+                store_u32(self.a_consumer_pid, 0)
+            except Exception:  # pragma: no cover
+                pass
+            try:
+                _unlock(self.fd, 1)
+            except OSError:  # pragma: no cover
+                pass
+            os.close(self.fd)
+            self._u8 = None
+            try:
+                self.mm.close()
+            except BufferError:
+                # Arrays of a batch are still alive: they keep the mapping (not
+                # the slot) alive; it is unmapped when the last one is freed.
+                pass
+            self.mm = None
+
+
+_DEFAULT = object()
+
+
+class Ring:
+    """An attached consumer of a lastmile ring. Create it with :meth:`Ring.open`."""
+
+    def __init__(self, *a, **k):
+        raise TypeError("use lastmile.Ring.open(name, dir=None, timeout=..., heartbeat_timeout=...)")
+
+    @classmethod
+    def open(cls, name, dir=None, *, timeout=None, heartbeat_timeout=None) -> "Ring":
+        """Attach to ring ``name`` in ``dir`` (default ``$LASTMILE_SHM_DIR`` or /dev/shm).
+
+        ``timeout`` (seconds): how long to wait for the ring to appear and be
+        complete; it is also the default ``timeout`` of :meth:`next` (and so of
+        iteration), where it bounds the wait for each batch. ``None`` fails at
+        once when the file is missing and waits for batches forever.
+        ``heartbeat_timeout`` (seconds): while waiting for a batch, raise
+        :class:`ProducerHungError` if the producer still holds the ring but its
+        heartbeat is older than this. ``None`` relies on the lock probe alone.
+
+        Raises ``FileNotFoundError``, :class:`RingFormatError`,
+        :class:`RingVersionError`, :class:`RingBusyError` or ``TimeoutError``.
+        """
+        if sys.byteorder != "little":  # pragma: no cover
+            raise RingError("lastmile rings are little-endian; this host is big-endian")
+        path = ring_path(name, dir)
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        format_deadline = start + (OPEN_RETRY_SECONDS if timeout is None else max(timeout, 0.0))
+        while True:
+            try:
+                core = cls._attach(path)
+                break
+            except FileNotFoundError:
+                if deadline is None:
+                    raise FileNotFoundError(
+                        2, "no lastmile ring %r in %s (is the producer running, and with the "
+                           "same LASTMILE_SHM_DIR?)" % (name, os.path.dirname(path)), path) from None
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("ring %r did not appear in %s within %gs"
+                                       % (name, os.path.dirname(path), timeout)) from None
+            except _Unfinished as e:
+                if time.monotonic() >= format_deadline:
+                    raise e.error from None
+            time.sleep(0.01)
+        self = object.__new__(cls)
+        self.name = name
+        self.path = path
+        self.timeout = timeout
+        self.heartbeat_timeout = heartbeat_timeout
+        self._core = core
+        self._fields = core.geo.fields
+        self._plan = _expected_tensors(self._fields)
+        self._eos = False
+        self._finalizer = weakref.finalize(self, _Core.close, core)
+        return self
+
+    @staticmethod
+    def _attach(path) -> _Core:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        mm = None
+        try:
+            size = os.fstat(fd).st_size
+            if size < PAGE:
+                head = os.pread(fd, 8, 0)
+                err = RingFormatError(
+                    "%s is truncated (%d bytes, smaller than the %d-byte header page)"
+                    % (path, size, PAGE) if head == MAGIC else
+                    "%s is not a lastmile ring (bad magic %r; expected %r), or it is not finished"
+                    % (path, head, MAGIC))
+                raise _Unfinished(err)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            # 6.5.1: the magic is published last (acquire it before the rest).
+            u8 = np.frombuffer(mm, dtype=np.uint8)
+            load_u64(u8.ctypes.data)
+            del u8
+            try:
+                geo = _Geometry(mm, size, path)
+            except RingFormatError as e:
+                if bytes(mm[:8]) != MAGIC:
+                    raise _Unfinished(e) from None
+                raise
+            if not _try_lock(fd, 1):
+                pid = struct.unpack_from("<i", mm, OFF_CONSUMER_PID)[0]
+                raise RingBusyError(
+                    "ring %s already has a consumer (pid %d); one consumer per ring"
+                    % (path, pid), pid=pid)
+            core = _Core(fd, mm, geo, path)
+        except BaseException:
+            if mm is not None:
+                try:
+                    mm.close()
+                except BufferError:  # pragma: no cover
+                    pass
+            os.close(fd)
+            raise
+        head, tail = core.head, load_u64(core.a_tail)
+        if not head <= tail <= head + geo.slot_count:
+            core.close()
+            raise RingFormatError("%s: corrupt counters: head %d, tail %d, %d slots"
+                                  % (path, head, tail, geo.slot_count))
+        # We are the only writer of line 2 now that we hold byte 1.
+        store_u32(core.a_consumer_waiting, 0)
+        store_u32(core.a_consumer_pid, os.getpid())
+        store_u64(core.a_consumer_heartbeat, time.monotonic_ns())
+        return core
+
+    # ------------------------------------------------------------------------
+    # Properties
+    # ------------------------------------------------------------------------
+    @property
+    def schema(self) -> tuple:
+        """The fields, in schema order."""
+        return self._fields
+
+    @property
+    def fields(self) -> dict:
+        return {f.name: f for f in self._fields}
+
+    @property
+    def slot_count(self) -> int:
+        return self._core.geo.slot_count
+
+    @property
+    def slot_size(self) -> int:
+        return self._core.geo.slot_size
+
+    @property
+    def generation(self) -> int:
+        return self._core.geo.generation
+
+    @property
+    def version(self) -> tuple:
+        return (self._core.geo.major, self._core.geo.minor)
+
+    @property
+    def producer_pid(self) -> int:
+        return self._core.geo.producer_pid
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    @property
+    def head(self) -> int:
+        """Batches released so far (the next batch to read has this sequence number)."""
+        return self._core.head
+
+    @property
+    def tail(self) -> int:
+        self._check_open()
+        return load_u64(self._core.a_tail)
+
+    @property
+    def state(self) -> str:
+        self._check_open()
+        s = load_u32(self._core.a_state)
+        return _STATE_NAMES.get(s, "unknown(%d)" % s)
+
+    @property
+    def message(self) -> str:
+        """The producer's status message (error text, or an end-of-stream summary)."""
+        self._check_open()
+        load_u32(self._core.a_state)
+        return _message(self._core.mm)
+
+    @property
+    def ended(self) -> bool:
+        """True once iteration reached the end of stream."""
+        return self._eos
+
+    def _check_open(self):
+        if self._core.closed:
+            raise ValueError("ring %s is closed" % self.name)
+
+    # ------------------------------------------------------------------------
+    # Consuming
+    # ------------------------------------------------------------------------
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Batch:
+        b = self.next()
+        if b is None:
+            raise StopIteration
+        return b
+
+    def iter_torch(self):
+        """Iterate batches as torch tensors (``batch.torch()``)."""
+        while True:
+            b = self.next()
+            if b is None:
+                return
+            yield b.torch()
+
+    def release(self) -> None:
+        """Hand the current batch's slot back to the producer now."""
+        if not self._core.closed:
+            self._core.release()
+
+    def next(self, timeout=_DEFAULT):
+        """Release the previous batch and return the next one, or ``None`` at end of stream.
+
+        Blocks while the ring is empty (spin ~50 us, then sleep on the futex in
+        100 ms steps, probing the producer's liveness each time). ``timeout``
+        (default: the one given to :meth:`open`) raises ``TimeoutError``.
+        Raises :class:`ProducerError` (the producer failed),
+        :class:`ProducerDiedError` (it died), :class:`ProducerHungError`
+        (heartbeat too old) -- always only after every published batch was
+        delivered -- and :class:`RingFormatError` on a protocol violation.
+        """
+        self._check_open()
+        if timeout is _DEFAULT:
+            timeout = self.timeout
+        core = self._core
+        core.release()
+        if self._eos:
+            return None
+        h = core.head
+        a_tail, a_state = core.a_tail, core.a_state
+        deadline = None if timeout is None else time.monotonic() + timeout
+        spin_until = None
+        next_probe = 0.0
+        while True:
+            tail = load_u64(a_tail)
+            if tail > h:
+                return self._take(h, tail)
+            state = load_u32(a_state)
+            if state != STATE_RUNNING:
+                if load_u64(a_tail) > h:  # published just before the state change
+                    continue
+                return self._finish(state, h)
+            now = time.monotonic()
+            if spin_until is None:
+                spin_until = now + SPIN_SECONDS
+                continue
+            if now < spin_until:
+                continue
+            # Slow path: liveness, timeout, then park on data_futex (6.3).
+            if now >= next_probe:
+                if self._producer_gone(h):
+                    continue  # it published or changed state before dying
+                next_probe = now + PARK_SECONDS
+            if deadline is not None and now >= deadline:
+                raise TimeoutError(
+                    "no batch from ring %s within %gs (waiting for batch %d; producer pid %d is "
+                    "alive, heartbeat %s)" % (self.name, timeout, h, core.geo.producer_pid,
+                                               _fmt_age(_age(load_u64(core.a_producer_heartbeat)))))
+            store_u32(core.a_consumer_waiting, 1)
+            try:
+                fence()  # the waiting flag is visible before we re-check
+                v = load_u32(core.a_data_futex)
+                if load_u64(a_tail) > h or load_u32(a_state) != STATE_RUNNING:
+                    continue
+                wait = PARK_SECONDS
+                if deadline is not None:
+                    wait = min(wait, max(deadline - now, 0.0))
+                futex_wait(core.a_data_futex, v, wait)
+            finally:
+                store_u32(core.a_consumer_waiting, 0)
+
+    def _producer_gone(self, h) -> bool:
+        """Liveness check (6.4). Returns True if the caller should re-check tail/state,
+        raises ProducerDiedError / ProducerHungError, or returns False (alive)."""
+        core = self._core
+        if _lock_free(core.fd, 0):
+            # The kernel dropped the lock after the producer's last store; re-read.
+            tail = load_u64(core.a_tail)
+            if tail > h or load_u32(core.a_state) != STATE_RUNNING:
+                return True
+            age = _age(load_u64(core.a_producer_heartbeat))
+            raise ProducerDiedError(
+                "lastmile producer (pid %d) of ring %s died after publishing %d batches; all of "
+                "them were delivered (last heartbeat %s)"
+                % (core.geo.producer_pid, self.name, tail, _fmt_age(age)),
+                published=tail, pid=core.geo.producer_pid, heartbeat_age=age)
+        if self.heartbeat_timeout is not None:
+            age = _age(load_u64(core.a_producer_heartbeat))
+            if age is not None and age > self.heartbeat_timeout:
+                tail = load_u64(core.a_tail)
+                raise ProducerHungError(
+                    "lastmile producer (pid %d) of ring %s holds the ring but its heartbeat is "
+                    "%.1fs old (heartbeat_timeout=%gs); %d batches were published and delivered"
+                    % (core.geo.producer_pid, self.name, age, self.heartbeat_timeout, tail),
+                    published=tail, pid=core.geo.producer_pid, heartbeat_age=age)
+        return False
+
+    def _finish(self, state, h):
+        core = self._core
+        if state == STATE_END:
+            self._eos = True
+            return None
+        if state == STATE_ERROR:
+            msg = _message(core.mm)
+            raise ProducerError(msg or "lastmile producer failed (no message)", published=h,
+                                pid=core.geo.producer_pid)
+        raise RingFormatError("ring %s: unknown producer state %d" % (self.name, state))
+
+    def _take(self, h, tail) -> Batch:
+        core = self._core
+        geo = core.geo
+        if tail - h > geo.slot_count:
+            raise RingFormatError("protocol violation in ring %s: tail %d is more than %d slots "
+                                  "ahead of head %d" % (self.name, tail, geo.slot_count, h))
+        so = core.slot_offset(h)
+        seq = load_u64(core.base + so)  # acquire: the slot's contents are visible after this
+        if seq != h:
+            raise RingFormatError(
+                "protocol violation in ring %s: slot %d has seq %s, expected %d (tail %d); "
+                "not reading it" % (self.name, h % geo.slot_count,
+                                    "empty" if seq == SEQ_EMPTY else seq, h, tail))
+        batch = self._parse(h, so)
+        core.held = h
+        store_u64(core.a_consumer_heartbeat, time.monotonic_ns())
+        return batch
+
+    def _parse(self, h, so) -> Batch:
+        mm = self._core.mm
+        geo = self._core.geo
+        _, used, rows, count, epoch, bidx, rank, bflags = _SLOT_HEADER.unpack_from(mm, so)
+
+        def bad(what):
+            return RingFormatError("ring %s, batch %d (slot %d): %s"
+                                   % (self.name, h, h % geo.slot_count, what))
+
+        if used > geo.slot_size:
+            raise bad("used_bytes %d > slot_size %d" % (used, geo.slot_size))
+        plan = self._plan
+        if count != len(plan):
+            raise bad("tensor_count %d, schema needs %d" % (count, len(plan)))
+        if SLOT_HEADER_SIZE + count * TENSOR_ENTRY_SIZE > used:
+            raise bad("tensor table (%d entries) exceeds used_bytes %d" % (count, used))
+        data, valid = {}, {}
+        pending_values = None
+        for i, (f, role, dcode) in enumerate(plan):
+            fi, r, dt, ndim, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack_from(
+                mm, so + SLOT_HEADER_SIZE + i * TENSOR_ENTRY_SIZE)
+            if fi != f.index or r != role or dt != dcode:
+                raise bad("tensor %d is (field %d, role %d, dtype %d), expected (%d, %d, %d) "
+                          "for field %r" % (i, fi, r, dt, f.index, role, dcode, f.name))
+            if not 1 <= ndim <= 4:
+                raise bad("tensor %d of field %r has ndim %d" % (i, f.name, ndim))
+            shape = (s0, s1, s2, s3)[:ndim]
+            if role == ROLE_DENSE:
+                want = (rows,) + f.dims
+            elif role == ROLE_VALUES:
+                want = (s0,) if ndim == 1 else None
+            elif role == ROLE_OFFSETS:
+                want = (rows + 1,)
+            else:
+                want = (rows,)
+            if shape != want:
+                raise bad("tensor %d of field %r has shape %s, expected %s"
+                          % (i, f.name, list(shape), list(want) if want else "[V]"))
+            _, npdt, size = DTYPES[dt]
+            n = 1
+            for d in shape:
+                n *= d
+            if nbytes != n * size:
+                raise bad("tensor %d of field %r: nbytes %d != %d elements x %d"
+                          % (i, f.name, nbytes, n, size))
+            if off % PAYLOAD_ALIGN:
+                raise bad("tensor %d of field %r: offset %d is not 256-byte aligned" % (i, f.name, off))
+            if off + nbytes > used:
+                raise bad("tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
+                          % (i, f.name, off, nbytes, used))
+            arr = np.ndarray(shape, dtype=npdt, buffer=mm, offset=so + off)
+            if role == ROLE_DENSE:
+                data[f.name] = arr
+            elif role == ROLE_VALUES:
+                pending_values = arr
+            elif role == ROLE_OFFSETS:
+                nv = len(pending_values)
+                if arr[0] != 0 or arr[-1] != nv or (rows > 1 and bool((arr[1:] < arr[:-1]).any())):
+                    raise bad("offsets of ragged field %r are not 0 <= non-decreasing <= %d "
+                              "(first %d, last %d)" % (f.name, nv, arr[0], arr[-1]))
+                data[f.name] = Ragged(pending_values, arr)
+                pending_values = None
+            else:
+                valid[f.name] = arr.view(np.bool_)
+        cursor = Cursor(epoch, bidx, rank, bool(bflags & BATCH_LAST_IN_EPOCH))
+        return Batch(self, self._fields, data, valid, rows, h, cursor, bflags)
+
+    # ------------------------------------------------------------------------
+    # Closing
+    # ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the current slot, detach (drop the consumer lock) and unmap."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        if self._core.closed:
+            return "<lastmile.Ring %r closed>" % self.name
+        return "<lastmile.Ring %r head=%d tail=%d slots=%dx%d state=%s>" % (
+            self.name, self.head, self.tail, self.slot_count, self.slot_size, self.state)
+
+
+class _Unfinished(Exception):
+    """Internal: the file may still be in construction; retried briefly by open()."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
+# --------------------------------------------------------------------------
+# inspect
+# --------------------------------------------------------------------------
+
+
+def inspect(name, dir=None) -> dict:
+    """Header information about ring ``name`` for debugging (does not attach).
+
+    Returns geometry, schema, head/tail, state and message, futex words, the
+    heartbeat ages and whether the producer / a consumer hold their locks.
+    Raises like :meth:`Ring.open` for files that are not rings.
+    """
+    path = ring_path(name, dir)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size < PAGE:
+            head = os.pread(fd, 8, 0)
+            if head != MAGIC:
+                raise RingFormatError("%s is not a lastmile ring (bad magic %r)" % (path, head))
+            raise RingFormatError("%s is truncated (%d bytes)" % (path, size))
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        try:
+            geo = _Geometry(mm, size, path)
+            u64 = lambda off: struct.unpack_from("<Q", mm, off)[0]  # noqa: E731
+            u32 = lambda off: struct.unpack_from("<I", mm, off)[0]  # noqa: E731
+            state = u32(OFF_STATE)
+            info = {"name": name, "path": path, "file_size": size}
+            info.update(geo.as_dict())
+            head, tail = u64(OFF_HEAD), u64(OFF_TAIL)
+            info.update({
+                "tail": tail,
+                "head": head,
+                "in_flight": tail - head,
+                "state": _STATE_NAMES.get(state, "unknown(%d)" % state),
+                "message": _message(mm),
+                "producer_alive": not _lock_free(fd, 0),
+                "producer_heartbeat_age": _age(u64(OFF_PRODUCER_HEARTBEAT)),
+                "producer_waiting": u32(OFF_PRODUCER_WAITING),
+                "data_futex": u32(OFF_DATA_FUTEX),
+                "consumer_attached": not _lock_free(fd, 1),
+                "consumer_pid": struct.unpack_from("<i", mm, OFF_CONSUMER_PID)[0],
+                "consumer_heartbeat_age": _age(u64(OFF_CONSUMER_HEARTBEAT)),
+                "consumer_waiting": u32(OFF_CONSUMER_WAITING),
+                "space_futex": u32(OFF_SPACE_FUTEX),
+                "atomics": _futex.ATOMICS,
+            })
+            return info
+        finally:
+            mm.close()
+    finally:
+        os.close(fd)
