@@ -1,0 +1,230 @@
+package decode
+
+import (
+	"github.com/lastmile/lastmile/column"
+)
+
+// resetColumn prepares col to receive field f's rows, keeping its buffers.
+// While decoding, a nullable field's Valid always has Len bytes; finish
+// drops it when no row is null.
+func (d *Decoder) resetColumn(fi int, col *column.Column) {
+	f := &d.fields[fi]
+	col.Name, col.Kind, col.DType, col.Width, col.Len = f.Name, f.Kind, f.DType, 1, 0
+	col.Data = col.Data[:0]
+	if f.Kind == column.Fixed {
+		col.Offsets = nil
+	} else {
+		col.Offsets = append(col.Offsets[:0], 0)
+	}
+	if f.Nullable {
+		if col.Valid == nil && fi < len(d.stash) {
+			col.Valid, d.stash[fi] = d.stash[fi], nil
+		}
+		col.Valid = col.Valid[:0]
+	} else {
+		col.Valid = nil
+	}
+}
+
+// finishColumn applies the rule that Valid is nil when every row is valid,
+// setting an all-valid buffer aside for the field's next unit.
+func (d *Decoder) finishColumn(fi int, col *column.Column) {
+	if col.Valid == nil {
+		return
+	}
+	for _, v := range col.Valid {
+		if v == 0 {
+			return
+		}
+	}
+	if fi < len(d.stash) {
+		d.stash[fi] = col.Valid[:0]
+	}
+	col.Valid = nil
+}
+
+// decodeColumn walks the pages of field fi's chunk, decoding those that
+// hold rows of the unit (and of sel, when given).
+//
+// Rows are counted within the row group: the unit wants [lo, hi), the page
+// at hand starts at row. A page wholly inside the wanted rows is decoded
+// straight into dst; one that is only partly wanted (the head of a slice
+// cut mid-page, or a selection) is decoded into d.scratch and the wanted
+// rows copied. A page that overruns hi is decoded into dst and the excess
+// rows cut off.
+func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
+	f := &d.fields[fi]
+	c := &d.unit.Chunks[fi]
+	d.resetColumn(fi, dst)
+	raw, err := d.readChunk(c)
+	if err != nil {
+		return d.errorf(fi, -1, err)
+	}
+	fileOffset := func(pos int) int64 {
+		if int64(pos) < c.DictLen {
+			return c.DictOffset + int64(pos)
+		}
+		return c.Offset + int64(pos) - c.DictLen
+	}
+	d.dict.reset()
+	lo := d.unit.RowStart
+	hi := lo + d.unit.Rows
+	want := int(d.unit.Rows)
+	if sel != nil {
+		want = len(sel)
+	}
+	si := 0 // next entry of sel to place
+	row := c.FirstRow
+	done := d.ctx.Done()
+	var h pageHeader
+	for pos := 0; pos < len(raw) && dst.Len < want; {
+		if done != nil {
+			select {
+			case <-done:
+				return d.ctx.Err()
+			default:
+			}
+		}
+		off := fileOffset(pos)
+		hn, err := parsePageHeader(raw[pos:], &h)
+		if err != nil {
+			return d.errorf(fi, off, corrupt(err))
+		}
+		if int(h.compressed) > len(raw)-pos-hn {
+			return d.errorf(fi, off, corruptf("page of %d bytes runs past the column chunk", h.compressed))
+		}
+		body := raw[pos+hn : pos+hn+int(h.compressed)]
+		pos += hn + int(h.compressed)
+		switch h.typ {
+		case pageDictionary:
+			if err := d.readDict(f, c, &h, body); err != nil {
+				return d.errorf(fi, off, err)
+			}
+			continue
+		case pageData, pageDataV2:
+		default:
+			continue // index pages and unknown page types carry no rows
+		}
+		// Rows in the page, when the header tells.
+		nrows := int64(-1)
+		if h.typ == pageDataV2 {
+			nrows = int64(h.numRows)
+		} else if f.MaxRep == 0 {
+			nrows = int64(h.numValues)
+		}
+		if nrows >= 0 {
+			if row+nrows <= lo {
+				row += nrows
+				continue
+			}
+			if sel != nil {
+				for si < len(sel) && lo+int64(sel[si]) < row {
+					si++
+				}
+				if si == len(sel) || lo+int64(sel[si]) >= row+nrows {
+					row += nrows
+					continue
+				}
+			}
+		}
+		if row >= hi {
+			break
+		}
+		direct := sel == nil && row >= lo
+		if sel != nil && nrows >= 0 && row >= lo && row+nrows <= hi {
+			// A page whose rows are all selected goes straight in.
+			first := int64(sel[si]) + lo
+			if first == row && si+int(nrows) <= len(sel) && lo+int64(sel[si+int(nrows)-1]) == row+nrows-1 {
+				direct = true
+			}
+		}
+		if direct {
+			n, err := d.appendPage(f, c, &h, body, dst)
+			if err != nil {
+				return d.errorf(fi, off, err)
+			}
+			if sel != nil {
+				si += n
+			}
+			row += int64(n)
+			if over := row - hi; over > 0 {
+				truncateColumn(dst, dst.Len-int(over))
+			}
+			continue
+		}
+		s := &d.scratch
+		s.Kind, s.DType, s.Width, s.Len = f.Kind, f.DType, 1, 0
+		s.Data = s.Data[:0]
+		if f.Kind != column.Fixed {
+			s.Offsets = append(s.Offsets[:0], 0)
+		}
+		if f.Nullable {
+			s.Valid = s.Valid[:0]
+		} else {
+			s.Valid = nil
+		}
+		n, err := d.appendPage(f, c, &h, body, s)
+		if err != nil {
+			return d.errorf(fi, off, err)
+		}
+		if sel == nil {
+			a := max(lo-row, 0)
+			b := min(hi-row, int64(n))
+			if a < b {
+				appendRows(dst, s, int(a), int(b))
+			}
+		} else {
+			for si < len(sel) {
+				r := lo + int64(sel[si]) - row
+				if r < 0 {
+					si++
+					continue
+				}
+				if r >= int64(n) {
+					break
+				}
+				appendRows(dst, s, int(r), int(r)+1)
+				si++
+			}
+		}
+		row += int64(n)
+	}
+	if dst.Len != want {
+		return d.errorf(fi, -1, corruptf("column chunk holds %d of the %d rows wanted", dst.Len, want))
+	}
+	d.finishColumn(fi, dst)
+	return nil
+}
+
+// appendRows appends rows [a, b) of src to dst (same field).
+func appendRows(dst, src *column.Column, a, b int) {
+	size := src.DType.Size()
+	if src.Kind == column.Fixed {
+		dst.Data = append(dst.Data, src.Data[a*size:b*size]...)
+	} else {
+		base := dst.Offsets[dst.Len] - src.Offsets[a]
+		dst.Data = append(dst.Data, src.Data[int(src.Offsets[a])*size:int(src.Offsets[b])*size]...)
+		for _, o := range src.Offsets[a+1 : b+1] {
+			dst.Offsets = append(dst.Offsets, o+base)
+		}
+	}
+	if src.Valid != nil {
+		dst.Valid = append(dst.Valid, src.Valid[a:b]...)
+	}
+	dst.Len += b - a
+}
+
+// truncateColumn keeps the first n rows of col.
+func truncateColumn(col *column.Column, n int) {
+	size := col.DType.Size()
+	if col.Kind == column.Fixed {
+		col.Data = col.Data[:n*size]
+	} else {
+		col.Offsets = col.Offsets[:n+1]
+		col.Data = col.Data[:int(col.Offsets[n])*size]
+	}
+	if col.Valid != nil {
+		col.Valid = col.Valid[:n]
+	}
+	col.Len = n
+}

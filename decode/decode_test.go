@@ -1,0 +1,162 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// checkPlan decodes every unit of plan with one decoder and compares each
+// column with expectColumn; it also checks the units cover the rows once.
+func checkPlan(t *testing.T, plan *Plan, firstID func(u Unit) int64) {
+	t.Helper()
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	var b column.Batch
+	var next int64
+	for _, u := range plan.Units {
+		if u.Ordinal != next {
+			t.Fatalf("unit %d ordinal %d, want %d", u.Seq, u.Ordinal, next)
+		}
+		next += u.Rows
+		if err := d.Decode(context.Background(), u, &b); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Check(); err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, u.Rows)
+		for i := range ids {
+			ids[i] = firstID(u) + int64(i)
+		}
+		for i := range b.Columns {
+			want := expectColumn(b.Columns[i].Name, ids)
+			if diff := diffColumn(&b.Columns[i], &want); diff != "" {
+				t.Fatalf("unit %d (rg %d rows [%d,+%d)): %s", u.Seq, u.RowGroup, u.RowStart, u.Rows, diff)
+			}
+		}
+	}
+	if next != plan.Rows {
+		t.Fatalf("units cover %d rows, plan says %d", next, plan.Rows)
+	}
+}
+
+func TestDecodeFormats(t *testing.T) {
+	rows := int64(3000)
+	if testing.Short() {
+		rows = 1200
+	}
+	for _, version := range []int{1, 2} {
+		for _, codec := range []string{"none", "snappy", "zstd"} {
+			for _, maxRows := range []int64{0, 250} {
+				for _, noOI := range []bool{false, true} {
+					if maxRows == 0 && noOI {
+						continue
+					}
+					name := fmt.Sprintf("v%d/%s/max%d/noOI=%v", version, codec, maxRows, noOI)
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						p := filepath.Join(t.TempDir(), "f.parquet")
+						writeFile(t, p, fileSpec{rows: rows, rowGroupRows: 1000, codec: codec, pageVersion: version, pageBytes: 2048})
+						plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: maxRows, IgnoreOffsetIndex: noOI})
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, u := range plan.Units {
+							if maxRows > 0 && u.Rows > maxRows {
+								t.Fatalf("unit of %d rows, max %d", u.Rows, maxRows)
+							}
+						}
+						checkPlan(t, plan, func(u Unit) int64 { return u.Ordinal })
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestDecodeSelection(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "f.parquet")
+			writeFile(t, p, fileSpec{rows: 2000, rowGroupRows: 2000, codec: "snappy", pageVersion: version, pageBytes: 1024})
+			plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: 700})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewDecoder(plan.Fields)
+			defer d.Close()
+			sels := map[string]func(n int64) []int32{
+				"none":   func(n int64) []int32 { return []int32{} },
+				"first":  func(n int64) []int32 { return []int32{0} },
+				"last":   func(n int64) []int32 { return []int32{int32(n - 1)} },
+				"every7": func(n int64) []int32 { return stride(n, 7, 0) },
+				"all":    func(n int64) []int32 { return stride(n, 1, 0) },
+				"block": func(n int64) []int32 {
+					var s []int32
+					for i := n / 3; i < n/2; i++ {
+						s = append(s, int32(i))
+					}
+					return s
+				},
+			}
+			var col column.Column
+			for _, u := range plan.Units {
+				if err := d.Open(context.Background(), u); err != nil {
+					t.Fatal(err)
+				}
+				for sname, mk := range sels {
+					sel := mk(u.Rows)
+					ids := make([]int64, len(sel))
+					for i, s := range sel {
+						ids[i] = u.Ordinal + int64(s)
+					}
+					for fi, f := range plan.Fields {
+						if err := d.DecodeColumn(fi, sel, &col); err != nil {
+							t.Fatal(err)
+						}
+						want := expectColumn(f.Name, ids)
+						if diff := diffColumn(&col, &want); diff != "" {
+							t.Fatalf("unit %d sel %s: %s", u.Seq, sname, diff)
+						}
+					}
+				}
+			}
+			if err := d.DecodeColumn(0, []int32{3, 2}, &col); err == nil {
+				t.Fatal("unsorted selection accepted")
+			}
+		})
+	}
+}
+
+func stride(n, k, off int64) []int32 {
+	var s []int32
+	for i := off; i < n; i += k {
+		s = append(s, int32(i))
+	}
+	return s
+}
+
+func TestDecodeCancel(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f.parquet")
+	writeFile(t, p, fileSpec{rows: 500, codec: "snappy"})
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	var b column.Batch
+	if err := d.Decode(ctx, plan.Units[0], &b); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if _, err := PlanFiles(ctx, []string{p}, PlanOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("plan: got %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,268 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// Decoder decodes units into column batches. Make one per worker and reuse
+// it: it keeps its buffers, decompressors and a few open files across
+// units. A Decoder is not safe for concurrent use. The zero value is not
+// usable; call NewDecoder.
+type Decoder struct {
+	fields []Field
+	files  fileCache
+	z      decompressor
+
+	// Set by Open.
+	ctx  context.Context
+	unit Unit
+	file *os.File
+	open bool
+
+	raw     []byte  // the column chunk's bytes as read
+	page    []byte  // decompressed v1 pages and values that need a pass
+	dictBuf []byte  // decompressed dictionary page
+	rep     []uint8 // repetition levels of one page
+	def     []uint8 // definition levels of one page
+	idx     []int32 // dictionary indexes of one page
+	lens    []int64 // DELTA_* decoded integers
+	prefix  []int64 // DELTA_BYTE_ARRAY prefix lengths
+	dict    dictionary
+	scratch column.Column // pages only partly in the unit or selection
+	stash   [][]byte      // per field: a Valid buffer set aside while a unit had no nulls
+}
+
+// NewDecoder returns a decoder for the given fields, normally a plan's
+// Fields; units decoded with it must come from a plan with those fields.
+func NewDecoder(fields []Field) *Decoder {
+	return &Decoder{fields: fields, files: fileCache{max: 4}, stash: make([][]byte, len(fields))}
+}
+
+// Fields returns the fields the decoder was made for.
+func (d *Decoder) Fields() []Field { return d.fields }
+
+// Close closes the decoder's files and releases its decompressors. The
+// decoder must not be used afterwards.
+func (d *Decoder) Close() error {
+	d.z.close()
+	d.open = false
+	return d.files.closeAll()
+}
+
+// Open prepares a unit for DecodeColumn: it validates the unit, opens the
+// file (or finds it open) and checks that its size and modification time
+// are those planned. ctx is checked by every later DecodeColumn call of
+// this unit, between pages.
+func (d *Decoder) Open(ctx context.Context, u Unit) error {
+	d.open = false
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fail := func(err error) error { return &Error{File: u.File, RowGroup: u.RowGroup, PageOffset: -1, Err: err} }
+	if len(u.Chunks) != len(d.fields) {
+		return fail(fmt.Errorf("unit has %d chunks, decoder has %d fields", len(u.Chunks), len(d.fields)))
+	}
+	if err := u.validate(); err != nil {
+		return fail(err)
+	}
+	f, err := d.files.get(u.File)
+	if err != nil {
+		return fail(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return fail(fmt.Errorf("stat: %w", err))
+	}
+	if st.Size != u.FileSize || st.Mtim.Nano() != u.ModTime {
+		d.files.drop(u.File)
+		return fail(fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, st.Size, st.Mtim.Nano(), u.FileSize, u.ModTime))
+	}
+	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
+	return nil
+}
+
+// Decode decodes every field of u into dst, reusing dst's buffers:
+// dst.Columns gets one column per field, in field order, each of u.Rows
+// rows. On error dst's contents are unspecified.
+func (d *Decoder) Decode(ctx context.Context, u Unit, dst *column.Batch) error {
+	if err := d.Open(ctx, u); err != nil {
+		return err
+	}
+	if cap(dst.Columns) < len(d.fields) {
+		dst.Columns = append(dst.Columns[:cap(dst.Columns)], make([]column.Column, len(d.fields)-cap(dst.Columns))...)
+	}
+	dst.Columns = dst.Columns[:len(d.fields)]
+	dst.Rows = 0
+	for i := range d.fields {
+		if err := d.DecodeColumn(i, nil, &dst.Columns[i]); err != nil {
+			return err
+		}
+	}
+	dst.Rows = int(u.Rows)
+	return nil
+}
+
+// DecodeColumn decodes field of the unit given to Open into dst, reusing
+// dst's buffers. A nil sel decodes all the unit's rows; otherwise sel
+// holds strictly increasing row indexes within the unit and dst gets
+// exactly those rows, in order. Pages holding no selected row are skipped
+// without being decompressed where their row count is known from the page
+// header (v2 pages, and v1 pages of non-repeated columns).
+func (d *Decoder) DecodeColumn(field int, sel []int32, dst *column.Column) (err error) {
+	if !d.open {
+		return errors.New("decode: DecodeColumn before a successful Open")
+	}
+	if field < 0 || field >= len(d.fields) {
+		return fmt.Errorf("decode: field %d out of range [0, %d)", field, len(d.fields))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = d.errorf(field, -1, fmt.Errorf("%w: decoder panic: %v", ErrCorrupt, r))
+		}
+	}()
+	if sel != nil {
+		for i, s := range sel {
+			if s < 0 || int64(s) >= d.unit.Rows || (i > 0 && s <= sel[i-1]) {
+				return fmt.Errorf("decode: selection must be strictly increasing rows in [0, %d); entry %d is %d", d.unit.Rows, i, s)
+			}
+		}
+	}
+	return d.decodeColumn(field, sel, dst)
+}
+
+func (d *Decoder) errorf(field int, pageOffset int64, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	name := ""
+	if field >= 0 {
+		name = d.fields[field].Name
+	}
+	return &Error{File: d.unit.File, RowGroup: d.unit.RowGroup, Column: name, PageOffset: pageOffset, Err: err}
+}
+
+// readChunk reads the dictionary range (if separate) and the page range of
+// c into d.raw.
+func (d *Decoder) readChunk(c *Chunk) ([]byte, error) {
+	n := c.DictLen + c.End - c.Offset
+	if n > 1<<31 {
+		return nil, corruptf("column chunk of %d bytes", n)
+	}
+	d.raw = growBytes(d.raw, int(n))
+	if c.DictLen > 0 {
+		if err := readFull(d.file, d.raw[:c.DictLen], c.DictOffset); err != nil {
+			return nil, err
+		}
+	}
+	if err := readFull(d.file, d.raw[c.DictLen:], c.Offset); err != nil {
+		return nil, err
+	}
+	return d.raw, nil
+}
+
+func readFull(f *os.File, b []byte, off int64) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == io.EOF || err == nil {
+		return corruptf("file ends inside a column chunk (read %d of %d bytes at offset %d)", n, len(b), off)
+	}
+	return fmt.Errorf("read: %w", err)
+}
+
+// growBytes returns b with length n, reallocating (contents lost) when
+// its capacity is short.
+func growBytes(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]byte, n, n+n/8)
+}
+
+// extend returns b grown by n bytes, keeping its contents.
+func extend(b []byte, n int) []byte {
+	l := len(b) + n
+	if cap(b) >= l {
+		return b[:l]
+	}
+	nb := make([]byte, l, max(l+l/4, 64))
+	copy(nb, b)
+	return nb
+}
+
+func growU8(b []uint8, n int) []uint8 {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]uint8, n, n+n/8)
+}
+
+// fileCache keeps a few files open, least recently used out first.
+type fileCache struct {
+	max     int
+	entries []fileEntry
+	clock   uint64
+}
+
+type fileEntry struct {
+	path string
+	f    *os.File
+	used uint64
+}
+
+func (c *fileCache) get(path string) (*os.File, error) {
+	c.clock++
+	for i := range c.entries {
+		if c.entries[i].path == path {
+			c.entries[i].used = c.clock
+			return c.entries[i].f, nil
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.entries) >= c.max {
+		old := 0
+		for i := range c.entries {
+			if c.entries[i].used < c.entries[old].used {
+				old = i
+			}
+		}
+		c.entries[old].f.Close()
+		c.entries[old] = fileEntry{path: path, f: f, used: c.clock}
+		return f, nil
+	}
+	c.entries = append(c.entries, fileEntry{path: path, f: f, used: c.clock})
+	return f, nil
+}
+
+func (c *fileCache) drop(path string) {
+	for i := range c.entries {
+		if c.entries[i].path == path {
+			c.entries[i].f.Close()
+			c.entries = append(c.entries[:i], c.entries[i+1:]...)
+			return
+		}
+	}
+}
+
+func (c *fileCache) closeAll() error {
+	var first error
+	for _, e := range c.entries {
+		if err := e.f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	c.entries = nil
+	return first
+}

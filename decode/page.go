@@ -1,0 +1,266 @@
+package decode
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// appendPage decodes one data page and appends its rows to col, returning
+// the number of rows it started (a v1 page of a list column may continue
+// col's last row). Values go straight to their final place in col.Data
+// where the format allows: PLAIN fixed-width values of a compressed v2
+// page are decompressed into it.
+func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col *column.Column) (int, error) {
+	n := int(h.numValues)
+	var repB, defB, vals []byte
+	valsLen := 0
+	compressed := false
+	if h.typ == pageDataV2 {
+		rl, dl := int(h.repLen), int(h.defLen)
+		repB, defB, vals = body[:rl], body[rl:rl+dl], body[rl+dl:]
+		valsLen = int(h.uncompressed) - rl - dl
+		if valsLen < 0 {
+			return 0, corruptf("v2 page: levels of %d bytes exceed the page's %d", rl+dl, h.uncompressed)
+		}
+		compressed = h.isCompressed && c.Codec != codecNone
+		if !compressed && len(vals) != valsLen {
+			return 0, corruptf("v2 page: %d value bytes, header says %d", len(vals), valsLen)
+		}
+	} else {
+		page := body
+		if c.Codec != codecNone {
+			d.page = growBytes(d.page, int(h.uncompressed))
+			if err := d.z.decompress(c.Codec, d.page, body); err != nil {
+				return 0, corrupt(err)
+			}
+			page = d.page
+		} else if len(body) != int(h.uncompressed) {
+			return 0, corruptf("uncompressed page of %d bytes, header says %d", len(body), h.uncompressed)
+		}
+		var err error
+		if f.MaxRep > 0 {
+			if repB, page, err = v1Levels(page, h.repEncoding); err != nil {
+				return 0, err
+			}
+		}
+		if f.MaxDef > 0 {
+			if defB, page, err = v1Levels(page, h.defEncoding); err != nil {
+				return 0, err
+			}
+		}
+		vals, valsLen = page, len(page)
+	}
+	if f.MaxRep > 0 {
+		d.rep = growU8(d.rep, n)
+		if _, err := decodeLevels(d.rep, repB, f.repWidth()); err != nil {
+			return 0, corruptf("repetition levels: %v", err)
+		}
+	}
+	if f.MaxDef > 0 {
+		d.def = growU8(d.def, n)
+		if _, err := decodeLevels(d.def, defB, f.defWidth()); err != nil {
+			return 0, corruptf("definition levels: %v", err)
+		}
+	}
+	pv := pageValues{d: d, f: f, c: c, h: h, vals: vals, valsLen: valsLen, compressed: compressed}
+	if f.MaxRep > 0 {
+		return d.appendListPage(f, n, &pv, col)
+	}
+	return d.appendFlatPage(f, n, &pv, col)
+}
+
+// v1Levels splits a v1 page's length-prefixed RLE levels from the rest.
+func v1Levels(page []byte, enc int32) (levels, rest []byte, err error) {
+	if enc != encRLE {
+		return nil, nil, fmt.Errorf("%w: level encoding %d (only RLE)", ErrUnsupported, enc)
+	}
+	if len(page) < 4 {
+		return nil, nil, corruptf("v1 page too short for its levels")
+	}
+	n := binary.LittleEndian.Uint32(page)
+	if uint64(n) > uint64(len(page)-4) {
+		return nil, nil, corruptf("v1 levels of %d bytes in a page of %d", n, len(page))
+	}
+	return page[4 : 4+n], page[4+n:], nil
+}
+
+// appendFlatPage appends the n rows of a page of a non-repeated column.
+func (d *Decoder) appendFlatPage(f *Field, n int, pv *pageValues, col *column.Column) (int, error) {
+	nonNull := n
+	var def []uint8
+	if f.MaxDef > 0 {
+		def = d.def[:n]
+		nonNull = 0
+		for _, l := range def {
+			if l == uint8(f.MaxDef) {
+				nonNull++
+			} else if l > uint8(f.MaxDef) {
+				return 0, corruptf("definition level %d above the maximum %d", l, f.MaxDef)
+			}
+		}
+	}
+	if f.Kind == column.Bytes {
+		if err := pv.appendBytes(col, def, uint8(f.MaxDef), n, nonNull); err != nil {
+			return 0, err
+		}
+	} else {
+		size := f.DType.Size()
+		start := len(col.Data)
+		col.Data = extend(col.Data, n*size)
+		region := col.Data[start:]
+		if err := pv.fixed(region[:nonNull*size], nonNull); err != nil {
+			return 0, err
+		}
+		if nonNull < n {
+			spread(region, size, def, uint8(f.MaxDef), 0, nonNull)
+		}
+	}
+	if f.Nullable {
+		v := len(col.Valid)
+		col.Valid = extend(col.Valid, n)
+		valid := col.Valid[v:]
+		if nonNull == n {
+			fill(valid, 1)
+		} else {
+			for i, l := range def {
+				valid[i] = b2u8(l == uint8(f.MaxDef))
+			}
+		}
+	}
+	col.Len += n
+	return n, nil
+}
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// appendListPage appends the rows of a page of a list column: offsets and
+// validity from the levels, then the element values.
+func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Column) (int, error) {
+	rep := d.rep[:n]
+	var def []uint8
+	if f.MaxDef > 0 {
+		def = d.def[:n]
+	}
+	if n > 0 && rep[0] != 0 && col.Len == 0 {
+		return 0, corruptf("page starts inside a row that no earlier page began")
+	}
+	// offs[L] is the running end of the last row; a new row writes the end
+	// of the previous one at its start.
+	L := col.Len
+	need := L + n + 1
+	if cap(col.Offsets) < need {
+		no := make([]int64, len(col.Offsets), max(need, 2*cap(col.Offsets)))
+		copy(no, col.Offsets)
+		col.Offsets = no
+	}
+	offs := col.Offsets[:need]
+	cur := offs[L]
+	base := cur
+	maxDef, rowDef := uint8(f.MaxDef), uint8(f.RowDef)
+	nonNull := 0
+	var valid []uint8
+	if f.Nullable {
+		col.Valid = extend(col.Valid, n)[:L]
+		valid = col.Valid[:L+n]
+	}
+	switch {
+	case def == nil || allEqual(def, maxDef):
+		// Every level is a value: rows start where rep is 0.
+		L = rowStarts(rep, offs, L, cur)
+		cur += int64(n)
+		nonNull = n
+		if valid != nil {
+			fill(valid[col.Len:L], 1)
+		}
+	default:
+		for i, r := range rep {
+			l := def[i]
+			if l > maxDef {
+				return 0, corruptf("definition level %d above the maximum %d", l, maxDef)
+			}
+			if r == 0 {
+				offs[L] = cur
+				if valid != nil {
+					valid[L] = b2u8(l >= rowDef)
+				}
+				L++
+			}
+			if l > rowDef {
+				cur++
+				if l == maxDef {
+					nonNull++
+				}
+			}
+		}
+	}
+	offs[L] = cur
+	rows := L - col.Len
+	col.Offsets = offs[:L+1]
+	if valid != nil {
+		col.Valid = valid[:L]
+	}
+	col.Len = L
+	slots := int(cur - base)
+	size := f.DType.Size()
+	start := len(col.Data)
+	col.Data = extend(col.Data, slots*size)
+	region := col.Data[start:]
+	if err := pv.fixed(region[:nonNull*size], nonNull); err != nil {
+		return 0, err
+	}
+	if nonNull < slots {
+		spread(region, size, def, maxDef, rowDef+1, nonNull)
+	}
+	return rows, nil
+}
+
+func allEqual(b []uint8, v uint8) bool {
+	w := uint64(v) * 0x0101010101010101
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != w {
+			return false
+		}
+	}
+	for _, x := range b[i:] {
+		if x != v {
+			return false
+		}
+	}
+	return true
+}
+
+// rowStarts records a row start at every zero repetition level: offs[L]
+// gets the value count before it. It returns the new row count. It skips
+// eight levels at a time while none is zero, the common case of long
+// lists.
+func rowStarts(rep []uint8, offs []int64, L int, base int64) int {
+	i := 0
+	for ; i+8 <= len(rep); i += 8 {
+		w := binary.LittleEndian.Uint64(rep[i:])
+		// A byte of w is zero iff its bit in the mask is set (levels are 0 or 1).
+		if w == 0x0101010101010101 {
+			continue
+		}
+		for j := range 8 {
+			if rep[i+j] == 0 {
+				offs[L] = base + int64(i+j)
+				L++
+			}
+		}
+	}
+	for ; i < len(rep); i++ {
+		if rep[i] == 0 {
+			offs[L] = base + int64(i)
+			L++
+		}
+	}
+	return L
+}

@@ -1,0 +1,373 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Parquet page types and encodings (parquet.thrift), as the page header
+// carries them.
+const (
+	pageData       = 0
+	pageIndex      = 1
+	pageDictionary = 2
+	pageDataV2     = 3
+
+	encPlain          = 0
+	encPlainDict      = 2
+	encRLE            = 3
+	encBitPacked      = 4
+	encDeltaBinary    = 5
+	encDeltaLenBytes  = 6
+	encDeltaBytes     = 7
+	encRLEDict        = 8
+	encByteStreamSplt = 9
+)
+
+// pageHeader is the part of a Parquet PageHeader the decoder uses. It is
+// parsed by hand rather than with the reflective thrift decoder: page
+// headers are read once per page on the hot path, must not allocate, and
+// are outside input the fuzzer exercises directly.
+type pageHeader struct {
+	typ          int32
+	uncompressed int32
+	compressed   int32
+
+	// Data pages (v1 and v2) and dictionary pages.
+	numValues int32
+	encoding  int32
+
+	// v1 data pages.
+	defEncoding int32
+	repEncoding int32
+
+	// v2 data pages.
+	numNulls     int32
+	numRows      int32
+	defLen       int32
+	repLen       int32
+	isCompressed bool
+}
+
+var errThrift = errors.New("malformed thrift page header")
+
+// thrift compact-protocol type codes.
+const (
+	tStop   = 0
+	tTrue   = 1
+	tFalse  = 2
+	tByte   = 3
+	tI16    = 4
+	tI32    = 5
+	tI64    = 6
+	tDouble = 7
+	tBinary = 8
+	tList   = 9
+	tSet    = 10
+	tMap    = 11
+	tStruct = 12
+)
+
+type thriftReader struct {
+	b   []byte
+	pos int
+}
+
+func (r *thriftReader) byte() (byte, error) {
+	if r.pos >= len(r.b) {
+		return 0, errThrift
+	}
+	c := r.b[r.pos]
+	r.pos++
+	return c, nil
+}
+
+func (r *thriftReader) uvarint() (uint64, error) {
+	var x uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		x |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return x, nil
+		}
+	}
+	return 0, errThrift
+}
+
+func (r *thriftReader) varint() (int64, error) {
+	u, err := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1), err
+}
+
+func (r *thriftReader) i32() (int32, error) {
+	v, err := r.varint()
+	if err != nil {
+		return 0, err
+	}
+	if v != int64(int32(v)) {
+		return 0, errThrift
+	}
+	return int32(v), nil
+}
+
+// field reads a field header and returns its id and type; typ tStop ends
+// the struct. last is the previous field id (delta encoding).
+func (r *thriftReader) field(last int16) (int16, byte, error) {
+	c, err := r.byte()
+	if err != nil {
+		return 0, 0, err
+	}
+	typ := c & 0x0f
+	if typ == tStop {
+		return 0, tStop, nil
+	}
+	if d := int16(c >> 4); d != 0 {
+		return last + d, typ, nil
+	}
+	id, err := r.varint()
+	if err != nil {
+		return 0, 0, err
+	}
+	return int16(id), typ, nil
+}
+
+func (r *thriftReader) skip(typ byte, depth int) error {
+	if depth > 16 {
+		return errThrift
+	}
+	switch typ {
+	case tTrue, tFalse:
+		return nil
+	case tByte:
+		_, err := r.byte()
+		return err
+	case tI16, tI32, tI64:
+		_, err := r.uvarint()
+		return err
+	case tDouble:
+		if len(r.b)-r.pos < 8 {
+			return errThrift
+		}
+		r.pos += 8
+		return nil
+	case tBinary:
+		n, err := r.uvarint()
+		if err != nil {
+			return err
+		}
+		if n > uint64(len(r.b)-r.pos) {
+			return errThrift
+		}
+		r.pos += int(n)
+		return nil
+	case tList, tSet:
+		c, err := r.byte()
+		if err != nil {
+			return err
+		}
+		n := uint64(c >> 4)
+		if n == 15 {
+			if n, err = r.uvarint(); err != nil {
+				return err
+			}
+		}
+		if n > uint64(len(r.b)-r.pos) { // every element takes a byte at least
+			return errThrift
+		}
+		et := c & 0x0f
+		for i := uint64(0); i < n; i++ {
+			if et == tTrue || et == tFalse { // bools in lists take a byte
+				if _, err := r.byte(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := r.skip(et, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case tMap:
+		n, err := r.uvarint()
+		if err != nil || n == 0 {
+			return err
+		}
+		if n > uint64(len(r.b)-r.pos) {
+			return errThrift
+		}
+		kv, err := r.byte()
+		if err != nil {
+			return err
+		}
+		for i := uint64(0); i < n; i++ {
+			if err := r.skip(kv>>4, depth+1); err != nil {
+				return err
+			}
+			if err := r.skip(kv&0x0f, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case tStruct:
+		var last int16
+		for {
+			id, t, err := r.field(last)
+			if err != nil {
+				return err
+			}
+			if t == tStop {
+				return nil
+			}
+			if err := r.skip(t, depth+1); err != nil {
+				return err
+			}
+			last = id
+		}
+	}
+	return errThrift
+}
+
+// structI32s reads a struct whose interesting fields are all i32 or bool,
+// calling set for each; other fields are skipped.
+func (r *thriftReader) structFields(set func(id int16, typ byte) (bool, error)) error {
+	var last int16
+	for {
+		id, typ, err := r.field(last)
+		if err != nil {
+			return err
+		}
+		if typ == tStop {
+			return nil
+		}
+		used, err := set(id, typ)
+		if err != nil {
+			return err
+		}
+		if !used {
+			if err := r.skip(typ, 1); err != nil {
+				return err
+			}
+		}
+		last = id
+	}
+}
+
+// parsePageHeader parses the page header at the start of b and returns it
+// with its encoded length. It checks the sizes a decoder relies on.
+func parsePageHeader(b []byte, h *pageHeader) (int, error) {
+	*h = pageHeader{isCompressed: true, typ: -1}
+	r := thriftReader{b: b}
+	var seen uint32
+	i32 := func(typ byte, dst *int32) (bool, error) {
+		if typ != tI32 {
+			return false, nil
+		}
+		v, err := r.i32()
+		*dst = v
+		return true, err
+	}
+	err := r.structFields(func(id int16, typ byte) (bool, error) {
+		switch id {
+		case 1:
+			seen |= 1
+			return i32(typ, &h.typ)
+		case 2:
+			seen |= 2
+			return i32(typ, &h.uncompressed)
+		case 3:
+			seen |= 4
+			return i32(typ, &h.compressed)
+		case 5: // DataPageHeader
+			if typ != tStruct {
+				return false, nil
+			}
+			seen |= 8
+			return true, r.structFields(func(id int16, typ byte) (bool, error) {
+				switch id {
+				case 1:
+					return i32(typ, &h.numValues)
+				case 2:
+					return i32(typ, &h.encoding)
+				case 3:
+					return i32(typ, &h.defEncoding)
+				case 4:
+					return i32(typ, &h.repEncoding)
+				}
+				return false, nil
+			})
+		case 7: // DictionaryPageHeader
+			if typ != tStruct {
+				return false, nil
+			}
+			seen |= 16
+			return true, r.structFields(func(id int16, typ byte) (bool, error) {
+				switch id {
+				case 1:
+					return i32(typ, &h.numValues)
+				case 2:
+					return i32(typ, &h.encoding)
+				}
+				return false, nil
+			})
+		case 8: // DataPageHeaderV2
+			if typ != tStruct {
+				return false, nil
+			}
+			seen |= 32
+			return true, r.structFields(func(id int16, typ byte) (bool, error) {
+				switch id {
+				case 1:
+					return i32(typ, &h.numValues)
+				case 2:
+					return i32(typ, &h.numNulls)
+				case 3:
+					return i32(typ, &h.numRows)
+				case 4:
+					return i32(typ, &h.encoding)
+				case 5:
+					return i32(typ, &h.defLen)
+				case 6:
+					return i32(typ, &h.repLen)
+				case 7:
+					if typ == tTrue || typ == tFalse {
+						h.isCompressed = typ == tTrue
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+		}
+		return false, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if seen&7 != 7 {
+		return 0, fmt.Errorf("%w: missing type or sizes", errThrift)
+	}
+	if h.uncompressed < 0 || h.compressed < 0 || h.numValues < 0 {
+		return 0, fmt.Errorf("%w: negative size", errThrift)
+	}
+	switch h.typ {
+	case pageData:
+		if seen&8 == 0 {
+			return 0, fmt.Errorf("%w: data page without DataPageHeader", errThrift)
+		}
+	case pageDictionary:
+		if seen&16 == 0 {
+			return 0, fmt.Errorf("%w: dictionary page without DictionaryPageHeader", errThrift)
+		}
+	case pageDataV2:
+		if seen&32 == 0 {
+			return 0, fmt.Errorf("%w: v2 data page without DataPageHeaderV2", errThrift)
+		}
+		if h.numNulls < 0 || h.numRows < 0 || h.defLen < 0 || h.repLen < 0 ||
+			h.numNulls > h.numValues || int64(h.defLen)+int64(h.repLen) > int64(h.compressed) {
+			return 0, fmt.Errorf("%w: inconsistent v2 data page header", errThrift)
+		}
+	}
+	return r.pos, nil
+}

@@ -1,0 +1,329 @@
+package decode
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// PlanOptions configure PlanFiles. The zero value projects every column
+// and makes one unit per row group.
+type PlanOptions struct {
+	// Columns are the top-level column names to project, in output order.
+	// Empty projects every top-level column in schema order.
+	Columns []string
+	// MaxUnitRows caps the rows of a unit; larger row groups are sliced.
+	// 0 means no cap: one unit per row group.
+	MaxUnitRows int64
+	// IgnoreOffsetIndex slices row groups at even row counts, decoding and
+	// trimming, even where an OffsetIndex would give page boundaries. For
+	// tests and comparisons.
+	IgnoreOffsetIndex bool
+}
+
+// FileInfo describes one planned file.
+type FileInfo struct {
+	Path      string `json:"path"`
+	Size      int64  `json:"size"`
+	ModTime   int64  `json:"mod_time"` // unix nanoseconds
+	Rows      int64  `json:"rows"`
+	RowGroups int    `json:"row_groups"`
+}
+
+// Plan is the result of PlanFiles: the files, the projected fields and the
+// units, in a deterministic order. It is read-only once made.
+type Plan struct {
+	Files  []FileInfo `json:"files"`
+	Fields []Field    `json:"fields"`
+	Units  []Unit     `json:"units"`
+	Rows   int64      `json:"rows"` // sum of the units' rows
+}
+
+// PlanFiles expands inputs (files, globs, or directories searched
+// recursively for *.parquet; each input's matches sorted, duplicates
+// dropped), reads each file's footer once, resolves opts.Columns and cuts
+// the files into units. Every planned file must agree on the projected
+// columns; the error names the first file and column that does not.
+func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, error) {
+	paths, err := expandInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("plan: no parquet files in %q", inputs)
+	}
+	p := &Plan{}
+	for _, path := range paths {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := p.addFile(path, opts); err != nil {
+			return nil, err
+		}
+	}
+	for i := range p.Units {
+		p.Units[i].Seq = i
+	}
+	return p, nil
+}
+
+func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+func expandInputs(inputs []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(paths []string) {
+		slices.Sort(paths)
+		for _, p := range paths {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, in := range inputs {
+		if hasMeta(in) {
+			m, err := filepath.Glob(in)
+			if err != nil {
+				return nil, fmt.Errorf("plan: glob %q: %w", in, err)
+			}
+			var files []string
+			for _, p := range m {
+				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+					files = append(files, p)
+				}
+			}
+			add(files)
+			continue
+		}
+		st, err := os.Stat(in)
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		if !st.IsDir() {
+			add([]string{in})
+			continue
+		}
+		var files []string
+		err = filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".parquet") {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("plan: walk %s: %w", in, err)
+		}
+		add(files)
+	}
+	return out, nil
+}
+
+func (p *Plan) addFile(path string, opts PlanOptions) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	fail := func(err error) error { return &Error{File: path, RowGroup: -1, PageOffset: -1, Err: err} }
+	md, err := readFooter(f, st.Size())
+	if err != nil {
+		return fail(err)
+	}
+	root, err := buildSchema(md.Schema)
+	if err != nil {
+		return fail(corrupt(err))
+	}
+	fields, err := resolveFields(root, opts.Columns)
+	if err != nil {
+		return fail(err)
+	}
+	if len(p.Files) == 0 {
+		p.Fields = fields
+	} else {
+		for i := range fields {
+			if d := p.Fields[i].sameAs(&fields[i]); d != "" {
+				return &Error{File: path, RowGroup: -1, Column: fields[i].Name, PageOffset: -1,
+					Err: fmt.Errorf("%w with %s: %s", ErrSchemaMismatch, p.Files[0].Path, d)}
+			}
+		}
+	}
+	info := FileInfo{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano(), RowGroups: len(md.RowGroups)}
+	for rg := range md.RowGroups {
+		g := &md.RowGroups[rg]
+		if g.NumRows < 0 {
+			return &Error{File: path, RowGroup: rg, PageOffset: -1, Err: corruptf("row group has %d rows", g.NumRows)}
+		}
+		if g.NumRows == 0 {
+			continue
+		}
+		chunks := make([]Chunk, len(fields))
+		for i := range fields {
+			c, err := chunkOf(g, &fields[i], info.Size)
+			if err != nil {
+				return &Error{File: path, RowGroup: rg, Column: fields[i].Name, PageOffset: -1, Err: err}
+			}
+			chunks[i] = c
+		}
+		base := Unit{File: path, FileSize: info.Size, ModTime: info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks}
+		units, err := sliceRowGroup(f, info.Size, g, fields, base, opts)
+		if err != nil {
+			return &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
+		}
+		for _, u := range units {
+			u.Ordinal = p.Rows
+			p.Rows += u.Rows
+			p.Units = append(p.Units, u)
+		}
+		info.Rows += g.NumRows
+	}
+	p.Files = append(p.Files, info)
+	return nil
+}
+
+// chunkOf describes field f's column chunk in row group g.
+func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
+	if f.Leaf >= len(g.Columns) {
+		return Chunk{}, corruptf("row group has %d column chunks, leaf %d wanted", len(g.Columns), f.Leaf)
+	}
+	cc := &g.Columns[f.Leaf]
+	md := &cc.MetaData
+	if cc.FilePath != "" {
+		return Chunk{}, fmt.Errorf("%w: column chunk in external file %q", ErrUnsupported, cc.FilePath)
+	}
+	if len(md.PathInSchema) > 0 && !slices.Equal([]string(md.PathInSchema), f.Path) {
+		return Chunk{}, corruptf("column chunk path %q, schema path %q", md.PathInSchema, f.Path)
+	}
+	if !codecSupported(int32(md.Codec)) {
+		return Chunk{}, fmt.Errorf("%w: compression codec %s", ErrUnsupported, codecName(int32(md.Codec)))
+	}
+	start := md.DataPageOffset
+	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+		start = md.DictionaryPageOffset
+	}
+	end := start + md.TotalCompressedSize
+	if start < 4 || md.TotalCompressedSize < 0 || end > fileSize-8 || end < start {
+		return Chunk{}, corruptf("column chunk [%d, %d) outside the file of %d bytes", start, end, fileSize)
+	}
+	return Chunk{
+		Leaf: f.Leaf, Codec: int32(md.Codec), Offset: start, End: end,
+		Values: md.NumValues, Uncompressed: md.TotalUncompressedSize,
+	}, nil
+}
+
+// sliceRowGroup cuts a row group into units of at most opts.MaxUnitRows
+// rows. With an OffsetIndex for every projected column, cuts fall on page
+// boundaries of the column with the most uncompressed bytes (so that it
+// needs no trimming) and every column reads only the pages covering the
+// slice; otherwise cuts are even and columns decode from the chunk start.
+func sliceRowGroup(f *os.File, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions) ([]Unit, error) {
+	max := opts.MaxUnitRows
+	if max <= 0 || g.NumRows <= max {
+		return []Unit{base}, nil
+	}
+	var ois []*format.OffsetIndex
+	if !opts.IgnoreOffsetIndex && len(fields) > 0 {
+		for i := range fields {
+			oi, err := readOffsetIndex(f, size, &g.Columns[fields[i].Leaf])
+			if err != nil {
+				return nil, err
+			}
+			if oi == nil || !validOffsetIndex(oi, &base.Chunks[i], g.NumRows) {
+				ois = nil
+				break
+			}
+			ois = append(ois, oi)
+		}
+	}
+	var cuts []int64 // slice starts, then NumRows
+	if ois == nil {
+		n := (g.NumRows + max - 1) / max
+		for k := range n {
+			cuts = append(cuts, k*g.NumRows/n)
+		}
+	} else {
+		heavy := 0
+		for i := range fields {
+			if base.Chunks[i].Uncompressed > base.Chunks[heavy].Uncompressed {
+				heavy = i
+			}
+		}
+		locs := ois[heavy].PageLocations
+		for s := int64(0); s < g.NumRows; {
+			cuts = append(cuts, s)
+			next := s + max
+			if next >= g.NumRows {
+				break
+			}
+			// The last page boundary in (s, s+max]; else cut mid-page.
+			for _, l := range locs {
+				if l.FirstRowIndex > s && l.FirstRowIndex <= s+max {
+					next = l.FirstRowIndex
+				}
+			}
+			s = next
+		}
+	}
+	cuts = append(cuts, g.NumRows)
+	units := make([]Unit, 0, len(cuts)-1)
+	for k := 0; k+1 < len(cuts); k++ {
+		u := base
+		u.RowStart, u.Rows = cuts[k], cuts[k+1]-cuts[k]
+		u.Chunks = slices.Clone(base.Chunks)
+		if ois != nil {
+			for i := range u.Chunks {
+				narrowChunk(&u.Chunks[i], ois[i], u.RowStart, u.RowStart+u.Rows)
+			}
+		}
+		units = append(units, u)
+	}
+	return units, nil
+}
+
+func validOffsetIndex(oi *format.OffsetIndex, c *Chunk, rows int64) bool {
+	locs := oi.PageLocations
+	if len(locs) == 0 || locs[0].FirstRowIndex != 0 {
+		return false
+	}
+	for i, l := range locs {
+		if l.Offset < c.Offset || l.CompressedPageSize <= 0 || l.Offset+int64(l.CompressedPageSize) > c.End ||
+			l.FirstRowIndex >= rows || (i > 0 && (l.FirstRowIndex <= locs[i-1].FirstRowIndex || l.Offset <= locs[i-1].Offset)) {
+			return false
+		}
+	}
+	return true
+}
+
+// narrowChunk restricts c to the pages covering rows [lo, hi) of the row
+// group, keeping any dictionary page in front of the first data page.
+func narrowChunk(c *Chunk, oi *format.OffsetIndex, lo, hi int64) {
+	locs := oi.PageLocations
+	first, last := 0, len(locs)-1
+	for i, l := range locs {
+		if l.FirstRowIndex <= lo {
+			first = i
+		}
+		if l.FirstRowIndex < hi {
+			last = i
+		}
+	}
+	if d := locs[0].Offset - c.Offset; d > 0 {
+		c.DictOffset, c.DictLen = c.Offset, d
+	}
+	c.Offset = locs[first].Offset
+	c.FirstRow = locs[first].FirstRowIndex
+	c.End = locs[last].Offset + int64(locs[last].CompressedPageSize)
+}

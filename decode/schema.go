@@ -1,0 +1,243 @@
+package decode
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Field is one projected column resolved against the file schema.
+//
+// Level semantics: a flat field's value is present when its definition
+// level equals MaxDef. A list field's row is null when the level is below
+// RowDef, an empty list at RowDef, and has an element slot above RowDef;
+// the element is a value at MaxDef and a null element (decoded as zero)
+// between the two.
+type Field struct {
+	Name     string       `json:"name"`     // top-level column name
+	Kind     column.Kind  `json:"kind"`     // Fixed, List or Bytes
+	DType    column.DType `json:"dtype"`    // element type
+	Nullable bool         `json:"nullable"` // rows may be null
+	Path     []string     `json:"path"`     // parquet path of the leaf column
+	Leaf     int          `json:"leaf"`     // leaf column index in the first file's schema
+	Physical int32        `json:"physical"` // parquet physical type (format.Type)
+	TypeLen  int32        `json:"type_len,omitempty"`
+	MaxDef   int16        `json:"max_def"`
+	MaxRep   int16        `json:"max_rep"`
+	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
+}
+
+func (f *Field) defWidth() uint { return uint(bits.Len16(uint16(f.MaxDef))) }
+func (f *Field) repWidth() uint { return uint(bits.Len16(uint16(f.MaxRep))) }
+
+// sameAs reports the first attribute in which g differs from f, or "".
+// The leaf index may differ: units address chunks by their own index.
+func (f *Field) sameAs(g *Field) string {
+	switch {
+	case f.Kind != g.Kind:
+		return fmt.Sprintf("kind %v vs %v", f.Kind, g.Kind)
+	case f.DType != g.DType || f.Physical != g.Physical || f.TypeLen != g.TypeLen:
+		return fmt.Sprintf("type %v (parquet %v) vs %v (parquet %v)", f.DType, format.Type(f.Physical), g.DType, format.Type(g.Physical))
+	case f.Nullable != g.Nullable:
+		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
+	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !slices.Equal(f.Path, g.Path):
+		return fmt.Sprintf("layout %s (def %d rep %d) vs %s (def %d rep %d)",
+			strings.Join(f.Path, "."), f.MaxDef, f.MaxRep, strings.Join(g.Path, "."), g.MaxDef, g.MaxRep)
+	}
+	return ""
+}
+
+// schemaNode is a node of the schema tree rebuilt from the flattened
+// SchemaElement list.
+type schemaNode struct {
+	el       *format.SchemaElement
+	children []*schemaNode
+	leaf     int // leaf index, -1 for groups
+}
+
+func buildSchema(els []format.SchemaElement) (*schemaNode, error) {
+	if len(els) == 0 {
+		return nil, fmt.Errorf("empty schema")
+	}
+	pos, leaf := 0, 0
+	var build func(depth int) (*schemaNode, error)
+	build = func(depth int) (*schemaNode, error) {
+		if pos >= len(els) || depth > 64 {
+			return nil, fmt.Errorf("malformed schema")
+		}
+		n := &schemaNode{el: &els[pos], leaf: -1}
+		pos++
+		nc, isGroup := n.el.NumChildren.Get()
+		if !isGroup || (nc == 0 && n.el.Type.Valid) {
+			n.leaf = leaf
+			leaf++
+			return n, nil
+		}
+		if nc < 0 || int(nc) > len(els)-pos {
+			return nil, fmt.Errorf("malformed schema: %d children", nc)
+		}
+		for range nc {
+			c, err := build(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			n.children = append(n.children, c)
+		}
+		return n, nil
+	}
+	root, err := build(0)
+	if err != nil {
+		return nil, err
+	}
+	if pos != len(els) {
+		return nil, fmt.Errorf("malformed schema: %d trailing elements", len(els)-pos)
+	}
+	return root, nil
+}
+
+func repetition(el *format.SchemaElement) format.FieldRepetitionType {
+	r, _ := el.RepetitionType.Get()
+	return r
+}
+
+func isListGroup(el *format.SchemaElement) bool {
+	if _, ok := el.LogicalType.Value.(*format.ListType); ok {
+		return true
+	}
+	ct, ok := el.ConvertedType.Get()
+	return ok && ct == deprecated.List
+}
+
+// resolveFields resolves the projected top-level names (all top-level
+// fields when names is empty) against the schema.
+func resolveFields(root *schemaNode, names []string) ([]Field, error) {
+	if len(names) == 0 {
+		for _, c := range root.children {
+			names = append(names, c.el.Name)
+		}
+	}
+	fields := make([]Field, 0, len(names))
+	for _, name := range names {
+		var node *schemaNode
+		for _, c := range root.children {
+			if c.el.Name == name {
+				node = c
+				break
+			}
+		}
+		if node == nil {
+			return nil, fmt.Errorf("column %q: %w", name, ErrMissingColumn)
+		}
+		f, err := resolveField(node)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", name, err)
+		}
+		fields = append(fields, f)
+	}
+	return fields, nil
+}
+
+func resolveField(top *schemaNode) (Field, error) {
+	f := Field{Name: top.el.Name}
+	var leaf *schemaNode
+	var path []string
+	switch {
+	case top.leaf >= 0:
+		leaf, path = top, []string{top.el.Name}
+		switch repetition(top.el) {
+		case format.Optional:
+			f.Nullable, f.MaxDef = true, 1
+		case format.Repeated: // legacy bare repeated primitive: a list
+			f.Kind, f.MaxDef, f.MaxRep, f.RowDef = column.List, 1, 1, 0
+		}
+	case isListGroup(top.el) && len(top.children) == 1:
+		var def int16
+		if repetition(top.el) == format.Optional {
+			f.Nullable, def = true, 1
+		} else if repetition(top.el) == format.Repeated {
+			return f, fmt.Errorf("%w: repeated LIST group", ErrUnsupported)
+		}
+		f.RowDef = def
+		rep := top.children[0]
+		if repetition(rep.el) != format.Repeated {
+			return f, fmt.Errorf("%w: LIST without a repeated child", ErrUnsupported)
+		}
+		def++
+		path = []string{top.el.Name, rep.el.Name}
+		elem := rep
+		if rep.leaf < 0 {
+			if len(rep.children) != 1 || rep.children[0].leaf < 0 {
+				return f, fmt.Errorf("%w: only list<primitive> is supported", ErrUnsupported)
+			}
+			elem = rep.children[0]
+			path = append(path, elem.el.Name)
+			switch repetition(elem.el) {
+			case format.Optional:
+				def++
+			case format.Repeated:
+				return f, fmt.Errorf("%w: nested lists", ErrUnsupported)
+			}
+		}
+		leaf = elem
+		f.Kind, f.MaxDef, f.MaxRep = column.List, def, 1
+	default:
+		return f, fmt.Errorf("%w: nested group (only primitives and list<primitive> are supported)", ErrUnsupported)
+	}
+	f.Path, f.Leaf = path, leaf.leaf
+	pt, _ := leaf.el.Type.Get()
+	f.Physical = int32(pt)
+	f.TypeLen, _ = leaf.el.TypeLength.Get()
+	dt, err := leafDType(leaf.el)
+	if err != nil {
+		return f, err
+	}
+	f.DType = dt
+	if dt == column.Uint8 { // BYTE_ARRAY
+		if f.Kind == column.List {
+			return f, fmt.Errorf("%w: list of byte arrays", ErrUnsupported)
+		}
+		f.Kind = column.Bytes
+	}
+	return f, nil
+}
+
+// leafDType maps a leaf's physical and logical type to a column dtype.
+func leafDType(el *format.SchemaElement) (column.DType, error) {
+	pt, _ := el.Type.Get()
+	ct, hasCT := el.ConvertedType.Get()
+	if it, ok := el.LogicalType.Value.(*format.IntType); ok && !it.IsSigned && it.BitWidth >= 32 {
+		return 0, fmt.Errorf("%w: unsigned %d-bit integers", ErrUnsupported, it.BitWidth)
+	}
+	if hasCT && (ct == deprecated.Uint32 || ct == deprecated.Uint64) {
+		return 0, fmt.Errorf("%w: unsigned 32/64-bit integers", ErrUnsupported)
+	}
+	if _, ok := el.LogicalType.Value.(*format.DecimalType); ok || (hasCT && ct == deprecated.Decimal) {
+		return 0, fmt.Errorf("%w: DECIMAL", ErrUnsupported)
+	}
+	switch pt {
+	case format.Boolean:
+		return column.Bool, nil
+	case format.Int32:
+		return column.Int32, nil
+	case format.Int64:
+		return column.Int64, nil
+	case format.Float:
+		return column.Float32, nil
+	case format.Double:
+		return column.Float64, nil
+	case format.ByteArray:
+		return column.Uint8, nil
+	case format.FixedLenByteArray:
+		if _, ok := el.LogicalType.Value.(*format.Float16Type); ok {
+			if n, _ := el.TypeLength.Get(); n == 2 {
+				return column.Float16, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: parquet type %v", ErrUnsupported, pt)
+}

@@ -1,0 +1,92 @@
+package decode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Unit is one piece of work: rows [RowStart, RowStart+Rows) of one row
+// group. It carries the byte ranges of its column chunks, so decoding it
+// needs the plan's Fields but no footer read, and the file's size and
+// modification time as planned, so a decoder can refuse a changed file
+// (ErrFileChanged).
+type Unit struct {
+	Seq      int     `json:"seq"`       // index in Plan.Units
+	File     string  `json:"file"`      // path as planned
+	FileSize int64   `json:"file_size"` // bytes, as planned
+	ModTime  int64   `json:"mod_time"`  // unix nanoseconds, as planned
+	RowGroup int     `json:"row_group"` // row group index in the file
+	RowStart int64   `json:"row_start"` // first row, counted within the row group
+	Rows     int64   `json:"rows"`      // rows in the unit, > 0
+	Ordinal  int64   `json:"ordinal"`   // plan-wide index of the unit's first row
+	Chunks   []Chunk `json:"chunks"`    // one per plan field, in field order
+}
+
+// Chunk locates one field's pages for a unit.
+type Chunk struct {
+	Leaf  int   `json:"leaf"`  // leaf column index in this file
+	Codec int32 `json:"codec"` // parquet CompressionCodec
+	// DictOffset and DictLen locate a dictionary page read before the
+	// pages at Offset; DictLen is 0 when Offset already starts at it.
+	DictOffset int64 `json:"dict_offset,omitempty"`
+	DictLen    int64 `json:"dict_len,omitempty"`
+	// Offset and End delimit the pages to read: the whole chunk, or the
+	// pages covering the unit's rows when the OffsetIndex told them.
+	Offset int64 `json:"offset"`
+	End    int64 `json:"end"`
+	// FirstRow is the row (within the row group) the page at Offset
+	// starts with.
+	FirstRow int64 `json:"first_row"`
+	// Values and Uncompressed are the whole chunk's level count and
+	// uncompressed size: sizing hints.
+	Values       int64 `json:"values"`
+	Uncompressed int64 `json:"uncompressed"`
+}
+
+// unitVersion is the first byte of a marshaled Unit; the JSON follows.
+const unitVersion = 1
+
+// MarshalBinary encodes u as a version byte followed by JSON.
+func (u Unit) MarshalBinary() ([]byte, error) {
+	b, err := json.Marshal(u)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{unitVersion}, b...), nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote and validates it.
+func (u *Unit) UnmarshalBinary(b []byte) error {
+	if len(b) == 0 {
+		return errors.New("unmarshal unit: empty")
+	}
+	if b[0] != unitVersion {
+		return fmt.Errorf("unmarshal unit: version %d, want %d", b[0], unitVersion)
+	}
+	var v Unit
+	if err := json.Unmarshal(b[1:], &v); err != nil {
+		return fmt.Errorf("unmarshal unit: %w", err)
+	}
+	if err := v.validate(); err != nil {
+		return fmt.Errorf("unmarshal unit: %w", err)
+	}
+	*u = v
+	return nil
+}
+
+func (u *Unit) validate() error {
+	if u.File == "" || u.FileSize < 12 || u.RowGroup < 0 || u.RowStart < 0 || u.Rows <= 0 ||
+		u.Ordinal < 0 || u.RowStart > 1<<62 || u.Rows > 1<<40 {
+		return errors.New("invalid file, size or row range")
+	}
+	for i := range u.Chunks {
+		c := &u.Chunks[i]
+		if c.Leaf < 0 || !codecSupported(c.Codec) || c.Offset < 4 || c.End < c.Offset || c.End > u.FileSize ||
+			c.DictLen < 0 || c.DictOffset < 0 || c.DictOffset+c.DictLen > u.FileSize || c.FirstRow < 0 ||
+			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 {
+			return fmt.Errorf("invalid chunk %d", i)
+		}
+	}
+	return nil
+}
