@@ -586,6 +586,7 @@ class _Core:
         self.geo = geo
         self.path = path
         self.closed = False
+        self.pid = os.getpid()  # a forked child must not touch the consumer state
         self.held = None  # sequence number of the slot we hold, if any
         self._u8 = np.frombuffer(mm, dtype=np.uint8)  # only to learn the address
         base = self._u8.ctypes.data
@@ -605,10 +606,18 @@ class _Core:
     def slot_offset(self, seq):
         return self.geo.data_offset + (seq % self.geo.slot_count) * self.geo.slot_size
 
+    def check_owner(self):
+        if os.getpid() != self.pid:
+            raise RingError(
+                "ring %s was opened by process %d and cannot be used in forked process %d; "
+                "read the ring in the main process (DataLoader num_workers=0)"
+                % (self.path, self.pid, os.getpid()))
+
     def release(self):
         h = self.held
         if h is None:
             return
+        self.check_owner()
         self.held = None
         # 6.2 step 3. store_u64 is a release store: every read of the slot that
         # this thread made happens before the producer can see the new head.
@@ -622,6 +631,14 @@ class _Core:
 
     def close(self):
         if self.closed:
+            return
+        if os.getpid() != self.pid:
+            # Forked copy: the lock and the counters belong to the parent. Closing
+            # our descriptor does not drop the parent's open-file-description lock.
+            self.closed = True
+            os.close(self.fd)
+            self._u8 = None
+            self.mm = None
             return
         try:
             self.release()
@@ -863,6 +880,7 @@ class Ring:
         if timeout is _DEFAULT:
             timeout = self.timeout
         core = self._core
+        core.check_owner()
         core.release()
         if self._eos:
             return None
