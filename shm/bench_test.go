@@ -1,0 +1,50 @@
+package shm_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/lastmile/lastmile/shm"
+)
+
+// BenchmarkRingHandoff hands 4 MiB batches to a consumer in another
+// process that reads every cache line of each and releases it. It uses
+// shm.DefaultDir() (/dev/shm, or $LASTMILE_SHM_DIR): the real medium.
+func BenchmarkRingHandoff(b *testing.B) {
+	for _, payload := range []int{1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("payload=%dMiB", payload>>20), func(b *testing.B) {
+			ctx := testCtx(b)
+			name := fmt.Sprintf("lastmile-bench-%d-%d", os.Getpid(), payload)
+			h, err := shm.StartHandoff(shm.HandoffConfig{Name: name, Payload: payload, Slots: 4})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close()
+			cons := startBenchConsumer(b, h.Config().Dir, name)
+			if err := h.WaitConsumer(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := h.Run(ctx, 8); err != nil { // warm up both sides
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(payload))
+			b.ResetTimer()
+			res, err := h.Run(ctx, b.N)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(res.Wait.Nanoseconds())/float64(b.N), "full-wait-ns/op")
+			if err := h.Close(); err != nil {
+				b.Fatal(err)
+			}
+			cons.expect(b, "CONSUMED")
+		})
+	}
+}
+
+func startBenchConsumer(b *testing.B, dir, name string) *helper {
+	return startHelper(b, "bench-consume", "H_DIR="+dir, "H_NAME="+name)
+}

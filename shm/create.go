@@ -1,0 +1,320 @@
+package shm
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config describes a ring to create.
+type Config struct {
+	// Dir is the directory of the ring file. Default: DefaultDir().
+	Dir string
+	// Name is the ring's name: 1 to 200 bytes of [A-Za-z0-9._-], not
+	// starting with '.'. The file is Dir/Name.
+	Name string
+	// Slots is the number of slots, 1 to 65536. Default 4.
+	Slots int
+	// SlotSize is the bytes per slot, rounded up by RoundSlotSize: to 4096,
+	// or to a multiple of 2 MiB from 2 MiB up. It must hold the largest
+	// batch, its tensor table and alignment padding included (SlotBytes).
+	SlotSize int64
+	// Mode is the file's permission bits. Default 0600 (set exactly, not
+	// filtered by the umask).
+	Mode os.FileMode
+	// Fields is the schema every batch follows.
+	Fields []Field
+}
+
+// DefaultDir returns $LASTMILE_SHM_DIR if set, else /dev/shm.
+func DefaultDir() string {
+	if d := os.Getenv("LASTMILE_SHM_DIR"); d != "" {
+		return d
+	}
+	return "/dev/shm"
+}
+
+const defaultSlots = 4
+
+// Create creates the ring cfg describes and returns its producer. The file
+// is built under a temporary name, its full size reserved with fallocate,
+// mapped once with every page faulted in, written (magic last), locked and
+// then renamed into place, so a consumer never sees a partial ring and a
+// small /dev/shm fails here rather than with SIGBUS later.
+//
+// If Dir/Name exists: when its byte-0 lock is free its producer is dead and
+// the stale ring is replaced; when it is held, Create fails with ErrInUse
+// naming the owner's pid. A file that is not a lastmile ring is never
+// replaced.
+func Create(cfg Config) (*Producer, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = DefaultDir()
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = defaultSlots
+	}
+	if cfg.Mode == 0 {
+		cfg.Mode = 0o600
+	}
+	fail := func(err error) (*Producer, error) {
+		return nil, fmt.Errorf("create ring %q: %w", cfg.Name, err)
+	}
+	if err := validRingName(cfg.Name); err != nil {
+		return fail(err)
+	}
+	if cfg.Mode&^os.ModePerm != 0 {
+		return fail(fmt.Errorf("mode %v: only permission bits are allowed", cfg.Mode))
+	}
+	if err := validateFields(cfg.Fields); err != nil {
+		return fail(fmt.Errorf("schema: %w", err))
+	}
+	schema := encodeSchema(cfg.Fields)
+	g, err := computeGeometry(cfg.Slots, cfg.SlotSize, len(schema))
+	if err != nil {
+		return fail(err)
+	}
+	tensors := TensorCount(cfg.Fields)
+	if minSlot := tableEnd(tensors); minSlot > g.slotSize {
+		return fail(fmt.Errorf("a slot of %d bytes cannot hold the tensor table of %d tensors (%d bytes): raise SlotSize", g.slotSize, tensors, minSlot))
+	}
+	if st, err := os.Stat(cfg.Dir); err != nil {
+		return fail(fmt.Errorf("ring directory: %w", err))
+	} else if !st.IsDir() {
+		return fail(fmt.Errorf("ring directory %s is not a directory", cfg.Dir))
+	}
+	path := filepath.Join(cfg.Dir, cfg.Name)
+
+	removeStaleTemps(cfg.Dir, cfg.Name)
+	oldFd, err := claimName(path)
+	if err != nil {
+		return fail(err)
+	}
+	if oldFd >= 0 {
+		// Held until the rename, so that a second producer racing to reclaim
+		// the same stale ring finds it locked.
+		defer unix.Close(oldFd)
+	}
+
+	pid := os.Getpid()
+	tmp := filepath.Join(cfg.Dir, "."+cfg.Name+".tmp-"+strconv.Itoa(pid))
+	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(cfg.Mode))
+	if err != nil {
+		return fail(fmt.Errorf("create %s: %w", tmp, err))
+	}
+	ok := false
+	var mem []byte
+	defer func() {
+		if !ok {
+			if mem != nil {
+				unix.Munmap(mem)
+			}
+			unix.Close(fd)
+			unix.Unlink(tmp)
+		}
+	}()
+	if err := unix.Fchmod(fd, uint32(cfg.Mode)); err != nil {
+		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
+	}
+	// Lock first: a temporary file whose lock is free belongs to a producer
+	// that died while creating it, and removeStaleTemps may delete it.
+	if err := lockByte(fd, producerLockByte); err != nil {
+		return fail(fmt.Errorf("lock %s: %w", tmp, err))
+	}
+	if err := reserve(fd, g.fileSize); err != nil {
+		return fail(spaceError(cfg.Dir, g, err))
+	}
+	mem, err = mapFile(fd, g.fileSize, false)
+	if err != nil {
+		return fail(err)
+	}
+	prefault(mem)
+
+	generation, err := randomU64()
+	if err != nil {
+		return fail(err)
+	}
+	start := processStart(pid)
+	writeHeader(mem, g, schema, generation, int32(pid), start)
+	u64At(mem, offMagic).Store(magicWord) // last, with a release store (§3.1)
+
+	if err := unix.Rename(tmp, path); err != nil {
+		return fail(fmt.Errorf("rename %s to %s: %w", tmp, path, err))
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Unlink(path)
+		return fail(fmt.Errorf("stat %s: %w", path, err))
+	}
+	ok = true
+
+	p := &Producer{
+		name:        cfg.Name,
+		path:        path,
+		fd:          fd,
+		mem:         mem,
+		r:           newRing(mem, g.slotCount, g.slotSize, g.dataOffset),
+		fields:      cloneFields(cfg.Fields),
+		tensorCount: tensors,
+		generation:  generation,
+		slotSize:    g.slotSize,
+		slots:       g.slotCount,
+		dev:         st.Dev,
+		ino:         st.Ino,
+		hbStop:      make(chan struct{}),
+		hbDone:      make(chan struct{}),
+	}
+	p.slot.p = p
+	go p.heartbeat()
+	return p, nil
+}
+
+// claimName checks an existing file at path (§6.4). It returns -1 if there
+// is none, or the descriptor of a stale ring whose byte-0 lock it now holds.
+func claimName(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("open existing %s: %w", path, err)
+	}
+	var hdr [offProducerPID + 4]byte
+	n, _ := unix.Pread(fd, hdr[:], 0)
+	if err := lockByte(fd, producerLockByte); err != nil {
+		unix.Close(fd)
+		if err == errLocked {
+			pid := int32(binary.LittleEndian.Uint32(hdr[offProducerPID:]))
+			return -1, fmt.Errorf("%w: %s belongs to a live producer (pid %d): stop it, or choose another ring name", ErrInUse, path, pid)
+		}
+		return -1, fmt.Errorf("lock existing %s: %w", path, err)
+	}
+	if n < len(magic) || [8]byte(hdr[:8]) != magic {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s exists and is not a lastmile ring: remove it, or choose another ring name", path)
+	}
+	return fd, nil
+}
+
+// removeStaleTemps deletes temporary files of producers that died while
+// creating this ring: their pid is gone and their byte-0 lock is free.
+func removeStaleTemps(dir, name string) {
+	prefix := "." + name + ".tmp-"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, found := strings.CutPrefix(e.Name(), prefix)
+		if !found {
+			continue
+		}
+		pid, err := strconv.Atoi(rest)
+		if err != nil || processAlive(pid) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if lockByte(fd, producerLockByte) == nil {
+			unix.Unlink(p)
+		}
+		unix.Close(fd)
+	}
+}
+
+// spaceError explains a failed reservation to an operator.
+func spaceError(dir string, g geometry, err error) error {
+	free := "an unknown number of bytes"
+	if f := freeBytes(dir); f >= 0 {
+		free = fmt.Sprintf("%d bytes free (%s)", f, sizeString(f))
+	}
+	what := fmt.Sprintf("reserve %d bytes (%s: %d slots of %d bytes + %d header bytes) in %s",
+		g.fileSize, sizeString(g.fileSize), g.slotCount, g.slotSize, g.dataOffset, dir)
+	if errors.Is(err, unix.EFBIG) {
+		return fmt.Errorf("%s: file size limit exceeded (%w): raise the limit (ulimit -f, systemd LimitFSIZE=), "+
+			"or use fewer or smaller slots; %s has %s", what, err, dir, free)
+	}
+	return fmt.Errorf("%s: %w; %s has %s: enlarge it (Docker: --shm-size=%s or more; Kubernetes: an emptyDir with medium Memory; "+
+		"host: mount -o remount,size=... %s), or use fewer or smaller slots",
+		what, err, dir, free, sizeString(g.fileSize+g.fileSize/4), dir)
+}
+
+// sizeString formats n bytes for people, e.g. "1.5g" (Docker's units).
+func sizeString(n int64) string {
+	const (
+		k  = 1 << 10
+		m  = 1 << 20
+		gb = 1 << 30
+	)
+	switch {
+	case n >= gb:
+		return strconv.FormatFloat(float64(n)/gb, 'f', 1, 64) + "g"
+	case n >= m:
+		return strconv.FormatFloat(float64(n)/m, 'f', 1, 64) + "m"
+	case n >= k:
+		return strconv.FormatFloat(float64(n)/k, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// prefault maps every page of mem writable now: the first touch of a page
+// costs about 15 times a later copy into it, so the ring pays it once at
+// creation and never per batch.
+func prefault(mem []byte) {
+	if unix.Madvise(mem, unix.MADV_POPULATE_WRITE) == nil {
+		return
+	}
+	for off := 0; off < len(mem); off += pageSize {
+		mem[off] = 0 // the file is fresh: every byte is already 0
+	}
+}
+
+func randomU64() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("random generation: %w", err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// writeHeader writes everything of a fresh ring but the magic.
+func writeHeader(mem []byte, g geometry, schema []byte, generation uint64, pid int32, start uint64) {
+	le := binary.LittleEndian
+	le.PutUint16(mem[offVersionMajor:], VersionMajor)
+	le.PutUint16(mem[offVersionMinor:], VersionMinor)
+	le.PutUint32(mem[offHeaderSize:], uint32(g.headerSize))
+	le.PutUint32(mem[offSlotCount:], uint32(g.slotCount))
+	le.PutUint64(mem[offSlotSize:], uint64(g.slotSize))
+	le.PutUint64(mem[offDataOffset:], uint64(g.dataOffset))
+	le.PutUint64(mem[offGeneration:], generation)
+	le.PutUint32(mem[offSchemaOffset:], schemaOffset)
+	le.PutUint32(mem[offSchemaLen:], uint32(len(schema)))
+	le.PutUint64(mem[offSchemaHash:], schemaHash(schema))
+	le.PutUint32(mem[offProducerPID:], uint32(pid))
+	le.PutUint64(mem[offProducerStart:], start)
+	le.PutUint64(mem[offCreatedUnixNano:], uint64(time.Now().UnixNano()))
+	le.PutUint64(mem[offProducerHeartbeat:], monotonicNow())
+	copy(mem[schemaOffset:], schema)
+	for k := 0; k < g.slotCount; k++ {
+		le.PutUint64(mem[g.dataOffset+int64(k)*g.slotSize+slotOffSeq:], emptySeq)
+	}
+}
+
+func cloneFields(fields []Field) []Field {
+	out := make([]Field, len(fields))
+	for i, f := range fields {
+		f.Dims = append([]int64(nil), f.Dims...)
+		out[i] = f
+	}
+	return out
+}

@@ -1,0 +1,24 @@
+// Package shm owns lastmile's shared-memory ring: the file format of
+// docs/ring-format.md and the single-producer, single-consumer protocol
+// that hands batches from the daemon to a trainer without copying them
+// again.
+//
+// A Producer (Create) builds the ring file in /dev/shm (or
+// $LASTMILE_SHM_DIR), reserves and pre-faults all of it once, and then
+// writes each batch in place: Acquire a slot, Add each tensor of the schema
+// and fill the returned region, Publish. A Consumer (Open) validates the
+// file and returns each batch as zero-copy views (Next), releasing the slot
+// on the next call. ParseHeader, ParseSchema and ParseSlot are the pure
+// parsers both sides use, fuzzed in this package. RunHandoffProducer,
+// RunHandoffConsumer and MeasureMemcpy are the ring's benchmark, for
+// `lastmile bench`.
+//
+// The protocol's invariants, memory-ordering rules and rejected designs
+// are in the comment at the top of ring.go.
+//
+// This is a leaf package: it must never import another lastmile package
+// (not even column; DType mirrors its codes), so that the trainer-facing
+// contract cannot grow a dependency on the decode side. It must never
+// store a Go pointer in shared memory, never map the ring per batch, and
+// never overwrite a slot the consumer has not released. It is Linux-only.
+package shm

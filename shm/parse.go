@@ -1,0 +1,352 @@
+package shm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// The parsers here are pure functions over bytes, so that they can be
+// fuzzed: whatever the input, they return an error instead of panicking,
+// and every slice they hand back lies inside their input.
+
+// Header is the parsed immutable part of a ring's header (§3.1) and its
+// schema (§4).
+type Header struct {
+	VersionMajor  uint16
+	VersionMinor  uint16
+	HeaderSize    int64 // page 0 + padded schema block
+	SlotCount     int
+	SlotSize      int64
+	DataOffset    int64
+	Generation    uint64
+	SchemaOffset  int64
+	SchemaLen     int64
+	SchemaHash    uint64
+	ProducerPID   int32
+	ProducerStart uint64 // clock ticks since boot, /proc/PID/stat field 22
+	Created       time.Time
+	Fields        []Field
+}
+
+// ParseHeader parses and validates the header of a ring file of fileSize
+// bytes whose first bytes are b (b must hold at least header_size bytes:
+// page 0 and the schema block). It checks everything of §6.5 items 1-4.
+func ParseHeader(b []byte, fileSize int64) (Header, error) {
+	var h Header
+	if len(b) < len(magic) || fileSize < int64(len(magic)) {
+		return h, fmt.Errorf("%w: %d bytes, shorter than the magic", ErrTruncated, min(int64(len(b)), fileSize))
+	}
+	if !bytes.Equal(b[:len(magic)], magic[:]) {
+		return h, fmt.Errorf("%w: magic is %q, want %q", ErrNotRing, b[:len(magic)], magic[:])
+	}
+	if len(b) < pageSize || fileSize < pageSize {
+		return h, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header page", ErrTruncated, min(int64(len(b)), fileSize), pageSize)
+	}
+	le := binary.LittleEndian
+	h.VersionMajor = le.Uint16(b[offVersionMajor:])
+	h.VersionMinor = le.Uint16(b[offVersionMinor:])
+	if h.VersionMajor != VersionMajor {
+		return h, fmt.Errorf("%w: ring format %d.%d, this lastmile reads %d.x: upgrade lastmile (or run a producer of the same version)",
+			ErrVersion, h.VersionMajor, h.VersionMinor, VersionMajor)
+	}
+	h.HeaderSize = int64(le.Uint32(b[offHeaderSize:]))
+	slotCount := le.Uint32(b[offSlotCount:])
+	slotSize := le.Uint64(b[offSlotSize:])
+	dataOffset := le.Uint64(b[offDataOffset:])
+	h.Generation = le.Uint64(b[offGeneration:])
+	h.SchemaOffset = int64(le.Uint32(b[offSchemaOffset:]))
+	h.SchemaLen = int64(le.Uint32(b[offSchemaLen:]))
+	h.SchemaHash = le.Uint64(b[offSchemaHash:])
+	h.ProducerPID = int32(le.Uint32(b[offProducerPID:]))
+	h.ProducerStart = le.Uint64(b[offProducerStart:])
+	h.Created = time.Unix(0, int64(le.Uint64(b[offCreatedUnixNano:])))
+
+	switch {
+	case slotCount < 1 || slotCount > MaxSlots:
+		return h, corruptf("slot_count %d, want 1 to %d", slotCount, MaxSlots)
+	case slotSize == 0 || slotSize%pageSize != 0 || slotSize > maxSlotSize:
+		return h, corruptf("slot_size %d is not a positive multiple of %d (at most %d)", slotSize, pageSize, int64(maxSlotSize))
+	case dataOffset%pageSize != 0 || dataOffset > maxFileSize:
+		return h, corruptf("data_offset %d is not a multiple of %d", dataOffset, pageSize)
+	case h.SchemaOffset < pageSize:
+		return h, corruptf("schema_offset %d lies inside the header page", h.SchemaOffset)
+	case h.SchemaOffset+h.SchemaLen > h.HeaderSize || uint64(h.HeaderSize) > dataOffset:
+		return h, corruptf("schema_offset %d + schema_len %d <= header_size %d <= data_offset %d does not hold",
+			h.SchemaOffset, h.SchemaLen, h.HeaderSize, dataOffset)
+	}
+	h.SlotCount = int(slotCount)
+	h.SlotSize = int64(slotSize)
+	h.DataOffset = int64(dataOffset)
+	if need := h.DataOffset + int64(h.SlotCount)*h.SlotSize; need > fileSize {
+		return h, fmt.Errorf("%w: file is %d bytes, the header describes %d (%d slots of %d bytes from offset %d)",
+			ErrTruncated, fileSize, need, h.SlotCount, h.SlotSize, h.DataOffset)
+	}
+	if int64(len(b)) < h.HeaderSize {
+		return h, fmt.Errorf("%w: have %d bytes of a %d-byte header", ErrTruncated, len(b), h.HeaderSize)
+	}
+	schema := b[h.SchemaOffset : h.SchemaOffset+h.SchemaLen]
+	if got := schemaHash(schema); got != h.SchemaHash {
+		return h, fmt.Errorf("%w: schema block hashes to %#x, header says %#x", ErrSchemaHash, got, h.SchemaHash)
+	}
+	fields, err := ParseSchema(schema)
+	if err != nil {
+		return h, err
+	}
+	h.Fields = fields
+	return h, nil
+}
+
+// ParseSchema parses the used part of a schema block (§4).
+func ParseSchema(b []byte) ([]Field, error) {
+	if len(b) < 8 {
+		return nil, corruptf("schema block of %d bytes, want at least 8", len(b))
+	}
+	le := binary.LittleEndian
+	count := le.Uint32(b[0:])
+	entry := le.Uint32(b[4:])
+	if count > MaxFields {
+		return nil, corruptf("field_count %d, at most %d", count, MaxFields)
+	}
+	if entry < schemaEntrySize || entry > pageSize {
+		return nil, corruptf("schema entry_size %d, want %d", entry, schemaEntrySize)
+	}
+	if need := 8 + uint64(count)*uint64(entry); need > uint64(len(b)) {
+		return nil, corruptf("schema of %d fields needs %d bytes, schema_len is %d", count, need, len(b))
+	}
+	fields := make([]Field, count)
+	seen := make(map[string]int, count)
+	for i := range fields {
+		e := b[8+uint64(i)*uint64(entry):]
+		name := e[:64]
+		n := bytes.IndexByte(name, 0)
+		if n < 0 || n > MaxFieldNameLen {
+			return nil, corruptf("field %d: name is not NUL-terminated within %d bytes", i, MaxFieldNameLen+1)
+		}
+		if bytes.IndexFunc(name[n:], func(r rune) bool { return r != 0 }) >= 0 {
+			return nil, corruptf("field %d: name is not NUL-padded", i)
+		}
+		f := &fields[i]
+		f.Name = string(name[:n])
+		f.Kind = Kind(e[64])
+		f.DType = DType(e[65])
+		ndim := int(e[66])
+		flags := e[67]
+		f.Nullable = flags&fieldFlagNullable != 0
+		f.UTF8 = flags&fieldFlagUTF8 != 0
+		if ndim > MaxDims || (f.Kind != Dense && ndim != 0) {
+			return nil, corruptf("field %d (%q): ndim %d is not valid for kind %v", i, f.Name, ndim, f.Kind)
+		}
+		if ndim > 0 {
+			f.Dims = make([]int64, ndim)
+		}
+		for j := 0; j < MaxDims; j++ {
+			d := le.Uint64(e[72+8*j:])
+			if j >= ndim {
+				if d != 0 {
+					return nil, corruptf("field %d (%q): unused dimension %d is %d, want 0", i, f.Name, j, d)
+				}
+				continue
+			}
+			if d < 1 || d > maxSlotSize {
+				return nil, corruptf("field %d (%q): dimension %d is %d", i, f.Name, j, d)
+			}
+			f.Dims[j] = int64(d)
+		}
+		if err := validateField(i, f); err != nil {
+			return nil, corruptf("%v", err)
+		}
+		if j, dup := seen[f.Name]; dup {
+			return nil, corruptf("fields %d and %d are both named %q", j, i, f.Name)
+		}
+		seen[f.Name] = i
+	}
+	return fields, nil
+}
+
+// Cursor says where a batch stands in the job (§5.1): what a trainer
+// checkpoints to resume exactly.
+type Cursor struct {
+	Epoch      uint64
+	BatchIndex uint64 // index of the batch within the epoch for this rank
+	Rank       uint32
+	Flags      uint32 // FlagLastInEpoch, FlagPadded
+}
+
+// Batch flags (slot header batch_flags).
+const (
+	FlagLastInEpoch = 1 << 0
+	FlagPadded      = 1 << 1
+)
+
+// SlotHeader is the parsed slot header (§5.1).
+type SlotHeader struct {
+	Seq       uint64
+	UsedBytes int64
+	Rows      int
+	Cursor    Cursor
+}
+
+// Tensor is one entry of a batch's tensor table with its payload.
+type Tensor struct {
+	Field  int // index into the schema
+	Name   string
+	Role   Role
+	DType  DType
+	Shape  []int64
+	Offset int64  // payload offset from the start of the slot
+	Data   []byte // the payload: a view into the slot, never a copy
+
+	shape [maxTensorDims]int64
+}
+
+// ParseSlot parses and validates one slot of a ring with the given schema
+// (§5 and §6.5 item 5): the tensor table must follow the schema, every
+// payload must lie within used_bytes, and ragged offsets must be well
+// formed, so a caller can index values with them without bounds surprises.
+// It appends the tensors to dst[:0] and returns it; Data views alias slot.
+// It does not check seq: that is the caller's (§6.2).
+func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor, error) {
+	var sh SlotHeader
+	dst = dst[:0]
+	if len(slot) < slotHeaderSize {
+		return sh, dst, fmt.Errorf("%w: slot of %d bytes, shorter than its header", ErrTruncated, len(slot))
+	}
+	le := binary.LittleEndian
+	sh.Seq = le.Uint64(slot[slotOffSeq:])
+	used := le.Uint64(slot[slotOffUsed:])
+	rows := le.Uint32(slot[slotOffRows:])
+	count := le.Uint32(slot[slotOffTensors:])
+	sh.Cursor = Cursor{
+		Epoch:      le.Uint64(slot[slotOffEpoch:]),
+		BatchIndex: le.Uint64(slot[slotOffBatchIndex:]),
+		Rank:       le.Uint32(slot[slotOffRank:]),
+		Flags:      le.Uint32(slot[slotOffFlags:]),
+	}
+	if used > uint64(len(slot)) {
+		return sh, dst, corruptf("slot %d: used_bytes %d exceeds the slot size %d", sh.Seq, used, len(slot))
+	}
+	if want := TensorCount(fields); int64(count) != int64(want) {
+		return sh, dst, corruptf("slot %d: tensor_count %d, the schema needs %d", sh.Seq, count, want)
+	}
+	tableBytes := uint64(slotHeaderSize) + uint64(count)*tensorEntrySize
+	if tableBytes > used {
+		return sh, dst, corruptf("slot %d: tensor table of %d entries ends at %d, past used_bytes %d", sh.Seq, count, tableBytes, used)
+	}
+	sh.UsedBytes = int64(used)
+	sh.Rows = int(rows)
+
+	it := planIter{fields: fields}
+	var values int64 // shape[0] of the last values tensor
+	for k := 0; k < int(count); k++ {
+		e := slot[slotHeaderSize+k*tensorEntrySize:]
+		wantField, wantRole, _ := it.next()
+		f := &fields[wantField]
+		field := int(le.Uint16(e[tensorOffField:]))
+		role := Role(e[tensorOffRole])
+		if field != wantField || role != wantRole {
+			return sh, dst, corruptf("slot %d: tensor %d is field %d role %v, want field %d (%q) role %v",
+				sh.Seq, k, field, role, wantField, f.Name, wantRole)
+		}
+		t := Tensor{Field: field, Name: f.Name, Role: role, DType: DType(e[tensorOffDType])}
+		if want := roleDType(f, role); t.DType != want {
+			return sh, dst, corruptf("slot %d: %q %v tensor has dtype %v, want %v", sh.Seq, f.Name, role, t.DType, want)
+		}
+		ndim := int(e[tensorOffNDim])
+		wantNDim := 1
+		if role == RoleDense {
+			wantNDim = 1 + len(f.Dims)
+		}
+		if ndim != wantNDim {
+			return sh, dst, corruptf("slot %d: %q %v tensor has %d dimensions, want %d", sh.Seq, f.Name, role, ndim, wantNDim)
+		}
+		elems := uint64(1)
+		for j := 0; j < maxTensorDims; j++ {
+			d := le.Uint64(e[tensorOffShape+8*j:])
+			if j >= ndim {
+				if d != 0 {
+					return sh, dst, corruptf("slot %d: %q %v tensor: unused dimension %d is %d", sh.Seq, f.Name, role, j, d)
+				}
+				continue
+			}
+			if d > maxSlotSize {
+				return sh, dst, corruptf("slot %d: %q %v tensor: dimension %d is %d", sh.Seq, f.Name, role, j, d)
+			}
+			t.shape[j] = int64(d)
+			hi, lo := bits.Mul64(elems, d)
+			if hi != 0 {
+				return sh, dst, corruptf("slot %d: %q %v tensor: shape overflows", sh.Seq, f.Name, role)
+			}
+			elems = lo
+		}
+		var wantLead int64
+		switch role {
+		case RoleDense:
+			wantLead = int64(rows)
+			for j, d := range f.Dims {
+				if t.shape[1+j] != d {
+					return sh, dst, corruptf("slot %d: %q shape %v, want trailing dimensions %v", sh.Seq, f.Name, t.shape[:ndim], f.Dims)
+				}
+			}
+		case RoleValues:
+			wantLead = t.shape[0]
+		case RoleOffsets:
+			wantLead = int64(rows) + 1
+		case RoleValidity:
+			wantLead = int64(rows)
+		}
+		if t.shape[0] != wantLead {
+			return sh, dst, corruptf("slot %d: %q %v tensor has %d rows, want %d (batch of %d rows)", sh.Seq, f.Name, role, t.shape[0], wantLead, rows)
+		}
+		hi, nbytes := bits.Mul64(elems, uint64(t.DType.Size()))
+		if hi != 0 || nbytes != le.Uint64(e[tensorOffNBytes:]) {
+			return sh, dst, corruptf("slot %d: %q %v tensor: nbytes %d, shape %v of %v needs %d",
+				sh.Seq, f.Name, role, le.Uint64(e[tensorOffNBytes:]), t.shape[:ndim], t.DType, nbytes)
+		}
+		off := le.Uint64(e[tensorOffOffset:])
+		if off%PayloadAlign != 0 || off < tableBytes || off > used || nbytes > used-off {
+			return sh, dst, corruptf("slot %d: %q %v tensor at offset %d, %d bytes: not %d-aligned after the table (%d) and within used_bytes %d",
+				sh.Seq, f.Name, role, off, nbytes, PayloadAlign, tableBytes, used)
+		}
+		t.Offset = int64(off)
+		t.Data = slot[off : off+nbytes : off+nbytes]
+		switch role {
+		case RoleValues:
+			values = t.shape[0]
+		case RoleOffsets:
+			if err := checkOffsets(t.Data, values); err != nil {
+				return sh, dst, corruptf("slot %d: %q offsets: %v", sh.Seq, f.Name, err)
+			}
+		}
+		dst = append(dst, t)
+	}
+	for i := range dst {
+		t := &dst[i]
+		n := 1
+		if t.Role == RoleDense {
+			n = 1 + len(fields[t.Field].Dims)
+		}
+		t.Shape = t.shape[:n]
+	}
+	return sh, dst, nil
+}
+
+// checkOffsets checks a ragged offsets payload: offsets[0] == 0,
+// non-decreasing, and the last equal to the number of values.
+func checkOffsets(b []byte, values int64) error {
+	le := binary.LittleEndian
+	prev := int64(0)
+	for i := 0; i+8 <= len(b); i += 8 {
+		o := int64(le.Uint64(b[i:]))
+		if (i == 0 && o != 0) || o < prev {
+			return fmt.Errorf("entry %d is %d after %d", i/8, o, prev)
+		}
+		prev = o
+	}
+	if prev != values {
+		return fmt.Errorf("last offset is %d, values tensor holds %d", prev, values)
+	}
+	return nil
+}

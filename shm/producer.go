@@ -1,0 +1,460 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// heartbeatEvery is how often the producer refreshes producer_heartbeat_ns;
+// the format requires at least every 100 ms.
+const heartbeatEvery = 50 * time.Millisecond
+
+// Producer is the writing end of a ring. Acquire, Slot methods, Publish,
+// Discard, WaitDrained, Close, CloseWith and Fail must be called from one
+// goroutine at a time, and Close (or CloseWith, Fail) never while Acquire
+// or WaitDrained is blocked: cancel their context first. Stats,
+// ConsumerAttached, Name and Generation may be called from any goroutine
+// at any time, even during or after Close.
+type Producer struct {
+	name        string
+	path        string
+	fd          int
+	mem         []byte
+	r           *ring
+	fields      []Field
+	tensorCount int
+	generation  uint64
+	slotSize    int64
+	slots       int
+	dev, ino    uint64 // identity of our file, so Remove never unlinks a successor
+
+	next    uint64 // sequence of the next batch: our copy of tail
+	slot    Slot   // reused for every batch
+	held    bool   // slot acquired, neither published nor discarded
+	scratch []Tensor
+
+	life   sync.RWMutex // write-held by Close; read-held by Stats-like methods
+	closed bool
+
+	hbStop chan struct{}
+	hbDone chan struct{}
+
+	published atomic.Uint64
+	fullWaits atomic.Uint64
+	fullWait  atomic.Int64 // ns
+}
+
+// Slot is a batch being written in place into a ring slot. It is valid from
+// Acquire until Publish succeeds or Discard is called. Set the row count,
+// Add every tensor of the schema in order (§5.2: a dense field's tensor,
+// or a ragged field's values then offsets, then a validity tensor for a
+// nullable field), fill the returned regions, set the cursor, Publish.
+type Slot struct {
+	p    *Producer
+	seq  uint64
+	mem  []byte
+	k    int   // tensors added so far
+	next int64 // offset of the next payload
+	used int64 // end of the last payload (or of the table)
+	rows int
+	set  bool // SetRows called
+	cur  Cursor
+	it   planIter
+}
+
+// Seq returns the batch's sequence number.
+func (s *Slot) Seq() uint64 { return s.seq }
+
+// Cap returns the slot size in bytes.
+func (s *Slot) Cap() int64 { return int64(len(s.mem)) }
+
+// SetRows sets the batch's row count B. Call it before Add.
+func (s *Slot) SetRows(n int) error {
+	if n < 0 || uint64(n) > 1<<32-1 {
+		return fmt.Errorf("ring %q: %d rows, want 0 to %d", s.p.name, n, uint32(1<<32-1))
+	}
+	s.rows, s.set = n, true
+	return nil
+}
+
+// SetCursor sets the batch's cursor (§5.1).
+func (s *Slot) SetCursor(c Cursor) { s.cur = c }
+
+// Add appends the next tensor of the batch's table and returns its payload
+// region in the slot, 256-byte aligned, for the caller to fill completely
+// (it holds whatever an earlier batch left). field and role must be the
+// next ones the schema calls for, dtype the field's (int64 for offsets,
+// uint8 for validity), and shape the tensor's dimensions: [B, dims...] for
+// a dense field, [V] for values, [B+1] for offsets, [B] for validity.
+//
+// If the tensor does not fit, Add returns a *TooLargeError and writes
+// nothing; use Producer.Need to check a whole batch before acquiring.
+func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, error) {
+	p := s.p
+	if !s.set {
+		return nil, fmt.Errorf("ring %q: SetRows before Add", p.name)
+	}
+	if s.k >= p.tensorCount {
+		return nil, fmt.Errorf("ring %q: batch already has all %d tensors", p.name, p.tensorCount)
+	}
+	save := s.it
+	wantField, wantRole, _ := s.it.next()
+	f := &p.fields[wantField]
+	if field != wantField || role != wantRole {
+		s.it = save
+		return nil, fmt.Errorf("ring %q: tensor %d must be field %d (%q) role %v, got field %d role %v",
+			p.name, s.k, wantField, f.Name, wantRole, field, role)
+	}
+	n, err := checkShape(f, role, dtype, shape)
+	if err != nil {
+		s.it = save
+		return nil, fmt.Errorf("ring %q: field %q %v tensor: %w", p.name, f.Name, role, err)
+	}
+	off := s.next
+	end := off + n
+	if end > int64(len(s.mem)) {
+		s.it = save
+		return nil, &TooLargeError{Ring: p.name, Need: end, SlotSize: int64(len(s.mem))}
+	}
+	e := s.mem[slotHeaderSize+s.k*tensorEntrySize : slotHeaderSize+(s.k+1)*tensorEntrySize]
+	le := binary.LittleEndian
+	le.PutUint16(e[tensorOffField:], uint16(field))
+	e[tensorOffRole] = byte(role)
+	e[tensorOffDType] = byte(dtype)
+	e[tensorOffNDim] = byte(len(shape))
+	clear(e[5:8])
+	for j := 0; j < maxTensorDims; j++ {
+		var d int64
+		if j < len(shape) {
+			d = shape[j]
+		}
+		le.PutUint64(e[tensorOffShape+8*j:], uint64(d))
+	}
+	le.PutUint64(e[tensorOffOffset:], uint64(off))
+	le.PutUint64(e[tensorOffNBytes:], uint64(n))
+	clear(e[56:64])
+	s.k++
+	s.used = end
+	s.next = alignUp(end, PayloadAlign)
+	return s.mem[off:end:end], nil
+}
+
+// AddTensor is Add followed by a copy of data into the region; data must
+// be exactly the tensor's size.
+func (s *Slot) AddTensor(field int, role Role, dtype DType, data []byte, shape ...int64) error {
+	if field >= 0 && field < len(s.p.fields) {
+		f := &s.p.fields[field]
+		if n, err := checkShape(f, role, dtype, shape); err == nil && n != int64(len(data)) {
+			return fmt.Errorf("ring %q: field %q %v tensor: %d bytes of data for shape %v of %v (%d bytes)",
+				s.p.name, f.Name, role, len(data), shape, dtype, n)
+		}
+	}
+	dst, err := s.Add(field, role, dtype, shape...)
+	if err != nil {
+		return err
+	}
+	copy(dst, data)
+	return nil
+}
+
+// checkShape checks a tensor against its field and returns its byte size.
+// The leading dimension is checked against the row count at Publish.
+func checkShape(f *Field, role Role, dtype DType, shape []int64) (int64, error) {
+	if want := roleDType(f, role); dtype != want {
+		return 0, fmt.Errorf("dtype %v, want %v", dtype, want)
+	}
+	want := 1
+	if role == RoleDense {
+		want = 1 + len(f.Dims)
+	}
+	if len(shape) != want {
+		return 0, fmt.Errorf("shape %v has %d dimensions, want %d", shape, len(shape), want)
+	}
+	if role == RoleDense {
+		for j, d := range f.Dims {
+			if shape[1+j] != d {
+				return 0, fmt.Errorf("shape %v, want trailing dimensions %v", shape, f.Dims)
+			}
+		}
+	}
+	n := uint64(dtype.Size())
+	for _, d := range shape {
+		if d < 0 || d > maxSlotSize {
+			return 0, fmt.Errorf("shape %v: dimension %d out of range", shape, d)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > maxFileSize {
+			return 0, fmt.Errorf("shape %v is too large", shape)
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// Need returns the slot bytes a batch needs whose tensors, in table order,
+// have the given payload sizes; err is a *TooLargeError if that exceeds the
+// slot size. It lets a caller reject (or split) a batch before writing it.
+func (p *Producer) Need(payloadBytes []int64) (int64, error) {
+	if len(payloadBytes) != p.tensorCount {
+		return 0, fmt.Errorf("ring %q: %d payload sizes, the schema has %d tensors", p.name, len(payloadBytes), p.tensorCount)
+	}
+	need := SlotBytes(p.tensorCount, payloadBytes)
+	if need > p.r.slotSize {
+		return need, &TooLargeError{Ring: p.name, Need: need, SlotSize: p.r.slotSize}
+	}
+	return need, nil
+}
+
+// Acquire waits for a free slot and returns it for the next batch. While
+// the ring is full (the consumer has not released the slot's previous
+// batch) it sleeps on a futex, burning no CPU, until the consumer releases
+// a batch or ctx is done. Nothing is ever overwritten before the consumer
+// released it.
+func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
+	if p.closed {
+		return nil, fmt.Errorf("ring %q: acquire: %w", p.name, ErrClosed)
+	}
+	if p.held {
+		return nil, fmt.Errorf("ring %q: acquire: batch %d is still held: Publish or Discard it first", p.name, p.next)
+	}
+	seq, r := p.next, p.r
+	ready := func() bool { return seq-r.head.Load() < r.slotCount }
+	start := time.Now()
+	parked, err := await(ctx, r.spaceFutex, r.producerWaiting, ready, nil)
+	if parked {
+		p.fullWaits.Add(1)
+		p.fullWait.Add(int64(time.Since(start)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ring %q: wait for a free slot: %w", p.name, err)
+	}
+	s := &p.slot
+	*s = Slot{p: p, seq: seq, mem: r.slot(seq), it: planIter{fields: p.fields}}
+	s.next = tableEnd(p.tensorCount)
+	s.used = slotHeaderSize + int64(p.tensorCount)*tensorEntrySize
+	p.held = true
+	return s, nil
+}
+
+// Discard gives an acquired slot back unpublished; the next Acquire returns
+// the same sequence number.
+func (p *Producer) Discard(s *Slot) {
+	if s == &p.slot {
+		p.held = false
+	}
+}
+
+// Publish makes the batch visible to the consumer (§6.1 steps 3-5). It
+// first validates the slot exactly as a consumer will (ParseSlot), so a
+// producer never publishes a batch its consumer would reject. On error
+// nothing is published and the slot stays held: fix it or Discard it.
+func (p *Producer) Publish(s *Slot) error {
+	if p.closed {
+		return fmt.Errorf("ring %q: publish: %w", p.name, ErrClosed)
+	}
+	if s != &p.slot || !p.held {
+		return fmt.Errorf("ring %q: publish: slot is not the one Acquire returned", p.name)
+	}
+	if s.k != p.tensorCount {
+		return fmt.Errorf("ring %q: publish batch %d: it has %d of the schema's %d tensors", p.name, s.seq, s.k, p.tensorCount)
+	}
+	le := binary.LittleEndian
+	m := s.mem
+	le.PutUint64(m[slotOffUsed:], uint64(s.used))
+	le.PutUint32(m[slotOffRows:], uint32(s.rows))
+	le.PutUint32(m[slotOffTensors:], uint32(p.tensorCount))
+	le.PutUint64(m[slotOffEpoch:], s.cur.Epoch)
+	le.PutUint64(m[slotOffBatchIndex:], s.cur.BatchIndex)
+	le.PutUint32(m[slotOffRank:], s.cur.Rank)
+	le.PutUint32(m[slotOffFlags:], s.cur.Flags)
+	clear(m[48:64])
+	var err error
+	if _, p.scratch, err = ParseSlot(m, p.fields, p.scratch); err != nil {
+		return fmt.Errorf("ring %q: publish batch %d: %w", p.name, s.seq, err)
+	}
+	r := p.r
+	r.slotSeq(s.seq).Store(s.seq) // the publish flag, last (§5.1)
+	r.tail.Store(s.seq + 1)
+	wake(r.dataFutex, r.consumerWaiting)
+	p.next++
+	p.held = false
+	p.published.Add(1)
+	return nil
+}
+
+// WaitDrained blocks until the consumer has released every published batch
+// (head == tail), or ctx is done. Use it before Close when the ring's file
+// is about to be removed, or to measure end-to-end throughput.
+func (p *Producer) WaitDrained(ctx context.Context) error {
+	if p.closed {
+		return fmt.Errorf("ring %q: wait drained: %w", p.name, ErrClosed)
+	}
+	r, tail := p.r, p.next
+	_, err := await(ctx, r.spaceFutex, r.producerWaiting, func() bool { return r.head.Load() >= tail }, nil)
+	if err != nil {
+		return fmt.Errorf("ring %q: wait drained: %w", p.name, err)
+	}
+	return nil
+}
+
+// Close ends the stream (state 1): the consumer gets io.EOF after the
+// batches already published. It unmaps the ring and drops the producer
+// lock; the file stays until Remove. A held slot is discarded. Closing a
+// closed Producer does nothing.
+func (p *Producer) Close() error { return p.finish(StateEnded, "") }
+
+// CloseWith is Close with a status message for the consumer (for example
+// "done: 3 epochs, 1204 batches").
+func (p *Producer) CloseWith(msg string) error { return p.finish(StateEnded, msg) }
+
+// Fail ends the stream with an error (state 2): after the batches already
+// published the consumer gets a *ProducerError carrying msg (truncated to
+// 1020 bytes on a UTF-8 boundary). Then it closes like Close.
+func (p *Producer) Fail(msg string) error { return p.finish(StateFailed, msg) }
+
+func (p *Producer) finish(st State, msg string) error {
+	p.life.Lock()
+	defer p.life.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.held = false
+	m := truncateMessage(msg)
+	r := p.r
+	copy(p.mem[offMessage:offMessage+MaxMessageLen], m)
+	u32At(p.mem, offMessageLen).Store(uint32(len(m)))
+	r.state.Store(uint32(st)) // after the message and the last tail (§3.5, §6.1)
+	wake(r.dataFutex, r.consumerWaiting)
+
+	close(p.hbStop)
+	<-p.hbDone
+	p.closed = true
+	err := unix.Munmap(p.mem)
+	p.mem, p.r = nil, nil
+	// Closing the descriptor drops the byte-0 lock, after the state store.
+	if cerr := unix.Close(p.fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("close ring %q: %w", p.name, err)
+	}
+	return nil
+}
+
+// truncateMessage makes msg valid UTF-8 of at most MaxMessageLen bytes,
+// cutting at a character boundary.
+func truncateMessage(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	if len(msg) <= MaxMessageLen {
+		return msg
+	}
+	n := MaxMessageLen
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n]
+}
+
+// Remove unlinks the ring's file if it is still this producer's (a later
+// producer may have replaced a closed one). Consumers that have it open
+// keep reading it. It may be called before or after Close.
+func (p *Producer) Remove() error {
+	var st unix.Stat_t
+	if err := unix.Stat(p.path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("remove ring %q: %w", p.name, err)
+	}
+	if st.Dev != p.dev || st.Ino != p.ino {
+		return nil
+	}
+	if err := unix.Unlink(p.path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove ring %q: %w", p.name, err)
+	}
+	return nil
+}
+
+func (p *Producer) heartbeat() {
+	defer close(p.hbDone)
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.hbStop:
+			return
+		case <-t.C:
+			p.r.producerHeartbeat.Store(monotonicNow())
+		}
+	}
+}
+
+// Name returns the ring's name.
+func (p *Producer) Name() string { return p.name }
+
+// Path returns the ring file's path.
+func (p *Producer) Path() string { return p.path }
+
+// Generation returns the ring's random generation number (§3.1).
+func (p *Producer) Generation() uint64 { return p.generation }
+
+// Fields returns the ring's schema. The caller must not modify it.
+func (p *Producer) Fields() []Field { return p.fields }
+
+// SlotSize returns the bytes per slot, after rounding.
+func (p *Producer) SlotSize() int64 { return p.slotSize }
+
+// Slots returns the number of slots.
+func (p *Producer) Slots() int { return p.slots }
+
+// ConsumerAttached reports whether a consumer holds the ring's byte-1 lock.
+func (p *Producer) ConsumerAttached() bool {
+	p.life.RLock()
+	defer p.life.RUnlock()
+	if p.closed {
+		return false
+	}
+	locked, err := byteLocked(p.fd, consumerLockByte)
+	return err == nil && locked
+}
+
+// ProducerStats are the producer's counters, for metrics.
+type ProducerStats struct {
+	Slots     int
+	Published uint64        // batches published by this Producer
+	Head      uint64        // batches the consumer has released
+	Tail      uint64        // batches published (the header's tail)
+	FullWaits uint64        // Acquire calls that slept because the ring was full
+	FullWait  time.Duration // total time Acquire slept on a full ring
+}
+
+// Occupancy returns the number of published batches the consumer has not
+// released yet (0 to Slots).
+func (s ProducerStats) Occupancy() uint64 { return s.Tail - s.Head }
+
+// Stats returns the producer's counters. After Close, Head and Tail are 0.
+func (p *Producer) Stats() ProducerStats {
+	p.life.RLock()
+	defer p.life.RUnlock()
+	s := ProducerStats{
+		Slots:     p.slots,
+		Published: p.published.Load(),
+		FullWaits: p.fullWaits.Load(),
+		FullWait:  time.Duration(p.fullWait.Load()),
+	}
+	if !p.closed {
+		s.Head = p.r.head.Load()
+		s.Tail = p.r.tail.Load()
+	}
+	return s
+}

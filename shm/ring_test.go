@@ -1,0 +1,502 @@
+package shm_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/lastmile/lastmile/shm"
+)
+
+// In-process tests: producer and consumer hold separate open file
+// descriptions, so their record locks conflict as across processes.
+
+func create(t *testing.T, cfg shm.Config) *shm.Producer {
+	t.Helper()
+	p, err := shm.Create(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func open(t *testing.T, dir, name string) *shm.Consumer {
+	t.Helper()
+	c, err := shm.Open(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestFullRingBlocksProducer(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cfg := testConfig(t, "full", 2)
+	p := create(t, cfg)
+	c := open(t, cfg.Dir, "full")
+	for seq := uint64(0); seq < 2; seq++ {
+		if err := writeBatch(ctx, p, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// acquire runs writeBatch(seq) in a goroutine; the channel says when it
+	// is done.
+	acquire := func(seq uint64) chan error {
+		done := make(chan error, 1)
+		go func() { done <- writeBatch(ctx, p, seq) }()
+		return done
+	}
+	blocked := func(done chan error) {
+		t.Helper()
+		waitForWord(t, p.Path(), offProducerWaiting, 1) // asleep on the futex
+		select {
+		case err := <-done:
+			t.Fatalf("producer did not block on a full ring: %v", err)
+		default:
+		}
+	}
+
+	done := acquire(2)
+	blocked(done)
+	b0, err := c.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkBatch(b0, 0); err != nil {
+		t.Fatal(err)
+	}
+	blocked(done) // batch 0 is delivered but not released yet
+	b1, err := c.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil { // batch 0 released: batch 2 goes to its slot
+		t.Fatal(err)
+	}
+	done = acquire(3)
+	blocked(done) // batch 1 is still held
+	if err := checkBatch(b1, 1); err != nil {
+		t.Fatalf("held batch overwritten: %v", err)
+	}
+	if st := p.Stats(); st.Occupancy() != 2 || st.Published != 3 {
+		t.Errorf("stats %+v, want occupancy 2 and 3 published", st)
+	}
+	for seq := uint64(2); seq < 4; seq++ {
+		b, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkBatch(b, seq); err != nil {
+			t.Fatal(err)
+		}
+		if seq == 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := p.Stats(); st.FullWaits < 2 || st.FullWait <= 0 {
+		t.Errorf("stats %+v, want at least 2 full waits", st)
+	}
+	p.Close()
+	if _, err := c.Next(ctx); err != io.EOF {
+		t.Fatalf("after close: %v, want EOF", err)
+	}
+}
+
+func TestBatchTooLarge(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cfg := testConfig(t, "big", 2)
+	cfg.Fields = []shm.Field{{Name: "x", Kind: shm.Dense, DType: shm.Float32, Dims: []int64{256}}}
+	p := create(t, cfg)
+	c := open(t, cfg.Dir, "big")
+	if got := p.SlotSize(); got != 8192 {
+		t.Fatalf("slot size %d, want 8192", got)
+	}
+
+	// Before writing anything.
+	need, err := p.Need([]int64{8 * 1024})
+	var tl *shm.TooLargeError
+	if !errors.As(err, &tl) || tl.Need != need || need != 256+8*1024 || tl.SlotSize != 8192 {
+		t.Fatalf("Need: %d, %v; want a TooLargeError for %d bytes", need, err, 256+8*1024)
+	}
+	for _, want := range []string{`"big"`, "8448", "8192", "slot size of at least 12288"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if _, err := p.Need([]int64{4 * 1024}); err != nil {
+		t.Errorf("Need for a batch that fits: %v", err)
+	}
+
+	// While adding: the region is refused, the batch never published.
+	s, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetRows(8)
+	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 8, 256); !errors.As(err, &tl) || tl.Need != 256+8*1024 {
+		t.Fatalf("Add of 8 KiB into an 8 KiB slot: %v", err)
+	}
+	p.Discard(s)
+
+	// The next batch gets the same sequence number and arrives first.
+	s, err = p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetRows(2)
+	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 2, 256); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(s); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	b, err := c.Next(ctx)
+	if err != nil || b.Seq != 0 || b.Rows != 2 {
+		t.Fatalf("first batch: %+v, %v; want seq 0 with 2 rows", b, err)
+	}
+	if _, err := c.Next(ctx); err != io.EOF {
+		t.Fatalf("second Next: %v, want EOF", err)
+	}
+}
+
+func TestSlotMisuse(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cfg := testConfig(t, "misuse", 2)
+	p := create(t, cfg)
+	s, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 1); err == nil {
+		t.Error("Add before SetRows succeeded")
+	}
+	s.SetRows(2)
+	for _, tc := range []struct {
+		desc  string
+		field int
+		role  shm.Role
+		dtype shm.DType
+		shape []int64
+	}{
+		{"wrong field", 1, shm.RoleDense, shm.Int32, []int64{2, 4}},
+		{"wrong role", 0, shm.RoleValues, shm.Float32, []int64{2}},
+		{"wrong dtype", 0, shm.RoleDense, shm.Float64, []int64{2}},
+		{"wrong ndim", 0, shm.RoleDense, shm.Float32, []int64{2, 1}},
+		{"negative", 0, shm.RoleDense, shm.Float32, []int64{-1}},
+	} {
+		if _, err := s.Add(tc.field, tc.role, tc.dtype, tc.shape...); err == nil {
+			t.Errorf("%s: Add succeeded", tc.desc)
+		}
+	}
+	if err := p.Publish(s); err == nil {
+		t.Error("Publish of a batch without its tensors succeeded")
+	}
+	if _, err := p.Acquire(ctx); err == nil {
+		t.Error("second Acquire while a slot is held succeeded")
+	}
+	// A batch with rows that disagree with its tensors is not published.
+	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, td := range expectBatch(0)[1:] {
+		if err := s.AddTensor(td.field, td.role, td.dtype, td.data, td.shape...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Publish(s); err == nil || !errors.Is(err, shm.ErrCorrupt) {
+		t.Errorf("Publish with 2 rows and a 3-row tensor: %v, want ErrCorrupt", err)
+	}
+	p.Discard(s)
+	if st := p.Stats(); st.Published != 0 || st.Tail != 0 {
+		t.Errorf("stats %+v after failed publishes, want nothing published", st)
+	}
+	if err := writeBatch(ctx, p, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCancelBlocked(t *testing.T) {
+	t.Parallel()
+	t.Run("acquire", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig(t, "ca", 1)
+		p := create(t, cfg)
+		if err := writeBatch(testCtx(t), p, 0); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := p.Acquire(ctx); done <- err }()
+		waitForWord(t, p.Path(), offProducerWaiting, 1)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire: %v, want context.Canceled", err)
+		}
+		if st := p.Stats(); st.Tail != 1 || st.Published != 1 {
+			t.Fatalf("stats %+v after a cancelled Acquire, want 1 published", st)
+		}
+	})
+	t.Run("next", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig(t, "cn", 1)
+		p := create(t, cfg)
+		c := open(t, cfg.Dir, "cn")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := c.Next(ctx); done <- err }()
+		waitForWord(t, p.Path(), offConsumerWaiting, 1)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next: %v, want context.Canceled", err)
+		}
+		// Cancellation is not final: the next batch still arrives.
+		if err := writeBatch(testCtx(t), p, 0); err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Next(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkBatch(b, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestFileMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode, want os.FileMode
+	}{{0, 0o600}, {0o640, 0o640}, {0o666, 0o666}} {
+		cfg := testConfig(t, "m"+strconv.Itoa(int(tc.mode)), 1)
+		cfg.Mode = tc.mode
+		p := create(t, cfg)
+		st, err := os.Stat(p.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != tc.want {
+			t.Errorf("Mode %o: file mode %o, want %o", tc.mode, st.Mode().Perm(), tc.want)
+		}
+	}
+}
+
+func TestCreateValidation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := func() shm.Config {
+		return shm.Config{Dir: dir, Name: "v", SlotSize: 8192, Fields: []shm.Field{{Name: "a", Kind: shm.Dense, DType: shm.Int64}}}
+	}
+	for _, tc := range []struct {
+		desc string
+		edit func(*shm.Config)
+		want string
+	}{
+		{"empty name", func(c *shm.Config) { c.Name = "" }, "1 to 200 bytes"},
+		{"dot name", func(c *shm.Config) { c.Name = ".x" }, "must not start with '.'"},
+		{"slash", func(c *shm.Config) { c.Name = "a/b" }, "is not one of"},
+		{"long name", func(c *shm.Config) { c.Name = strings.Repeat("a", 201) }, "1 to 200 bytes"},
+		{"negative slots", func(c *shm.Config) { c.Slots = -1 }, "slot count -1"},
+		{"too many slots", func(c *shm.Config) { c.Slots = 65537 }, "slot count 65537"},
+		{"huge slots", func(c *shm.Config) { c.SlotSize = 1 << 41 }, "slot size"},
+		{"huge file", func(c *shm.Config) { c.Slots = 65536; c.SlotSize = 1 << 40 }, "more than the"},
+		{"mode bits", func(c *shm.Config) { c.Mode = os.ModeSetuid | 0o600 }, "permission bits"},
+		{"missing dir", func(c *shm.Config) { c.Dir = filepath.Join(dir, "nope") }, "ring directory"},
+		{"dup field", func(c *shm.Config) { c.Fields = append(c.Fields, c.Fields[0]) }, "both named"},
+		{"no field name", func(c *shm.Config) { c.Fields[0].Name = "" }, "name"},
+		{"long field name", func(c *shm.Config) { c.Fields[0].Name = strings.Repeat("f", 64) }, "1 to 63 bytes"},
+		{"bad dtype", func(c *shm.Config) { c.Fields[0].DType = 11 }, "unknown dtype"},
+		{"bad kind", func(c *shm.Config) { c.Fields[0].Kind = 2 }, "unknown kind"},
+		{"ragged dims", func(c *shm.Config) { c.Fields[0].Kind = shm.Ragged; c.Fields[0].Dims = []int64{2} }, "no trailing"},
+		{"4 dims", func(c *shm.Config) { c.Fields[0].Dims = []int64{1, 2, 3, 4} }, "at most 3"},
+		{"zero dim", func(c *shm.Config) { c.Fields[0].Dims = []int64{0} }, "want 1 to"},
+		{"utf8 dense", func(c *shm.Config) { c.Fields[0].UTF8 = true }, "UTF-8 flag"},
+		{"utf8 int64", func(c *shm.Config) { c.Fields[0].Kind = shm.Ragged; c.Fields[0].UTF8 = true }, "needs dtype uint8"},
+		{"table too big", func(c *shm.Config) {
+			c.Fields = nil
+			for i := 0; i < 100; i++ {
+				c.Fields = append(c.Fields, shm.Field{Name: "f" + strconv.Itoa(i), Kind: shm.Ragged, DType: shm.Int8, Nullable: true})
+			}
+		}, "cannot hold the tensor table"},
+	} {
+		cfg := good()
+		tc.edit(&cfg)
+		_, err := shm.Create(cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "create ring") {
+			t.Errorf("%s: %v, want an error mentioning %q", tc.desc, err, tc.want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("failed creates left %d files", len(ents))
+	}
+}
+
+func TestSlotSizeRounding(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want int64 }{
+		{0, 4096}, {1, 4096}, {4096, 4096}, {4097, 8192},
+		{2<<20 - 1, 2 << 20}, {2 << 20, 2 << 20}, {2<<20 + 1, 4 << 20}, {5 << 20, 6 << 20},
+	} {
+		if got := shm.RoundSlotSize(tc.in); got != tc.want {
+			t.Errorf("RoundSlotSize(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// patch overwrites bytes of a ring file, as a broken or foreign writer would.
+func patch(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc   string
+		break_ func(t *testing.T, path string)
+		is     error
+		want   string
+	}{
+		{"missing", func(t *testing.T, path string) { os.Remove(path) }, fs.ErrNotExist, "is its producer running"},
+		{"not a ring", func(t *testing.T, path string) { patch(t, path, 0, []byte("PK\x03\x04")) }, shm.ErrNotRing, "magic"},
+		{"empty file", func(t *testing.T, path string) { os.Truncate(path, 0) }, shm.ErrTruncated, "shorter than the magic"},
+		{"truncated", func(t *testing.T, path string) { os.Truncate(path, 12288) }, shm.ErrTruncated, "the header describes"},
+		{"major version", func(t *testing.T, path string) { patch(t, path, 8, []byte{2, 0}) }, shm.ErrVersion, "upgrade lastmile"},
+		{"schema hash", func(t *testing.T, path string) { patch(t, path, 4096+8, []byte("L")) }, shm.ErrSchemaHash, "hashes to"},
+		{"slot count", func(t *testing.T, path string) { patch(t, path, 16, []byte{0, 0, 0, 0}) }, shm.ErrCorrupt, "slot_count 0"},
+		{"slot size", func(t *testing.T, path string) { patch(t, path, 24, []byte{1, 16}) }, shm.ErrCorrupt, "slot_size"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(t, "bad", 2)
+			p := create(t, cfg)
+			p.Close()
+			tc.break_(t, p.Path())
+			_, err := shm.Open(cfg.Dir, "bad")
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `open ring "bad"`) {
+				t.Fatalf("%v; want %v mentioning %q and the ring", err, tc.is, tc.want)
+			}
+		})
+	}
+	t.Run("expected schema", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig(t, "sch", 2)
+		create(t, cfg)
+		other := append([]shm.Field(nil), testFields...)
+		other[0].DType = shm.Float64
+		_, err := shm.OpenWith(cfg.Dir, "sch", shm.OpenOptions{Schema: other})
+		if !errors.Is(err, shm.ErrSchemaHash) {
+			t.Fatalf("%v, want ErrSchemaHash", err)
+		}
+		c, err := shm.OpenWith(cfg.Dir, "sch", shm.OpenOptions{Schema: testFields})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	})
+}
+
+func TestProtocolViolation(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cfg := testConfig(t, "pv", 2)
+	p := create(t, cfg)
+	c := open(t, cfg.Dir, "pv")
+	for seq := uint64(0); seq < 2; seq++ {
+		if err := writeBatch(ctx, p, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hdr := c.Header()
+	// Slot 1 claims to hold batch 7.
+	patch(t, p.Path(), hdr.DataOffset+hdr.SlotSize, []byte{7, 0, 0, 0, 0, 0, 0, 0})
+	if b, err := c.Next(ctx); err != nil || checkBatch(b, 0) != nil {
+		t.Fatalf("batch 0: %v", err)
+	}
+	_, err := c.Next(ctx)
+	if !errors.Is(err, shm.ErrProtocol) || !strings.Contains(err.Error(), "holds sequence 7, want 1") {
+		t.Fatalf("%v, want ErrProtocol about sequence 7", err)
+	}
+	if _, err2 := c.Next(ctx); !errors.Is(err2, shm.ErrProtocol) {
+		t.Fatalf("protocol error not final: %v", err2)
+	}
+}
+
+func TestFailMessageTruncated(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "msg", 2)
+	p := create(t, cfg)
+	c := open(t, cfg.Dir, "msg")
+	msg := strings.Repeat("é", 600) + "\xff" // 1201 bytes, ending in invalid UTF-8
+	if err := p.Fail(msg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Next(testCtx(t))
+	var pe *shm.ProducerError
+	if !errors.As(err, &pe) {
+		t.Fatalf("%v, want a ProducerError", err)
+	}
+	if len(pe.Message) != 1020 || !utf8.ValidString(pe.Message) || !strings.HasPrefix(msg, pe.Message) {
+		t.Errorf("message of %d bytes (valid UTF-8: %v), want the first 510 runes", len(pe.Message), utf8.ValidString(pe.Message))
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("Close after Fail: %v", err)
+	}
+}
+
+func TestConsumerAttachedAndRemove(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "att", 2)
+	p := create(t, cfg)
+	if p.ConsumerAttached() {
+		t.Error("consumer attached before any opened")
+	}
+	c, err := shm.Open(cfg.Dir, "att")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.ConsumerAttached() {
+		t.Error("consumer not seen attached")
+	}
+	c.Close()
+	if p.ConsumerAttached() {
+		t.Error("consumer still seen after Close")
+	}
+	p.Close()
+	// Remove does not unlink a ring that replaced ours.
+	p2 := create(t, cfg)
+	if err := p.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p2.Path()); err != nil {
+		t.Fatalf("Remove of the old producer removed its successor: %v", err)
+	}
+	if err := p2.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p2.Path()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after Remove: %v", err)
+	}
+}
