@@ -191,3 +191,46 @@ func checkRows(t testing.TB, cfg datagen.Config, rows []datagen.Row) {
 		}
 	}
 }
+
+func parquetOpen(f *os.File, size int64) (*parquet.File, error) { return parquet.OpenFile(f, size) }
+
+// readAllPages reads every value of every page of path and returns the
+// first error.
+func readAllPages(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return err
+	}
+	for _, rg := range pf.RowGroups() {
+		for _, cc := range rg.ColumnChunks() {
+			pages := cc.Pages()
+			for {
+				p, err := pages.ReadPage()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					pages.Close()
+					return err
+				}
+				vals := make([]parquet.Value, p.NumValues())
+				if _, err := p.Values().ReadValues(vals); err != nil && err != io.EOF {
+					pages.Close()
+					return err
+				}
+				parquet.Release(p)
+			}
+			pages.Close()
+		}
+	}
+	return nil
+}
