@@ -250,7 +250,10 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 			return sh, dst, corruptf("slot %d: tensor %d is field %d role %v, want field %d (%q) role %v",
 				sh.Seq, k, field, role, wantField, f.Name, wantRole)
 		}
-		t := Tensor{Field: field, Name: f.Name, Role: role, DType: DType(e[tensorOffDType])}
+		// Built in place in dst: a local Tensor would escape to the heap
+		// through the error paths' formatting of its shape.
+		dst = append(dst, Tensor{Field: field, Name: f.Name, Role: role, DType: DType(e[tensorOffDType])})
+		t := &dst[len(dst)-1]
 		if want := roleDType(f, role); t.DType != want {
 			return sh, dst, corruptf("slot %d: %q %v tensor has dtype %v, want %v", sh.Seq, f.Name, role, t.DType, want)
 		}
@@ -320,7 +323,6 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 				return sh, dst, corruptf("slot %d: %q offsets: %v", sh.Seq, f.Name, err)
 			}
 		}
-		dst = append(dst, t)
 	}
 	for i := range dst {
 		t := &dst[i]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,7 +157,7 @@ func (s *Slot) AddTensor(field int, role Role, dtype DType, data []byte, shape .
 		f := &s.p.fields[field]
 		if n, err := checkShape(f, role, dtype, shape); err == nil && n != int64(len(data)) {
 			return fmt.Errorf("ring %q: field %q %v tensor: %d bytes of data for shape %v of %v (%d bytes)",
-				s.p.name, f.Name, role, len(data), shape, dtype, n)
+				s.p.name, f.Name, role, len(data), shapeString(shape), dtype, n)
 		}
 	}
 	dst, err := s.Add(field, role, dtype, shape...)
@@ -178,27 +179,40 @@ func checkShape(f *Field, role Role, dtype DType, shape []int64) (int64, error) 
 		want = 1 + len(f.Dims)
 	}
 	if len(shape) != want {
-		return 0, fmt.Errorf("shape %v has %d dimensions, want %d", shape, len(shape), want)
+		return 0, fmt.Errorf("shape %s has %d dimensions, want %d", shapeString(shape), len(shape), want)
 	}
 	if role == RoleDense {
 		for j, d := range f.Dims {
 			if shape[1+j] != d {
-				return 0, fmt.Errorf("shape %v, want trailing dimensions %v", shape, f.Dims)
+				return 0, fmt.Errorf("shape %s, want trailing dimensions %v", shapeString(shape), f.Dims)
 			}
 		}
 	}
 	n := uint64(dtype.Size())
 	for _, d := range shape {
 		if d < 0 || d > maxSlotSize {
-			return 0, fmt.Errorf("shape %v: dimension %d out of range", shape, d)
+			return 0, fmt.Errorf("shape %s: dimension %d out of range", shapeString(shape), d)
 		}
 		hi, lo := bits.Mul64(n, uint64(d))
 		if hi != 0 || lo > maxFileSize {
-			return 0, fmt.Errorf("shape %v is too large", shape)
+			return 0, fmt.Errorf("shape %s is too large", shapeString(shape))
 		}
 		n = lo
 	}
 	return int64(n), nil
+}
+
+// shapeString formats a shape like fmt's %v without letting the slice
+// escape, so that Add's variadic shape stays on the caller's stack.
+func shapeString(shape []int64) string {
+	b := []byte{'['}
+	for i, d := range shape {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	return string(append(b, ']'))
 }
 
 // Need returns the slot bytes a batch needs whose tensors, in table order,
