@@ -937,10 +937,16 @@ class Ring:
             if tail > h or load_u32(core.a_state) != STATE_RUNNING:
                 return True
             age = _age(load_u64(core.a_producer_heartbeat))
+            hint = ""
+            try:
+                if os.stat(self.path).st_ino != os.fstat(core.fd).st_ino:
+                    hint = "; a new ring has since been created at %s: reopen it" % self.path
+            except OSError:
+                pass
             raise ProducerDiedError(
                 "lastmile producer (pid %d) of ring %s died after publishing %d batches; all of "
-                "them were delivered (last heartbeat %s)"
-                % (core.geo.producer_pid, self.name, tail, _fmt_age(age)),
+                "them were delivered (last heartbeat %s)%s"
+                % (core.geo.producer_pid, self.name, tail, _fmt_age(age), hint),
                 published=tail, pid=core.geo.producer_pid, heartbeat_age=age)
         if self.heartbeat_timeout is not None:
             age = _age(load_u64(core.a_producer_heartbeat))

@@ -97,6 +97,7 @@ class RingWriter:
         self.magic = magic
         self.schema_hash = schema_hash
         self.tail = 0
+        self.park = 0.1  # FUTEX_WAIT timeout while the ring is full
         self.fd = None
         self.mm = None
         self._hb_stop = threading.Event()
@@ -203,7 +204,7 @@ class RingWriter:
             if self.tail - self.head < self.slot_count:
                 _futex.store_u32(self._base + 140, 0)
                 break
-            _futex.futex_wait(self._base + 264, v, 0.1)
+            _futex.futex_wait(self._base + 264, v, self.park)
             _futex.store_u32(self._base + 140, 0)
             self._beat()
 
@@ -381,7 +382,7 @@ def producer_main(cfg, created=None, halted=None):
 
     name, dir, fields (list of FieldSpec tuples, default ALL_FIELDS), slot_count,
     slot_size, lock ('ofd'|'posix'), version, heartbeat, nbatches, start_delay,
-    interval (sleep between batches), stamp (write monotonic ns into field t_ns),
+    interval (sleep between batches), park (producer's futex timeout), stamp (write monotonic ns into field t_ns),
     half_write_at (fill batch k's slot partially, then halt), end ('eos', 'error',
     'halt' = keep the ring open without publishing more, 'exit' = close without
     end of stream), message, unlink.
@@ -392,6 +393,7 @@ def producer_main(cfg, created=None, halted=None):
     w = RingWriter(cfg["name"], cfg["dir"], fields, cfg.get("slot_count", 4),
                    cfg.get("slot_size", 64 << 10), lock=cfg.get("lock", "ofd"),
                    version=tuple(cfg.get("version", (1, 0))), heartbeat=cfg.get("heartbeat", True))
+    w.park = cfg.get("park", 0.1)
     w.create()
     if created is not None:
         created.set()

@@ -9,9 +9,9 @@ import gc
 import json
 import multiprocessing as mp
 import os
+import random
 import shutil
 import signal
-import statistics
 import struct
 import subprocess
 import sys
@@ -141,12 +141,13 @@ class DeliveryTests(RingTestCase):
 
     def test_small_ring_many_batches_wakes_both_ways(self):
         # 300 batches through 2 slots: producer and consumer repeatedly block on
-        # each other. Without working futex wakes every hand-off would cost the
-        # 100 ms park timeout (30 s in all).
+        # each other. Both park with a 10 s futex timeout here, so only working
+        # FUTEX_WAKEs in both directions finish in time.
         fields = [rw.FieldSpec("id", "dense", "int64"), rw.FieldSpec("tokens", "ragged", "int32")]
-        _, name, _ = self.producer(nbatches=300, slot_count=2, fields=fields)
+        _, name, _ = self.producer(nbatches=300, slot_count=2, fields=fields, park=10.0)
         t0 = time.monotonic()
-        with lastmile.Ring.open(name, self.dir, timeout=WAIT) as ring:
+        with mock.patch.object(lmring, "PARK_SECONDS", 10.0), \
+                lastmile.Ring.open(name, self.dir, timeout=WAIT) as ring:
             n = 0
             for b in ring:
                 self.assertEqual(b.seq, n)
@@ -155,7 +156,7 @@ class DeliveryTests(RingTestCase):
                 if n % 50 == 0:
                     time.sleep(0.02)  # let the producer fill the ring and sleep
         self.assertEqual(n, 300)
-        self.assertLess(time.monotonic() - t0, 10.0)
+        self.assertLess(time.monotonic() - t0, 30.0)
 
     def test_huge_page_sized_slots(self):
         _, name, _ = self.producer(nbatches=5, slot_count=2, slot_size=2 << 20)
@@ -208,20 +209,21 @@ class WaitingTests(RingTestCase):
         fields = [rw.FieldSpec("t_ns", "dense", "int64")]
         _, name, _ = self.producer(nbatches=6, slot_count=2, fields=fields, stamp=True,
                                    start_delay=1.0, interval=0.25)
-        with lastmile.Ring.open(name, self.dir) as ring:
+        # 10 s park timeout: a batch arriving well before that was delivered by FUTEX_WAKE.
+        with mock.patch.object(lmring, "PARK_SECONDS", 10.0), \
+                lastmile.Ring.open(name, self.dir) as ring:
             cpu0, t0 = time.thread_time(), time.monotonic()
             b = next(ring)
             waited, cpu = time.monotonic() - t0, time.thread_time() - cpu0
             self.assertGreater(waited, 0.5)
             # ~10 park/liveness rounds per second; a busy loop would burn ~waited.
-            self.assertLess(cpu, 0.1 * waited, "consumer burned %.3fs CPU in %.3fs" % (cpu, waited))
+            self.assertLess(cpu, 0.05 * waited, "consumer burned %.3fs CPU in %.3fs" % (cpu, waited))
             lat = [(time.monotonic_ns() - int(b["t_ns"][0])) / 1e6]
             for b in ring:
                 if b.rows:
                     lat.append((time.monotonic_ns() - int(b["t_ns"][0])) / 1e6)
         self.assertEqual(len(lat), 5)  # batch 3 has no rows
-        # Woken by FUTEX_WAKE, not by the 100 ms park timeout.
-        self.assertLess(statistics.median(lat), 30.0, "wake-up latencies (ms): %s" % lat)
+        self.assertLess(max(lat), 3000.0, "wake-up latencies (ms): %s" % lat)
 
     def test_next_timeout(self):
         _, name, _ = self.producer(nbatches=1, end="halt")
@@ -230,7 +232,7 @@ class WaitingTests(RingTestCase):
             t0 = time.monotonic()
             with self.assertRaises(TimeoutError) as cm:
                 next(ring)
-            self.assertLess(time.monotonic() - t0, 2.0)
+            self.assertLess(time.monotonic() - t0, 5.0)
             self.assertGreaterEqual(time.monotonic() - t0, 0.3)
             self.assertIn("alive", str(cm.exception))
             with self.assertRaises(TimeoutError):
@@ -270,7 +272,7 @@ class WaitingTests(RingTestCase):
             t0 = time.monotonic()
             p.send_signal(signal.SIGINT)
             _, err = p.communicate(timeout=10)
-            self.assertLess(time.monotonic() - t0, 1.0)
+            self.assertLess(time.monotonic() - t0, 3.0)
             self.assertIn("KeyboardInterrupt", err)
             self.assertNotEqual(p.returncode, 0)
         finally:
@@ -315,18 +317,20 @@ class FailureTests(RingTestCase):
         fields = [f for f in rw.ALL_FIELDS if f.name != "img"]
         for lock in ("ofd", "posix"):
             p, name, _ = self.producer(nbatches=10**9, slot_count=4, lock=lock, fields=fields)
-            killer = threading.Timer(0.5, p.kill)
-            killer.start()
+            kill_at = random.randint(20, 60)
+            killer = threading.Timer(random.uniform(0, 0.02), p.kill)
             n = 0
-            with lastmile.Ring.open(name, self.dir) as ring:
+            with lastmile.Ring.open(name, self.dir, timeout=WAIT) as ring:
                 with self.assertRaises(lastmile.ProducerDiedError) as cm:
                     for b in ring:
                         self.assertEqual(b.seq, n)
                         self.check_batch(b, n, fields)
                         n += 1
+                        if n == kill_at:
+                            killer.start()  # SIGKILL at a random point of its loop
             killer.join()
             self.assertEqual(cm.exception.published, n)
-            self.assertGreater(n, 10)
+            self.assertGreaterEqual(n, kill_at)
 
     def test_consumer_waiting_when_producer_dies(self):
         p, name, halted = self.producer(nbatches=2, end="halt")
@@ -365,7 +369,7 @@ class FailureTests(RingTestCase):
             self.assertGreater(cm.exception.heartbeat_age, 0.3)
         # A live heartbeat passes.
         _, name, _ = self.producer(nbatches=1, end="halt")
-        with lastmile.Ring.open(name, self.dir, heartbeat_timeout=0.5) as ring:
+        with lastmile.Ring.open(name, self.dir, heartbeat_timeout=10.0) as ring:
             next(ring)
             with self.assertRaises(TimeoutError):
                 ring.next(timeout=1.0)
@@ -426,7 +430,7 @@ class FormatTests(RingTestCase):
         with self.assertRaises(lastmile.RingFormatError) as cm:
             lastmile.Ring.open(name, self.dir)
         self.assertIn("not a lastmile ring", str(cm.exception))
-        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertLess(time.monotonic() - t0, 5.0)
         self._file("empty", b"")
         with self.assertRaises(lastmile.RingFormatError):
             lastmile.Ring.open("empty", self.dir)
