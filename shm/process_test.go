@@ -56,28 +56,32 @@ func TestCrossProcess(t *testing.T) {
 			}
 		})
 	}
-	t.Run("consumer-helper", func(t *testing.T) {
-		t.Parallel()
-		cfg := testConfig(t, "y", 2)
-		p, err := shm.Create(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Remove()
-		h := startHelper(t, "consume", "H_DIR="+cfg.Dir, "H_NAME=y")
-		ctx := testCtx(t)
-		for seq := uint64(0); seq < batches; seq++ {
-			if err := writeBatch(ctx, p, seq); err != nil {
+	// The consumer in the helper; one slot makes every batch a full
+	// round trip through both futexes, many batches shake out races.
+	for _, tc := range []struct{ slots, batches int }{{2, batches}, {1, 2000}} {
+		t.Run(fmt.Sprintf("consumer-helper/slots=%d", tc.slots), func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(t, "y", tc.slots)
+			p, err := shm.Create(cfg)
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := h.expect(t, "END"); got[0] != strconv.Itoa(batches) || got[1] != "EOF" {
-			t.Fatalf("consumer says %v, want %d EOF", got, batches)
-		}
-	})
+			defer p.Remove()
+			h := startHelper(t, "consume", "H_DIR="+cfg.Dir, "H_NAME=y")
+			ctx := testCtx(t)
+			for seq := uint64(0); seq < uint64(tc.batches); seq++ {
+				if err := writeBatch(ctx, p, seq); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.expect(t, "END"); got[0] != strconv.Itoa(tc.batches) || got[1] != "EOF" {
+				t.Fatalf("consumer says %v, want %d EOF", got, tc.batches)
+			}
+		})
+	}
 }
 
 func TestProducerKilledMidBatch(t *testing.T) {
