@@ -102,6 +102,9 @@ func (s *Slot) SetCursor(c Cursor) { s.cur = c }
 // nothing; use Producer.Need to check a whole batch before acquiring.
 func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, error) {
 	p := s.p
+	if !p.held {
+		return nil, fmt.Errorf("ring %q: Add on a slot that was published, discarded or closed", p.name)
+	}
 	if !s.set {
 		return nil, fmt.Errorf("ring %q: SetRows before Add", p.name)
 	}
@@ -223,8 +226,8 @@ func (p *Producer) Need(payloadBytes []int64) (int64, error) {
 		return 0, fmt.Errorf("ring %q: %d payload sizes, the schema has %d tensors", p.name, len(payloadBytes), p.tensorCount)
 	}
 	need := SlotBytes(p.tensorCount, payloadBytes)
-	if need > p.r.slotSize {
-		return need, &TooLargeError{Ring: p.name, Need: need, SlotSize: p.r.slotSize}
+	if need > p.slotSize {
+		return need, &TooLargeError{Ring: p.name, Need: need, SlotSize: p.slotSize}
 	}
 	return need, nil
 }

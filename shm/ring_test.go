@@ -228,6 +228,16 @@ func TestSlotMisuse(t *testing.T) {
 	if err := writeBatch(ctx, p, 0); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 3); err == nil {
+		t.Error("Add on a published slot succeeded")
+	}
+	p.Close()
+	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 3); err == nil {
+		t.Error("Add after Close succeeded")
+	}
+	if _, err := p.Need([]int64{1, 2, 3, 4, 5, 6, 7}); err != nil {
+		t.Errorf("Need after Close: %v", err)
+	}
 }
 
 func TestCancelBlocked(t *testing.T) {
