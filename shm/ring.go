@@ -41,9 +41,10 @@ import (
 //
 // Memory ordering
 //
-// Go's sync/atomic operations are sequentially consistent; on amd64 a
-// store is an XCHG and an add a LOCK XADD, both full barriers, and loads are
-// plain MOVs (acquire under TSO). On arm64 they are STLR/LDAR. So:
+// Go's sync/atomic operations are sequentially consistent: on amd64 a
+// store is an XCHG and an add a LOCK XADD, both full barriers, and loads
+// are plain MOVs (acquire under TSO); on arm64 Go uses LDAR/STLR and
+// LDADDAL, which are ordered among themselves the same way. So:
 //
 //   - plain payload stores, then atomic store of seq: a consumer that loads
 //     seq == s (atomically) sees the payloads (release/acquire);
@@ -74,9 +75,9 @@ import (
 // probes byte 0 with F_OFD_GETLK; if it is free, it re-loads state and tail
 // (the producer stores them before its lock is dropped, and the probe is a
 // syscall that orders them) and reports ErrProducerDied only if the stream
-// is still running and empty. The heartbeat is reported for diagnosis; the
-// pid is informational (pid namespaces); the producer's start time guards
-// against a reused pid.
+// is still running and empty. The heartbeat age, producer_pid and
+// producer_start are reported for diagnosis only: pids are reused and
+// namespaced, and only the lock says for sure whether the producer lives.
 //
 // Rejected designs
 //
