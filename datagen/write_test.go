@@ -298,6 +298,7 @@ func BenchmarkWrite(b *testing.B) {
 		b.Run(comp, func(b *testing.B) {
 			cfg := datagen.DefaultConfig()
 			cfg.Rows = 1 << 17
+			cfg.RowGroupRows = 1 << 15 // four row groups, built in parallel
 			cfg.Compression = comp
 			dir := b.TempDir()
 			var size int64
@@ -307,11 +308,14 @@ func BenchmarkWrite(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				st, err := os.Stat(paths[0])
-				if err != nil {
-					b.Fatal(err)
+				size = 0
+				for _, p := range paths {
+					st, err := os.Stat(p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					size += st.Size()
 				}
-				size = st.Size()
 			}
 			b.SetBytes(size)
 			b.ReportMetric(float64(cfg.Rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
