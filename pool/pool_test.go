@@ -678,12 +678,14 @@ func TestDeterministic(t *testing.T) {
 }
 
 // TestStress runs many short pools with tight windows (InFlight == Workers
-// included) and random yields, on real cores, to shake out lost wake-ups
-// (a hang) and broken invariants in the parking protocol.
+// included), random yields and, in half the rounds, a few failing units, on
+// real cores, to shake out lost wake-ups (a hang) and broken invariants in
+// the parking protocol: the emitted prefix must stop exactly at the lowest
+// failing unit.
 func TestStress(t *testing.T) {
-	rounds := 300
+	rounds := 400
 	if testing.Short() {
-		rounds = 30
+		rounds = 40
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range rounds {
@@ -691,6 +693,15 @@ func TestStress(t *testing.T) {
 		inFlight := w + rng.IntN(w+1)
 		n := rng.IntN(400)
 		seed := rng.Uint64()
+		lowest := n
+		failing := map[int]bool{}
+		if round%2 == 1 && n > 0 {
+			for range 1 + rng.IntN(3) {
+				k := rng.IntN(n)
+				failing[k] = true
+				lowest = min(lowest, k)
+			}
+		}
 		c := newChecker(t, pool.Config{Workers: w, InFlight: inFlight}, n)
 		c.delay = func(i int) time.Duration {
 			if (uint64(i)*seed)>>61 == 0 {
@@ -698,9 +709,24 @@ func TestStress(t *testing.T) {
 			}
 			return 0
 		}
-		if err := c.run(t.Context()); err != nil {
-			t.Fatalf("round %d: %v", round, err)
+		c.fail = func(i int) error {
+			if failing[i] {
+				return errBoom
+			}
+			return nil
 		}
-		c.checkAll()
+		err := c.run(t.Context())
+		c.check()
+		if lowest == n {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			c.checkAll()
+			continue
+		}
+		checkUnitError(t, err, lowest, "work", errBoom)
+		if len(c.emitted) != lowest {
+			t.Fatalf("round %d: emitted %d units, want %d (lowest failing unit)", round, len(c.emitted), lowest)
+		}
 	}
 }
