@@ -45,9 +45,10 @@ func ConfigFromMetadata(value string) (Config, error) {
 // (the last one of each file may be shorter).
 //
 // Row groups are generated in parallel, GOMAXPROCS at a time, whatever the
-// number of files, and committed to their file in order; each in-flight row
-// group holds its compressed pages in memory (about 130 MB for the default
-// 131072-row groups), so memory use is about GOMAXPROCS+1 row groups.
+// number of files, and committed to their file in order. Each row group
+// holds its compressed pages in memory until it is committed (with the
+// default Config, about 80 MB snappy or 125 MB uncompressed for a
+// 131072-row group), and at most GOMAXPROCS+1 are held at once.
 //
 // Files are written under a temporary name and renamed when complete. On
 // error or cancellation Write removes every file it created or replaced and
