@@ -110,8 +110,16 @@ func fill(d []uint8, v uint8) {
 		clear(d)
 		return
 	}
-	for i := range d {
-		d[i] = v
+	if len(d) < 16 {
+		for i := range d {
+			d[i] = v
+		}
+		return
+	}
+	// Doubling copies run at memmove speed.
+	d[0] = v
+	for i := 1; i < len(d); i *= 2 {
+		copy(d[i:], d[:i])
 	}
 }
 

@@ -179,6 +179,35 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 		if valid != nil {
 			fill(valid[col.Len:L], 1)
 		}
+	case maxDef == rowDef+1:
+		// No null elements: a level is a value iff it is maxDef. Skip
+		// eight levels at a time while they neither start a row nor
+		// lack a value.
+		const ones = 0x0101010101010101
+		full := uint64(maxDef) * ones
+		i := 0
+		for ; i < n; i++ {
+			if i&7 == 0 && i+8 <= n {
+				if binary.LittleEndian.Uint64(rep[i:]) == ones && binary.LittleEndian.Uint64(def[i:]) == full {
+					cur += 8
+					i += 7
+					continue
+				}
+			}
+			l := def[i]
+			if l > maxDef {
+				return 0, corruptf("definition level %d above the maximum %d", l, maxDef)
+			}
+			if rep[i] == 0 {
+				offs[L] = cur
+				if valid != nil {
+					valid[L] = b2u8(l >= rowDef)
+				}
+				L++
+			}
+			cur += int64(b2u8(l == maxDef))
+		}
+		nonNull = int(cur - base)
 	default:
 		for i, r := range rep {
 			l := def[i]
