@@ -88,20 +88,12 @@ func Write(ctx context.Context, dir string, cfg Config) ([]string, error) {
 		first, end := cfg.FileRows(i)
 		paths[i] = filepath.Join(dir, cfg.FileName(i))
 		n := int((end - first + cfg.RowGroupRows - 1) / cfg.RowGroupRows)
-		files[i] = &outFile{path: paths[i], groups: make([]*parquet.ConcurrentRowGroupWriter, n)}
+		files[i] = &outFile{path: paths[i], options: options, groups: make([]*parquet.ConcurrentRowGroupWriter, n)}
 		for r := range n {
 			lo := first + int64(r)*cfg.RowGroupRows
 			tasks = append(tasks, task{file: i, group: r, first: lo, end: min(lo+cfg.RowGroupRows, end)})
 		}
 	}
-	// Open every file up front: a bad directory fails before any work.
-	for _, f := range files {
-		if err := f.open(options); err != nil {
-			cleanup(files)
-			return nil, err
-		}
-	}
-
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(tasks)))
 	// tokens bounds the row groups generated but not yet committed. Tokens
 	// are taken in task order, so the row group every other one waits on
@@ -158,13 +150,17 @@ type task struct {
 	first, end  int64 // rows [first, end)
 }
 
-// outFile is one output file. Row groups are committed in order under mu;
-// the worker that commits the last one finishes the file.
+// outFile is one output file. It is created when its first row group
+// begins, so only the files being worked on are open (at most about
+// GOMAXPROCS+1 of them, since tasks go out in file order). Row groups are
+// committed in order under mu; the worker that commits the last one
+// finishes the file.
 type outFile struct {
-	path string
-	tmp  string
-	f    *os.File
-	w    *parquet.GenericWriter[any]
+	path    string
+	options []parquet.WriterOption
+	tmp     string
+	f       *os.File
+	w       *parquet.GenericWriter[any]
 
 	mu       sync.Mutex
 	groups   []*parquet.ConcurrentRowGroupWriter // built, not yet committed
@@ -173,20 +169,27 @@ type outFile struct {
 	finished bool
 }
 
-func (o *outFile) open(options []parquet.WriterOption) error {
+// openLocked creates the file under a temporary name, once.
+func (o *outFile) openLocked() error {
+	if o.f != nil {
+		return nil
+	}
 	f, err := os.CreateTemp(filepath.Dir(o.path), filepath.Base(o.path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("create %s: %w", o.path, err)
 	}
 	o.f, o.tmp = f, f.Name()
-	o.w = parquet.NewGenericWriter[any](f, options...)
+	o.w = parquet.NewGenericWriter[any](f, o.options...)
 	return nil
 }
 
-func (o *outFile) begin() *parquet.ConcurrentRowGroupWriter {
+func (o *outFile) begin() (*parquet.ConcurrentRowGroupWriter, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.w.BeginRowGroup()
+	if err := o.openLocked(); err != nil {
+		return nil, err
+	}
+	return o.w.BeginRowGroup(), nil
 }
 
 // done records group i as built and commits every group that is now next
@@ -220,6 +223,9 @@ func (o *outFile) finishLocked() error {
 		return nil
 	}
 	o.finished = true
+	if err := o.openLocked(); err != nil { // an empty table's only file
+		return err
+	}
 	if err := o.w.Close(); err != nil {
 		return fmt.Errorf("write footer of %s: %w", o.path, err)
 	}
@@ -332,7 +338,10 @@ func (b *builder) rowGroup(ctx context.Context, o *outFile, t task, tokens <-cha
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	rg := o.begin()
+	rg, err := o.begin()
+	if err != nil {
+		return err
+	}
 	cws := rg.ColumnWriters()
 	if len(cws) != len(b.plan) {
 		panic(fmt.Sprintf("BUG: datagen: %d column writers for %d columns", len(cws), len(b.plan)))

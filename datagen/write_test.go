@@ -55,6 +55,7 @@ func TestWriteReadBack(t *testing.T) {
 		{"all sequences empty", func(c *datagen.Config) { c.SeqMeanLen, c.SeqMaxLen = 0, 0 }},
 		{"all sequences full", func(c *datagen.Config) { c.SeqMeanLen, c.SeqMaxLen = 7, 7 }},
 		{"one row per group", func(c *datagen.Config) { c.Rows, c.RowGroupRows = 40, 1 }},
+		{"one row per file", func(c *datagen.Config) { c.Rows, c.Files = 200, 200 }},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			cfg := testConfig()
