@@ -272,3 +272,71 @@ func (b *Batch) Check() error {
 	}
 	return nil
 }
+
+// AppendRows appends rows [lo, hi) of src to b, which must have the same
+// columns (names, kinds, dtypes and widths) or none yet. It reuses b's
+// buffers; a batch used as a carry between units settles after a few calls.
+func (b *Batch) AppendRows(src *Batch, lo, hi int) {
+	if len(b.Columns) == 0 {
+		b.Columns = make([]Column, len(src.Columns))
+		b.Rows = 0
+	}
+	if len(b.Columns) != len(src.Columns) {
+		panic(fmt.Sprintf("BUG: append %d columns to a batch of %d", len(src.Columns), len(b.Columns)))
+	}
+	for i := range src.Columns {
+		b.Columns[i].appendRows(&src.Columns[i], b.Rows, lo, hi)
+	}
+	b.Rows += hi - lo
+}
+
+func (c *Column) appendRows(src *Column, rows, lo, hi int) {
+	if rows == 0 {
+		c.Name, c.Kind, c.DType, c.Width = src.Name, src.Kind, src.DType, src.Width
+		c.Data, c.Offsets, c.Len = c.Data[:0], c.Offsets[:0], 0
+		if c.Valid != nil {
+			c.Valid = c.Valid[:0]
+		}
+	}
+	size := src.DType.Size()
+	n := hi - lo
+	switch src.Kind {
+	case Fixed:
+		w := size * src.Width
+		c.Data = append(c.Data, src.Data[lo*w:hi*w]...)
+	default:
+		if len(c.Offsets) == 0 {
+			c.Offsets = append(c.Offsets, 0)
+		}
+		base := c.Offsets[len(c.Offsets)-1] - src.Offsets[lo]
+		for _, o := range src.Offsets[lo+1 : hi+1] {
+			c.Offsets = append(c.Offsets, o+base)
+		}
+		c.Data = append(c.Data, src.Data[src.Offsets[lo]*int64(size):src.Offsets[hi]*int64(size)]...)
+	}
+	switch {
+	case src.Valid != nil:
+		if c.Valid == nil {
+			c.Valid = make([]byte, rows, rows+n)
+			for i := range c.Valid {
+				c.Valid[i] = 1
+			}
+		}
+		c.Valid = append(c.Valid, src.Valid[lo:hi]...)
+	case c.Valid != nil:
+		for range n {
+			c.Valid = append(c.Valid, 1)
+		}
+	}
+	c.Len = rows + n
+}
+
+// Reset empties the batch, keeping its buffers for reuse.
+func (b *Batch) Reset() {
+	b.Rows = 0
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		c.Len, c.Data, c.Offsets = 0, c.Data[:0], c.Offsets[:0]
+		c.Valid = nil
+	}
+}

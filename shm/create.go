@@ -171,7 +171,9 @@ func Create(cfg Config) (*Producer, error) {
 		hbStop:      make(chan struct{}),
 		hbDone:      make(chan struct{}),
 	}
-	p.slot.p = p
+	for i := range p.held {
+		p.held[i].p = p
+	}
 	go p.heartbeat()
 	return p, nil
 }

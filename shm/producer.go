@@ -39,9 +39,9 @@ type Producer struct {
 	slots       int
 	dev, ino    uint64 // identity of our file, so Remove never unlinks a successor
 
-	next    uint64 // sequence of the next batch: our copy of tail
-	slot    Slot   // reused for every batch
-	held    bool   // slot acquired, neither published nor discarded
+	next    uint64        // sequence of the next batch: our copy of tail
+	held    [MaxHeld]Slot // reused; batch seq uses held[seq%MaxHeld]
+	nheld   int           // slots acquired, neither published nor discarded: seqs next..next+nheld-1
 	scratch []Tensor
 
 	life   sync.RWMutex // write-held by Close; read-held by Stats-like methods
@@ -55,6 +55,12 @@ type Producer struct {
 	fullWait  atomic.Int64 // ns
 }
 
+// MaxHeld is the number of slots a producer may hold at once, acquired
+// but not yet published: a batcher that must see whether a step of batches
+// is the epoch's last before publishing it fills the next while it holds
+// one. Held slots are published oldest first and discarded newest first.
+const MaxHeld = 2
+
 // Slot is a batch being written in place into a ring slot. It is valid from
 // Acquire until Publish succeeds or Discard is called. Set the row count,
 // Add every tensor of the schema in order (§5.2: a dense field's tensor,
@@ -62,6 +68,7 @@ type Producer struct {
 // nullable field), fill the returned regions, set the cursor, Publish.
 type Slot struct {
 	p    *Producer
+	live bool // acquired, neither published nor discarded
 	seq  uint64
 	mem  []byte
 	k    int   // tensors added so far
@@ -102,7 +109,7 @@ func (s *Slot) SetCursor(c Cursor) { s.cur = c }
 // nothing; use Producer.Need to check a whole batch before acquiring.
 func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, error) {
 	p := s.p
-	if !p.held {
+	if !s.live {
 		return nil, fmt.Errorf("ring %q: Add on a slot that was published, discarded or closed", p.name)
 	}
 	if !s.set {
@@ -241,10 +248,10 @@ func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
 	if p.closed {
 		return nil, fmt.Errorf("ring %q: acquire: %w", p.name, ErrClosed)
 	}
-	if p.held {
-		return nil, fmt.Errorf("ring %q: acquire: batch %d is still held: Publish or Discard it first", p.name, p.next)
+	if p.nheld == MaxHeld {
+		return nil, fmt.Errorf("ring %q: acquire: batches %d to %d are still held: Publish or Discard one first", p.name, p.next, p.next+MaxHeld-1)
 	}
-	seq, r := p.next, p.r
+	seq, r := p.next+uint64(p.nheld), p.r
 	ready := func() bool { return seq-r.head.Load() < r.slotCount }
 	start := time.Now()
 	parked, err := await(ctx, r.spaceFutex, r.producerWaiting, ready, nil)
@@ -255,19 +262,23 @@ func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ring %q: wait for a free slot: %w", p.name, err)
 	}
-	s := &p.slot
+	s := &p.held[seq%MaxHeld]
 	*s = Slot{p: p, seq: seq, mem: r.slot(seq), it: planIter{fields: p.fields}}
 	s.next = tableEnd(p.tensorCount)
 	s.used = slotHeaderSize + int64(p.tensorCount)*tensorEntrySize
-	p.held = true
+	s.live = true
+	p.nheld++
 	return s, nil
 }
 
-// Discard gives an acquired slot back unpublished; the next Acquire returns
-// the same sequence number.
+// Discard gives the most recently acquired slot back unpublished; the next
+// Acquire returns the same sequence number. Discarding any other slot (an
+// older held one, or one no longer held) does nothing: slots are given back
+// newest first, so that held sequence numbers stay contiguous.
 func (p *Producer) Discard(s *Slot) {
-	if s == &p.slot {
-		p.held = false
+	if p.nheld > 0 && s == &p.held[(p.next+uint64(p.nheld)-1)%MaxHeld] && s.live {
+		s.live = false
+		p.nheld--
 	}
 }
 
@@ -279,8 +290,8 @@ func (p *Producer) Publish(s *Slot) error {
 	if p.closed {
 		return fmt.Errorf("ring %q: publish: %w", p.name, ErrClosed)
 	}
-	if s != &p.slot || !p.held {
-		return fmt.Errorf("ring %q: publish: slot is not the one Acquire returned", p.name)
+	if p.nheld == 0 || s != &p.held[p.next%MaxHeld] || !s.live {
+		return fmt.Errorf("ring %q: publish: slot is not the oldest one Acquire returned and still held; publish in order", p.name)
 	}
 	if s.k != p.tensorCount {
 		return fmt.Errorf("ring %q: publish batch %d: it has %d of the schema's %d tensors", p.name, s.seq, s.k, p.tensorCount)
@@ -304,7 +315,8 @@ func (p *Producer) Publish(s *Slot) error {
 	r.tail.Store(s.seq + 1)
 	wake(r.dataFutex, r.consumerWaiting)
 	p.next++
-	p.held = false
+	s.live = false
+	p.nheld--
 	p.published.Add(1)
 	return nil
 }
@@ -345,7 +357,10 @@ func (p *Producer) finish(st State, msg string) error {
 	if p.closed {
 		return nil
 	}
-	p.held = false
+	for i := range p.held {
+		p.held[i].live = false
+	}
+	p.nheld = 0
 	m := truncateMessage(msg)
 	r := p.r
 	copy(p.mem[offMessage:offMessage+MaxMessageLen], m)

@@ -206,8 +206,25 @@ func TestSlotMisuse(t *testing.T) {
 	if err := p.Publish(s); err == nil {
 		t.Error("Publish of a batch without its tensors succeeded")
 	}
+	// A second slot may be held (MaxHeld is 2), a third may not; slots
+	// are published oldest first and discarded newest first.
+	s2, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("second Acquire: %v", err)
+	}
+	if s2.Seq() != 1 {
+		t.Errorf("second held slot has seq %d, want 1", s2.Seq())
+	}
 	if _, err := p.Acquire(ctx); err == nil {
-		t.Error("second Acquire while a slot is held succeeded")
+		t.Error("third Acquire while two slots are held succeeded")
+	}
+	if err := p.Publish(s2); err == nil {
+		t.Error("Publish of the newer held slot before the older succeeded")
+	}
+	p.Discard(s) // not the newest: does nothing, s stays held
+	p.Discard(s2)
+	if _, err := s2.Add(0, shm.RoleDense, shm.Float32, 3); err == nil {
+		t.Error("Add on a discarded slot succeeded")
 	}
 	// A batch with rows that disagree with its tensors is not published.
 	if _, err := s.Add(0, shm.RoleDense, shm.Float32, 3); err != nil {

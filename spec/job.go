@@ -58,7 +58,7 @@ type Ring struct {
 	// Name of the ring; with several ranks, rank r's ring is NAME.rR.
 	// Default "lastmile.JOB".
 	Name string `yaml:"name"`
-	// Slots per ring (default 4).
+	// Slots per ring, at least 2 (default 4).
 	Slots int `yaml:"slots"`
 	// SlotSize in bytes; 0 sizes slots from the input's statistics.
 	SlotSize Size `yaml:"slot_size"`
@@ -216,8 +216,8 @@ func (j *Job) validate(d *Decoder) {
 	if !nameRE.MatchString(j.Ring.Name) {
 		d.Errorf(nil, "ring.name", "want 1 to 128 characters of letters, digits, '.', '_' and '-', starting with a letter or digit, got %q", j.Ring.Name)
 	}
-	if j.Ring.Slots < 1 || j.Ring.Slots > 65536 {
-		d.Errorf(nil, "ring.slots", "want 1 to 65536, got %d", j.Ring.Slots)
+	if j.Ring.Slots < 2 || j.Ring.Slots > 65536 {
+		d.Errorf(nil, "ring.slots", "want 2 to 65536 (the producer fills one slot while it holds the last complete one), got %d", j.Ring.Slots)
 	}
 	if j.Ring.SlotSize < 0 || (j.Ring.SlotSize > 0 && j.Ring.SlotSize < 4096) || j.Ring.SlotSize > 1<<40 {
 		d.Errorf(nil, "ring.slot_size", "want 0 (automatic) or 4KiB to 1TiB, got %s", j.Ring.SlotSize)

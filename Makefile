@@ -1,0 +1,77 @@
+# lastmile: see README.md. The two set-up commands are `make demo` and
+# `make test`; both install what they need (Go modules, and Debian's
+# python3-numpy and python3-torch for the trainer client).
+
+GO      ?= go
+PYTHON  ?= /usr/bin/python3
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+PKGS    := ./...
+# Go test timeout per package; the whole suite runs in a few minutes.
+TESTFLAGS ?= -race -timeout 15m
+
+export LASTMILE_PYTHON := $(PYTHON)
+
+.PHONY: all build demo test test-go test-python pydeps vet fmt-check lint bench fuzz tidy-check clean install
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# pydeps makes sure Debian's python3 has numpy and torch. It installs them
+# with apt-get when they are missing and apt is usable, and otherwise says
+# what to install.
+pydeps:
+	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing python3-numpy python3-torch with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-torch >/dev/null || exit 1; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null && command -v apt-get >/dev/null; then \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-torch >/dev/null || exit 1; \
+	else \
+		echo "$(PYTHON) lacks numpy or torch and apt-get is not usable here."; \
+		echo "Install Debian's python3-numpy and python3-torch (apt-get install python3-numpy python3-torch),"; \
+		echo "or set PYTHON=/path/to/python3 with numpy (torch optional) and run again."; \
+		exit 1; \
+	fi; \
+	$(PYTHON) -c 'import numpy, torch' || { echo "numpy/torch still missing after install"; exit 1; }
+
+demo: build pydeps
+	$(BIN)/lastmile demo
+
+test: fmt-check vet test-go test-python
+
+# LASTMILE_REQUIRE_PYTHON turns the Go tests that drive the Python client
+# from skipped-when-missing into failed-when-missing.
+test-go: build pydeps
+	LASTMILE_REQUIRE_PYTHON=1 $(GO) test $(TESTFLAGS) $(PKGS)
+
+test-python: pydeps
+	cd python && $(PYTHON) -m unittest discover -s tests -t . -v
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+lint: fmt-check vet
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(BIN)/lastmile bench
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./spec/
+
+tidy-check:
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+install: build
+	install -D -m 0755 $(BIN)/lastmile $(DESTDIR)/usr/local/bin/lastmile
+
+clean:
+	rm -rf $(BIN) out

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/shm"
+)
+
+func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("cat", stderr)
+	dir := fs.String("dir", "", "ring directory (default $LASTMILE_SHM_DIR or /dev/shm)")
+	max := fs.Int("n", 0, "stop after this many batches (0: read to the end of the stream)")
+	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the ring to appear")
+	digest := fs.Bool("digest", false, "print a JSON digest of every column (row count, SHA-256 of values, lengths and validity) instead of the summary")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lastmile cat [flags] RING\n\nAttaches to a ring as its consumer, reads its batches and summarizes them.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want one ring name, got %d arguments", errUsage, fs.NArg())
+	}
+	c, err := openWhenReady(ctx, *dir, fs.Arg(0), *wait)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	d := newDigest()
+	start := time.Now()
+	var first, lastCursor shm.Cursor
+	var streamErr error
+	for *max == 0 || d.Batches < int64(*max) {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			streamErr = err
+			break
+		}
+		if d.Batches == 0 {
+			first = b.Cursor
+		}
+		lastCursor = b.Cursor
+		d.add(b)
+	}
+	c.Release()
+	elapsed := time.Since(start)
+	st := c.Stats()
+	if *digest {
+		if err := json.NewEncoder(stdout).Encode(d.result()); err != nil {
+			return err
+		}
+		return streamErr
+	}
+	secs := elapsed.Seconds()
+	fmt.Fprintf(stdout, "ring %s: %d batches, %d rows, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s)\n",
+		c.Name(), d.Batches, d.Rows, float64(d.Bytes)/1e6, secs, float64(d.Rows)/secs, float64(d.Bytes)/1e6/secs)
+	if d.Batches > 0 {
+		fmt.Fprintf(stdout, "cursor: first epoch %d batch %d rank %d, last epoch %d batch %d rank %d\n",
+			first.Epoch, first.BatchIndex, first.Rank, lastCursor.Epoch, lastCursor.BatchIndex, lastCursor.Rank)
+	}
+	fmt.Fprintf(stdout, "waited on an empty ring %d times, %.3fs in all\n", st.EmptyWaits, st.EmptyWait.Seconds())
+	for _, f := range c.Header().Fields {
+		fd := d.fields[f.Name]
+		if fd == nil {
+			continue
+		}
+		kind := "dense"
+		if f.Kind == shm.Ragged {
+			kind = fmt.Sprintf("ragged, %.1f values/row", float64(fd.values)/float64(max64(d.Rows, 1)))
+		}
+		nulls := ""
+		if f.Nullable {
+			nulls = fmt.Sprintf(", %d nulls", fd.nulls)
+		}
+		fmt.Fprintf(stdout, "  %-16s %-8v %s%s\n", f.Name, f.DType, kind, nulls)
+	}
+	if msg := c.Message(); msg != "" {
+		fmt.Fprintf(stdout, "producer says: %s\n", msg)
+	}
+	return streamErr
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// openWhenReady opens a ring, waiting up to wait for its file to appear.
+func openWhenReady(ctx context.Context, dir, name string, wait time.Duration) (*shm.Consumer, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := shm.Open(dir, name)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// digest accumulates, per field, SHA-256 hashes of the values, of the row
+// lengths (ragged fields, as int64 little-endian) and of the validity bytes,
+// over every batch in stream order. It does not depend on how rows were cut
+// into batches, so a test can compare it with one computed from the input.
+// The Python client's lastmile.digest computes the same.
+type digest struct {
+	Batches, Rows, Bytes int64
+	order                []string
+	fields               map[string]*fieldDigest
+}
+
+type fieldDigest struct {
+	hValues, hLengths, hValid hash.Hash
+	values, nulls             int64 // ragged values and nulls seen
+	hasLengths, hasValid      bool
+	buf                       []byte
+}
+
+func newDigest() *digest { return &digest{fields: map[string]*fieldDigest{}} }
+
+func (d *digest) field(name string) *fieldDigest {
+	f := d.fields[name]
+	if f == nil {
+		f = &fieldDigest{hValues: sha256.New(), hLengths: sha256.New(), hValid: sha256.New()}
+		d.fields[name] = f
+		d.order = append(d.order, name)
+	}
+	return f
+}
+
+func (d *digest) add(b *shm.Batch) {
+	d.Batches++
+	d.Rows += int64(b.Rows)
+	for i := range b.Tensors {
+		t := &b.Tensors[i]
+		d.Bytes += int64(len(t.Data))
+		f := d.field(t.Name)
+		switch t.Role {
+		case shm.RoleDense, shm.RoleValues:
+			f.hValues.Write(t.Data)
+			if t.Role == shm.RoleValues {
+				f.values += int64(len(t.Data)) / max(1, int64(t.DType.Size()))
+			}
+		case shm.RoleOffsets:
+			f.hasLengths = true
+			n := len(t.Data) / 8
+			offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(t.Data))), n)
+			f.buf = f.buf[:0]
+			for j := 1; j < n; j++ {
+				f.buf = binary.LittleEndian.AppendUint64(f.buf, uint64(offs[j]-offs[j-1]))
+			}
+			f.hLengths.Write(f.buf)
+		case shm.RoleValidity:
+			f.hasValid = true
+			f.hValid.Write(t.Data)
+			for _, v := range t.Data {
+				if v == 0 {
+					f.nulls++
+				}
+			}
+		}
+	}
+}
+
+// DigestResult is the JSON form of a digest.
+type DigestResult struct {
+	Batches int64                  `json:"batches"`
+	Rows    int64                  `json:"rows"`
+	Fields  map[string]FieldDigest `json:"fields"`
+}
+
+// FieldDigest is one field's hashes, hex-encoded.
+type FieldDigest struct {
+	Values  string `json:"values"`
+	Lengths string `json:"lengths,omitempty"`
+	Valid   string `json:"valid,omitempty"`
+}
+
+func (d *digest) result() DigestResult {
+	r := DigestResult{Batches: d.Batches, Rows: d.Rows, Fields: map[string]FieldDigest{}}
+	for name, f := range d.fields {
+		fd := FieldDigest{Values: hex.EncodeToString(f.hValues.Sum(nil))}
+		if f.hasLengths {
+			fd.Lengths = hex.EncodeToString(f.hLengths.Sum(nil))
+		}
+		if f.hasValid {
+			fd.Valid = hex.EncodeToString(f.hValid.Sum(nil))
+		}
+		r.Fields[name] = fd
+	}
+	return r
+}

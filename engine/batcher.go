@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/shm"
+)
+
+// OutField describes one column of the batches a job hands to trainers.
+type OutField struct {
+	Name     string
+	Kind     column.Kind
+	DType    column.DType
+	Width    int // Fixed: elements per row; a [B, Width] tensor when > 1
+	Nullable bool
+}
+
+// ringField maps an output column to the ring's schema.
+func (f OutField) ringField() shm.Field {
+	rf := shm.Field{Name: f.Name, DType: shm.DType(f.DType), Nullable: f.Nullable}
+	switch f.Kind {
+	case column.Fixed:
+		rf.Kind = shm.Dense
+		if f.Width > 1 {
+			rf.Dims = []int64{int64(f.Width)}
+		}
+	case column.List:
+		rf.Kind = shm.Ragged
+	case column.Bytes:
+		rf.Kind, rf.DType, rf.UTF8 = shm.Ragged, shm.DType(column.Uint8), true
+	}
+	return rf
+}
+
+// slotWriter is what the batcher needs of a ring (shm.Producer).
+type slotWriter interface {
+	Need(payloadBytes []int64) (int64, error)
+	Acquire(ctx context.Context) (*shm.Slot, error)
+	Publish(s *shm.Slot) error
+	Discard(s *shm.Slot)
+	Name() string
+}
+
+// span is rows [lo, hi) of a batch.
+type span struct {
+	b      *column.Batch
+	lo, hi int
+}
+
+// batcher cuts the ordered row stream of an epoch into batches of size
+// rows, deals batch g of the epoch to rank g % world, and packs each into
+// its rank's ring.
+//
+// Equal batch counts. DDP hangs if one rank runs out of batches before the
+// others, so batches go out in steps: step k is batch k of every rank. A
+// step is published only once it is complete, and only once the next step
+// is complete too or the epoch has ended, so that the batches of the last
+// step can carry the last-in-epoch flag. At the end of an epoch an
+// incomplete step is dropped (last: drop) or completed with rows from the
+// start of the epoch (last: pad), as torch's DistributedSampler does;
+// last: keep (one rank only) publishes a short final batch. Each ring
+// therefore holds at most two unpublished slots, which is why rings have at
+// least three.
+//
+// Rows that do not fill a batch are copied into carry (fewer than size
+// rows per unit); every other row is copied once, from the decoded unit
+// straight into the ring slot.
+type batcher struct {
+	size, world int
+	last        string
+	fields      []OutField
+	rings       []slotWriter
+
+	epoch uint64
+	step  uint64 // index of the step being filled within the epoch
+	rank  int    // next rank to fill in the step being filled
+	// filling holds the slots of the step being filled; done those of the
+	// complete step not yet published.
+	filling, done []*shm.Slot
+	padded        []bool
+	doneCur       []shm.Cursor // cursors of the done slots
+	fillRows      []int64      // rows and bytes of the filling slots, for
+	fillBytes     []int64      // stats when they are discarded
+
+	carry     column.Batch // rows not yet in a batch
+	padSrc    column.Batch // first rows of the epoch, for last: pad
+	padNext   int          // next padSrc row to use
+	sizes     []int64
+	lastBytes int64 // payload bytes of the last packed batch
+
+	stats batchStats
+}
+
+type batchStats struct {
+	Rows, Batches, Bytes int64
+	PackTime             time.Duration
+}
+
+func newBatcher(size, world int, last string, fields []OutField, rings []slotWriter) *batcher {
+	return &batcher{
+		size: size, world: world, last: last, fields: fields, rings: rings,
+		filling: make([]*shm.Slot, world), done: make([]*shm.Slot, world), padded: make([]bool, world),
+		doneCur: make([]shm.Cursor, world), fillRows: make([]int64, world), fillBytes: make([]int64, world),
+	}
+}
+
+// startEpoch resets the per-epoch state; the caller has ended the previous
+// epoch.
+func (b *batcher) startEpoch(epoch uint64) {
+	b.epoch, b.step, b.rank = epoch, 0, 0
+	b.carry.Reset()
+	b.padSrc.Reset()
+	b.padNext = 0
+}
+
+// add consumes every row of src, in order.
+func (b *batcher) add(ctx context.Context, src *column.Batch) error {
+	if b.last == "pad" && b.padSrc.Rows < b.size*b.world {
+		n := min(b.size*b.world-b.padSrc.Rows, src.Rows)
+		b.padSrc.AppendRows(src, 0, n)
+	}
+	lo := 0
+	for lo < src.Rows {
+		need := b.size - b.carry.Rows
+		if src.Rows-lo < need {
+			b.carry.AppendRows(src, lo, src.Rows)
+			return nil
+		}
+		spans := []span{{src, lo, lo + need}}
+		if b.carry.Rows > 0 {
+			spans = []span{{&b.carry, 0, b.carry.Rows}, {src, lo, lo + need}}
+		}
+		if err := b.emit(ctx, spans, b.size, false); err != nil {
+			return err
+		}
+		b.carry.Reset()
+		lo += need
+	}
+	return nil
+}
+
+// emit packs one batch for the next rank of the step being filled.
+func (b *batcher) emit(ctx context.Context, spans []span, rows int, padded bool) error {
+	s, err := b.pack(ctx, b.rings[b.rank], spans, rows)
+	if err != nil {
+		return err
+	}
+	b.filling[b.rank], b.padded[b.rank] = s, padded
+	b.fillRows[b.rank], b.fillBytes[b.rank] = int64(rows), b.lastBytes
+	b.rank++
+	if b.rank == b.world {
+		// The step is complete, so the one before it is not the epoch's
+		// last: publish it.
+		if b.done[0] != nil {
+			if err := b.publish(b.done, 0); err != nil {
+				return err
+			}
+		}
+		for r := range b.filling {
+			flags := uint32(0)
+			if b.padded[r] {
+				flags |= shm.FlagPadded
+			}
+			b.doneCur[r] = shm.Cursor{Epoch: b.epoch, BatchIndex: b.step, Rank: uint32(r), Flags: flags}
+		}
+		b.done, b.filling = b.filling, b.done
+		clear(b.filling)
+		b.rank = 0
+		b.step++
+	}
+	return nil
+}
+
+// endEpoch deals with the rows left at the end of the epoch and publishes
+// the last complete step with the last-in-epoch flag.
+func (b *batcher) endEpoch(ctx context.Context) error {
+	switch b.last {
+	case "keep":
+		if b.carry.Rows > 0 {
+			if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows}}, b.carry.Rows, false); err != nil {
+				return err
+			}
+		}
+	case "pad":
+		if b.carry.Rows > 0 || b.rank > 0 {
+			if b.padSrc.Rows == 0 {
+				break
+			}
+			for b.rank != 0 || b.carry.Rows > 0 {
+				for b.carry.Rows < b.size {
+					if b.padNext == b.padSrc.Rows {
+						b.padNext = 0
+					}
+					n := min(b.size-b.carry.Rows, b.padSrc.Rows-b.padNext)
+					b.carry.AppendRows(&b.padSrc, b.padNext, b.padNext+n)
+					b.padNext += n
+				}
+				if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows}}, b.size, true); err != nil {
+					return err
+				}
+				b.carry.Reset()
+			}
+		}
+	}
+	// Whatever is still filling is an incomplete step: drop it.
+	for r := b.rank - 1; r >= 0; r-- {
+		b.rings[r].Discard(b.filling[r])
+		b.filling[r] = nil
+		b.stats.Rows -= b.fillRows[r]
+		b.stats.Bytes -= b.fillBytes[r]
+		b.stats.Batches--
+	}
+	b.rank = 0
+	b.carry.Reset()
+	if b.done[0] != nil {
+		return b.publish(b.done, shm.FlagLastInEpoch)
+	}
+	return nil
+}
+
+func (b *batcher) publish(slots []*shm.Slot, flags uint32) error {
+	for r, s := range slots {
+		c := b.doneCur[r]
+		c.Flags |= flags
+		s.SetCursor(c)
+		if err := b.rings[r].Publish(s); err != nil {
+			return err
+		}
+		slots[r] = nil
+	}
+	return nil
+}
+
+// abort gives back every slot held unpublished.
+func (b *batcher) abort() {
+	for r := range b.rings {
+		if s := b.filling[r]; s != nil {
+			b.rings[r].Discard(s)
+		}
+		if s := b.done[r]; s != nil {
+			b.rings[r].Discard(s)
+		}
+		b.filling[r], b.done[r] = nil, nil
+	}
+}
+
+// pack writes rows from spans into a slot of ring w and returns the slot,
+// filled but not published.
+func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int) (*shm.Slot, error) {
+	start := time.Now()
+	sizes := b.sizes[:0]
+	var total int64
+	for i, f := range b.fields {
+		es := int64(f.DType.Size())
+		switch f.Kind {
+		case column.Fixed:
+			sizes = append(sizes, int64(rows*f.Width)*es)
+		default:
+			var v int64
+			for _, sp := range spans {
+				c := &sp.b.Columns[i]
+				v += c.Offsets[sp.hi] - c.Offsets[sp.lo]
+			}
+			sizes = append(sizes, v*es, int64(rows+1)*8)
+		}
+		if f.Nullable {
+			sizes = append(sizes, int64(rows))
+		}
+	}
+	for _, s := range sizes {
+		total += s
+	}
+	b.sizes = sizes
+	if _, err := w.Need(sizes); err != nil {
+		var tl *shm.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, fmt.Errorf("%w: a batch of %d rows needs %d bytes; set ring.slot_size to at least %d, or lower batch.size",
+				err, rows, tl.Need, tl.Need)
+		}
+		return nil, err
+	}
+	slot, err := w.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.fill(slot, spans, rows); err != nil {
+		w.Discard(slot)
+		return nil, fmt.Errorf("pack batch for ring %q: %w", w.Name(), err)
+	}
+	b.stats.Rows += int64(rows)
+	b.stats.Batches++
+	b.stats.Bytes += total
+	b.lastBytes = total
+	b.stats.PackTime += time.Since(start)
+	return slot, nil
+}
+
+func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
+	if err := slot.SetRows(rows); err != nil {
+		return err
+	}
+	for i, f := range b.fields {
+		dt := shm.DType(f.DType)
+		es := f.DType.Size()
+		switch f.Kind {
+		case column.Fixed:
+			shape := []int64{int64(rows)}
+			if f.Width > 1 {
+				shape = append(shape, int64(f.Width))
+			}
+			dst, err := slot.Add(i, shm.RoleDense, dt, shape...)
+			if err != nil {
+				return err
+			}
+			w := es * f.Width
+			off := 0
+			for _, sp := range spans {
+				off += copy(dst[off:], sp.b.Columns[i].Data[sp.lo*w:sp.hi*w])
+			}
+		default:
+			if f.Kind == column.Bytes {
+				dt = shm.DType(column.Uint8)
+			}
+			var v int64
+			for _, sp := range spans {
+				c := &sp.b.Columns[i]
+				v += c.Offsets[sp.hi] - c.Offsets[sp.lo]
+			}
+			vals, err := slot.Add(i, shm.RoleValues, dt, v)
+			if err != nil {
+				return err
+			}
+			ob, err := slot.Add(i, shm.RoleOffsets, shm.DType(column.Int64), int64(rows+1))
+			if err != nil {
+				return err
+			}
+			offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ob))), rows+1)
+			voff, base, k := 0, int64(0), 0
+			offs[0] = 0
+			for _, sp := range spans {
+				c := &sp.b.Columns[i]
+				lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
+				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+				for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
+					k++
+					offs[k] = base + o - lo
+				}
+				base += hi - lo
+			}
+		}
+		if f.Nullable {
+			dst, err := slot.Add(i, shm.RoleValidity, shm.DType(column.Uint8), int64(rows))
+			if err != nil {
+				return err
+			}
+			off := 0
+			for _, sp := range spans {
+				c := &sp.b.Columns[i]
+				if c.Valid != nil {
+					off += copy(dst[off:], c.Valid[sp.lo:sp.hi])
+					continue
+				}
+				for j := sp.lo; j < sp.hi; j++ {
+					dst[off] = 1
+					off++
+				}
+			}
+		}
+	}
+	return nil
+}

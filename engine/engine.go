@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/pool"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// Options tune a Run beyond what the job spec says.
+type Options struct {
+	// Logger receives progress and errors; nil discards them.
+	Logger *slog.Logger
+	// Ready is called once every ring exists, with their names in rank
+	// order, before any batch is produced: consumers may attach from then.
+	Ready func(rings []string)
+	// Linger keeps Run from returning, after the last batch is published,
+	// until every ring's consumer has released every batch or ctx is done.
+	// Without it the rings stay behind for late consumers (and are
+	// replaced by the next producer of the same name).
+	Linger bool
+	// Remove unlinks the rings when Run returns.
+	Remove bool
+}
+
+// Stats sums up a run.
+type Stats struct {
+	Units    int           // work units decoded
+	Rows     int64         // rows packed into batches (padding included)
+	Batches  int64         // batches published, all ranks together
+	Bytes    int64         // payload bytes packed
+	Epochs   int           // epochs completed
+	Elapsed  time.Duration // wall time of the run
+	Decode   time.Duration // time workers spent decoding, summed
+	Pack     time.Duration // time spent packing batches into slots
+	FullWait time.Duration // time the producer waited on full rings
+	Workers  int
+	Rings    []string
+}
+
+// Run runs job until its epochs are done or ctx is canceled. On failure
+// every ring is marked failed with the error's message, so that trainers
+// see why the stream stopped; batches already published stay readable.
+func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	var st Stats
+	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows})
+	if err != nil {
+		return st, fmt.Errorf("plan job %q: %w", job.Name, err)
+	}
+	fields := make([]OutField, len(plan.Fields))
+	for i, f := range plan.Fields {
+		fields[i] = OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: 1, Nullable: f.Nullable}
+	}
+	workers := job.Decode.Workers
+	if workers == 0 {
+		workers = cpus.Available()
+	}
+	st.Workers = workers
+	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows, "columns", len(plan.Fields), "workers", workers)
+
+	rings, err := createRings(job, plan, fields)
+	if err != nil {
+		return st, err
+	}
+	for _, r := range rings {
+		st.Rings = append(st.Rings, r.Name())
+	}
+	defer func() {
+		if opts.Remove {
+			for _, r := range rings {
+				r.Remove()
+			}
+		}
+	}()
+	if opts.Ready != nil {
+		opts.Ready(st.Rings)
+	}
+
+	writers := make([]slotWriter, len(rings))
+	for i, r := range rings {
+		writers[i] = r
+	}
+	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers)
+	err = produce(ctx, job, plan, workers, bt, &st)
+	st.Rows, st.Batches, st.Bytes, st.Pack = bt.stats.Rows, bt.stats.Batches, bt.stats.Bytes, bt.stats.PackTime
+	if err != nil {
+		bt.abort()
+		msg := err.Error()
+		if errors.Is(err, context.Canceled) {
+			msg = "job canceled"
+		}
+		for _, r := range rings {
+			r.Fail(msg)
+			r.Close()
+		}
+		st.Elapsed = time.Since(start)
+		return st, err
+	}
+	for _, r := range rings {
+		st.FullWait += r.Stats().FullWait
+	}
+	if opts.Linger {
+		for _, r := range rings {
+			if err := r.WaitDrained(ctx); err != nil {
+				break
+			}
+		}
+	}
+	msg := fmt.Sprintf("done: %d epochs, %d batches", st.Epochs, st.Batches)
+	for _, r := range rings {
+		if err := r.CloseWith(msg); err != nil {
+			log.Warn("close ring", "ring", r.Name(), "err", err)
+		}
+	}
+	st.Elapsed = time.Since(start)
+	log.Info("done", "job", job.Name, "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed)
+	return st, nil
+}
+
+func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Producer, error) {
+	rf := make([]shm.Field, len(fields))
+	for i, f := range fields {
+		rf[i] = f.ringField()
+	}
+	size := int64(job.Ring.SlotSize)
+	if size == 0 {
+		size = slotSize(plan, job.Batch.Size)
+	}
+	mode, _ := job.Ring.FileMode()
+	rings := make([]*shm.Producer, 0, job.WorldSize)
+	for r := 0; r < job.WorldSize; r++ {
+		p, err := shm.Create(shm.Config{
+			Dir: job.Ring.Dir, Name: job.RingName(r), Slots: job.Ring.Slots,
+			SlotSize: size, Mode: mode, Fields: rf,
+		})
+		if err != nil {
+			for _, q := range rings {
+				q.Fail("job failed to start: " + err.Error())
+				q.Close()
+				q.Remove()
+			}
+			return nil, fmt.Errorf("job %q: %w", job.Name, err)
+		}
+		rings = append(rings, p)
+	}
+	return rings, nil
+}
+
+// produce runs the epochs.
+func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, bt *batcher, st *Stats) error {
+	decoders := make([]*decode.Decoder, workers)
+	for i := range decoders {
+		decoders[i] = decode.NewDecoder(plan.Fields)
+	}
+	defer func() {
+		for _, d := range decoders {
+			d.Close()
+		}
+	}()
+	var decodeNS atomic.Int64
+	work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+		if buf == nil {
+			buf = new(column.Batch)
+		}
+		t := time.Now()
+		err := decoders[worker].Decode(ctx, plan.Units[i], buf)
+		decodeNS.Add(int64(time.Since(t)))
+		return buf, err
+	}
+	cfg := pool.Config{Workers: workers, InFlight: job.Decode.InFlight}
+	epochs := job.EpochCount()
+	for e := 0; epochs == 0 || e < epochs; e++ {
+		bt.startEpoch(uint64(e))
+		emit := func(i int, b *column.Batch) error { return bt.add(ctx, b) }
+		if err := pool.Run(ctx, cfg, len(plan.Units), work, emit); err != nil {
+			var ue *pool.UnitError
+			if errors.As(err, &ue) && ue.Op == "work" {
+				return fmt.Errorf("epoch %d: %w", e, ue.Err)
+			}
+			return fmt.Errorf("epoch %d: %w", e, err)
+		}
+		if err := bt.endEpoch(ctx); err != nil {
+			return fmt.Errorf("epoch %d: %w", e, err)
+		}
+		st.Units += len(plan.Units)
+		st.Epochs++
+	}
+	st.Decode = time.Duration(decodeNS.Load())
+	return nil
+}
