@@ -41,7 +41,7 @@ def _cat(args):
     from .digest import cat
 
     try:
-        d, secs = cat(args.name, args.dir, limit=args.n, timeout=args.timeout)
+        d, secs = cat(args.name, args.dir, digest=args.digest, limit=args.n, timeout=args.timeout)
     except (OSError, RingError, TimeoutError) as e:
         print("lastmile cat: %s" % e, file=sys.stderr)
         return 1
