@@ -2,10 +2,70 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/shm"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("bench: not built yet")
+	fs := newFlags("bench", stderr)
+	cfg := bench.DefaultConfig()
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.StringVar(&cfg.Data, "data", "", "sample Parquet directory (default: generated once under $TMPDIR)")
+	fs.Int64Var(&cfg.Rows, "rows", cfg.Rows, "rows to generate when there is no data")
+	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression of generated data: snappy, zstd or none")
+	fs.StringVar(&cfg.ShmDir, "shm-dir", "", "directory for the benchmark rings (default $LASTMILE_SHM_DIR or /dev/shm)")
+	fs.IntVar(&cfg.Payload, "payload", cfg.Payload, "bytes per handed-off batch")
+	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs of each measurement; the best counts")
+	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
+	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lastmile bench [flags]\n\nMeasures, in one run: (a) memcpy into a pre-touched shared mapping,\n(b) ring handoff to another process, (c) decode per core for each decode\npath, (d) decompression alone of the same pages; and checks the targets.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *consumer != "" {
+		i := strings.LastIndexByte(*consumer, '/')
+		if i < 0 {
+			return fmt.Errorf("%w: -handoff-consumer wants DIR/NAME", errUsage)
+		}
+		_, err := shm.RunHandoffConsumer(ctx, (*consumer)[:i], (*consumer)[i+1:])
+		return err
+	}
+	cfg.Paths = nil
+	for _, p := range strings.Split(*paths, ",") {
+		path, err := decode.ParsePath(strings.TrimSpace(p))
+		if err != nil {
+			return fmt.Errorf("%w: -paths: %v", errUsage, err)
+		}
+		cfg.Paths = append(cfg.Paths, path)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.Consumer = func(dir, name string) *exec.Cmd {
+		return exec.CommandContext(ctx, self, "bench", "-handoff-consumer", dir+"/"+name)
+	}
+	cfg.Log = stderr
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.WriteTable(stdout)
+	return nil
 }
