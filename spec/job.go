@@ -37,6 +37,11 @@ type Job struct {
 	Seed uint64 `yaml:"seed"`
 	// Decode tunes the decode pool.
 	Decode Decode `yaml:"decode"`
+	// Pipeline is the row-local ops, applied in order to every work unit's
+	// rows (see docs/pipeline.md).
+	Pipeline []Op `yaml:"pipeline"`
+	// Shuffle shuffles work units and rows per epoch.
+	Shuffle Shuffle `yaml:"shuffle"`
 
 	file string
 	dir  string
@@ -240,6 +245,7 @@ func (j *Job) validate(d *Decoder) {
 	if j.Decode.Workers > 0 && j.Decode.InFlight > 0 && j.Decode.InFlight < j.Decode.Workers {
 		d.Errorf(nil, "decode.inflight", "must be at least decode.workers (%d), got %d", j.Decode.Workers, j.Decode.InFlight)
 	}
+	j.validatePipeline(d)
 	if j.Decode.MaxUnitRows < 0 {
 		d.Errorf(nil, "decode.max_unit_rows", "want 0 (whole row groups) or more, got %d", j.Decode.MaxUnitRows)
 	}
