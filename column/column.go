@@ -340,3 +340,66 @@ func (b *Batch) Reset() {
 		c.Valid = nil
 	}
 }
+
+// Gather sets b to the rows idx of src, in that order, reusing b's
+// buffers. Every index must be in [0, src.Rows).
+func (b *Batch) Gather(src *Batch, idx []int32) {
+	if len(b.Columns) != len(src.Columns) {
+		b.Columns = make([]Column, len(src.Columns))
+	}
+	for i := range src.Columns {
+		b.Columns[i].gather(&src.Columns[i], idx)
+	}
+	b.Rows = len(idx)
+}
+
+func (c *Column) gather(src *Column, idx []int32) {
+	c.Name, c.Kind, c.DType, c.Width, c.Len = src.Name, src.Kind, src.DType, src.Width, len(idx)
+	size := src.DType.Size()
+	switch src.Kind {
+	case Fixed:
+		w := size * src.Width
+		c.Data = Grow(c.Data, len(idx)*w)
+		switch w {
+		case 8:
+			d := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(c.Data))), len(idx))
+			s := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(src.Data))), src.Len)
+			for j, r := range idx {
+				d[j] = s[r]
+			}
+		case 4:
+			d := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(c.Data))), len(idx))
+			s := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src.Data))), src.Len)
+			for j, r := range idx {
+				d[j] = s[r]
+			}
+		default:
+			for j, r := range idx {
+				copy(c.Data[j*w:(j+1)*w], src.Data[int(r)*w:int(r+1)*w])
+			}
+		}
+	default:
+		if cap(c.Offsets) < len(idx)+1 {
+			c.Offsets = make([]int64, len(idx)+1)
+		}
+		c.Offsets = c.Offsets[:len(idx)+1]
+		c.Offsets[0] = 0
+		var n int64
+		for j, r := range idx {
+			n += src.Offsets[r+1] - src.Offsets[r]
+			c.Offsets[j+1] = n
+		}
+		c.Data = Grow(c.Data, int(n)*size)
+		for j, r := range idx {
+			copy(c.Data[c.Offsets[j]*int64(size):], src.Data[src.Offsets[r]*int64(size):src.Offsets[r+1]*int64(size)])
+		}
+	}
+	if src.Valid == nil {
+		c.Valid = nil
+		return
+	}
+	c.Valid = Grow(c.Valid, len(idx))
+	for j, r := range idx {
+		c.Valid[j] = src.Valid[r]
+	}
+}
