@@ -84,8 +84,24 @@ type batcher struct {
 	filling, done []*shm.Slot
 	padded        []bool
 	doneCur       []shm.Cursor // cursors of the done slots
+	haveDone      bool         // done holds a complete step (some slots may be nil: skipped on resume)
 	fillRows      []int64      // rows and bytes of the filling slots, for
 	fillBytes     []int64      // stats when they are discarded
+
+	// Row shuffle (shuffle.buffer): rows collect in window until it holds
+	// winSize rows, then go on permuted (see shuffle.go).
+	winSize int
+	seed    uint64
+	window  column.Batch
+	permBuf column.Batch
+	perm    []int32
+	winIdx  uint64
+
+	// Resume: skipIn rows are dropped before the window, skipOut after it
+	// (rows of a skipped step still feed the pad source), and rank r's
+	// batches before resume[r] are not packed.
+	skipIn, skipOut int64
+	resume          []Cursor
 
 	carry     column.Batch // rows not yet in a batch
 	padSrc    column.Batch // first rows of the epoch, for last: pad
@@ -93,38 +109,105 @@ type batcher struct {
 	sizes     []int64
 	lastBytes int64 // payload bytes of the last packed batch
 
-	stats batchStats
+	prog *Progress
 }
 
-type batchStats struct {
-	Rows, Batches, Bytes int64
-	PackTime             time.Duration
-}
-
-func newBatcher(size, world int, last string, fields []OutField, rings []slotWriter) *batcher {
+func newBatcher(size, world int, last string, fields []OutField, rings []slotWriter, prog *Progress) *batcher {
 	return &batcher{
-		size: size, world: world, last: last, fields: fields, rings: rings,
+		size: size, world: world, last: last, fields: fields, rings: rings, prog: prog,
 		filling: make([]*shm.Slot, world), done: make([]*shm.Slot, world), padded: make([]bool, world),
 		doneCur: make([]shm.Cursor, world), fillRows: make([]int64, world), fillBytes: make([]int64, world),
 	}
 }
 
 // startEpoch resets the per-epoch state; the caller has ended the previous
-// epoch.
-func (b *batcher) startEpoch(epoch uint64) {
-	b.epoch, b.step, b.rank = epoch, 0, 0
+// epoch. The epoch starts at step (0 for its beginning): the rows of the
+// steps before it are dropped as they arrive, except those that share a
+// shuffle window with the first kept row, which are needed to permute it.
+func (b *batcher) startEpoch(epoch, step uint64) {
+	b.epoch, b.step, b.rank = epoch, step, 0
 	b.carry.Reset()
 	b.padSrc.Reset()
-	b.padNext = 0
+	b.window.Reset()
+	b.padNext, b.winIdx = 0, 0
+	skip := int64(step) * int64(b.world) * int64(b.size)
+	b.skipIn, b.skipOut = skip, 0
+	if b.winSize > 0 {
+		w := skip / int64(b.winSize)
+		if b.last == "pad" {
+			// Padding takes the epoch's first rows after the shuffle, so
+			// every window must be permuted to find them.
+			w = 0
+		}
+		b.winIdx = uint64(w)
+		b.skipIn, b.skipOut = w*int64(b.winSize), skip-w*int64(b.winSize)
+	}
 }
 
 // add consumes every row of src, in order.
 func (b *batcher) add(ctx context.Context, src *column.Batch) error {
-	if b.last == "pad" && b.padSrc.Rows < b.size*b.world {
-		n := min(b.size*b.world-b.padSrc.Rows, src.Rows)
-		b.padSrc.AppendRows(src, 0, n)
-	}
 	lo := 0
+	if b.skipIn > 0 {
+		n := int(min(b.skipIn, int64(src.Rows)))
+		if b.winSize == 0 {
+			b.collectPad(src, 0, n)
+		}
+		b.skipIn -= int64(n)
+		lo = n
+	}
+	if lo == src.Rows {
+		return nil
+	}
+	if b.winSize == 0 {
+		return b.addRows(ctx, src, lo)
+	}
+	for lo < src.Rows {
+		n := min(b.winSize-b.window.Rows, src.Rows-lo)
+		b.window.AppendRows(src, lo, lo+n)
+		lo += n
+		if b.window.Rows == b.winSize {
+			if err := b.flushWindow(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flushWindow permutes the window's rows and batches them.
+func (b *batcher) flushWindow(ctx context.Context) error {
+	n := b.window.Rows
+	if n == 0 {
+		return nil
+	}
+	if cap(b.perm) < n {
+		b.perm = make([]int32, n)
+	}
+	b.perm = b.perm[:n]
+	permute(b.perm, newRNG(b.seed, streamRows, b.epoch, b.winIdx))
+	b.winIdx++
+	b.permBuf.Gather(&b.window, b.perm)
+	b.window.Reset()
+	lo := 0
+	if b.skipOut > 0 {
+		lo = int(min(b.skipOut, int64(n)))
+		b.collectPad(&b.permBuf, 0, lo)
+		b.skipOut -= int64(lo)
+	}
+	return b.addRows(ctx, &b.permBuf, lo)
+}
+
+// collectPad keeps the first rows of the epoch for last: pad.
+func (b *batcher) collectPad(src *column.Batch, lo, hi int) {
+	if b.last == "pad" && b.padSrc.Rows < b.size*b.world && hi > lo {
+		n := min(b.size*b.world-b.padSrc.Rows, hi-lo)
+		b.padSrc.AppendRows(src, lo, lo+n)
+	}
+}
+
+// addRows batches rows [lo, src.Rows) of src.
+func (b *batcher) addRows(ctx context.Context, src *column.Batch, lo int) error {
+	b.collectPad(src, lo, src.Rows)
 	for lo < src.Rows {
 		need := b.size - b.carry.Rows
 		if src.Rows-lo < need {
@@ -146,17 +229,20 @@ func (b *batcher) add(ctx context.Context, src *column.Batch) error {
 
 // emit packs one batch for the next rank of the step being filled.
 func (b *batcher) emit(ctx context.Context, spans []span, rows int, padded bool) error {
-	s, err := b.pack(ctx, b.rings[b.rank], spans, rows)
-	if err != nil {
-		return err
-	}
+	var s *shm.Slot
+	if c := b.resumeOf(b.rank); b.epoch > c.Epoch || b.epoch == c.Epoch && b.step >= c.Batch {
+		var err error
+		if s, err = b.pack(ctx, b.rings[b.rank], spans, rows); err != nil {
+			return err
+		}
+	} // else: this rank's trainer has had this batch already
 	b.filling[b.rank], b.padded[b.rank] = s, padded
 	b.fillRows[b.rank], b.fillBytes[b.rank] = int64(rows), b.lastBytes
 	b.rank++
 	if b.rank == b.world {
 		// The step is complete, so the one before it is not the epoch's
 		// last: publish it.
-		if b.done[0] != nil {
+		if b.haveDone {
 			if err := b.publish(b.done, 0); err != nil {
 				return err
 			}
@@ -170,15 +256,28 @@ func (b *batcher) emit(ctx context.Context, spans []span, rows int, padded bool)
 		}
 		b.done, b.filling = b.filling, b.done
 		clear(b.filling)
+		b.haveDone = true
 		b.rank = 0
 		b.step++
 	}
 	return nil
 }
 
+func (b *batcher) resumeOf(rank int) Cursor {
+	if rank < len(b.resume) {
+		return b.resume[rank]
+	}
+	return Cursor{}
+}
+
 // endEpoch deals with the rows left at the end of the epoch and publishes
 // the last complete step with the last-in-epoch flag.
 func (b *batcher) endEpoch(ctx context.Context) error {
+	if b.winSize > 0 {
+		if err := b.flushWindow(ctx); err != nil {
+			return err
+		}
+	}
 	switch b.last {
 	case "keep":
 		if b.carry.Rows > 0 {
@@ -209,22 +308,29 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 	}
 	// Whatever is still filling is an incomplete step: drop it.
 	for r := b.rank - 1; r >= 0; r-- {
+		if b.filling[r] == nil {
+			continue
+		}
 		b.rings[r].Discard(b.filling[r])
 		b.filling[r] = nil
-		b.stats.Rows -= b.fillRows[r]
-		b.stats.Bytes -= b.fillBytes[r]
-		b.stats.Batches--
+		b.prog.Rows.Add(-b.fillRows[r])
+		b.prog.Bytes.Add(-b.fillBytes[r])
+		b.prog.Batches.Add(-1)
 	}
 	b.rank = 0
 	b.carry.Reset()
-	if b.done[0] != nil {
+	if b.haveDone {
 		return b.publish(b.done, shm.FlagLastInEpoch)
 	}
 	return nil
 }
 
 func (b *batcher) publish(slots []*shm.Slot, flags uint32) error {
+	b.haveDone = false
 	for r, s := range slots {
+		if s == nil {
+			continue
+		}
 		c := b.doneCur[r]
 		c.Flags |= flags
 		s.SetCursor(c)
@@ -292,11 +398,11 @@ func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int
 		w.Discard(slot)
 		return nil, fmt.Errorf("pack batch for ring %q: %w", w.Name(), err)
 	}
-	b.stats.Rows += int64(rows)
-	b.stats.Batches++
-	b.stats.Bytes += total
+	b.prog.Rows.Add(int64(rows))
+	b.prog.Batches.Add(1)
+	b.prog.Bytes.Add(total)
 	b.lastBytes = total
-	b.stats.PackTime += time.Since(start)
+	b.prog.PackNanos.Add(int64(time.Since(start)))
 	return slot, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -30,6 +29,14 @@ type Options struct {
 	Linger bool
 	// Remove unlinks the rings when Run returns.
 	Remove bool
+	// Resume gives, per rank, the next batch that rank's trainer needs
+	// (nil: start at the beginning). Run produces exactly the batches an
+	// uninterrupted run would have produced from there on: it starts at
+	// the earliest cursor and does not pack a rank's batches before its
+	// own.
+	Resume []Cursor
+	// Progress, if not nil, receives live counters.
+	Progress *Progress
 }
 
 // Stats sums up a run.
@@ -94,9 +101,19 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	for i, r := range rings {
 		writers[i] = r
 	}
-	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers)
-	err = produce(ctx, job, plan, workers, bt, &st)
-	st.Rows, st.Batches, st.Bytes, st.Pack = bt.stats.Rows, bt.stats.Batches, bt.stats.Bytes, bt.stats.PackTime
+	prog := opts.Progress
+	if prog == nil {
+		prog = new(Progress)
+	}
+	prog.setRings(rings)
+	if len(opts.Resume) > job.WorldSize {
+		return st, fmt.Errorf("job %q: %d resume cursors for world size %d", job.Name, len(opts.Resume), job.WorldSize)
+	}
+	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
+	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
+	err = produce(ctx, job, plan, workers, bt, prog, &st)
+	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
+	st.Pack, st.Decode = time.Duration(prog.PackNanos.Load()), time.Duration(prog.DecodeNanos.Load())
 	if err != nil {
 		bt.abort()
 		msg := err.Error()
@@ -161,7 +178,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Pr
 }
 
 // produce runs the epochs.
-func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, bt *batcher, st *Stats) error {
+func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, bt *batcher, prog *Progress, st *Stats) error {
 	decoders := make([]*decode.Decoder, workers)
 	for i := range decoders {
 		decoders[i] = decode.NewDecoder(plan.Fields)
@@ -171,22 +188,49 @@ func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int,
 			d.Close()
 		}
 	}()
-	var decodeNS atomic.Int64
-	work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
-		if buf == nil {
-			buf = new(column.Batch)
+	// The earliest cursor of any rank is where production starts.
+	start := Cursor{}
+	for i, c := range bt.resume {
+		if i == 0 || c.Less(start) {
+			start = c
 		}
-		t := time.Now()
-		err := decoders[worker].Decode(ctx, plan.Units[i], buf)
-		decodeNS.Add(int64(time.Since(t)))
-		return buf, err
 	}
 	cfg := pool.Config{Workers: workers, InFlight: job.Decode.InFlight}
 	epochs := job.EpochCount()
-	for e := 0; epochs == 0 || e < epochs; e++ {
-		bt.startEpoch(uint64(e))
+	for e := start.Epoch; epochs == 0 || e < uint64(epochs); e++ {
+		step := uint64(0)
+		if e == start.Epoch {
+			step = start.Batch
+		}
+		bt.startEpoch(e, step)
+		prog.Epoch.Store(int64(e))
+		order := unitOrder(len(plan.Units), job.Shuffle.Units, job.Seed, e)
+		// Units whose rows all come before the first row needed are not
+		// decoded at all; without row-dropping ops their row counts are
+		// known from the plan. (With a pad source to collect, the first
+		// units are still needed.)
+		first := 0
+		if job.Batch.Last != "pad" {
+			for first < len(order) && bt.skipIn >= plan.Units[order[first]].Rows {
+				bt.skipIn -= plan.Units[order[first]].Rows
+				first++
+			}
+		}
+		units := order[first:]
+		work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+			if buf == nil {
+				buf = new(column.Batch)
+			}
+			prog.UnitsInFlight.Add(1)
+			defer prog.UnitsInFlight.Add(-1)
+			t := time.Now()
+			err := decoders[worker].Decode(ctx, plan.Units[units[i]], buf)
+			prog.DecodeNanos.Add(int64(time.Since(t)))
+			prog.UnitsDone.Add(1)
+			return buf, err
+		}
 		emit := func(i int, b *column.Batch) error { return bt.add(ctx, b) }
-		if err := pool.Run(ctx, cfg, len(plan.Units), work, emit); err != nil {
+		if err := pool.Run(ctx, cfg, len(units), work, emit); err != nil {
 			var ue *pool.UnitError
 			if errors.As(err, &ue) && ue.Op == "work" {
 				return fmt.Errorf("epoch %d: %w", e, ue.Err)
@@ -196,9 +240,8 @@ func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int,
 		if err := bt.endEpoch(ctx); err != nil {
 			return fmt.Errorf("epoch %d: %w", e, err)
 		}
-		st.Units += len(plan.Units)
+		st.Units += len(units)
 		st.Epochs++
 	}
-	st.Decode = time.Duration(decodeNS.Load())
 	return nil
 }
