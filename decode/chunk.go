@@ -4,6 +4,10 @@ import (
 	"github.com/lastmile/lastmile/column"
 )
 
+// maxPageBytes bounds a page's uncompressed size, so that a corrupt
+// header cannot make the decoder allocate without limit.
+const maxPageBytes = 1 << 30
+
 // resetColumn prepares col to receive field f's rows, keeping its buffers.
 // While decoding, a nullable field's Valid always has Len bytes; finish
 // drops it when no row is null.
@@ -53,13 +57,23 @@ func (d *Decoder) finishColumn(fi int, col *column.Column) {
 // rows copied. A page that overruns hi is decoded into dst and the excess
 // rows cut off.
 func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
-	f := &d.fields[fi]
 	c := &d.unit.Chunks[fi]
 	d.resetColumn(fi, dst)
 	raw, err := d.readChunk(c)
 	if err != nil {
 		return d.errorf(fi, -1, err)
 	}
+	if err := d.decodePages(fi, c, raw, sel, dst); err != nil {
+		return err
+	}
+	d.finishColumn(fi, dst)
+	return nil
+}
+
+// decodePages decodes the pages in raw (c's bytes as readChunk returns
+// them) into dst, which resetColumn prepared.
+func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *column.Column) error {
+	f := &d.fields[fi]
 	fileOffset := func(pos int) int64 {
 		if int64(pos) < c.DictLen {
 			return c.DictOffset + int64(pos)
@@ -92,6 +106,11 @@ func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
 		}
 		if int(h.compressed) > len(raw)-pos-hn {
 			return d.errorf(fi, off, corruptf("page of %d bytes runs past the column chunk", h.compressed))
+		}
+		if h.uncompressed > maxPageBytes || (c.Uncompressed > 0 && int64(h.uncompressed) > c.Uncompressed) ||
+			(c.Values > 0 && int64(h.numValues) > c.Values) {
+			return d.errorf(fi, off, corruptf("page of %d bytes and %d values exceeds its column chunk's %d and %d",
+				h.uncompressed, h.numValues, c.Uncompressed, c.Values))
 		}
 		body := raw[pos+hn : pos+hn+int(h.compressed)]
 		pos += hn + int(h.compressed)
@@ -192,7 +211,6 @@ func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
 	if dst.Len != want {
 		return d.errorf(fi, -1, corruptf("column chunk holds %d of the %d rows wanted", dst.Len, want))
 	}
-	d.finishColumn(fi, dst)
 	return nil
 }
 
