@@ -37,6 +37,10 @@ type Options struct {
 	Resume []Cursor
 	// Progress, if not nil, receives live counters.
 	Progress *Progress
+	// Gate, if not nil, is called by a worker before it decodes a unit and
+	// the returned release after; the daemon uses it to share CPU between
+	// jobs by weight. An error stops the run.
+	Gate func(ctx context.Context) (release func(), err error)
 }
 
 // Stats sums up a run.
@@ -111,7 +115,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
-	err = produce(ctx, job, plan, workers, bt, prog, &st)
+	err = produce(ctx, job, plan, workers, bt, prog, opts.Gate, &st)
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
 	st.Pack, st.Decode = time.Duration(prog.PackNanos.Load()), time.Duration(prog.DecodeNanos.Load())
 	if err != nil {
@@ -178,7 +182,8 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Pr
 }
 
 // produce runs the epochs.
-func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, bt *batcher, prog *Progress, st *Stats) error {
+func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, bt *batcher, prog *Progress,
+	gate func(context.Context) (func(), error), st *Stats) error {
 	decoders := make([]*decode.Decoder, workers)
 	for i := range decoders {
 		decoders[i] = decode.NewDecoder(plan.Fields)
@@ -220,6 +225,13 @@ func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int,
 		work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
 			if buf == nil {
 				buf = new(column.Batch)
+			}
+			if gate != nil {
+				release, err := gate(ctx)
+				if err != nil {
+					return buf, err
+				}
+				defer release()
 			}
 			prog.UnitsInFlight.Add(1)
 			defer prog.UnitsInFlight.Add(-1)
