@@ -26,21 +26,69 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed: the same seed gives the same rows")
 	fs.IntVar(&cfg.DataPageVersion, "page-version", cfg.DataPageVersion, "Parquet data page version, 1 or 2")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "file name prefix")
+	npyDir := fs.String("npy", "", "also write the same rows as NumPy .npy files (one per column part, and manifest.json)\ninto this `directory`, for the DataLoader baseline (bench/baseline); DIR may then be omitted")
+	spamPath := fs.String("spam-users", "", "also write the spam-user side table (sorted unique int64 user_id) to this Parquet `file`,\nand its ids as a .npy next to it (a trailing .parquet replaced by .npy); DIR may then be omitted.\nOnly -seed and -spam-fraction change it")
+	spamFraction := fs.Float64("spam-fraction", datagen.DefaultSpamFraction, "share of all user ids that -spam-users marks as spam, chosen by a hash of the seed and the id")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lastmile gen [flags] DIR\n\nWrites deterministic recommender-style Parquet into DIR.\n\nFlags:")
+		fmt.Fprint(stderr, `usage: lastmile gen [flags] [DIR]
+
+Writes deterministic recommender-style Parquet into DIR. With -npy, also
+writes the same rows as .npy files; with -spam-users, also writes the
+spam-user side table of the anti-join. DIR may be omitted when -npy or
+-spam-users is given. Flags go before DIR.
+
+Examples:
+  lastmile gen --rows 4000000 --files 8 out/ctr
+  lastmile gen --spam-users out/ctr-spam.parquet
+  lastmile gen --rows 1000000 --npy out/ctr-npy --spam-users out/ctr-spam.parquet out/ctr
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one output directory, got %d arguments", errUsage, fs.NArg())
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: want at most one output directory, got %d arguments (flags go before DIR)", errUsage, fs.NArg())
 	}
-	start := time.Now()
-	files, err := datagen.Write(ctx, fs.Arg(0), cfg)
-	if err != nil {
-		return err
+	if fs.NArg() == 0 && *npyDir == "" && *spamPath == "" {
+		return fmt.Errorf("%w: want an output directory, -npy DIR or -spam-users FILE", errUsage)
 	}
-	fmt.Fprintf(stdout, "wrote %d rows in %d files to %s in %.2fs\n", cfg.Rows, len(files), fs.Arg(0), time.Since(start).Seconds())
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *spamPath != "" {
+		if _, err := datagen.SpamUsers(cfg, *spamFraction); err != nil {
+			return fmt.Errorf("%w: -spam-fraction: want 0..1, got %v", errUsage, *spamFraction)
+		}
+	}
+	if fs.NArg() == 1 {
+		start := time.Now()
+		files, err := datagen.Write(ctx, fs.Arg(0), cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %d rows in %d files to %s in %.2fs\n", cfg.Rows, len(files), fs.Arg(0), time.Since(start).Seconds())
+	}
+	if *npyDir != "" {
+		start := time.Now()
+		if err := datagen.WriteNPY(ctx, *npyDir, cfg); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %d rows as %d .npy files to %s in %.2fs\n", cfg.Rows, len(datagen.NPYFiles(cfg)), *npyDir, time.Since(start).Seconds())
+	}
+	if *spamPath != "" {
+		if err := datagen.WriteSpamUsers(ctx, *spamPath, cfg, *spamFraction); err != nil {
+			return err
+		}
+		npy := datagen.SpamNPYPath(*spamPath)
+		if err := datagen.WriteSpamUsersNPY(ctx, npy, cfg, *spamFraction); err != nil {
+			return err
+		}
+		ids, _ := datagen.SpamUsers(cfg, *spamFraction)
+		fmt.Fprintf(stdout, "wrote %d spam users (%.4g of %d user ids, seed %d) to %s and %s\n",
+			len(ids), *spamFraction, datagen.Users, cfg.Seed, *spamPath, npy)
+	}
 	return nil
 }
