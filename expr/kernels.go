@@ -1,0 +1,430 @@
+package expr
+
+import (
+	"bytes"
+	"math"
+	"math/bits"
+)
+
+// The loops of this file are the hot path. Each runs over whole vectors
+// with the operation chosen outside the loop; cst arguments get their own
+// loop (x op c, c op x), so a comparison with a literal reads one column
+// and writes one byte per row. With both arguments cst (constant folding,
+// n = 1) the x-op-c loop applies.
+
+type number interface {
+	~int32 | ~int64 | ~float32 | ~float64
+}
+
+type integer interface{ ~int32 | ~int64 }
+
+type float interface{ ~float32 | ~float64 }
+
+// b2u converts a bool to 0 or 1 without a branch.
+func b2u(b bool) byte {
+	var u byte
+	if b {
+		u = 1
+	}
+	return u
+}
+
+// arith computes out = x o y for o in + - * (and / for floats).
+func arith[T number](o op, out, x, y []T, xc, yc bool) {
+	n := len(out)
+	switch {
+	case yc:
+		c, x := y[0], x[:n]
+		switch o {
+		case opAdd:
+			for i, v := range x {
+				out[i] = v + c
+			}
+		case opSub:
+			for i, v := range x {
+				out[i] = v - c
+			}
+		case opMul:
+			for i, v := range x {
+				out[i] = v * c
+			}
+		case opDiv:
+			for i, v := range x {
+				out[i] = v / c
+			}
+		}
+	case xc:
+		c, y := x[0], y[:n]
+		switch o {
+		case opAdd:
+			for i, v := range y {
+				out[i] = c + v
+			}
+		case opSub:
+			for i, v := range y {
+				out[i] = c - v
+			}
+		case opMul:
+			for i, v := range y {
+				out[i] = c * v
+			}
+		case opDiv:
+			for i, v := range y {
+				out[i] = c / v
+			}
+		}
+	default:
+		x, y := x[:n], y[:n]
+		switch o {
+		case opAdd:
+			for i := range out {
+				out[i] = x[i] + y[i]
+			}
+		case opSub:
+			for i := range out {
+				out[i] = x[i] - y[i]
+			}
+		case opMul:
+			for i := range out {
+				out[i] = x[i] * y[i]
+			}
+		case opDiv:
+			for i := range out {
+				out[i] = x[i] / y[i]
+			}
+		}
+	}
+}
+
+// fmod computes the floored remainder x - floor(x/y)*y (Python's %): its
+// sign is the divisor's. y == 0 gives NaN.
+func fmod[T float](out, x, y []T, xc, yc bool) {
+	for i := range out {
+		a, b := x[0], y[0]
+		if !xc {
+			a = x[i]
+		}
+		if !yc {
+			b = y[i]
+		}
+		r := math.Mod(float64(a), float64(b))
+		if r != 0 && (r < 0) != (b < 0) {
+			r += float64(b)
+		}
+		out[i] = T(r)
+	}
+}
+
+// idiv computes floored integer division (o == opDiv: Python's //) or
+// the floored remainder (opMod: Python's %) and clears valid where the
+// divisor is 0. valid has been filled with the operands' validity.
+func idiv[T integer](o op, out, x, y []T, xc, yc bool, valid []byte) {
+	n := len(out)
+	if yc && !xc && y[0] > 0 {
+		idivConst(o, out, x[:n], y[0])
+		return
+	}
+	for i := range out {
+		a, b := x[0], y[0]
+		if !xc {
+			a = x[i]
+		}
+		if !yc {
+			b = y[i]
+		}
+		if b == 0 {
+			out[i], valid[i] = 0, 0
+			continue
+		}
+		q, r := a/b, a%b
+		if r != 0 && (r^b) < 0 {
+			q, r = q-1, r+b
+		}
+		if o == opDiv {
+			out[i] = q
+		} else {
+			out[i] = r
+		}
+	}
+}
+
+// idivConst divides by a positive constant with a multiply and shifts
+// (divisor) instead of a hardware division per row.
+func idivConst[T integer](o op, out, x []T, d T) {
+	dv := newDivisor(uint64(d))
+	ud := uint64(d)
+	for i, a := range x {
+		neg := a < 0
+		ua := uint64(a)
+		if neg {
+			ua = -ua
+		}
+		uq := dv.div(ua)
+		ur := ua - uq*ud
+		q, r := T(uq), T(ur)
+		if neg {
+			q, r = -q, -r
+			if ur != 0 {
+				q, r = q-1, r+d
+			}
+		}
+		if o == opDiv {
+			out[i] = q
+		} else {
+			out[i] = r
+		}
+	}
+}
+
+// divisor divides uint64s by a constant d >= 1 with a 64x64→128-bit
+// multiply (Granlund and Montgomery, as libdivide's u64 algorithm does).
+type divisor struct {
+	d     uint64
+	magic uint64 // 0: d is a power of two, divide by shifting
+	shift uint8
+	add   bool // the 65-bit magic variant: add back n before shifting
+}
+
+func newDivisor(d uint64) divisor {
+	if d == 0 {
+		panic("BUG: divisor 0")
+	}
+	log2 := uint8(63 - bits.LeadingZeros64(d))
+	if d&(d-1) == 0 {
+		return divisor{d: d, shift: log2}
+	}
+	m, rem := bits.Div64(uint64(1)<<log2, 0, d)
+	dv := divisor{d: d, shift: log2}
+	if e := d - rem; e >= uint64(1)<<log2 {
+		m += m
+		twice := rem + rem
+		if twice >= d || twice < rem {
+			m++
+		}
+		dv.add = true
+	}
+	dv.magic = m + 1
+	return dv
+}
+
+func (dv *divisor) div(n uint64) uint64 {
+	if dv.magic == 0 {
+		return n >> dv.shift
+	}
+	q, _ := bits.Mul64(dv.magic, n)
+	if dv.add {
+		return (((n - q) >> 1) + q) >> dv.shift
+	}
+	return q >> dv.shift
+}
+
+func (dv *divisor) mod(n uint64) uint64 { return n - dv.div(n)*dv.d }
+
+// compare computes out = x o y, 1 or 0 per row.
+func compare[T number](o op, out []byte, x, y []T, xc, yc bool) {
+	if xc && !yc {
+		x, y, xc, yc, o = y, x, false, true, o.swap()
+	}
+	n := len(out)
+	if yc {
+		c, x := y[0], x[:n]
+		switch o {
+		case opEq:
+			for i, v := range x {
+				out[i] = b2u(v == c)
+			}
+		case opNe:
+			for i, v := range x {
+				out[i] = b2u(v != c)
+			}
+		case opLt:
+			for i, v := range x {
+				out[i] = b2u(v < c)
+			}
+		case opLe:
+			for i, v := range x {
+				out[i] = b2u(v <= c)
+			}
+		case opGt:
+			for i, v := range x {
+				out[i] = b2u(v > c)
+			}
+		case opGe:
+			for i, v := range x {
+				out[i] = b2u(v >= c)
+			}
+		}
+		return
+	}
+	x, y = x[:n], y[:n]
+	switch o {
+	case opEq:
+		for i := range out {
+			out[i] = b2u(x[i] == y[i])
+		}
+	case opNe:
+		for i := range out {
+			out[i] = b2u(x[i] != y[i])
+		}
+	case opLt:
+		for i := range out {
+			out[i] = b2u(x[i] < y[i])
+		}
+	case opLe:
+		for i := range out {
+			out[i] = b2u(x[i] <= y[i])
+		}
+	case opGt:
+		for i := range out {
+			out[i] = b2u(x[i] > y[i])
+		}
+	case opGe:
+		for i := range out {
+			out[i] = b2u(x[i] >= y[i])
+		}
+	}
+}
+
+// compareStrings compares strings byte-wise (bytes.Compare order).
+func compareStrings(o op, out []byte, x, y *vec) {
+	if x.cst && !y.cst {
+		x, y, o = y, x, o.swap()
+	}
+	for i := range out {
+		a := x.data[x.off[i]:x.off[i+1]]
+		j := i
+		if y.cst {
+			j = 0
+		}
+		b := y.data[y.off[j]:y.off[j+1]]
+		var r bool
+		switch o {
+		case opEq:
+			r = len(a) == len(b) && string(a) == string(b)
+		case opNe:
+			r = len(a) != len(b) || string(a) != string(b)
+		default:
+			c := bytes.Compare(a, b)
+			r = o == opLt && c < 0 || o == opLe && c <= 0 || o == opGt && c > 0 || o == opGe && c >= 0
+		}
+		out[i] = b2u(r)
+	}
+}
+
+// minMax computes out = min(x, y) or max(x, y); a NaN in either gives NaN
+// (Go's min and max, like torch.minimum).
+func minMax[T number](o op, out, x, y []T, xc, yc bool) {
+	if xc && !yc {
+		x, y, xc, yc = y, x, false, true
+	}
+	n := len(out)
+	if yc {
+		c, x := y[0], x[:n]
+		if o == opMin {
+			for i, v := range x {
+				out[i] = min(v, c)
+			}
+		} else {
+			for i, v := range x {
+				out[i] = max(v, c)
+			}
+		}
+		return
+	}
+	x, y = x[:n], y[:n]
+	if o == opMin {
+		for i := range out {
+			out[i] = min(x[i], y[i])
+		}
+	} else {
+		for i := range out {
+			out[i] = max(x[i], y[i])
+		}
+	}
+}
+
+func neg[T number](out, x []T) {
+	x = x[:len(out)]
+	for i, v := range x {
+		out[i] = -v
+	}
+}
+
+func abs[T number](out, x []T) {
+	x = x[:len(out)]
+	for i, v := range x {
+		if v < 0 {
+			v = -v
+		}
+		out[i] = v
+	}
+}
+
+// mathF64 applies f row by row in float64.
+func mathF64[T float](o op, out, x []T) {
+	x = x[:len(out)]
+	var f func(float64) float64
+	switch o {
+	case opLog1p:
+		f = math.Log1p
+	case opLog:
+		f = math.Log
+	case opExp:
+		f = math.Exp
+	case opSqrt:
+		for i, v := range x {
+			out[i] = T(math.Sqrt(float64(v)))
+		}
+		return
+	}
+	for i, v := range x {
+		out[i] = T(f(float64(v)))
+	}
+}
+
+// convertNum converts numbers with Go's conversion: ints wrap, floats
+// round to nearest even. Float to int goes through castFloatInt instead.
+func convertNum[D, S number](out []D, x []S) {
+	x = x[:len(out)]
+	for i, v := range x {
+		out[i] = D(v)
+	}
+}
+
+// castFloatInt truncates floats toward zero; NaN and values outside D's
+// range become null (valid[i] = 0).
+func castFloatInt[D integer, S float](out []D, x []S, valid []byte, lo, hi float64) {
+	x = x[:len(out)]
+	for i, v := range x {
+		f := float64(v)
+		if f > lo && f < hi {
+			out[i] = D(f)
+		} else {
+			out[i], valid[i] = 0, 0
+		}
+	}
+}
+
+func boolToNum[D number](out []D, x []byte) {
+	x = x[:len(out)]
+	for i, v := range x {
+		out[i] = D(v)
+	}
+}
+
+// toBFloat16 rounds float32 to bfloat16, to nearest with ties to even, as
+// torch does; NaN stays a (quiet) NaN.
+func toBFloat16(out []uint16, x []float32) {
+	x = x[:len(out)]
+	for i, v := range x {
+		out[i] = bf16(v)
+	}
+}
+
+func bf16(v float32) uint16 {
+	b := math.Float32bits(v)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40 // NaN: keep sign and top payload, make it quiet
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
