@@ -14,10 +14,13 @@ The ops, as users write them:
   (``np.isin`` against the ids of ``lastmile gen --spam-users``, read from
   the .npy copy next to the Parquet file);
 * negative downsampling: keep every positive and 10% of the negatives,
-  decided by ``splitmix64(seed ^ row_id) < rate * 2**64``, with a float32
-  ``weight`` of ``1 / rate``;
-* ``hash_mod`` of user_id and item_id (``splitmix64(id) % m``) and of the
-  query string (FNV-1a 64 of its UTF-8 bytes ``% m``);
+  decided by ``splitmix64(seed ^ XXH64(row_id)) < floor(rate * 2**64)``
+  (lastmile's sample hash, docs/pipeline.md), with a float32 ``weight`` of
+  ``1 / rate``;
+* ``hash_mod`` of user_id, item_id and the query string: XXH64 (seed 0) of
+  the int64's 8 little-endian bytes or of the string's bytes, modulo m
+  (lastmile's hash_mod, docs/expressions.md), so the features are
+  lastmile's exactly;
 * ``clip(log1p(abs(x)), 0, 10)`` on dense_0 and dense_1, label cast to
   float32;
 * seq_0 cut to its last 64 elements and padded on the right with 0 into
@@ -69,18 +72,28 @@ CATS_SELECTED = 4  # cat_0..cat_3
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 C1, C2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
+P1, P2, P3, P4, P5 = (
+    11400714785074694791, 14029467366897019727, 1609587929392839161, 9650029242287828579, 2870177450012600261,
+)
 
-_U64 = {k: np.uint64(v) for k, v in dict(golden=GOLDEN, c1=C1, c2=C2, fo=FNV_OFFSET, fp=FNV_PRIME).items()}
 F0, F10 = np.float32(0), np.float32(10)  # clip bounds that keep float32 float32
-_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_u = np.uint64
+_GOLDEN, _C1, _C2 = _u(GOLDEN), _u(C1), _u(C2)
+_P1, _P2, _P3, _P4, _P5 = _u(P1), _u(P2), _u(P3), _u(P4), _u(P5)
 
 
-# ---- hashes: a scalar (pure Python int) and a vectorized (numpy) form of each
+# ---- hashes, each in a scalar (pure Python int) and a vectorized (numpy
+# uint64, wrapping mod 2^64) form. They are lastmile's (ops/sample.go,
+# expr/hash.go, docs/pipeline.md, docs/expressions.md):
+#
+#   hash_mod(x, m) = XXH64(bytes, seed 0) mod m, bytes = the int64 as 8
+#                    little-endian bytes, or a string's bytes
+#   sample keeps   ⇔ splitmix64(seed ^ XXH64(row_id)) < floor(rate * 2^64)
 
 
 def splitmix64(x):
-    """splitmix64 of one 64-bit value (Python int, two's complement taken)."""
+    """splitmix64 (Vigna's finalizer, after adding the golden gamma) of one
+    64-bit value."""
     x = (x + GOLDEN) & MASK64
     x = ((x ^ (x >> 30)) * C1) & MASK64
     x = ((x ^ (x >> 27)) * C2) & MASK64
@@ -88,43 +101,143 @@ def splitmix64(x):
 
 
 def splitmix64_np(x):
-    """splitmix64 of a uint64 (or int64, reinterpreted) array; wraps mod 2^64."""
-    x = np.asarray(x).view(np.uint64) + _U64["golden"]
-    x = (x ^ (x >> _S30)) * _U64["c1"]
-    x = (x ^ (x >> _S27)) * _U64["c2"]
-    return x ^ (x >> _S31)
+    """splitmix64 of a uint64 (or int64, reinterpreted) array."""
+    x = np.asarray(x).view(np.uint64) + _GOLDEN
+    x = (x ^ (x >> _u(30))) * _C1
+    x = (x ^ (x >> _u(27))) * _C2
+    return x ^ (x >> _u(31))
 
 
-def fnv1a(b):
-    """FNV-1a 64 of a bytes object."""
-    h = FNV_OFFSET
-    for c in b:
-        h = ((h ^ c) * FNV_PRIME) & MASK64
-    return h
+def _rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & MASK64
 
 
-def fnv1a_ragged(data, starts, lens):
-    """FNV-1a 64 of each string data[starts[i]:starts[i]+lens[i]], one numpy
-    pass per byte position."""
-    h = np.full(len(starts), FNV_OFFSET, dtype=np.uint64)
-    for j in range(int(lens.max(initial=0))):
-        m = lens > j
-        b = np.asarray(data[starts[m] + j]).astype(np.uint64)
-        h[m] = (h[m] ^ b) * _U64["fp"]
-    return h
+def _round(acc, v):
+    return (_rotl((acc + v * P2) & MASK64, 31) * P1) & MASK64
+
+
+def _avalanche(h):
+    h = ((h ^ (h >> 33)) * P2) & MASK64
+    h = ((h ^ (h >> 29)) * P3) & MASK64
+    return h ^ (h >> 32)
+
+
+def xxh64(b):
+    """XXH64 of a bytes object, seed 0, in pure Python."""
+    n, i = len(b), 0
+    if n >= 32:
+        v = [(P1 + P2) & MASK64, P2, 0, (-P1) & MASK64]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = _round(v[k], int.from_bytes(b[i + 8 * k : i + 8 * k + 8], "little"))
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & MASK64
+        for k in range(4):
+            h = ((h ^ _round(0, v[k])) * P1 + P4) & MASK64
+    else:
+        h = P5
+    h = (h + n) & MASK64
+    while i + 8 <= n:
+        h = (_rotl(h ^ _round(0, int.from_bytes(b[i : i + 8], "little")), 27) * P1 + P4) & MASK64
+        i += 8
+    if i + 4 <= n:
+        h = (_rotl(h ^ ((int.from_bytes(b[i : i + 4], "little") * P1) & MASK64), 23) * P2 + P3) & MASK64
+        i += 4
+    while i < n:
+        h = (_rotl(h ^ ((b[i] * P5) & MASK64), 11) * P1) & MASK64
+        i += 1
+    return _avalanche(h)
+
+
+def xxh64_int(x):
+    """XXH64 of an int64's 8 little-endian bytes, seed 0."""
+    h = (P5 + 8) ^ _round(0, int(x) & MASK64)
+    return _avalanche((_rotl(h, 27) * P1 + P4) & MASK64)
+
+
+def _rotl_np(x, r):
+    return (x << _u(r)) | (x >> _u(64 - r))
+
+
+def _round_np(acc, v):
+    return _rotl_np(acc + v * _P2, 31) * _P1
+
+
+def _avalanche_np(h):
+    h = (h ^ (h >> _u(33))) * _P2
+    h = (h ^ (h >> _u(29))) * _P3
+    return h ^ (h >> _u(32))
+
+
+def xxh64_int_np(x):
+    """XXH64 of each int64 of an array (as 8 little-endian bytes), seed 0."""
+    h = _round_np(_u(0), np.asarray(x, dtype=np.int64).view(np.uint64)) ^ _u(P5 + 8)
+    return _avalanche_np(_rotl_np(h, 27) * _P1 + _P4)
+
+
+def xxh64_ragged(data, starts, lens):
+    """XXH64, seed 0, of each string data[starts[i] : starts[i] + lens[i]]
+    (data a uint8 array), vectorized: the strings are copied into a
+    zero-padded [B, L] block, read as little-endian words."""
+    B = len(starts)
+    starts, lens = np.asarray(starts, dtype=np.int64), np.asarray(lens, dtype=np.int64)
+    L = max(8, (int(lens.max(initial=0)) + 7) // 8 * 8)
+    pos = np.arange(L)
+    mask = pos[None, :] < lens[:, None]
+    block = np.where(mask, np.asarray(data[np.where(mask, starts[:, None] + pos[None, :], 0)]), 0).astype(np.uint8)
+    words = block.view("<u8")  # [B, L/8]
+    rows = np.arange(B)
+    nst = lens // 32
+    h = np.full(B, P5, dtype=np.uint64)
+    if (nst > 0).any():
+        v = [np.full(B, (P1 + P2) & MASK64, np.uint64), np.full(B, P2, np.uint64),
+             np.zeros(B, np.uint64), np.full(B, (-P1) & MASK64, np.uint64)]
+        for s in range(int(nst.max())):
+            m = nst > s
+            for k in range(4):
+                v[k][m] = _round_np(v[k][m], words[m, 4 * s + k])
+        big = nst > 0
+        hb = _rotl_np(v[0], 1) + _rotl_np(v[1], 7) + _rotl_np(v[2], 12) + _rotl_np(v[3], 18)
+        for k in range(4):
+            hb = (hb ^ _round_np(_u(0), v[k])) * _P1 + _P4
+        h[big] = hb[big]
+    h += lens.astype(np.uint64)
+    w = 4 * nst  # next word
+    t8 = (lens - 32 * nst) // 8
+    for k in range(int(t8.max(initial=0))):
+        m = t8 > k
+        word = words[rows[m], w[m] + k]
+        h[m] = _rotl_np(h[m] ^ _round_np(_u(0), word), 27) * _P1 + _P4
+    p = 32 * nst + 8 * t8  # next byte, a multiple of 8
+    m = lens - p >= 4
+    if m.any():
+        low = words[rows[m], p[m] // 8] & _u(0xFFFFFFFF)
+        h[m] = _rotl_np(h[m] ^ (low * _P1), 23) * _P2 + _P3
+        p = p + 4 * m
+    for k in range(3):
+        m = lens - p > k
+        if not m.any():
+            break
+        b = block[rows[m], p[m] + k].astype(np.uint64)
+        h[m] = _rotl_np(h[m] ^ (b * _P5), 11) * _P1
+    return _avalanche_np(h)
 
 
 def hash_mod_int(x, m):
-    return splitmix64(int(x) & MASK64) % m
+    return xxh64_int(x) % m
 
 
 def hash_mod_int_np(x, m):
-    return (splitmix64_np(np.asarray(x, dtype=np.int64)) % np.uint64(m)).astype(np.int64)
+    return (xxh64_int_np(x) % _u(m)).astype(np.int64)
 
 
 def sample_threshold(rate):
-    """Keep a row when its sample hash is below rate * 2^64."""
+    """floor(rate * 2^64): a row is kept when its sample hash is below."""
     return min(int(rate * 2.0**64), MASK64)
+
+
+def sample_hash_np(row_id, seed):
+    return splitmix64_np(xxh64_int_np(row_id) ^ _u(seed & MASK64))
 
 
 # ---- the table
@@ -163,13 +276,12 @@ def filter_rows(t, spam, seed=JOB_SEED, rate=NEG_RATE, chunk=1 << 20):
     of ``chunk`` rows: returns the kept row indices (int64) and their
     weights (float32)."""
     thr = np.uint64(sample_threshold(rate))
-    seed64 = np.uint64(seed & MASK64)
     kept, weights = [], []
     for lo in range(0, t.rows, chunk):
         hi = min(lo + chunk, t.rows)
         keep = ~np.isin(np.asarray(t.user_id[lo:hi]), spam)
         pos = np.asarray(t.label[lo:hi]) == 1
-        h = splitmix64_np(np.asarray(t.row_id[lo:hi]).view(np.uint64) ^ seed64)
+        h = sample_hash_np(np.asarray(t.row_id[lo:hi]), seed)
         keep &= pos | (h < thr)
         idx = np.flatnonzero(keep)
         kept.append(idx + lo)
@@ -199,7 +311,7 @@ class RowDataset(Dataset):
             "item_h": torch.tensor(hash_mod_int(t.item_id[r], ITEM_MOD)),
         }
         q = bytes(t.query_bytes[t.query_offsets[r] : t.query_offsets[r + 1]])
-        out["query_h"] = torch.tensor(fnv1a(q) % QUERY_MOD)
+        out["query_h"] = torch.tensor(xxh64(q) % QUERY_MOD)
         for j in range(DENSE_SELECTED):
             x = t.dense[j][r]
             if j in CLIPPED:
@@ -251,7 +363,7 @@ class BatchDataset(Dataset):
         }
         qs = np.asarray(t.query_offsets[r])
         ql = np.asarray(t.query_offsets[r + 1]) - qs
-        out["query_h"] = torch.from_numpy((fnv1a_ragged(t.query_bytes, qs, ql) % np.uint64(QUERY_MOD)).astype(np.int64))
+        out["query_h"] = torch.from_numpy((xxh64_ragged(t.query_bytes, qs, ql) % np.uint64(QUERY_MOD)).astype(np.int64))
         for j in range(DENSE_SELECTED):
             x = np.asarray(t.dense[j][r])
             if j in CLIPPED:

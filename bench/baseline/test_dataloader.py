@@ -59,19 +59,45 @@ class TestHashes(unittest.TestCase):
         self.assertEqual(dl.splitmix64(0), 0xE220A8397B1DCDAF)
         self.assertEqual(dl.splitmix64(0x9E3779B97F4A7C15), 0x6E789E6AA1B965F4)
 
-    def test_fnv1a_known_values(self):
-        self.assertEqual(dl.fnv1a(b""), 0xCBF29CE484222325)
-        self.assertEqual(dl.fnv1a(b"a"), 0xAF63DC4C8601EC8C)
+    # XXH64 vectors: the first three are xxHash's reference values; all were
+    # printed by lastmile's expr.HashBytes and expr.HashInt.
+    STRINGS = {
+        "": 0xEF46DB3751D8E999,
+        "a": 0xD24EC4F1A98C6E5B,
+        "abc": 0x44BC2CF5AD770999,
+        "red blue shoes": 0xEDEF076EE7CEC892,
+        "headphones wireless charger laptop": 0x348E5C54C59664FB,
+        "0123456789abcdef0123456789abcdef0123456789abcdefXYZ12": 0x4B0DA477B3EAD278,
+        "東京 café größe niño": 0x290F97C435BACDA1,
+    }
+    INTS = {0: 0x34C96ACDCADB1BBB, 1: 0x9F29CB17A2A49995, -1: 0x85D136ADB773C6C9,
+            123456789: 0xCB7C2941B198004D, 1 << 62: 0x88804A4927A4014B}
+
+    def test_xxh64_known_values(self):
+        for s, want in self.STRINGS.items():
+            self.assertEqual(dl.xxh64(s.encode()), want, s)
+        for v, want in self.INTS.items():
+            self.assertEqual(dl.xxh64_int(v), want, v)
+            self.assertEqual(dl.xxh64_int(v), dl.xxh64(int(v & dl.MASK64).to_bytes(8, "little")))
 
     def test_vectorized_match_scalar(self):
-        x = np.array([0, 1, -1, 2**63 - 1, -(2**63), 123456789], dtype=np.int64)
-        want = [dl.splitmix64(int(v) & dl.MASK64) for v in x]
-        self.assertEqual([int(v) for v in dl.splitmix64_np(x)], want)
+        x = np.array(list(self.INTS) + [2**63 - 1, -(2**63)], dtype=np.int64)
+        want = [dl.xxh64_int(int(v)) for v in x]
+        self.assertEqual([int(v) for v in dl.xxh64_int_np(x)], want)
         self.assertEqual(list(dl.hash_mod_int_np(x, 1000003)), [w % 1000003 for w in want])
-        data = np.frombuffer(b"redblue shoescafe\xcc\x81", dtype=np.uint8)
-        starts, lens = np.array([0, 3, 3, 0]), np.array([3, 10, 0, 17])
-        got = dl.fnv1a_ragged(data, starts, lens)
-        self.assertEqual([int(v) for v in got], [dl.fnv1a(bytes(data[s : s + n])) for s, n in zip(starts, lens)])
+        self.assertEqual([int(v) for v in dl.splitmix64_np(x)], [dl.splitmix64(int(v) & dl.MASK64) for v in x])
+        # Every length 0..80 (stripes, words, a half word, bytes), at odd offsets.
+        blob = bytes(range(7, 256)) + "".join(self.STRINGS).encode()
+        data = np.frombuffer(blob, dtype=np.uint8)
+        lens = np.array(list(range(81)) * 2)
+        starts = (np.arange(len(lens)) * 37) % (len(blob) - 81)
+        got = dl.xxh64_ragged(data, starts, lens)
+        self.assertEqual([int(v) for v in got], [dl.xxh64(blob[s : s + n]) for s, n in zip(starts, lens)])
+        flat = "".join(self.STRINGS).encode()
+        lens = np.array([len(s.encode()) for s in self.STRINGS])
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        got = dl.xxh64_ragged(np.frombuffer(flat, np.uint8), starts, lens)
+        self.assertEqual([int(v) for v in got], list(self.STRINGS.values()))
 
 
 class TestFilter(unittest.TestCase):
@@ -86,7 +112,7 @@ class TestFilter(unittest.TestCase):
             if T.label[r] == 1:
                 want.append(r)
                 want_w.append(1.0)
-            elif dl.splitmix64(dl.JOB_SEED ^ int(T.row_id[r])) < thr:
+            elif dl.splitmix64(dl.JOB_SEED ^ dl.xxh64_int(int(T.row_id[r]))) < thr:
                 want.append(r)
                 want_w.append(10.0)
         self.assertEqual(rows.tolist(), want)
@@ -138,10 +164,10 @@ class TestBatches(unittest.TestCase):
             r = int(r)
             self.assertEqual(float(b["label_f"][i]), float(T.label[r]))
             self.assertEqual(float(b["weight"][i]), float(weights[i]))
-            self.assertEqual(int(b["user_h"][i]), dl.splitmix64(int(T.user_id[r])) % 1000003)
-            self.assertEqual(int(b["item_h"][i]), dl.splitmix64(int(T.item_id[r])) % 1000003)
+            self.assertEqual(int(b["user_h"][i]), dl.xxh64_int(int(T.user_id[r])) % 1000003)
+            self.assertEqual(int(b["item_h"][i]), dl.xxh64_int(int(T.item_id[r])) % 1000003)
             q = bytes(T.query_bytes[T.query_offsets[r] : T.query_offsets[r + 1]])
-            self.assertEqual(int(b["query_h"][i]), dl.fnv1a(q) % 65536)
+            self.assertEqual(int(b["query_h"][i]), dl.xxh64(q) % 65536)
             for j in range(8):
                 x = float(T.dense[j][r])
                 if j < 2:
