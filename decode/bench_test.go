@@ -46,7 +46,7 @@ func benchRows() int64 {
 	return 8 * 131072
 }
 
-func benchPlan(b *testing.B, codec string) *Plan {
+func benchPlan(b testing.TB, codec string) *Plan {
 	b.Helper()
 	o, _ := bench.once.LoadOrStore(codec, new(sync.Once))
 	o.(*sync.Once).Do(func() {

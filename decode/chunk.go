@@ -90,7 +90,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 	si := 0 // next entry of sel to place
 	row := c.FirstRow
 	done := d.ctx.Done()
-	var h pageHeader
+	h := &d.hdr
 	for pos := 0; pos < len(raw) && dst.Len < want; {
 		if done != nil {
 			select {
@@ -100,7 +100,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 			}
 		}
 		off := fileOffset(pos)
-		hn, err := parsePageHeader(raw[pos:], &h)
+		hn, err := parsePageHeader(raw[pos:], h)
 		if err != nil {
 			return d.errorf(fi, off, corrupt(err))
 		}
@@ -116,7 +116,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 		pos += hn + int(h.compressed)
 		switch h.typ {
 		case pageDictionary:
-			if err := d.readDict(f, c, &h, body); err != nil {
+			if err := d.readDict(f, c, h, body); err != nil {
 				return d.errorf(fi, off, err)
 			}
 			continue
@@ -158,7 +158,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 			}
 		}
 		if direct {
-			n, err := d.appendPage(f, c, &h, body, dst)
+			n, err := d.appendPage(f, c, h, body, dst)
 			if err != nil {
 				return d.errorf(fi, off, err)
 			}
@@ -182,7 +182,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 		} else {
 			s.Valid = nil
 		}
-		n, err := d.appendPage(f, c, &h, body, s)
+		n, err := d.appendPage(f, c, h, body, s)
 		if err != nil {
 			return d.errorf(fi, off, err)
 		}

@@ -35,6 +35,7 @@ type Decoder struct {
 	lens    []int64 // DELTA_* decoded integers
 	prefix  []int64 // DELTA_BYTE_ARRAY prefix lengths
 	dict    dictionary
+	hdr     pageHeader
 	scratch column.Column // pages only partly in the unit or selection
 	stash   [][]byte      // per field: a Valid buffer set aside while a unit had no nulls
 }

@@ -201,7 +201,7 @@ func (d *Decoder) DecompressOnly(ctx context.Context, u Unit) (int64, error) {
 		return 0, err
 	}
 	var total int64
-	var h pageHeader
+	h := &d.hdr
 	for fi := range d.fields {
 		c := &d.unit.Chunks[fi]
 		raw, err := d.readChunk(c)
@@ -209,7 +209,7 @@ func (d *Decoder) DecompressOnly(ctx context.Context, u Unit) (int64, error) {
 			return total, d.errorf(fi, -1, err)
 		}
 		for pos := 0; pos < len(raw); {
-			hn, err := parsePageHeader(raw[pos:], &h)
+			hn, err := parsePageHeader(raw[pos:], h)
 			if err != nil || int(h.compressed) > len(raw)-pos-hn {
 				return total, d.errorf(fi, -1, corruptf("bad page header"))
 			}

@@ -1,0 +1,121 @@
+package decode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+func TestMeasureSmoke(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f.parquet")
+	writeFile(t, p, fileSpec{rows: 2000, rowGroupRows: 500, codec: "zstd", pageBytes: 4096})
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out int64
+	for _, path := range Paths {
+		for _, w := range []int{1, 2} {
+			r, err := Measure(context.Background(), plan, path, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Rows != 2000 || r.Units != 4 || r.Workers != w || r.OutBytes <= 0 || r.Seconds <= 0 {
+				t.Fatalf("%v: %+v", path, r)
+			}
+			if out == 0 {
+				out = r.OutBytes
+			} else if r.OutBytes != out {
+				t.Fatalf("%v produced %d bytes, own %d", path, r.OutBytes, out)
+			}
+		}
+	}
+	r, err := MeasureDecompress(context.Background(), plan, 2)
+	if err != nil || r.OutBytes <= 0 {
+		t.Fatalf("decompress: %+v %v", r, err)
+	}
+	if _, err := ParsePath("arrow"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParsePath("x"); err == nil {
+		t.Fatal("ParsePath(x) succeeded")
+	}
+}
+
+// TestMeasureReport prints the figures docs/decode.md quotes. It runs
+// only with LASTMILE_MEASURE=1 (it takes minutes), over the benchmark
+// table (see bench_test.go), alternating the runs so that load from
+// other processes falls on all of them alike, and reports medians of
+// LASTMILE_MEASURE_ROUNDS rounds (default 5).
+func TestMeasureReport(t *testing.T) {
+	if os.Getenv("LASTMILE_MEASURE") == "" {
+		t.Skip("set LASTMILE_MEASURE=1 to run")
+	}
+	rounds := 5
+	if n, err := strconv.Atoi(os.Getenv("LASTMILE_MEASURE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	ctx := context.Background()
+	type key struct {
+		codec, what string
+		workers     int
+	}
+	runs := map[key][]Result{}
+	for _, codec := range benchCodecs {
+		plan := benchPlan(t, codec)
+		if _, err := Measure(ctx, plan, PathOwn, 1); err != nil { // warm the page cache
+			t.Fatal(err)
+		}
+		for range rounds {
+			for _, w := range []int{1, 2} {
+				r, err := MeasureDecompress(ctx, plan, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runs[key{codec, "decompress", w}] = append(runs[key{codec, "decompress", w}], r)
+				for _, p := range Paths {
+					if w == 2 && p != PathOwn {
+						continue
+					}
+					r, err := Measure(ctx, plan, p, w)
+					if err != nil {
+						t.Fatal(err)
+					}
+					runs[key{codec, p.String(), w}] = append(runs[key{codec, p.String(), w}], r)
+				}
+			}
+		}
+	}
+	med := func(rs []Result, f func(Result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	cpu := func(r Result) float64 { return r.CPUSeconds }
+	wall := func(r Result) float64 { return r.Seconds }
+	fmt.Printf("| codec | path | workers | wall s | CPU s | out MB | MB/s per core (CPU) | MB/s wall | CPU / decompress CPU |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, codec := range benchCodecs {
+		for _, what := range []string{"decompress", "own", "parquetgo", "arrow"} {
+			for _, w := range []int{1, 2} {
+				rs := runs[key{codec, what, w}]
+				if len(rs) == 0 {
+					continue
+				}
+				c, s := med(rs, cpu), med(rs, wall)
+				mb := float64(rs[0].OutBytes) / 1e6
+				ratio := c / med(runs[key{codec, "decompress", w}], cpu)
+				fmt.Printf("| %s | %s | %d | %.3f | %.3f | %.0f | %.0f | %.0f | %.2f |\n", codec, what, w, s, c, mb, mb/c, mb/s, ratio)
+			}
+		}
+		w1, w2 := med(runs[key{codec, "own", 1}], wall), med(runs[key{codec, "own", 2}], wall)
+		d1, d2 := med(runs[key{codec, "decompress", 1}], wall), med(runs[key{codec, "decompress", 2}], wall)
+		fmt.Printf("\n%s: own 2 workers vs 1: %.2fx (wall); decompress-only 2 vs 1: %.2fx\n\n", codec, w1/w2, d1/d2)
+	}
+}
