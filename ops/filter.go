@@ -1,0 +1,122 @@
+package ops
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// filter: keep the rows where a boolean expression is true (null is
+// false). Always runs in Select.
+
+type filterStep struct {
+	stepBase
+	x *exprRef
+}
+
+func (c *compiler) filter(op *spec.Op) error {
+	r, err := c.compileExpr(op.Filter.Expr)
+	if err != nil {
+		return c.errf(op, "", "%v", err)
+	}
+	if t := r.e.Type(); t.Kind != expr.Bool {
+		return c.errf(op, "", "want a boolean expression, %q is %s (compare it: x != 0)", op.Filter.Expr, t)
+	}
+	c.addStep(&filterStep{stepBase: stepBase{op: op, what: op.Filter.Expr, reads: r.vids, dense: true}, x: r})
+	return nil
+}
+
+func (s *filterStep) clone() step {
+	c := *s
+	c.x = s.x.clone()
+	return &c
+}
+
+func (s *filterStep) optional() bool { return false }
+
+func (s *filterStep) drop(f *frame, sel []int32) ([]int32, error) {
+	out, err := s.x.filter(f, sel)
+	if err != nil {
+		return nil, dataErr(s.op, "", "filter %q: %v", s.x.src, err)
+	}
+	return out, nil
+}
+
+// mayMatch asks the expression whether a row group with the given input
+// statistics may hold a row it keeps. Columns computed by earlier ops have
+// no statistics.
+func (s *filterStep) mayMatch(p *Program, stats func(string) (expr.Range, bool)) bool {
+	return s.x.e.MayMatch(func(name string) (expr.Range, bool) {
+		for i, n := range s.x.names {
+			if n == name {
+				if v := &p.vals[s.x.vids[i]]; v.producer < 0 {
+					return stats(v.input)
+				}
+				break
+			}
+		}
+		return expr.Range{}, false
+	})
+}
+
+// map: each entry "name: expression" adds a column or replaces the one of
+// that name. Entries see the columns as they were before the op (like SQL
+// SELECT), so one map may swap two columns; a later op sees them all.
+
+type mapStep struct {
+	stepBase
+	x *exprRef
+}
+
+func (c *compiler) mapOp(op *spec.Op) error {
+	type result struct {
+		name     string
+		vid      int
+		nullable bool
+	}
+	var results []result
+	for _, a := range op.Map {
+		r, err := c.compileExpr(a.Value)
+		if err != nil {
+			msg := err.Error()
+			for _, b := range op.Map {
+				if b.Name != a.Name && c.index(b.Name) < 0 && strings.Contains(msg, fmt.Sprintf("%q", b.Name)) {
+					msg += fmt.Sprintf("; %q is computed by this same map, and entries see only the columns before it: use it in a later map op", b.Name)
+					break
+				}
+			}
+			return c.errAt(op, a, "%s", msg)
+		}
+		t := r.e.Type()
+		var kind column.Kind
+		switch {
+		case t.Kind == expr.String:
+			kind = column.Bytes
+		case t.Kind == expr.List || t.Kind.DType() == column.Invalid:
+			return c.errAt(op, a, "%q gives a %s; a map computes one number, bool or string per row (shape lists with a sequence op)", a.Value, t)
+		}
+		vid := c.addValue(value{kind: kind, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1})
+		c.addStep(&mapStep{stepBase: stepBase{op: op, what: a.Name, reads: r.vids, writes: []int{vid}}, x: r})
+		results = append(results, result{a.Name, vid, t.Nullable})
+	}
+	for _, r := range results {
+		c.setColumn(r.name, r.vid, r.nullable)
+	}
+	return nil
+}
+
+func (s *mapStep) clone() step {
+	c := *s
+	c.x = s.x.clone()
+	return &c
+}
+
+func (s *mapStep) compute(f *frame) error {
+	if err := s.x.eval(f, f.dst(s.writes[0])); err != nil {
+		return dataErr(s.op, s.what, "%q: %v", s.x.src, err)
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// join: a map-side join against a side table that Compile loads once.
+// semi keeps the rows whose key is in the table, anti those whose key is
+// not (both run in Select); left keeps every row and adds the table's
+// columns, null where no table row matches (runs in Apply). A null key
+// matches nothing.
+
+type joinDrop struct {
+	stepBase
+	t    *sideTable
+	key  int
+	anti bool
+	idx  []int32
+	out  []int32
+}
+
+type joinLeft struct {
+	stepBase
+	t   *sideTable
+	key int
+	idx []int32
+}
+
+func (c *compiler) join(ctx context.Context, op *spec.Op) error {
+	jn := op.Join
+	e, why := c.lookup(jn.On)
+	if e == nil {
+		return c.errf(op, "on", "%s", why)
+	}
+	kv := c.vals[e.vid]
+	rowInt, ok := keyKind(kv.kind, kv.dtype, kv.width)
+	if !ok {
+		return c.errf(op, "on", "column %q is %s; a join key must be an integer or string column", jn.On, kv.describe())
+	}
+	plan, err := planTable(ctx, jn.Table, []string{jn.TableKey})
+	if err != nil {
+		return c.tableErr(ctx, op, "table_key", err)
+	}
+	if len(jn.Columns) > 0 {
+		seen := map[string]bool{}
+		for _, name := range jn.Columns {
+			if seen[name] {
+				return c.errf(op, "columns", "column %q listed twice", name)
+			}
+			seen[name] = true
+		}
+		if plan, err = planTable(ctx, jn.Table, append([]string{jn.TableKey}, jn.Columns...)); err != nil {
+			return c.tableErr(ctx, op, "columns", err)
+		}
+	}
+	kf := plan.Fields[0]
+	tabInt, ok := keyKind(kf.Kind, kf.DType, 1)
+	switch {
+	case !ok:
+		return c.errf(op, "table_key", "side table column %q is %v %v; a join key must be an integer or string column", jn.TableKey, kf.Kind, kf.DType)
+	case tabInt != rowInt:
+		return c.errf(op, "table_key", "the rows' key %q is %s but the side table's %q is %s; both must be integers or both strings",
+			jn.On, kv.describe(), jn.TableKey, (&value{kind: kf.Kind, dtype: kf.DType, width: 1}).describe())
+	}
+	t := &sideTable{op: op, jn: jn, plan: plan, intKey: tabInt, unique: jn.Kind == "left"}
+	c.joins = append(c.joins, t)
+	if jn.Kind != "left" {
+		c.addStep(&joinDrop{stepBase: stepBase{op: op, what: jn.Kind + " " + jn.On, reads: []int{e.vid}}, t: t, key: e.vid, anti: jn.Kind == "anti"})
+		return nil
+	}
+	s := &joinLeft{stepBase: stepBase{op: op, what: "left " + jn.On, reads: []int{e.vid}}, t: t, key: e.vid}
+	type added struct {
+		name string
+		vid  int
+	}
+	var adds []added
+	for i, name := range jn.Columns {
+		if c.index(name) >= 0 {
+			return c.errf(op, "columns", "column %q is already in the rows; rename or drop it before the join", name)
+		}
+		f := plan.Fields[i+1]
+		vid := c.addValue(value{kind: f.Kind, dtype: f.DType, width: 1, nullable: true, producer: -1})
+		s.writes = append(s.writes, vid)
+		adds = append(adds, added{name, vid})
+	}
+	c.addStep(s)
+	for _, a := range adds {
+		c.setColumn(a.name, a.vid, true)
+	}
+	return nil
+}
+
+func planTable(ctx context.Context, path string, cols []string) (*decode.Plan, error) {
+	return decode.PlanFiles(ctx, []string{path}, decode.PlanOptions{Columns: cols})
+}
+
+// tableErr reports a failure to plan the side table: a missing column
+// (with the table's columns to choose from) under field, anything else
+// under table.
+func (c *compiler) tableErr(ctx context.Context, op *spec.Op, field string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, decode.ErrMissingColumn) {
+		msg := err.Error()
+		var de *decode.Error
+		if errors.As(err, &de) {
+			msg = de.Err.Error()
+		}
+		if name := quotedName(msg); name != "" {
+			msg = fmt.Sprintf("side table %s has no column %q", op.Join.Table, name)
+			if all, err := planTable(ctx, op.Join.Table, nil); err == nil {
+				msg += suggest(name, inputNames(all.Fields))
+			}
+		}
+		return c.errf(op, field, "%s", msg)
+	}
+	return c.errf(op, "table", "side table %s: %v", op.Join.Table, err)
+}
+
+func (s *joinDrop) clone() step {
+	return &joinDrop{stepBase: s.stepBase, t: s.t, key: s.key, anti: s.anti}
+}
+
+func (s *joinDrop) optional() bool { return false }
+
+func (s *joinDrop) drop(f *frame, sel []int32) ([]int32, error) {
+	n := f.rows
+	if sel != nil {
+		n = len(sel)
+	}
+	s.idx = growI32(s.idx, n)
+	s.t.lookup(f.vals[s.key], sel, s.idx)
+	s.out = s.out[:0]
+	for j, r := range s.idx {
+		if (r >= 0) != s.anti {
+			if sel != nil {
+				s.out = append(s.out, sel[j])
+			} else {
+				s.out = append(s.out, int32(j))
+			}
+		}
+	}
+	return s.out, nil
+}
+
+func (s *joinLeft) clone() step {
+	return &joinLeft{stepBase: s.stepBase, t: s.t, key: s.key}
+}
+
+func (s *joinLeft) compute(f *frame) error {
+	s.idx = growI32(s.idx, f.rows)
+	s.t.lookup(f.vals[s.key], nil, s.idx)
+	for i, vid := range s.writes {
+		gatherOrNull(f.dst(vid), &s.t.cols[i], s.idx)
+	}
+	return nil
+}
+
+// gatherOrNull sets dst to the rows idx of src, null where idx is -1.
+func gatherOrNull(dst, src *column.Column, idx []int32) {
+	dst.Kind, dst.DType, dst.Width, dst.Len = src.Kind, src.DType, src.Width, len(idx)
+	size := src.DType.Size()
+	switch src.Kind {
+	case column.Fixed:
+		w := size * src.Width
+		dst.Data = column.Grow(dst.Data, len(idx)*w)
+		dst.Offsets = nil
+		switch w {
+		case 8:
+			d, s := u64s(dst.Data), u64s(src.Data)
+			for j, r := range idx {
+				if r >= 0 {
+					d[j] = s[r]
+				} else {
+					d[j] = 0
+				}
+			}
+		case 4:
+			d, s := u32s(dst.Data), u32s(src.Data)
+			for j, r := range idx {
+				if r >= 0 {
+					d[j] = s[r]
+				} else {
+					d[j] = 0
+				}
+			}
+		default:
+			for j, r := range idx {
+				if r >= 0 {
+					copy(dst.Data[j*w:(j+1)*w], src.Data[int(r)*w:int(r+1)*w])
+				} else {
+					clear(dst.Data[j*w : (j+1)*w])
+				}
+			}
+		}
+	default:
+		dst.Offsets = growI64(dst.Offsets, len(idx)+1)
+		dst.Offsets[0] = 0
+		var n int64
+		for j, r := range idx {
+			if r >= 0 {
+				n += src.Offsets[r+1] - src.Offsets[r]
+			}
+			dst.Offsets[j+1] = n
+		}
+		dst.Data = column.Grow(dst.Data, int(n)*size)
+		es := int64(size)
+		for j, r := range idx {
+			if r >= 0 {
+				copy(dst.Data[dst.Offsets[j]*es:], src.Data[src.Offsets[r]*es:src.Offsets[r+1]*es])
+			}
+		}
+	}
+	dst.Valid = column.Grow(dst.Valid, len(idx))
+	for j, r := range idx {
+		v := byte(0)
+		if r >= 0 {
+			v = 1
+			if src.Valid != nil {
+				v = src.Valid[r]
+			}
+		}
+		dst.Valid[j] = v
+	}
+}

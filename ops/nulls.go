@@ -1,0 +1,230 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// nulls: what happens to the nulls of the listed columns (every nullable
+// column when none are listed). fill replaces them with the fill value
+// (numbers), an empty list or an empty string; skip drops their rows;
+// error fails, naming the column. Afterwards the columns are not nullable.
+// skip and error look only at the rows the pipeline would output, so a
+// null in a row another op drops is no error.
+
+type nullsFill struct {
+	stepBase
+	one []byte // the fill value as one element of the column's dtype
+}
+
+type nullsDrop struct {
+	stepBase
+	out []int32
+}
+
+type nullsCheck struct {
+	stepBase
+	names []string
+}
+
+func (c *compiler) nulls(op *spec.Op) error {
+	n := op.Nulls
+	var targets []int // schema positions of nullable columns
+	if len(n.Columns) == 0 {
+		for i, e := range c.schema {
+			if e.nullable {
+				targets = append(targets, i)
+			}
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, name := range n.Columns {
+			if seen[name] {
+				return c.errf(op, "columns", "column %q listed twice", name)
+			}
+			seen[name] = true
+			e, why := c.lookup(name)
+			if e == nil {
+				return c.errf(op, "columns", "%s", why)
+			}
+			if e.nullable {
+				targets = append(targets, c.index(name))
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	var reads []int
+	var names []string
+	for _, i := range targets {
+		reads = append(reads, c.schema[i].vid)
+		names = append(names, c.schema[i].name)
+	}
+	switch n.Policy {
+	case "skip":
+		c.addStep(&nullsDrop{stepBase: stepBase{op: op, what: fmt.Sprint(names), reads: reads}})
+	case "error":
+		c.addStep(&nullsCheck{stepBase: stepBase{op: op, what: fmt.Sprint(names), reads: reads}, names: names})
+	case "fill":
+		for _, i := range targets {
+			e := &c.schema[i]
+			v := c.vals[e.vid]
+			if v.kind != column.Fixed {
+				continue // null lists and strings are empty already
+			}
+			one, err := fillBytes(v.dtype, n.Fill)
+			if err != nil {
+				return c.errf(op, "fill", "column %q: %v", e.name, err)
+			}
+			if allZero(one) {
+				continue // null rows hold zeros already
+			}
+			vid := c.addValue(value{kind: v.kind, dtype: v.dtype, width: v.width, producer: -1})
+			c.addStep(&nullsFill{stepBase: stepBase{op: op, what: e.name, reads: []int{e.vid}, writes: []int{vid}}, one: one})
+			e.vid = vid
+		}
+	}
+	for _, i := range targets {
+		c.schema[i].nullable = false
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// fillBytes encodes the fill value as one element of dt, refusing values
+// the dtype cannot hold.
+func fillBytes(dt column.DType, fill float64) ([]byte, error) {
+	if dt == column.Bool {
+		if fill != 0 && fill != 1 {
+			return nil, fmt.Errorf("fill %v for a bool column; want 0 or 1", fill)
+		}
+		return []byte{byte(fill)}, nil
+	}
+	if isIntDType(dt) {
+		if fill != math.Trunc(fill) || math.IsInf(fill, 0) {
+			return nil, fmt.Errorf("fill %v for an integer (%v) column; want a whole number", fill, dt)
+		}
+		pad := int64(fill)
+		if fill >= 1<<63 || fill < -(1<<63) {
+			return nil, fmt.Errorf("fill %v does not fit %v", fill, dt)
+		}
+		return padBytes(dt, pad, 1)
+	}
+	b := make([]byte, dt.Size())
+	switch dt {
+	case column.Float32:
+		*(*float32)(unsafePtr(b)) = float32(fill)
+	case column.Float64:
+		*(*float64)(unsafePtr(b)) = fill
+	case column.BFloat16:
+		*(*uint16)(unsafePtr(b)) = bf16(float32(fill))
+	case column.Float16:
+		*(*uint16)(unsafePtr(b)) = f16(float32(fill))
+	}
+	return b, nil
+}
+
+func (s *nullsFill) clone() step { c := *s; return &c }
+
+func (s *nullsFill) compute(f *frame) error {
+	src := f.vals[s.reads[0]]
+	dst := f.dst(s.writes[0])
+	dst.Kind, dst.DType, dst.Width, dst.Len, dst.Offsets, dst.Valid = src.Kind, src.DType, src.Width, src.Len, nil, nil
+	dst.Data = append(dst.Data[:0], src.Data...)
+	if src.Valid == nil {
+		return nil
+	}
+	es := len(s.one)
+	w := es * src.Width
+	switch {
+	case w == 4 && es == 4:
+		d, v := u32s(dst.Data), *(*uint32)(unsafePtr(s.one))
+		for i, ok := range src.Valid[:src.Len] {
+			if ok == 0 {
+				d[i] = v
+			}
+		}
+	case w == 8 && es == 8:
+		d, v := u64s(dst.Data), *(*uint64)(unsafePtr(s.one))
+		for i, ok := range src.Valid[:src.Len] {
+			if ok == 0 {
+				d[i] = v
+			}
+		}
+	default:
+		for i, ok := range src.Valid[:src.Len] {
+			if ok == 0 {
+				for k := i * w; k < (i+1)*w; k += es {
+					copy(dst.Data[k:k+es], s.one)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (s *nullsDrop) clone() step { return &nullsDrop{stepBase: s.stepBase} }
+
+func (s *nullsDrop) optional() bool { return true }
+
+// drop keeps the rows of sel where every column is valid.
+func (s *nullsDrop) drop(f *frame, sel []int32) ([]int32, error) {
+	if sel == nil {
+		sel = iota32(s.out, f.rows)
+	} else {
+		sel = append(s.out[:0], sel...)
+	}
+	for _, v := range s.reads {
+		valid := f.vals[v].Valid
+		if valid == nil {
+			continue
+		}
+		n := 0
+		for _, i := range sel {
+			if valid[i] != 0 {
+				sel[n] = i
+				n++
+			}
+		}
+		sel = sel[:n]
+	}
+	s.out = sel
+	return sel, nil
+}
+
+func (s *nullsCheck) clone() step { c := *s; return &c }
+
+func (s *nullsCheck) check(f *frame, sel []int32) error {
+	for k, v := range s.reads {
+		valid := f.vals[v].Valid
+		if valid == nil {
+			continue
+		}
+		bad := false
+		if sel == nil {
+			for _, ok := range valid[:f.rows] {
+				bad = bad || ok == 0
+			}
+		} else {
+			for _, i := range sel {
+				bad = bad || valid[i] == 0
+			}
+		}
+		if bad {
+			return dataErr(s.op, s.names[k], "a row is null, and nulls: error forbids it; use policy fill or skip, or fix the data")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,323 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// Env is what a pipeline needs from the job around it.
+type Env struct {
+	// Seed is the job's seed; sample ops without a seed of their own use
+	// it. 0 means the job spec's seed.
+	Seed uint64
+	// Workers bounds the goroutines Compile uses to load side tables;
+	// 0 means one.
+	Workers int
+}
+
+// OutField describes one column of the batches Apply produces.
+type OutField struct {
+	Name     string
+	Kind     column.Kind
+	DType    column.DType
+	Width    int // Fixed: elements per row; a [B, Width] tensor when > 1
+	Nullable bool
+}
+
+// Program is a pipeline compiled against an input schema. It is read-only
+// once made and may be shared by any number of goroutines; each worker
+// runs it through its own State.
+type Program struct {
+	job     *spec.Job
+	vals    []value
+	steps   []step
+	outputs []entry
+	out     []OutField
+	needs   []string
+	early   []string
+
+	selectSteps []int // steps Select runs, in spec order
+	applySteps  []int // compute steps Apply runs, in spec order
+	lateDrops   []int // drops Apply runs (after every compute)
+	checks      []int // checks Apply runs on the rows it keeps
+	selectIn    []int // input values Select reads
+	applyIn     []int // input values Apply reads or outputs
+	home        []int // by value: first output position, -1 if none
+	filters     []*filterStep
+	tables      []*sideTable
+}
+
+// Compile validates every op of job.Pipeline against input, the whole
+// input file schema, and returns the program that runs them. Side tables
+// of joins are loaded here, once, after every op has been checked. Errors
+// in the spec are *spec.FieldError naming the op's field and line.
+func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) (*Program, error) {
+	if env.Seed == 0 {
+		env.Seed = job.Seed
+	}
+	c := &compiler{job: job, env: env, input: input, gone: map[string]string{}}
+	if err := c.start(); err != nil {
+		return nil, err
+	}
+	for i := range job.Pipeline {
+		if err := c.op(ctx, &job.Pipeline[i]); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range c.joins {
+		if err := t.load(ctx, job, env); err != nil {
+			return nil, err
+		}
+	}
+	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: c.schema, tables: c.joins}
+	p.plan()
+	return p, nil
+}
+
+func (c *compiler) op(ctx context.Context, op *spec.Op) error {
+	switch op.Kind {
+	case "filter":
+		return c.filter(op)
+	case "sample":
+		return c.sample(op)
+	case "join":
+		return c.join(ctx, op)
+	case "map":
+		return c.mapOp(op)
+	case "sequence":
+		return c.sequence(op)
+	case "cast":
+		return c.cast(op)
+	case "nulls":
+		return c.nulls(op)
+	case "select":
+		return c.selectOp(op)
+	case "rename":
+		return c.rename(op)
+	case "drop":
+		return c.drop(op)
+	}
+	return c.errf(op, "", "unknown op %q", op.Kind)
+}
+
+// plan decides where every step runs (see doc.go, "Select and Apply"),
+// drops steps whose results nobody reads and works out the input columns.
+func (p *Program) plan() {
+	n := len(p.vals)
+	live := make([]bool, n)
+	stepLive := make([]bool, len(p.steps))
+	for _, e := range p.outputs {
+		live[e.vid] = true
+	}
+	for i := len(p.steps) - 1; i >= 0; i-- {
+		b := p.steps[i].base()
+		need := false
+		switch p.steps[i].(type) {
+		case dropper, checker:
+			need = true
+		default:
+			for _, w := range b.writes {
+				need = need || live[w]
+			}
+		}
+		if need {
+			stepLive[i] = true
+			for _, r := range b.reads {
+				live[r] = true
+			}
+		}
+	}
+
+	// Values the row-dropping steps of Select read, and the steps that
+	// compute them.
+	early := make([]bool, n)
+	stepEarly := make([]bool, len(p.steps))
+	var mark func(vid int)
+	mark = func(vid int) {
+		if early[vid] {
+			return
+		}
+		early[vid] = true
+		if s := p.vals[vid].producer; s >= 0 && !stepEarly[s] {
+			stepEarly[s] = true
+			for _, r := range p.steps[s].base().reads {
+				mark(r)
+			}
+		}
+	}
+	for i, s := range p.steps {
+		if d, ok := s.(dropper); ok && !d.optional() {
+			stepEarly[i] = true
+			for _, r := range s.base().reads {
+				mark(r)
+			}
+		}
+	}
+	earlyIn := make([]bool, n)
+	for v := range p.vals {
+		earlyIn[v] = early[v] && p.vals[v].producer < 0
+	}
+	// An optional drop (nulls: skip, on_long: skip) runs in Select when
+	// the columns it reads derive only from columns Select decodes anyway.
+	for i, s := range p.steps {
+		if d, ok := s.(dropper); ok && d.optional() {
+			ok := true
+			for _, r := range s.base().reads {
+				ok = ok && p.inputsWithin(r, earlyIn)
+			}
+			if ok {
+				stepEarly[i] = true
+				for _, r := range s.base().reads {
+					mark(r)
+				}
+			}
+		}
+	}
+
+	for i, s := range p.steps {
+		switch s.(type) {
+		case dropper:
+			if stepEarly[i] {
+				p.selectSteps = append(p.selectSteps, i)
+			} else {
+				p.lateDrops = append(p.lateDrops, i)
+			}
+		case checker:
+			p.checks = append(p.checks, i)
+		default:
+			if stepEarly[i] {
+				p.selectSteps = append(p.selectSteps, i)
+			}
+			if stepLive[i] {
+				p.applySteps = append(p.applySteps, i)
+			}
+		}
+		if f, ok := s.(*filterStep); ok {
+			p.filters = append(p.filters, f)
+		}
+	}
+
+	// Inputs.
+	selIn := make([]bool, n)
+	appIn := make([]bool, n)
+	for _, i := range p.selectSteps {
+		for _, r := range p.steps[i].base().reads {
+			selIn[r] = true
+		}
+	}
+	for _, list := range [][]int{p.applySteps, p.lateDrops, p.checks} {
+		for _, i := range list {
+			for _, r := range p.steps[i].base().reads {
+				appIn[r] = true
+			}
+		}
+	}
+	p.home = make([]int, n)
+	for v := range p.home {
+		p.home[v] = -1
+	}
+	for pos, e := range p.outputs {
+		appIn[e.vid] = true
+		if p.home[e.vid] < 0 {
+			p.home[e.vid] = pos
+		}
+		v := &p.vals[e.vid]
+		p.out = append(p.out, OutField{Name: e.name, Kind: v.kind, DType: v.dtype, Width: v.width, Nullable: e.nullable})
+	}
+	for v := range p.vals {
+		if p.vals[v].producer >= 0 {
+			continue
+		}
+		name := p.vals[v].input
+		if selIn[v] {
+			p.selectIn = append(p.selectIn, v)
+			p.early = append(p.early, name)
+		}
+		if appIn[v] {
+			p.applyIn = append(p.applyIn, v)
+		}
+		if selIn[v] || appIn[v] {
+			p.needs = append(p.needs, name)
+		}
+	}
+}
+
+// inputsWithin reports whether every input value vid derives from is in
+// set.
+func (p *Program) inputsWithin(vid int, set []bool) bool {
+	s := p.vals[vid].producer
+	if s < 0 {
+		return set[vid]
+	}
+	for _, r := range p.steps[s].base().reads {
+		if !p.inputsWithin(r, set) {
+			return false
+		}
+	}
+	return true
+}
+
+// Needs returns the input columns to decode at all, in the order the
+// pipeline first sees them (the job's columns order, else the input's):
+// projection pushdown, so no other column is read.
+func (p *Program) Needs() []string { return p.needs }
+
+// Early returns the input columns Select reads: those that decide which
+// rows survive. Decode them first, for all the unit's rows; they are a
+// subset of Needs.
+func (p *Program) Early() []string { return p.early }
+
+// Output returns the schema of the batches Apply produces.
+func (p *Program) Output() []OutField { return p.out }
+
+// Prune reports whether a row group whose input columns have the given
+// statistics may hold a row that survives the pipeline's filters; false
+// means it can be skipped without decoding it. Only filters over input
+// columns as decoded take part.
+func (p *Program) Prune(stats func(col string) (expr.Range, bool)) bool {
+	for _, f := range p.filters {
+		if !f.mayMatch(p, stats) {
+			return false
+		}
+	}
+	return true
+}
+
+// NewState returns the scratch one worker runs the program with.
+func (p *Program) NewState() *State {
+	st := &State{p: p, steps: make([]step, len(p.steps))}
+	for i, s := range p.steps {
+		st.steps[i] = s.clone()
+	}
+	st.f.vals = make([]*column.Column, len(p.vals))
+	st.f.own = make([]column.Column, len(p.vals))
+	st.gath = make([]column.Column, len(p.vals))
+	return st
+}
+
+// String renders the plan, for logs and tests: which op runs where.
+func (p *Program) String() string {
+	s := fmt.Sprintf("needs %v, early %v\n", p.needs, p.early)
+	name := func(i int) string {
+		b := p.steps[i].base()
+		return fmt.Sprintf("%s.%s(%s)", b.op.Path, b.op.Kind, b.what)
+	}
+	for _, i := range p.selectSteps {
+		s += "select: " + name(i) + "\n"
+	}
+	for _, i := range p.applySteps {
+		s += "apply: " + name(i) + "\n"
+	}
+	for _, i := range p.lateDrops {
+		s += "apply drop: " + name(i) + "\n"
+	}
+	for _, i := range p.checks {
+		s += "apply check: " + name(i) + "\n"
+	}
+	return s
+}
