@@ -1,0 +1,200 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Inspect returns a snapshot of the ring dir/name without taking any lock
+// or writing anything: for status pages, metrics and a daemon deciding how
+// to resume. Counters are read atomically; the cursors of batches head and
+// tail-1 are exact while no consumer releases and no producer publishes,
+// and otherwise best effort (they are re-checked against the slot's seq).
+func Inspect(dir, name string) (RingInfo, error) {
+	o, err := Observe(dir, name)
+	if err != nil {
+		return RingInfo{}, err
+	}
+	defer o.Close()
+	return o.Info(), nil
+}
+
+// Observer is a read-only view of a ring kept open for repeated,
+// cheap snapshots (a metrics sampler reads consumer_waiting a hundred
+// times a second). It maps the file read-only and never writes or locks
+// it. Its methods may be called from any goroutine.
+type Observer struct {
+	name, path string
+	fd         int
+	mem        []byte
+	r          *ring
+	hdr        Header
+	size       int64
+	uid, gid   uint32
+	dev, ino   uint64
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Observe opens a read-only view of the ring dir/name.
+func Observe(dir, name string) (*Observer, error) {
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	fail := func(err error) (*Observer, error) {
+		return nil, fmt.Errorf("observe ring %q: %w", name, err)
+	}
+	if err := validRingName(name); err != nil {
+		return fail(err)
+	}
+	path := filepath.Join(dir, name)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return fail(fmt.Errorf("no ring at %s: %w", path, os.ErrNotExist))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("open %s: %w", path, err))
+	}
+	o, err := observeFd(fd, name, path)
+	if err != nil {
+		unix.Close(fd)
+		return fail(err)
+	}
+	return o, nil
+}
+
+func observeFd(fd int, name, path string) (*Observer, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Size < pageSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrTruncated, st.Size)
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	hdr, err := ParseHeader(mem, st.Size)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Observer{
+		name: name, path: path, fd: fd, mem: mem, hdr: hdr, size: st.Size,
+		r:   newRing(mem, hdr.SlotCount, hdr.SlotSize, hdr.DataOffset),
+		uid: st.Uid, gid: st.Gid, dev: st.Dev, ino: st.Ino,
+	}, nil
+}
+
+// inspectFd snapshots the ring open on fd (which the caller keeps).
+func inspectFd(fd int, name, path string) (RingInfo, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return RingInfo{}, fmt.Errorf("dup: %w", err)
+	}
+	o, err := observeFd(dup, name, path)
+	if err != nil {
+		unix.Close(dup)
+		return RingInfo{}, err
+	}
+	defer o.Close()
+	return o.Info(), nil
+}
+
+// Header returns the ring's parsed header.
+func (o *Observer) Header() Header { return o.hdr }
+
+// Info returns a snapshot of the ring (see Inspect). After Close it
+// returns the identity fields only.
+func (o *Observer) Info() RingInfo {
+	info := RingInfo{
+		Name: o.name, Path: o.path, Generation: o.hdr.Generation, Slots: o.hdr.SlotCount,
+		SlotSize: o.hdr.SlotSize, FileSize: o.size, SchemaHash: o.hdr.SchemaHash,
+		UID: o.uid, GID: o.gid, Dev: o.dev, Ino: o.ino,
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.closed {
+		return info
+	}
+	r := o.r
+	info.State = State(r.state.Load())
+	info.Tail = r.tail.Load()
+	info.Head = r.head.Load()
+	info.ConsumerPID = r.consumerPID.Load()
+	info.ConsumerWaiting = r.consumerWaiting.Load() != 0
+	if info.State != StateRunning {
+		n := min(u32At(o.mem, offMessageLen).Load(), MaxMessageLen)
+		info.Message = string(o.mem[offMessage : offMessage+n])
+	}
+	if info.Tail > 0 {
+		info.Last, info.HasLast = readCursor(r, info.Tail-1)
+	}
+	if info.Head < info.Tail {
+		info.Next, info.HasNext = readCursor(r, info.Head)
+		if r.head.Load() != info.Head {
+			info.HasNext = false
+		}
+	}
+	info.ProducerAlive, _ = byteLocked(o.fd, producerLockByte)
+	info.ConsumerAttached, _ = byteLocked(o.fd, consumerLockByte)
+	return info
+}
+
+// ConsumerWaiting reports whether the consumer is asleep on an empty ring
+// right now: the stall a trainer's GPU idles through.
+func (o *Observer) ConsumerWaiting() bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.closed {
+		return false
+	}
+	return o.r.consumerWaiting.Load() != 0 && o.r.head.Load() == o.r.tail.Load()
+}
+
+// Replaced reports whether the ring's path no longer names the observed
+// file (it was removed, or a new ring was created under that name).
+func (o *Observer) Replaced() bool {
+	var st unix.Stat_t
+	if err := unix.Stat(o.path, &st); err != nil {
+		return true
+	}
+	return st.Dev != o.dev || st.Ino != o.ino
+}
+
+// Close unmaps the view. Closing twice does nothing.
+func (o *Observer) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	o.closed = true
+	err := unix.Munmap(o.mem)
+	o.mem, o.r = nil, nil
+	if cerr := unix.Close(o.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readCursor reads the cursor of published batch s, checking that its slot
+// still holds s before and after.
+func readCursor(r *ring, s uint64) (Cursor, bool) {
+	seq := r.slotSeq(s)
+	if seq.Load() != s {
+		return Cursor{}, false
+	}
+	c := slotCursor(r.slot(s))
+	if seq.Load() != s {
+		return Cursor{}, false
+	}
+	return c, true
+}
