@@ -1,0 +1,303 @@
+"""Client of lastmiled's control API: HTTP + JSON on a unix socket.
+
+The daemon listens on ``$LASTMILE_SOCKET`` or ``/run/lastmile/lastmiled.sock``
+(docs/control-api.md in the lastmile repository). Standard library only::
+
+    from lastmile.control import Client
+    c = Client()
+    job, created = c.submit(open("job.yaml").read(), world_size=8, base_dir=".")
+    att = c.attach(job["id"], rank=0, cursor=(0, 0))   # {"ring", "dir", "generation"}
+
+Every request opens its own connection, so a client survives daemon restarts
+without reconnect logic; :meth:`Client.wait` polls until the daemon answers.
+Errors are :class:`ControlError` subclasses whose text says what to do.
+"""
+
+from __future__ import annotations
+
+import errno
+import http.client
+import json
+import os
+import socket as _socket
+import time
+
+__all__ = [
+    "Client",
+    "ConflictError",
+    "ControlError",
+    "DaemonUnavailableError",
+    "DEFAULT_SOCKET",
+    "FieldError",
+    "JobNotFoundError",
+    "PermissionDeniedError",
+    "SpecError",
+    "default_socket",
+]
+
+DEFAULT_SOCKET = "/run/lastmile/lastmiled.sock"
+API = "/v1"
+
+
+def default_socket() -> str:
+    """``$LASTMILE_SOCKET`` or ``/run/lastmile/lastmiled.sock``."""
+    return os.environ.get("LASTMILE_SOCKET") or DEFAULT_SOCKET
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class ControlError(Exception):
+    """A request to lastmiled failed. ``status`` is the HTTP status (None when
+    no answer came), ``body`` the decoded JSON answer, if any."""
+
+    def __init__(self, message, status=None, body=None):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class DaemonUnavailableError(ControlError, ConnectionError):
+    """Nothing answers on the socket: lastmiled is not running, is restarting,
+    or listens elsewhere."""
+
+
+class PermissionDeniedError(ControlError, PermissionError):
+    """The socket cannot be opened, or the daemon refused this caller (403)."""
+
+
+class JobNotFoundError(ControlError, LookupError):
+    """No such job (404)."""
+
+
+class ConflictError(ControlError):
+    """The request conflicts with the daemon's state (409), e.g. a different
+    job under the same name."""
+
+
+class FieldError(tuple):
+    """One problem in a request or spec: ``(field, line, message)``; ``line`` is
+    the spec line (1-based) or None."""
+
+    __slots__ = ()
+
+    def __new__(cls, field, line, message):
+        return tuple.__new__(cls, (field, line, message))
+
+    field = property(lambda self: self[0])
+    line = property(lambda self: self[1])
+    message = property(lambda self: self[2])
+
+    def __str__(self):
+        where = "line %d: " % self.line if self.line else ""
+        return "%s%s%s" % (where, "%s: " % self.field if self.field else "", self.message)
+
+
+class SpecError(ControlError, ValueError):
+    """The daemon rejected the job spec or the request (400). ``errors`` lists
+    :class:`FieldError`; the message has one problem per line."""
+
+    def __init__(self, message, errors=(), status=400, body=None):
+        super().__init__(message, status, body)
+        self.errors = list(errors)
+
+
+# --------------------------------------------------------------------------
+# Transport
+# --------------------------------------------------------------------------
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """``http.client.HTTPConnection`` over a unix stream socket."""
+
+    def __init__(self, path, timeout=None):
+        super().__init__("lastmiled", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            if self.timeout is not None:
+                s.settimeout(self.timeout)
+            s.connect(self.socket_path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+def _unavailable(path, err):
+    hint = ("is lastmiled running? Check `systemctl status lastmiled`; if it listens elsewhere, "
+            "set LASTMILE_SOCKET or pass socket=")
+    if isinstance(err, FileNotFoundError):
+        what = "no lastmiled socket at %s" % path
+    elif isinstance(err, ConnectionRefusedError):
+        what = "lastmiled does not accept connections on %s (stopped or restarting)" % path
+    elif isinstance(err, _socket.timeout):
+        what = "lastmiled did not answer on %s in time" % path
+    else:
+        what = "cannot talk to lastmiled on %s: %s" % (path, err)
+    return DaemonUnavailableError("%s: %s" % (what, hint))
+
+
+def _error_from_answer(status, body, text, method, path):
+    """Map an error answer to an exception with an operator-readable text."""
+    msg = None
+    errors = []
+    if isinstance(body, dict):
+        msg = body.get("error") or body.get("message")
+        for e in body.get("errors") or body.get("fields") or []:
+            if isinstance(e, dict):
+                line = e.get("line")
+                errors.append(FieldError(e.get("field") or e.get("path") or "",
+                                         int(line) if isinstance(line, int) and line > 0 else None,
+                                         e.get("message") or e.get("error") or ""))
+            else:
+                errors.append(FieldError("", None, str(e)))
+    if not msg:
+        msg = (text or "").strip() or http.client.responses.get(status, "error")
+    req = "%s %s" % (method, path)
+    if status == 400 or status == 422:
+        lines = [msg] + ["  " + str(e) for e in errors]
+        return SpecError("\n".join(lines), errors, status, body)
+    if status == 401 or status == 403:
+        return PermissionDeniedError("lastmiled refused %s: %s" % (req, msg), status, body)
+    if status == 404:
+        return JobNotFoundError(msg, status, body)
+    if status == 409:
+        return ConflictError(msg, status, body)
+    if status == 503:
+        return DaemonUnavailableError("lastmiled is not ready for %s: %s" % (req, msg), status, body)
+    return ControlError("lastmiled answered %d to %s: %s" % (status, req, msg), status, body)
+
+
+# --------------------------------------------------------------------------
+# Client
+# --------------------------------------------------------------------------
+
+
+class Client:
+    """lastmiled's control API. ``socket``: the unix socket path (default
+    :func:`default_socket`); ``timeout``: seconds per request."""
+
+    def __init__(self, socket=None, timeout=30.0):
+        self.socket = os.fspath(socket) if socket is not None else default_socket()
+        self.timeout = timeout
+
+    def __repr__(self):
+        return "<lastmile.control.Client %s>" % self.socket
+
+    def request(self, method, path, body=None):
+        """Send one request; returns ``(status, decoded JSON or None)`` for
+        2xx answers and raises :class:`ControlError` for the rest."""
+        conn = UnixHTTPConnection(self.socket, timeout=self.timeout)
+        try:
+            headers = {"Accept": "application/json"}
+            data = None
+            if body is not None:
+                data = json.dumps(body).encode("utf-8")
+                headers["Content-Type"] = "application/json"
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except PermissionError as e:
+                raise PermissionDeniedError(
+                    "permission denied on lastmiled's socket %s: the socket or its directory "
+                    "does not let this user (uid %d) connect; ask the host's operator (see "
+                    "docs/daemon-usage.md)" % (self.socket, os.getuid())) from e
+            except (FileNotFoundError, ConnectionRefusedError, _socket.timeout) as e:
+                raise _unavailable(self.socket, e) from e
+            except (ConnectionError, http.client.HTTPException) as e:
+                # Reset or closed mid-request: the daemon went away.
+                raise _unavailable(self.socket, e) from e
+            except OSError as e:
+                if e.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK):
+                    raise _unavailable(self.socket, e) from e
+                raise
+        finally:
+            conn.close()
+        text = raw.decode("utf-8", "replace")
+        obj = None
+        if raw:
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                obj = None
+        if 200 <= resp.status < 300:
+            if raw and obj is None:
+                raise ControlError("lastmiled answered %s %s with invalid JSON: %.200s"
+                                   % (method, path, text), resp.status)
+            return resp.status, obj
+        raise _error_from_answer(resp.status, obj, text, method, path)
+
+    # -- API ------------------------------------------------------------------
+    def status(self) -> dict:
+        """``GET /v1/status``: the daemon's version, uptime and totals."""
+        return self.request("GET", API + "/status")[1]
+
+    def submit(self, spec, world_size=None, weight=None, base_dir=None):
+        """``POST /v1/jobs``: submit a job, or join the identical running one.
+
+        ``spec`` is the spec text (YAML or JSON); ``base_dir`` the directory its
+        relative paths are relative to. Returns ``(job, created)``: created is
+        False when an identical job existed (200) and True for a new one (201).
+        """
+        body = {"spec": spec}
+        if world_size is not None:
+            body["world_size"] = int(world_size)
+        if weight is not None:
+            body["weight"] = weight
+        if base_dir is not None:
+            body["base_dir"] = os.fspath(base_dir)
+        status, job = self.request("POST", API + "/jobs", body)
+        return job, status == 201
+
+    def jobs(self) -> list:
+        """``GET /v1/jobs``."""
+        obj = self.request("GET", API + "/jobs")[1]
+        if isinstance(obj, dict) and "jobs" in obj:
+            return obj["jobs"]
+        return obj
+
+    def job(self, job_id) -> dict:
+        """``GET /v1/jobs/{id}``."""
+        return self.request("GET", "%s/jobs/%s" % (API, _quote(job_id)))[1]
+
+    def cancel(self, job_id) -> dict:
+        """``DELETE /v1/jobs/{id}``."""
+        return self.request("DELETE", "%s/jobs/%s" % (API, _quote(job_id)))[1]
+
+    def attach(self, job_id, rank, cursor=None) -> dict:
+        """``POST /v1/jobs/{id}/attach``: the ring of ``rank``, positioned at
+        ``cursor`` ``(epoch, batch)`` (None: where the daemon's persisted cursor
+        of that rank stands). Returns ``{"ring", "dir", "generation", ...}``."""
+        body = {"rank": int(rank)}
+        if cursor is not None:
+            e, b = cursor
+            body["cursor"] = {"epoch": int(e), "batch": int(b)}
+        return self.request("POST", "%s/jobs/%s/attach" % (API, _quote(job_id)), body)[1]
+
+    def wait(self, timeout, *, initial=0.1, maximum=2.0):
+        """Poll ``GET /v1/status`` with exponential backoff until the daemon
+        answers; raise the last :class:`DaemonUnavailableError` after
+        ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        delay = initial
+        while True:
+            try:
+                return self.status()
+            except DaemonUnavailableError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, maximum)
+
+
+def _quote(job_id) -> str:
+    from urllib.parse import quote
+
+    return quote(str(job_id), safe="")

@@ -1,0 +1,370 @@
+"""``lastmile.Dataset``: a trainer's batches from lastmiled, with resume.
+
+    ds = lastmile.Dataset("job.yaml")          # rank, world size from torchrun
+    ds.load_state_dict(ckpt["data"])           # optional: resume exactly
+    for batch in ds:                           # dict-like: name -> tensor,
+        loss = step(batch["x"].to(device))     #   ragged -> Ragged(values, offsets)
+        ...
+        ckpt = {"model": ..., "data": ds.state_dict()}
+
+What happens underneath:
+
+1. The spec is submitted to lastmiled (``POST /v1/jobs``). Every rank submits
+   the same spec; the first creates the job, the others join it (an identical
+   spec, world size and weight name the same job).
+2. The rank attaches (``POST /v1/jobs/{id}/attach``) with its cursor, the
+   ``(epoch, batch)`` of the next batch it needs, and learns its ring.
+3. Batches are read from the ring (:class:`lastmile.Ring`) zero-copy. A batch
+   is valid until the next one is taken: copy it or move it to the device
+   first (see lastmile.ring).
+4. ``ds.cursor`` follows the batches handed out: after batch ``(e, i)`` it is
+   ``(e, i + 1)``, or ``(e + 1, 0)`` after an epoch's last batch.
+   ``state_dict()`` saves it with the model.
+5. When the ring's producer dies (lastmiled restarted, kill -9 included), the
+   dataset waits for the daemon (``reconnect_timeout``), attaches again with
+   its cursor and continues on the ring the daemon hands back (normally the
+   same one: the daemon adopts its rings). Every batch is delivered once: the
+   dataset checks the cursor of every batch against the one it expects.
+
+In DDP every rank takes the same number of batches, so rank 0's
+``state_dict()`` is valid for every rank of the same world size.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import os
+import time
+
+from . import control
+from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError
+from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError, RingError
+
+__all__ = ["CursorError", "Dataset", "Position", "resolve_ranks"]
+
+log = logging.getLogger("lastmile")
+
+
+class Position(collections.namedtuple("Position", ["epoch", "batch"])):
+    """The next batch a rank needs: ``batch`` of ``epoch`` (both from 0)."""
+
+    __slots__ = ()
+
+
+class CursorError(RingError):
+    """A batch arrived out of order: the daemon did not continue at the cursor."""
+
+
+def _env_int(env, name):
+    v = env.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError("environment variable %s=%r is not an integer" % (name, v)) from None
+
+
+def resolve_ranks(rank=None, world_size=None, env=None):
+    """``(rank, world_size, local_rank)`` from the arguments, else torchrun's
+    ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``.
+
+    Without either, a single process: rank 0, world size None (the spec's).
+    ``local_rank`` defaults to the rank.
+    """
+    env = os.environ if env is None else env
+    if rank is None:
+        rank = _env_int(env, "RANK")
+    if world_size is None:
+        world_size = _env_int(env, "WORLD_SIZE")
+    local_rank = _env_int(env, "LOCAL_RANK")
+    if rank is None:
+        if world_size not in (None, 1):
+            raise ValueError("world size %d but no rank: pass rank= or set RANK (torchrun sets "
+                             "both)" % world_size)
+        rank = 0
+    rank = int(rank)
+    if world_size is not None:
+        world_size = int(world_size)
+        if world_size < 1:
+            raise ValueError("world size %d: must be at least 1" % world_size)
+        if not 0 <= rank < world_size:
+            raise ValueError("rank %d is outside world size %d" % (rank, world_size))
+    elif rank != 0:
+        raise ValueError("rank %d but no world size: pass world_size= or set WORLD_SIZE" % rank)
+    if local_rank is None:
+        local_rank = rank
+    return rank, world_size, local_rank
+
+
+def _read_spec(spec_or_path):
+    """``(text, base_dir, label)`` of a spec given as a path, text or dict."""
+    if isinstance(spec_or_path, dict):
+        return json.dumps(spec_or_path), os.getcwd(), "<dict spec>"
+    if isinstance(spec_or_path, bytes):
+        spec_or_path = spec_or_path.decode("utf-8")
+    if isinstance(spec_or_path, os.PathLike) or (
+            isinstance(spec_or_path, str) and "\n" not in spec_or_path
+            and (os.path.exists(spec_or_path)
+                 or spec_or_path.endswith((".yaml", ".yml", ".json")))):
+        path = os.path.abspath(os.fspath(spec_or_path))
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "job spec %s not found" % path, path) from None
+        return text, os.path.dirname(path), os.fspath(spec_or_path)
+    if not isinstance(spec_or_path, str):
+        raise TypeError("spec_or_path: a path, YAML/JSON text or a dict, not %s"
+                        % type(spec_or_path).__name__)
+    return spec_or_path, os.getcwd(), "<spec text>"
+
+
+def _position(c):
+    if c is None:
+        return None
+    if isinstance(c, dict):
+        return Position(int(c["epoch"]), int(c["batch"]))
+    e, b = c
+    if int(e) < 0 or int(b) < 0:
+        raise ValueError("cursor %r: epoch and batch are >= 0" % (c,))
+    return Position(int(e), int(b))
+
+
+class Dataset:
+    """The batches of one rank of a lastmiled job. See the module docstring.
+
+    ``spec_or_path``: a job spec file (YAML or JSON; relative inputs are
+    relative to it), spec text, or a dict. ``rank``/``world_size``: default
+    from torchrun's environment (:func:`resolve_ranks`). ``socket``: the
+    daemon's socket (default ``$LASTMILE_SOCKET`` or
+    ``/run/lastmile/lastmiled.sock``). ``weight``: the job's CPU share
+    relative to other jobs. ``cursor``: ``(epoch, batch)`` to start at (None:
+    where the daemon has this rank, the start for a new job). ``torch``:
+    yield torch tensors (else numpy arrays).
+
+    ``timeout``: seconds to wait for any one batch (None: forever);
+    ``heartbeat_timeout``: treat a producer whose heartbeat is this old as
+    dead; ``open_timeout``: seconds for the ring to appear after attaching;
+    ``reconnect_timeout``: seconds to wait for a restarted daemon.
+
+    Submitting happens in the constructor (spec errors surface at once),
+    attaching at the first batch. Not thread-safe; use it in the trainer's
+    main process (``DataLoader(num_workers=0)`` if at all).
+    """
+
+    def __init__(self, spec_or_path, rank=None, world_size=None, *, socket=None, weight=1,
+                 cursor=None, torch=True, timeout=None, heartbeat_timeout=None,
+                 open_timeout=60.0, reconnect_timeout=300.0, request_timeout=30.0):
+        self.rank, self.world_size, self.local_rank = resolve_ranks(rank, world_size)
+        self.spec, self.base_dir, self.spec_label = _read_spec(spec_or_path)
+        self.spec_sha256 = hashlib.sha256(self.spec.encode("utf-8")).hexdigest()
+        self.weight = weight
+        self.torch = torch
+        self.timeout = timeout
+        self.heartbeat_timeout = heartbeat_timeout
+        self.open_timeout = open_timeout
+        self.reconnect_timeout = reconnect_timeout
+        self.client = Client(socket, timeout=request_timeout)
+        self._cursor = _position(cursor)
+        self._ring = None
+        self._fresh = False  # True until the first batch after an attach
+        self._down_since = None  # monotonic time the stream broke, while reattaching
+        self._ended = False
+        self.attach_info = None
+        self.reattaches = 0  # times the dataset attached again after a producer death
+        self.skipped = 0  # batches before the cursor skipped after an attach
+        self.job = None
+        self.created = None
+        self._submit()
+
+    # -- control --------------------------------------------------------------
+    def _submit(self):
+        try:
+            self.job, self.created = self.client.submit(
+                self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir)
+        except SpecError as e:
+            e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
+            raise
+        if not isinstance(self.job, dict) or "id" not in self.job:
+            raise control.ControlError("lastmiled answered the submission without a job id: %r"
+                                       % (self.job,))
+        if self.world_size is None and self.job.get("world_size"):
+            self.world_size = int(self.job["world_size"])
+
+    @property
+    def job_id(self):
+        return self.job["id"]
+
+    def _attach(self):
+        try:
+            att = self.client.attach(self.job_id, self.rank, self._cursor)
+        except JobNotFoundError:
+            # The daemon lost the job (its state was wiped): submit it again and
+            # continue at our cursor.
+            log.warning("lastmile: job %s is unknown to lastmiled; submitting %s again",
+                        self.job_id, self.spec_label)
+            self._submit()
+            att = self.client.attach(self.job_id, self.rank, self._cursor)
+        name = att.get("ring")
+        if not name:
+            raise control.ControlError("lastmiled's attach answer has no ring: %r" % (att,))
+        try:
+            ring = Ring.open(name, att.get("dir") or None, timeout=self.open_timeout,
+                             heartbeat_timeout=self.heartbeat_timeout)
+        except RingBusyError as e:
+            raise RingBusyError(
+                "rank %d of job %s is already being read (pid %s): one trainer per rank; stop "
+                "the other reader first" % (self.rank, self.job_id, e.pid), pid=e.pid) from e
+        ring.timeout = self.timeout  # per batch, after open's wait for the file
+        self._ring = ring
+        self._fresh = True
+        self.attach_info = att
+        return ring
+
+    def _close_ring(self):
+        r, self._ring = self._ring, None
+        if r is not None:
+            r.close()
+
+    def _recover(self, err):
+        """The producer is gone: wait for the daemon, attach again at the cursor."""
+        self._close_ring()
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+            log.warning("lastmile: %s; waiting up to %gs for lastmiled to reattach rank %d at %s",
+                        err, self.reconnect_timeout, self.rank, self._where())
+        else:
+            # attached again but the producer was still not there: back off
+            time.sleep(min(2.0, 0.1 * 2 ** min(self.reattaches, 5)))
+        left = self._down_since + self.reconnect_timeout - time.monotonic()
+        if left <= 0:
+            raise ProducerDiedError(
+                "%s; lastmiled did not resume rank %d of job %s within reconnect_timeout=%gs "
+                "(is lastmiled running? systemctl status lastmiled)"
+                % (err, self.rank, self.job_id, self.reconnect_timeout)) from err
+        try:
+            self.client.wait(left)
+        except DaemonUnavailableError as e:
+            raise DaemonUnavailableError(
+                "%s; and then: %s (waited %gs)" % (err, e, self.reconnect_timeout)) from err
+        self.reattaches += 1
+        self._attach()
+
+    def _where(self):
+        c = self._cursor
+        return "the daemon's cursor" if c is None else "(epoch %d, batch %d)" % c
+
+    # -- iteration ------------------------------------------------------------
+    @property
+    def cursor(self):
+        """:class:`Position` of the next batch this rank needs, or None before
+        the first batch when no cursor was given."""
+        return self._cursor
+
+    @property
+    def ring(self):
+        """The :class:`lastmile.Ring` being read, or None before the first batch."""
+        return self._ring
+
+    def __iter__(self):
+        while True:
+            b = self.next()
+            if b is None:
+                return
+            yield b
+
+    def next(self):
+        """The next batch, or None at the end of the job's stream."""
+        if self._ended:
+            return None
+        while True:
+            ring = self._ring if self._ring is not None else self._attach()
+            try:
+                b = ring.next()
+            except ProducerHungError:
+                raise
+            except ProducerDiedError as e:
+                self._recover(e)
+                continue
+            if b is None:
+                self._ended = True
+                return None
+            c = b.cursor
+            if c.rank != self.rank:
+                raise CursorError("ring %s of job %s serves rank %d, this dataset is rank %d"
+                                  % (ring.name, self.job_id, c.rank, self.rank))
+            got = Position(c.epoch, c.batch_index)
+            want = self._cursor
+            if want is not None and got != want:
+                if self._fresh and got < want:
+                    self.skipped += 1  # already delivered before the attach
+                    continue
+                if not (got == (want.epoch + 1, 0) and want.batch > 0):
+                    raise CursorError(
+                        "rank %d of job %s: expected batch %d of epoch %d next, the ring (%s) "
+                        "delivered batch %d of epoch %d; refusing to %s batches"
+                        % (self.rank, self.job_id, want.batch, want.epoch, ring.name,
+                           got.batch, got.epoch, "repeat" if got < want else "skip"))
+            self._fresh = False
+            self._down_since = None
+            self._cursor = Position(*c.following())
+            return b.torch() if self.torch else b
+
+    # -- checkpoints ----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """What to checkpoint with the model: the cursor and the job it belongs to."""
+        return {
+            "version": 1,
+            "job_id": self.job_id,
+            "spec_sha256": self.spec_sha256,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "cursor": None if self._cursor is None else {"epoch": self._cursor.epoch,
+                                                         "batch": self._cursor.batch},
+        }
+
+    def load_state_dict(self, state, strict=True):
+        """Continue at the cursor in ``state`` (from :meth:`state_dict`, of any
+        rank of the same world size). ``strict`` also requires the same spec
+        text. Takes effect at the next batch."""
+        if not isinstance(state, dict) or state.get("version") != 1 or "cursor" not in state:
+            raise ValueError("not a lastmile.Dataset state_dict: %r" % (state,))
+        ws = state.get("world_size")
+        if ws is not None and self.world_size is not None and ws != self.world_size:
+            raise ValueError("state_dict is from world size %d, this dataset has %d: cursors do "
+                             "not carry over between world sizes" % (ws, self.world_size))
+        if strict and state.get("spec_sha256") not in (None, self.spec_sha256):
+            raise ValueError("state_dict is from a different job spec (sha256 %.12s, this one "
+                             "%.12s); pass strict=False to use its cursor anyway"
+                             % (state["spec_sha256"], self.spec_sha256))
+        self._close_ring()
+        self._ended = False
+        self._cursor = _position(state["cursor"])
+
+    # -- lifetime -------------------------------------------------------------
+    def close(self):
+        """Detach from the ring (the daemon keeps the job for other ranks)."""
+        self._close_ring()
+
+    def cancel(self):
+        """Cancel the job for every rank (``DELETE /v1/jobs/{id}``)."""
+        self._close_ring()
+        return self.client.cancel(self.job_id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "<lastmile.Dataset job=%s rank=%d/%s cursor=%s%s>" % (
+            self.job.get("id") if self.job else None, self.rank, self.world_size,
+            tuple(self._cursor) if self._cursor is not None else None,
+            " ended" if self._ended else "")

@@ -1,0 +1,447 @@
+"""Tests of lastmile.Dataset and lastmile.control against a fake lastmiled
+(tests/fakedaemon.py: the control API on a temporary unix socket, rings from
+the pure-Python test producer in child processes).
+
+Run: /usr/bin/python3 -m unittest discover -s python/tests -t python -v
+"""
+
+import gc
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import lastmile  # noqa: E402
+import fakedaemon  # noqa: E402
+from fakedaemon import row_id  # noqa: E402
+from lastmile import control  # noqa: E402
+from lastmile.dataset import resolve_ranks  # noqa: E402
+
+try:
+    import torch
+except Exception:  # pragma: no cover - torch is optional
+    torch = None
+
+SPEC = "version: 1\nname: fake\ninputs: [data]\nbatch: {size: 4}\n"
+
+
+class FakeDaemonCase(unittest.TestCase):
+    rows, per_epoch, epochs = 4, 5, 2
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lastmile-ds-")
+        self.sock = os.path.join(self.tmp, "lastmiled.sock")
+        self.shm = os.path.join(self.tmp, "shm")
+        os.mkdir(self.shm)
+        self.fake = fakedaemon.FakeDaemon(self.sock, self.shm, rows=self.rows,
+                                          per_epoch=self.per_epoch, epochs=self.epochs).start()
+        self.spec_path = os.path.join(self.tmp, "job.yaml")
+        with open(self.spec_path, "w") as f:
+            f.write(SPEC)
+        self.datasets = []
+        # keep reattach warnings out of the test output, but look at them
+        self.logged = []
+        handler = logging.Handler()
+        handler.emit = lambda rec: self.logged.append(rec.getMessage())
+        log = logging.getLogger("lastmile")
+        log.addHandler(handler)
+        self.addCleanup(log.removeHandler, handler)
+
+    def tearDown(self):
+        for ds in self.datasets:
+            ds.close()
+        self.fake.close()
+        gc.collect()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def dataset(self, rank=0, world_size=2, **kw):
+        kw.setdefault("socket", self.sock)
+        kw.setdefault("open_timeout", 30)
+        kw.setdefault("timeout", 60)
+        ds = lastmile.Dataset(kw.pop("spec", self.spec_path), rank, world_size, **kw)
+        self.datasets.append(ds)
+        return ds
+
+    def all_ids(self, rank, world=2, start=(0, 0)):
+        out = []
+        for e in range(self.epochs):
+            for i in range(self.per_epoch):
+                if (e, i) >= start:
+                    out += [row_id(e, i, rank, r, world, self.rows) for r in range(self.rows)]
+        return out
+
+    def drain(self, ds, ids=None):
+        """Take every batch, checking each against its cursor; returns the row ids."""
+        ids = [] if ids is None else ids
+        for b in ds:
+            c = b.cursor
+            col = b["id"]
+            got = col.tolist()
+            self.assertEqual(got, [row_id(c.epoch, c.batch_index, ds.rank, r, 2, self.rows)
+                                   for r in range(self.rows)])
+            ids += got
+        return ids
+
+
+class TestResolveRanks(unittest.TestCase):
+    def test_env(self):
+        f = resolve_ranks
+        self.assertEqual(f(env={}), (0, None, 0))
+        self.assertEqual(f(env={"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "3"}), (3, 8, 3))
+        self.assertEqual(f(env={"RANK": "11", "WORLD_SIZE": "16", "LOCAL_RANK": "3"}), (11, 16, 3))
+        self.assertEqual(f(env={"WORLD_SIZE": "1"}), (0, 1, 0))
+        # arguments win over the environment
+        self.assertEqual(f(2, 4, env={"RANK": "3", "WORLD_SIZE": "8"}), (2, 4, 2))
+        self.assertEqual(f(5, env={"RANK": "3", "WORLD_SIZE": "8"}), (5, 8, 5))
+        self.assertEqual(f(None, 8, env={"RANK": "7"}), (7, 8, 7))
+
+    def test_env_errors(self):
+        for env, want in [
+            ({"RANK": "x", "WORLD_SIZE": "8"}, "RANK='x' is not an integer"),
+            ({"RANK": "8", "WORLD_SIZE": "8"}, "rank 8 is outside world size 8"),
+            ({"WORLD_SIZE": "8"}, "world size 8 but no rank"),
+            ({"RANK": "2"}, "rank 2 but no world size"),
+            ({"RANK": "0", "WORLD_SIZE": "0"}, "must be at least 1"),
+        ]:
+            with self.subTest(env=env):
+                with self.assertRaisesRegex(ValueError, want):
+                    resolve_ranks(env=env)
+
+    def test_dataset_reads_torchrun_env(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        fake = fakedaemon.FakeDaemon(os.path.join(tmp, "s"), tmp).start()
+        self.addCleanup(fake.close)
+        env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LASTMILE_SOCKET": fake.sock}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            ds = lastmile.Dataset(SPEC)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.assertEqual((ds.rank, ds.world_size, ds.local_rank), (1, 2, 1))
+        self.assertEqual(ds.client.socket, fake.sock)
+        self.assertEqual(fake.requests[0][2]["world_size"], 2)
+
+
+class TestSubmit(FakeDaemonCase):
+    def test_submit_then_join(self):
+        a = self.dataset(0)
+        b = self.dataset(1)
+        self.assertTrue(a.created)
+        self.assertFalse(b.created)
+        self.assertEqual(a.job_id, b.job_id)
+        m, p, body = self.fake.requests[0]
+        self.assertEqual((m, p), ("POST", "/v1/jobs"))
+        self.assertEqual(body, {"spec": SPEC, "world_size": 2, "weight": 1, "base_dir": self.tmp})
+        # a different weight is a different job
+        c = self.dataset(0, weight=3)
+        self.assertTrue(c.created)
+        self.assertNotEqual(c.job_id, a.job_id)
+        # no attach before the first batch
+        self.assertEqual(self.fake.attaches(), [])
+
+    def test_spec_forms(self):
+        ds = self.dataset(spec=SPEC)  # text: base dir is the working directory
+        self.assertEqual(self.fake.requests[-1][2]["base_dir"], os.getcwd())
+        self.assertEqual(ds.spec, SPEC)
+        self.dataset(spec={"version": 1, "name": "d"})
+        self.assertEqual(self.fake.requests[-1][2]["spec"], '{"version": 1, "name": "d"}')
+        with self.assertRaisesRegex(FileNotFoundError, "job spec .*missing.yaml not found"):
+            self.dataset(spec=os.path.join(self.tmp, "missing.yaml"))
+
+    def test_spec_error_lines(self):
+        self.fake.submit_error = (400, {"error": "invalid job spec", "errors": [
+            {"field": "batch.size", "line": 4, "message": "must be at least 1"},
+            {"field": "pipeline[0].map.x", "line": 9, "message": "unknown function foo"}]})
+        with self.assertRaises(lastmile.SpecError) as cm:
+            self.dataset()
+        e = cm.exception
+        self.assertIsInstance(e, ValueError)
+        self.assertEqual(e.status, 400)
+        self.assertEqual([(x.field, x.line) for x in e.errors],
+                         [("batch.size", 4), ("pipeline[0].map.x", 9)])
+        self.assertEqual(str(e), self.spec_path + ": invalid job spec\n"
+                         "  line 4: batch.size: must be at least 1\n"
+                         "  line 9: pipeline[0].map.x: unknown function foo")
+
+    def test_conflict_and_refusal(self):
+        self.fake.submit_error = (409, {"error": "job \"fake\" exists with another spec"})
+        with self.assertRaisesRegex(lastmile.ConflictError, "exists with another spec"):
+            self.dataset()
+        self.fake.submit_error = (403, {"error": "uid 1000 may not submit jobs"})
+        with self.assertRaisesRegex(lastmile.PermissionDeniedError,
+                                    "lastmiled refused POST /v1/jobs: uid 1000 may not"):
+            self.dataset()
+        self.fake.submit_error = (500, {"error": "disk full"})
+        with self.assertRaisesRegex(lastmile.ControlError, "answered 500 to POST /v1/jobs: disk full"):
+            self.dataset()
+
+    def test_daemon_not_running(self):
+        missing = os.path.join(self.tmp, "nope.sock")
+        with self.assertRaises(lastmile.DaemonUnavailableError) as cm:
+            self.dataset(socket=missing)
+        msg = str(cm.exception)
+        self.assertIn("no lastmiled socket at " + missing, msg)
+        self.assertIn("is lastmiled running? Check `systemctl status lastmiled`", msg)
+        self.assertIn("LASTMILE_SOCKET", msg)
+        self.assertIsInstance(cm.exception, ConnectionError)
+        # a stale socket file: refused
+        self.fake.stop(remove_socket=False)
+        import socket as so
+        s = so.socket(so.AF_UNIX)
+        stale = os.path.join(self.tmp, "stale.sock")
+        s.bind(stale)
+        s.close()
+        with self.assertRaisesRegex(lastmile.DaemonUnavailableError,
+                                    "does not accept connections on .*stale.sock"):
+            self.dataset(socket=stale)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to run a client as another user")
+    def test_socket_permission_denied(self):
+        os.chmod(self.tmp, 0o755)
+        os.chmod(self.sock, 0o600)  # root-only socket; the client runs as nobody
+        code = ("import sys; sys.path.insert(0, %r)\n"
+                "import lastmile\n"
+                "try:\n"
+                "    lastmile.Client(%r).status()\n"
+                "except lastmile.PermissionDeniedError as e:\n"
+                "    print('DENIED', e)\n" % (ROOT, self.sock))
+        out = subprocess.run([sys.executable, "-c", code], user=65534, group=65534,
+                             capture_output=True, text=True, timeout=60, cwd="/")
+        self.assertIn("DENIED permission denied on lastmiled's socket " + self.sock, out.stdout,
+                      out.stderr)
+
+
+class TestIterate(FakeDaemonCase):
+    def test_every_batch_once_and_cursor(self):
+        ds = self.dataset(1)
+        self.assertIsNone(ds.cursor)
+        seen = []
+        for b in ds:
+            seen.append((b.cursor.epoch, b.cursor.batch_index))
+            c = b.cursor
+            self.assertEqual(ds.cursor, c.following())
+            if torch is not None:
+                self.assertIsInstance(b["id"], torch.Tensor)
+                tok = b["tokens"]
+                self.assertIsInstance(tok, lastmile.Ragged)
+                self.assertEqual(tok.offsets.dtype, torch.int64)
+                ids = b["id"].tolist()
+                want = [i for i in ids for _ in range(i % 3)]
+                self.assertEqual(tok.values.tolist(), want)
+                self.assertEqual(b["x"][:, 1].tolist(), [-float(i) for i in ids])
+        self.assertEqual(seen, [(e, i) for e in range(2) for i in range(5)])
+        self.assertEqual(ds.cursor, (2, 0))
+        self.assertEqual(ds.next(), None)
+        self.assertEqual(self.fake.attaches(), [{"rank": 1}])
+        self.assertEqual(ds.state_dict()["cursor"], {"epoch": 2, "batch": 0})
+
+    def test_numpy(self):
+        ds = self.dataset(0, torch=False)
+        b = ds.next()
+        import numpy as np
+        self.assertIsInstance(b["id"], np.ndarray)
+        self.assertEqual(b["id"].tolist(), [row_id(0, 0, 0, r) for r in range(4)])
+
+    def test_two_ranks(self):
+        a, b = self.dataset(0), self.dataset(1)
+        ids = self.drain(a) + self.drain(b)
+        self.assertEqual(sorted(ids), sorted(self.all_ids(0) + self.all_ids(1)))
+        self.assertEqual(len(set(ids)), len(ids))
+
+    def test_start_cursor(self):
+        ds = self.dataset(0, cursor=(0, 3))
+        ids = self.drain(ds)
+        self.assertEqual(self.fake.attaches(), [{"rank": 0, "cursor": {"epoch": 0, "batch": 3}}])
+        self.assertEqual(ids, self.all_ids(0, start=(0, 3)))
+
+    def test_state_dict_roundtrip(self):
+        ds = self.dataset(0)
+        for _ in range(6):  # epoch 0 entirely (5) and batch 0 of epoch 1
+            ds.next()
+        sd = ds.state_dict()
+        self.assertEqual(sd["cursor"], {"epoch": 1, "batch": 1})
+        self.assertEqual((sd["rank"], sd["world_size"], sd["job_id"]), (0, 2, ds.job_id))
+        # a new trainer of rank 1 resumes from rank 0's checkpoint (DDP: same step)
+        ds.close()
+        other = self.dataset(1)
+        other.load_state_dict(sd)
+        self.assertEqual(other.cursor, (1, 1))
+        first = other.next()
+        self.assertEqual((first.cursor.epoch, first.cursor.batch_index, first.cursor.rank), (1, 1, 1))
+        self.assertEqual(self.fake.attaches()[-1], {"rank": 1, "cursor": {"epoch": 1, "batch": 1}})
+        # loading mid-stream detaches and reattaches at the new cursor
+        other.load_state_dict(dict(sd, cursor={"epoch": 0, "batch": 2}))
+        self.assertEqual(other.next().cursor.batch_index, 2)
+        # mismatches
+        with self.assertRaisesRegex(ValueError, "world size 4"):
+            other.load_state_dict(dict(sd, world_size=4))
+        with self.assertRaisesRegex(ValueError, "different job spec"):
+            other.load_state_dict(dict(sd, spec_sha256="0" * 64))
+        other.load_state_dict(dict(sd, spec_sha256="0" * 64), strict=False)
+        with self.assertRaisesRegex(ValueError, "not a lastmile.Dataset state_dict"):
+            other.load_state_dict({"cursor": None})
+
+    def test_job_error(self):
+        self.fake.fail_after = {0: 2}
+        ds = self.dataset(0)
+        self.assertIsNotNone(ds.next())
+        self.assertIsNotNone(ds.next())
+        with self.assertRaisesRegex(lastmile.ProducerError, "job failed: boom"):
+            ds.next()
+
+    def test_attach_errors(self):
+        ds = self.dataset(0)
+        self.fake.attach_error = (400, {"error": "rank 0: cursor beyond the job",
+                                        "errors": [{"field": "cursor", "message": "epoch 9 > 2"}]})
+        with self.assertRaisesRegex(lastmile.SpecError, "cursor beyond the job\n  cursor: epoch 9"):
+            ds.next()
+
+    def test_busy_rank(self):
+        a = self.dataset(0)
+        a.next()
+        self.fake.keep = True  # hand out the running ring again
+        b = self.dataset(0)
+        with self.assertRaisesRegex(lastmile.RingBusyError,
+                                    "rank 0 of job j1 is already being read \\(pid %d\\): one "
+                                    "trainer per rank" % os.getpid()):
+            b.next()
+
+
+class TestReattach(FakeDaemonCase):
+    def test_producer_death(self):
+        self.fake.die_after = {0: 3}
+        ds = self.dataset(0)
+        ids = self.drain(ds)
+        self.assertEqual(ids, self.all_ids(0))
+        self.assertEqual(ds.reattaches, 1)
+        self.assertEqual(self.fake.attaches(),
+                         [{"rank": 0}, {"rank": 0, "cursor": {"epoch": 0, "batch": 3}}])
+        self.assertEqual(len(self.logged), 1)
+        self.assertRegex(self.logged[0], "producer .* died after publishing 3 batches.*waiting up "
+                         "to 300s for lastmiled to reattach rank 0 at \\(epoch 0, batch 3\\)")
+
+    def test_death_at_epoch_end(self):
+        self.fake.die_after = {1: 5}
+        ds = self.dataset(1)
+        self.assertEqual(self.drain(ds), self.all_ids(1))
+        self.assertEqual(self.fake.attaches()[-1], {"rank": 1, "cursor": {"epoch": 1, "batch": 0}})
+
+    def test_daemon_restart(self):
+        """The producer dies with the daemon; the socket is gone for a while."""
+        self.fake.die_after = {0: 2}
+        ds = self.dataset(0)
+        ids = [ds.next()["id"].tolist(), ds.next()["id"].tolist()]
+        self.fake.stop()  # daemon down: socket removed
+
+        def restart():
+            time.sleep(1.0)
+            self.fake.start()
+
+        t = threading.Thread(target=restart)
+        t.start()
+        try:
+            ids = sum(ids, []) + self.drain(ds)
+        finally:
+            t.join()
+        self.assertEqual(ids, self.all_ids(0))
+        self.assertEqual(ds.reattaches, 1)
+        statuses = [p for (m, p, b) in self.fake.requests if p == "/v1/status"]
+        self.assertGreaterEqual(len(statuses), 1)
+
+    def test_daemon_does_not_come_back(self):
+        self.fake.die_after = {0: 1}
+        ds = self.dataset(0, reconnect_timeout=1.0)
+        ds.next()
+        self.fake.stop()
+        t0 = time.monotonic()
+        with self.assertRaises(lastmile.DaemonUnavailableError) as cm:
+            ds.next()
+        self.assertLess(time.monotonic() - t0, 20)
+        msg = str(cm.exception)
+        self.assertIn("died after publishing 1 batches", msg)
+        self.assertIn("is lastmiled running?", msg)
+        self.assertIsInstance(cm.exception.__cause__, lastmile.ProducerDiedError)
+
+    def test_replayed_batches_are_skipped(self):
+        self.fake.die_after = {0: 3}
+        ds = self.dataset(0)
+        for _ in range(3):
+            ds.next()
+        self.fake.replay = 2  # the new producer restarts 2 batches early
+        self.assertEqual(self.drain(ds), self.all_ids(0, start=(0, 3)))
+        self.assertEqual(ds.skipped, 2)
+
+    def test_gap_is_an_error(self):
+        self.fake.die_after = {0: 3}
+        ds = self.dataset(0)
+        for _ in range(3):
+            ds.next()
+        self.fake.gap = 1
+        with self.assertRaisesRegex(lastmile.CursorError,
+                                    "expected batch 3 of epoch 0 next, .* delivered batch 4 of "
+                                    "epoch 0; refusing to skip"):
+            ds.next()
+
+    def test_job_lost_is_resubmitted(self):
+        self.fake.die_after = {0: 2}
+        ds = self.dataset(0)
+        ds.next()
+        ds.next()
+        old = ds.job_id
+        with self.fake.lock:
+            self.fake.jobs.clear()  # the daemon forgot the job
+        self.assertEqual(self.drain(ds), self.all_ids(0, start=(0, 2)))
+        self.assertNotEqual(ds.job_id, old)
+
+
+class TestClient(FakeDaemonCase):
+    def test_calls(self):
+        c = lastmile.Client(self.sock)
+        self.assertEqual(c.status()["version"], "fake")
+        job, created = c.submit(SPEC, world_size=2)
+        self.assertTrue(created)
+        self.assertEqual([j["id"] for j in c.jobs()], [job["id"]])
+        self.assertEqual(c.job(job["id"])["id"], job["id"])
+        self.assertEqual(c.attach(job["id"], 1, (0, 2))["ring"], "fake.%s.r1" % job["id"])
+        self.assertEqual(c.cancel(job["id"])["state"], "cancelled")
+        with self.assertRaisesRegex(lastmile.JobNotFoundError, "no job nope"):
+            c.job("nope")
+        self.assertEqual(self.fake.requests[-1][1], "/v1/jobs/nope")
+
+    def test_default_socket(self):
+        old = os.environ.pop("LASTMILE_SOCKET", None)
+        try:
+            self.assertEqual(control.default_socket(), "/run/lastmile/lastmiled.sock")
+            os.environ["LASTMILE_SOCKET"] = self.sock
+            self.assertEqual(lastmile.Client().socket, self.sock)
+        finally:
+            os.environ.pop("LASTMILE_SOCKET", None)
+            if old is not None:
+                os.environ["LASTMILE_SOCKET"] = old
+
+    def test_wait(self):
+        c = lastmile.Client(os.path.join(self.tmp, "never.sock"))
+        t0 = time.monotonic()
+        with self.assertRaises(lastmile.DaemonUnavailableError):
+            c.wait(0.5)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+
+
+if __name__ == "__main__":
+    unittest.main()
