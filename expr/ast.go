@@ -75,12 +75,12 @@ type ListLit struct {
 	Elems []Node
 }
 
-func (n *Ident) Pos() int  { return n.At }
-func (n *Lit) Pos() int    { return n.At }
-func (n *Unary) Pos() int  { return n.At }
-func (n *Binary) Pos() int { return n.X.Pos() }
-func (n *Call) Pos() int   { return n.At }
-func (n *ListLit) Pos() int   { return n.At }
+func (n *Ident) Pos() int   { return n.At }
+func (n *Lit) Pos() int     { return n.At }
+func (n *Unary) Pos() int   { return n.At }
+func (n *Binary) Pos() int  { return n.X.Pos() }
+func (n *Call) Pos() int    { return n.At }
+func (n *ListLit) Pos() int { return n.At }
 
 // Precedence levels, loosest first.
 const (
@@ -102,11 +102,11 @@ var binaryPrec = map[string]int{
 	"*": precMul, "/": precMul, "%": precMul,
 }
 
-func (n *Ident) prec() int  { return precPrimary }
-func (n *Lit) prec() int    { return precPrimary }
-func (n *Call) prec() int   { return precPrimary }
-func (n *ListLit) prec() int   { return precPrimary }
-func (n *Binary) prec() int { return binaryPrec[n.Op] }
+func (n *Ident) prec() int   { return precPrimary }
+func (n *Lit) prec() int     { return precPrimary }
+func (n *Call) prec() int    { return precPrimary }
+func (n *ListLit) prec() int { return precPrimary }
+func (n *Binary) prec() int  { return binaryPrec[n.Op] }
 func (n *Unary) prec() int {
 	if n.Op == "not" {
 		return precNot

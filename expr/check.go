@@ -14,6 +14,7 @@ import (
 type checker struct {
 	schema Schema
 	cols   []colRef
+	noFold bool // tests: keep constant subtrees, to check folding against them
 }
 
 func (c *checker) column(id *Ident) (*node, error) {
@@ -134,23 +135,23 @@ func (c *checker) unary(n *Unary) (*node, error) {
 		return nil, errorf(n.At, "- wants a number, got %s", describe(n.X, x))
 	}
 	nd := &node{op: opNeg, t: x.t, pos: n.At, args: []*node{x}}
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 func (c *checker) not(x *node, pos int) *node {
 	if x.op == opNot {
 		// not not x is x with nulls as false.
-		return x.args[0].asCondition()
+		return c.asCondition(x.args[0])
 	}
-	return fold(&node{op: opNot, t: Type{Kind: Bool}, pos: pos, args: []*node{x}})
+	return c.fold(&node{op: opNot, t: Type{Kind: Bool}, pos: pos, args: []*node{x}})
 }
 
 // asCondition returns a bool node with nulls read as false.
-func (nd *node) asCondition() *node {
+func (c *checker) asCondition(nd *node) *node {
 	if !nd.t.Nullable {
 		return nd
 	}
-	return fold(&node{op: opAnd, t: Type{Kind: Bool}, pos: nd.pos, args: []*node{nd, constBool(true, nd.pos)}})
+	return c.fold(&node{op: opAnd, t: Type{Kind: Bool}, pos: nd.pos, args: []*node{nd, constBool(true, nd.pos)}})
 }
 
 var arithOps = map[string]op{"+": opAdd, "-": opSub, "*": opMul, "/": opDiv, "%": opMod}
@@ -178,7 +179,7 @@ func (c *checker) binary(n *Binary) (*node, error) {
 				return nil, errorf(n.At, "%s wants bools on both sides, got %s", n.Op, describe(a.n, a.nd))
 			}
 		}
-		return logic(n.Op, x, y, n.At), nil
+		return c.logic(n.Op, x, y, n.At), nil
 	}
 	if o, ok := arithOps[n.Op]; ok {
 		for _, a := range [...]struct {
@@ -189,29 +190,29 @@ func (c *checker) binary(n *Binary) (*node, error) {
 				return nil, errorf(n.At, "%s wants numbers, got %s", n.Op, describe(a.n, a.nd))
 			}
 		}
-		x, y = unify(x, y)
+		x, y = c.unify(x, y)
 		nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: n.At, args: []*node{x, y}}
 		nd.untyped = x.untyped && y.untyped
 		if (o == opDiv || o == opMod) && x.t.Kind.IsInt() && !(y.isConst() && y.constFloat64() != 0) {
 			nd.t.Nullable = true // integer division by zero is null
 		}
-		return fold(nd), nil
+		return c.fold(nd), nil
 	}
 	o := cmpOps[n.Op]
 	kx, ky := x.t.Kind, y.t.Kind
 	switch {
 	case kx.IsNumber() && ky.IsNumber():
-		x, y = unify(x, y)
+		x, y = c.unify(x, y)
 	case kx == String && ky == String:
 	case kx == Bool && ky == Bool && (o == opEq || o == opNe):
 	default:
 		return nil, errorf(n.At, "cannot compare %s with %s", describe(n.X, x), describe(n.Y, y))
 	}
-	return fold(&node{op: o, t: Type{Kind: Bool}, pos: n.At, args: []*node{x, y}}), nil
+	return c.fold(&node{op: o, t: Type{Kind: Bool}, pos: n.At, args: []*node{x, y}}), nil
 }
 
 // logic builds x and y, x or y, simplifying constant operands.
-func logic(opText string, x, y *node, pos int) *node {
+func (c *checker) logic(opText string, x, y *node, pos int) *node {
 	o := opAnd
 	if opText == "or" {
 		o = opOr
@@ -223,19 +224,19 @@ func logic(opText string, x, y *node, pos int) *node {
 		isTrue := y.out.b[0] == 1 && !y.isNullConst()
 		switch {
 		case o == opAnd && isTrue, o == opOr && !isTrue:
-			return x.asCondition()
+			return c.asCondition(x)
 		default:
 			return constBool(isTrue, pos)
 		}
 	}
-	return fold(&node{op: o, t: Type{Kind: Bool}, pos: pos, args: []*node{x, y}})
+	return c.fold(&node{op: o, t: Type{Kind: Bool}, pos: pos, args: []*node{x, y}})
 }
 
 // unify converts two numeric operands to one kind. An untyped literal
 // takes the other operand's kind (an integer literal that does not fit an
 // int32 operand makes it int64; a float literal with an int operand makes
 // both float64); typed operands follow promote.
-func unify(x, y *node) (*node, *node) {
+func (c *checker) unify(x, y *node) (*node, *node) {
 	kx, ky := x.t.Kind, y.t.Kind
 	var k Kind
 	switch {
@@ -248,7 +249,7 @@ func unify(x, y *node) (*node, *node) {
 	default:
 		k = promote(kx, ky)
 	}
-	return convert(x, k), convert(y, k)
+	return c.convert(x, k), c.convert(y, k)
 }
 
 func adopt(lit *node, k Kind) Kind {
@@ -265,7 +266,7 @@ func adopt(lit *node, k Kind) Kind {
 }
 
 // convert returns nd as kind k: itself, a converted constant, or a cast.
-func convert(nd *node, k Kind) *node {
+func (c *checker) convert(nd *node, k Kind) *node {
 	if nd.t.Kind == k {
 		if nd.untyped {
 			cp := *nd
@@ -281,12 +282,17 @@ func convert(nd *node, k Kind) *node {
 	if nd.null {
 		return nullConst(k, nd.pos)
 	}
-	return fold(&node{op: opCast, t: t, pos: nd.pos, args: []*node{nd}})
+	return c.fold(&node{op: opCast, t: t, pos: nd.pos, args: []*node{nd}})
 }
 
 // fold evaluates a node whose arguments are all constants, at compile
 // time, and returns the constant; other nodes it returns as they are.
-func fold(nd *node) *node {
+func (c *checker) fold(nd *node) *node {
+	if c.noFold && !nd.untyped {
+		// Untyped constants are folded always: their value decides the
+		// kind they take (adopt).
+		return nd
+	}
 	for _, a := range nd.args {
 		if !a.isConst() {
 			return nd

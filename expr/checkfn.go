@@ -77,22 +77,22 @@ func (c *checker) isNull(n *Call) (*node, error) {
 	if !x.t.Nullable {
 		return constBool(false, n.At), nil
 	}
-	return fold(&node{op: opIsNull, t: Type{Kind: Bool}, pos: n.At, args: []*node{x}}), nil
+	return c.fold(&node{op: opIsNull, t: Type{Kind: Bool}, pos: n.At, args: []*node{x}}), nil
 }
 
 // common converts a and b (already checked) to one type for fill_null,
 // if and min/max, or fails naming f.
-func common(f string, an, bn Node, a, b *node, pos int) (*node, *node, error) {
+func (c *checker) common(f string, an, bn Node, a, b *node, pos int) (*node, *node, error) {
 	ka, kb := a.t.Kind, b.t.Kind
 	switch {
 	case a.null && b.null:
 		return nil, nil, errorf(pos, "%s needs a non-null value to know its type", f)
 	case a.null:
-		return nullConst(kb, a.pos), convertUntyped(b), nil
+		return nullConst(kb, a.pos), c.convertUntyped(b), nil
 	case b.null:
-		return convertUntyped(a), nullConst(ka, b.pos), nil
+		return c.convertUntyped(a), nullConst(ka, b.pos), nil
 	case ka.IsNumber() && kb.IsNumber():
-		a, b = unify(a, b)
+		a, b = c.unify(a, b)
 		return a, b, nil
 	case ka == kb && (ka == String || ka == Bool):
 		return a, b, nil
@@ -112,7 +112,7 @@ func (c *checker) fillNull(n *Call) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, v, err = common("fill_null", n.Args[0], n.Args[1], x, v, n.At)
+	x, v, err = c.common("fill_null", n.Args[0], n.Args[1], x, v, n.At)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (c *checker) fillNull(n *Call) (*node, error) {
 	}
 	nd := &node{op: opFillNull, t: Type{Kind: x.t.Kind, Nullable: v.t.Nullable}, pos: n.At, args: []*node{x, v}}
 	nd.untyped = x.untyped && v.untyped
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 func (c *checker) ifCall(n *Call) (*node, error) {
@@ -147,7 +147,7 @@ func (c *checker) ifCall(n *Call) (*node, error) {
 			}
 		}
 	}
-	a, b, err := common("if", n.Args[1], n.Args[2], br[0], br[1], n.At)
+	a, b, err := c.common("if", n.Args[1], n.Args[2], br[0], br[1], n.At)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func (c *checker) startsWith(n *Call) (*node, error) {
 		return nil, errorf(n.Args[1].Pos(), "starts_with wants a constant string prefix, got %s", describe(n.Args[1], p))
 	}
 	nd := &node{op: opStartsWith, t: Type{Kind: Bool}, pos: n.At, args: []*node{s}, prefix: p.constString()}
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 func mathFunc(o op) func(c *checker, n *Call) (*node, error) {
@@ -193,9 +193,9 @@ func mathFunc(o op) func(c *checker, n *Call) (*node, error) {
 			return nil, err
 		}
 		if x.t.Kind != Float32 {
-			x = convert(x, Float64)
+			x = c.convert(x, Float64)
 		}
-		return fold(&node{op: o, t: x.t, pos: n.At, args: []*node{x}}), nil
+		return c.fold(&node{op: o, t: x.t, pos: n.At, args: []*node{x}}), nil
 	}
 }
 
@@ -208,7 +208,7 @@ func (c *checker) abs(n *Call) (*node, error) {
 		return nil, err
 	}
 	nd := &node{op: opAbs, t: x.t, pos: n.At, args: []*node{x}, untyped: x.untyped}
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 func minMaxFunc(o op) func(c *checker, n *Call) (*node, error) {
@@ -225,17 +225,17 @@ func minMaxFunc(o op) func(c *checker, n *Call) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			acc = minMaxNode(o, acc, y, n.At)
+			acc = c.minMaxNode(o, acc, y, n.At)
 		}
 		return acc, nil
 	}
 }
 
-func minMaxNode(o op, x, y *node, pos int) *node {
-	x, y = unify(x, y)
+func (c *checker) minMaxNode(o op, x, y *node, pos int) *node {
+	x, y = c.unify(x, y)
 	nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: pos, args: []*node{x, y}}
 	nd.untyped = x.untyped && y.untyped
-	return fold(nd)
+	return c.fold(nd)
 }
 
 // clip(x, lo, hi) is min(max(x, lo), hi).
@@ -253,7 +253,7 @@ func (c *checker) clip(n *Call) (*node, error) {
 	if a[1].isConst() && a[2].isConst() && a[1].constFloat64() > a[2].constFloat64() {
 		return nil, errorf(n.Args[1].Pos(), "clip: lo %s is above hi %s", n.Args[1], n.Args[2])
 	}
-	return minMaxNode(opMin, minMaxNode(opMax, a[0], a[1], n.At), a[2], n.At), nil
+	return c.minMaxNode(opMin, c.minMaxNode(opMax, a[0], a[1], n.At), a[2], n.At), nil
 }
 
 func (c *checker) length(n *Call) (*node, error) {
@@ -267,7 +267,7 @@ func (c *checker) length(n *Call) (*node, error) {
 	if x.t.Kind != List && x.t.Kind != String {
 		return nil, errorf(n.Args[0].Pos(), "len wants a list or string column, got %s", describe(n.Args[0], x))
 	}
-	return fold(&node{op: opLen, t: Type{Kind: Int32, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}), nil
+	return c.fold(&node{op: opLen, t: Type{Kind: Int32, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}), nil
 }
 
 var castKinds = map[string]Kind{"int32": Int32, "int64": Int64, "float32": Float32, "float64": Float64, "bfloat16": BFloat16}
@@ -293,10 +293,10 @@ func (c *checker) cast(n *Call) (*node, error) {
 	}
 	if k == BFloat16 {
 		// Round from float32, as torch does for float32 → bfloat16.
-		x = convert(x, Float32)
-		return fold(&node{op: opCast, t: Type{Kind: BFloat16, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}), nil
+		x = c.convert(x, Float32)
+		return c.fold(&node{op: opCast, t: Type{Kind: BFloat16, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}), nil
 	}
-	return convert(x, k), nil
+	return c.convert(x, k), nil
 }
 
 // in checks x in (...) and x not in (...): the values must be constants of
@@ -343,7 +343,7 @@ func (c *checker) in(n *Binary) (*node, error) {
 		}
 	}
 	nd.set.finish(k)
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 func (c *checker) bucketize(n *Call) (*node, error) {
@@ -375,7 +375,7 @@ func (c *checker) bucketize(n *Call) (*node, error) {
 	}
 	nd := &node{op: opBucketize, t: Type{Kind: Int32, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}
 	nd.bounds = makeBounds(x.t.Kind, bs)
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 func (c *checker) hashMod(n *Call) (*node, error) {
@@ -396,16 +396,16 @@ func (c *checker) hashMod(n *Call) (*node, error) {
 	if !m.isConst() || m.t.Kind != Int64 || m.out.i64[0] < 1 {
 		return nil, errorf(n.Args[1].Pos(), "hash_mod wants a constant integer modulus >= 1, got %s", describe(n.Args[1], m))
 	}
-	x = convertUntyped(x)
+	x = c.convertUntyped(x)
 	nd := &node{op: opHashMod, t: Type{Kind: Int64, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}
 	nd.mod = newDivisor(uint64(m.out.i64[0]))
-	return fold(nd), nil
+	return c.fold(nd), nil
 }
 
 // convertUntyped gives an untyped literal its default kind.
-func convertUntyped(nd *node) *node {
+func (c *checker) convertUntyped(nd *node) *node {
 	if nd.untyped {
-		return convert(nd, nd.t.Kind)
+		return c.convert(nd, nd.t.Kind)
 	}
 	return nd
 }

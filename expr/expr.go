@@ -31,11 +31,14 @@ type colRef struct {
 
 // Compile parses src and checks it against schema.
 func Compile(src string, schema Schema) (*Expr, error) {
+	return compile(src, &checker{schema: schema})
+}
+
+func compile(src string, c *checker) (*Expr, error) {
 	ast, err := Parse(src)
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{schema: schema}
 	root, err := c.any(ast)
 	if err != nil {
 		return nil, err
@@ -46,8 +49,35 @@ func Compile(src string, schema Schema) (*Expr, error) {
 	case root.t.Kind == List:
 		return nil, errorf(ast.Pos(), "%s can only be used in len() or is_null()", describe(ast, root))
 	}
-	root = convertUntyped(root)
-	return &Expr{src: ast.String(), root: root, cols: c.cols}, nil
+	root = c.convertUntyped(root)
+	e := &Expr{src: ast.String(), root: root}
+	// Keep the columns the checked tree still reads (folding may have
+	// dropped some), numbered in order of first use.
+	index := make(map[int]int)
+	seen := make(map[*node]bool)
+	walk(root, func(nd *node) {
+		if nd.op != opCol || seen[nd] {
+			return
+		}
+		seen[nd] = true
+		i, ok := index[nd.col]
+		if !ok {
+			i = len(e.cols)
+			index[nd.col] = i
+			e.cols = append(e.cols, c.cols[nd.col])
+		}
+		nd.col = i
+	})
+	return e, nil
+}
+
+// walk calls f for nd and its descendants, parents first, arguments in
+// order.
+func walk(nd *node, f func(*node)) {
+	f(nd)
+	for _, a := range nd.args {
+		walk(a, f)
+	}
 }
 
 // String returns the expression as normalized source (as Parse's String).
@@ -208,15 +238,6 @@ func viewAs[T any](b []byte) []T {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
-}
-
-// asBytes is the inverse of viewAs.
-func asBytes[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var zero T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
 }
 
 func fromBFloat16(h uint16) float32 { return float32frombits(uint32(h) << 16) }

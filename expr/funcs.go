@@ -122,13 +122,14 @@ func inStrings(out []byte, x *vec, s *inSet, want byte) {
 // for int x the smallest integer >= each boundary, so that an integer x
 // is compared exactly.
 type bounds struct {
-	f32 []float32
-	f64 []float64
-	i64 []int64
+	orig []float64 // as written
+	f32  []float32
+	f64  []float64
+	i64  []int64
 }
 
 func makeBounds(k Kind, bs []float64) bounds {
-	var b bounds
+	b := bounds{orig: bs}
 	for _, f := range bs {
 		switch k {
 		case Float32:

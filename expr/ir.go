@@ -55,8 +55,6 @@ var opNames = [...]string{
 
 func (o op) String() string { return opNames[o] }
 
-func (o op) isCompare() bool { return o >= opEq && o <= opGe }
-
 // swap returns the comparison that gives the same result with its
 // operands exchanged: a < b is b > a.
 func (o op) swap() op {
@@ -95,8 +93,8 @@ type node struct {
 	mod    divisor // opHashMod
 	prefix string  // opStartsWith
 
-	out  vec    // the result; opConst keeps its value here (cst)
-	own  vec    // buffers the node owns; out's slices point into them
+	out  vec        // the result; opConst keeps its value here (cst)
+	own  vec        // buffers the node owns; out's slices point into them
 	argv []*vec     // evaluated arguments, reused
 	tmp  [3][]byte  // scratch masks (plainBool, spread constants)
 	sel  [3][]int32 // scratch selections (Filter of and, or, not)

@@ -54,6 +54,9 @@ func writeColumn(out *column.Column, v *vec, t Type, n int) {
 		return
 	}
 	out.Valid = column.Grow(out.Valid, n)
+	if out.Valid == nil {
+		out.Valid = []byte{} // non-nil: the type is nullable
+	}
 	switch {
 	case v.valid == nil:
 		for i := range out.Valid {
