@@ -164,7 +164,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Pr
 	mode, _ := job.Ring.FileMode()
 	rings := make([]*shm.Producer, 0, job.WorldSize)
 	for r := 0; r < job.WorldSize; r++ {
-		p, err := shm.Create(shm.Config{
+		p, err := shm.Take(shm.Config{ // Take: Create, or adopt a ring this process claimed (engine/adopt.go)
 			Dir: job.Ring.Dir, Name: job.RingName(r), Slots: job.Ring.Slots,
 			SlotSize: size, Mode: mode, Fields: rf,
 		})

@@ -1,0 +1,116 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// TestHandoverEqualsUninterrupted stops a running job mid-stream by
+// detaching its rings, starts a second Run that adopts them with the
+// resume cursors DetachRings implies, and checks that consumers reading
+// all along (never reopening) get exactly the batches of an uninterrupted
+// run.
+func TestHandoverEqualsUninterrupted(t *testing.T) {
+	src := fmt.Sprintf(shuffled, "pad", 1000)
+	full := runStreams(t, src, 2, nil)
+
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	text := strings.ReplaceAll(src, "DATA", abs) +
+		fmt.Sprintf("ring: {dir: %s, name: h, slots: 3}\ndecode: {workers: 2, max_unit_rows: 700}\n", dir)
+	job, err := spec.Parse("t.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([]rankStream, job.WorldSize)
+	errs := make([]error, job.WorldSize)
+	var read atomic.Int64
+	var wg sync.WaitGroup
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	prog := new(engine.Progress)
+	done1 := make(chan error, 1)
+	go func() {
+		_, err := engine.Run(ctx1, job, engine.Options{Progress: prog, Ready: func(rings []string) {
+			for r, name := range rings {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res[r], errs[r] = consumeSlowly(dir, name, &read)
+				}()
+			}
+		}})
+		done1 <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for read.Load() < 12 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	infos, err := prog.DetachRings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel1()
+	if err := <-done1; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v, want canceled", err)
+	}
+	resume := make([]engine.Cursor, len(infos))
+	for r, in := range infos {
+		if in.HasLast {
+			resume[r] = engine.NextCursor(in.Last)
+		}
+	}
+	prog2 := new(engine.Progress)
+	if _, err := engine.Run(context.Background(), job, engine.Options{Progress: prog2, Resume: resume}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for r := range full {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if !reflect.DeepEqual(res[r], full[r]) {
+			t.Fatalf("rank %d (resumed at %v): %d batches, want the uninterrupted %d", r, resume[r], len(res[r].cursors), len(full[r].cursors))
+		}
+	}
+}
+
+// consumeSlowly reads a ring to its end, a millisecond per batch.
+func consumeSlowly(dir, name string, read *atomic.Int64) (rankStream, error) {
+	var s rankStream
+	c, err := shm.Open(dir, name)
+	if err != nil {
+		return s, err
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return s, nil
+		}
+		if err != nil {
+			return s, err
+		}
+		ids := b.Tensor("row_id", shm.RoleDense)
+		v := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ids.Data))), b.Rows)
+		s.rows = append(s.rows, append([]int64(nil), v...))
+		s.cursors = append(s.cursors, b.Cursor)
+		read.Add(1)
+		time.Sleep(time.Millisecond)
+	}
+}
