@@ -97,7 +97,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job) (Footprint, error) {
 	}
 	size := int64(job.Ring.SlotSize)
 	if size == 0 {
-		size = slotSize(plan, job.Batch.Size)
+		size = slotSize(plan, planFields(plan), job.Batch.Size)
 	}
 	size = shm.RoundSlotSize(size)
 	workers := job.Decode.Workers
@@ -112,7 +112,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job) (Footprint, error) {
 	for _, u := range plan.Units {
 		maxRows = max(maxRows, u.Rows)
 	}
-	perRow := slotSize(plan, 1024) / 1024
+	perRow := slotSize(plan, planFields(plan), 1024) / 1024
 	// The header, schema block and alignment before slot 0: at most 2 MiB
 	// plus the schema (96 bytes per field).
 	header := int64(2<<20) + int64(96*len(plan.Fields))

@@ -68,20 +68,19 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	start := time.Now()
 	var st Stats
-	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows})
-	if err != nil {
-		return st, fmt.Errorf("plan job %q: %w", job.Name, err)
-	}
-	fields := make([]OutField, len(plan.Fields))
-	for i, f := range plan.Fields {
-		fields[i] = OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: 1, Nullable: f.Nullable}
-	}
 	workers := job.Decode.Workers
 	if workers == 0 {
 		workers = cpus.Available()
 	}
 	st.Workers = workers
-	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows, "columns", len(plan.Fields), "workers", workers)
+	proc, err := newProcessor(ctx, job, workers)
+	if err != nil {
+		return st, fmt.Errorf("job %q: %w", job.Name, err)
+	}
+	defer proc.close()
+	plan, fields := proc.plan, proc.outFields()
+	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
+		"columns", len(plan.Fields), "outputs", len(fields), "workers", workers)
 
 	rings, err := createRings(job, plan, fields)
 	if err != nil {
@@ -115,7 +114,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
-	err = produce(ctx, job, plan, workers, bt, prog, opts.Gate, &st)
+	err = produce(ctx, job, proc, workers, bt, prog, opts.Gate, &st)
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
 	st.Pack, st.Decode = time.Duration(prog.PackNanos.Load()), time.Duration(prog.DecodeNanos.Load())
 	if err != nil {
@@ -159,7 +158,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Pr
 	}
 	size := int64(job.Ring.SlotSize)
 	if size == 0 {
-		size = slotSize(plan, job.Batch.Size)
+		size = slotSize(plan, fields, job.Batch.Size)
 	}
 	mode, _ := job.Ring.FileMode()
 	rings := make([]*shm.Producer, 0, job.WorldSize)
@@ -182,17 +181,9 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Pr
 }
 
 // produce runs the epochs.
-func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, bt *batcher, prog *Progress,
+func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, bt *batcher, prog *Progress,
 	gate func(context.Context) (func(), error), st *Stats) error {
-	decoders := make([]*decode.Decoder, workers)
-	for i := range decoders {
-		decoders[i] = decode.NewDecoder(plan.Fields)
-	}
-	defer func() {
-		for _, d := range decoders {
-			d.Close()
-		}
-	}()
+	plan := proc.plan
 	// The earliest cursor of any rank is where production starts.
 	start := Cursor{}
 	for i, c := range bt.resume {
@@ -211,14 +202,14 @@ func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int,
 		prog.Epoch.Store(int64(e))
 		order := unitOrder(len(plan.Units), job.Shuffle.Units, job.Seed, e)
 		// Units whose rows all come before the first row needed are not
-		// decoded at all; without row-dropping ops their row counts are
-		// known from the plan. (With a pad source to collect, the first
-		// units are still needed.)
+		// decoded at all when the plan gives their row counts, and only
+		// for their Early columns when Select does. (With a pad source to
+		// collect, the first units are needed whole.)
 		first := 0
-		if job.Batch.Last != "pad" {
-			for first < len(order) && bt.skipIn >= plan.Units[order[first]].Rows {
-				bt.skipIn -= plan.Units[order[first]].Rows
-				first++
+		if job.Batch.Last != "pad" && bt.skipIn > 0 {
+			var err error
+			if first, err = skipUnits(ctx, proc, order, cfg, bt); err != nil {
+				return fmt.Errorf("epoch %d: resume: %w", e, err)
 			}
 		}
 		units := order[first:]
@@ -236,7 +227,7 @@ func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int,
 			prog.UnitsInFlight.Add(1)
 			defer prog.UnitsInFlight.Add(-1)
 			t := time.Now()
-			err := decoders[worker].Decode(ctx, plan.Units[units[i]], buf)
+			err := proc.run(ctx, worker, plan.Units[units[i]], buf)
 			prog.DecodeNanos.Add(int64(time.Since(t)))
 			prog.UnitsDone.Add(1)
 			return buf, err
@@ -256,4 +247,40 @@ func produce(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int,
 		st.Epochs++
 	}
 	return nil
+}
+
+// errEnough stops a counting pass.
+var errEnough = errors.New("enough units counted")
+
+// skipUnits returns how many units of order lie wholly before the first
+// row bt needs, taking their rows off bt.skipIn.
+func skipUnits(ctx context.Context, proc *processor, order []int32, cfg pool.Config, bt *batcher) (int, error) {
+	units := proc.plan.Units
+	first := 0
+	if proc.exact {
+		for first < len(order) && bt.skipIn >= units[order[first]].Rows {
+			bt.skipIn -= units[order[first]].Rows
+			first++
+		}
+		return first, nil
+	}
+	if !proc.counted {
+		return 0, nil // every unit runs whole; the batcher drops the rows
+	}
+	count := func(ctx context.Context, worker, i int, _ int64) (int64, error) {
+		return proc.count(ctx, worker, units[order[i]])
+	}
+	emit := func(i int, n int64) error {
+		if bt.skipIn < n {
+			return errEnough
+		}
+		bt.skipIn -= n
+		first++
+		return nil
+	}
+	err := pool.Run(ctx, cfg, len(order), count, emit)
+	if err != nil && !errors.Is(err, errEnough) {
+		return 0, err
+	}
+	return first, nil
 }

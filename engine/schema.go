@@ -1,78 +1,65 @@
 package engine
 
 import (
-	"fmt"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
-	"github.com/lastmile/lastmile/shm"
 )
 
-// ringFields maps the decoded fields to the ring's schema: a fixed-width
-// column becomes a dense [B] tensor, a list a ragged field, a byte array a
-// ragged uint8 field flagged as text.
-func ringFields(fields []decode.Field) ([]shm.Field, error) {
-	out := make([]shm.Field, len(fields))
-	for i, f := range fields {
-		rf := shm.Field{Name: f.Name, DType: shm.DType(f.DType), Nullable: f.Nullable}
-		switch f.Kind {
-		case column.Fixed:
-			rf.Kind = shm.Dense
-		case column.List:
-			rf.Kind = shm.Ragged
-		case column.Bytes:
-			rf.Kind, rf.DType, rf.UTF8 = shm.Ragged, shm.DType(column.Uint8), true
-		default:
-			return nil, fmt.Errorf("column %q: kind %v has no ring layout", f.Name, f.Kind)
-		}
-		if len(f.Name) > 63 {
-			return nil, fmt.Errorf("column %q: ring field names are at most 63 bytes; rename it", f.Name)
-		}
-		out[i] = rf
+// planFields is the output schema of a job without a pipeline: the
+// decoded columns as they are.
+func planFields(p *decode.Plan) []OutField {
+	fields := make([]OutField, len(p.Fields))
+	for i, f := range p.Fields {
+		fields[i] = OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: 1, Nullable: f.Nullable}
 	}
-	return out, nil
+	return fields
 }
 
-// slotSize estimates the slot bytes a batch of rows rows needs, from the
-// plan's chunk statistics: fixed-width columns exactly, variable-length
-// ones at twice the densest unit's mean values per row plus slack, so that
-// an unlucky batch of long rows still fits. A batch that does not fit
+// slotSize estimates the slot bytes a batch of rows rows of the output
+// fields needs: fixed-width columns exactly; variable-length ones from the
+// plan's chunk statistics, at twice the densest unit's mean values per row
+// plus slack, so that an unlucky batch of long rows still fits. An output
+// list column takes the statistics of the input column of its name, or
+// else the largest of any input list column. A batch that does not fit
 // anyway fails with an error naming both sizes and the spec field to raise.
-func slotSize(p *decode.Plan, rows int) int64 {
+func slotSize(p *decode.Plan, fields []OutField, rows int) int64 {
 	const tableEntry, align = 64, 256
-	perRow := make([]float64, len(p.Fields))
-	for _, u := range p.Units {
-		for i := range p.Fields {
-			if i < len(u.Chunks) && u.Rows > 0 {
-				if v := float64(u.Chunks[i].Values) / float64(u.Rows); v > perRow[i] {
-					perRow[i] = v
-				}
+	perRow := map[string]float64{} // input column → values (bytes for text) per row
+	widest := 0.0
+	for i, f := range p.Fields {
+		best := 0.0
+		for _, u := range p.Units {
+			if i >= len(u.Chunks) || u.Rows == 0 {
+				continue
 			}
+			c := u.Chunks[i]
+			v := float64(c.Values) / float64(u.Rows)
+			if f.Kind == column.Bytes && c.Values > 0 {
+				v *= float64(c.Uncompressed) / float64(c.Values)
+			}
+			best = max(best, v)
+		}
+		perRow[f.Name] = best
+		if f.Kind != column.Fixed {
+			widest = max(widest, best*float64(f.DType.Size()))
 		}
 	}
 	n := int64(64)
-	for i, f := range p.Fields {
+	for _, f := range fields {
 		size := int64(f.DType.Size())
 		if f.Kind == column.Bytes {
-			// Values counts strings, not bytes: use the chunk's
-			// uncompressed bytes per value instead.
 			size = 1
-			best := 0.0
-			for _, u := range p.Units {
-				c := u.Chunks[i]
-				if c.Values > 0 {
-					if v := float64(c.Uncompressed) / float64(c.Values); v > best {
-						best = v
-					}
-				}
-			}
-			perRow[i] *= best
 		}
 		switch f.Kind {
 		case column.Fixed:
-			n += int64(rows)*size + tableEntry + align
+			n += int64(rows)*int64(f.Width)*size + tableEntry + align
 		default:
-			values := int64(2*perRow[i]*float64(rows)) + 4096
+			pr, ok := perRow[f.Name]
+			if !ok {
+				pr = widest / float64(size)
+			}
+			values := int64(2*pr*float64(rows)) + 4096
 			n += values*size + int64(rows+1)*8 + 2*(tableEntry+align)
 		}
 		if f.Nullable {

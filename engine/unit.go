@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/ops"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// processor turns a work unit into the rows it contributes to the stream:
+// it decodes the unit and runs the row-local ops, with late
+// materialization. It is shared by the workers; each has its own
+// unitWorker.
+//
+// With a pipeline, a unit is decoded in two phases: the Early columns (what
+// filters, samples and semi/anti joins read) for every row, then, for the
+// rows Select kept only, every other column the pipeline needs. Heavy list
+// columns are thus never decoded, padded or copied for rows a filter drops,
+// and pages holding no kept row are not even decompressed where the page
+// headers give their row counts.
+type processor struct {
+	plan    *decode.Plan
+	prog    *ops.Program // nil: the decoded columns are the output
+	early   []int        // plan field indexes of Early columns
+	late    []int        // plan field indexes of the other Needs columns
+	exact   bool         // every unit yields exactly its rows (nothing drops rows)
+	counted bool         // Select alone tells how many rows a unit yields
+	workers []*unitWorker
+}
+
+type unitWorker struct {
+	dec   *decode.Decoder
+	state *ops.State
+	early column.Batch // Early columns, all rows
+	in    column.Batch // Needs columns, kept rows
+}
+
+// newProcessor plans the job's input, compiles its pipeline against the
+// input's schema and plans again with only the columns the pipeline needs.
+func newProcessor(ctx context.Context, job *spec.Job, workers int) (*processor, error) {
+	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows}
+	if len(job.Pipeline) == 0 {
+		plan, err := decode.PlanFiles(ctx, job.Inputs, planOpts)
+		if err != nil {
+			return nil, err
+		}
+		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
+	}
+	// The pipeline is checked against every column of the input.
+	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows})
+	if err != nil {
+		return nil, err
+	}
+	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available())})
+	if err != nil {
+		return nil, err
+	}
+	plan := all
+	if len(prog.Needs()) < len(all.Fields) {
+		planOpts.Columns = prog.Needs()
+		if plan, err = decode.PlanFiles(ctx, job.Inputs, planOpts); err != nil {
+			return nil, err
+		}
+	}
+	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !dropsLate(job)}
+	index := map[string]int{}
+	for i, f := range plan.Fields {
+		index[f.Name] = i
+	}
+	isEarly := map[string]bool{}
+	for _, name := range prog.Early() {
+		i, ok := index[name]
+		if !ok {
+			return nil, fmt.Errorf("BUG: early column %q not planned", name)
+		}
+		p.early = append(p.early, i)
+		isEarly[name] = true
+	}
+	for _, name := range prog.Needs() {
+		if !isEarly[name] {
+			p.late = append(p.late, index[name])
+		}
+	}
+	p.workers = newWorkers(plan, prog, workers)
+	return p, nil
+}
+
+func newWorkers(plan *decode.Plan, prog *ops.Program, n int) []*unitWorker {
+	ws := make([]*unitWorker, n)
+	for i := range ws {
+		ws[i] = &unitWorker{dec: decode.NewDecoder(plan.Fields)}
+		if prog != nil {
+			ws[i].state = prog.NewState()
+		}
+	}
+	return ws
+}
+
+// dropsRows reports whether any op of the pipeline may drop rows, so that
+// a unit's output row count is not known from the plan.
+func dropsRows(job *spec.Job) bool {
+	for _, op := range job.Pipeline {
+		switch op.Kind {
+		case "filter", "sample":
+			return true
+		case "join":
+			if op.Join.Kind != "left" {
+				return true
+			}
+		case "nulls":
+			if op.Nulls.Policy == "skip" {
+				return true
+			}
+		case "sequence":
+			if op.Sequence.OnLong == "skip" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dropsLate reports whether an op may drop rows in Apply, after Select
+// (nulls: skip and on_long: skip may run there).
+func dropsLate(job *spec.Job) bool {
+	for _, op := range job.Pipeline {
+		if op.Kind == "nulls" && op.Nulls.Policy == "skip" || op.Kind == "sequence" && op.Sequence.OnLong == "skip" {
+			return true
+		}
+	}
+	return false
+}
+
+// outFields is the schema of the batches the processor produces.
+func (p *processor) outFields() []OutField {
+	if p.prog == nil {
+		return planFields(p.plan)
+	}
+	var fields []OutField
+	for _, f := range p.prog.Output() {
+		fields = append(fields, OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: max(f.Width, 1), Nullable: f.Nullable})
+	}
+	return fields
+}
+
+func (p *processor) close() {
+	for _, w := range p.workers {
+		w.dec.Close()
+	}
+}
+
+// run produces unit u's output rows into out.
+func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
+	w := p.workers[worker]
+	if p.prog == nil {
+		return w.dec.Decode(ctx, u, out)
+	}
+	sel, err := w.selectRows(ctx, p, u)
+	if err != nil {
+		return err
+	}
+	rows := int(u.Rows)
+	if sel != nil {
+		rows = len(sel)
+	}
+	if rows == 0 {
+		out.Rows = 0
+		for i := range out.Columns {
+			out.Columns[i].Len = 0
+		}
+		return nil
+	}
+	// Every Needs column, for the kept rows: early ones gathered, late
+	// ones decoded for those rows only.
+	in := &w.in
+	n := len(p.early) + len(p.late)
+	if cap(in.Columns) < n {
+		in.Columns = make([]column.Column, n)
+	}
+	in.Columns = in.Columns[:n]
+	for k := range p.early {
+		if sel == nil {
+			in.Columns[k], w.early.Columns[k] = w.early.Columns[k], in.Columns[k]
+		} else {
+			var tmp column.Batch
+			tmp.Columns = in.Columns[k : k+1]
+			tmp.Gather(&column.Batch{Rows: int(u.Rows), Columns: w.early.Columns[k : k+1]}, sel)
+		}
+	}
+	for j, fi := range p.late {
+		if err := w.dec.DecodeColumn(fi, sel, &in.Columns[len(p.early)+j]); err != nil {
+			return err
+		}
+	}
+	in.Rows = rows
+	if err := w.state.Apply(in, out); err != nil {
+		return fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)
+	}
+	return nil
+}
+
+// selectRows decodes the Early columns of u and returns the rows the
+// pipeline keeps (nil: all of them). The decoder is left open on u.
+func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit) ([]int32, error) {
+	if err := w.dec.Open(ctx, u); err != nil {
+		return nil, err
+	}
+	if cap(w.early.Columns) < len(p.early) {
+		w.early.Columns = make([]column.Column, len(p.early))
+	}
+	w.early.Columns = w.early.Columns[:len(p.early)]
+	for k, fi := range p.early {
+		if err := w.dec.DecodeColumn(fi, nil, &w.early.Columns[k]); err != nil {
+			return nil, err
+		}
+	}
+	w.early.Rows = int(u.Rows)
+	sel, err := w.state.Select(&w.early, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)
+	}
+	if len(sel) == int(u.Rows) {
+		return nil, nil
+	}
+	return sel, nil
+}
+
+// count returns how many rows unit u yields, running only the Early
+// decode and Select: what resuming mid-epoch needs for the units before
+// the resume point.
+func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64, error) {
+	if p.exact {
+		return u.Rows, nil
+	}
+	sel, err := p.workers[worker].selectRows(ctx, p, u)
+	if err != nil {
+		return 0, err
+	}
+	if sel == nil {
+		return u.Rows, nil
+	}
+	return int64(len(sel)), nil
+}
