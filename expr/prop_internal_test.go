@@ -285,6 +285,49 @@ func checkBatch(t *testing.T, e, ref *Expr, b *column.Batch) {
 	if !slices.Equal(sel, want) {
 		t.Fatalf("%s: Filter = %v, want %v", e, sel, want)
 	}
+	// Pruning is sound: a batch with a matching row may match.
+	if len(want) > 0 && !e.MayMatch(batchStats(b)) {
+		t.Fatalf("%s: MayMatch is false, but rows %v match", e, want)
+	}
+}
+
+// batchStats returns exact statistics of b's columns, as a Parquet writer
+// would record them (NaNs left out of the bounds).
+func batchStats(b *column.Batch) func(string) (Range, bool) {
+	return func(name string) (Range, bool) {
+		c := b.Col(name)
+		if c == nil {
+			return Range{}, false
+		}
+		r := Range{Rows: int64(b.Rows), Min: math.Inf(1), Max: math.Inf(-1)}
+		for row := 0; row < b.Rows; row++ {
+			v := refColumn(c, row)
+			switch {
+			case v.null:
+				r.NullCount++
+			case c.Kind == column.Bytes:
+				if !r.HasBounds || v.s < r.MinString {
+					r.MinString = v.s
+				}
+				if !r.HasBounds || v.s > r.MaxString {
+					r.MaxString = v.s
+				}
+				r.HasBounds = true
+			default:
+				f := v.f
+				if c.DType != column.Float32 && c.DType != column.Float64 && c.DType != column.Float16 && c.DType != column.BFloat16 {
+					f = float64(v.i)
+				}
+				if f == f {
+					r.Min, r.Max, r.HasBounds = min(r.Min, f), max(r.Max, f), true
+				}
+			}
+		}
+		if b.Rows%3 == 0 {
+			r.NullCount = -1 // unknown
+		}
+		return r, true
+	}
 }
 
 func refColumnOut(c *column.Column, k Kind, r int) rv {
@@ -319,4 +362,67 @@ func rowString(b *column.Batch, r int) string {
 		s += fmt.Sprintf("%s=%+v ", b.Columns[i].Name, refColumn(&b.Columns[i], r))
 	}
 	return s
+}
+
+func (g gen) pred(d int) string {
+	if d <= 0 || g.rng.IntN(3) == 0 {
+		col := g.pick("label", "user_id", "id_opt", "cat_0", "cat_opt", "small", "dense_0", "dense_1", "d64", "b16")
+		lit := g.pick("0", "1", "-1", "5", "-20", "20", "2.5", "1e12", "3000000000")
+		switch g.rng.IntN(8) {
+		case 0:
+			return fmt.Sprintf("%s %s %s", lit, g.pick("==", "!=", "<", "<=", ">", ">="), col)
+		case 1:
+			return fmt.Sprintf("%s %s (%s, %s)", col, g.pick("in", "not in"), lit, g.pick("0", "3", "-5", "2.5"))
+		case 2:
+			return fmt.Sprintf("query %s %s", g.pick("==", "!=", "<", ">=", ">"), g.pick(`"a"`, `"foo"`, `""`, `"zzz"`, `"\xff"`))
+		case 3:
+			return fmt.Sprintf("starts_with(%s, %s)", g.pick("query", "query_opt"), g.pick(`"a"`, `"fo"`, `""`, `"\xff"`, `"z"`))
+		case 4:
+			return fmt.Sprintf("is_null(%s)", g.pick("cat_opt", "id_opt", "query_opt", "flag_opt"))
+		case 5:
+			return g.pick("flag", "flag_opt", "flag == false", "query_opt in ('a', 'b')")
+		}
+		return fmt.Sprintf("%s %s %s", col, g.pick("==", "!=", "<", "<=", ">", ">="), lit)
+	}
+	d--
+	switch g.rng.IntN(3) {
+	case 0:
+		return "not (" + g.pred(d) + ")"
+	}
+	return fmt.Sprintf("(%s) %s (%s)", g.pred(d), g.pick("and", "or"), g.pred(d))
+}
+
+// TestMayMatchSound checks MayMatch on small random row groups: never
+// false when a row matches, and false often enough to be of use.
+func TestMayMatchSound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	g := gen{rng}
+	schema := BatchSchema(randBatch(rng, 1))
+	pruned, empty := 0, 0
+	for range 5000 {
+		src := g.pred(3)
+		e, err := Compile(src, schema)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", src, err)
+		}
+		b := randBatch(rng, 1+rng.IntN(4))
+		sel, err := e.Filter(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		may := e.MayMatch(batchStats(b))
+		if len(sel) > 0 && !may {
+			t.Fatalf("%s: MayMatch false, but rows %v match\n%s", src, sel, rowString(b, int(sel[0])))
+		}
+		if len(sel) == 0 {
+			empty++
+			if !may {
+				pruned++
+			}
+		}
+	}
+	t.Logf("pruned %d of %d row groups without a match", pruned, empty)
+	if pruned < empty/3 {
+		t.Errorf("pruned only %d of %d row groups without a match", pruned, empty)
+	}
 }
