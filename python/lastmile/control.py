@@ -60,8 +60,11 @@ class ControlError(Exception):
 
 
 class DaemonUnavailableError(ControlError, ConnectionError):
-    """Nothing answers on the socket: lastmiled is not running, is restarting,
-    or listens elsewhere."""
+    """Nothing answers on the socket (lastmiled is not running, is restarting,
+    or listens elsewhere), or it answered 503 (draining, memory budget used
+    up, rings not there in time; ``retry_after`` seconds, if it said)."""
+
+    retry_after = None
 
 
 class PermissionDeniedError(ControlError, PermissionError):
@@ -73,8 +76,8 @@ class JobNotFoundError(ControlError, LookupError):
 
 
 class ConflictError(ControlError):
-    """The request conflicts with the daemon's state (409), e.g. a different
-    job under the same name."""
+    """The request conflicts with the daemon's state (409): the name is taken
+    by another spec or owner, the job ended, the rank already has a consumer."""
 
 
 class FieldError(tuple):
@@ -142,18 +145,19 @@ def _unavailable(path, err):
     return DaemonUnavailableError("%s: %s" % (what, hint))
 
 
-def _error_from_answer(status, body, text, method, path):
-    """Map an error answer to an exception with an operator-readable text."""
+def _error_from_answer(status, body, text, method, path, retry_after=None):
+    """Map an error answer (``{"error": ..., "fields": [...]}``,
+    docs/control-api.md) to an exception with an operator-readable text."""
     msg = None
     errors = []
     if isinstance(body, dict):
         msg = body.get("error") or body.get("message")
-        for e in body.get("errors") or body.get("fields") or []:
+        for e in body.get("fields") or []:
             if isinstance(e, dict):
                 line = e.get("line")
-                errors.append(FieldError(e.get("field") or e.get("path") or "",
-                                         int(line) if isinstance(line, int) and line > 0 else None,
-                                         e.get("message") or e.get("error") or ""))
+                errors.append(FieldError(e.get("field") or "",
+                                         line if isinstance(line, int) and line > 0 else None,
+                                         e.get("msg") or e.get("message") or ""))
             else:
                 errors.append(FieldError("", None, str(e)))
     if not msg:
@@ -169,7 +173,9 @@ def _error_from_answer(status, body, text, method, path):
     if status == 409:
         return ConflictError(msg, status, body)
     if status == 503:
-        return DaemonUnavailableError("lastmiled is not ready for %s: %s" % (req, msg), status, body)
+        e = DaemonUnavailableError("lastmiled cannot serve %s now: %s" % (req, msg), status, body)
+        e.retry_after = retry_after
+        return e
     return ControlError("lastmiled answered %d to %s: %s" % (status, req, msg), status, body)
 
 
@@ -231,7 +237,12 @@ class Client:
                 raise ControlError("lastmiled answered %s %s with invalid JSON: %.200s"
                                    % (method, path, text), resp.status)
             return resp.status, obj
-        raise _error_from_answer(resp.status, obj, text, method, path)
+        retry_after = None
+        try:
+            retry_after = float(resp.getheader("Retry-After") or "")
+        except ValueError:
+            pass
+        raise _error_from_answer(resp.status, obj, text, method, path, retry_after)
 
     # -- API ------------------------------------------------------------------
     def status(self) -> dict:
@@ -270,20 +281,24 @@ class Client:
         """``DELETE /v1/jobs/{id}``."""
         return self.request("DELETE", "%s/jobs/%s" % (API, _quote(job_id)))[1]
 
-    def attach(self, job_id, rank, cursor=None) -> dict:
+    def attach(self, job_id, rank, cursor=None, wait=None) -> dict:
         """``POST /v1/jobs/{id}/attach``: the ring of ``rank``, positioned at
-        ``cursor`` ``(epoch, batch)`` (None: where the daemon's persisted cursor
-        of that rank stands). Returns ``{"ring", "dir", "generation", ...}``."""
+        ``cursor`` ``(epoch, batch)``, the next batch the rank needs (None:
+        where the rank's ring stands). ``wait``: seconds the daemon may wait for
+        the job's rings (its default 60, at most 600). Returns ``{"job",
+        "rank", "ring", "dir", "generation", "next", "restarted"}``."""
         body = {"rank": int(rank)}
         if cursor is not None:
             e, b = cursor
             body["cursor"] = {"epoch": int(e), "batch": int(b)}
+        if wait is not None:
+            body["wait"] = wait
         return self.request("POST", "%s/jobs/%s/attach" % (API, _quote(job_id)), body)[1]
 
     def wait(self, timeout, *, initial=0.1, maximum=2.0):
         """Poll ``GET /v1/status`` with exponential backoff until the daemon
-        answers; raise the last :class:`DaemonUnavailableError` after
-        ``timeout`` seconds."""
+        answers (a draining daemon answers too); raise the last
+        :class:`DaemonUnavailableError` after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         delay = initial
         while True:

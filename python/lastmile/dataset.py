@@ -199,16 +199,32 @@ class Dataset:
     def job_id(self):
         return self.job["id"]
 
-    def _attach(self):
+    def _attach(self, deadline=None):
+        """Attach and open the ring. Answers that mean "not now" (503: the
+        daemon is draining, its memory budget is used up, the rings are not
+        there yet; or no daemon at all) are retried until ``deadline``."""
+        delay = 0.2
+        while True:
+            try:
+                return self._attach_once()
+            except DaemonUnavailableError as e:
+                left = (deadline or 0) - time.monotonic()
+                if deadline is None or left <= 0:
+                    raise
+                time.sleep(min(e.retry_after or delay, left, 5.0))
+                delay = min(delay * 2, 2.0)
+
+    def _attach_once(self):
+        wait = None if self.open_timeout is None else max(1, min(600, int(self.open_timeout)))
         try:
-            att = self.client.attach(self.job_id, self.rank, self._cursor)
+            att = self.client.attach(self.job_id, self.rank, self._cursor, wait=wait)
         except JobNotFoundError:
-            # The daemon lost the job (its state was wiped): submit it again and
-            # continue at our cursor.
+            # The daemon lost the job (its state directory was wiped): submit
+            # it again and continue at our cursor.
             log.warning("lastmile: job %s is unknown to lastmiled; submitting %s again",
                         self.job_id, self.spec_label)
             self._submit()
-            att = self.client.attach(self.job_id, self.rank, self._cursor)
+            att = self.client.attach(self.job_id, self.rank, self._cursor, wait=wait)
         name = att.get("ring")
         if not name:
             raise control.ControlError("lastmiled's attach answer has no ring: %r" % (att,))
@@ -220,6 +236,8 @@ class Dataset:
                 "rank %d of job %s is already being read (pid %s): one trainer per rank; stop "
                 "the other reader first" % (self.rank, self.job_id, e.pid), pid=e.pid) from e
         ring.timeout = self.timeout  # per batch, after open's wait for the file
+        if self._cursor is None and isinstance(att.get("next"), dict):
+            self._cursor = _position(att["next"])
         self._ring = ring
         self._fresh = True
         self.attach_info = att
@@ -249,11 +267,12 @@ class Dataset:
                 % (err, self.rank, self.job_id, self.reconnect_timeout)) from err
         try:
             self.client.wait(left)
+            self.reattaches += 1
+            self._attach(deadline=self._down_since + self.reconnect_timeout)
         except DaemonUnavailableError as e:
             raise DaemonUnavailableError(
-                "%s; and then: %s (waited %gs)" % (err, e, self.reconnect_timeout)) from err
-        self.reattaches += 1
-        self._attach()
+                "%s; then waited %gs for lastmiled: %s" % (err, self.reconnect_timeout, e),
+                e.status, e.body) from err
 
     def _where(self):
         c = self._cursor
@@ -283,7 +302,10 @@ class Dataset:
         if self._ended:
             return None
         while True:
-            ring = self._ring if self._ring is not None else self._attach()
+            ring = self._ring
+            if ring is None:
+                first = self.open_timeout
+                ring = self._attach(None if first is None else time.monotonic() + first)
             try:
                 b = ring.next()
             except ProducerHungError:

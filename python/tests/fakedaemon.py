@@ -98,7 +98,8 @@ class FakeDaemon:
       replay: batches before the cursor the next producer starts at (then 0);
       gap: batches after the cursor the next producer starts at (then 0);
       interval: seconds between batches;
-      keep: answer an attach with the running producer's ring, if any.
+      keep: answer an attach with the running producer's ring, if any;
+      attach_unavailable: answer this many attaches 503 with Retry-After: 1.
     ``requests`` records (method, path, body) of every request.
     """
 
@@ -119,6 +120,7 @@ class FakeDaemon:
         self.gap = 0
         self.interval = 0
         self.keep = False
+        self.attach_unavailable = 0
         self.generation = 0
         self.server = None
         self.thread = None
@@ -163,14 +165,14 @@ class FakeDaemon:
             return 200, {"jobs": list(self.jobs.values())}
         m = re.fullmatch(r"/v1/jobs/([^/]+)(/attach)?", path)
         if not m or m.group(1) not in self.jobs:
-            return 404, {"error": "no job %s" % (m.group(1) if m else path)}
+            return 404, {"error": "no job \"%s\"" % (m.group(1) if m else path)}
         job = self.jobs[m.group(1)]
         if m.group(2) and method == "POST":
             return self.attach(job, body)
         if not m.group(2) and method == "GET":
             return 200, job
         if not m.group(2) and method == "DELETE":
-            job["state"] = "cancelled"
+            job["state"] = "canceled"
             return 200, job
         return 405, {"error": "method not allowed"}
 
@@ -178,15 +180,15 @@ class FakeDaemon:
         if self.submit_error:
             return self.submit_error
         if not isinstance(body, dict) or not isinstance(body.get("spec"), str):
-            return 400, {"error": "invalid request", "errors": [
-                {"field": "spec", "message": "required"}]}
+            return 400, {"error": "invalid request", "fields": [
+                {"line": 0, "field": "spec", "msg": "required"}]}
         key = (body["spec"], body.get("world_size"), body.get("weight"))
         with self.lock:
             for j in self.jobs.values():
                 if j["_key"] == list(key):
                     return 200, j
             self.njobs += 1
-            jid = "j%d" % self.njobs
+            jid = "%012x" % (0xabc000000000 + self.njobs)
             job = {"id": jid, "name": "fake", "state": "running",
                    "world_size": body.get("world_size") or 2, "weight": body.get("weight"),
                    "base_dir": body.get("base_dir"), "_key": list(key)}
@@ -196,11 +198,13 @@ class FakeDaemon:
     def attach(self, job, body):
         if self.attach_error:
             return self.attach_error
+        if self.attach_unavailable:
+            self.attach_unavailable -= 1
+            return 503, {"error": "draining: lastmiled is shutting down"}, {"Retry-After": "1"}
         rank = body.get("rank")
         ws = job["world_size"]
         if not isinstance(rank, int) or not 0 <= rank < ws:
-            return 400, {"error": "rank %r outside world size %d" % (rank, ws),
-                         "errors": [{"field": "rank", "message": "out of range"}]}
+            return 400, {"error": "rank %r out of range: job has world size %d" % (rank, ws)}
         c = body.get("cursor") or {"epoch": 0, "batch": 0}
         e, i = c["epoch"], c["batch"]
         # replay / gap: start before or after the cursor (within the epoch)
@@ -209,7 +213,9 @@ class FakeDaemon:
         name = "fake.%s.r%d" % (job["id"], rank)
         old = self.procs.get((job["id"], rank))
         if self.keep and old is not None and old.is_alive():
-            return 200, {"ring": name, "dir": self.shm, "generation": self.generation}
+            return 200, {"job": job["id"], "rank": rank, "ring": name, "dir": self.shm,
+                         "generation": self.generation, "next": {"epoch": e, "batch": i},
+                         "restarted": False}
         if old is not None and old.is_alive():
             old.kill()
             old.join(10)
@@ -224,10 +230,14 @@ class FakeDaemon:
             return 500, {"error": "fake producer did not start"}
         self.procs[(job["id"], rank)] = p
         self.generation += 1
-        return 200, {"ring": name, "dir": self.shm, "generation": self.generation}
+        return 200, {"job": job["id"], "rank": rank, "ring": name, "dir": self.shm,
+                     "generation": self.generation, "next": {"epoch": e, "batch": i},
+                     "restarted": True}
 
     def attaches(self):
-        return [b for (m, p, b) in self.requests if p.endswith("/attach")]
+        """Bodies of the attach requests, without ``wait``."""
+        return [{k: v for k, v in b.items() if k != "wait"}
+                for (m, p, b) in self.requests if p.endswith("/attach")]
 
 
 def _handler(fake):
@@ -243,11 +253,13 @@ def _handler(fake):
             try:
                 body = json.loads(raw) if raw else None
             except ValueError:
-                status, obj = 400, {"error": "body is not JSON"}
+                status, obj, hdrs = 400, {"error": "body is not JSON"}, []
             else:
-                status, obj = fake.handle(self.command, self.path, body)
+                status, obj, *hdrs = fake.handle(self.command, self.path, body)
             data = json.dumps(obj).encode()
             self.send_response(status)
+            for k, v in (hdrs[0] if hdrs else {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

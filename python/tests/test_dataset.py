@@ -165,19 +165,21 @@ class TestSubmit(FakeDaemonCase):
             self.dataset(spec=os.path.join(self.tmp, "missing.yaml"))
 
     def test_spec_error_lines(self):
-        self.fake.submit_error = (400, {"error": "invalid job spec", "errors": [
-            {"field": "batch.size", "line": 4, "message": "must be at least 1"},
-            {"field": "pipeline[0].map.x", "line": 9, "message": "unknown function foo"}]})
+        self.fake.submit_error = (400, {"error": "spec has 3 errors", "fields": [
+            {"line": 4, "field": "batch.size", "msg": "must be at least 1"},
+            {"line": 9, "field": "pipeline[0].map.x", "msg": "unknown function foo"},
+            {"line": 0, "field": "", "msg": "no inputs"}]})
         with self.assertRaises(lastmile.SpecError) as cm:
             self.dataset()
         e = cm.exception
         self.assertIsInstance(e, ValueError)
         self.assertEqual(e.status, 400)
         self.assertEqual([(x.field, x.line) for x in e.errors],
-                         [("batch.size", 4), ("pipeline[0].map.x", 9)])
-        self.assertEqual(str(e), self.spec_path + ": invalid job spec\n"
+                         [("batch.size", 4), ("pipeline[0].map.x", 9), ("", None)])
+        self.assertEqual(str(e), self.spec_path + ": spec has 3 errors\n"
                          "  line 4: batch.size: must be at least 1\n"
-                         "  line 9: pipeline[0].map.x: unknown function foo")
+                         "  line 9: pipeline[0].map.x: unknown function foo\n"
+                         "  no inputs")
 
     def test_conflict_and_refusal(self):
         self.fake.submit_error = (409, {"error": "job \"fake\" exists with another spec"})
@@ -231,6 +233,11 @@ class TestIterate(FakeDaemonCase):
     def test_every_batch_once_and_cursor(self):
         ds = self.dataset(1)
         self.assertIsNone(ds.cursor)
+        ds.next()
+        self.assertEqual(ds.cursor, (0, 1))
+        # back to "where the ring stands" (the fake starts the ring over)
+        ds.load_state_dict(dict(ds.state_dict(), cursor=None))
+        self.assertIsNone(ds.cursor)
         seen = []
         for b in ds:
             seen.append((b.cursor.epoch, b.cursor.batch_index))
@@ -248,7 +255,8 @@ class TestIterate(FakeDaemonCase):
         self.assertEqual(seen, [(e, i) for e in range(2) for i in range(5)])
         self.assertEqual(ds.cursor, (2, 0))
         self.assertEqual(ds.next(), None)
-        self.assertEqual(self.fake.attaches(), [{"rank": 1}])
+        self.assertEqual(self.fake.attaches(), [{"rank": 1}, {"rank": 1}])
+        self.assertEqual(self.fake.requests[-1][2]["wait"], 30)  # open_timeout
         self.assertEqual(ds.state_dict()["cursor"], {"epoch": 2, "batch": 0})
 
     def test_numpy(self):
@@ -307,10 +315,15 @@ class TestIterate(FakeDaemonCase):
 
     def test_attach_errors(self):
         ds = self.dataset(0)
-        self.fake.attach_error = (400, {"error": "rank 0: cursor beyond the job",
-                                        "errors": [{"field": "cursor", "message": "epoch 9 > 2"}]})
-        with self.assertRaisesRegex(lastmile.SpecError, "cursor beyond the job\n  cursor: epoch 9"):
+        self.fake.attach_error = (400, {"error": "cursor epoch 9 is beyond the job's 2 epochs"})
+        with self.assertRaisesRegex(lastmile.SpecError, "cursor epoch 9 is beyond"):
             ds.next()
+        self.fake.attach_error = (409, {"error": "rank 0's ring already has a consumer (pid 7): "
+                                                 "close it before attaching again"})
+        with self.assertRaisesRegex(lastmile.ConflictError, "already has a consumer \\(pid 7\\)"):
+            ds.next()
+        self.fake.attach_error = None
+        self.assertEqual(ds.next().cursor.batch_index, 0)
 
     def test_busy_rank(self):
         a = self.dataset(0)
@@ -318,7 +331,7 @@ class TestIterate(FakeDaemonCase):
         self.fake.keep = True  # hand out the running ring again
         b = self.dataset(0)
         with self.assertRaisesRegex(lastmile.RingBusyError,
-                                    "rank 0 of job j1 is already being read \\(pid %d\\): one "
+                                    "rank 0 of job abc000000001 is already being read \\(pid %d\\): one "
                                     "trainer per rank" % os.getpid()):
             b.next()
 
@@ -378,6 +391,24 @@ class TestReattach(FakeDaemonCase):
         self.assertIn("is lastmiled running?", msg)
         self.assertIsInstance(cm.exception.__cause__, lastmile.ProducerDiedError)
 
+    def test_draining_daemon(self):
+        """503 answers (draining, Retry-After) are retried while reattaching."""
+        self.fake.die_after = {0: 2}
+        ds = self.dataset(0)
+        ds.next()
+        ds.next()
+        self.fake.attach_unavailable = 2
+        t0 = time.monotonic()
+        self.assertEqual(self.drain(ds), self.all_ids(0, start=(0, 2)))
+        self.assertGreaterEqual(time.monotonic() - t0, 2.0)  # honored Retry-After: 1 twice
+        self.assertEqual(len(self.fake.attaches()), 4)
+        # without a reconnect budget, the 503 is the error
+        fake_ds = self.dataset(1, reconnect_timeout=0.5, open_timeout=None)
+        self.fake.attach_unavailable = 1
+        with self.assertRaisesRegex(lastmile.DaemonUnavailableError,
+                                    "cannot serve POST /v1/jobs/.*/attach now: draining"):
+            fake_ds.next()
+
     def test_replayed_batches_are_skipped(self):
         self.fake.die_after = {0: 3}
         ds = self.dataset(0)
@@ -419,8 +450,8 @@ class TestClient(FakeDaemonCase):
         self.assertEqual([j["id"] for j in c.jobs()], [job["id"]])
         self.assertEqual(c.job(job["id"])["id"], job["id"])
         self.assertEqual(c.attach(job["id"], 1, (0, 2))["ring"], "fake.%s.r1" % job["id"])
-        self.assertEqual(c.cancel(job["id"])["state"], "cancelled")
-        with self.assertRaisesRegex(lastmile.JobNotFoundError, "no job nope"):
+        self.assertEqual(c.cancel(job["id"])["state"], "canceled")
+        with self.assertRaisesRegex(lastmile.JobNotFoundError, 'no job "nope"'):
             c.job("nope")
         self.assertEqual(self.fake.requests[-1][1], "/v1/jobs/nope")
 
