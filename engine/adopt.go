@@ -71,6 +71,19 @@ func (p *Progress) DetachRings() ([]shm.RingInfo, error) {
 	return out, nil
 }
 
+// FailRings ends the stream of every ring of the Run that reports to p with
+// an error message and closes them. It is for a caller that recovered a
+// panic out of Run, which left its rings open: call it only once Run has
+// returned (or panicked).
+func (p *Progress) FailRings(msg string) {
+	p.mu.Lock()
+	rings := p.rings
+	p.mu.Unlock()
+	for _, r := range rings {
+		r.Fail(msg)
+	}
+}
+
 // Footprint is what a job will hold in memory while it runs.
 type Footprint struct {
 	Rings     int   // rings (ranks)
@@ -81,8 +94,9 @@ type Footprint struct {
 	// batcher, and UnitBytes an estimate of the largest one's decoded size.
 	InFlight  int
 	UnitBytes int64
-	Rows      int64 // rows per epoch
-	Units     int   // units per epoch
+	Rows      int64    // rows per epoch
+	Units     int      // units per epoch
+	Files     []string // the input files the job reads
 }
 
 // Bytes returns the total: the rings plus the in-flight units.
@@ -113,6 +127,10 @@ func EstimateFootprint(ctx context.Context, job *spec.Job) (Footprint, error) {
 		maxRows = max(maxRows, u.Rows)
 	}
 	perRow := slotSize(plan, planFields(plan), 1024) / 1024
+	files := make([]string, len(plan.Files))
+	for i, f := range plan.Files {
+		files[i] = f.Path
+	}
 	// The header, schema block and alignment before slot 0: at most 2 MiB
 	// plus the schema (96 bytes per field).
 	header := int64(2<<20) + int64(96*len(plan.Fields))
@@ -120,6 +138,6 @@ func EstimateFootprint(ctx context.Context, job *spec.Job) (Footprint, error) {
 		Rings: job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
 		RingBytes: int64(job.WorldSize) * (header + int64(job.Ring.Slots)*size),
 		InFlight:  inflight, UnitBytes: maxRows * max(perRow, 1),
-		Rows: plan.Rows, Units: len(plan.Units),
+		Rows: plan.Rows, Units: len(plan.Units), Files: files,
 	}, nil
 }
