@@ -167,9 +167,12 @@ func (n *Unary) String() string {
 	if n.Op == "not" {
 		return "not " + x
 	}
+	if l, ok := n.X.(*Lit); ok && (l.Kind == IntLit || l.Kind == FloatLit) {
+		// "-1" would parse as the literal -1, not as a negation.
+		return "-(" + x + ")"
+	}
 	if strings.HasPrefix(x, "-") {
-		// "- -1", not "--1": keep the two minus signs apart for readers.
-		return "- " + x
+		return "- " + x // "- -x": keep the minus signs apart for readers
 	}
 	return "-" + x
 }
