@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -313,3 +314,5 @@ func writeTable[T any](t testing.TB, path string, rows []T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func asDataError(err error, target **ops.DataError) bool { return errors.As(err, target) }

@@ -16,14 +16,13 @@ func (c *compiler) selectOp(op *spec.Op) error {
 	seen := map[string]bool{}
 	out := make([]entry, 0, len(op.Select))
 	for i, name := range op.Select {
-		field := fmt.Sprintf("[%d]", i)
 		if seen[name] {
-			return c.errf(op, field, "column %q listed twice", name)
+			return c.errIdx(op, i, "column %q listed twice", name)
 		}
 		seen[name] = true
 		e, why := c.lookup(name)
 		if e == nil {
-			return c.errf(op, field, "%s", why)
+			return c.errIdx(op, i, "%s", why)
 		}
 		out = append(out, *e)
 	}
@@ -71,7 +70,7 @@ func (c *compiler) drop(op *spec.Op) error {
 	for i, name := range op.Drop {
 		j := c.index(name)
 		if j < 0 {
-			return c.errf(op, fmt.Sprintf("[%d]", i), "%s", c.missing(name))
+			return c.errIdx(op, i, "%s", c.missing(name))
 		}
 		c.schema = append(c.schema[:j], c.schema[j+1:]...)
 		c.gone[name] = fmt.Sprintf("was dropped at line %d", op.Line)

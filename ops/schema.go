@@ -51,6 +51,14 @@ func (c *compiler) errf(op *spec.Op, field, format string, args ...any) *spec.Fi
 	return c.job.OpError(op, field, format, args...)
 }
 
+// errIdx is errf for entry i of a select or drop list:
+// "pipeline[3].select[1]".
+func (c *compiler) errIdx(op *spec.Op, i int, format string, args ...any) *spec.FieldError {
+	e := c.job.OpError(op, "", format, args...)
+	e.Field += fmt.Sprintf("[%d]", i)
+	return e
+}
+
 // errAt is errf with the line of a map, cast or rename entry.
 func (c *compiler) errAt(op *spec.Op, a spec.Assign, format string, args ...any) *spec.FieldError {
 	e := c.job.OpError(op, a.Name, format, args...)
@@ -184,7 +192,7 @@ func (c *compiler) compileExpr(src string) (*exprRef, error) {
 		var ee *expr.Error
 		if errors.As(err, &ee) {
 			msg := ee.Msg
-			if strings.Contains(msg, "unknown column") && !strings.Contains(msg, "did you mean") {
+			if strings.HasPrefix(msg, "unknown column") {
 				if name := quotedName(msg); name != "" {
 					msg = c.missing(name)
 				}
