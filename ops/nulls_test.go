@@ -8,7 +8,6 @@ import (
 	"github.com/lastmile/lastmile/ops"
 )
 
-
 func TestNulls(t *testing.T) {
 	b := batchOf(
 		i64col("id", []int64{0, 1, 2, 3}, nil),
