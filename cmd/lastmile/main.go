@@ -30,6 +30,11 @@ func commands() []command {
 		{"cat", "cat [flags] RING", "read a ring and summarize its batches", runCat},
 		{"demo", "demo [flags]", "run the embedded demo job end to end with a separate consumer process", runDemo},
 		{"bench", "bench [flags]", "measure memcpy, ring handoff, decode and decompression on this machine", runBench},
+		{"submit", "submit [flags] SPEC", "submit a job to lastmiled, or join the identical running one", runSubmit},
+		{"jobs", "jobs [flags]", "list lastmiled's jobs", runJobs},
+		{"status", "status [flags] [ID]", "show lastmiled's status, or one job and its rings", runStatus},
+		{"cancel", "cancel [flags] ID...", "cancel lastmiled jobs", runCancel},
+		{"top", "top [flags]", "show lastmiled's jobs and ranks live (rows/s, ring fill, stalls)", runTop},
 		{"version", "version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			_, err := fmt.Fprintln(stdout, "lastmile", version)
 			return err

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// runTop shows lastmiled's jobs and ranks live. Every frame is computed from
+// two samples: GET /v1/status and /v1/jobs on the control socket (states,
+// ring fill, cursors) and the Prometheus text of /metrics (counters, turned
+// into rates over the interval). Without /metrics, the per-job rates come
+// from the jobs' progress counters and the per-rank ones are left out.
+func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("top", stderr)
+	socket := socketFlag(fs)
+	interval := fs.Duration("interval", time.Second, "time between frames (and between the two samples of -once)")
+	once := fs.Bool("once", false, "print one frame without ANSI escapes and exit")
+	metrics := fs.String("metrics", "", `lastmiled's metrics address host:port, or "off" (default: the one GET /v1/status reports)`)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lastmile top [flags]\n\nShows lastmiled's jobs and ranks live: rows/s, MB/s, ring fill, how long\ntrainers waited on empty rings (the GPU stall), how long the producer\nwaited on full rings, work units in flight and errors. docs/top.md explains\nthe columns. Ctrl-C quits.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *interval < 10*time.Millisecond {
+		return fmt.Errorf("%w: -interval %v: want at least 10ms", errUsage, *interval)
+	}
+	t := &topper{c: newAPIClient(*socket), metricsAddr: *metrics, hc: &http.Client{Timeout: 5 * time.Second}}
+	prev, err := t.sample(ctx)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(*interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if !*once {
+				return nil // Ctrl-C is how one leaves top
+			}
+			return ctx.Err()
+		case <-tick.C:
+		}
+		cur, err := t.sample(ctx)
+		if err != nil {
+			if *once || ctx.Err() != nil {
+				return err
+			}
+			// Keep going while the daemon restarts: show why.
+			fmt.Fprintf(stdout, "\x1b[H%s  %v\x1b[K\n\x1b[J", now().Format("15:04:05"), err)
+			continue
+		}
+		f := buildFrame(prev, cur)
+		if *once {
+			return f.write(stdout, false)
+		}
+		// Redraw in place: home, each line cleared to its end, the rest of
+		// the screen cleared (no flicker of a full clear).
+		var buf bytes.Buffer
+		if err := f.write(&buf, true); err != nil {
+			return err
+		}
+		screen := "\x1b[H" + strings.ReplaceAll(buf.String(), "\n", "\x1b[K\n") + "\x1b[J"
+		if _, err := io.WriteString(stdout, screen); err != nil {
+			return err
+		}
+		prev = cur
+	}
+}
+
+type topper struct {
+	c           *apiClient
+	metricsAddr string
+	hc          *http.Client
+}
+
+// topSample is what one refresh reads.
+type topSample struct {
+	at         time.Time
+	status     *apiStatus
+	jobs       []apiJob
+	metrics    promSamples // nil when /metrics was not read
+	metricsErr error
+}
+
+func (t *topper) sample(ctx context.Context) (*topSample, error) {
+	s := &topSample{at: now()}
+	var err error
+	if s.status, err = t.c.status(ctx); err != nil {
+		return nil, err
+	}
+	if s.jobs, err = t.c.jobs(ctx); err != nil {
+		return nil, err
+	}
+	addr := t.metricsAddr
+	if addr == "" {
+		addr = s.status.Config.Metrics
+	}
+	if addr == "" || addr == "off" {
+		s.metricsErr = errors.New("metrics off")
+		return s, nil
+	}
+	s.metrics, s.metricsErr = t.scrape(ctx, addr)
+	return s, nil
+}
+
+func (t *topper) scrape(ctx context.Context, addr string) (promSamples, error) {
+	url := addr
+	if !strings.Contains(url, "://") {
+		url = "http://" + url + "/metrics"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return parseProm(resp.Body)
+}
+
+// Metric names of docs/daemon.md that top reads, all labeled job (the job
+// id) and, where per rank, rank.
+const (
+	mRows         = "lastmile_rows_total"
+	mBytes        = "lastmile_bytes_total"
+	mConsumerWait = "lastmile_consumer_wait_seconds_total"
+	mProducerWait = "lastmile_producer_wait_seconds_total"
+	mUnits        = "lastmile_units_in_flight"
+	mErrors       = "lastmile_errors_total"
+)
+
+// topRow is one line of the table: a job (rank -1) or one of its ranks.
+type topRow struct {
+	label, state         string
+	rank                 int
+	rowsPS, mbPS         float64 // NaN: unknown
+	fill, slots          int     // ring occupancy; slots 0: not a ring row
+	stall, full          float64 // fractions of the interval; NaN: unknown
+	waitingNow, attached bool
+	units                float64 // NaN: unknown
+	errors               float64 // NaN: unknown
+	next                 string
+}
+
+type topFrame struct {
+	cur      *topSample
+	dt       time.Duration
+	rows     []topRow
+	fromJobs bool // rates from the jobs' progress counters (no /metrics)
+}
+
+func buildFrame(prev, cur *topSample) *topFrame {
+	f := &topFrame{cur: cur, dt: cur.at.Sub(prev.at)}
+	secs := f.dt.Seconds()
+	if secs <= 0 {
+		secs = math.NaN()
+	}
+	useMetrics := cur.metrics != nil && prev.metrics != nil
+	f.fromJobs = !useMetrics
+	prevJobs := map[string]apiJob{}
+	for _, j := range prev.jobs {
+		prevJobs[j.ID] = j
+	}
+	rate := func(name string, lbl map[string]string, scale float64) float64 {
+		if !useMetrics {
+			return math.NaN()
+		}
+		a, ok1 := prev.metrics.sum(name, lbl)
+		b, ok2 := cur.metrics.sum(name, lbl)
+		if !ok1 || !ok2 || b < a { // a new series, or counters restarted with the daemon
+			return math.NaN()
+		}
+		return (b - a) / secs / scale
+	}
+	gauge := func(name string, lbl map[string]string) float64 {
+		if cur.metrics == nil {
+			return math.NaN()
+		}
+		v, ok := cur.metrics.sum(name, lbl)
+		if !ok {
+			return math.NaN()
+		}
+		return v
+	}
+	for _, j := range cur.jobs {
+		jl := map[string]string{"job": j.ID}
+		jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, j.ID), state: j.State, rank: -1,
+			rowsPS: rate(mRows, jl, 1), mbPS: rate(mBytes, jl, 1e6),
+			stall: math.NaN(), full: rate(mProducerWait, jl, 1),
+			units: gauge(mUnits, jl), errors: gauge(mErrors, jl)}
+		if !useMetrics {
+			if p, ok := prevJobs[j.ID]; ok && p.Progress.Rows <= j.Progress.Rows {
+				jr.rowsPS = float64(j.Progress.Rows-p.Progress.Rows) / secs
+				jr.mbPS = float64(j.Progress.Bytes-p.Progress.Bytes) / secs / 1e6
+				jr.full = (j.Progress.FullWaitSeconds - p.Progress.FullWaitSeconds) / secs
+			}
+			jr.units = float64(j.Progress.UnitsInFlight)
+		}
+		if len(j.Rings) > 0 {
+			// the job's stall and producer wait: the mean over its ranks
+			jr.full = jr.full / float64(len(j.Rings))
+		}
+		var stallSum float64
+		stallN := 0
+		var rankRows []topRow
+		for _, r := range j.Rings {
+			rl := map[string]string{"job": j.ID, "rank": strconv.Itoa(r.Rank)}
+			rr := topRow{label: fmt.Sprintf("  rank %d", r.Rank), state: r.State, rank: r.Rank,
+				rowsPS: rate(mRows, rl, 1), mbPS: rate(mBytes, rl, 1e6),
+				fill: r.Occupancy, slots: r.Slots,
+				stall: rate(mConsumerWait, rl, 1), full: rate(mProducerWait, rl, 1),
+				waitingNow: r.ConsumerWaiting, attached: r.ConsumerAttached,
+				units: math.NaN(), errors: gauge(mErrors, rl), next: r.Next.String()}
+			if !math.IsNaN(rr.stall) {
+				stallSum += rr.stall
+				stallN++
+			}
+			rankRows = append(rankRows, rr)
+		}
+		if stallN > 0 {
+			jr.stall = stallSum / float64(stallN)
+		}
+		f.rows = append(f.rows, jr)
+		f.rows = append(f.rows, rankRows...)
+	}
+	return f
+}
+
+func (f *topFrame) write(w io.Writer, ansi bool) error {
+	st := f.cur.status
+	bold, reset := "", ""
+	if ansi {
+		bold, reset = "\x1b[1m", "\x1b[0m"
+	}
+	up := time.Duration(st.UptimeSeconds * float64(time.Second)).Round(time.Second)
+	state := ""
+	if st.Draining {
+		state = "  DRAINING"
+	}
+	mem := bytesString(st.Memory.Reserved)
+	if st.Memory.Total > 0 {
+		mem += " of " + bytesString(st.Memory.Total)
+	}
+	fmt.Fprintf(w, "%slastmiled %s%s  pid %d  up %s  cpu %d/%d workers busy  memory %s  jobs %d running, %d pending%s  %s\n",
+		bold, st.Version, reset, st.PID, shortDuration(up), st.CPU.Busy, st.CPU.Workers, mem,
+		st.Jobs.Running, st.Jobs.Pending, state, f.cur.at.Format("15:04:05"))
+	src := fmt.Sprintf("rates over %s from %s", f.dt.Round(time.Millisecond), "/metrics")
+	if f.fromJobs {
+		why := "no /metrics"
+		if f.cur.metricsErr != nil {
+			why = "no /metrics: " + f.cur.metricsErr.Error()
+		}
+		src = fmt.Sprintf("rates over %s from job counters (%s)", f.dt.Round(time.Millisecond), why)
+	}
+	fmt.Fprintln(w, src)
+	fmt.Fprintln(w)
+	if len(f.rows) == 0 {
+		_, err := fmt.Fprintln(w, "no jobs")
+		return err
+	}
+	t := &table{right: []bool{false, false, true, true, true, true, true, true, true, false}}
+	t.add("JOB / RANK", "STATE", "ROWS/S", "MB/S", "RING", "STALL", "FULL", "UNITS", "ERRORS", "NEXT")
+	for _, r := range f.rows {
+		ring := ""
+		if r.slots > 0 {
+			ring = fmt.Sprintf("%d/%d", r.fill, r.slots)
+		}
+		stall := pct(r.stall)
+		if r.rank >= 0 {
+			switch {
+			case !r.attached:
+				stall = "detached"
+			case math.IsNaN(r.stall) && r.waitingNow:
+				stall = "waiting"
+			}
+		}
+		t.add(r.label, r.state, rateString(r.rowsPS), mbString(r.mbPS), ring, stall, pct(r.full),
+			num(r.units), num(r.errors), r.next)
+	}
+	return t.write(w, bold, reset)
+}
+
+// table lays out columns two spaces apart, left- or right-aligned; the first
+// row is the header. No trailing blanks.
+type table struct {
+	right []bool
+	rows  [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer, bold, reset string) error {
+	width := make([]int, len(t.right))
+	for _, r := range t.rows {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for n, r := range t.rows {
+		var line strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				line.WriteString("  ")
+			}
+			if t.right[i] {
+				line.WriteString(pad + c)
+			} else {
+				line.WriteString(c + pad)
+			}
+		}
+		s := strings.TrimRight(line.String(), " ")
+		if n == 0 {
+			s = bold + s + reset
+		}
+		b.WriteString(s + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func rateString(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return countString(int64(math.Round(v)))
+}
+
+func mbString(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", math.Min(v, 1)*100)
+}
+
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// promSample is one line of the Prometheus text format.
+type promSample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+type promSamples []promSample
+
+// sum adds the samples of name whose labels include want; ok is false when
+// there is none.
+func (ps promSamples) sum(name string, want map[string]string) (float64, bool) {
+	var s float64
+	ok := false
+next:
+	for _, p := range ps {
+		if p.name != name {
+			continue
+		}
+		for k, v := range want {
+			if p.labels[k] != v {
+				continue next
+			}
+		}
+		s += p.value
+		ok = true
+	}
+	return s, ok
+}
+
+// parseProm reads the Prometheus text exposition format (version 0.0.4):
+// comments and blank lines are skipped; a sample is NAME[{labels}] VALUE
+// [TIMESTAMP].
+func parseProm(r io.Reader) (promSamples, error) {
+	var out promSamples
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		p, err := parsePromLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %d: %w", n, err)
+		}
+		out = append(out, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+func parsePromLine(line string) (promSample, error) {
+	p := promSample{labels: map[string]string{}}
+	i := strings.IndexAny(line, "{ \t")
+	if i <= 0 {
+		return p, fmt.Errorf("no value in %q", line)
+	}
+	p.name = line[:i]
+	rest := line[i:]
+	if rest[0] == '{' {
+		rest = rest[1:]
+		for {
+			rest = strings.TrimLeft(rest, " \t,")
+			if rest == "" {
+				return p, fmt.Errorf("unterminated labels in %q", line)
+			}
+			if rest[0] == '}' {
+				rest = rest[1:]
+				break
+			}
+			eq := strings.IndexByte(rest, '=')
+			if eq <= 0 || len(rest) < eq+2 || rest[eq+1] != '"' {
+				return p, fmt.Errorf("bad label in %q", line)
+			}
+			key := strings.TrimSpace(rest[:eq])
+			rest = rest[eq+2:]
+			var val strings.Builder
+			closed := false
+			for j := 0; j < len(rest); j++ {
+				c := rest[j]
+				if c == '\\' && j+1 < len(rest) {
+					j++
+					switch rest[j] {
+					case 'n':
+						val.WriteByte('\n')
+					default:
+						val.WriteByte(rest[j])
+					}
+					continue
+				}
+				if c == '"' {
+					rest = rest[j+1:]
+					closed = true
+					break
+				}
+				val.WriteByte(c)
+			}
+			if !closed {
+				return p, fmt.Errorf("unterminated label value in %q", line)
+			}
+			p.labels[key] = val.String()
+		}
+	}
+	fields := strings.Fields(rest)
+	if len(fields) < 1 || len(fields) > 2 {
+		return p, fmt.Errorf("want a value and an optional timestamp in %q", line)
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return p, fmt.Errorf("bad value in %q", line)
+	}
+	p.value = v
+	return p, nil
+}
