@@ -1,0 +1,395 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 1 << 20
+
+// api returns the control API's handler (docs/control-api.md).
+func (d *Daemon) api() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/jobs", d.methods(map[string]http.HandlerFunc{"GET": d.listJobs, "POST": d.postJob}))
+	mux.HandleFunc("/v1/jobs/{id}", d.methods(map[string]http.HandlerFunc{"GET": d.getJob, "DELETE": d.deleteJob}))
+	mux.HandleFunc("/v1/jobs/{id}/attach", d.methods(map[string]http.HandlerFunc{"POST": d.attachJob}))
+	mux.HandleFunc("/v1/status", d.methods(map[string]http.HandlerFunc{"GET": d.status}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "no such endpoint %s %s: see docs/control-api.md (paths start with /v1/)", r.Method, r.URL.Path))
+	})
+	return d.recoverer(mux)
+}
+
+// recoverer turns a handler's panic into a 500: bad input must never
+// take the daemon down.
+func (d *Daemon) recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				d.log.Error("BUG: control API handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
+				writeError(w, errorf(http.StatusInternalServerError, "internal error (logged): %v", p))
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (d *Daemon) methods(m map[string]http.HandlerFunc) http.HandlerFunc {
+	var allow []string
+	for k := range m {
+		allow = append(allow, k)
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		h, ok := m[r.Method]
+		if !ok {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = errorf(http.StatusInternalServerError, "%v", err)
+	}
+	if ae.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+	}
+	body := struct {
+		Error  string       `json:"error"`
+		Fields []fieldError `json:"fields,omitempty"`
+	}{ae.msg, ae.fields}
+	writeJSON(w, ae.status, body)
+}
+
+// decodeBody reads one JSON object of at most maxBody bytes into v,
+// refusing unknown fields and trailing data.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return bodyError(err)
+		}
+		return errorf(http.StatusBadRequest, "request body: data after the JSON object")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var (
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return errorf(http.StatusBadRequest, "request body over %d bytes (1 MiB)", mbe.Limit)
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, "empty request body: want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(http.StatusBadRequest, "request body: truncated JSON")
+	case errors.As(err, &se):
+		return errorf(http.StatusBadRequest, "request body: malformed JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return errorf(http.StatusBadRequest, "request body: want a JSON object, got %s", te.Value)
+		}
+		return errorf(http.StatusBadRequest, "request body: field %q: want %s, got %s", te.Field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return errorf(http.StatusBadRequest, "request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return errorf(http.StatusBadRequest, "request body: %v", err)
+}
+
+// lookup finds a job by id or name (the newest of that name) and checks
+// that the caller may see it.
+func (d *Daemon) lookup(r *http.Request) (*Job, error) {
+	key := r.PathValue("id")
+	var found *Job
+	for _, j := range d.jobsSnapshot() { // newest first
+		if j.id == key {
+			found = j
+			break
+		}
+		if found == nil && j.name == key {
+			found = j
+		}
+	}
+	if found == nil {
+		return nil, errorf(http.StatusNotFound, "no job %q", key)
+	}
+	if p := peerFrom(r.Context()); !d.mayAccess(p, found) {
+		return nil, errorf(http.StatusForbidden, "job %s belongs to uid %d", found.id, found.owner)
+	}
+	return found, nil
+}
+
+func (d *Daemon) postJob(w http.ResponseWriter, r *http.Request) {
+	var req submitRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	p := peerFrom(r.Context())
+	if !p.ok {
+		writeError(w, errorf(http.StatusForbidden, "cannot read the caller's credentials (SO_PEERCRED)"))
+		return
+	}
+	j, created, err := d.submit(r.Context(), p, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, j.view())
+}
+
+func (d *Daemon) listJobs(w http.ResponseWriter, r *http.Request) {
+	p := peerFrom(r.Context())
+	out := struct {
+		Jobs []jobView `json:"jobs"`
+	}{Jobs: []jobView{}}
+	for _, j := range d.jobsSnapshot() {
+		if d.mayAccess(p, j) {
+			out.Jobs = append(out.Jobs, j.view())
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (d *Daemon) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := d.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j.view())
+}
+
+func (d *Daemon) deleteJob(w http.ResponseWriter, r *http.Request) {
+	j, err := d.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := peerFrom(r.Context())
+	j.log.Info("cancel requested", "uid", p.uid, "pid", p.pid)
+	j.cancel(fmt.Sprintf("job canceled by uid %d", p.uid))
+	writeJSON(w, http.StatusOK, j.view())
+}
+
+func (d *Daemon) attachJob(w http.ResponseWriter, r *http.Request) {
+	var req attachRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	j, err := d.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := j.attach(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
+	cfg := d.Config()
+	counts := map[string]int{"total": 0}
+	for _, s := range []State{Pending, Running, Done, Failed, Canceled} {
+		counts[string(s)] = 0
+	}
+	for _, j := range d.jobsSnapshot() {
+		j.mu.Lock()
+		counts[string(j.state)]++
+		j.mu.Unlock()
+		counts["total"]++
+	}
+	capacity, busy := d.sched.Stats()
+	d.mu.Lock()
+	reserved := d.reservedLocked()
+	d.mu.Unlock()
+	metrics := d.MetricsAddr()
+	if metrics == "" {
+		metrics = "off"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version":        d.version,
+		"pid":            os.Getpid(),
+		"started":        d.started.UTC().Format(time.RFC3339),
+		"uptime_seconds": time.Since(d.started).Seconds(),
+		"draining":       d.draining.Load(),
+		"config": map[string]any{
+			"socket": cfg.Socket, "state_dir": cfg.StateDir, "shm_dir": cfg.ShmDir, "metrics": metrics,
+			"workers": cfg.Workers, "memory_per_job": int64(cfg.Memory.PerJob), "memory_total": int64(cfg.Memory.Total),
+			"grace_seconds": cfg.Grace.D().Seconds(), "drain_timeout_seconds": cfg.DrainTimeout.D().Seconds(),
+			"log_level": cfg.Log.Level, "default_weight": cfg.DefaultWeight,
+		},
+		"jobs":   counts,
+		"cpu":    map[string]int{"available": cpus.Available(), "workers": capacity, "busy": busy},
+		"memory": map[string]int64{"reserved": reserved, "total": int64(cfg.Memory.Total)},
+	})
+}
+
+// jobView is a Job as the API shows it.
+type jobView struct {
+	ID         string       `json:"id"`
+	Name       string       `json:"name"`
+	Owner      uint32       `json:"owner"`
+	GID        uint32       `json:"gid"`
+	State      State        `json:"state"`
+	WorldSize  int          `json:"world_size"`
+	Epochs     int          `json:"epochs"`
+	Weight     int          `json:"weight"`
+	SpecHash   string       `json:"spec_hash"`
+	Created    time.Time    `json:"created"`
+	Started    *time.Time   `json:"started"`
+	Ended      *time.Time   `json:"ended"`
+	Error      string       `json:"error"`
+	Restarts   int          `json:"generation_restarts"`
+	Memory     int64        `json:"memory_bytes"`
+	Rings      []ringView   `json:"rings"`
+	Progress   progressView `json:"progress"`
+	CPUSeconds float64      `json:"cpu_seconds"`
+}
+
+type ringView struct {
+	Rank             int            `json:"rank"`
+	Name             string         `json:"name"`
+	Dir              string         `json:"dir"`
+	Generation       uint64         `json:"generation"`
+	Slots            int            `json:"slots"`
+	Head             uint64         `json:"head"`
+	Tail             uint64         `json:"tail"`
+	Occupancy        uint64         `json:"occupancy"`
+	ConsumerAttached bool           `json:"consumer_attached"`
+	ConsumerPID      int32          `json:"consumer_pid"`
+	ConsumerWaiting  bool           `json:"consumer_waiting"`
+	Next             *engine.Cursor `json:"next"`
+	Produced         *engine.Cursor `json:"produced"`
+	State            string         `json:"state"`
+}
+
+type progressView struct {
+	Epoch           int64   `json:"epoch"`
+	Rows            int64   `json:"rows"`
+	Batches         int64   `json:"batches"`
+	Bytes           int64   `json:"bytes"`
+	UnitsDone       int64   `json:"units_done"`
+	UnitsInFlight   int64   `json:"units_in_flight"`
+	DecodeSeconds   float64 `json:"decode_seconds"`
+	PackSeconds     float64 `json:"pack_seconds"`
+	FullWaitSeconds float64 `json:"full_wait_seconds"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (j *Job) view() jobView {
+	infos, ok := j.ringInfos()
+	j.mu.Lock()
+	v := jobView{
+		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, State: j.state, WorldSize: j.spec.WorldSize,
+		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Created: j.created.UTC(),
+		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
+		Memory: j.footprint, Rings: []ringView{},
+	}
+	if v.Weight == 0 {
+		v.Weight = j.d.Config().DefaultWeight
+	}
+	tot := j.base
+	fullWait := time.Duration(0)
+	for _, w := range j.fullWait {
+		fullWait += w
+	}
+	if r := j.run; r != nil {
+		p := r.prog
+		tot.add(p)
+		v.Progress.Epoch = p.Epoch.Load()
+		v.Progress.UnitsInFlight = p.UnitsInFlight.Load()
+		for _, st := range p.RingStats() {
+			fullWait += st.FullWait
+		}
+	}
+	v.Progress.Rows, v.Progress.Batches, v.Progress.Bytes, v.Progress.UnitsDone = tot.rows, tot.batches, tot.bytes, tot.units
+	v.Progress.DecodeSeconds, v.Progress.PackSeconds = tot.decode.Seconds(), tot.pack.Seconds()
+	v.Progress.FullWaitSeconds = fullWait.Seconds()
+	ranks := append([]rankRec(nil), j.ranks...)
+	j.mu.Unlock()
+	v.CPUSeconds = j.client.Stats().HoldTime.Seconds()
+	for i, in := range infos {
+		if !ok[i] {
+			continue
+		}
+		rv := ringView{
+			Rank: i, Name: in.Name, Dir: j.spec.Ring.Dir, Generation: in.Generation, Slots: in.Slots,
+			Head: in.Head, Tail: in.Tail, Occupancy: in.Occupancy(), ConsumerAttached: in.ConsumerAttached,
+			ConsumerPID: in.ConsumerPID, ConsumerWaiting: in.ConsumerWaiting && in.Head == in.Tail,
+			State: stateName(in.State),
+		}
+		if c, known := standing(in, ranks[i].Start); known {
+			rv.Next = &c
+		}
+		if in.HasLast {
+			c := engine.NextCursor(in.Last)
+			rv.Produced = &c
+		}
+		v.Rings = append(v.Rings, rv)
+	}
+	return v
+}
+
+func stateName(s shm.State) string {
+	switch s {
+	case shm.StateRunning:
+		return "running"
+	case shm.StateEnded:
+		return "ended"
+	case shm.StateFailed:
+		return "failed"
+	}
+	return s.String()
+}

@@ -1,0 +1,319 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// Config is lastmiled's configuration: a YAML file (every field optional)
+// over DefaultConfig, then flags over that.
+type Config struct {
+	// Socket is the control API's unix socket. Default
+	// /run/lastmile/lastmiled.sock.
+	Socket string `yaml:"socket"`
+	// SocketMode is the socket file's permission bits, octal. Default
+	// "0660": the owner and SocketGroup may submit jobs.
+	SocketMode string `yaml:"socket_mode"`
+	// SocketGroup, if set, is the group name (or gid) the socket is
+	// chowned to.
+	SocketGroup string `yaml:"socket_group"`
+	// AdminGroup, if set, names a group whose members see and may cancel
+	// every job, as root does.
+	AdminGroup string `yaml:"admin_group"`
+	// StateDir holds the jobs' persisted state. Default /var/lib/lastmile.
+	StateDir string `yaml:"state_dir"`
+	// ShmDir is where rings are created. Default $LASTMILE_SHM_DIR or
+	// /dev/shm.
+	ShmDir string `yaml:"shm_dir"`
+	// Metrics is the TCP address of the Prometheus /metrics endpoint;
+	// "off" disables it. Default 127.0.0.1:9464.
+	Metrics string `yaml:"metrics"`
+	// Workers is the number of decode tokens all jobs share (CPUs).
+	// Default: the CPUs this process may use (cgroup quota, GOMAXPROCS).
+	Workers int `yaml:"workers"`
+	// Memory bounds the rings plus in-flight units of each job and of all.
+	Memory MemoryConfig `yaml:"memory"`
+	// Grace is how long the rings of a job nobody attaches to are kept
+	// before the job is canceled and its rings removed; also how long a
+	// finished job's rings and record are kept. Default 10m.
+	Grace Duration `yaml:"grace"`
+	// DrainTimeout bounds the graceful stop on SIGTERM. Default 30s.
+	DrainTimeout Duration `yaml:"drain_timeout"`
+	// DefaultWeight is the CPU weight of a job that asks for none.
+	// Default 1.
+	DefaultWeight int `yaml:"default_weight"`
+	// Weights overrides the weight of jobs by name.
+	Weights map[string]int `yaml:"weights"`
+	// Log configures logging.
+	Log LogConfig `yaml:"log"`
+}
+
+// MemoryConfig bounds memory; 0 means no limit of that kind.
+type MemoryConfig struct {
+	// PerJob is the most one job may hold. Default 0 (only Total).
+	PerJob Bytes `yaml:"per_job"`
+	// Total is the most all jobs together may hold. Default: half the
+	// memory this process may use (cgroup memory.max, else MemTotal).
+	Total Bytes `yaml:"total"`
+}
+
+// LogConfig configures the logger.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is "text" or "json" (slog handlers; both fit journald).
+	// Default text.
+	Format string `yaml:"format"`
+}
+
+// DefaultConfig returns the configuration used where the file and flags
+// say nothing.
+func DefaultConfig() Config {
+	return Config{
+		Socket:        "/run/lastmile/lastmiled.sock",
+		SocketMode:    "0660",
+		StateDir:      "/var/lib/lastmile",
+		ShmDir:        shm.DefaultDir(),
+		Metrics:       "127.0.0.1:9464",
+		Workers:       cpus.Available(),
+		Memory:        MemoryConfig{Total: Bytes(defaultTotalMemory())},
+		Grace:         Duration(10 * time.Minute),
+		DrainTimeout:  Duration(30 * time.Second),
+		DefaultWeight: 1,
+		Log:           LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// ParseConfig reads a YAML configuration over DefaultConfig. Unknown
+// fields are errors, so a typo is not silently ignored.
+func ParseConfig(r io.Reader) (Config, error) {
+	c := DefaultConfig()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return c, nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("parse config: %w", err)
+	}
+	return c, nil
+}
+
+// LoadConfig reads the file at path over DefaultConfig. A missing file is
+// not an error when missingOK (the default path need not exist).
+func LoadConfig(path string, missingOK bool) (Config, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && missingOK {
+		return DefaultConfig(), nil
+	}
+	if err != nil {
+		return DefaultConfig(), fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	c, err := ParseConfig(f)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ConfigError names the configuration field that is wrong.
+type ConfigError struct {
+	Field string
+	Value any
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("config %s = %v: %v", e.Field, e.Value, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks every field and returns the problems, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field string, v any, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Value: v, Err: fmt.Errorf(format, args...)})
+	}
+	if c.Socket == "" || !strings.HasPrefix(c.Socket, "/") {
+		bad("socket", c.Socket, "want an absolute path")
+	}
+	if _, err := parseMode(c.SocketMode); err != nil {
+		bad("socket_mode", c.SocketMode, "%v", err)
+	}
+	if c.SocketGroup != "" {
+		if _, err := lookupGroup(c.SocketGroup); err != nil {
+			bad("socket_group", c.SocketGroup, "%v", err)
+		}
+	}
+	if c.AdminGroup != "" {
+		if _, err := lookupGroup(c.AdminGroup); err != nil {
+			bad("admin_group", c.AdminGroup, "%v", err)
+		}
+	}
+	if !strings.HasPrefix(c.StateDir, "/") {
+		bad("state_dir", c.StateDir, "want an absolute path")
+	}
+	if !strings.HasPrefix(c.ShmDir, "/") {
+		bad("shm_dir", c.ShmDir, "want an absolute path")
+	}
+	if c.Metrics == "" {
+		bad("metrics", c.Metrics, `want host:port, or "off"`)
+	}
+	if c.Workers < 1 || c.Workers > 4096 {
+		bad("workers", c.Workers, "want 1 to 4096")
+	}
+	if c.Memory.PerJob < 0 {
+		bad("memory.per_job", c.Memory.PerJob, "want 0 (no limit) or a size such as 8GiB")
+	}
+	if c.Memory.Total < 0 {
+		bad("memory.total", c.Memory.Total, "want 0 (no limit) or a size such as 32GiB")
+	}
+	if c.Grace < Duration(time.Second) {
+		bad("grace", c.Grace, "want at least 1s")
+	}
+	if c.DrainTimeout < Duration(100*time.Millisecond) {
+		bad("drain_timeout", c.DrainTimeout, "want at least 100ms")
+	}
+	if c.DefaultWeight < 1 || c.DefaultWeight > MaxWeight {
+		bad("default_weight", c.DefaultWeight, "want 1 to %d", MaxWeight)
+	}
+	for name, w := range c.Weights {
+		if w < 1 || w > MaxWeight {
+			bad("weights."+name, w, "want 1 to %d", MaxWeight)
+		}
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		bad("log.level", c.Log.Level, "%v", err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", c.Log.Format, "want text or json")
+	}
+	return errors.Join(errs...)
+}
+
+// MaxWeight is the largest CPU weight of a job.
+const MaxWeight = 1000
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, errors.New("want debug, info, warn or error")
+	}
+	return l, nil
+}
+
+func parseMode(s string) (os.FileMode, error) {
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o777 || !strings.HasPrefix(s, "0") {
+		return 0, fmt.Errorf("want octal permission bits such as \"0660\"")
+	}
+	return os.FileMode(m), nil
+}
+
+// lookupGroup resolves a group name or numeric gid.
+func lookupGroup(s string) (uint32, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	g, err := user.LookupGroup(s)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(g.Gid, 10, 32)
+	return uint32(n), err
+}
+
+// Bytes is a byte count written as a number or with a unit ("8GiB").
+type Bytes int64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	return b.Set(n.Value)
+}
+
+// Set implements flag.Value.
+func (b *Bytes) Set(s string) error {
+	v, err := spec.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*b = Bytes(v)
+	return nil
+}
+
+func (b Bytes) String() string { return spec.Size(b).String() }
+
+// Duration is a time.Duration written as "10m", "30s".
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error { return d.Set(n.Value) }
+
+// Set implements flag.Value.
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 30s or 10m, got %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// defaultTotalMemory is half of what this process may use: the cgroup v2
+// memory.max if set, else MemTotal. 0 (no limit) if neither can be read.
+func defaultTotalMemory() int64 {
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				if v, err := os.ReadFile("/sys/fs/cgroup" + p + "/memory.max"); err == nil {
+					if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil && n > 0 {
+						return n / 2
+					}
+				}
+			}
+		}
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) > 0 {
+				if kb, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
+					return kb << 10 / 2
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,578 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
+)
+
+// Daemon is lastmiled: the control API, the jobs and their supervisors,
+// the CPU scheduler, metrics and the reclaim loop. New, then Start; Drain
+// for a graceful stop; Close for a hard one.
+type Daemon struct {
+	log     *slog.Logger
+	level   *slog.LevelVar
+	version string
+	started time.Time
+	store   *store
+	sched   *Scheduler
+	notify  func(state string) // systemd notifications; never nil
+
+	cfgMu    sync.Mutex
+	cfg      Config
+	adminGID int64 // -1: no admin group
+
+	mu         sync.Mutex
+	jobs       map[string]*Job // by id
+	submitting map[string]chan struct{}
+
+	draining atomic.Bool
+	srv      *http.Server
+	ln       net.Listener
+	msrv     *http.Server
+	mln      net.Listener
+	stop     chan struct{}
+	loops    sync.WaitGroup
+}
+
+// New checks cfg and returns a daemon that is not started yet. level, if
+// not nil, is the logger's level, which Reload changes. notify, if not
+// nil, receives systemd state strings ("STATUS=...").
+func New(cfg Config, log *slog.Logger, level *slog.LevelVar, version string, notify func(string)) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if level == nil {
+		level = new(slog.LevelVar)
+	}
+	if notify == nil {
+		notify = func(string) {}
+	}
+	d := &Daemon{
+		log: log, level: level, version: version, started: time.Now(), cfg: cfg, notify: notify,
+		sched: NewScheduler(cfg.Workers), jobs: make(map[string]*Job), submitting: make(map[string]chan struct{}),
+		stop: make(chan struct{}), adminGID: -1,
+	}
+	if cfg.AdminGroup != "" {
+		gid, _ := lookupGroup(cfg.AdminGroup)
+		d.adminGID = int64(gid)
+	}
+	return d, nil
+}
+
+// Config returns the configuration in effect.
+func (d *Daemon) Config() Config {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	return d.cfg
+}
+
+// Start loads the persisted jobs and resumes the unfinished ones (adopting
+// their rings), then listens on the socket and the metrics address.
+func (d *Daemon) Start() error {
+	cfg := d.Config()
+	st, err := openStore(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	d.store = st
+	if err := os.MkdirAll(cfg.ShmDir, 0o755); err != nil {
+		return fmt.Errorf("shm directory: %w", err)
+	}
+	recs, errs := st.load()
+	for _, err := range errs {
+		d.log.Error("skip unreadable job record", "err", err)
+	}
+	sort.Slice(recs, func(a, b int) bool { return recs[a].Created.Before(recs[b].Created) })
+	for _, rec := range recs {
+		d.restore(rec)
+	}
+	if err := d.listen(cfg); err != nil {
+		return err
+	}
+	d.loops.Add(2)
+	go d.monitor()
+	go d.sampleWaits()
+	d.log.Info("lastmiled started", "version", d.version, "socket", cfg.Socket, "metrics", d.MetricsAddr(),
+		"workers", cfg.Workers, "cpus", cpus.Available(), "jobs", len(recs), "state_dir", cfg.StateDir, "shm_dir", cfg.ShmDir)
+	return nil
+}
+
+// MetricsAddr returns the address /metrics listens on, "" if off.
+func (d *Daemon) MetricsAddr() string {
+	if d.mln == nil {
+		return ""
+	}
+	return d.mln.Addr().String()
+}
+
+func (d *Daemon) listen(cfg Config) error {
+	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	if _, err := os.Lstat(cfg.Socket); err == nil {
+		if c, err := net.DialTimeout("unix", cfg.Socket, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("listen on %s: another lastmiled is serving it: stop it first", cfg.Socket)
+		}
+		os.Remove(cfg.Socket) // stale, from a daemon that died
+	}
+	ln, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("listen on unix socket: %w", err)
+	}
+	mode, _ := parseMode(cfg.SocketMode)
+	if err := os.Chmod(cfg.Socket, mode); err != nil {
+		ln.Close()
+		return fmt.Errorf("chmod socket: %w", err)
+	}
+	if cfg.SocketGroup != "" {
+		gid, _ := lookupGroup(cfg.SocketGroup)
+		if err := os.Lchown(cfg.Socket, -1, int(gid)); err != nil {
+			ln.Close()
+			return fmt.Errorf("chown socket to group %s: %w", cfg.SocketGroup, err)
+		}
+	}
+	d.ln = ln
+	d.srv = &http.Server{
+		Handler:           d.api(),
+		ConnContext:       peerContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("control API stopped", "err", err)
+		}
+	}()
+	if cfg.Metrics == "off" {
+		return nil
+	}
+	mln, err := net.Listen("tcp", cfg.Metrics)
+	if err != nil {
+		d.srv.Close()
+		return fmt.Errorf("listen for metrics on %s: %w (set metrics: off to disable)", cfg.Metrics, err)
+	}
+	d.mln = mln
+	d.msrv = &http.Server{Handler: d.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := d.msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// restore brings back a persisted job: finished ones for listing and
+// cleanup, unfinished ones resumed on their surviving rings.
+func (d *Daemon) restore(rec *record) {
+	log := d.log.With("job", rec.Name, "job_id", rec.ID)
+	j, err := d.newJob(rec)
+	if err != nil {
+		// The spec no longer parses (the daemon was upgraded?): keep the
+		// record visible as failed.
+		log.Error("cannot restore job", "err", err)
+		rec.State, rec.Error, rec.Ended = string(Failed), "lastmiled restart: "+err.Error(), time.Now()
+		d.store.put(rec)
+		return
+	}
+	d.mu.Lock()
+	d.jobs[j.id] = j
+	d.mu.Unlock()
+	if State(rec.State).Terminal() {
+		close(j.finished)
+		j.client.Close()
+		return
+	}
+	resume := make([]engine.Cursor, j.spec.WorldSize)
+	for r := range resume {
+		resume[r] = d.resumeRank(j, rec, r, log)
+	}
+	j.mu.Lock()
+	j.next = resume
+	j.state = Pending
+	j.restarts++
+	j.lastActive = time.Now()
+	j.mu.Unlock()
+	log.Info("job resumed after restart", "resume", fmt.Sprint(resume))
+	go j.supervise()
+}
+
+// resumeRank claims rank r's ring if it survived and returns where the
+// rank's production resumes: right after the ring's last published batch,
+// or, without a ring, where its consumer was last seen.
+func (d *Daemon) resumeRank(j *Job, rec *record, r int, log *slog.Logger) engine.Cursor {
+	rr := &j.ranks[r]
+	start := rr.Start
+	name := j.ringName(r)
+	info, err := shm.Claim(j.spec.Ring.Dir, name)
+	switch {
+	case err == nil && info.Generation != rr.Generation && r < len(rec.Resume):
+		// Created by a run that crashed before recording it.
+		start = rec.Resume[r]
+		rr.Generation, rr.Start = info.Generation, start
+	case err == nil && info.Generation != rr.Generation:
+		shm.Unclaim(j.spec.Ring.Dir, name)
+		log.Warn("ring is not this job's: replacing it", "rank", r, "ring", name)
+		return nextOrStart(rr)
+	}
+	switch {
+	case err == nil && info.State == shm.StateRunning:
+		log.Info("adopting ring", "rank", r, "ring", name, "generation", info.Generation, "head", info.Head, "tail", info.Tail)
+		if info.HasLast {
+			return engine.NextCursor(info.Last)
+		}
+		return start
+	case err == nil:
+		// The stream ended (or failed) in the ring: a new ring continues
+		// from where the consumer stands.
+		shm.Unclaim(j.spec.Ring.Dir, name)
+		if c, ok := standing(info, start); ok {
+			return c
+		}
+		return nextOrStart(rr)
+	case errors.Is(err, shm.ErrInUse):
+		log.Error("ring has a live producer: is another lastmiled running on this shm directory?", "rank", r, "ring", name)
+		return nextOrStart(rr)
+	default:
+		log.Warn("ring gone: resuming from the consumer's last known cursor", "rank", r, "ring", name, "err", err)
+		return nextOrStart(rr)
+	}
+}
+
+func nextOrStart(rr *rankRec) engine.Cursor {
+	if rr.Next != nil {
+		return *rr.Next
+	}
+	return rr.Start
+}
+
+// jobsSnapshot returns the jobs, newest first.
+func (d *Daemon) jobsSnapshot() []*Job {
+	d.mu.Lock()
+	out := make([]*Job, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		out = append(out, j)
+	}
+	d.mu.Unlock()
+	sort.Slice(out, func(a, b int) bool { return out[a].created.After(out[b].created) })
+	return out
+}
+
+// monitor persists cursors, reclaims rings nobody attaches to, removes the
+// rings of ended jobs once drained or after the grace period, and forgets
+// ended jobs after it.
+func (d *Daemon) monitor() {
+	defer d.loops.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		if d.draining.Load() {
+			continue
+		}
+		grace := d.Config().Grace.D()
+		now := time.Now()
+		for _, j := range d.jobsSnapshot() {
+			j.mu.Lock()
+			st, ended, removed, last, saved := j.state, j.ended, j.removed, j.lastActive, j.saved
+			j.mu.Unlock()
+			switch {
+			case st == Running:
+				if j.snapshotCursors() {
+					j.mu.Lock()
+					j.lastActive = now
+					j.mu.Unlock()
+				} else if now.Sub(last) > grace {
+					j.log.Warn("reclaiming job: no trainer attached", "grace", grace)
+					j.cancel(fmt.Sprintf("job reclaimed by lastmiled: no trainer attached for %v", grace))
+					j.removeRings()
+					continue
+				}
+				if now.Sub(saved) > 5*time.Second {
+					j.mu.Lock()
+					j.saved = now
+					j.mu.Unlock()
+					j.persist()
+				}
+			case st.Terminal() && !removed:
+				if now.Sub(ended) > grace || j.drained() {
+					j.removeRings()
+				}
+			case st.Terminal() && now.Sub(ended) > grace:
+				d.mu.Lock()
+				delete(d.jobs, j.id)
+				d.mu.Unlock()
+				if err := d.store.remove(j.id); err != nil {
+					j.log.Warn("forget job", "err", err)
+				}
+				j.log.Info("job forgotten")
+			}
+		}
+		d.notifyStatus()
+	}
+}
+
+// drained reports whether every ring of an ended job was read to its end
+// (or is gone).
+func (j *Job) drained() bool {
+	for r := 0; r < j.spec.WorldSize; r++ {
+		info, err := shm.Inspect(j.spec.Ring.Dir, j.ringName(r))
+		if err == nil && info.Generation == j.generation(r) && info.Head != info.Tail {
+			return false
+		}
+	}
+	return true
+}
+
+// sampleWaits samples every ring's consumer_waiting word a hundred times a
+// second: the time trainers wait on an empty ring, which the consumer
+// does not report anywhere else.
+func (d *Daemon) sampleWaits() {
+	defer d.loops.Done()
+	const every = 10 * time.Millisecond
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		for _, j := range d.jobsSnapshot() {
+			j.mu.Lock()
+			if j.state == Running {
+				for r, o := range j.obs {
+					if o != nil && r < len(j.emptyWait) && o.ConsumerWaiting() {
+						j.emptyWait[r].Add(int64(every))
+					}
+				}
+			}
+			j.mu.Unlock()
+		}
+	}
+}
+
+// notifyStatus sends systemd a STATUS= line.
+func (d *Daemon) notifyStatus() {
+	counts := map[State]int{}
+	for _, j := range d.jobsSnapshot() {
+		j.mu.Lock()
+		counts[j.state]++
+		j.mu.Unlock()
+	}
+	s := fmt.Sprintf("STATUS=%d jobs running, %d pending", counts[Running], counts[Pending])
+	if d.draining.Load() {
+		s = "STATUS=draining: " + strings.TrimPrefix(s, "STATUS=")
+	}
+	d.notify(s)
+}
+
+// Drain stops gracefully: refuse new jobs and attaches, stop granting CPU
+// tokens, let the units being decoded finish and be packed, then hand
+// every running job's rings over and stop production, persisting where
+// each rank stands. The rings stay in place and running; when the process
+// exits the kernel drops their producer locks, the trainers see the
+// producer die, and the next lastmiled adopts the rings. Drain returns
+// when every job is stopped or ctx is done.
+func (d *Daemon) Drain(ctx context.Context) error {
+	if d.draining.Swap(true) {
+		return nil
+	}
+	d.notifyStatus()
+	d.log.Info("draining: no new jobs, no new units")
+	d.sched.Pause()
+	settle, cancel := context.WithTimeout(ctx, d.Config().DrainTimeout.D()/2)
+	defer cancel()
+	for d.unitsInFlight() > 0 && settle.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for _, j := range d.jobsSnapshot() {
+		j.mu.Lock()
+		active := !j.state.Terminal() && j.run != nil
+		j.mu.Unlock()
+		if !active {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.snapshotCursors()
+			err := j.stopRun("drain", func(infos []shm.RingInfo) {
+				j.mu.Lock()
+				defer j.mu.Unlock()
+				for r, in := range infos {
+					if r < len(j.ranks) {
+						if c, ok := standing(in, j.ranks[r].Start); ok {
+							j.ranks[r].Next = &c
+						}
+					}
+				}
+			})
+			if err != nil {
+				j.log.Warn("drain: hand over rings", "err", err)
+			}
+			j.persist()
+			j.log.Info("drained: rings left for the next lastmiled to adopt")
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %w", ctx.Err())
+	}
+	return d.Close()
+}
+
+func (d *Daemon) unitsInFlight() int64 {
+	var n int64
+	for _, j := range d.jobsSnapshot() {
+		j.mu.Lock()
+		if j.run != nil {
+			n += j.run.prog.UnitsInFlight.Load()
+		}
+		j.mu.Unlock()
+	}
+	return n
+}
+
+// Close stops the servers and loops at once. It does not stop production
+// (Drain does); the process is expected to exit.
+func (d *Daemon) Close() error {
+	select {
+	case <-d.stop:
+		return nil
+	default:
+	}
+	close(d.stop)
+	var err error
+	if d.srv != nil {
+		err = d.srv.Close()
+	}
+	if d.msrv != nil {
+		d.msrv.Close()
+	}
+	d.loops.Wait()
+	return err
+}
+
+// Reload applies what can change while running: log level, weights,
+// grace, drain timeout, memory limits, workers and the admin group. It
+// returns the names of the changed fields that need a restart.
+func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d.cfgMu.Lock()
+	old := d.cfg
+	keep := func(name string, changed bool) {
+		if changed {
+			ignored = append(ignored, name)
+		}
+	}
+	keep("socket", cfg.Socket != old.Socket)
+	keep("socket_mode", cfg.SocketMode != old.SocketMode)
+	keep("socket_group", cfg.SocketGroup != old.SocketGroup)
+	keep("state_dir", cfg.StateDir != old.StateDir)
+	keep("shm_dir", cfg.ShmDir != old.ShmDir)
+	keep("metrics", cfg.Metrics != old.Metrics)
+	keep("log.format", cfg.Log.Format != old.Log.Format)
+	cfg.Socket, cfg.SocketMode, cfg.SocketGroup, cfg.StateDir = old.Socket, old.SocketMode, old.SocketGroup, old.StateDir
+	cfg.ShmDir, cfg.Metrics, cfg.Log.Format = old.ShmDir, old.Metrics, old.Log.Format
+	d.cfg = cfg
+	d.adminGID = -1
+	if cfg.AdminGroup != "" {
+		gid, _ := lookupGroup(cfg.AdminGroup)
+		d.adminGID = int64(gid)
+	}
+	d.cfgMu.Unlock()
+	lvl, _ := parseLevel(cfg.Log.Level)
+	d.level.Set(lvl)
+	d.sched.SetCapacity(cfg.Workers)
+	for _, j := range d.jobsSnapshot() {
+		j.client.SetWeight(d.weightOf(j))
+	}
+	d.log.Info("configuration reloaded", "log_level", cfg.Log.Level, "workers", cfg.Workers, "grace", cfg.Grace,
+		"drain_timeout", cfg.DrainTimeout, "memory_per_job", cfg.Memory.PerJob, "memory_total", cfg.Memory.Total,
+		"default_weight", cfg.DefaultWeight, "weights", len(cfg.Weights), "not_reloaded", ignored)
+	return ignored, nil
+}
+
+// weightOf returns a job's effective CPU weight: the config's override for
+// its name, else what it asked for, else the default.
+func (d *Daemon) weightOf(j *Job) int {
+	cfg := d.Config()
+	if w, ok := cfg.Weights[j.name]; ok {
+		return w
+	}
+	j.mu.Lock()
+	w := j.weight
+	j.mu.Unlock()
+	if w > 0 {
+		return w
+	}
+	return cfg.DefaultWeight
+}
+
+// chownRing gives a ring file to the job's owner (mode stays 0600). It
+// needs CAP_CHOWN unless the owner is the daemon's own user.
+func (d *Daemon) chownRing(path string, uid, gid uint32) error {
+	if uint32(os.Geteuid()) == uid && uint32(os.Getegid()) == gid {
+		return nil
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
+		return fmt.Errorf("fchown %s to %d:%d: %w (lastmiled needs CAP_CHOWN)", path, uid, gid, err)
+	}
+	return nil
+}
+
+// Healthy reports whether the daemon's locks can be taken within d: what
+// the systemd watchdog pings on.
+func (d *Daemon) Healthy(within time.Duration) bool {
+	ok := make(chan struct{})
+	go func() {
+		d.mu.Lock()
+		d.mu.Unlock()
+		d.cfgMu.Lock()
+		d.cfgMu.Unlock()
+		d.sched.Stats()
+		close(ok)
+	}()
+	select {
+	case <-ok:
+		return true
+	case <-time.After(within):
+		return false
+	}
+}

@@ -1,0 +1,470 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// State is a job's lifecycle state.
+type State string
+
+// Job states (docs/control-api.md).
+const (
+	Pending  State = "pending"
+	Running  State = "running"
+	Done     State = "done"
+	Failed   State = "failed"
+	Canceled State = "canceled"
+)
+
+// Terminal reports whether the job has ended.
+func (s State) Terminal() bool { return s == Done || s == Failed || s == Canceled }
+
+// Job is one job of the daemon: a spec, its owner, and the supervisor
+// goroutine that runs engine.Run for it, again after every restart of
+// production.
+//
+// Production restarts (a trainer resuming from an older cursor) and stops
+// (drain, cancel) always detach the run's rings first (engine
+// Progress.DetachRings) and only then cancel its context, so that the
+// run's dying words ("job canceled") never reach a trainer: the next run
+// adopts the rings, or the daemon writes its own message into them.
+type Job struct {
+	d         *Daemon
+	id, name  string
+	owner     uint32
+	gid       uint32
+	specText  string
+	baseDir   string
+	worldOver int
+	hash      string
+	created   time.Time
+	spec      *spec.Job
+	footprint int64
+	log       *slog.Logger
+	client    *Client
+	finished  chan struct{} // closed when the supervisor has returned
+
+	attachMu sync.Mutex // serializes attaches, restarts and cancels
+
+	mu         sync.Mutex
+	state      State
+	errMsg     string
+	started    time.Time
+	ended      time.Time
+	weight     int // as submitted
+	restarts   int
+	ranks      []rankRec
+	removed    bool // rings removed
+	run        *run
+	next       []engine.Cursor // resume cursors of the next run
+	lastActive time.Time
+	obs        []*shm.Observer
+	stopWhy    string // why the current run is being stopped: restart, drain, cancel
+	cancelMsg  string
+	saved      time.Time // last periodic persist
+
+	// Counters of runs that ended, so that metrics and progress stay monotonic across
+	// restarts of production; under mu.
+	base      progressTotals
+	published []uint64
+	fullWait  []time.Duration
+	runErrors int64
+	// Sampled time each rank's consumer waited on an empty ring, in ns.
+	emptyWait []atomic.Int64
+}
+
+// run is one engine.Run of a job.
+type run struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	prog   *engine.Progress
+	ready  chan struct{} // closed once the rings exist
+	done   chan struct{} // closed when Run has returned
+	err    error
+	resume []engine.Cursor
+}
+
+type progressTotals struct {
+	rows, batches, bytes, units int64
+	decode, pack                time.Duration
+}
+
+func (t *progressTotals) add(p *engine.Progress) {
+	t.rows += p.Rows.Load()
+	t.batches += p.Batches.Load()
+	t.bytes += p.Bytes.Load()
+	t.units += p.UnitsDone.Load()
+	t.decode += time.Duration(p.DecodeNanos.Load())
+	t.pack += time.Duration(p.PackNanos.Load())
+}
+
+func (j *Job) ringName(r int) string { return j.spec.RingName(r) }
+
+func (j *Job) record() *record {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.recordLocked()
+}
+
+func (j *Job) recordLocked() *record {
+	return &record{
+		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Spec: j.specText, BaseDir: j.baseDir,
+		WorldSize: j.worldOver, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
+		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
+		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next,
+	}
+}
+
+// persist writes the job's record; failures are logged, not fatal (the
+// job goes on; a restart would resume from the previous record).
+func (j *Job) persist() {
+	if err := j.d.store.put(j.record()); err != nil {
+		j.log.Error("persist job state", "err", err)
+	}
+}
+
+// supervise runs production until the job ends or the daemon drains.
+func (j *Job) supervise() {
+	defer close(j.finished)
+	j.mu.Lock()
+	unknown := j.footprint == 0
+	j.mu.Unlock()
+	if unknown { // restored after a restart: estimate it again
+		if fp, err := engine.EstimateFootprint(context.Background(), j.spec); err == nil {
+			j.mu.Lock()
+			j.footprint = fp.Bytes()
+			j.mu.Unlock()
+		}
+	}
+	for {
+		j.mu.Lock()
+		resume, why := j.next, j.stopWhy
+		msg := j.cancelMsg
+		j.mu.Unlock()
+		switch why {
+		case "drain":
+			return
+		case "cancel":
+			j.failRings(msg)
+			j.finish(Canceled, msg)
+			return
+		}
+		r := j.startRun(resume)
+		<-r.done
+		j.mu.Lock()
+		j.base.add(r.prog)
+		for i, st := range r.prog.RingStats() {
+			if i < len(j.published) {
+				j.published[i] += st.Published
+				j.fullWait[i] += st.FullWait
+			}
+		}
+		why = j.stopWhy
+		if why == "restart" {
+			j.stopWhy = ""
+		}
+		switch {
+		case why == "restart":
+			j.mu.Unlock()
+			continue
+		case why == "drain":
+			j.mu.Unlock()
+			return
+		case why == "cancel":
+			msg := j.cancelMsg
+			j.mu.Unlock()
+			j.failRings(msg)
+			j.finish(Canceled, msg)
+		case r.err == nil:
+			j.mu.Unlock()
+			j.finish(Done, "")
+		default:
+			j.runErrors++
+			j.mu.Unlock()
+			j.finish(Failed, r.err.Error())
+		}
+		return
+	}
+}
+
+func (j *Job) finish(st State, msg string) {
+	j.mu.Lock()
+	j.state, j.errMsg, j.ended = st, msg, time.Now()
+	j.run = nil
+	j.mu.Unlock()
+	j.client.Close()
+	if st == Failed {
+		j.log.Error("job failed", "err", msg)
+	} else {
+		j.log.Info("job ended", "state", st, "reason", msg)
+	}
+	j.persist()
+	j.d.notifyStatus()
+}
+
+// startRun starts engine.Run with the given resume cursors.
+func (j *Job) startRun(resume []engine.Cursor) *run {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{ctx: ctx, cancel: cancel, prog: new(engine.Progress), ready: make(chan struct{}),
+		done: make(chan struct{}), resume: resume}
+	j.mu.Lock()
+	j.run = r
+	j.next = resume
+	j.mu.Unlock()
+	j.persist() // the resume cursors, before any ring is created
+	opts := engine.Options{
+		Logger:   j.log,
+		Progress: r.prog,
+		Resume:   resume,
+		Gate:     j.client.Acquire,
+		Ready:    func(rings []string) { j.onReady(r, rings) },
+	}
+	j.log.Info("production starting", "resume", fmt.Sprint(resume))
+	go func() {
+		defer close(r.done)
+		defer cancel()
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = fmt.Errorf("BUG: production panicked: %v", p)
+				j.log.Error("production panicked", "panic", p, "stack", string(debug.Stack()))
+				r.prog.FailRings("lastmiled: " + r.err.Error())
+			}
+		}()
+		_, r.err = engine.Run(ctx, j.spec, opts)
+	}()
+	return r
+}
+
+// onReady runs when a run's rings exist: give them to the owner, note
+// which were adopted, and open observers for status and metrics.
+func (j *Job) onReady(r *run, rings []string) {
+	dir := j.spec.Ring.Dir
+	obs := make([]*shm.Observer, len(rings))
+	for i, name := range rings {
+		path := filepath.Join(dir, name)
+		if err := j.d.chownRing(path, j.owner, j.gid); err != nil {
+			j.log.Error("give ring to its owner", "rank", i, "ring", name, "err", err)
+		}
+		o, err := shm.Observe(dir, name)
+		if err != nil {
+			j.log.Warn("observe ring", "rank", i, "ring", name, "err", err)
+			continue
+		}
+		obs[i] = o
+	}
+	j.mu.Lock()
+	old := j.obs
+	j.obs = obs
+	for i, o := range obs {
+		if o == nil || i >= len(j.ranks) {
+			continue
+		}
+		gen := o.Header().Generation
+		if gen != j.ranks[i].Generation {
+			// A new ring: its batch 0 is the resume cursor.
+			if i < len(r.resume) {
+				j.ranks[i].Start = r.resume[i]
+			} else {
+				j.ranks[i].Start = engine.Cursor{}
+			}
+			j.ranks[i].Generation = gen
+			j.log.Info("ring created", "rank", i, "ring", rings[i], "generation", gen, "start", j.ranks[i].Start)
+		} else {
+			j.log.Info("ring adopted", "rank", i, "ring", rings[i], "generation", gen)
+		}
+	}
+	if j.state == Pending {
+		j.state, j.started = Running, time.Now()
+	}
+	j.lastActive = time.Now()
+	j.mu.Unlock()
+	for _, o := range old {
+		if o != nil {
+			o.Close()
+		}
+	}
+	j.persist()
+	close(r.ready)
+	j.d.notifyStatus()
+}
+
+// stopRun hands the current run's rings over (so nothing the run does
+// while it dies reaches a trainer), calls prepare with the rings' state at
+// the hand-over (nil if the run had no rings yet), cancels the run and
+// waits for it. why tells the supervisor what to do next: "restart",
+// "drain" or "cancel". Without a run (between two runs) it only records
+// why, which the supervisor checks before starting the next.
+func (j *Job) stopRun(why string, prepare func([]shm.RingInfo)) error {
+	j.mu.Lock()
+	if j.state.Terminal() {
+		j.mu.Unlock()
+		return errors.New("job has ended")
+	}
+	r := j.run
+	j.stopWhy = why
+	j.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	var infos []shm.RingInfo
+	var err error
+	select {
+	case <-r.ready:
+		infos, err = r.prog.DetachRings()
+	default:
+	}
+	if prepare != nil {
+		prepare(infos)
+	}
+	r.cancel()
+	<-r.done
+	return err
+}
+
+// failRings ends every ring of the job with msg (state error), through a
+// short-lived producer that adopts each ring still running. Rings that
+// ended already are left as they are.
+func (j *Job) failRings(msg string) {
+	for r := 0; r < j.spec.WorldSize; r++ {
+		name := j.ringName(r)
+		o, err := shm.Observe(j.spec.Ring.Dir, name)
+		if err != nil {
+			shm.Unclaim(j.spec.Ring.Dir, name)
+			continue
+		}
+		hdr, info := o.Header(), o.Info()
+		o.Close()
+		if info.State != shm.StateRunning || info.Generation != j.generation(r) {
+			shm.Unclaim(j.spec.Ring.Dir, name)
+			continue
+		}
+		p, err := shm.Adopt(shm.Config{Dir: j.spec.Ring.Dir, Name: name, Slots: hdr.SlotCount,
+			SlotSize: hdr.SlotSize, Fields: hdr.Fields})
+		if err != nil {
+			j.log.Warn("end ring", "rank", r, "ring", name, "err", err)
+			continue
+		}
+		if p.Generation() != hdr.Generation {
+			// Not adoptable after all (it changed under us): do not leave
+			// a fresh empty ring behind.
+			p.Close()
+			p.Remove()
+			continue
+		}
+		p.Fail(msg)
+	}
+}
+
+func (j *Job) generation(r int) uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r < len(j.ranks) {
+		return j.ranks[r].Generation
+	}
+	return 0
+}
+
+// removeRings unlinks the job's ring files, each only if it is still the
+// ring of this job (a later job of the same name may have replaced it).
+func (j *Job) removeRings() {
+	j.mu.Lock()
+	ranks := append([]rankRec(nil), j.ranks...)
+	obs := j.obs
+	j.obs = nil
+	j.removed = true
+	j.mu.Unlock()
+	for _, o := range obs {
+		if o != nil {
+			o.Close()
+		}
+	}
+	for r := range ranks {
+		name := j.ringName(r)
+		shm.Unclaim(j.spec.Ring.Dir, name)
+		o, err := shm.Observe(j.spec.Ring.Dir, name)
+		if err != nil {
+			continue
+		}
+		info := o.Info()
+		o.Close()
+		if info.Generation != ranks[r].Generation || info.ProducerAlive {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(info.Path, &st) == nil && st.Dev == info.Dev && st.Ino == info.Ino {
+			if err := os.Remove(info.Path); err != nil {
+				j.log.Warn("remove ring", "rank", r, "ring", name, "err", err)
+			}
+		}
+	}
+	j.log.Info("rings removed")
+	j.persist()
+}
+
+// standing returns where rank r stands: the cursor of the next batch its
+// consumer will get, from the ring's state, and whether it is known.
+func standing(info shm.RingInfo, start engine.Cursor) (engine.Cursor, bool) {
+	switch {
+	case info.HasNext:
+		return engine.RingCursor(info.Next), true
+	case info.Head == info.Tail && info.HasLast:
+		return engine.NextCursor(info.Last), true
+	case info.Tail == 0:
+		return start, true
+	}
+	return engine.Cursor{}, false
+}
+
+// ringInfos returns a snapshot of every rank's ring (ok false where the
+// ring cannot be observed).
+func (j *Job) ringInfos() ([]shm.RingInfo, []bool) {
+	j.mu.Lock()
+	obs := append([]*shm.Observer(nil), j.obs...)
+	j.mu.Unlock()
+	infos := make([]shm.RingInfo, len(obs))
+	ok := make([]bool, len(obs))
+	for i, o := range obs {
+		if o != nil {
+			infos[i], ok[i] = o.Info(), true
+		}
+	}
+	return infos, ok
+}
+
+// snapshotCursors records each rank's standing (for a ring that later
+// disappears) and whether any consumer is attached.
+func (j *Job) snapshotCursors() (attached bool) {
+	infos, ok := j.ringInfos()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i := range infos {
+		if !ok[i] || i >= len(j.ranks) {
+			continue
+		}
+		if infos[i].ConsumerAttached {
+			attached = true
+		}
+		if infos[i].Generation != j.ranks[i].Generation {
+			continue
+		}
+		if c, known := standing(infos[i], j.ranks[i].Start); known {
+			j.ranks[i].Next = &c
+		}
+	}
+	return attached
+}

@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// collector reads the jobs' live counters at scrape time: nothing is
+// counted twice and the engine's hot path pays nothing for metrics.
+// Counters of a job add up the runs of its production (restarts included)
+// since this daemon started.
+type collector struct {
+	d *Daemon
+}
+
+var (
+	jobLabels  = []string{"job", "job_id"}
+	rankLabels = []string{"job", "job_id", "rank"}
+
+	descRows        = prometheus.NewDesc("lastmile_rows_total", "Rows packed into the job's rings (padding included).", jobLabels, nil)
+	descBytes       = prometheus.NewDesc("lastmile_bytes_total", "Payload bytes packed into the job's rings.", jobLabels, nil)
+	descBatches     = prometheus.NewDesc("lastmile_batches_total", "Batches published into the rank's ring.", rankLabels, nil)
+	descUnits       = prometheus.NewDesc("lastmile_units_total", "Work units decoded.", jobLabels, nil)
+	descInFlight    = prometheus.NewDesc("lastmile_units_in_flight", "Work units being decoded now.", jobLabels, nil)
+	descStage       = prometheus.NewDesc("lastmile_stage_seconds_total", "Time spent per stage (decode: summed over workers; pack: copying into ring slots).", []string{"job", "job_id", "stage"}, nil)
+	descOccupancy   = prometheus.NewDesc("lastmile_ring_occupancy", "Published batches the rank's consumer has not released yet.", rankLabels, nil)
+	descSlots       = prometheus.NewDesc("lastmile_ring_slots", "Slots of the rank's ring.", rankLabels, nil)
+	descAttached    = prometheus.NewDesc("lastmile_consumer_attached", "1 if a trainer holds the rank's ring.", rankLabels, nil)
+	descEmptyWait   = prometheus.NewDesc("lastmile_consumer_empty_wait_seconds_total", "Time the rank's trainer waited on an empty ring (the input stall that idles its GPU), sampled every 10ms from the ring's consumer_waiting word.", rankLabels, nil)
+	descFullWait    = prometheus.NewDesc("lastmile_producer_full_wait_seconds_total", "Time production waited on the rank's full ring (the trainer is the bottleneck).", rankLabels, nil)
+	descErrors      = prometheus.NewDesc("lastmile_job_errors_total", "Production runs of the job that failed.", jobLabels, nil)
+	descRestarts    = prometheus.NewDesc("lastmile_job_restarts_total", "Times the job's production was restarted (daemon restarts, trainers resuming from older cursors).", jobLabels, nil)
+	descState       = prometheus.NewDesc("lastmile_job_state", "1 for the job's current state.", []string{"job", "job_id", "state"}, nil)
+	descCPUWait     = prometheus.NewDesc("lastmile_cpu_wait_seconds_total", "Time the job's workers waited for a CPU token (the weighted fair share at work).", jobLabels, nil)
+	descCPUHeld     = prometheus.NewDesc("lastmile_cpu_seconds_total", "Time the job's workers held CPU tokens.", jobLabels, nil)
+	descWeight      = prometheus.NewDesc("lastmile_job_weight", "The job's CPU weight.", jobLabels, nil)
+	descMemory      = prometheus.NewDesc("lastmile_job_memory_bytes", "The job's charge against the memory budget (rings plus in-flight units).", jobLabels, nil)
+	descTokens      = prometheus.NewDesc("lastmile_cpu_tokens", "Decode tokens shared by the jobs.", nil, nil)
+	descTokensBusy  = prometheus.NewDesc("lastmile_cpu_tokens_busy", "Decode tokens held now.", nil, nil)
+	descMemReserved = prometheus.NewDesc("lastmile_memory_reserved_bytes", "Memory reserved by jobs whose rings exist.", nil, nil)
+	descMemTotal    = prometheus.NewDesc("lastmile_memory_limit_bytes", "The total memory budget (0: none).", nil, nil)
+	descUp          = prometheus.NewDesc("lastmile_daemon_start_time_seconds", "When this lastmiled started.", []string{"version"}, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
+		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
+		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	capacity, busy := d.sched.Stats()
+	gauge(descTokens, float64(capacity))
+	gauge(descTokensBusy, float64(busy))
+	d.mu.Lock()
+	reserved := d.reservedLocked()
+	d.mu.Unlock()
+	gauge(descMemReserved, float64(reserved))
+	gauge(descMemTotal, float64(d.Config().Memory.Total))
+	gauge(descUp, float64(d.started.UnixNano())/1e9, d.version)
+
+	for _, j := range d.jobsSnapshot() {
+		infos, ok := j.ringInfos()
+		j.mu.Lock()
+		tot := j.base
+		published := append([]uint64(nil), j.published...)
+		fullWait := append([]time.Duration(nil), j.fullWait...)
+		var inFlight int64
+		if r := j.run; r != nil {
+			tot.add(r.prog)
+			inFlight = r.prog.UnitsInFlight.Load()
+			for i, st := range r.prog.RingStats() {
+				if i < len(published) {
+					published[i] += st.Published
+					fullWait[i] += st.FullWait
+				}
+			}
+		}
+		state, errs, restarts, mem := j.state, j.runErrors, j.restarts, j.footprint
+		j.mu.Unlock()
+		l := []string{j.name, j.id}
+		counter(descRows, float64(tot.rows), l...)
+		counter(descBytes, float64(tot.bytes), l...)
+		counter(descUnits, float64(tot.units), l...)
+		gauge(descInFlight, float64(inFlight), l...)
+		counter(descStage, tot.decode.Seconds(), j.name, j.id, "decode")
+		counter(descStage, tot.pack.Seconds(), j.name, j.id, "pack")
+		counter(descErrors, float64(errs), l...)
+		counter(descRestarts, float64(restarts), l...)
+		for _, s := range []State{Pending, Running, Done, Failed, Canceled} {
+			v := 0.0
+			if s == state {
+				v = 1
+			}
+			gauge(descState, v, j.name, j.id, string(s))
+		}
+		cs := j.client.Stats()
+		counter(descCPUWait, cs.WaitTime.Seconds(), l...)
+		counter(descCPUHeld, cs.HoldTime.Seconds(), l...)
+		gauge(descWeight, float64(d.weightOf(j)), l...)
+		gauge(descMemory, float64(mem), l...)
+		for r := range published {
+			rl := []string{j.name, j.id, strconv.Itoa(r)}
+			counter(descBatches, float64(published[r]), rl...)
+			counter(descFullWait, fullWait[r].Seconds(), rl...)
+			counter(descEmptyWait, time.Duration(j.emptyWait[r].Load()).Seconds(), rl...)
+			if r < len(infos) && ok[r] {
+				in := infos[r]
+				gauge(descOccupancy, float64(in.Occupancy()), rl...)
+				gauge(descSlots, float64(in.Slots), rl...)
+				att := 0.0
+				if in.ConsumerAttached {
+					att = 1
+				}
+				gauge(descAttached, att, rl...)
+			}
+		}
+	}
+}
+
+// metricsHandler serves /metrics: the jobs' metrics plus the Go runtime's
+// and the process's.
+func (d *Daemon) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{d}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "lastmiled: metrics are at /metrics", http.StatusNotFound)
+	})
+	return mux
+}

@@ -1,0 +1,355 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// apiError is an error with its HTTP status and, for spec errors, the
+// fields at fault.
+type apiError struct {
+	status     int
+	msg        string
+	fields     []fieldError
+	retryAfter int
+}
+
+type fieldError struct {
+	Line  int    `json:"line"`
+	Field string `json:"field"`
+	Msg   string `json:"msg"`
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(status int, format string, args ...any) *apiError {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// specErrors turns a spec's errors into a 400.
+func specErrors(err error) *apiError {
+	var es spec.Errors
+	if !errors.As(err, &es) {
+		return errorf(http.StatusBadRequest, "spec: %v", err)
+	}
+	e := &apiError{status: http.StatusBadRequest}
+	for _, f := range es {
+		e.fields = append(e.fields, fieldError{Line: f.Line, Field: f.Field, Msg: f.Msg})
+	}
+	if len(es) == 1 {
+		e.msg = "spec has 1 error: " + es[0].Field + ": " + es[0].Msg
+	} else {
+		e.msg = fmt.Sprintf("spec has %d errors", len(es))
+	}
+	return e
+}
+
+func fieldErr(field, format string, args ...any) *apiError {
+	f := fieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &apiError{status: http.StatusBadRequest, msg: "spec has 1 error: " + field + ": " + f.Msg, fields: []fieldError{f}}
+}
+
+// parseSpec parses a submitted spec and applies the daemon's rules: the
+// world size override, rings in the daemon's shm directory with mode 0600,
+// absolute inputs, and decode workers sized to the daemon's tokens.
+func (d *Daemon) parseSpec(text, baseDir string, worldOver int) (*spec.Job, error) {
+	file := ""
+	if baseDir != "" {
+		file = filepath.Join(baseDir, "spec.yaml")
+	}
+	job, err := spec.Parse(file, []byte(text))
+	if err != nil {
+		return nil, specErrors(err)
+	}
+	cfg := d.Config()
+	if worldOver != 0 {
+		if job.Batch.Last == "keep" && worldOver > 1 {
+			return nil, fieldErr("batch.last", `"keep" gives one rank a short batch, which hangs DDP; with world_size %d use "drop" or "pad"`, worldOver)
+		}
+		job.WorldSize = worldOver
+	}
+	if job.Ring.Dir != "" && filepath.Clean(job.Ring.Dir) != filepath.Clean(cfg.ShmDir) {
+		return nil, fieldErr("ring.dir", "lastmiled creates rings in %s only; remove ring.dir", cfg.ShmDir)
+	}
+	job.Ring.Dir = cfg.ShmDir
+	if job.Ring.Mode != "0600" {
+		return nil, fieldErr("ring.mode", "lastmiled creates rings 0600, owned by the submitter; remove ring.mode")
+	}
+	for i, in := range job.Inputs {
+		if !filepath.IsAbs(in) {
+			return nil, fieldErr(fmt.Sprintf("inputs[%d]", i), "relative path %q: send base_dir (the directory it is relative to), or use an absolute path", in)
+		}
+	}
+	if job.Decode.Workers == 0 {
+		job.Decode.Workers = cfg.Workers
+	}
+	return job, nil
+}
+
+func specHash(job *spec.Job) (string, error) {
+	b, err := job.Marshal()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// newJob builds a Job from a record (a new submission or a persisted job).
+func (d *Daemon) newJob(rec *record) (*Job, error) {
+	job, err := d.parseSpec(rec.Spec, rec.BaseDir, rec.WorldSize)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Hash == "" {
+		if rec.Hash, err = specHash(job); err != nil {
+			return nil, err
+		}
+	}
+	ranks := append([]rankRec(nil), rec.Ranks...)
+	for len(ranks) < job.WorldSize {
+		ranks = append(ranks, rankRec{})
+	}
+	j := &Job{
+		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, specText: rec.Spec,
+		baseDir: rec.BaseDir, worldOver: rec.WorldSize, hash: rec.Hash, created: rec.Created, spec: job,
+		finished: make(chan struct{}),
+		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
+		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:job.WorldSize], removed: rec.RingsRemoved,
+		published: make([]uint64, job.WorldSize), fullWait: make([]time.Duration, job.WorldSize),
+		emptyWait: make([]atomic.Int64, job.WorldSize),
+	}
+	j.log = d.log.With("job", j.name, "job_id", j.id)
+	j.client = d.sched.NewClient(d.weightOf(j))
+	return j, nil
+}
+
+// submitRequest is POST /v1/jobs's body.
+type submitRequest struct {
+	Spec      string `json:"spec"`
+	WorldSize int    `json:"world_size"`
+	BaseDir   string `json:"base_dir"`
+	Weight    int    `json:"weight"`
+}
+
+// submit creates a job or joins the equal one; created says which.
+func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job, created bool, err error) {
+	if d.draining.Load() {
+		return nil, false, &apiError{status: http.StatusServiceUnavailable, msg: "lastmiled is shutting down: retry when it is back", retryAfter: 5}
+	}
+	switch {
+	case strings.TrimSpace(req.Spec) == "":
+		return nil, false, errorf(http.StatusBadRequest, `"spec" is required: the job spec as YAML or JSON text`)
+	case req.WorldSize < 0 || req.WorldSize > 4096:
+		return nil, false, errorf(http.StatusBadRequest, `"world_size" %d: want 1 to 4096 (or leave it out)`, req.WorldSize)
+	case req.Weight < 0 || req.Weight > MaxWeight:
+		return nil, false, errorf(http.StatusBadRequest, `"weight" %d: want 1 to %d (or leave it out)`, req.Weight, MaxWeight)
+	case req.BaseDir != "" && !filepath.IsAbs(req.BaseDir):
+		return nil, false, errorf(http.StatusBadRequest, `"base_dir" %q: want an absolute directory`, req.BaseDir)
+	}
+	job, err := d.parseSpec(req.Spec, req.BaseDir, req.WorldSize)
+	if err != nil {
+		return nil, false, err
+	}
+	hash, err := specHash(job)
+	if err != nil {
+		return nil, false, errorf(http.StatusInternalServerError, "hash spec: %v", err)
+	}
+	// One submission per name at a time: eight ranks submitting the same
+	// job at once plan it once and all join it.
+	for {
+		d.mu.Lock()
+		if ex, err := d.sameName(job, hash, p.uid); ex != nil || err != nil {
+			d.mu.Unlock()
+			return ex, false, err
+		}
+		wait, busy := d.submitting[job.Name]
+		if !busy {
+			d.submitting[job.Name] = make(chan struct{})
+			d.mu.Unlock()
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	defer func() {
+		d.mu.Lock()
+		close(d.submitting[job.Name])
+		delete(d.submitting, job.Name)
+		d.mu.Unlock()
+	}()
+
+	fp, err := engine.EstimateFootprint(ctx, job)
+	if err != nil {
+		return nil, false, errorf(http.StatusBadRequest, "%v", err)
+	}
+	if err := checkReadable(fp.Files, p); err != nil {
+		return nil, false, errorf(http.StatusForbidden, "%v", err)
+	}
+	cfg := d.Config()
+	need := fp.Bytes()
+	if lim := int64(cfg.Memory.PerJob); lim > 0 && need > lim {
+		return nil, false, errorf(http.StatusBadRequest,
+			"job %q needs %s (%d rings of %d slots of %s, plus %d in-flight units of about %s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
+			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
+	}
+	rec := &record{
+		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Spec: req.Spec, BaseDir: req.BaseDir,
+		WorldSize: req.WorldSize, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(),
+	}
+	j, err = d.newJob(rec)
+	if err != nil {
+		return nil, false, err
+	}
+	j.footprint = need // not shared yet
+	d.mu.Lock()
+	if lim := int64(cfg.Memory.Total); lim > 0 {
+		if used := d.reservedLocked(); used+need > lim {
+			d.mu.Unlock()
+			j.client.Close()
+			return nil, false, &apiError{status: http.StatusServiceUnavailable, retryAfter: 30, msg: fmt.Sprintf(
+				"job %q needs %s but only %s of the total memory budget (memory.total %s) is free: wait for other jobs to end, or cancel one",
+				job.Name, Bytes(need), Bytes(max(lim-used, 0)), Bytes(lim))}
+		}
+	}
+	for _, ex := range d.jobs {
+		ex.mu.Lock()
+		active := !ex.state.Terminal()
+		ex.mu.Unlock()
+		if ex.name == job.Name && active {
+			d.mu.Unlock()
+			j.client.Close()
+			return nil, false, errorf(http.StatusConflict, "job %q exists: retry", job.Name)
+		}
+	}
+	j.lastActive = time.Now()
+	j.next = make([]engine.Cursor, job.WorldSize)
+	d.jobs[j.id] = j
+	d.mu.Unlock()
+	j.persist()
+	j.log.Info("job submitted", "owner", p.uid, "world_size", job.WorldSize, "epochs", job.EpochCount(),
+		"weight", d.weightOf(j), "memory", Bytes(need), "spec_hash", hash)
+	go j.supervise()
+	d.notifyStatus()
+	return j, true, nil
+}
+
+// sameName returns the active job the submission joins, or an error if the
+// name or a ring name is taken. Called with d.mu held.
+func (d *Daemon) sameName(job *spec.Job, hash string, uid uint32) (*Job, error) {
+	for _, ex := range d.jobs {
+		ex.mu.Lock()
+		live := !ex.state.Terminal() || ex.state == Done && !ex.removed
+		ex.mu.Unlock()
+		if !live {
+			continue
+		}
+		if ex.name == job.Name {
+			switch {
+			case ex.owner != uid:
+				return nil, errorf(http.StatusConflict, "job %q exists and belongs to uid %d: choose another name", job.Name, ex.owner)
+			case ex.hash != hash:
+				return nil, errorf(http.StatusConflict, "job %q exists with another spec (%s): cancel it first (lastmile cancel %s), or choose another name", job.Name, ex.hash, ex.id)
+			}
+			return ex, nil
+		}
+		if ex.spec.Ring.Name == job.Ring.Name {
+			return nil, errorf(http.StatusConflict, "ring name %q is used by job %q: set another ring.name", job.Ring.Name, ex.name)
+		}
+	}
+	return nil, nil
+}
+
+// reservedLocked sums the memory of the jobs whose rings exist or will.
+func (d *Daemon) reservedLocked() int64 {
+	var n int64
+	for _, j := range d.jobs {
+		j.mu.Lock()
+		if !j.removed && (!j.state.Terminal() || j.state == Done) {
+			n += j.footprint
+		}
+		j.mu.Unlock()
+	}
+	return n
+}
+
+func newID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// checkReadable refuses input files the submitter could not read itself:
+// the daemon reads them with its own rights, which must not become a way
+// around file permissions. It checks the permission bits of each file and
+// the search bit of each of its directories against the caller's uid and
+// groups (not ACLs). Root may read anything.
+func checkReadable(files []string, p peer) error {
+	if p.uid == 0 {
+		return nil
+	}
+	groups := map[uint32]bool{p.gid: true}
+	if u, err := user.LookupId(strconv.Itoa(int(p.uid))); err == nil {
+		if ids, err := u.GroupIds(); err == nil {
+			for _, g := range ids {
+				if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+					groups[uint32(n)] = true
+				}
+			}
+		}
+	}
+	may := func(path string, bit uint32) bool {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return false
+		}
+		mode := uint32(fi.Mode().Perm())
+		switch {
+		case st.Uid == p.uid:
+			return mode&(bit<<6) != 0
+		case groups[st.Gid]:
+			return mode&(bit<<3) != 0
+		}
+		return mode&bit != 0
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		for dir := filepath.Dir(f); !seen[dir]; dir = filepath.Dir(dir) {
+			seen[dir] = true
+			if !may(dir, 1) {
+				return fmt.Errorf("uid %d may not read %s (no search permission on %s): lastmiled reads inputs only on behalf of users who could read them", p.uid, f, dir)
+			}
+			if dir == "/" {
+				break
+			}
+		}
+		if !may(f, 4) {
+			return fmt.Errorf("uid %d may not read %s: lastmiled reads inputs only on behalf of users who could read them", p.uid, f)
+		}
+	}
+	return nil
+}
