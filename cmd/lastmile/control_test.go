@@ -391,18 +391,22 @@ func metricsServer(t *testing.T) *httptest.Server {
 		k := float64(n)
 		n++
 		mu.Unlock()
-		fmt.Fprintf(w, "# HELP lastmile_rows_total Rows packed into rings.\n# TYPE lastmile_rows_total counter\n")
+		// The job: 30000 rows/s, 30 MB/s; rank 0 publishes twice the batches
+		// of rank 1. The interval is what the clock says, and the test's
+		// clock steps by 1s.
+		const l = `job="ctr",job_id="3f9a1c27b0d4"`
+		fmt.Fprintf(w, "# HELP lastmile_rows_total Rows packed.\n# TYPE lastmile_rows_total counter\n")
+		fmt.Fprintf(w, "lastmile_rows_total{%s} %g\n", l, 1e6+k*3e4)
+		fmt.Fprintf(w, "lastmile_bytes_total{%s} %g 1700000000000\n", l, 5e8+k*3e7)
+		fmt.Fprintf(w, "lastmile_units_in_flight{%s} 6\n", l)
+		fmt.Fprintf(w, "lastmile_job_errors_total{%s} 1\n", l)
 		for rank := 0; rank < 2; rank++ {
-			// rank 0: 20000 rows/s, 20 MB/s; rank 1 half of that. The interval
-			// is what the clock says, and the test pins the clock's step to 1s.
-			m := float64(2 - rank)
-			fmt.Fprintf(w, "lastmile_rows_total{job=\"3f9a1c27b0d4\",name=\"ctr\",rank=\"%d\"} %g\n", rank, 1e6+k*1e4*m)
-			fmt.Fprintf(w, "lastmile_bytes_total{job=\"3f9a1c27b0d4\",rank=\"%d\"} %g\n", rank, 5e8+k*1e7*m)
-			fmt.Fprintf(w, "lastmile_consumer_wait_seconds_total{job=\"3f9a1c27b0d4\",rank=\"%d\"} %g 1700000000000\n", rank, 3+k*0.3*float64(rank))
-			fmt.Fprintf(w, "lastmile_producer_wait_seconds_total{job=\"3f9a1c27b0d4\",rank=\"%d\"} %g\n", rank, 9+k*0.5)
-			fmt.Fprintf(w, "lastmile_errors_total{job=\"3f9a1c27b0d4\",rank=\"%d\"} %d\n", rank, rank)
+			fmt.Fprintf(w, "lastmile_batches_total{%s,rank=\"%d\"} %g\n", l, rank, 100+k*float64(2-rank))
+			fmt.Fprintf(w, "lastmile_consumer_empty_wait_seconds_total{%s,rank=\"%d\"} %g\n", l, rank, 3+k*0.3*float64(rank))
+			fmt.Fprintf(w, "lastmile_producer_full_wait_seconds_total{%s,rank=\"%d\"} %g\n", l, rank, 9+k*0.5)
 		}
-		fmt.Fprintf(w, "lastmile_units_in_flight{job=\"3f9a1c27b0d4\"} 6\n")
+		// another job's series must not leak in
+		fmt.Fprintf(w, "lastmile_rows_total{job=\"x\",job_id=\"00000000ffff\"} %g\n", k*1e9)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -441,8 +445,8 @@ rates over 1s from /metrics
 
 JOB / RANK          STATE    ROWS/S  MB/S  RING  STALL  FULL  UNITS  ERRORS  NEXT
 ctr (3f9a1c27b0d4)  running   30.0k  30.0          15%   50%      6       1
-  rank 0            running   20.0k  20.0   3/4     0%   50%      -       0  0/118
-  rank 1            running   10.0k  10.0   0/4    30%   50%      -       1  0/120
+  rank 0            running   20.0k  20.0   3/4     0%   50%      -       -  0/118
+  rank 1            running   10.0k  10.0   0/4    30%   50%      -       -  0/120
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
@@ -459,7 +463,7 @@ ctr (3f9a1c27b0d4)  running   30.0k  30.0          15%   50%      6       1
 	for _, s := range []string{
 		"rates over 1s from job counters (no /metrics: metrics off)",
 		"ctr (3f9a1c27b0d4)  running       0   0.0              -    0%      6       -\n",
-		"  rank 1            running       -     -   0/4  waiting     -      -       -  0/120\n",
+		"  rank 1            running       0   0.0   0/4  waiting     -      -       -  0/120\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("no metrics: missing %q in\n%s", s, out)

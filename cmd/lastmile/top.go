@@ -139,15 +139,18 @@ func (t *topper) scrape(ctx context.Context, addr string) (promSamples, error) {
 	return parseProm(resp.Body)
 }
 
-// Metric names of docs/daemon.md that top reads, all labeled job (the job
-// id) and, where per rank, rank.
+// Metrics of lastmiled's /metrics (daemon/metrics.go) that top reads. They
+// are labeled job (the name) and job_id; the per-rank ones also rank. Rows
+// and bytes are counted per job: top splits a job's rates between its ranks
+// in proportion to the ranks' batches.
 const (
-	mRows         = "lastmile_rows_total"
-	mBytes        = "lastmile_bytes_total"
-	mConsumerWait = "lastmile_consumer_wait_seconds_total"
-	mProducerWait = "lastmile_producer_wait_seconds_total"
-	mUnits        = "lastmile_units_in_flight"
-	mErrors       = "lastmile_errors_total"
+	mRows      = "lastmile_rows_total"
+	mBytes     = "lastmile_bytes_total"
+	mBatches   = "lastmile_batches_total"                     // per rank
+	mEmptyWait = "lastmile_consumer_empty_wait_seconds_total" // per rank
+	mFullWait  = "lastmile_producer_full_wait_seconds_total"  // per rank
+	mUnits     = "lastmile_units_in_flight"
+	mErrors    = "lastmile_job_errors_total"
 )
 
 // topRow is one line of the table: a job (rank -1) or one of its ranks.
@@ -204,39 +207,66 @@ func buildFrame(prev, cur *topSample) *topFrame {
 		return v
 	}
 	for _, j := range cur.jobs {
-		jl := map[string]string{"job": j.ID}
+		jl := map[string]string{"job_id": j.ID}
 		jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, j.ID), state: j.State, rank: -1,
 			rowsPS: rate(mRows, jl, 1), mbPS: rate(mBytes, jl, 1e6),
-			stall: math.NaN(), full: rate(mProducerWait, jl, 1),
+			stall: math.NaN(), full: rate(mFullWait, jl, 1),
 			units: gauge(mUnits, jl), errors: gauge(mErrors, jl)}
+		p, seen := prevJobs[j.ID]
 		if !useMetrics {
-			if p, ok := prevJobs[j.ID]; ok && p.Progress.Rows <= j.Progress.Rows {
+			// The progress counters restart with each production run.
+			jr.rowsPS, jr.mbPS, jr.full = math.NaN(), math.NaN(), math.NaN()
+			if seen && p.Progress.Rows <= j.Progress.Rows && p.Progress.Bytes <= j.Progress.Bytes {
 				jr.rowsPS = float64(j.Progress.Rows-p.Progress.Rows) / secs
 				jr.mbPS = float64(j.Progress.Bytes-p.Progress.Bytes) / secs / 1e6
-				jr.full = (j.Progress.FullWaitSeconds - p.Progress.FullWaitSeconds) / secs
+				if d := j.Progress.FullWaitSeconds - p.Progress.FullWaitSeconds; d >= 0 {
+					jr.full = d / secs
+				}
 			}
 			jr.units = float64(j.Progress.UnitsInFlight)
 		}
 		if len(j.Rings) > 0 {
-			// the job's stall and producer wait: the mean over its ranks
-			jr.full = jr.full / float64(len(j.Rings))
+			// the job's producer wait and stall: the mean over its ranks
+			jr.full /= float64(len(j.Rings))
 		}
-		var stallSum float64
+		prevRings := map[int]apiRing{}
+		for _, r := range p.Rings {
+			prevRings[r.Rank] = r
+		}
+		rankRows := make([]topRow, len(j.Rings))
+		batches := make([]float64, len(j.Rings))
+		var batchSum, stallSum float64
 		stallN := 0
-		var rankRows []topRow
-		for _, r := range j.Rings {
-			rl := map[string]string{"job": j.ID, "rank": strconv.Itoa(r.Rank)}
+		for i, r := range j.Rings {
+			rl := map[string]string{"job_id": j.ID, "rank": strconv.Itoa(r.Rank)}
 			rr := topRow{label: fmt.Sprintf("  rank %d", r.Rank), state: r.State, rank: r.Rank,
-				rowsPS: rate(mRows, rl, 1), mbPS: rate(mBytes, rl, 1e6),
 				fill: r.Occupancy, slots: r.Slots,
-				stall: rate(mConsumerWait, rl, 1), full: rate(mProducerWait, rl, 1),
+				stall: rate(mEmptyWait, rl, 1), full: rate(mFullWait, rl, 1),
 				waitingNow: r.ConsumerWaiting, attached: r.ConsumerAttached,
-				units: math.NaN(), errors: gauge(mErrors, rl), next: r.Next.String()}
+				units: math.NaN(), errors: math.NaN(), next: r.Next.String()}
+			batches[i] = rate(mBatches, rl, 1)
+			if !useMetrics {
+				batches[i] = math.NaN()
+				if q, ok := prevRings[r.Rank]; ok && q.Generation == r.Generation && q.Tail <= r.Tail {
+					batches[i] = float64(r.Tail-q.Tail) / secs
+				}
+			}
+			batchSum += batches[i]
 			if !math.IsNaN(rr.stall) {
 				stallSum += rr.stall
 				stallN++
 			}
-			rankRows = append(rankRows, rr)
+			rankRows[i] = rr
+		}
+		for i := range rankRows {
+			share := math.NaN() // NaN unless every rank's batch rate is known
+			if batchSum > 0 {
+				share = batches[i] / batchSum
+			} else if batchSum == 0 {
+				share = 0
+			}
+			rankRows[i].rowsPS = jr.rowsPS * share
+			rankRows[i].mbPS = jr.mbPS * share
 		}
 		if stallN > 0 {
 			jr.stall = stallSum / float64(stallN)
