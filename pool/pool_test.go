@@ -730,3 +730,27 @@ func TestStress(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelism checks in virtual time that nothing serializes the
+// workers: n equal units of 1 ms on W workers take n/W ms, so the speedup
+// over one worker is exactly W when cores are free.
+func TestParallelism(t *testing.T) {
+	for _, w := range []int{1, 2, 4, 8} {
+		synctest.Test(t, func(t *testing.T) {
+			const n = 96
+			start := time.Now()
+			err := pool.Run(t.Context(), pool.Config{Workers: w}, n,
+				func(_ context.Context, _, i, _ int) (int, error) {
+					time.Sleep(time.Millisecond)
+					return i, nil
+				},
+				func(int, int) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := time.Since(start), time.Duration(n/w)*time.Millisecond; got != want {
+				t.Errorf("W=%d: %d units of 1 ms took %v, want %v", w, n, got, want)
+			}
+		})
+	}
+}
