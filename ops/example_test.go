@@ -208,13 +208,17 @@ func TestCompileErrors(t *testing.T) {
 		})
 	}
 	t.Run("columns", func(t *testing.T) {
-		j, err := exampleJob(t, func(s string) string { return strings.Replace(s, "pipeline:", "columns: [row_id, user_id, lable]\npipeline:", 1) })
+		j, err := exampleJob(t, func(s string) string {
+			return strings.Replace(s, "pipeline:", "columns: [row_id, user_id, lable]\npipeline:", 1)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = ops.Compile(context.Background(), j, plan.Fields, ops.Env{})
 		wantErr(t, err, `columns[2]: unknown column "lable" in the input (did you mean "label"?)`)
-		j, err = exampleJob(t, func(s string) string { return strings.Replace(s, "pipeline:", "columns: [row_id, user_id]\npipeline:", 1) })
+		j, err = exampleJob(t, func(s string) string {
+			return strings.Replace(s, "pipeline:", "columns: [row_id, user_id]\npipeline:", 1)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
