@@ -47,7 +47,7 @@ func checkPlan(t *testing.T, plan *Plan, firstID func(u Unit) int64) {
 
 func TestDecodeFormats(t *testing.T) {
 	rows := int64(3000)
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		rows = 1200
 	}
 	for _, version := range []int{1, 2} {

@@ -31,6 +31,9 @@ type Decoder struct {
 	dictBuf []byte  // decompressed dictionary page
 	rep     []uint8 // repetition levels of one page
 	def     []uint8 // definition levels of one page
+	starts  []int32 // positions of the row-starting levels of one page
+	pfx     []byte  // the decoded level part of a snappy v1 page
+	save    []byte  // column bytes a v1 page's levels overwrite for a moment
 	idx     []int32 // dictionary indexes of one page
 	lens    []int64 // DELTA_* decoded integers
 	prefix  []int64 // DELTA_BYTE_ARRAY prefix lengths

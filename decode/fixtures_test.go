@@ -92,6 +92,9 @@ func checkRow(b *column.Batch, i int, want *datagen.Row) error {
 func TestFixtures(t *testing.T) {
 	for _, name := range []string{"small", "zstd", "none"} {
 		for _, maxRows := range []int64{0, 700} {
+			if maxRows > 0 && (testing.Short() || raceEnabled) {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/max%d", name, maxRows), func(t *testing.T) {
 				dir := filepath.Join(fixtures, name)
 				plan, err := PlanFiles(context.Background(), []string{dir}, PlanOptions{MaxUnitRows: maxRows})

@@ -1,10 +1,13 @@
 package decode
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
 	"github.com/lastmile/lastmile/column"
 )
 
@@ -151,4 +154,28 @@ func mustMarshal(t *testing.T, u Unit) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// FuzzSnappyPrefix: the prefix decoder never panics, and on a block s2
+// accepts it agrees with s2.
+func FuzzSnappyPrefix(f *testing.F) {
+	f.Add(snappy.Encode(nil, []byte("levels levels levels and values values values")), uint16(20))
+	f.Add(snappy.Encode(nil, make([]byte, 300)), uint16(299))
+	f.Fuzz(func(t *testing.T, src []byte, until uint16) {
+		n, err := s2.DecodedLen(src)
+		if err != nil || n > 1<<20 {
+			n = int(until) + 1
+		}
+		var p snappyPrefix
+		if !p.init(src, n, nil) || !p.fill(min(int(until), n)) {
+			return
+		}
+		full, err := s2.Decode(nil, src)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(p.out, full[:len(p.out)]) {
+			t.Fatalf("prefix differs from s2")
+		}
+	})
 }

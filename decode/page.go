@@ -3,6 +3,7 @@ package decode
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/lastmile/lastmile/column"
 )
@@ -15,7 +16,7 @@ import (
 func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col *column.Column) (int, error) {
 	n := int(h.numValues)
 	var repB, defB, vals []byte
-	valsLen := 0
+	valsLen, pvLead := 0, -1
 	compressed := false
 	if h.typ == pageDataV2 {
 		rl, dl := int(h.repLen), int(h.defLen)
@@ -28,6 +29,9 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 		if !compressed && len(vals) != valsLen {
 			return 0, corruptf("v2 page: %d value bytes, header says %d", len(vals), valsLen)
 		}
+	} else if lead, rb, db, ok := d.v1Direct(f, c, h, body); ok {
+		repB, defB, vals, valsLen, compressed = rb, db, body, int(h.uncompressed)-lead, true
+		pvLead = lead
 	} else {
 		page := body
 		if c.Codec != codecNone {
@@ -52,7 +56,15 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 		}
 		vals, valsLen = page, len(page)
 	}
-	if f.MaxRep > 0 {
+	// Lists of required elements (the common case) need only the row
+	// starts, not every repetition level.
+	startsOnly := f.MaxRep == 1 && f.MaxDef == f.RowDef+1
+	if startsOnly {
+		var err error
+		if d.starts, err = rowStartsRLE(d.starts[:0], repB, n); err != nil {
+			return 0, corruptf("repetition levels: %v", err)
+		}
+	} else if f.MaxRep > 0 {
 		d.rep = growU8(d.rep, n)
 		if _, err := decodeLevels(d.rep, repB, f.repWidth()); err != nil {
 			return 0, corruptf("repetition levels: %v", err)
@@ -64,7 +76,10 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 			return 0, corruptf("definition levels: %v", err)
 		}
 	}
-	pv := pageValues{d: d, f: f, c: c, h: h, vals: vals, valsLen: valsLen, compressed: compressed}
+	pv := pageValues{d: d, f: f, c: c, h: h, vals: vals, valsLen: valsLen, compressed: compressed, lead: pvLead}
+	if startsOnly {
+		return d.appendListStarts(f, n, &pv, col)
+	}
 	if f.MaxRep > 0 {
 		return d.appendListPage(f, n, &pv, col)
 	}
@@ -110,7 +125,7 @@ func (d *Decoder) appendFlatPage(f *Field, n int, pv *pageValues, col *column.Co
 		start := len(col.Data)
 		col.Data = extend(col.Data, n*size)
 		region := col.Data[start:]
-		if err := pv.fixed(region[:nonNull*size], nonNull); err != nil {
+		if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 			return 0, err
 		}
 		if nonNull < n {
@@ -241,7 +256,7 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 	start := len(col.Data)
 	col.Data = extend(col.Data, slots*size)
 	region := col.Data[start:]
-	if err := pv.fixed(region[:nonNull*size], nonNull); err != nil {
+	if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 		return 0, err
 	}
 	if nonNull < slots {
@@ -292,4 +307,142 @@ func rowStarts(rep []uint8, offs []int64, L int, base int64) int {
 		}
 	}
 	return L
+}
+
+// appendListStarts appends the rows of a page of a list whose elements
+// are required, from the row starts (d.starts) and the definition levels.
+// With required elements a row is either one level below maxDef (a null
+// or empty list) or levels that are all values, so a row's length is the
+// distance to the next start.
+func (d *Decoder) appendListStarts(f *Field, n int, pv *pageValues, col *column.Column) (int, error) {
+	starts := d.starts
+	def := d.def[:n]
+	first := n
+	if len(starts) > 0 {
+		first = int(starts[0])
+	}
+	if first > 0 && col.Len == 0 {
+		return 0, corruptf("page starts inside a row that no earlier page began")
+	}
+	L := col.Len
+	need := L + len(starts) + 1
+	if cap(col.Offsets) < need {
+		no := make([]int64, len(col.Offsets), max(need, 2*cap(col.Offsets)))
+		copy(no, col.Offsets)
+		col.Offsets = no
+	}
+	offs := col.Offsets[:need]
+	base := offs[L]
+	cur := base + int64(first) // levels continuing the previous row
+	maxDef, rowDef := uint8(f.MaxDef), uint8(f.RowDef)
+	var valid []uint8
+	if f.Nullable {
+		col.Valid = extend(col.Valid, len(starts))
+		valid = col.Valid[L:]
+	}
+	for k, p := range starts {
+		q := n
+		if k+1 < len(starts) {
+			q = int(starts[k+1])
+		}
+		offs[L] = cur
+		L++
+		l := def[p]
+		if l == maxDef {
+			cur += int64(q - int(p))
+		} else if q != int(p)+1 || l > maxDef {
+			return 0, corruptf("list row at level %d: definition level %d", p, l)
+		}
+		if valid != nil {
+			valid[k] = b2u8(l >= rowDef)
+		}
+	}
+	offs[L] = cur
+	col.Offsets = offs[:L+1]
+	rows := L - col.Len
+	col.Len = L
+	nonNull := int(cur - base)
+	size := f.DType.Size()
+	start := len(col.Data)
+	col.Data = extend(col.Data, nonNull*size)
+	if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
+		return 0, err
+	}
+	return rows, nil
+}
+
+// rowStartsRLE decodes n repetition levels of bit width 1 and appends to
+// starts the positions of the zeros: the levels that begin a row. Its
+// cost follows the number of rows rather than of levels.
+func rowStartsRLE(starts []int32, src []byte, n int) ([]int32, error) {
+	pos, out := 0, 0
+	for out < n {
+		h, p, err := hybridHeader(src, pos)
+		if err != nil {
+			return nil, err
+		}
+		pos = p
+		if h&1 == 0 {
+			c := int(min(h>>1, uint64(n-out)))
+			if c == 0 || pos >= len(src) {
+				return nil, errHybrid
+			}
+			v := src[pos]
+			pos++
+			switch v {
+			case 0:
+				for i := range c {
+					starts = append(starts, int32(out+i))
+				}
+			case 1:
+			default:
+				return nil, fmt.Errorf("%w: repetition level %d", errHybrid, v)
+			}
+			out += c
+			continue
+		}
+		groups := h >> 1
+		if groups == 0 || groups > uint64(len(src)-pos) {
+			return nil, fmt.Errorf("%w: bit-packed run of %d groups", errHybrid, groups)
+		}
+		run := src[pos : pos+int(groups)]
+		pos += int(groups)
+		nvals := min(int(groups)*8, n-out)
+		for i := 0; i < nvals; i += 64 {
+			var w uint64
+			if b := i >> 3; b+8 <= len(run) {
+				w = binary.LittleEndian.Uint64(run[b:])
+			} else {
+				w = loadTail(run[b:])
+			}
+			z := ^w
+			if m := nvals - i; m < 64 {
+				z &= 1<<uint(m) - 1
+			}
+			for z != 0 {
+				starts = append(starts, int32(out+i+bits.TrailingZeros64(z)))
+				z &= z - 1
+			}
+		}
+		out += nvals
+	}
+	return starts, nil
+}
+
+// v1Direct decides whether a v1 page's PLAIN fixed-width values can be
+// decompressed straight into the column: always when the column has no
+// levels (the page is all values), and for snappy pages whose level
+// sections snappyPrefix can decode first. It returns the levels and the
+// length of the levels part.
+func (d *Decoder) v1Direct(f *Field, c *Chunk, h *pageHeader, body []byte) (int, []byte, []byte, bool) {
+	if c.Codec == codecNone || h.encoding != encPlain || f.Kind == column.Bytes || f.DType == column.Bool {
+		return 0, nil, nil, false
+	}
+	if f.MaxRep == 0 && f.MaxDef == 0 {
+		return 0, nil, nil, true
+	}
+	if c.Codec != codecSnappy {
+		return 0, nil, nil, false
+	}
+	return d.v1SnappyLevels(f, h, body)
 }

@@ -17,6 +17,30 @@ type pageValues struct {
 	vals       []byte // as stored: compressed when compressed is set
 	valsLen    int    // uncompressed length of vals
 	compressed bool
+	// lead >= 0 marks a v1 page decompressed whole: vals is the whole
+	// compressed page, whose first lead bytes (the levels) precede the
+	// values once decompressed.
+	lead int
+}
+
+// fixedAt writes the page's n non-null fixed-width values densely at
+// buf[start:]. A v1 page whose values can land in place is decompressed
+// whole at buf[start-lead:], the lead bytes it overwrites there (the end
+// of earlier values) saved and restored around it.
+func (pv *pageValues) fixedAt(buf []byte, start, n int) error {
+	need := n * pv.f.DType.Size()
+	if pv.lead >= 0 && pv.h.encoding == encPlain && pv.valsLen == need && start >= pv.lead {
+		d := pv.d
+		lo := start - pv.lead
+		d.save = append(d.save[:0], buf[lo:start]...)
+		err := d.z.decompress(pv.c.Codec, buf[lo:start+need], pv.vals)
+		copy(buf[lo:start], d.save)
+		if err != nil {
+			return corrupt(err)
+		}
+		return nil
+	}
+	return pv.fixed(buf[start:start+need], n)
 }
 
 // plain returns the uncompressed value bytes, decompressing into d.page
@@ -26,6 +50,13 @@ func (pv *pageValues) plain() ([]byte, error) {
 		return pv.vals, nil
 	}
 	d := pv.d
+	if pv.lead >= 0 {
+		d.page = growBytes(d.page, pv.lead+pv.valsLen)
+		if err := d.z.decompress(pv.c.Codec, d.page, pv.vals); err != nil {
+			return nil, corrupt(err)
+		}
+		return d.page[pv.lead:], nil
+	}
 	d.page = growBytes(d.page, pv.valsLen)
 	if err := d.z.decompress(pv.c.Codec, d.page, pv.vals); err != nil {
 		return nil, corrupt(err)
@@ -52,7 +83,7 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 			return nil
 		}
 		need := n * size
-		if pv.compressed && pv.valsLen == need {
+		if pv.compressed && pv.valsLen == need && pv.lead < 0 {
 			// The hot path: decompress straight into the column.
 			if err := pv.d.z.decompress(pv.c.Codec, dst, pv.vals); err != nil {
 				return corrupt(err)
