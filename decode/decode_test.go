@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lastmile/lastmile/column"
 )
@@ -158,5 +160,72 @@ func TestDecodeCancel(t *testing.T) {
 	}
 	if _, err := PlanFiles(ctx, []string{p}, PlanOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("plan: got %v, want context.Canceled", err)
+	}
+}
+
+// TestSelectionSkipsPages corrupts the first data page of a v2 column and
+// selects only rows after it: the page must be skipped undecompressed.
+// Selecting a row in it must then fail, naming the page.
+func TestSelectionSkipsPages(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f.parquet")
+	writeFile(t, p, fileSpec{rows: 2000, codec: "snappy", pageVersion: 2, pageBytes: 1024})
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"seq_0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := plan.Units[0]
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := u.Chunks[0]
+	var h pageHeader
+	off := int(c.Offset)
+	for {
+		n, err := parsePageHeader(raw[off:], &h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.typ == pageDataV2 {
+			body := raw[off+n+int(h.repLen+h.defLen) : off+n+int(h.compressed)]
+			for i := range body {
+				body[i] ^= 0x5a
+			}
+			break
+		}
+		off += n + int(h.compressed)
+	}
+	firstRows := int64(h.numRows)
+	if firstRows >= u.Rows {
+		t.Fatalf("one page holds all %d rows", firstRows)
+	}
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Same size; restore the planned modification time.
+	mt := time.Unix(0, u.ModTime)
+	os.Chtimes(p, mt, mt)
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	if err := d.Open(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	var col column.Column
+	sel := stride(u.Rows, 3, firstRows)
+	if err := d.DecodeColumn(0, sel, &col); err != nil {
+		t.Fatalf("selection after the corrupt page: %v", err)
+	}
+	ids := make([]int64, len(sel))
+	for i, s := range sel {
+		ids[i] = int64(s)
+	}
+	want := expectColumn("seq_0", ids)
+	if diff := diffColumn(&col, &want); diff != "" {
+		t.Fatal(diff)
+	}
+	err = d.DecodeColumn(0, []int32{0}, &col)
+	var e *Error
+	if !errors.As(err, &e) || e.PageOffset != int64(off) || e.Column != "seq_0" {
+		t.Fatalf("selecting row 0: got %v, want an error at page offset %d", err, off)
 	}
 }
