@@ -6,6 +6,7 @@ Run: /usr/bin/python3 -m unittest discover -s python/tests -t python -v
 """
 
 import gc
+import json
 import logging
 import os
 import shutil
@@ -22,6 +23,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import lastmile  # noqa: E402
+import daemonproc  # noqa: E402
 import fakedaemon  # noqa: E402
 from fakedaemon import row_id  # noqa: E402
 from lastmile import control  # noqa: E402
@@ -472,6 +474,111 @@ class TestClient(FakeDaemonCase):
         with self.assertRaises(lastmile.DaemonUnavailableError):
             c.wait(0.5)
         self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+
+
+@unittest.skipUnless(os.access(daemonproc.LASTMILED, os.X_OK),
+                     "%s is not built: run `make build` (go build -o bin/ ./cmd/...); `make test` "
+                     "builds it first" % daemonproc.LASTMILED)
+class TestWithLastmiled(unittest.TestCase):
+    """End to end: the real lastmiled (bin/lastmiled) in a temporary directory,
+    trainers in separate processes reading testdata/small (row_id 0..9999)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lm-e2e-")
+        self.d = daemonproc.Lastmiled(self.tmp)
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.addCleanup(self.d.kill)
+        self.d.start()
+        self.procs = []
+
+    def tearDown(self):
+        for p, _, _ in self.procs:
+            if p.is_alive():
+                p.kill()
+            p.join(10)
+
+    def spec(self, name, batch, epochs, extra=""):
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write("version: 1\nname: %s\ninputs: [%s]\ncolumns: [row_id, dense_0]\n"
+                    "batch: {size: %d}\nepochs: %d\nring: {slots: 2}\n%s"
+                    % (name, daemonproc.SMALL, batch, epochs, extra))
+        return path
+
+    def readers(self, spec, world_size=2, delay=0.0, ranks=None, **kw):
+        ranks = range(world_size) if ranks is None else ranks
+        for rank in ranks:
+            out = os.path.join(self.tmp, "rank%d-%d.json" % (rank, len(self.procs)))
+            progress = fakedaemon.CTX.Value("i", 0)
+            cfg = dict(kw, spec=spec, rank=rank, world_size=world_size, socket=self.d.socket,
+                       out=out, delay=delay)
+            p = fakedaemon.CTX.Process(target=daemonproc.reader_main, args=(cfg, progress),
+                                       daemon=True)
+            p.start()
+            self.procs.append((p, out, progress))
+        return self.procs[-len(ranks):]
+
+    def results(self, procs, timeout=300):
+        out = []
+        for p, path, _ in procs:
+            p.join(timeout)
+            self.assertFalse(p.is_alive(), "reader did not finish; daemon log:\n" + self.d.log())
+            with open(path) as f:
+                r = json.load(f)
+            self.assertIsNone(r["error"], "reader failed; daemon log:\n" + self.d.log())
+            out.append(r)
+        return out
+
+    def assert_every_row_once_per_epoch(self, results, epochs):
+        by_epoch = {}
+        for r in results:
+            for e, row in r["rows"]:
+                by_epoch.setdefault(e, []).append(row)
+        self.assertEqual(sorted(by_epoch), list(range(epochs)))
+        for e, rows in by_epoch.items():
+            self.assertEqual(len(rows), 10000, "epoch %d: %d rows" % (e, len(rows)))
+            self.assertEqual(sorted(rows), list(range(10000)), "epoch %d" % e)
+
+    def test_two_ranks_every_row_once(self):
+        spec = self.spec("e2e-two", batch=500, epochs=1)
+        res = self.results(self.readers(spec))
+        self.assert_every_row_once_per_epoch(res, 1)
+        self.assertEqual([r["cursor"] for r in res], [[1, 0], [1, 0]])
+
+    def test_kill9_daemon_mid_epoch(self):
+        spec = self.spec("e2e-kill", batch=250, epochs=2)  # 20 batches per rank and epoch
+        procs = self.readers(spec, delay=0.05)
+        deadline = time.monotonic() + 120
+        while min(pr.value for _, _, pr in procs) < 5:
+            self.assertLess(time.monotonic(), deadline, "readers made no progress:\n" + self.d.log())
+            time.sleep(0.02)
+        self.d.kill()  # SIGKILL mid-epoch 0
+        time.sleep(0.5)
+        self.d.start()
+        res = self.results(procs)
+        self.assert_every_row_once_per_epoch(res, 2)
+        self.assertTrue(all(r["reattaches"] >= 1 for r in res), res and [r["reattaches"] for r in res])
+        self.assertIn("adopting ring", self.d.log())
+
+    def test_kill9_trainer_and_resume_from_checkpoint(self):
+        spec = self.spec("e2e-trainer", batch=250, epochs=1)
+        ckpt = os.path.join(self.tmp, "rank1.ckpt")
+        self.readers(spec, ranks=[0])
+        (p1, _, pr1), = self.readers(spec, ranks=[1], delay=0.05, checkpoint=ckpt)
+        deadline = time.monotonic() + 120
+        while pr1.value < 6:
+            self.assertLess(time.monotonic(), deadline, "reader made no progress:\n" + self.d.log())
+            time.sleep(0.01)
+        p1.kill()  # SIGKILL: the trainer dies holding a batch
+        p1.join(10)
+        with open(ckpt) as f:
+            saved = json.load(f)
+        self.assertGreaterEqual(saved["state"]["cursor"]["batch"], 6)
+        # the restarted trainer resumes from its checkpoint
+        (p1b, out1b, _), = self.readers(spec, ranks=[1], cursor=saved["state"]["cursor"])
+        res = self.results([self.procs[0], (p1b, out1b, None)])
+        rank1 = {"rows": saved["rows"] + res[1]["rows"]}
+        self.assert_every_row_once_per_epoch([res[0], rank1], 1)
 
 
 if __name__ == "__main__":
