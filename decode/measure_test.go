@@ -90,17 +90,19 @@ func TestMeasureReport(t *testing.T) {
 			}
 		}
 	}
-	med := func(rs []Result, f func(Result) float64) float64 {
+	stat := func(rs []Result, f func(Result) float64) (median, least float64) {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
 			v[i] = f(r)
 		}
 		slices.Sort(v)
-		return v[len(v)/2]
+		return v[len(v)/2], v[0]
 	}
 	cpu := func(r Result) float64 { return r.CPUSeconds }
 	wall := func(r Result) float64 { return r.Seconds }
-	fmt.Printf("| codec | path | workers | wall s | CPU s | out MB | MB/s per core (CPU) | MB/s wall | CPU / decompress CPU |\n|---|---|---|---|---|---|---|---|---|\n")
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("rounds %d, load average after: %s\n", rounds, load)
+	fmt.Printf("| codec | path | workers | wall s (median / min) | CPU s (median / min) | out MB | MB/s per core (median CPU) | MB/s wall (median) | CPU / decompress CPU (median / min) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, codec := range benchCodecs {
 		for _, what := range []string{"decompress", "own", "parquetgo", "arrow"} {
 			for _, w := range []int{1, 2} {
@@ -108,14 +110,21 @@ func TestMeasureReport(t *testing.T) {
 				if len(rs) == 0 {
 					continue
 				}
-				c, s := med(rs, cpu), med(rs, wall)
+				c, cmin := stat(rs, cpu)
+				s, smin := stat(rs, wall)
+				dc, dcmin := stat(runs[key{codec, "decompress", w}], cpu)
 				mb := float64(rs[0].OutBytes) / 1e6
-				ratio := c / med(runs[key{codec, "decompress", w}], cpu)
-				fmt.Printf("| %s | %s | %d | %.3f | %.3f | %.0f | %.0f | %.0f | %.2f |\n", codec, what, w, s, c, mb, mb/c, mb/s, ratio)
+				fmt.Printf("| %s | %s | %d | %.3f / %.3f | %.3f / %.3f | %.0f | %.0f | %.0f | %.2f / %.2f |\n",
+					codec, what, w, s, smin, c, cmin, mb, mb/c, mb/s, c/dc, cmin/dcmin)
 			}
 		}
-		w1, w2 := med(runs[key{codec, "own", 1}], wall), med(runs[key{codec, "own", 2}], wall)
-		d1, d2 := med(runs[key{codec, "decompress", 1}], wall), med(runs[key{codec, "decompress", 2}], wall)
-		fmt.Printf("\n%s: own 2 workers vs 1: %.2fx (wall); decompress-only 2 vs 1: %.2fx\n\n", codec, w1/w2, d1/d2)
+		w1, w1min := stat(runs[key{codec, "own", 1}], wall)
+		w2, w2min := stat(runs[key{codec, "own", 2}], wall)
+		c1, _ := stat(runs[key{codec, "own", 1}], cpu)
+		c2, _ := stat(runs[key{codec, "own", 2}], cpu)
+		d1, d1min := stat(runs[key{codec, "decompress", 1}], wall)
+		d2, d2min := stat(runs[key{codec, "decompress", 2}], wall)
+		fmt.Printf("\n%s: own 2 workers vs 1: %.2fx wall (medians), %.2fx (minima), CPU per pass %.2fx; decompress-only 2 vs 1: %.2fx (medians), %.2fx (minima)\n\n",
+			codec, w1/w2, w1min/w2min, c2/c1, d1/d2, d1min/d2min)
 	}
 }
