@@ -336,27 +336,26 @@ func (nd *node) choose(n int, pick []byte, a, b *vec) {
 	case Bool:
 		choose(nd.outBool(n), a.b, b.b, a.cst, b.cst, pick)
 	case Int32:
-		choose(nd.outI32(n), a.i32, b.i32, a.cst, b.cst, pick)
+		choose(viewAs[uint32](asBytes(nd.outI32(n))), bitsOf[uint32](a.i32), bitsOf[uint32](b.i32), a.cst, b.cst, pick)
 	case Int64:
-		choose(nd.outI64(n), a.i64, b.i64, a.cst, b.cst, pick)
+		choose(viewAs[uint64](asBytes(nd.outI64(n))), bitsOf[uint64](a.i64), bitsOf[uint64](b.i64), a.cst, b.cst, pick)
 	case Float32:
-		choose(nd.outF32(n), a.f32, b.f32, a.cst, b.cst, pick)
+		choose(viewAs[uint32](asBytes(nd.outF32(n))), bitsOf[uint32](a.f32), bitsOf[uint32](b.f32), a.cst, b.cst, pick)
 	case Float64:
-		choose(nd.outF64(n), a.f64, b.f64, a.cst, b.cst, pick)
+		choose(viewAs[uint64](asBytes(nd.outF64(n))), bitsOf[uint64](a.f64), bitsOf[uint64](b.f64), a.cst, b.cst, pick)
 	}
 	va, vb := validOf(a, n, &nd.tmp[1]), validOf(b, n, &nd.tmp[2])
 	var valid []byte
 	if va != nil || vb != nil {
 		valid = nd.ownValid(n)
-		for i, p := range pick[:n] {
-			v := byte(1)
-			if p != 0 && va != nil {
-				v = va[i]
-			} else if p == 0 && vb != nil {
-				v = vb[i]
-			}
-			valid[i] = v
+		ones := nd.ones(n)
+		if va == nil {
+			va = ones
 		}
+		if vb == nil {
+			vb = ones
+		}
+		choose(valid, va, vb, false, false, pick)
 	}
 	if nd.t.Kind == String {
 		nd.own.off, nd.own.data = chooseStrings(nd.own.off, nd.own.data, a, b, pick[:n], valid)
@@ -364,3 +363,19 @@ func (nd *node) choose(n int, pick []byte, a, b *vec) {
 	}
 	nd.out.valid = valid
 }
+
+// ones returns n bytes of 1 from the node's scratch.
+func (nd *node) ones(n int) []byte {
+	o := nd.tmp[3]
+	if len(o) < n {
+		o = grow(o, n)
+		for i := range o {
+			o[i] = 1
+		}
+		nd.tmp[3] = o
+	}
+	return o[:n]
+}
+
+// bitsOf reinterprets a slice of 4- or 8-byte numbers as their bits.
+func bitsOf[B uint32 | uint64, T any](s []T) []B { return viewAs[B](asBytes(s)) }

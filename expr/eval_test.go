@@ -360,3 +360,39 @@ func TestEvalReusesOut(t *testing.T) {
 		t.Errorf("Eval allocates %v times per call in steady state", allocs)
 	}
 }
+
+// TestNoAllocs checks that Filter and Eval allocate nothing once their
+// scratch has grown.
+func TestNoAllocs(t *testing.T) {
+	bt := benchBatch()
+	for _, src := range []string{
+		"label == 1 or user_id % 10 == 0",
+		"label == 1 or (user_id % 10 == 0 and not is_null(cat_opt))",
+		`query == "foo" or starts_with(query, "ab")`,
+		"not (cat_0 in (3, 17, 42) and dense_0 > 0.5)",
+		"hash_mod(query, 65536) < 100 or dense_1 < 0",
+		"if(label == 1, 1.0, 0.0) + clip(log1p(dense_0), 0, 10)",
+		"fill_null(cat_opt, -1) + bucketize(dense_0, [0.1, 0.5, 1, 5])",
+	} {
+		e, err := expr.Compile(src, expr.BatchSchema(bt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out column.Column
+		sel := make([]int32, 0, benchRows)
+		run := func() {
+			if e.Type().Kind == expr.Bool {
+				sel, err = e.Filter(bt, sel)
+			} else {
+				err = e.Eval(bt, &out)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		run()
+		if a := testing.AllocsPerRun(5, run); a != 0 {
+			t.Errorf("%s: %v allocations per run", src, a)
+		}
+	}
+}

@@ -240,6 +240,24 @@ func viewAs[T any](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
+// unsafeString views b as a string without copying; b must not change
+// while the string is in use.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// asBytes is the inverse of viewAs.
+func asBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
+}
+
 func fromBFloat16(h uint16) float32 { return float32frombits(uint32(h) << 16) }
 
 // ctx says which rows an evaluation computes: all n rows of the batch

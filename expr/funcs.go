@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 )
 
 // inSet is the constant set of x in (...), in x's kind, sorted and
@@ -240,8 +239,10 @@ func plainBool(v *vec, n int, scratch *[]byte) []byte {
 
 func startsWith(out []byte, x *vec, prefix string) {
 	off := x.off[:len(out)+1]
+	p := int64(len(prefix))
 	for i := range out {
-		out[i] = b2u(strings.HasPrefix(string(x.data[off[i]:off[i+1]]), prefix))
+		lo, hi := off[i], off[i+1]
+		out[i] = b2u(hi-lo >= p && string(x.data[lo:lo+p]) == prefix)
 	}
 }
 
@@ -259,46 +260,35 @@ func lengths(out []int32, x *vec) {
 }
 
 // choose sets out[i] = a[i] where pick[i] is 1, else b[i]; cst inputs
-// stand for every row.
-func choose[T any](out, a, b []T, ac, bc bool, pick []byte) {
+// stand for every row. It selects on the values' bits with a mask, so
+// that a random pick costs no mispredicted branches.
+func choose[T uint8 | uint32 | uint64](out, a, b []T, ac, bc bool, pick []byte) {
 	n := len(out)
 	pick = pick[:n]
 	switch {
 	case ac && bc:
 		x, y := a[0], b[0]
 		for i, p := range pick {
-			if p != 0 {
-				out[i] = x
-			} else {
-				out[i] = y
-			}
+			m := -T(p)
+			out[i] = x&m | y&^m
 		}
 	case bc:
 		a, y := a[:n], b[0]
 		for i, p := range pick {
-			if p != 0 {
-				out[i] = a[i]
-			} else {
-				out[i] = y
-			}
+			m := -T(p)
+			out[i] = a[i]&m | y&^m
 		}
 	case ac:
 		x, b := a[0], b[:n]
 		for i, p := range pick {
-			if p != 0 {
-				out[i] = x
-			} else {
-				out[i] = b[i]
-			}
+			m := -T(p)
+			out[i] = x&m | b[i]&^m
 		}
 	default:
 		a, b := a[:n], b[:n]
 		for i, p := range pick {
-			if p != 0 {
-				out[i] = a[i]
-			} else {
-				out[i] = b[i]
-			}
+			m := -T(p)
+			out[i] = a[i]&m | b[i]&^m
 		}
 	}
 }

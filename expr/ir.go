@@ -96,7 +96,7 @@ type node struct {
 	out  vec        // the result; opConst keeps its value here (cst)
 	own  vec        // buffers the node owns; out's slices point into them
 	argv []*vec     // evaluated arguments, reused
-	tmp  [3][]byte  // scratch masks (plainBool, spread constants)
+	tmp  [4][]byte  // scratch masks (plainBool, spread constants, ones)
 	sel  [3][]int32 // scratch selections (Filter of and, or, not)
 }
 

@@ -1,9 +1,9 @@
 package expr
 
 import (
-	"bytes"
 	"math"
 	"math/bits"
+	"strings"
 )
 
 // The loops of this file are the hot path. Each runs over whole vectors
@@ -290,25 +290,54 @@ func compareStrings(o op, out []byte, x, y *vec) {
 	if x.cst && !y.cst {
 		x, y, o = y, x, o.swap()
 	}
-	for i := range out {
-		a := x.data[x.off[i]:x.off[i+1]]
-		j := i
-		if y.cst {
-			j = 0
+	xo := x.off[:len(out)+1]
+	if y.cst {
+		c := unsafeString(y.data[y.off[0]:y.off[1]])
+		switch o {
+		case opEq, opNe:
+			flip := b2u(o == opNe)
+			n := int64(len(c))
+			for i := range out {
+				lo, hi := xo[i], xo[i+1]
+				eq := hi-lo == n && string(x.data[lo:hi]) == c
+				out[i] = b2u(eq) ^ flip
+			}
+		default:
+			for i := range out {
+				out[i] = cmpResult(o, strings.Compare(string(x.data[xo[i]:xo[i+1]]), c))
+			}
 		}
-		b := y.data[y.off[j]:y.off[j+1]]
-		var r bool
+		return
+	}
+	yo := y.off[:len(out)+1]
+	for i := range out {
+		a, b := string(x.data[xo[i]:xo[i+1]]), string(y.data[yo[i]:yo[i+1]])
 		switch o {
 		case opEq:
-			r = len(a) == len(b) && string(a) == string(b)
+			out[i] = b2u(a == b)
 		case opNe:
-			r = len(a) != len(b) || string(a) != string(b)
+			out[i] = b2u(a != b)
 		default:
-			c := bytes.Compare(a, b)
-			r = o == opLt && c < 0 || o == opLe && c <= 0 || o == opGt && c > 0 || o == opGe && c >= 0
+			out[i] = cmpResult(o, strings.Compare(a, b))
 		}
-		out[i] = b2u(r)
 	}
+}
+
+// cmpResult turns a three-way comparison into the result of o.
+func cmpResult(o op, c int) byte {
+	switch o {
+	case opLt:
+		return b2u(c < 0)
+	case opLe:
+		return b2u(c <= 0)
+	case opGt:
+		return b2u(c > 0)
+	case opGe:
+		return b2u(c >= 0)
+	case opEq:
+		return b2u(c == 0)
+	}
+	return b2u(c != 0)
 }
 
 // minMax computes out = min(x, y) or max(x, y); a NaN in either gives NaN
