@@ -51,8 +51,10 @@ func exampleSetup(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if exampleDir != "" {
-		os.RemoveAll(exampleDir)
+	for _, dir := range []string{exampleDir, bench.dir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }

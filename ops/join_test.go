@@ -101,7 +101,7 @@ func TestJoinErrors(t *testing.T) {
 		{fmt.Sprintf("- join: {kind: left, table: %s, on: user, table_key: id, columns: [user]}", dup), `has no column "user"`},
 		{fmt.Sprintf("- join: {kind: left, table: %s, on: user, table_key: id}", dup), `pipeline[0].join.table: side table ` + dup + ` has key 1 twice (table rows 0 and 2); a left join needs unique keys`},
 		{"- join: {kind: semi, table: /nonexistent/t.parquet, on: user}", `pipeline[0].join.table: side table /nonexistent/t.parquet: plan:`},
-		{fmt.Sprintf("- join: {kind: semi, table: %s, on: user, table_key: id, max_memory: 100}", ints), `pipeline[0].join.max_memory: side table ` + ints + ` needs 2`},
+		{fmt.Sprintf("- join: {kind: semi, table: %s, on: user, table_key: id, max_memory: 100}", ints), `pipeline[0].join.max_memory: side table ` + ints + ` needs 160 bytes, over max_memory 100 bytes`},
 	}
 	for _, tc := range cases {
 		_, err := ops.Compile(context.Background(), job(t, "", tc.op), fieldsOf(b), ops.Env{})
@@ -126,7 +126,7 @@ func TestJoinMaxMemory(t *testing.T) {
 	}
 	writeTable(t, path, rows)
 	b := batchOf(i64col("user", []int64{3, 4, 6}, nil))
-	// 100k int64 keys and 262144 slots of 12 bytes: about 3.8MB.
+	// 100k int64 keys and 262144 slots of 8 bytes: about 2.9MB.
 	_, err := ops.Compile(context.Background(), job(t, "", fmt.Sprintf("- join: {kind: anti, table: %s, on: user, table_key: id, max_memory: 1MiB}", path)), fieldsOf(b), ops.Env{})
 	wantErr(t, err, "over max_memory 1.0MiB (1048576 bytes); raise max_memory or filter the table")
 	p := compile(t, b, "", fmt.Sprintf("- join: {kind: anti, table: %s, on: user, table_key: id, max_memory: 8MiB}", path))

@@ -43,7 +43,8 @@ type Program struct {
 
 	selectSteps []int // steps Select runs, in spec order
 	applySteps  []int // compute steps Apply runs, in spec order
-	lateDrops   []int // drops Apply runs (after every compute)
+	preDrops    []int // drops Apply runs first: they read input columns only
+	lateDrops   []int // drops Apply runs after the computing steps
 	checks      []int // checks Apply runs on the rows it keeps
 	selectIn    []int // input values Select reads
 	applyIn     []int // input values Apply reads or outputs
@@ -182,9 +183,12 @@ func (p *Program) plan() {
 	for i, s := range p.steps {
 		switch s.(type) {
 		case dropper:
-			if stepEarly[i] {
+			switch {
+			case stepEarly[i]:
 				p.selectSteps = append(p.selectSteps, i)
-			} else {
+			case p.readsInputs(i):
+				p.preDrops = append(p.preDrops, i)
+			default:
 				p.lateDrops = append(p.lateDrops, i)
 			}
 		case checker:
@@ -210,7 +214,7 @@ func (p *Program) plan() {
 			selIn[r] = true
 		}
 	}
-	for _, list := range [][]int{p.applySteps, p.lateDrops, p.checks} {
+	for _, list := range [][]int{p.applySteps, p.preDrops, p.lateDrops, p.checks} {
 		for _, i := range list {
 			for _, r := range p.steps[i].base().reads {
 				appIn[r] = true
@@ -245,6 +249,16 @@ func (p *Program) plan() {
 			p.needs = append(p.needs, name)
 		}
 	}
+}
+
+// readsInputs reports whether step i reads input columns only.
+func (p *Program) readsInputs(i int) bool {
+	for _, r := range p.steps[i].base().reads {
+		if p.vals[r].producer >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // inputsWithin reports whether every input value vid derives from is in
@@ -309,6 +323,9 @@ func (p *Program) String() string {
 	}
 	for _, i := range p.selectSteps {
 		s += "select: " + name(i) + "\n"
+	}
+	for _, i := range p.preDrops {
+		s += "apply drop first: " + name(i) + "\n"
 	}
 	for _, i := range p.applySteps {
 		s += "apply: " + name(i) + "\n"

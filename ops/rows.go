@@ -43,8 +43,10 @@ func gatherColumn(dst, src *column.Column, sel []int32) {
 		}
 		dst.Data = column.Grow(dst.Data, int(n)*size)
 		es := int64(size)
-		for j, r := range sel {
-			copy(dst.Data[dst.Offsets[j]*es:], src.Data[src.Offsets[r]*es:src.Offsets[r+1]*es])
+		for j := 0; j < len(sel); {
+			r, k := int(sel[j]), run(sel, j)
+			copy(dst.Data[dst.Offsets[j]*es:], src.Data[src.Offsets[r]*es:src.Offsets[r+k-j]*es])
+			j = k
 		}
 	}
 	if src.Valid == nil {
@@ -58,39 +60,48 @@ func gatherColumn(dst, src *column.Column, sel []int32) {
 }
 
 // compactColumn keeps the rows sel (strictly increasing) of c, in place.
+// Runs of consecutive rows move with one copy.
 func compactColumn(c *column.Column, sel []int32) {
 	size := c.DType.Size()
-	switch c.Kind {
-	case column.Fixed:
+	switch {
+	case c.Kind == column.Fixed && size*c.Width == 8:
+		d := u64s(c.Data)
+		for j, r := range sel {
+			d[j] = d[r]
+		}
+		c.Data = c.Data[:len(sel)*8]
+	case c.Kind == column.Fixed && size*c.Width == 4:
+		d := u32s(c.Data)
+		for j, r := range sel {
+			d[j] = d[r]
+		}
+		c.Data = c.Data[:len(sel)*4]
+	case c.Kind == column.Fixed:
 		w := size * c.Width
-		switch w {
-		case 8:
-			d := u64s(c.Data)
-			for j, r := range sel {
-				d[j] = d[r]
-			}
-		case 4:
-			d := u32s(c.Data)
-			for j, r := range sel {
-				d[j] = d[r]
-			}
-		default:
-			for j, r := range sel {
-				copy(c.Data[j*w:(j+1)*w], c.Data[int(r)*w:int(r+1)*w])
-			}
+		for j := 0; j < len(sel); {
+			r, k := int(sel[j]), run(sel, j)
+			copy(c.Data[j*w:], c.Data[r*w:(r+k-j)*w])
+			j = k
 		}
 		c.Data = c.Data[:len(sel)*w]
 	default:
 		es := int64(size)
+		off := c.Offsets
 		var n int64
-		for j, r := range sel {
-			lo, hi := c.Offsets[r], c.Offsets[r+1]
+		for j := 0; j < len(sel); {
+			r, k := int(sel[j]), run(sel, j)
+			lo, hi := off[r], off[r+k-j]
 			copy(c.Data[n*es:], c.Data[lo*es:hi*es])
-			c.Offsets[j] = n // rows before j are done; r >= j
+			// Rows before j are done and r >= j: the offsets read here are
+			// not yet overwritten.
+			for t := range k - j {
+				off[j+t] = n + off[r+t] - lo
+			}
 			n += hi - lo
+			j = k
 		}
-		c.Offsets[len(sel)] = n
-		c.Offsets = c.Offsets[:len(sel)+1]
+		off[len(sel)] = n
+		c.Offsets = off[:len(sel)+1]
 		c.Data = c.Data[:n*es]
 	}
 	if c.Valid != nil {
@@ -100,6 +111,15 @@ func compactColumn(c *column.Column, sel []int32) {
 		c.Valid = c.Valid[:len(sel)]
 	}
 	c.Len = len(sel)
+}
+
+// run returns the end of the run of consecutive rows starting at sel[j].
+func run(sel []int32, j int) int {
+	k := j + 1
+	for k < len(sel) && sel[k] == sel[k-1]+1 {
+		k++
+	}
+	return k
 }
 
 // copyColumn sets dst to a copy of src, reusing dst's buffers.

@@ -27,22 +27,32 @@ type sampleRule struct {
 	thr  uint64 // keep when the hash is below
 }
 
+// sampleRules is what the drop and the weight share: the rules, and which
+// rule each row of the frame matches.
+type sampleRules struct {
+	rules []sampleRule
+	def   int     // the rule without when, -1 if none
+	mark  []uint8 // per row: 1 + the first rule whose when matches, 0: none
+}
+
 type sampleDrop struct {
 	stepBase
-	key   int
-	seed  uint64
-	rules []sampleRule
-	dec   []uint8 // per row: 0 undecided, 1 keep, 2 drop
-	und   []int32 // rows no rule has matched yet
-	out   []int32
+	sampleRules
+	key  int
+	seed uint64
+	all  []bool   // by mark: keep every row
+	thr  []uint64 // by mark: the hash bound
+	out  []int32
 }
 
 type sampleWeight struct {
 	stepBase
-	rules []sampleRule
-	mark  []uint8
-	und   []int32
+	sampleRules
+	weight []float32 // by mark
 }
+
+// maxRules bounds the rules of one sample op (a row's rule is a byte).
+const maxRules = 254
 
 // Threshold returns floor(rate·2^64), the bound a row's hash must stay
 // under; ok is false for a rate of 1 or more, which keeps every row.
@@ -75,13 +85,19 @@ func (c *compiler) sample(op *spec.Op) error {
 	if s.Seed != nil {
 		seed = *s.Seed
 	}
+	if len(s.Rates) > maxRules {
+		return c.errf(op, "rates", "%d rules; at most %d", len(s.Rates), maxRules)
+	}
 	drop := &sampleDrop{stepBase: stepBase{op: op, what: s.Key, reads: []int{e.vid}}, key: e.vid, seed: seed}
+	drop.def = -1
 	var whenReads []int
 	for k, r := range s.Rates {
 		rule := sampleRule{rate: r.Rate}
 		rule.thr, rule.all = threshold(r.Rate)
 		rule.all = !rule.all
-		if r.When != "" {
+		if r.When == "" {
+			drop.def = k
+		} else {
 			x, err := c.compileExpr(r.When)
 			if err != nil {
 				return c.errf(op, fmt.Sprintf("rates[%d].when", k), "%v", err)
@@ -96,173 +112,139 @@ func (c *compiler) sample(op *spec.Op) error {
 		drop.dense = drop.dense || rule.when != nil
 	}
 	drop.reads = append(drop.reads, whenReads...)
+	// By mark: 0 is the default rule (or keep), k+1 rule k.
+	drop.all, drop.thr = []bool{true}, []uint64{0}
+	weights := []float32{1}
+	if drop.def >= 0 {
+		d := drop.rules[drop.def]
+		drop.all[0], drop.thr[0], weights[0] = d.all, d.thr, float32(1/d.rate)
+	}
+	for _, r := range drop.rules {
+		drop.all, drop.thr = append(drop.all, r.all), append(drop.thr, r.thr)
+		weights = append(weights, float32(1/r.rate))
+	}
 	c.addStep(drop)
 	if s.Weight != "" {
 		if s.Weight == s.Key {
 			return c.errf(op, "weight", "the weight column would replace the key %q; name it differently", s.Key)
 		}
 		vid := c.addValue(value{kind: column.Fixed, dtype: column.Float32, width: 1, producer: -1})
-		w := &sampleWeight{stepBase: stepBase{op: op, what: s.Weight, reads: whenReads, writes: []int{vid}}, rules: drop.rules}
+		w := &sampleWeight{stepBase: stepBase{op: op, what: s.Weight, reads: whenReads, writes: []int{vid}},
+			sampleRules: sampleRules{rules: drop.rules, def: drop.def}, weight: weights}
 		c.addStep(w)
 		c.setColumn(s.Weight, vid, false)
 	}
 	return nil
 }
 
-func cloneRules(rules []sampleRule) []sampleRule {
-	out := make([]sampleRule, len(rules))
-	for i, r := range rules {
-		out[i] = r
-		out[i].when = r.when.clone()
+func (r *sampleRules) clone() sampleRules {
+	c := sampleRules{rules: make([]sampleRule, len(r.rules)), def: r.def}
+	for i, rule := range r.rules {
+		c.rules[i] = rule
+		c.rules[i].when = rule.when.clone()
 	}
-	return out
+	return c
+}
+
+// markRows sets mark[i] to 1 + the first rule whose when is true for row
+// i of f, 0 when none is (the default rule, if any, applies). Each when
+// runs over every row of f.
+func (r *sampleRules) markRows(f *frame, op *spec.Op) error {
+	r.mark = column.Grow(r.mark, f.rows)
+	clear(r.mark)
+	for k := range r.rules {
+		w := r.rules[k].when
+		if w == nil {
+			continue
+		}
+		hits, err := w.filter(f, nil)
+		if err != nil {
+			return dataErr(op, "", "rates[%d].when %q: %v", k, w.src, err)
+		}
+		m := uint8(k + 1)
+		for _, i := range hits {
+			if r.mark[i] == 0 {
+				r.mark[i] = m
+			}
+		}
+	}
+	return nil
 }
 
 func (s *sampleDrop) clone() step {
-	c := &sampleDrop{stepBase: s.stepBase, key: s.key, seed: s.seed, rules: cloneRules(s.rules)}
-	return c
+	return &sampleDrop{stepBase: s.stepBase, sampleRules: s.sampleRules.clone(), key: s.key, seed: s.seed, all: s.all, thr: s.thr}
 }
 
 func (s *sampleDrop) optional() bool { return false }
 
 func (s *sampleDrop) drop(f *frame, sel []int32) ([]int32, error) {
-	rows := sel
-	if rows == nil {
+	if err := s.markRows(f, s.op); err != nil {
+		return nil, err
+	}
+	if sel == nil {
 		s.out = iota32(s.out, f.rows)
-		rows = s.out
+		sel = s.out
 	}
-	s.dec = column.Grow(s.dec, f.rows)
-	clear(s.dec)
-	s.und = append(s.und[:0], rows...)
 	key := f.vals[s.key]
-	for k := range s.rules {
-		r := &s.rules[k]
-		matched := s.und
-		if r.when != nil {
-			var err error
-			if matched, err = r.when.filter(f, s.und); err != nil {
-				return nil, dataErr(s.op, "", "rates[%d].when %q: %v", k, r.when.src, err)
+	var n int
+	switch key.DType {
+	case column.Int64:
+		n = sampleInts(s, key.Int64s(), sel)
+	case column.Int32:
+		n = sampleInts(s, key.Int32s(), sel)
+	case column.Int16:
+		n = sampleInts(s, key.Int16s(), sel)
+	case column.Int8:
+		n = sampleInts(s, key.Int8s(), sel)
+	default:
+		if key.Kind == column.Bytes {
+			n = 0
+			for _, i := range sel {
+				m := s.mark[i]
+				if s.all[m] || splitmix64(s.seed^expr.HashBytes(key.Data[key.Offsets[i]:key.Offsets[i+1]])) < s.thr[m] {
+					sel[n] = i
+					n++
+				}
 			}
-		}
-		s.decide(key, matched, r)
-		if r.when == nil {
-			break
-		}
-		n := 0
-		for _, i := range s.und {
-			if s.dec[i] == 0 {
-				s.und[n] = i
-				n++
-			}
-		}
-		if s.und = s.und[:n]; n == 0 {
-			break
+		} else {
+			n = sampleInts(s, key.Uint8s(), sel)
 		}
 	}
+	return sel[:n], nil // sel is the previous drop's buffer or ours: ours to reuse
+}
+
+// sampleInts keeps the rows of sel that the rules keep, in place, and
+// returns how many.
+func sampleInts[T int8 | int16 | int32 | int64 | uint8](s *sampleDrop, keys []T, sel []int32) int {
 	n := 0
-	for _, i := range rows {
-		if s.dec[i] != 2 {
-			rows[n] = i // rows is sel (ours to reuse) or s.out
+	mark, all, thr, seed := s.mark, s.all, s.thr, s.seed
+	for _, i := range sel {
+		m := mark[i]
+		if all[m] || splitmix64(seed^expr.HashInt(int64(keys[i]))) < thr[m] {
+			sel[n] = i
 			n++
 		}
 	}
-	return rows[:n], nil
-}
-
-// decide sets the fate of the rows matched by rule r.
-func (s *sampleDrop) decide(key *column.Column, matched []int32, r *sampleRule) {
-	dec := s.dec
-	if r.all {
-		for _, i := range matched {
-			dec[i] = 1
-		}
-		return
-	}
-	seed, thr := s.seed, r.thr
-	verdict := func(h uint64) uint8 {
-		if splitmix64(seed^h) < thr {
-			return 1
-		}
-		return 2
-	}
-	switch {
-	case key.Kind == column.Bytes:
-		for _, i := range matched {
-			dec[i] = verdict(expr.HashBytes(key.Data[key.Offsets[i]:key.Offsets[i+1]]))
-		}
-	case key.DType == column.Int64:
-		ks := key.Int64s()
-		for _, i := range matched {
-			dec[i] = verdict(expr.HashInt(ks[i]))
-		}
-	case key.DType == column.Int32:
-		ks := key.Int32s()
-		for _, i := range matched {
-			dec[i] = verdict(expr.HashInt(int64(ks[i])))
-		}
-	case key.DType == column.Int16:
-		ks := key.Int16s()
-		for _, i := range matched {
-			dec[i] = verdict(expr.HashInt(int64(ks[i])))
-		}
-	case key.DType == column.Int8:
-		ks := key.Int8s()
-		for _, i := range matched {
-			dec[i] = verdict(expr.HashInt(int64(ks[i])))
-		}
-	default: // Uint8
-		ks := key.Uint8s()
-		for _, i := range matched {
-			dec[i] = verdict(expr.HashInt(int64(ks[i])))
-		}
-	}
+	return n
 }
 
 func (s *sampleWeight) clone() step {
-	return &sampleWeight{stepBase: s.stepBase, rules: cloneRules(s.rules)}
+	return &sampleWeight{stepBase: s.stepBase, sampleRules: s.sampleRules.clone(), weight: s.weight}
 }
 
 // compute sets each row's weight to 1/rate of the first rule matching it
 // (1 when none does). Every row in Apply survived the sample, so the hash
 // is not needed.
 func (s *sampleWeight) compute(f *frame) error {
+	if err := s.markRows(f, s.op); err != nil {
+		return err
+	}
 	dst := f.dst(s.writes[0])
 	dst.Kind, dst.DType, dst.Width, dst.Len, dst.Offsets, dst.Valid = column.Fixed, column.Float32, 1, f.rows, nil, nil
 	dst.Data = column.Grow(dst.Data, 4*f.rows)
-	w := f32s(dst.Data)
-	for i := range w {
-		w[i] = 1
-	}
-	s.mark = column.Grow(s.mark, f.rows)
-	clear(s.mark)
-	s.und = iota32(s.und, f.rows)
-	for k := range s.rules {
-		r := &s.rules[k]
-		matched := s.und
-		if r.when != nil {
-			var err error
-			if matched, err = r.when.filter(f, s.und); err != nil {
-				return dataErr(s.op, "", "rates[%d].when %q: %v", k, r.when.src, err)
-			}
-		}
-		wt := float32(1 / r.rate)
-		for _, i := range matched {
-			w[i] = wt
-			s.mark[i] = 1
-		}
-		if r.when == nil {
-			break
-		}
-		n := 0
-		for _, i := range s.und {
-			if s.mark[i] == 0 {
-				s.und[n] = i
-				n++
-			}
-		}
-		if s.und = s.und[:n]; n == 0 {
-			break
-		}
+	w, weight := f32s(dst.Data), s.weight
+	for i, m := range s.mark[:f.rows] {
+		w[i] = weight[m]
 	}
 	return nil
 }

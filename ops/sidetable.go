@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 
@@ -33,50 +34,85 @@ type sideTable struct {
 	bytes int64 // memory held, as compared with max_memory
 }
 
-// intTable maps int64 keys to table rows. Slot s is empty when row[s] is
-// 0 and holds key[s] for table row row[s]-1 otherwise.
+// intTable maps int64 keys to table rows. Slot s is empty when key[s] is
+// the sentinel math.MinInt64; a table key equal to the sentinel is kept
+// aside. Probes read only key until they hit, so a semi or anti join's
+// table is 8 bytes a slot (no rows are kept for it) and stays in cache
+// longer.
 type intTable struct {
-	key   []int64
-	row   []int32
-	shift uint8
-	mask  uint64
+	key    []int64
+	row    []int32 // nil unless rows are wanted (left join)
+	shift  uint8
+	mask   uint64
+	hasMin bool
+	minRow int32
 }
+
+const emptyKey = math.MinInt64
 
 func slotsFor(n int) int {
 	return max(16, 1<<bits.Len(uint(2*n)))
 }
 
-func (t *intTable) init(n int) {
+func (t *intTable) init(n int, rows bool) {
 	size := slotsFor(n)
-	t.key, t.row = make([]int64, size), make([]int32, size)
+	t.key = make([]int64, size)
+	for i := range t.key {
+		t.key[i] = emptyKey
+	}
+	if rows {
+		t.row = make([]int32, size)
+	}
 	t.mask = uint64(size - 1)
 	t.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 }
 
 func (t *intTable) slot(k int64) uint64 { return (uint64(k) * 0x9e3779b97f4a7c15) >> t.shift }
 
-// insert adds k for row and returns -1, or the row that already has k.
+// insert adds k for row and returns -1, or the row that already has k
+// (any row >= 0 when rows are not kept).
 func (t *intTable) insert(k int64, row int32) int32 {
+	if k == emptyKey {
+		if t.hasMin {
+			return t.minRow
+		}
+		t.hasMin, t.minRow = true, row
+		return -1
+	}
 	for s := t.slot(k); ; s = (s + 1) & t.mask {
-		switch {
-		case t.row[s] == 0:
-			t.key[s], t.row[s] = k, row+1
+		switch t.key[s] {
+		case emptyKey:
+			t.key[s] = k
+			if t.row != nil {
+				t.row[s] = row
+			}
 			return -1
-		case t.key[s] == k:
-			return t.row[s] - 1
+		case k:
+			if t.row != nil {
+				return t.row[s]
+			}
+			return 0
 		}
 	}
 }
 
-// find returns the table row of k, or -1.
+// find returns the table row of k (0 when rows are not kept), or -1.
 func (t *intTable) find(k int64) int32 {
-	for s := t.slot(k); ; s = (s + 1) & t.mask {
-		r := t.row[s]
-		if r == 0 {
-			return -1
+	if k == emptyKey {
+		if t.hasMin {
+			return t.minRow
 		}
-		if t.key[s] == k {
-			return r - 1
+		return -1
+	}
+	for s := t.slot(k); ; s = (s + 1) & t.mask {
+		switch t.key[s] {
+		case k:
+			if t.row != nil {
+				return t.row[s]
+			}
+			return 0
+		case emptyKey:
+			return -1
 		}
 	}
 }
@@ -129,12 +165,21 @@ func (t *strTable) find(k []byte) int32 {
 	}
 }
 
+// slotBytes is the size of the hash table's slots for n keys.
+func (t *sideTable) slotBytes(n int) int64 {
+	per := int64(12) // hash and row of a string key; key and row of a left join's int
+	if t.intKey && !t.unique {
+		per = 8
+	}
+	return int64(slotsFor(n)) * per
+}
+
 // estimate is the memory the table will need, from the plan's statistics:
 // exact for fixed-width columns, the uncompressed chunk sizes for strings
 // and lists.
 func (t *sideTable) estimate() int64 {
 	rows := t.plan.Rows
-	n := int64(slotsFor(int(rows))) * 12
+	n := t.slotBytes(int(rows))
 	for i, f := range t.plan.Fields {
 		switch f.Kind {
 		case column.Fixed:
@@ -206,7 +251,7 @@ func (t *sideTable) load(ctx context.Context, job *spec.Job, env Env) error {
 	for _, c := range all.Columns {
 		t.bytes += int64(cap(c.Data)) + 8*int64(cap(c.Offsets)) + int64(cap(c.Valid))
 	}
-	t.bytes += int64(slotsFor(t.rows)) * 12
+	t.bytes += t.slotBytes(t.rows)
 	if t.bytes > limit {
 		return t.tooBig(job, t.bytes)
 	}
@@ -246,7 +291,7 @@ func (t *sideTable) build(job *spec.Job) error {
 			t.jn.Table, key, a, b)
 	}
 	if t.intKey {
-		t.ints.init(t.rows)
+		t.ints.init(t.rows, t.unique)
 		for i := range t.rows {
 			if k.Valid != nil && k.Valid[i] == 0 {
 				continue

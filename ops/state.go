@@ -217,10 +217,10 @@ func (s *State) compact(sel []int32, again bool) {
 }
 
 // Apply computes the output batch from b, which holds every Needs column
-// for exactly the rows Select kept, in order. It runs the maps, casts,
-// sequences, left joins, sample weights, nulls policies and projections,
-// then the drops left for it (nulls: skip or on_long: skip over columns
-// decoded late) and the checks (nulls: error, on_long: error) on the rows
+// for exactly the rows Select kept, in order. It runs the drops left for
+// it (nulls: skip or on_long: skip over columns decoded late), the maps,
+// casts, sequences, left joins, sample weights, nulls fills and
+// projections, and the checks (nulls: error, on_long: error) on the rows
 // it keeps; out may therefore have fewer rows than b.
 //
 // Apply consumes b: columns that pass through unchanged move into out
@@ -239,12 +239,28 @@ func (s *State) Apply(b *column.Batch, out *column.Batch) error {
 	}
 	out.Columns = out.Columns[:len(p.outputs)]
 	f.home, f.out = p.home, out
+	// Drops that read input columns only go first, and the inputs are cut
+	// to the rows they keep, so that nothing is computed for rows that
+	// would be thrown away.
+	var sel []int32
+	for _, i := range p.preDrops {
+		var err error
+		if sel, err = s.steps[i].(dropper).drop(f, sel); err != nil {
+			return err
+		}
+	}
+	if sel != nil && len(sel) < f.rows {
+		for _, v := range p.applyIn {
+			compactColumn(f.vals[v], sel)
+		}
+		f.rows = len(sel)
+	}
+	sel = nil
 	for _, i := range p.applySteps {
 		if err := s.steps[i].(computer).compute(f); err != nil {
 			return err
 		}
 	}
-	var sel []int32
 	for _, i := range p.lateDrops {
 		var err error
 		if sel, err = s.steps[i].(dropper).drop(f, sel); err != nil {
