@@ -76,7 +76,10 @@ func (t *intTable) insert(k int64, row int32) int32 {
 		if t.hasMin {
 			return t.minRow
 		}
-		t.hasMin, t.minRow = true, row
+		t.hasMin = true
+		if t.row != nil {
+			t.minRow = row
+		}
 		return -1
 	}
 	for s := t.slot(k); ; s = (s + 1) & t.mask {
