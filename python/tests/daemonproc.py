@@ -27,10 +27,11 @@ class Lastmiled:
     """A lastmiled process over ``dir``: ``dir/d.sock``, ``dir/state``,
     ``dir/shm``; log in ``dir/lastmiled.log`` (appended across restarts)."""
 
-    def __init__(self, dir, binary=LASTMILED, extra=()):
+    def __init__(self, dir, binary=LASTMILED, extra=(), wrapper=(), socket=None):
         self.dir = dir
         self.binary = binary
-        self.socket = os.path.join(dir, "d.sock")
+        self.wrapper = list(wrapper)  # e.g. setpriv ... to run as another user
+        self.socket = socket or os.path.join(dir, "d.sock")
         self.state = os.path.join(dir, "state")
         self.shm = os.path.join(dir, "shm")
         self.logpath = os.path.join(dir, "lastmiled.log")
@@ -42,7 +43,7 @@ class Lastmiled:
     def start(self, timeout=30):
         log = open(self.logpath, "ab")
         self.proc = subprocess.Popen(
-            [self.binary, "-config", "/dev/null", "-socket", self.socket, "-state-dir", self.state,
+            self.wrapper + [self.binary, "-config", "/dev/null", "-socket", self.socket, "-state-dir", self.state,
              "-shm-dir", self.shm, "-metrics", "127.0.0.1:0", "-grace", "60s"] + self.extra,
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -74,6 +75,50 @@ class Lastmiled:
                 return f.read()
         except OSError:
             return ""
+
+
+def unit_capabilities(unit=os.path.join(REPO, "deploy", "lastmiled.service")):
+    """The AmbientCapabilities= of the unit file, as setpriv's list
+    (``+chown,+dac_override,+fowner``)."""
+    caps = []
+    with open(unit) as f:
+        for line in f:
+            if line.startswith("AmbientCapabilities="):
+                caps += line.split("=", 1)[1].split()
+    return ",".join("+" + c.lower().removeprefix("cap_") for c in caps)
+
+
+def as_service_user(uid, gid, caps):
+    """A setpriv prefix that runs a command as uid:gid with exactly ``caps``
+    (ambient, inheritable and bounding set) and no new privileges, as
+    systemd does for User=, AmbientCapabilities=, CapabilityBoundingSet= and
+    NoNewPrivileges=."""
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
+            "--inh-caps=-all," + caps, "--ambient-caps=-all," + caps,
+            "--bounding-set=-all," + caps, "--no-new-privs"]
+
+
+READER = """
+import json, os, sys, time
+sys.path.insert(0, %(pyroot)r)
+import lastmile
+ds = lastmile.Dataset(%(spec)r, 0, 1, socket=%(socket)r, torch=False, open_timeout=60,
+                      timeout=120, reconnect_timeout=120)
+rows, n = [], 0
+try:
+    for b in ds:
+        rows += b["row_id"].tolist()
+        n += 1
+        with open(%(progress)r + ".tmp", "w") as f:
+            f.write(str(n))
+        os.replace(%(progress)r + ".tmp", %(progress)r)
+        time.sleep(%(delay)r)
+    res = {"rows": rows, "reattaches": ds.reattaches, "error": None}
+except BaseException as e:
+    res = {"rows": rows, "error": "%%s: %%s" %% (type(e).__name__, e)}
+with open(%(out)r, "w") as f:
+    json.dump(res, f)
+"""
 
 
 def reader_main(cfg, progress):

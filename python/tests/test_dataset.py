@@ -581,5 +581,83 @@ class TestWithLastmiled(unittest.TestCase):
         self.assert_every_row_once_per_epoch([res[0], rank1], 1)
 
 
+@unittest.skipUnless(os.access(daemonproc.LASTMILED, os.X_OK), "bin/lastmiled is not built")
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),
+                     "needs root and setpriv to run lastmiled as a service user")
+class TestServiceCredentials(unittest.TestCase):
+    """lastmiled as deploy/lastmiled.service runs it: an unprivileged user
+    with exactly the unit's AmbientCapabilities=, serving a trainer of
+    another user whose data only that user may read. The daemon is killed
+    with SIGKILL mid-epoch and must adopt the trainer's ring (mode 0600,
+    owned by the trainer) on restart."""
+
+    SERVICE, TRAINER = 990, 65534  # a system uid; nobody
+
+    def test_unit_capabilities_suffice(self):
+        caps = daemonproc.unit_capabilities()
+        self.assertIn("+dac_override", caps)
+        tmp = tempfile.mkdtemp(prefix="lm-unit-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        os.chmod(tmp, 0o755)
+        run, state, shm, data, out = (os.path.join(tmp, n) for n in ("run", "state", "shm", "data", "out"))
+        for d in (run, state, shm, data, out):
+            os.mkdir(d)
+        for d in (run, state):  # RuntimeDirectory=, StateDirectory=
+            os.chown(d, self.SERVICE, self.SERVICE)
+        os.chmod(shm, 0o1777)  # like /dev/shm
+        os.chmod(out, 0o1777)
+        for name in os.listdir(daemonproc.SMALL):
+            shutil.copy(os.path.join(daemonproc.SMALL, name), data)
+            os.chown(os.path.join(data, name), self.TRAINER, self.TRAINER)
+            os.chmod(os.path.join(data, name), 0o600)
+        os.chown(data, self.TRAINER, self.TRAINER)
+        os.chmod(data, 0o700)
+        spec = os.path.join(tmp, "job.yaml")
+        with open(spec, "w") as f:
+            f.write("version: 1\nname: unit\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 250}\n"
+                    "epochs: 1\nring: {slots: 2}\n" % data)
+        os.chmod(spec, 0o644)
+
+        d = daemonproc.Lastmiled(tmp, socket=os.path.join(run, "d.sock"),
+                                 wrapper=daemonproc.as_service_user(self.SERVICE, self.SERVICE, caps),
+                                 extra=["-socket-mode", "0666"])
+        d.state = state
+        self.addCleanup(d.kill)
+        d.start()
+        progress, result = os.path.join(out, "progress"), os.path.join(out, "result.json")
+        code = daemonproc.READER % {"pyroot": daemonproc.PYROOT, "spec": spec, "socket": d.socket,
+                                    "progress": progress, "out": result, "delay": 0.05}
+        reader = subprocess.Popen([sys.executable, "-c", code], user=self.TRAINER,
+                                  group=self.TRAINER, cwd="/", stderr=subprocess.PIPE)
+        self.addCleanup(reader.kill)
+
+        def taken():
+            try:
+                with open(progress) as f:
+                    return int(f.read() or 0)
+            except (OSError, ValueError):
+                return 0
+
+        deadline = time.monotonic() + 120
+        while taken() < 5:
+            if reader.poll() is not None:
+                self.fail("reader exited: %s\n%s" % (reader.stderr.read(), d.log()))
+            self.assertLess(time.monotonic(), deadline, "no progress:\n" + d.log())
+            time.sleep(0.02)
+        ring = os.path.join(shm, "lastmile.unit")
+        st = os.stat(ring)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (self.TRAINER, 0o600))
+        d.kill()
+        time.sleep(0.3)
+        d.start()
+        _, err = reader.communicate(timeout=180)
+        with open(result) as f:
+            res = json.load(f)
+        self.assertIsNone(res["error"], "%s\n%s" % (err, d.log()))
+        self.assertEqual(sorted(res["rows"]), list(range(10000)))
+        self.assertEqual(res["reattaches"], 1, d.log())
+        self.assertIn("ring adopted", d.log())
+
+
 if __name__ == "__main__":
     unittest.main()
