@@ -152,6 +152,20 @@ func (d *Daemon) listen(cfg Config) error {
 			return fmt.Errorf("chown socket to group %s: %w", cfg.SocketGroup, err)
 		}
 	}
+	if cfg.Metrics != "off" {
+		mln, err := net.Listen("tcp", cfg.Metrics)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen for metrics on %s: %w (set metrics: off to disable)", cfg.Metrics, err)
+		}
+		d.mln = mln
+		d.msrv = &http.Server{Handler: d.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := d.msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("metrics server stopped", "err", err)
+			}
+		}()
+	}
 	d.ln = ln
 	d.srv = &http.Server{
 		Handler:           d.api(),
@@ -162,21 +176,6 @@ func (d *Daemon) listen(cfg Config) error {
 	go func() {
 		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("control API stopped", "err", err)
-		}
-	}()
-	if cfg.Metrics == "off" {
-		return nil
-	}
-	mln, err := net.Listen("tcp", cfg.Metrics)
-	if err != nil {
-		d.srv.Close()
-		return fmt.Errorf("listen for metrics on %s: %w (set metrics: off to disable)", cfg.Metrics, err)
-	}
-	d.mln = mln
-	d.msrv = &http.Server{Handler: d.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := d.msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("metrics server stopped", "err", err)
 		}
 	}()
 	return nil
