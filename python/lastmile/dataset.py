@@ -301,6 +301,10 @@ class Dataset:
         """The next batch, or None at the end of the job's stream."""
         if self._ended:
             return None
+        epochs = self.job.get("epochs") if isinstance(self.job, dict) else None
+        if self._cursor is not None and epochs and self._cursor.epoch >= epochs:
+            self._ended = True  # a checkpoint taken at the end of the job
+            return None
         while True:
             ring = self._ring
             if ring is None:

@@ -191,6 +191,7 @@ class FakeDaemon:
             jid = "%012x" % (0xabc000000000 + self.njobs)
             job = {"id": jid, "name": "fake", "state": "running",
                    "world_size": body.get("world_size") or 2, "weight": body.get("weight"),
+                   "epochs": self.epochs,
                    "base_dir": body.get("base_dir"), "_key": list(key)}
             self.jobs[jid] = job
         return 201, job

@@ -279,6 +279,10 @@ class TestIterate(FakeDaemonCase):
         ids = self.drain(ds)
         self.assertEqual(self.fake.attaches(), [{"rank": 0, "cursor": {"epoch": 0, "batch": 3}}])
         self.assertEqual(ids, self.all_ids(0, start=(0, 3)))
+        # a checkpoint taken at the end of the job: nothing left, no attach
+        done = self.dataset(1, cursor=(2, 0))
+        self.assertEqual(list(done), [])
+        self.assertEqual(len(self.fake.attaches()), 1)
 
     def test_state_dict_roundtrip(self):
         ds = self.dataset(0)
