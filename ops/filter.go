@@ -79,6 +79,9 @@ func (c *compiler) mapOp(op *spec.Op) error {
 	}
 	var results []result
 	for _, a := range op.Map {
+		if err := c.checkName(op, a.Name, a.Name); err != nil {
+			return err
+		}
 		r, err := c.compileExpr(a.Value)
 		if err != nil {
 			msg := err.Error()

@@ -46,6 +46,9 @@ func (c *compiler) rename(op *spec.Op) error {
 	}
 	to := map[string]bool{}
 	for _, a := range op.Rename {
+		if err := c.checkName(op, a.Name, a.Value); err != nil {
+			return err
+		}
 		if to[a.Value] {
 			return c.errAt(op, a, "two columns renamed to %q", a.Value)
 		}

@@ -75,3 +75,17 @@ func TestProject(t *testing.T) {
 		}
 	})
 }
+
+func TestColumnNames(t *testing.T) {
+	b := batchOf(i64col("a", []int64{1}, nil), listcol("s", [][]int64{{1}}, nil))
+	for _, tc := range []struct{ op, want string }{
+		{`- map: {"": "a"}`, `pipeline[0].map: want a column name of 1 to 255 printable characters, got ""`},
+		{`- map: {"x\ty": "a"}`, `want a column name of 1 to 255 printable characters, got "x\ty"`},
+		{`- rename: {a: ""}`, `pipeline[0].rename.a: want a column name`},
+		{`- sequence: {column: s, length: 2, lengths: "\n"}`, `pipeline[0].sequence.lengths: want a column name`},
+		{`- sample: {key: a, rates: [{rate: 0.5}], weight: "\u0001"}`, `pipeline[0].sample.weight: want a column name`},
+	} {
+		_, err := ops.Compile(context.Background(), job(t, "", tc.op), fieldsOf(b), ops.Env{})
+		wantErr(t, err, tc.want)
+	}
+}

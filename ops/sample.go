@@ -125,6 +125,9 @@ func (c *compiler) sample(op *spec.Op) error {
 	}
 	c.addStep(drop)
 	if s.Weight != "" {
+		if err := c.checkName(op, "weight", s.Weight); err != nil {
+			return err
+		}
 		if s.Weight == s.Key {
 			return c.errf(op, "weight", "the weight column would replace the key %q; name it differently", s.Key)
 		}

@@ -68,6 +68,20 @@ func (c *compiler) errAt(op *spec.Op, a spec.Assign, format string, args ...any)
 	return e
 }
 
+// checkName refuses a name for a new column that the ring and the spec
+// could not carry: empty, longer than 255 bytes or with control
+// characters.
+func (c *compiler) checkName(op *spec.Op, field, name string) error {
+	ok := len(name) > 0 && len(name) <= 255
+	for _, r := range name {
+		ok = ok && r >= 0x20 && r != 0x7f
+	}
+	if !ok {
+		return c.errf(op, field, "want a column name of 1 to 255 printable characters, got %q", name)
+	}
+	return nil
+}
+
 func (c *compiler) addValue(v value) int {
 	c.vals = append(c.vals, v)
 	return len(c.vals) - 1

@@ -55,6 +55,14 @@ func (c *compiler) sequence(op *spec.Op) error {
 	if v.kind != column.List || !isNumDType(v.dtype) {
 		return c.errf(op, "column", "column %q is %s; sequence shapes list columns of numbers", s.Column, v.describe())
 	}
+	if err := c.checkName(op, "output", s.Output); err != nil {
+		return err
+	}
+	if s.Lengths != "" {
+		if err := c.checkName(op, "lengths", s.Lengths); err != nil {
+			return err
+		}
+	}
 	if s.Lengths != "" && s.Lengths == s.Output {
 		return c.errf(op, "lengths", "the lengths column %q has the sequence's own name; name it differently", s.Lengths)
 	}

@@ -160,7 +160,9 @@ func (s *State) Select(b *column.Batch, sel []int32) ([]int32, error) {
 			}
 			cur, err = st.drop(f, cur)
 		case computer:
-			if cur != nil {
+			// Computing for dropped rows is harmless; gather first only
+			// when that saves most of the work.
+			if cur != nil && 2*len(cur) < f.rows {
 				s.compact(cur, compacted)
 				compacted, cur = true, nil
 			}
