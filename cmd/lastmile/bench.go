@@ -26,6 +26,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs of each measurement; the best counts")
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
 	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
+	pcfg := defaultPipelineConfig()
+	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g) or all")
+	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
+	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile bench [flags]\n\nMeasures, in one run: (a) memcpy into a pre-touched shared mapping,\n(b) ring handoff to another process, (c) decode per core for each decode\npath, (d) decompression alone of the same pages; and checks the targets.\n\nFlags:")
 		fs.PrintDefaults()
@@ -56,16 +60,37 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Consumer = func(dir, name string) *exec.Cmd {
 		return exec.CommandContext(ctx, self, "bench", "-handoff-consumer", dir+"/"+name)
 	}
-	cfg.Log = stderr
-	rep, err := bench.Run(ctx, cfg)
-	if err != nil {
-		return err
+	cfg.Log, pcfg.Log, pcfg.ShmDir = stderr, stderr, cfg.ShmDir
+	out := struct {
+		Spine    *bench.Report         `json:"spine,omitempty"`
+		Pipeline *bench.PipelineReport `json:"pipeline,omitempty"`
+	}{}
+	switch *only {
+	case "all", "spine", "pipeline":
+	default:
+		return fmt.Errorf("%w: -only must be spine, pipeline or all, got %q", errUsage, *only)
+	}
+	if *only != "pipeline" {
+		if out.Spine, err = bench.Run(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	if *only != "spine" {
+		if out.Pipeline, err = bench.RunPipeline(ctx, pcfg); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return enc.Encode(out)
 	}
-	rep.WriteTable(stdout)
+	if out.Spine != nil {
+		out.Spine.WriteTable(stdout)
+		fmt.Fprintln(stdout)
+	}
+	if out.Pipeline != nil {
+		out.Pipeline.WriteTable(stdout)
+	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
@@ -18,6 +20,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asJSON := fs.Bool("json", false, "print the run's statistics as JSON")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	workers := fs.Int("workers", -1, "override decode.workers (0 = automatic)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile run [flags] SPEC\n\nRuns the job in SPEC (YAML or JSON) in this process, producing into\nshared-memory rings that trainers read (see docs/ring-format.md).\n\nFlags:")
 		fs.PrintDefaults()
@@ -34,6 +37,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *workers >= 0 {
 		job.Decode.Workers = *workers
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -24,6 +24,8 @@ def main(argv=None):
     c.add_argument("--digest", action="store_true", help="print a JSON digest of every column instead of the summary")
     c.add_argument("-n", type=int, default=0, help="stop after N batches (0: read to the end of the stream)")
     c.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the ring to appear")
+    c.add_argument("--torch", action="store_true", help="take every batch as torch tensors, as a trainer would")
+    c.add_argument("--json", action="store_true", help="print the summary as JSON (batches, rows, seconds, cpu_seconds, cpu_ms_per_batch)")
     args = p.parse_args(argv)
     if args.cmd == "cat":
         return _cat(args)
@@ -40,8 +42,14 @@ def main(argv=None):
 def _cat(args):
     from .digest import cat
 
+    if args.torch:
+        import torch  # noqa: F401  (imported before the ring exists, not while timing)
+    # Tools that start this consumer before its ring exists wait for this
+    # line: the imports are done and the ring is being waited for.
+    print("lastmile cat: waiting for ring %s" % args.name, file=sys.stderr, flush=True)
+
     try:
-        d, secs = cat(args.name, args.dir, digest=args.digest, limit=args.n, timeout=args.timeout)
+        d, secs, cpu = cat(args.name, args.dir, digest=args.digest, limit=args.n, timeout=args.timeout, torch=args.torch)
     except (OSError, RingError, TimeoutError) as e:
         print("lastmile cat: %s" % e, file=sys.stderr)
         return 1
@@ -50,6 +58,12 @@ def _cat(args):
         print()
         return 0
     secs = max(secs, 1e-9)
+    if args.json:
+        json.dump({"batches": d.batches, "rows": d.rows, "bytes": d.bytes, "seconds": round(secs, 4),
+                   "cpu_seconds": round(cpu, 4),
+                   "cpu_ms_per_batch": round(cpu / d.batches * 1e3, 4) if d.batches else None}, sys.stdout)
+        print()
+        return 0
     print("python consumer: ring %s: %d batches, %d rows, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s), zero-copy numpy views"
           % (args.name, d.batches, d.rows, d.bytes / 1e6, secs, d.rows / secs, d.bytes / 1e6 / secs))
     return 0

@@ -85,17 +85,31 @@ class Digest:
         return {"batches": self.batches, "rows": self.rows, "fields": fields}
 
 
-def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, out=None):
-    """Read a ring to its end (or ``limit`` batches) and return a Digest and the seconds it took."""
+def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, torch=False):
+    """Read a ring to its end (or ``limit`` batches).
+
+    Returns the Digest, the wall seconds from the first batch to the end and
+    the CPU seconds this process spent meanwhile (``time.process_time``):
+    what a trainer pays for its input, per batch. With ``torch`` every batch
+    is converted to torch tensors, as a trainer would take it.
+    """
     d = Digest(hash=digest)
     with Ring.open(name, dir, timeout=timeout) as ring:
-        start = time.perf_counter()
-        ring_timeout = None
+        start = cpu0 = None
         while limit == 0 or d.batches < limit:
-            b = ring.next(timeout=ring_timeout)
+            b = ring.next(timeout=None)
             if b is None:
                 break
-            d.add(b)
+            if start is None:
+                start, cpu0 = time.perf_counter(), time.process_time()
+            if torch and not digest:
+                # What a trainer does with its input: take the tensors.
+                b.torch()
+                d.batches += 1
+                d.rows += b.rows
+                continue
+            d.add(b.torch() if torch else b)
         ring.release()
-        secs = time.perf_counter() - start
-    return d, secs
+        if start is None:
+            return d, 0.0, 0.0
+        return d, time.perf_counter() - start, time.process_time() - cpu0

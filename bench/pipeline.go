@@ -1,0 +1,330 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/datagen"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/ops"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// PipelineConfig says how to measure a pipeline (issue 3's targets).
+type PipelineConfig struct {
+	// Spec is the pipeline to measure (default examples/ctr-8rank.yaml).
+	// Its inputs and join tables are replaced by the generated data, its
+	// world size by 1 and its epochs by 1.
+	Spec string
+	// Data holds the generated Parquet, .npy and spam table (default a
+	// directory under $TMPDIR named after Rows).
+	Data string
+	Rows int64
+	// Workers for decode (default cpus.Available()).
+	Workers int
+	// ShmDir holds the ring ("" is the default).
+	ShmDir string
+	// Python runs the trainer client and the baseline; PythonPath is the
+	// directory holding the lastmile package; Baseline the path of
+	// bench/baseline/dataloader.py.
+	Python, PythonPath, Baseline string
+	// BaselineVariants are the DataLoader variants measured (default
+	// batch and row styles with 0 and 2 workers).
+	BaselineVariants []BaselineVariant
+	Repeats          int
+	Log              io.Writer
+}
+
+// BaselineVariant is one way of running the DataLoader baseline.
+type BaselineVariant struct {
+	Style   string `json:"style"` // batch or row
+	Workers int    `json:"workers"`
+}
+
+// PipelineReport is what RunPipeline measured.
+type PipelineReport struct {
+	Spec       string   `json:"spec"`
+	InputRows  int64    `json:"input_rows"`
+	Columns    []string `json:"input_columns"` // what the pipeline decodes
+	Workers    int      `json:"workers"`
+	DecodeOnly decode.Result
+	Pipeline   struct {
+		Seconds    float64 `json:"seconds"`
+		OutRows    int64   `json:"out_rows"`
+		Batches    int64   `json:"batches"`
+		Bytes      int64   `json:"bytes"`
+		OutRowsPS  float64 `json:"out_rows_per_s"`
+		InRowsPS   float64 `json:"input_rows_per_s"`
+		KeptFrac   float64 `json:"kept_fraction"`
+		DecodeSecs float64 `json:"decode_seconds"` // summed over workers
+	} `json:"pipeline"`
+	// Trainer is the Python consumer process reading the ring as torch
+	// tensors.
+	Trainer   map[string]any   `json:"trainer"`
+	Baselines []map[string]any `json:"baselines"`
+	Best      map[string]any   `json:"best_baseline"`
+	Targets   []Target         `json:"targets"`
+}
+
+func (c *PipelineConfig) defaults() {
+	if c.Spec == "" {
+		c.Spec = "examples/ctr-8rank.yaml"
+	}
+	if c.Rows <= 0 {
+		c.Rows = 1 << 20
+	}
+	if c.Data == "" {
+		c.Data = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-pipeline-%d", c.Rows))
+	}
+	if c.Workers <= 0 {
+		c.Workers = cpus.Available()
+	}
+	if c.Python == "" {
+		c.Python = "/usr/bin/python3"
+	}
+	if c.Baseline == "" {
+		c.Baseline = "bench/baseline/dataloader.py"
+	}
+	if len(c.BaselineVariants) == 0 {
+		c.BaselineVariants = []BaselineVariant{{"batch", 0}, {"batch", 2}, {"row", 0}, {"row", 2}}
+	}
+	if c.Repeats <= 0 {
+		c.Repeats = 1
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// RunPipeline measures the pipeline of cfg.Spec against decoding its input
+// columns alone and against the DataLoader baseline, in one run.
+func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, error) {
+	cfg.defaults()
+	parquetDir, npyDir := filepath.Join(cfg.Data, "parquet"), filepath.Join(cfg.Data, "npy")
+	spam := filepath.Join(cfg.Data, "spam.parquet")
+	if err := genPipelineData(ctx, cfg, parquetDir, npyDir, spam); err != nil {
+		return nil, err
+	}
+	job, err := spec.ReadFile(cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	job.Inputs, job.WorldSize = []string{parquetDir}, 1
+	one := 1
+	job.Epochs = &one
+	job.Decode.Workers = cfg.Workers
+	job.Ring.Dir, job.Ring.Name = cfg.ShmDir, fmt.Sprintf("lastmile-bench-pipeline-%d", os.Getpid())
+	for i := range job.Pipeline {
+		if j := job.Pipeline[i].Join; j != nil {
+			j.Table = spam
+		}
+	}
+	r := &PipelineReport{Spec: cfg.Spec, Workers: cfg.Workers}
+
+	// The reference: decoding every input column the pipeline reads.
+	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{})
+	if err != nil {
+		return nil, err
+	}
+	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed})
+	if err != nil {
+		return nil, err
+	}
+	r.Columns = prog.Needs()
+	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: r.Columns})
+	if err != nil {
+		return nil, err
+	}
+	r.InputRows = plan.Rows
+	for i := 0; i < cfg.Repeats; i++ {
+		fmt.Fprintf(cfg.Log, "(e) decode alone of the pipeline's %d input columns, %d workers ...\n", len(r.Columns), cfg.Workers)
+		res, err := decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
+		if err != nil {
+			return nil, err
+		}
+		if r.DecodeOnly.Seconds == 0 || res.Seconds < r.DecodeOnly.Seconds {
+			r.DecodeOnly = res
+		}
+	}
+
+	for i := 0; i < cfg.Repeats; i++ {
+		fmt.Fprintf(cfg.Log, "(e) the pipeline into a ring, read by a Python trainer process ...\n")
+		if err := runPipelineOnce(ctx, cfg, job, r); err != nil {
+			return nil, err
+		}
+	}
+	for _, v := range cfg.BaselineVariants {
+		fmt.Fprintf(cfg.Log, "(f) baseline: DataLoader, %s style, num_workers %d ...\n", v.Style, v.Workers)
+		out, err := exec.CommandContext(ctx, cfg.Python, cfg.Baseline, "--npy", npyDir, "--spam", spam,
+			"--batch", fmt.Sprint(job.Batch.Size), "--workers", fmt.Sprint(v.Workers), "--style", v.Style,
+			"--seed", fmt.Sprint(job.Seed), "--json").Output()
+		if err != nil {
+			return nil, fmt.Errorf("baseline %s/%d: %w", v.Style, v.Workers, exitDetail(err))
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			return nil, fmt.Errorf("baseline output %q: %w", out, err)
+		}
+		r.Baselines = append(r.Baselines, m)
+		if r.Best == nil || num(m["rows_per_s"]) > num(r.Best["rows_per_s"]) {
+			r.Best = m
+		}
+	}
+	r.evaluate()
+	return r, nil
+}
+
+func exitDetail(err error) error {
+	if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+	}
+	return err
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+func genPipelineData(ctx context.Context, cfg PipelineConfig, parquetDir, npyDir, spam string) error {
+	gc := datagen.DefaultConfig()
+	gc.Rows, gc.Files = cfg.Rows, 4
+	if m, _ := filepath.Glob(filepath.Join(parquetDir, "*.parquet")); len(m) == 0 {
+		fmt.Fprintf(cfg.Log, "generating %d rows of Parquet in %s ...\n", gc.Rows, parquetDir)
+		if _, err := datagen.Write(ctx, parquetDir, gc); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(npyDir, "row_id.npy")); err != nil {
+		fmt.Fprintf(cfg.Log, "writing the same rows as .npy in %s ...\n", npyDir)
+		if err := datagen.WriteNPY(ctx, npyDir, gc); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(datagen.SpamNPYPath(spam)); err != nil {
+		if err := datagen.WriteSpamUsers(ctx, spam, gc, 0.02); err != nil {
+			return err
+		}
+		if err := datagen.WriteSpamUsersNPY(ctx, datagen.SpamNPYPath(spam), gc, 0.02); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, cfg.Python, "-m", "lastmile", "cat", "--json", "--torch", "--timeout", "120",
+		"--dir", ringDir(cfg.ShmDir), job.Ring.Name)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+cfg.PythonPath)
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	// Start the trainer first and wait until its imports are done (it says
+	// so on stderr), so that Python's start-up is not timed.
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("trainer process: %w", err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	ready := false
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "waiting for ring") {
+			ready = true
+			break
+		}
+		fmt.Fprintln(os.Stderr, lines.Text())
+	}
+	if !ready {
+		return fmt.Errorf("trainer process ended before it was ready: %w", cmd.Wait())
+	}
+	go io.Copy(os.Stderr, stderr)
+	t0 := time.Now()
+	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true})
+	secs := time.Since(t0).Seconds()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("trainer process: %w", err)
+	}
+	var tr map[string]any
+	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
+		return fmt.Errorf("trainer output %q: %w", out.String(), err)
+	}
+	if r.Pipeline.Seconds != 0 && secs >= r.Pipeline.Seconds {
+		return nil
+	}
+	p := &r.Pipeline
+	p.Seconds, p.OutRows, p.Batches, p.Bytes = secs, st.Rows, st.Batches, st.Bytes
+	p.OutRowsPS, p.InRowsPS = float64(st.Rows)/secs, float64(r.InputRows)/secs
+	p.KeptFrac = float64(st.Rows) / float64(r.InputRows)
+	p.DecodeSecs = st.Decode.Seconds()
+	r.Trainer = tr
+	return nil
+}
+
+func ringDir(d string) string {
+	if d != "" {
+		return d
+	}
+	if e := os.Getenv("LASTMILE_SHM_DIR"); e != "" {
+		return e
+	}
+	return "/dev/shm"
+}
+
+func (r *PipelineReport) evaluate() {
+	add := func(name string, v float64, op string, target float64) {
+		met := v >= target
+		if op == "<=" {
+			met = v <= target
+		}
+		r.Targets = append(r.Targets, Target{Name: name, Value: v, Op: op, Target: target, Met: met})
+	}
+	if r.DecodeOnly.Seconds > 0 && r.Pipeline.Seconds > 0 {
+		add("pipeline throughput / decode of its input columns alone", r.DecodeOnly.Seconds/r.Pipeline.Seconds, ">=", 1.0)
+	}
+	if b := num(r.Best["rows_per_s"]); b > 0 {
+		add("pipeline rows/s / best DataLoader baseline rows/s", r.Pipeline.OutRowsPS/b, ">=", 1.5)
+	}
+	if b := num(r.Best["main_cpu_ms_per_batch"]); b > 0 && r.Trainer != nil {
+		add("trainer CPU per batch / baseline main process CPU per batch", num(r.Trainer["cpu_ms_per_batch"])/b, "<=", 0.01)
+	}
+}
+
+// WriteTable prints the pipeline report for people.
+func (r *PipelineReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "pipeline %s: %d input rows, %d input columns, %d workers\n", r.Spec, r.InputRows, len(r.Columns), r.Workers)
+	p := r.Pipeline
+	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in\n", "(e) decode alone of the input columns", r.DecodeOnly.Seconds, float64(r.InputRows)/r.DecodeOnly.Seconds)
+	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept)\n", "(e) pipeline into a ring, Python trainer reading", p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac)
+	for _, b := range r.Baselines {
+		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s out, main CPU %.2f ms/batch\n",
+			fmt.Sprintf("(f) DataLoader %v style, num_workers %v", b["style"], b["workers"]), num(b["seconds"]), num(b["rows_per_s"]), num(b["main_cpu_ms_per_batch"]))
+	}
+	if r.Trainer != nil {
+		fmt.Fprintf(w, "%-52s %23.3f ms/batch\n", "(g) lastmile trainer process CPU", num(r.Trainer["cpu_ms_per_batch"]))
+	}
+	fmt.Fprintln(w)
+	for _, t := range r.Targets {
+		mark := "met"
+		if !t.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(w, "target %-62s %7.3f %s %.2f  %s\n", t.Name, t.Value, t.Op, t.Target, mark)
+	}
+}
