@@ -68,3 +68,13 @@ func TestBF16Exhaustive(t *testing.T) {
 		}
 	}
 }
+
+func TestLog1p32(t *testing.T) {
+	for b := uint32(0); b < 0xff800000; b += 1021 {
+		f := math.Float32frombits(b)
+		want, got := float32(math.Log1p(float64(f))), float32(log1p32(float64(f)))
+		if got != want && !(got != got && want != want) {
+			t.Fatalf("log1p32(%g) = %g, want %g", f, got, want)
+		}
+	}
+}
