@@ -55,7 +55,15 @@
 //
 // Apply depends only on its input batch, never on an earlier Select, so
 // the output is the same whether a unit is processed whole or in pieces,
-// by any worker.
+// by any worker. A worker runs a unit like this:
+//
+//	prog, err := ops.Compile(ctx, job, fields, ops.Env{Seed: job.Seed, Workers: n}) // once
+//	st := prog.NewState()                                                      // per worker
+//	// per unit: decode prog.Early() for every row into early, then
+//	sel, err := st.Select(&early, nil)
+//	// decode the other prog.Needs() columns for the rows sel into late,
+//	// and gather early's columns by sel into late too; then
+//	err = st.Apply(&late, &out) // out: prog.Output(), len(sel) rows or fewer
 //
 // # Performance
 //

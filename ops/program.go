@@ -53,8 +53,9 @@ type Program struct {
 	tables      []*sideTable
 }
 
-// Compile validates every op of job.Pipeline against input, the whole
-// input file schema, and returns the program that runs them. Side tables
+// Compile validates every op of job.Pipeline against input, the input
+// file schema (every column, or at least the job's columns when it lists
+// them), and returns the program that runs them. Side tables
 // of joins are loaded here, once, after every op has been checked. Errors
 // in the spec are *spec.FieldError naming the op's field and line.
 func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) (*Program, error) {

@@ -64,6 +64,9 @@ type DataError struct {
 }
 
 func (e *DataError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("%s (line %d): %s", e.Field, e.Line, e.Msg)
+	}
 	return fmt.Sprintf("%s (line %d): column %q: %s", e.Field, e.Line, e.Column, e.Msg)
 }
 
