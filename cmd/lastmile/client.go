@@ -44,11 +44,12 @@ type apiCursor struct {
 	Batch uint64 `json:"batch"`
 }
 
+// String prints epoch:batch.
 func (c *apiCursor) String() string {
 	if c == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%d/%d", c.Epoch, c.Batch)
+	return fmt.Sprintf("%d:%d", c.Epoch, c.Batch)
 }
 
 // apiRing is one rank's ring in a Job.

@@ -327,8 +327,8 @@ memory    288.5 MiB
 restarts  1
 
 RANK  RING                      STATE    NEXT   PRODUCED  RING FILL  CONSUMER
-0     /dev/shm/lastmile.ctr.r0  running  0/118  0/121     3/4        pid 48213
-1     /dev/shm/lastmile.ctr.r1  running  0/120  0/120     0/4        pid 48214, waiting for data
+0     /dev/shm/lastmile.ctr.r0  running  0:118  0:121     3/4        pid 48213
+1     /dev/shm/lastmile.ctr.r1  running  0:120  0:120     0/4        pid 48214, waiting for data
 `
 	if out != want {
 		t.Errorf("status ID: got\n%s\nwant\n%s", out, want)
@@ -433,7 +433,7 @@ func TestTopOnce(t *testing.T) {
 	mux := http.NewServeMux()
 	st := strings.Replace(statusJSON, "127.0.0.1:9464", strings.TrimPrefix(ms.URL, "http://"), 1)
 	mux.HandleFunc("GET /v1/status", answer(200, st))
-	mux.HandleFunc("GET /v1/jobs", answer(200, `{"jobs": [`+jobJSON+`]}`))
+	mux.HandleFunc("GET /v1/jobs", answer(200, `{"jobs": [`+jobJSON+`,`+failedJobJSON+`]}`))
 	f := startFake(t, mux)
 
 	code, out, errs := runCmd(t, "top", "-socket", f.socket, "-once", "-interval", "10ms")
@@ -445,8 +445,10 @@ rates over 1s from /metrics
 
 JOB / RANK          STATE    ROWS/S  MB/S  RING  STALL  FULL  UNITS  ERRORS  NEXT
 ctr (3f9a1c27b0d4)  running   30.0k  30.0          15%   50%      6       1
-  rank 0            running   20.0k  20.0   3/4     0%   50%      -       -  0/118
-  rank 1            running   10.0k  10.0   0/4    30%   50%      -       -  0/120
+  rank 0            running   20.0k  20.0   3/4     0%   50%      -       -  0:118
+  rank 1            running   10.0k  10.0   0/4    30%   50%      -       -  0:120
+
+(1 ended jobs not shown; -all shows them)
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
@@ -463,11 +465,17 @@ ctr (3f9a1c27b0d4)  running   30.0k  30.0          15%   50%      6       1
 	for _, s := range []string{
 		"rates over 1s from job counters (no /metrics: metrics off)",
 		"ctr (3f9a1c27b0d4)  running       0   0.0              -    0%      6       -\n",
-		"  rank 1            running       0   0.0   0/4  waiting     -      -       -  0/120\n",
+		"  rank 1            running       0   0.0   0/4  waiting     -      -       -  0:120\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("no metrics: missing %q in\n%s", s, out)
 		}
+	}
+
+	// -all shows ended jobs too
+	_, out, _ = runCmd(t, "top", "-socket", f.socket, "-once", "-interval", "10ms", "-all")
+	if !strings.Contains(out, "\nold (0000000000aa)  failed") || strings.Contains(out, "not shown") {
+		t.Errorf("-all:\n%s", out)
 	}
 
 	// An unreachable metrics address is reported, not fatal.
@@ -490,7 +498,7 @@ func TestTopLive(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	frames := strings.Count(out.String(), "\x1b[H")
-	if frames < 2 || !strings.Contains(out.String(), "no jobs\x1b[K\n") {
+	if frames < 2 || !strings.Contains(out.String(), "no running jobs\x1b[K\n") {
 		t.Errorf("%d frames:\n%q", frames, out.String())
 	}
 }

@@ -26,6 +26,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	socket := socketFlag(fs)
 	interval := fs.Duration("interval", time.Second, "time between frames (and between the two samples of -once)")
 	once := fs.Bool("once", false, "print one frame without ANSI escapes and exit")
+	all := fs.Bool("all", false, "also show jobs that ended (done, failed, canceled)")
 	metrics := fs.String("metrics", "", `lastmiled's metrics address host:port, or "off" (default: the one GET /v1/status reports)`)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile top [flags]\n\nShows lastmiled's jobs and ranks live: rows/s, MB/s, ring fill, how long\ntrainers waited on empty rings (the GPU stall), how long the producer\nwaited on full rings, work units in flight and errors. docs/top.md explains\nthe columns. Ctrl-C quits.\n\nFlags:")
@@ -65,7 +66,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "\x1b[H%s  %v\x1b[K\n\x1b[J", now().Format("15:04:05"), err)
 			continue
 		}
-		f := buildFrame(prev, cur)
+		f := buildFrame(prev, cur, *all)
 		if *once {
 			return f.write(stdout, false)
 		}
@@ -171,9 +172,15 @@ type topFrame struct {
 	dt       time.Duration
 	rows     []topRow
 	fromJobs bool // rates from the jobs' progress counters (no /metrics)
+	hidden   int  // ended jobs left out
 }
 
-func buildFrame(prev, cur *topSample) *topFrame {
+// ended reports whether a job state is final.
+func ended(state string) bool {
+	return state == "done" || state == "failed" || state == "canceled"
+}
+
+func buildFrame(prev, cur *topSample, all bool) *topFrame {
 	f := &topFrame{cur: cur, dt: cur.at.Sub(prev.at)}
 	secs := f.dt.Seconds()
 	if secs <= 0 {
@@ -207,6 +214,10 @@ func buildFrame(prev, cur *topSample) *topFrame {
 		return v
 	}
 	for _, j := range cur.jobs {
+		if !all && ended(j.State) {
+			f.hidden++
+			continue
+		}
 		jl := map[string]string{"job_id": j.ID}
 		jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, j.ID), state: j.State, rank: -1,
 			rowsPS: rate(mRows, jl, 1), mbPS: rate(mBytes, jl, 1e6),
@@ -305,10 +316,15 @@ func (f *topFrame) write(w io.Writer, ansi bool) error {
 	}
 	fmt.Fprintln(w, src)
 	fmt.Fprintln(w)
+	hidden := ""
+	if f.hidden > 0 {
+		hidden = fmt.Sprintf(" (%d ended jobs not shown; -all shows them)", f.hidden)
+	}
 	if len(f.rows) == 0 {
-		_, err := fmt.Fprintln(w, "no jobs")
+		_, err := fmt.Fprintf(w, "no running jobs%s\n", hidden)
 		return err
 	}
+
 	t := &table{right: []bool{false, false, true, true, true, true, true, true, true, false}}
 	t.add("JOB / RANK", "STATE", "ROWS/S", "MB/S", "RING", "STALL", "FULL", "UNITS", "ERRORS", "NEXT")
 	for _, r := range f.rows {
@@ -328,7 +344,14 @@ func (f *topFrame) write(w io.Writer, ansi bool) error {
 		t.add(r.label, r.state, rateString(r.rowsPS), mbString(r.mbPS), ring, stall, pct(r.full),
 			num(r.units), num(r.errors), r.next)
 	}
-	return t.write(w, bold, reset)
+	if err := t.write(w, bold, reset); err != nil {
+		return err
+	}
+	if hidden != "" {
+		_, err := fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(hidden))
+		return err
+	}
+	return nil
 }
 
 // table lays out columns two spaces apart, left- or right-aligned; the first
