@@ -92,9 +92,8 @@ func (c *compiler) sample(op *spec.Op) error {
 	drop.def = -1
 	var whenReads []int
 	for k, r := range s.Rates {
-		rule := sampleRule{rate: r.Rate}
-		rule.thr, rule.all = threshold(r.Rate)
-		rule.all = !rule.all
+		thr, below := threshold(r.Rate)
+		rule := sampleRule{rate: r.Rate, thr: thr, all: !below}
 		if r.When == "" {
 			drop.def = k
 		} else {
