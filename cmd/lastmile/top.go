@@ -59,7 +59,10 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		cur, err := t.sample(ctx)
 		if err != nil {
-			if *once || ctx.Err() != nil {
+			if ctx.Err() != nil && !*once {
+				return nil // interrupted mid-sample
+			}
+			if *once {
 				return err
 			}
 			// Keep going while the daemon restarts: show why.
