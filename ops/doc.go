@@ -36,11 +36,14 @@
 // are those every drop keeps, each judging the values its op saw. That is
 // what lets them run apart from the ops around them:
 //
-//   - Select runs filter, sample and semi/anti join, in spec order, each
-//     over the rows the ones before kept, plus the maps, casts and other
-//     steps they read (a filter after a map sees the derived column). A
-//     filter or sample that would evaluate its expression for few of the
-//     rows first gathers the values it needs to the survivors.
+//   - Select runs filter, sample and semi/anti join, each over the rows
+//     the ones before kept, plus the maps, casts and other steps they read
+//     (a filter after a map sees the derived column). A filter or sample
+//     that would evaluate its expression for few of the rows first gathers
+//     the values it needs to the survivors. When no computing step sits
+//     between them, each State runs the drops in the order that has cost
+//     least so far (cheapest per dropped row first, measured): the rows
+//     that survive are the same in any order.
 //   - nulls: skip and sequence on_long: skip run in Select too when the
 //     columns they read are early anyway; otherwise Apply runs them, so a
 //     heavy list column is never decoded for rows a filter drops.

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
@@ -262,6 +263,18 @@ func (p *Program) readsInputs(i int) bool {
 	return true
 }
 
+// reorderable reports whether Select may run its drops in any order: when
+// there are several and no computing step between them (whose place in
+// the order would matter).
+func (p *Program) reorderable() bool {
+	for _, i := range p.selectSteps {
+		if _, ok := p.steps[i].(dropper); !ok {
+			return false
+		}
+	}
+	return len(p.selectSteps) > 1
+}
+
 // inputsWithin reports whether every input value vid derives from is in
 // set.
 func (p *Program) inputsWithin(vid int, set []bool) bool {
@@ -312,6 +325,10 @@ func (p *Program) NewState() *State {
 	st.f.vals = make([]*column.Column, len(p.vals))
 	st.f.own = make([]column.Column, len(p.vals))
 	st.gath = make([]column.Column, len(p.vals))
+	if p.reorderable() {
+		st.order = slices.Clone(p.selectSteps)
+		st.stats = make([]dropStats, len(p.steps))
+	}
 	return st
 }
 
