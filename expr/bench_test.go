@@ -13,9 +13,8 @@ const benchRows = 131072
 // benchBatch is a recommender-like batch: label 1 in about 10% of rows,
 // random ids, dense features in [-1, 10), cat_opt null in 20% of rows,
 // queries of 5 to 20 bytes.
-func benchBatch() *column.Batch {
+func benchBatch(n int) *column.Batch {
 	rng := rand.New(rand.NewPCG(1, 1))
-	n := benchRows
 	label, uid, cat, opt := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	d0, d1 := make([]float64, n), make([]float64, n)
 	valid := make([]byte, n)
@@ -60,7 +59,7 @@ func inputBytes(b *column.Batch, e *expr.Expr) int64 {
 }
 
 func BenchmarkFilter(b *testing.B) {
-	bt := benchBatch()
+	bt := benchBatch(benchRows)
 	for _, src := range []string{
 		"label == 1",
 		"label == 1 or user_id % 10 == 0",
@@ -90,7 +89,7 @@ func BenchmarkFilter(b *testing.B) {
 }
 
 func BenchmarkEval(b *testing.B) {
-	bt := benchBatch()
+	bt := benchBatch(benchRows)
 	for _, src := range []string{
 		"clip(log1p(dense_0), 0, 10)",
 		"hash_mod(query, 65536)",
@@ -122,7 +121,7 @@ func BenchmarkEval(b *testing.B) {
 }
 
 func BenchmarkCompile(b *testing.B) {
-	s := expr.BatchSchema(benchBatch())
+	s := expr.BatchSchema(benchBatch(benchRows))
 	src := "label == 1 or (user_id % 10 == 0 and not is_null(cat_opt)) or clip(log1p(dense_0), 0, 10) > 2.5"
 	b.ReportAllocs()
 	for b.Loop() {

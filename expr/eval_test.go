@@ -364,7 +364,7 @@ func TestEvalReusesOut(t *testing.T) {
 // TestNoAllocs checks that Filter and Eval allocate nothing once their
 // scratch has grown.
 func TestNoAllocs(t *testing.T) {
-	bt := benchBatch()
+	bt := benchBatch(16384)
 	for _, src := range []string{
 		"label == 1 or user_id % 10 == 0",
 		"label == 1 or (user_id % 10 == 0 and not is_null(cat_opt))",
@@ -379,7 +379,7 @@ func TestNoAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out column.Column
-		sel := make([]int32, 0, benchRows)
+		sel := make([]int32, 0, bt.Rows)
 		run := func() {
 			if e.Type().Kind == expr.Bool {
 				sel, err = e.Filter(bt, sel)

@@ -222,8 +222,8 @@ func TestEvalMatchesReference(t *testing.T) {
 	g := gen{rng}
 	schema := BatchSchema(randBatch(rng, 1))
 	n, compiled := 3000, 0
-	if testing.Short() {
-		n = 300
+	if testing.Short() || raceEnabled {
+		n = 500
 	}
 	for range n {
 		src := g.expr()
