@@ -396,3 +396,25 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestEmptyAndMalformed(t *testing.T) {
+	b := batch(ints("a", column.Int32, []int64{1, 2}, nil), strs("s", []string{"x", "yz"}, []byte{1, 1}))
+	b.Columns = append(b.Columns, column.Column{Name: "l", Kind: column.List, DType: column.Int64, Len: 2, Offsets: []int64{0, 1, 3}, Data: make([]byte, 24)})
+	e, err := expr.Compile("a == 1 or s == 'yz' or len(l) > 1 or hash_mod(s, 7) == 3", expr.BatchSchema(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset() // zero rows, offsets emptied
+	if sel, err := e.Filter(b, nil); err != nil || len(sel) != 0 {
+		t.Errorf("Filter of an empty batch = %v, %v", sel, err)
+	}
+	b = batch(ints("a", column.Int32, []int64{1, 2}, nil), strs("s", []string{"x", "yz"}, []byte{1, 1}))
+	b.Columns = append(b.Columns, column.Column{Name: "l", Kind: column.List, DType: column.Int64, Len: 2, Offsets: []int64{0, 1, 9}, Data: make([]byte, 24)})
+	if _, err := e.Filter(b, nil); err == nil || !strings.Contains(err.Error(), `column "l" is malformed`) {
+		t.Errorf("Filter of a malformed batch: %v", err)
+	}
+	b.Columns[0].Data = b.Columns[0].Data[:4]
+	if _, err := e.Filter(b, nil); err == nil || !strings.Contains(err.Error(), `column "a" is malformed`) {
+		t.Errorf("Filter of a malformed batch: %v", err)
+	}
+}

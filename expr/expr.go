@@ -150,12 +150,38 @@ func (e *Expr) bind(b *column.Batch) error {
 		if c.Len != b.Rows {
 			return fmt.Errorf("expression %s: column %q has %d rows, the batch %d", e.src, r.name, c.Len, b.Rows)
 		}
+		if err := checkShape(c); err != nil {
+			return fmt.Errorf("expression %s: %w", e.src, err)
+		}
 		if !r.t.Nullable && c.Valid != nil && c.NullCount() > 0 {
 			return fmt.Errorf("expression %s: column %q has nulls, but the expression was compiled for a non-nullable column", e.src, r.name)
 		}
 	}
 	return nil
 }
+
+// checkShape makes sure the column's buffers are as long as its rows
+// need, so that kernels can slice them without checks of their own (the
+// O(1) part of column.Check). An empty Bytes or List column may lack its
+// one offset, as column.Batch.Reset leaves it.
+func checkShape(c *column.Column) error {
+	n, size := c.Len, c.DType.Size()
+	bad := false
+	switch {
+	case c.Kind == column.Fixed:
+		bad = len(c.Data) < n*c.Width*size
+	case n == 0 && len(c.Offsets) == 0:
+	default:
+		bad = len(c.Offsets) != n+1 || c.Offsets[0] < 0 || c.Offsets[n] < c.Offsets[0] || int64(len(c.Data)) < c.Offsets[n]*int64(size)
+	}
+	if bad || c.Valid != nil && len(c.Valid) < n {
+		return fmt.Errorf("column %q is malformed: %d data bytes, %d offsets, %d validity bytes for %d rows", c.Name, len(c.Data), len(c.Offsets), len(c.Valid), n)
+	}
+	return nil
+}
+
+// zeroOffsets stands for the offsets of an empty column that has none.
+var zeroOffsets = []int64{0}
 
 // column returns all rows of bound column i as a vector.
 func (e *Expr) column(i int) *vec {
@@ -214,6 +240,9 @@ func (e *Expr) column(i int) *vec {
 		} else {
 			v.off = c.Offsets
 		}
+	}
+	if (r.t.Kind == String || r.t.Kind == List && c.Kind != column.Fixed) && len(v.off) == 0 {
+		v.off = zeroOffsets // read only
 	}
 	if r.t.Nullable && c.Valid != nil {
 		v.valid = c.Valid[:n]
