@@ -134,7 +134,7 @@ func (c *checker) unary(n *Unary) (*node, error) {
 	if !x.t.Kind.IsNumber() {
 		return nil, errorf(n.At, "- wants a number, got %s", describe(n.X, x))
 	}
-	nd := &node{op: opNeg, t: x.t, pos: n.At, args: []*node{x}}
+	nd := &node{op: opNeg, t: x.t, pos: n.At, args: []*node{x}, untyped: x.untyped}
 	return c.fold(nd), nil
 }
 
@@ -190,9 +190,10 @@ func (c *checker) binary(n *Binary) (*node, error) {
 				return nil, errorf(n.At, "%s wants numbers, got %s", n.Op, describe(a.n, a.nd))
 			}
 		}
+		untyped := x.untyped && y.untyped // literals only: the result adapts too
 		x, y = c.unify(x, y)
 		nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: n.At, args: []*node{x, y}}
-		nd.untyped = x.untyped && y.untyped
+		nd.untyped = untyped
 		if (o == opDiv || o == opMod) && x.t.Kind.IsInt() && !(y.isConst() && y.constFloat64() != 0) {
 			nd.t.Nullable = true // integer division by zero is null
 		}

@@ -52,6 +52,11 @@ func TestTypes(t *testing.T) {
 	f("dense_0 + dense_1", "float32?")
 	f("1 + 2", "int64")
 	f("1 + 2.0", "float64")
+	f("label + (1 + 2)", "int32") // constants of literals stay untyped
+	f("label + -(1)", "int32")
+	f("label * max(2, 3)", "int32")
+	f("dense_0 + abs(-2.5) * 2", "float32")
+	f("label + fill_null(1, 2)", "int32")
 	f("-label", "int32")
 	f("label / 2", "int32")
 	f("label / cat_0", "int32?")

@@ -112,15 +112,21 @@ func (c *checker) fillNull(n *Call) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	untyped := x.untyped && v.untyped
 	x, v, err = c.common("fill_null", n.Args[0], n.Args[1], x, v, n.At)
 	if err != nil {
 		return nil, err
 	}
 	if !x.t.Nullable {
+		if untyped { // fill_null(1, 2): still a literal
+			cp := *x
+			cp.untyped = true
+			return &cp, nil
+		}
 		return x, nil
 	}
 	nd := &node{op: opFillNull, t: Type{Kind: x.t.Kind, Nullable: v.t.Nullable}, pos: n.At, args: []*node{x, v}}
-	nd.untyped = x.untyped && v.untyped
+	nd.untyped = untyped
 	return c.fold(nd), nil
 }
 
@@ -232,9 +238,10 @@ func minMaxFunc(o op) func(c *checker, n *Call) (*node, error) {
 }
 
 func (c *checker) minMaxNode(o op, x, y *node, pos int) *node {
+	untyped := x.untyped && y.untyped
 	x, y = c.unify(x, y)
 	nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: pos, args: []*node{x, y}}
-	nd.untyped = x.untyped && y.untyped
+	nd.untyped = untyped
 	return c.fold(nd)
 }
 
