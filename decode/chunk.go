@@ -59,27 +59,18 @@ func (d *Decoder) finishColumn(fi int, col *column.Column) {
 func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
 	c := &d.unit.Chunks[fi]
 	d.resetColumn(fi, dst)
-	raw, err := d.readChunk(c)
-	if err != nil {
-		return d.errorf(fi, -1, err)
-	}
-	if err := d.decodePages(fi, c, raw, sel, dst); err != nil {
+	d.pr.reset(d.file, c, &d.hdr)
+	if err := d.decodePages(fi, c, &d.pr, sel, dst); err != nil {
 		return err
 	}
 	d.finishColumn(fi, dst)
 	return nil
 }
 
-// decodePages decodes the pages in raw (c's bytes as readChunk returns
-// them) into dst, which resetColumn prepared.
-func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *column.Column) error {
+// decodePages decodes the pages pr yields into dst, which resetColumn
+// prepared.
+func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst *column.Column) error {
 	f := &d.fields[fi]
-	fileOffset := func(pos int) int64 {
-		if int64(pos) < c.DictLen {
-			return c.DictOffset + int64(pos)
-		}
-		return c.Offset + int64(pos) - c.DictLen
-	}
 	d.dict.reset()
 	lo := d.unit.RowStart
 	hi := lo + d.unit.Rows
@@ -90,8 +81,8 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 	si := 0 // next entry of sel to place
 	row := c.FirstRow
 	done := d.ctx.Done()
-	h := &d.hdr
-	for pos := 0; pos < len(raw) && dst.Len < want; {
+	h := pr.h
+	for dst.Len < want {
 		if done != nil {
 			select {
 			case <-done:
@@ -99,21 +90,18 @@ func (d *Decoder) decodePages(fi int, c *Chunk, raw []byte, sel []int32, dst *co
 			default:
 			}
 		}
-		off := fileOffset(pos)
-		hn, err := parsePageHeader(raw[pos:], h)
+		off, body, ok, err := pr.next()
 		if err != nil {
-			return d.errorf(fi, off, corrupt(err))
+			return d.errorf(fi, off, err)
 		}
-		if int(h.compressed) > len(raw)-pos-hn {
-			return d.errorf(fi, off, corruptf("page of %d bytes runs past the column chunk", h.compressed))
+		if !ok {
+			break
 		}
 		if h.uncompressed > maxPageBytes || (c.Uncompressed > 0 && int64(h.uncompressed) > c.Uncompressed) ||
 			(c.Values > 0 && int64(h.numValues) > c.Values) {
 			return d.errorf(fi, off, corruptf("page of %d bytes and %d values exceeds its column chunk's %d and %d",
 				h.uncompressed, h.numValues, c.Uncompressed, c.Values))
 		}
-		body := raw[pos+hn : pos+hn+int(h.compressed)]
-		pos += hn + int(h.compressed)
 		switch h.typ {
 		case pageDictionary:
 			if err := d.readDict(f, c, h, body); err != nil {

@@ -229,3 +229,22 @@ func TestSelectionSkipsPages(t *testing.T) {
 		t.Fatalf("selecting row 0: got %v, want an error at page offset %d", err, off)
 	}
 }
+
+// TestSmallReadWindow decodes with windows far smaller than pages, so that
+// every page and most headers straddle a window boundary.
+func TestSmallReadWindow(t *testing.T) {
+	old := readWindow
+	defer func() { readWindow = old }()
+	for _, w := range []int64{1, 97, 3000} {
+		readWindow = w
+		for _, version := range []int{1, 2} {
+			p := filepath.Join(t.TempDir(), "f.parquet")
+			writeFile(t, p, fileSpec{rows: 700, rowGroupRows: 300, codec: "snappy", pageVersion: version, pageBytes: 2048})
+			plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: 200})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlan(t, plan, func(u Unit) int64 { return u.Ordinal })
+		}
+	}
+}

@@ -26,17 +26,17 @@ type Decoder struct {
 	file *os.File
 	open bool
 
-	raw     []byte  // the column chunk's bytes as read
-	page    []byte  // decompressed v1 pages and values that need a pass
-	dictBuf []byte  // decompressed dictionary page
-	rep     []uint8 // repetition levels of one page
-	def     []uint8 // definition levels of one page
-	starts  []int32 // positions of the row-starting levels of one page
-	pfx     []byte  // the decoded level part of a snappy v1 page
-	save    []byte  // column bytes a v1 page's levels overwrite for a moment
-	idx     []int32 // dictionary indexes of one page
-	lens    []int64 // DELTA_* decoded integers
-	prefix  []int64 // DELTA_BYTE_ARRAY prefix lengths
+	pr      pageReader // reads the column chunk's pages
+	page    []byte     // decompressed v1 pages and values that need a pass
+	dictBuf []byte     // decompressed dictionary page
+	rep     []uint8    // repetition levels of one page
+	def     []uint8    // definition levels of one page
+	starts  []int32    // positions of the row-starting levels of one page
+	pfx     []byte     // the decoded level part of a snappy v1 page
+	save    []byte     // column bytes a v1 page's levels overwrite for a moment
+	idx     []int32    // dictionary indexes of one page
+	lens    []int64    // DELTA_* decoded integers
+	prefix  []int64    // DELTA_BYTE_ARRAY prefix lengths
 	dict    dictionary
 	hdr     pageHeader
 	scratch column.Column // pages only partly in the unit or selection
@@ -151,25 +151,6 @@ func (d *Decoder) errorf(field int, pageOffset int64, err error) error {
 		name = d.fields[field].Name
 	}
 	return &Error{File: d.unit.File, RowGroup: d.unit.RowGroup, Column: name, PageOffset: pageOffset, Err: err}
-}
-
-// readChunk reads the dictionary range (if separate) and the page range of
-// c into d.raw.
-func (d *Decoder) readChunk(c *Chunk) ([]byte, error) {
-	n := c.DictLen + c.End - c.Offset
-	if n > 1<<31 {
-		return nil, corruptf("column chunk of %d bytes", n)
-	}
-	d.raw = growBytes(d.raw, int(n))
-	if c.DictLen > 0 {
-		if err := readFull(d.file, d.raw[:c.DictLen], c.DictOffset); err != nil {
-			return nil, err
-		}
-	}
-	if err := readFull(d.file, d.raw[c.DictLen:], c.Offset); err != nil {
-		return nil, err
-	}
-	return d.raw, nil
 }
 
 func readFull(f *os.File, b []byte, off int64) error {

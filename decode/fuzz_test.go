@@ -46,7 +46,7 @@ func FuzzDecodePage(f *testing.F) {
 			f.Fatal(err)
 		}
 		for fi := range p.Fields {
-			raw, err := dd.readChunk(&u.Chunks[fi])
+			raw, err := chunkBytes(dd, &u.Chunks[fi])
 			if err != nil {
 				f.Fatal(err)
 			}
@@ -73,7 +73,9 @@ func FuzzDecodePage(f *testing.F) {
 					t.Fatalf("field %s: panic: %v", plan.Fields[fi].Name, r)
 				}
 			}()
-			if err := d.decodePages(fi, &c, raw, sel, &col); err == nil {
+			var pr pageReader
+			pr.resetBytes(raw, &d.hdr)
+			if err := d.decodePages(fi, &c, &pr, sel, &col); err == nil {
 				if err := col.Check(); err != nil {
 					t.Fatalf("field %s: decoded column fails Check: %v", plan.Fields[fi].Name, err)
 				}
@@ -89,7 +91,7 @@ func FuzzPageHeader(f *testing.F) {
 		u := p.Units[0]
 		dd.Open(context.Background(), u)
 		for fi := range p.Fields {
-			raw, _ := dd.readChunk(&u.Chunks[fi])
+			raw, _ := chunkBytes(dd, &u.Chunks[fi])
 			f.Add(append([]byte(nil), raw[:min(len(raw), 64)]...))
 		}
 		dd.Close()
@@ -178,4 +180,10 @@ func FuzzSnappyPrefix(f *testing.F) {
 			t.Fatalf("prefix differs from s2")
 		}
 	})
+}
+
+// chunkBytes reads a whole-chunk unit's column chunk as stored.
+func chunkBytes(d *Decoder, c *Chunk) ([]byte, error) {
+	b := make([]byte, c.End-c.Offset)
+	return b, readFull(d.file, b, c.Offset)
 }

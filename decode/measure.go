@@ -204,17 +204,15 @@ func (d *Decoder) DecompressOnly(ctx context.Context, u Unit) (int64, error) {
 	h := &d.hdr
 	for fi := range d.fields {
 		c := &d.unit.Chunks[fi]
-		raw, err := d.readChunk(c)
-		if err != nil {
-			return total, d.errorf(fi, -1, err)
-		}
-		for pos := 0; pos < len(raw); {
-			hn, err := parsePageHeader(raw[pos:], h)
-			if err != nil || int(h.compressed) > len(raw)-pos-hn {
-				return total, d.errorf(fi, -1, corruptf("bad page header"))
+		d.pr.reset(d.file, c, h)
+		for {
+			_, body, ok, err := d.pr.next()
+			if err != nil {
+				return total, d.errorf(fi, -1, err)
 			}
-			body := raw[pos+hn : pos+hn+int(h.compressed)]
-			pos += hn + int(h.compressed)
+			if !ok {
+				break
+			}
 			n := int(h.uncompressed)
 			compressed := c.Codec != codecNone
 			if h.typ == pageDataV2 {

@@ -50,7 +50,8 @@ func TestMeasureSmoke(t *testing.T) {
 // only with LASTMILE_MEASURE=1 (it takes minutes), over the benchmark
 // table (see bench_test.go), alternating the runs so that load from
 // other processes falls on all of them alike, and reports medians of
-// LASTMILE_MEASURE_ROUNDS rounds (default 5).
+// LASTMILE_MEASURE_ROUNDS rounds (default 5). LASTMILE_MEASURE_QUICK=1
+// leaves out the comparison paths.
 func TestMeasureReport(t *testing.T) {
 	if os.Getenv("LASTMILE_MEASURE") == "" {
 		t.Skip("set LASTMILE_MEASURE=1 to run")
@@ -59,6 +60,7 @@ func TestMeasureReport(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("LASTMILE_MEASURE_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
+	quick := os.Getenv("LASTMILE_MEASURE_QUICK") != "" // own and decompress-only alone
 	ctx := context.Background()
 	type key struct {
 		codec, what string
@@ -78,7 +80,7 @@ func TestMeasureReport(t *testing.T) {
 				}
 				runs[key{codec, "decompress", w}] = append(runs[key{codec, "decompress", w}], r)
 				for _, p := range Paths {
-					if w == 2 && p != PathOwn {
+					if (w == 2 || quick) && p != PathOwn {
 						continue
 					}
 					r, err := Measure(ctx, plan, p, w)
