@@ -48,3 +48,28 @@ func BenchmarkRingHandoff(b *testing.B) {
 func startBenchConsumer(b *testing.B, dir, name string) *helper {
 	return startHelper(b, "bench-consume", "H_DIR="+dir, "H_NAME="+name)
 }
+
+// TestHandoffFunctions runs the exported benchmark functions the way
+// `lastmile bench` will: the producer here, the consumer in another process.
+func TestHandoffFunctions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cons := startHelper(t, "bench-consume", "H_DIR="+dir, "H_NAME=hb")
+	res, err := shm.RunHandoffProducer(testCtx(t), shm.HandoffConfig{Dir: dir, Name: "hb", Payload: 64 << 10, Slots: 2, Batches: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Batches != 50 || res.Bytes != 50<<16 || res.Elapsed <= 0 || res.BytesPerSecond() <= 0 {
+		t.Errorf("producer result %v", res)
+	}
+	if got := cons.expect(t, "CONSUMED")[0]; got != "54" { // 2×2 warm-up batches + 50
+		t.Errorf("consumer got %s batches, want 54", got)
+	}
+	if _, err := os.Stat(dir + "/hb"); !os.IsNotExist(err) {
+		t.Errorf("benchmark ring not removed: %v", err)
+	}
+	m, err := shm.MeasureMemcpy(dir, 64<<10, 2, 10)
+	if err != nil || m.Bytes != 10<<16 {
+		t.Errorf("MeasureMemcpy: %v, %v", m, err)
+	}
+}
