@@ -45,16 +45,20 @@ func apply(nd *node, a []*vec, n int) {
 		x, s := a[0], &nd.set
 		out := nd.outBool(n)
 		want := b2u(o == opIn)
-		switch x.kind {
-		case Int32:
+		switch {
+		case x.kind == Int32 && s.bitmap != nil:
+			inBitmap(out, x.i32, s, want)
+		case x.kind == Int64 && s.bitmap != nil:
+			inBitmap(out, x.i64, s, want)
+		case x.kind == Int32:
 			inNums(out, x.i32, s.i32, want)
-		case Int64:
+		case x.kind == Int64:
 			inNums(out, x.i64, s.i64, want)
-		case Float32:
+		case x.kind == Float32:
 			inNums(out, x.f32, s.f32, want)
-		case Float64:
+		case x.kind == Float64:
 			inNums(out, x.f64, s.f64, want)
-		case String:
+		case x.kind == String:
 			inStrings(out, x, s, want)
 		}
 		nd.falseWhereNull(out, x, 0)

@@ -15,7 +15,14 @@ type inSet struct {
 	f64  []float64
 	strs []string
 	smap map[string]struct{} // for large string sets
+
+	// An integer set of more than one value spanning at most bitmapSpan
+	// is also a bitmap: value v is in it when bit v-lo is set.
+	lo     int64
+	bitmap []uint64
 }
+
+const bitmapSpan = 1 << 16
 
 // smallSet is the size up to which a linear scan beats a binary search.
 const smallSet = 8
@@ -55,6 +62,21 @@ func (s *inSet) finish(k Kind) {
 	s.f64 = slices.Compact(sorted(s.f64))
 	sort.Strings(s.strs)
 	s.strs = slices.Compact(s.strs)
+	ints := s.i64
+	if k == Int32 {
+		ints = nil
+		for _, v := range s.i32 {
+			ints = append(ints, int64(v))
+		}
+	}
+	if len(ints) > 1 && uint64(ints[len(ints)-1]-ints[0]) < bitmapSpan {
+		s.lo = ints[0]
+		s.bitmap = make([]uint64, (ints[len(ints)-1]-ints[0])/64+1)
+		for _, v := range ints {
+			b := uint64(v - s.lo)
+			s.bitmap[b/64] |= 1 << (b % 64)
+		}
+	}
 	if len(s.strs) > smallSet {
 		s.smap = make(map[string]struct{}, len(s.strs))
 		for _, v := range s.strs {
@@ -64,6 +86,19 @@ func (s *inSet) finish(k Kind) {
 }
 
 func sorted[T number](s []T) []T { slices.Sort(s); return s }
+
+// inBitmap is inNums for an integer set with a bitmap.
+func inBitmap[T integer](out []byte, x []T, s *inSet, want byte) {
+	x = x[:len(out)]
+	bm, span, lo := s.bitmap, uint64(len(s.bitmap))*64, s.lo
+	for i, v := range x {
+		b := uint64(int64(v) - lo)
+		in := b2u(b < span)
+		c := b & -uint64(in) // 0 outside the span, without a branch
+		hit := byte(bm[c/64]>>(c%64)&1) & in
+		out[i] = hit ^ 1 ^ want
+	}
+}
 
 // inNums sets out[i] to whether x[i] is in set (want == 1) or not in it
 // (want == 0).
@@ -89,8 +124,7 @@ func inNums[T number](out []byte, x, set []T, want byte) {
 		}
 	default:
 		for i, v := range x {
-			j, hit := slices.BinarySearch(set, v)
-			_ = j
+			_, hit := slices.BinarySearch(set, v)
 			out[i] = b2u(hit) ^ 1 ^ want
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/lastmile/lastmile/column"
 )
 
@@ -232,7 +231,7 @@ func refEval(e *Expr, nd *node, b *column.Batch, r int) rv {
 		var h uint64
 		switch ak {
 		case String:
-			h = xxhash.Sum64String(x.s)
+			h = HashBytes([]byte(x.s)) // checked against xxHash in hash_test.go
 		case Float32, Float64:
 			f := x.f
 			bits := math.Float64bits(f)
@@ -241,9 +240,9 @@ func refEval(e *Expr, nd *node, b *column.Batch, r int) rv {
 			} else if math.IsNaN(f) {
 				bits = 0x7ff8000000000000
 			}
-			h = xxhash.Sum64(binary.LittleEndian.AppendUint64(nil, bits))
+			h = HashBytes(binary.LittleEndian.AppendUint64(nil, bits))
 		default:
-			h = xxhash.Sum64(binary.LittleEndian.AppendUint64(nil, uint64(x.i)))
+			h = HashBytes(binary.LittleEndian.AppendUint64(nil, uint64(x.i)))
 		}
 		return rv{i: int64(h % nd.mod.d)}
 	case opLen:
