@@ -418,3 +418,37 @@ func TestEmptyAndMalformed(t *testing.T) {
 		t.Errorf("Filter of a malformed batch: %v", err)
 	}
 }
+
+// TestEvalInPlace replaces columns of the batch with expressions of
+// themselves.
+func TestEvalInPlace(t *testing.T) {
+	b := batch(
+		floats("x", column.Float32, []float64{0, 1, 3}, []byte{1, 0, 1}),
+		strs("s", []string{"ab", "", "c"}, []byte{1, 0, 1}),
+		ints("i", column.Int32, []int64{5, 6, 7}, nil),
+	)
+	for _, c := range []struct {
+		src string
+		col int
+	}{{"fill_null(x * 2, -1)", 0}, {"fill_null(s, 'zz')", 1}, {"cast(i, float64) / 2", 2}, {"s", 1}} {
+		e, err := expr.Compile(c.src, expr.BatchSchema(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Eval(b, &b.Columns[c.col]); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Check(); err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+	}
+	if got := b.Columns[0].Float32s(); !slices.Equal(got, []float32{0, -1, 6}) || b.Columns[0].Valid != nil {
+		t.Errorf("x = %v", got)
+	}
+	if got := string(b.Columns[1].Data); got != "abzzc" || !slices.Equal(b.Columns[1].Offsets, []int64{0, 2, 4, 5}) {
+		t.Errorf("s = %q %v", got, b.Columns[1].Offsets)
+	}
+	if got := b.Columns[2].Float64s(); !slices.Equal(got, []float64{2.5, 3, 3.5}) || b.Columns[2].Name != "i" {
+		t.Errorf("i = %v (%s)", got, b.Columns[2].Name)
+	}
+}

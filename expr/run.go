@@ -12,7 +12,8 @@ import (
 // Name alone. out.Valid is non-nil exactly when Type().Nullable; null rows
 // hold zeros (or are empty strings), as column.Column requires.
 //
-// out must not share memory with b's columns.
+// out may be one of b's columns, for a map that replaces a column: every
+// input is read before out is written.
 func (e *Expr) Eval(b *column.Batch, out *column.Column) error {
 	if err := e.bind(b); err != nil {
 		return err
