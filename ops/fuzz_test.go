@@ -2,11 +2,13 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -88,4 +90,86 @@ func everyOpTemplate() []string {
 		"- drop: [query]",
 		"- rename: {dense_2: d2}",
 	}
+}
+
+// FuzzPipeline builds pipelines from op templates and columns chosen by
+// the fuzzer's bytes, so that most inputs compile and run, and checks that
+// running them never panics and that the output matches the schema.
+func FuzzPipeline(f *testing.F) {
+	plan := smallPlan(f)
+	b := slice(decodeUnit(f, plan, 0), 0, 200)
+	cols := []string{"row_id", "user_id", "label", "dense_0", "dense_opt", "cat_0", "cat_opt", "seq_0", "seq_opt", "query", "query_opt", "x", "y"}
+	templates := []string{
+		`- filter: "%[1]s > %[3]d or is_null(%[2]s)"`,
+		`- filter: "not is_null(%[1]s)"`,
+		`- sample: {key: %[1]s, rates: [{when: "is_null(%[2]s)", rate: 0.5}, {rate: 0.%[3]d1}], weight: w%[3]d}`,
+		`- map: {x: "hash_mod(%[1]s, %[3]d1)", y: "fill_null(%[2]s, %[3]d)"}`,
+		`- map: {%[1]s: "cast(%[2]s, bfloat16)"}`,
+		`- cast: {%[1]s: int32, %[2]s: float64}`,
+		`- nulls: {policy: fill, fill: %[3]d}`,
+		`- nulls: {policy: skip, columns: [%[1]s]}`,
+		`- nulls: {policy: error, columns: [%[1]s]}`,
+		`- sequence: {column: %[1]s, length: %[3]d, truncate: right, pad_side: left, pad_value: -%[3]d, lengths: n%[3]d}`,
+		`- sequence: {column: %[1]s, length: 0, max_length: %[3]d, on_long: skip, output: %[2]s}`,
+		`- sequence: {column: %[1]s, length: %[3]d, on_long: error}`,
+		`- select: [%[1]s, %[2]s]`,
+		`- rename: {%[1]s: %[2]s}`,
+		`- drop: [%[1]s]`,
+	}
+	for _, seed := range []string{"\x00\x01\x02\x03", "\x09\x07\x08\x02\x03\x04\x06\x01\x00\x05", "\x0a\x08\x00\x0b\x02\x04\x03\x01"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var lines []string
+		for i := 0; i+3 < len(data) && len(lines) < 12; i += 4 {
+			tpl := templates[int(data[i])%len(templates)]
+			lines = append(lines, fmt.Sprintf(tpl, cols[int(data[i+1])%len(cols)], cols[int(data[i+2])%len(cols)], int(data[i+3])%70))
+		}
+		j, err := parseJob("", lines...)
+		if err != nil {
+			return
+		}
+		p, err := ops.Compile(context.Background(), j, plan.Fields, ops.Env{Seed: 1})
+		if err != nil {
+			if _, ok := err.(*spec.FieldError); !ok {
+				t.Fatalf("Compile error %T %v", err, err)
+			}
+			return
+		}
+		r, halves := newRunner(p), newRunner(p)
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf(format+"\n%s", append(args, strings.Join(lines, "\n"))...)
+		}
+		for range 2 {
+			out, err := r.run(b)
+			if err != nil {
+				if _, ok := err.(*ops.DataError); !ok {
+					fail("run: %T %v", err, err)
+				}
+				continue
+			}
+			if err := checkSchema(p, out); err != nil {
+				fail("%v", err)
+			}
+			// The same rows, cut in two units.
+			want := slice(out, 0, out.Rows)
+			var cat column.Batch
+			for _, part := range [][2]int{{0, 77}, {77, b.Rows}} {
+				h, err := halves.run(slice(b, part[0], part[1]))
+				if err != nil {
+					return // a data error in one part
+				}
+				if h.Rows > 0 {
+					cat.AppendRows(h, 0, h.Rows)
+				}
+			}
+			if want.Rows == 0 && cat.Rows == 0 {
+				continue
+			}
+			if err := sameBatch(want, &cat); err != nil {
+				fail("whole vs halves: %v", err)
+			}
+		}
+	})
 }

@@ -77,6 +77,19 @@ func dataErr(op *spec.Op, col, format string, args ...any) *DataError {
 	return &DataError{Field: op.Path + "." + op.Kind, Line: op.Line, Column: col, Msg: fmt.Sprintf(format, args...)}
 }
 
+// noRows is an empty selection; a nil one means every row.
+var noRows = []int32{}
+
+// drop runs d, making sure that keeping no row is not mistaken for
+// keeping every row.
+func drop(d dropper, f *frame, sel []int32) ([]int32, error) {
+	out, err := d.drop(f, sel)
+	if out == nil && err == nil {
+		out = noRows
+	}
+	return out, err
+}
+
 // frame holds the values of one Select or Apply call, by value id.
 type frame struct {
 	rows int
@@ -180,14 +193,14 @@ func (s *State) Select(b *column.Batch, sel []int32) ([]int32, error) {
 				compacted, cur = true, nil
 			}
 			if s.order == nil {
-				cur, err = st.drop(f, cur)
+				cur, err = drop(st, f, cur)
 				break
 			}
 			in, t := len(cur), time.Now()
 			if cur == nil {
 				in = f.rows
 			}
-			cur, err = st.drop(f, cur)
+			cur, err = drop(st, f, cur)
 			d := &s.stats[i]
 			d.in, d.out, d.ns = d.in+int64(in), d.out+int64(len(cur)), d.ns+int64(time.Since(t))
 		case computer:
@@ -307,7 +320,7 @@ func (s *State) Apply(b *column.Batch, out *column.Batch) error {
 	var sel []int32
 	for _, i := range p.preDrops {
 		var err error
-		if sel, err = s.steps[i].(dropper).drop(f, sel); err != nil {
+		if sel, err = drop(s.steps[i].(dropper), f, sel); err != nil {
 			return err
 		}
 	}
@@ -325,7 +338,7 @@ func (s *State) Apply(b *column.Batch, out *column.Batch) error {
 	}
 	for _, i := range p.lateDrops {
 		var err error
-		if sel, err = s.steps[i].(dropper).drop(f, sel); err != nil {
+		if sel, err = drop(s.steps[i].(dropper), f, sel); err != nil {
 			return err
 		}
 	}
