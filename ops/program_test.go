@@ -130,3 +130,14 @@ func TestConcurrentStates(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSelectNoRows(t *testing.T) {
+	b := batchOf(i64col("id", []int64{1, 2, 3}, nil))
+	for _, ops := range [][]string{nil, {`- filter: "id > 0"`}, {`- filter: "id > 0"`, `- sample: {key: id, rates: [{rate: 0.5}]}`}} {
+		p := compile(t, b, "", ops...)
+		sel, err := p.NewState().Select(project(b, p.Early()), []int32{})
+		if err != nil || sel == nil || len(sel) != 0 {
+			t.Errorf("%v: an empty preselection kept %v (%v)", ops, sel, err)
+		}
+	}
+}

@@ -162,8 +162,9 @@ func (s *State) bind(b *column.Batch, vids []int) error {
 // and anti joins, and nulls: skip or on_long: skip where their columns are
 // early anyway), with the maps and casts they depend on, over the rows sel
 // of b (nil: every row). b must hold every Early column for all its rows;
-// Select does not change it. The result lists the surviving rows, sorted;
-// it is owned by s and valid until the next Select.
+// Select does not change it. The result lists the surviving rows, sorted
+// (never nil, even when empty); it is owned by s and valid until the next
+// Select.
 func (s *State) Select(b *column.Batch, sel []int32) ([]int32, error) {
 	f := &s.f
 	f.reset(b.Rows)
@@ -174,6 +175,9 @@ func (s *State) Select(b *column.Batch, sel []int32) ([]int32, error) {
 	if sel != nil {
 		s.sel = append(s.sel[:0], sel...)
 		cur = s.sel
+		if cur == nil {
+			cur = noRows
+		}
 	}
 	s.base = s.base[:0]
 	compacted := false
@@ -235,6 +239,9 @@ func (s *State) Select(b *column.Batch, sel []int32) ([]int32, error) {
 		for _, r := range cur {
 			s.res = append(s.res, s.base[r])
 		}
+	}
+	if s.res == nil {
+		return noRows, nil // never nil: to a decoder, nil means every row
 	}
 	return s.res, nil
 }
