@@ -21,10 +21,12 @@ import (
 // shows, a grant is charged up front with the client's average hold time
 // and corrected when the token comes back.
 //
-// A client that had nothing to do does not bank credit: when it starts
-// waiting again its pass is raised to the lowest pass of the clients that
-// are active, so it competes from now on rather than monopolizing the
-// tokens to catch up.
+// A client that had nothing to do banks little credit: when it starts
+// waiting again its pass is raised to maxLag below the lowest pass of the
+// clients that are active, so it competes from then on rather than
+// monopolizing the tokens to catch up on a long idle period, while the
+// short gaps of a busy job (the end of an epoch, a slow batch) do not cost
+// it its share.
 //
 // Tokens are not preempted: a unit runs to its end. Pause stops all grants
 // (a daemon draining), Resume restarts them.
@@ -65,6 +67,10 @@ type waiter struct {
 	granted bool
 	charge  float64
 }
+
+// maxLag is the most credit, in weighted token time, a client keeps while
+// it has nothing to do.
+const maxLag = 200 * time.Millisecond
 
 // ErrSchedulerClosed is returned by Acquire on a closed Client.
 var ErrSchedulerClosed = errors.New("scheduler client closed")
@@ -158,8 +164,8 @@ func (c *Client) Acquire(ctx context.Context) (func(), error) {
 		return nil, ErrSchedulerClosed
 	}
 	if c.held == 0 && len(c.waiters) == 0 {
-		// Rejoining after idling: no banked credit.
-		c.pass = max(c.pass, s.minActivePass())
+		// Rejoining after idling: at most maxLag of banked credit.
+		c.pass = max(c.pass, s.minActivePass()-float64(maxLag))
 	}
 	w := &waiter{ch: make(chan struct{})}
 	c.waiters = append(c.waiters, w)

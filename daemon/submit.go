@@ -97,7 +97,10 @@ func (d *Daemon) parseSpec(text, baseDir string, worldOver int) (*spec.Job, erro
 		}
 	}
 	if job.Decode.Workers == 0 {
-		job.Decode.Workers = cfg.Workers
+		// Twice the tokens: a job whose workers all hold tokens still has
+		// workers waiting, so the scheduler always has a choice when a
+		// token frees (a job with no waiter at that moment loses its share).
+		job.Decode.Workers = 2 * cfg.Workers
 	}
 	return job, nil
 }

@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSchedulerWeights: two clients that always have waiting workers get
+// token time in proportion to their weights.
+func TestSchedulerWeights(t *testing.T) {
+	s := NewScheduler(2)
+	a, b := s.NewClient(1), s.NewClient(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range []*Client{a, b} {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					release, err := c.Acquire(ctx)
+					if err != nil {
+						return
+					}
+					time.Sleep(2 * time.Millisecond)
+					release()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	sa, sb := a.Stats(), b.Stats()
+	ratio := float64(sb.HoldTime) / float64(sa.HoldTime)
+	t.Logf("grants %d / %d, hold %v / %v: ratio %.2f", sa.Grants, sb.Grants, sa.HoldTime, sb.HoldTime, ratio)
+	if ratio < 2.7 || ratio > 3.3 {
+		t.Errorf("hold time ratio %.2f, want 3 ± 10%%", ratio)
+	}
+}
