@@ -39,7 +39,8 @@ type computer interface {
 }
 
 // dropper decides which rows survive: it returns the rows of sel (nil:
-// every row of f) it keeps, in order, in a buffer of its own.
+// every row of f) it keeps, in order, in a buffer of its own or in sel's,
+// which it may overwrite.
 type dropper interface {
 	step
 	drop(f *frame, sel []int32) ([]int32, error)
@@ -58,7 +59,9 @@ type checker interface {
 
 // DataError is a problem with the data, found while running an op: a null
 // under nulls: error, a sequence over its length under on_long: error, a
-// missing input column. The engine adds the file and row group.
+// list element a cast cannot convert. The engine adds the file and row
+// group. (A batch that lacks a column the program needs is the caller's
+// bug, reported as a plain error.)
 type DataError struct {
 	Field  string // the op, "pipeline[3].nulls"
 	Line   int    // the op's line in the spec
