@@ -13,7 +13,7 @@ TESTFLAGS ?= -race -timeout 15m
 
 export LASTMILE_PYTHON := $(PYTHON)
 
-.PHONY: all build demo test test-go test-python pydeps vet fmt-check lint bench fuzz tidy-check clean install
+.PHONY: all build demo test test-go test-python pydeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit
 
 all: build
 
@@ -48,8 +48,9 @@ test: fmt-check vet test-go test-python
 test-go: build pydeps
 	LASTMILE_REQUIRE_PYTHON=1 $(GO) test $(TESTFLAGS) $(PKGS)
 
-test-python: pydeps
+test-python: build pydeps
 	cd python && $(PYTHON) -m unittest discover -s tests -t . -v
+	LASTMILE_BIN=$(CURDIR)/$(BIN)/lastmile $(PYTHON) -m unittest discover -s bench/baseline -t bench/baseline -v
 
 vet:
 	$(GO) vet $(PKGS)
@@ -70,8 +71,32 @@ fuzz:
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
+# install puts lastmile and lastmiled in /usr/local/bin, the unit and an
+# example config in place, the Python client in Debian's site-packages, and
+# creates the lastmiled system user. Then: systemctl enable --now lastmiled.
+PREFIX  ?= /usr/local
+PYSITE  ?= /usr/local/lib/python3/dist-packages
 install: build
-	install -D -m 0755 $(BIN)/lastmile $(DESTDIR)/usr/local/bin/lastmile
+	install -D -m 0755 $(BIN)/lastmile $(DESTDIR)$(PREFIX)/bin/lastmile
+	install -D -m 0755 $(BIN)/lastmiled $(DESTDIR)$(PREFIX)/bin/lastmiled
+	install -D -m 0644 deploy/lastmiled.service $(DESTDIR)/etc/systemd/system/lastmiled.service
+	@if [ ! -e $(DESTDIR)/etc/lastmile/lastmiled.yaml ]; then \
+		install -D -m 0644 deploy/lastmiled.yaml $(DESTDIR)/etc/lastmile/lastmiled.yaml; \
+	else echo "keeping the existing /etc/lastmile/lastmiled.yaml"; fi
+	mkdir -p $(DESTDIR)$(PYSITE) && cp -r python/lastmile $(DESTDIR)$(PYSITE)/
+	@if [ -z "$(DESTDIR)" ] && ! id lastmile >/dev/null 2>&1; then \
+		useradd --system --no-create-home --home-dir /var/lib/lastmile --shell /usr/sbin/nologin lastmile; fi
+	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed; start it with: systemctl enable --now lastmiled"
+
+uninstall:
+	-systemctl disable --now lastmiled 2>/dev/null
+	rm -f $(DESTDIR)$(PREFIX)/bin/lastmile $(DESTDIR)$(PREFIX)/bin/lastmiled $(DESTDIR)/etc/systemd/system/lastmiled.service
+	rm -rf $(DESTDIR)$(PYSITE)/lastmile
+	@echo "left /etc/lastmile, /var/lib/lastmile and the lastmile user in place"
+
+check-unit:
+	sh deploy/check-unit.sh
 
 clean:
 	rm -rf $(BIN) out
