@@ -337,9 +337,6 @@ func (j *Job) view() jobView {
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
 		Memory: j.footprint, Rings: []ringView{},
 	}
-	if v.Weight == 0 {
-		v.Weight = j.d.Config().DefaultWeight
-	}
 	tot := j.base
 	fullWait := time.Duration(0)
 	for _, w := range j.fullWait {
@@ -360,6 +357,7 @@ func (j *Job) view() jobView {
 	ranks := append([]rankRec(nil), j.ranks...)
 	j.mu.Unlock()
 	v.CPUSeconds = j.client.Stats().HoldTime.Seconds()
+	v.Weight = j.d.weightOf(j)
 	for i, in := range infos {
 		if !ok[i] {
 			continue

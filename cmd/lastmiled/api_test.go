@@ -266,3 +266,38 @@ func TestTwoJobs(t *testing.T) {
 func badSpec(name, input string) string {
 	return fmt.Sprintf("name: %s\ninputs: [%s]\ncolumns: [row_id, seq_0]\nbatch: {size: 100}\n", name, input)
 }
+
+// TestReclaimAndBudget: a job nobody attaches to is canceled and its ring
+// removed after the grace period; a finished, drained job's rings are
+// removed; jobs over the memory budget are refused with a clear message.
+func TestReclaimAndBudget(t *testing.T) {
+	e := newEnv(t)
+	e.start("-grace", "1s", "-memory-per-job", "3MiB", "-memory-total", "3MiB")
+	idle := e.submit(specFor("idle", smallData, ""), nil)
+	ring := filepath.Join(e.shm, "lastmile.idle")
+	waitFor(t, "ring", 10*time.Second, func() bool { _, err := os.Stat(ring); return err == nil })
+	var ej errJSON
+	if st, _ := e.do("POST", "/v1/jobs", map[string]any{"spec": specFor("big", smallData, "world_size: 2\n")}, &ej); st != 400 || !strings.Contains(ej.Error, "per-job limit") {
+		t.Errorf("job over the per-job limit: %d %q", st, ej.Error)
+	}
+	if st, _ := e.do("POST", "/v1/jobs", map[string]any{"spec": specFor("more", smallData, "")}, &ej); st != 503 || !strings.Contains(ej.Error, "total memory budget") {
+		t.Errorf("job over the total budget: %d %q", st, ej.Error)
+	}
+	j := e.waitJob(idle.ID, 10*time.Second, "canceled")
+	if !strings.Contains(j.Error, "reclaimed") {
+		t.Errorf("reclaimed job's error %q", j.Error)
+	}
+	waitFor(t, "ring removed", 10*time.Second, func() bool { _, err := os.Stat(ring); return os.IsNotExist(err) })
+	// Memory is free again: a job that is read to its end has its ring
+	// removed once drained.
+	done := e.submit(specFor("more", smallData, ""), nil)
+	r := &reader{e: e, job: done.ID}
+	if err := r.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(done.ID, 10*time.Second, "done")
+	waitFor(t, "drained ring removed", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(e.shm, "lastmile.more"))
+		return os.IsNotExist(err)
+	})
+}
