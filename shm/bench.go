@@ -26,6 +26,19 @@ type BenchResult struct {
 	// Wait is the time the measured side slept: the producer on a full
 	// ring, or the consumer on an empty one.
 	Wait time.Duration
+	// CPU is the user and system time the measuring process used meanwhile.
+	// Unlike Elapsed it hardly depends on what else the host runs, which
+	// makes it the fairer comparison on a busy machine.
+	CPU time.Duration
+}
+
+// processCPU returns the user and system time this process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BytesPerSecond returns Bytes / Elapsed.
@@ -37,8 +50,8 @@ func (r BenchResult) BytesPerSecond() float64 {
 }
 
 func (r BenchResult) String() string {
-	return fmt.Sprintf("%d batches, %d bytes in %v: %.0f MB/s (waited %v)",
-		r.Batches, r.Bytes, r.Elapsed.Round(time.Microsecond), r.BytesPerSecond()/1e6, r.Wait.Round(time.Microsecond))
+	return fmt.Sprintf("%d batches, %d bytes in %v: %.0f MB/s (waited %v, cpu %v)",
+		r.Batches, r.Bytes, r.Elapsed.Round(time.Microsecond), r.BytesPerSecond()/1e6, r.Wait.Round(time.Microsecond), r.CPU.Round(time.Microsecond))
 }
 
 // HandoffConfig describes a handoff measurement.
@@ -119,6 +132,7 @@ func (h *Handoff) WaitConsumer(ctx context.Context) error {
 func (h *Handoff) Run(ctx context.Context, n int) (BenchResult, error) {
 	p := h.p
 	before := p.Stats().FullWait
+	cpu := processCPU()
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		s, err := p.Acquire(ctx)
@@ -145,6 +159,7 @@ func (h *Handoff) Run(ctx context.Context, n int) (BenchResult, error) {
 		Bytes:   int64(n) * int64(len(h.src)),
 		Elapsed: time.Since(start),
 		Wait:    p.Stats().FullWait - before,
+		CPU:     processCPU() - cpu,
 	}, nil
 }
 
@@ -206,6 +221,7 @@ func RunHandoffConsumer(ctx context.Context, dir, name string) (BenchResult, err
 	defer c.Close()
 	var res BenchResult
 	var start time.Time
+	var cpu time.Duration
 	var acc byte
 	for {
 		b, err := c.Next(ctx)
@@ -216,7 +232,7 @@ func RunHandoffConsumer(ctx context.Context, dir, name string) (BenchResult, err
 			return res, err
 		}
 		if res.Batches == 0 {
-			start = time.Now()
+			start, cpu = time.Now(), processCPU()
 		}
 		for _, t := range b.Tensors {
 			acc += touchLines(t.Data)
@@ -227,6 +243,7 @@ func RunHandoffConsumer(ctx context.Context, dir, name string) (BenchResult, err
 	sink += acc
 	if res.Batches > 0 {
 		res.Elapsed = time.Since(start)
+		res.CPU = processCPU() - cpu
 	}
 	res.Wait = c.Stats().EmptyWait
 	return res, nil
@@ -284,10 +301,11 @@ func MeasureMemcpy(dir string, size, slots, iters int) (BenchResult, error) {
 	for i := range src {
 		src[i] = byte(i*7 + 1)
 	}
+	cpu := processCPU()
 	start := time.Now()
 	for i := 0; i < iters; i++ {
 		off := (i % slots) * size
 		copy(r.mem[off:off+size], src)
 	}
-	return BenchResult{Batches: int64(iters), Bytes: int64(iters) * int64(size), Elapsed: time.Since(start)}, nil
+	return BenchResult{Batches: int64(iters), Bytes: int64(iters) * int64(size), Elapsed: time.Since(start), CPU: processCPU() - cpu}, nil
 }

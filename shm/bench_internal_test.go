@@ -24,10 +24,12 @@ func BenchmarkMemcpyShm(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			b.ResetTimer()
+			cpu := processCPU()
 			for i := 0; i < b.N; i++ {
 				off := (i % slots) * size
 				copy(r.mem[off:off+size], src)
 			}
+			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package shm_test
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/lastmile/lastmile/shm"
@@ -37,10 +38,14 @@ func BenchmarkRingHandoff(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(res.Wait.Nanoseconds())/float64(b.N), "full-wait-ns/op")
+			b.ReportMetric(float64(res.CPU.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			if err := h.Close(); err != nil {
 				b.Fatal(err)
 			}
-			cons.expect(b, "CONSUMED")
+			// The consumer's sleep on an empty ring, per batch (warm-up included).
+			if w, err := strconv.ParseFloat(cons.expect(b, "CONSUMED")[1], 64); err == nil {
+				b.ReportMetric(w, "empty-wait-ns/op")
+			}
 		})
 	}
 }

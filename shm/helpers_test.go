@@ -383,7 +383,7 @@ func runHelper(role string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Println("CONSUMED", res.Batches)
+		fmt.Println("CONSUMED", res.Batches, res.Wait.Nanoseconds()/max(res.Batches, 1))
 		return nil
 	case "small-space":
 		return smallSpaceHelper(dir)
