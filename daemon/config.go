@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
 	"github.com/lastmile/lastmile/cpus"
@@ -264,6 +264,9 @@ func (b *Bytes) Set(s string) error {
 
 func (b Bytes) String() string { return spec.Size(b).String() }
 
+// MarshalYAML implements yaml.Marshaler.
+func (b Bytes) MarshalYAML() (any, error) { return b.String(), nil }
+
 // Duration is a time.Duration written as "10m", "30s".
 type Duration time.Duration
 
@@ -282,11 +285,19 @@ func (d *Duration) Set(s string) error {
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Marshal renders the configuration as YAML (-check-config).
+func (c Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
+
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // defaultTotalMemory is half of what this process may use: the cgroup v2
-// memory.max if set, else MemTotal. 0 (no limit) if neither can be read.
+// memory.max if set, else the machine's RAM (sysinfo(2), which needs no
+// /proc: systemd's ProcSubset=pid hides /proc/meminfo). 0 (no limit) if
+// neither can be read.
 func defaultTotalMemory() int64 {
 	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -299,21 +310,9 @@ func defaultTotalMemory() int64 {
 			}
 		}
 	}
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) > 0 {
-				if kb, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
-					return kb << 10 / 2
-				}
-			}
-		}
-	}
-	return 0
+	return int64(si.Totalram) * int64(si.Unit) / 2
 }

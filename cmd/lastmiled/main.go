@@ -133,7 +133,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.check {
-		fmt.Fprintf(stdout, "%+v\n", cfg)
+		out, err := cfg.Marshal()
+		if err != nil {
+			fmt.Fprintln(stderr, "lastmiled:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "# configuration OK\n%s", out)
 		return 0
 	}
 	level := new(slog.LevelVar)
