@@ -235,6 +235,7 @@ func (p *Program) plan() {
 		v := &p.vals[e.vid]
 		p.out = append(p.out, OutField{Name: e.name, Kind: v.kind, DType: v.dtype, Width: v.width, Nullable: e.nullable})
 	}
+	p.moves()
 	for v := range p.vals {
 		if p.vals[v].producer >= 0 {
 			continue
@@ -261,6 +262,27 @@ func (p *Program) readsInputs(i int) bool {
 		}
 	}
 	return true
+}
+
+// moves lets a ragged sequence take over its input column instead of
+// copying it, where Apply reads that column nowhere after it and does not
+// output it: the column is the decoded batch's, which Apply consumes.
+func (p *Program) moves() {
+	for _, i := range p.applySteps {
+		sh, ok := p.steps[i].(*seqShape)
+		if !ok || sh.length > 0 || sh.out < 0 || p.vals[sh.src].producer >= 0 || p.home[sh.src] >= 0 {
+			continue
+		}
+		reads := func(j int) bool { return slices.Contains(p.steps[j].base().reads, sh.src) }
+		move := true
+		for _, j := range p.applySteps {
+			move = move && !(j > i && reads(j)) // computed after it
+		}
+		for _, j := range slices.Concat(p.lateDrops, p.checks) {
+			move = move && !reads(j) // run after every computing step
+		}
+		sh.move = move
+	}
 }
 
 // reorderable reports whether Select may run its drops in any order: when

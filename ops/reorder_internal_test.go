@@ -103,3 +103,42 @@ pipeline:
 		}
 	}
 }
+
+// TestMoves checks which ragged sequences take over their input column.
+func TestMoves(t *testing.T) {
+	fields := []decode.Field{
+		{Name: "s", Kind: column.List, DType: column.Int64},
+		{Name: "id", Kind: column.Fixed, DType: column.Int64},
+	}
+	cases := []struct {
+		ops  string
+		move bool
+	}{
+		{"  - sequence: {column: s, length: 0, max_length: 2}\n", true},
+		{"  - sequence: {column: s, length: 0, max_length: 2, on_long: skip}\n", true},
+		{"  - sequence: {column: s, length: 0, max_length: 2, on_long: error}\n", false},
+		{"  - sequence: {column: s, length: 0, max_length: 2, output: t}\n", false},
+		{"  - sequence: {column: s, length: 0, max_length: 2, output: t}\n  - map: {n: \"len(s)\"}\n  - drop: [s]\n", false},
+		{"  - map: {n: \"len(s)\"}\n  - sequence: {column: s, length: 0, max_length: 2}\n", true},
+		{"  - cast: {s: int32}\n  - sequence: {column: s, length: 0, max_length: 2}\n", false},
+	}
+	for _, tc := range cases {
+		j, err := spec.Parse("j.yaml", []byte("version: 1\ninputs: [x]\nbatch: {size: 8}\npipeline:\n"+tc.ops))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(context.Background(), j, fields, Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := false
+		for _, s := range p.steps {
+			if sh, ok := s.(*seqShape); ok {
+				got = sh.move
+			}
+		}
+		if got != tc.move {
+			t.Errorf("%s: move %v, want %v", tc.ops, got, tc.move)
+		}
+	}
+}

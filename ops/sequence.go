@@ -25,6 +25,7 @@ type seqShape struct {
 	keepLast       bool
 	padLeft        bool
 	pad            []byte // length elements of pad_value, as the dtype's bytes
+	move           bool   // ragged: src may be taken over (see Program.plan)
 }
 
 // seqLimit is what on_long: skip and on_long: error share: the rows of a
@@ -183,7 +184,7 @@ func (s *seqShape) compute(f *frame) error {
 	if s.length > 0 {
 		s.fixed(dst, src)
 	} else {
-		s.ragged(dst, src)
+		s.ragged(dst, src, s.move && f.apply)
 	}
 	return nil
 }
@@ -227,43 +228,76 @@ func (s *seqShape) fixed(dst, src *column.Column) {
 	}
 }
 
-// ragged cuts the rows of src longer than the limit into dst.
-func (s *seqShape) ragged(dst, src *column.Column) {
+// ragged cuts the rows of src longer than the limit into dst. With move,
+// src is an input column nothing reads afterwards: its buffers become
+// dst's (src gets dst's old ones) and long rows are cut in place, so a
+// unit without long rows costs nothing.
+func (s *seqShape) ragged(dst, src *column.Column, move bool) {
 	es := int64(src.DType.Size())
 	lim := int64(s.limit)
 	rows := src.Len
 	dst.Kind, dst.DType, dst.Width, dst.Len, dst.Valid = column.List, src.DType, 1, rows, nil
-	off := src.Offsets
-	long := false
+	first := rows
 	for i := range rows {
-		if off[i+1]-off[i] > lim {
-			long = true
+		if src.Offsets[i+1]-src.Offsets[i] > lim {
+			first = i
 			break
 		}
 	}
-	if !long {
-		dst.Offsets = append(dst.Offsets[:0], off[:rows+1]...)
-		dst.Data = append(dst.Data[:0], src.Data[:off[rows]*es]...)
-		return
+	var from []byte // where the values come from
+	var off []int64 // the source offsets, overwritten in place when moving
+	if move {
+		dst.Data, src.Data = src.Data, dst.Data[:0]
+		dst.Offsets, src.Offsets = src.Offsets, dst.Offsets[:0]
+		src.Len = 0
+		if first == rows {
+			return
+		}
+		from, off = dst.Data, dst.Offsets
+	} else {
+		from, off = src.Data, src.Offsets
+		dst.Offsets = growI64(dst.Offsets, rows+1)
+		copy(dst.Offsets, off[:first+1])
+		dst.Data = column.Grow(dst.Data, int(off[rows]*es)) // room for every value
+		copy(dst.Data, from[:off[first]*es])
+		if first == rows {
+			return
+		}
+		dst.Data = dst.Data[:off[first]*es]
 	}
-	dst.Offsets = growI64(dst.Offsets, rows+1)
 	o := dst.Offsets
-	o[0] = 0
-	for i := range rows {
-		o[i+1] = o[i] + min(off[i+1]-off[i], lim)
-	}
-	dst.Data = column.Grow(dst.Data, int(o[rows]*es))
-	for i := range rows {
+	n := off[first] // values written so far
+	for i := first; i < rows; {
 		lo, hi := off[i], off[i+1]
-		if hi-lo > lim {
+		if hi-lo > lim { // a long row: cut it
 			if s.keepLast {
 				lo = hi - lim
 			} else {
 				hi = lo + lim
 			}
+			dst.Data = append(dst.Data[:n*es], from[lo*es:hi*es]...)
+			o[i] = n
+			n += hi - lo
+			i++
+			continue
 		}
-		copy(dst.Data[o[i]*es:], src.Data[lo*es:hi*es])
+		// A run of short rows moves in one copy. Offsets are read before
+		// they are overwritten: o[k] is written after off[k] was read.
+		j := i + 1
+		for j < rows && off[j+1]-off[j] <= lim {
+			j++
+		}
+		end := off[j]
+		for k := i; k < j; k++ {
+			o[k] = n + off[k] - lo
+		}
+		dst.Data = append(dst.Data[:n*es], from[lo*es:end*es]...)
+		n += end - lo
+		i = j
 	}
+	o[rows] = n
+	dst.Offsets = o[:rows+1]
+	dst.Data = dst.Data[:n*es]
 }
 
 func (s *seqLongDrop) clone() step { return &seqLongDrop{seqLimit: s.seqLimit} }

@@ -95,11 +95,12 @@ func drop(d dropper, f *frame, sel []int32) ([]int32, error) {
 
 // frame holds the values of one Select or Apply call, by value id.
 type frame struct {
-	rows int
-	vals []*column.Column // nil until computed or bound to an input
-	own  []column.Column  // the State's buffers for computed values
-	home []int            // Apply: value → output position (-1: none)
-	out  *column.Batch    // Apply: the output batch
+	rows  int
+	vals  []*column.Column // nil until computed or bound to an input
+	own   []column.Column  // the State's buffers for computed values
+	home  []int            // Apply: value → output position (-1: none)
+	out   *column.Batch    // Apply: the output batch
+	apply bool             // in Apply, whose input batch is the steps' to consume
 }
 
 // dst returns the column a step computes value vid into: its output
@@ -118,7 +119,7 @@ func (f *frame) dst(vid int) *column.Column {
 func (f *frame) reset(rows int) {
 	f.rows = rows
 	clear(f.vals)
-	f.home, f.out = nil, nil
+	f.home, f.out, f.apply = nil, nil, false
 }
 
 // State is one worker's scratch for running a Program: cloned expressions
@@ -323,7 +324,7 @@ func (s *State) Apply(b *column.Batch, out *column.Batch) error {
 		out.Columns = append(out.Columns[:cap(out.Columns)], make([]column.Column, len(p.outputs)-cap(out.Columns))...)
 	}
 	out.Columns = out.Columns[:len(p.outputs)]
-	f.home, f.out = p.home, out
+	f.home, f.out, f.apply = p.home, out, true
 	// Drops that read input columns only go first, and the inputs are cut
 	// to the rows they keep, so that nothing is computed for rows that
 	// would be thrown away.
