@@ -72,7 +72,9 @@
 //
 // Nothing interprets rows one at a time: expressions evaluate over whole
 // columns (package expr), and every op is a loop over typed slices or a
-// memmove per row. A State keeps every buffer (expression scratch,
+// memmove per row (per run of rows where it can). Columns that reach the
+// output unchanged, and lists a ragged sequence only cuts, are taken over
+// from the decoded batch rather than copied. A State keeps every buffer (expression scratch,
 // selection vectors, computed columns) from unit to unit, so a worker in
 // steady state does not allocate except for output buffers that must
 // grow.
