@@ -25,7 +25,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"gen", "gen [flags] DIR", "write deterministic recommender-style sample Parquet", runGen},
+		{"gen", "gen [flags] [DIR]", "write deterministic recommender-style sample Parquet (and .npy, spam-user tables)", runGen},
 		{"run", "run [flags] SPEC", "run a job in-process, producing into shared-memory rings", runRun},
 		{"cat", "cat [flags] RING", "read a ring and summarize its batches", runCat},
 		{"demo", "demo [flags]", "run the embedded demo job end to end with a separate consumer process", runDemo},
