@@ -289,7 +289,10 @@ func (j *Job) onReady(r *run, rings []string) {
 		}
 	}
 	if j.state == Pending {
-		j.state, j.started = Running, time.Now()
+		j.state = Running
+		if j.started.IsZero() {
+			j.started = time.Now()
+		}
 	}
 	j.lastActive = time.Now()
 	j.mu.Unlock()
