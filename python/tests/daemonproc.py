@@ -141,12 +141,12 @@ def reader_main(cfg, progress):
         for b in ds:
             e = b.cursor.epoch
             result["rows"] += [[e, int(r)] for r in b["row_id"].tolist()]
-            progress.value += 1
-            if cfg.get("checkpoint"):
+            if cfg.get("checkpoint"):  # before counting: the test reads it after the count
                 tmp = cfg["checkpoint"] + ".tmp"
                 with open(tmp, "w") as f:
                     json.dump({"state": ds.state_dict(), "rows": result["rows"]}, f)
                 os.replace(tmp, cfg["checkpoint"])
+            progress.value += 1
             if cfg.get("delay"):
                 time.sleep(cfg["delay"])
         result["reattaches"] = ds.reattaches
