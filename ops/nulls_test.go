@@ -52,7 +52,7 @@ func TestNulls(t *testing.T) {
 		if got := ints(t, run(t, p, b), "id"); !slices.Equal(got, []int64{0, 3}) {
 			t.Errorf("kept %v", got)
 		}
-		if len(p.Early()) != 0 {
+		if len(p.Early()) != 0 || !p.ApplyDrops() {
 			t.Errorf("skip of late columns runs early: %v", p.Early())
 		}
 		p = compile(t, b, "", "- nulls: {policy: skip}")
@@ -61,8 +61,8 @@ func TestNulls(t *testing.T) {
 		}
 		// Early when a filter reads the column anyway.
 		p = compile(t, b, "", `- filter: "id < 3 and fill_null(c, 1) > 0"`, "- nulls: {policy: skip, columns: [c]}")
-		if got := p.Early(); !slices.Equal(got, []string{"id", "c"}) {
-			t.Errorf("early %v", got)
+		if got := p.Early(); !slices.Equal(got, []string{"id", "c"}) || p.ApplyDrops() {
+			t.Errorf("early %v, Apply drops %v", got, p.ApplyDrops())
 		}
 		if got := ints(t, run(t, p, b), "id"); !slices.Equal(got, []int64{0, 1}) {
 			t.Errorf("kept %v", got)

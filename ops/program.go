@@ -322,6 +322,11 @@ func (p *Program) Needs() []string { return p.needs }
 // subset of Needs.
 func (p *Program) Early() []string { return p.early }
 
+// ApplyDrops reports whether Apply may drop rows that Select kept (nulls:
+// skip or on_long: skip over columns decoded late). When it does not, the
+// length of Select's result is the number of rows a unit yields.
+func (p *Program) ApplyDrops() bool { return len(p.preDrops)+len(p.lateDrops) > 0 }
+
 // Output returns the schema of the batches Apply produces.
 func (p *Program) Output() []OutField { return p.out }
 
