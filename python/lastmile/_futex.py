@@ -44,6 +44,7 @@ import platform
 
 __all__ = [
     "ATOMICS",
+    "FULL_FENCE",
     "SYS_futex",
     "fence",
     "futex_wait",
@@ -158,6 +159,9 @@ _lib = _load_libatomic()
 
 if _lib is not None:
     ATOMICS = "libatomic"
+    # fence() is atomic_thread_fence(SEQ_CST): a real full barrier, so callers
+    # may rely on it for store->load ordering (Dekker-style flag checks).
+    FULL_FENCE = True
 
     _l4 = _lib.__atomic_load_4
     _l4.argtypes = [ctypes.c_void_p, ctypes.c_int]
@@ -197,6 +201,9 @@ if _lib is not None:
 
 else:  # pragma: no cover - exercised only where libatomic is missing
     ATOMICS = "fallback"
+    # Not a guaranteed store->load barrier: callers must not rely on it to make
+    # a conditional futex wake safe (they wake unconditionally instead).
+    FULL_FENCE = False
 
     _getpid = _libc.getpid  # any foreign call: releases and re-takes the GIL
 

@@ -38,7 +38,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _futex
-from ._futex import fence, futex_wait, futex_wake, load_u32, load_u64, store_u32, store_u64
+from ._futex import (FULL_FENCE, fence, futex_wait, futex_wake, load_u32, load_u64, store_u32,
+                     store_u64)
+
+_less = np.less
+_monotonic_ns = time.monotonic_ns
 
 __all__ = [
     "Batch",
@@ -471,9 +475,11 @@ class Batch(Mapping):
     """
 
     __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
-                 "is_torch", "_numpy", "__weakref__")
+                 "is_torch", "_numpy", "_cache", "__weakref__")
 
-    def __init__(self, ring, fields, data, valid, rows, seq, cursor, flags, is_torch=False, numpy_batch=None):
+    def __init__(self, ring, fields, data, valid, rows, seq, cursor, flags, is_torch=False,
+                 numpy_batch=None, cache=None):
+        self._cache = cache  # the slot's _SlotCache this batch was built from
         self._ring = ring
         self._fields = fields
         self._data = data
@@ -543,6 +549,14 @@ class Batch(Mapping):
         if self.is_torch:
             return self
         self._check()
+        c = self._cache
+        if c is not None:
+            # Tensors cached per slot alongside the numpy arrays: while this
+            # batch is not released the cache is the one it was built from.
+            if c.tdirty:
+                c.fill_torch()
+            return Batch(self._ring, self._fields, dict(c.tdata), dict(c.tvalid), self.rows,
+                         self.seq, self.cursor, self.flags, True, self)
         import torch  # lazily: torch is optional
 
         def conv(arr, code):
@@ -566,6 +580,52 @@ class Batch(Mapping):
         return "<lastmile.Batch seq=%d rows=%d cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
             self.seq, self.rows, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
             ", last" if self.last_in_epoch else "", list(self._data), state)
+
+
+def _torch_conv(arr, code):
+    import torch  # lazily: torch is optional
+
+    if code == DTYPE_BFLOAT16:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
+
+
+class _SlotCache:
+    """The validated tensor table of one slot and the views built from it.
+
+    A slot's tensor table is usually byte-for-byte the same from one use of the
+    slot to the next (same rows, same payload layout), so the numpy arrays (and
+    torch tensors) built for it are views of the very same memory: they are
+    reused, and only the entries whose 64 bytes changed (typically a ragged
+    field's values and the payloads behind it) are validated and rebuilt. What
+    depends on the slot's *contents* and not its table is re-checked for every
+    batch (``used_bytes`` covers every payload; ragged offsets start at 0, end
+    at V and never decrease).
+
+    A new object is made whenever anything changes, so a batch's ``_cache``
+    always describes that batch while it is not released. Arrays of an earlier
+    batch of the same slot are the same objects as the new batch's: like every
+    array of a released batch, they alias whatever the slot holds now.
+    """
+
+    __slots__ = ("rows", "table", "entries", "arrs", "ends", "max_end", "data", "valid",
+                 "rchecks", "ragged", "tdata", "tvalid", "tdirty", "fields")
+
+    def fill_torch(self):
+        """Build the torch views of the fields not converted yet."""
+        tdata, tvalid, data, valid = self.tdata, self.tvalid, self.data, self.valid
+        for f in self.tdirty:
+            name = f.name
+            v = data[name]
+            if f.kind == "ragged":
+                tdata[name] = Ragged(_torch_conv(v.values, f.dtype_code), _torch_conv(v.offsets, 6))
+            else:
+                tdata[name] = _torch_conv(v, f.dtype_code)
+            if f.nullable:
+                tvalid[name] = _torch_conv(valid[name], 1)
+        # Dict order stays the schema order: a fresh cache fills every field in
+        # order, a rebuilt one replaces keys already there.
+        self.tdirty = ()
 
 
 # --------------------------------------------------------------------------
@@ -602,6 +662,9 @@ class _Core:
         self.a_consumer_heartbeat = base + OFF_CONSUMER_HEARTBEAT
         self.a_consumer_pid = base + OFF_CONSUMER_PID
         self.head = load_u64(self.a_head)
+        # We are the only writer of space_futex while we hold byte 1: keep its value.
+        self.space = load_u32(self.a_space_futex)
+        self.cache = [None] * geo.slot_count  # _SlotCache per slot index
 
     def slot_offset(self, seq):
         return self.geo.data_offset + (seq % self.geo.slot_count) * self.geo.slot_size
@@ -614,19 +677,40 @@ class _Core:
                 % (self.path, self.pid, os.getpid()))
 
     def release(self):
-        h = self.held
-        if h is None:
+        if self.held is None:
             return
         self.check_owner()
+        self.release_held()
+        store_u64(self.a_consumer_heartbeat, _monotonic_ns())
+
+    def release_held(self):
+        """6.2 step 3 for the held slot (caller checked ownership and ``held``)."""
+        h = self.held
         self.held = None
-        # 6.2 step 3. store_u64 is a release store: every read of the slot that
-        # this thread made happens before the producer can see the new head.
+        # store_u64 is a release store: every read of the slot that this thread
+        # made happens before the producer can see the new head.
         store_u64(self.a_head, h + 1)
         self.head = h + 1
-        store_u32(self.a_space_futex, load_u32(self.a_space_futex) + 1)
-        store_u64(self.a_consumer_heartbeat, time.monotonic_ns())
-        # No full barrier between our stores and a load of producer_waiting is
-        # guaranteed here, so wake unconditionally (6.2 step 3).
+        self.space = sp = (self.space + 1) & 0xFFFFFFFF
+        store_u32(self.a_space_futex, sp)
+        if FULL_FENCE:
+            # Conditional wake (6.2 step 3), no lost wake-up: fence() is a
+            # seq_cst atomic_thread_fence, a full barrier between the stores of
+            # head / space_futex above and the load of producer_waiting below.
+            # The producer, going to sleep (6.3), stores producer_waiting = 1,
+            # has a full barrier (its seq_cst store / fence), then loads
+            # space_futex into v and re-checks head before FUTEX_WAIT(v). With a
+            # full barrier on both sides (store-buffering / Dekker), at least
+            # one side sees the other's store: either we load 1 and wake it, or
+            # its later loads see our head and space_futex, so it does not
+            # sleep (head moved) or its FUTEX_WAIT(v) returns at once (the
+            # word no longer holds v). A stale 1 (it woke on its own) costs one
+            # spurious wake, nothing else.
+            fence()
+            if load_u32(self.a_producer_waiting) != 1:
+                return
+        # Without libatomic fence() is no guaranteed store->load barrier: wake
+        # unconditionally, as the format requires.
         futex_wake(self.a_space_futex, 1)
 
     def close(self):
@@ -644,6 +728,7 @@ class _Core:
             self.release()
         finally:
             self.closed = True
+            self.cache = None  # its arrays would keep the mapping from closing
             try:
                 store_u32(self.a_consumer_waiting, 0)
                 store_u32(self.a_consumer_pid, 0)
@@ -718,6 +803,7 @@ class Ring:
         self._core = core
         self._fields = core.geo.fields
         self._plan = _expected_tensors(self._fields)
+        self._field_of = tuple(f for f, _, _ in self._plan)  # tensor index -> field
         self._eos = False
         self._finalizer = weakref.finalize(self, _Core.close, core)
         return self
@@ -876,16 +962,23 @@ class Ring:
         (heartbeat too old) -- always only after every published batch was
         delivered -- and :class:`RingFormatError` on a protocol violation.
         """
-        self._check_open()
-        if timeout is _DEFAULT:
-            timeout = self.timeout
         core = self._core
+        if core.closed:
+            raise ValueError("ring %s is closed" % self.name)
         core.check_owner()
-        core.release()
+        if core.held is not None:
+            core.release_held()  # the heartbeat is stored when the next batch is taken
         if self._eos:
             return None
         h = core.head
-        a_tail, a_state = core.a_tail, core.a_state
+        a_tail = core.a_tail
+        tail = load_u64(a_tail)
+        if tail > h:  # fast path: a batch is ready
+            return self._take(h, tail)
+        store_u64(core.a_consumer_heartbeat, _monotonic_ns())
+        if timeout is _DEFAULT:
+            timeout = self.timeout
+        a_state = core.a_state
         deadline = None if timeout is None else time.monotonic() + timeout
         spin_until = None
         next_probe = 0.0
@@ -973,47 +1066,79 @@ class Ring:
     def _take(self, h, tail) -> Batch:
         core = self._core
         geo = core.geo
-        if tail - h > geo.slot_count:
+        n = geo.slot_count
+        if tail - h > n:
             raise RingFormatError("protocol violation in ring %s: tail %d is more than %d slots "
-                                  "ahead of head %d" % (self.name, tail, geo.slot_count, h))
-        so = core.slot_offset(h)
+                                  "ahead of head %d" % (self.name, tail, n, h))
+        k = h % n
+        so = geo.data_offset + k * geo.slot_size
         seq = load_u64(core.base + so)  # acquire: the slot's contents are visible after this
         if seq != h:
             raise RingFormatError(
                 "protocol violation in ring %s: slot %d has seq %s, expected %d (tail %d); "
-                "not reading it" % (self.name, h % geo.slot_count,
-                                    "empty" if seq == SEQ_EMPTY else seq, h, tail))
-        batch = self._parse(h, so)
+                "not reading it" % (self.name, k, "empty" if seq == SEQ_EMPTY else seq, h, tail))
+        batch = self._parse(h, k, so)
         core.held = h
-        store_u64(core.a_consumer_heartbeat, time.monotonic_ns())
+        store_u64(core.a_consumer_heartbeat, _monotonic_ns())
         return batch
 
-    def _parse(self, h, so) -> Batch:
-        mm = self._core.mm
-        geo = self._core.geo
+    def _bad(self, h, what):
+        return RingFormatError("ring %s, batch %d (slot %d): %s"
+                               % (self.name, h, h % self._core.geo.slot_count, what))
+
+    def _parse(self, h, k, so) -> Batch:
+        """Validate slot ``k`` (6.5 step 5) and return its batch, reusing the slot's cache."""
+        core = self._core
+        mm = core.mm
         _, used, rows, count, epoch, bidx, rank, bflags = _SLOT_HEADER.unpack_from(mm, so)
+        if used > core.geo.slot_size:
+            raise self._bad(h, "used_bytes %d > slot_size %d" % (used, core.geo.slot_size))
+        if count != len(self._plan):
+            raise self._bad(h, "tensor_count %d, schema needs %d" % (count, len(self._plan)))
+        tend = SLOT_HEADER_SIZE + count * TENSOR_ENTRY_SIZE
+        if tend > used:
+            raise self._bad(h, "tensor table (%d entries) exceeds used_bytes %d" % (count, used))
+        # One copy of the table; everything below is validated from these bytes,
+        # never re-read from shared memory.
+        table = mm[so + SLOT_HEADER_SIZE : so + tend]
+        c = core.cache[k]
+        if c is None or c.rows != rows or c.table != table:
+            c = self._build(c, h, so, rows, used, table)
+            core.cache[k] = c
+        elif c.max_end > used:
+            for i, end in enumerate(c.ends):
+                if end > used:
+                    off = end - _TENSOR.unpack_from(table, i * TENSOR_ENTRY_SIZE)[9]
+                    raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
+                                    % (i, self._field_of[i].name, off, end - off, used))
+        # Per batch: ragged offsets (their contents change with every batch).
+        for name, nv, o, o1, o0, buf in c.rchecks:
+            if o[0] != 0 or o[-1] != nv or (buf is not None and buf[_less(o1, o0, out=buf).argmax()]):
+                raise self._bad(h, "offsets of ragged field %r are not 0 <= non-decreasing <= %d "
+                                   "(first %d, last %d)" % (name, nv, o[0], o[-1]))
+        return Batch(self, self._fields, dict(c.data), dict(c.valid), rows, h,
+                     Cursor(epoch, bidx, rank, bool(bflags & BATCH_LAST_IN_EPOCH)), bflags,
+                     False, None, c)
 
-        def bad(what):
-            return RingFormatError("ring %s, batch %d (slot %d): %s"
-                                   % (self.name, h, h % geo.slot_count, what))
-
-        if used > geo.slot_size:
-            raise bad("used_bytes %d > slot_size %d" % (used, geo.slot_size))
-        plan = self._plan
-        if count != len(plan):
-            raise bad("tensor_count %d, schema needs %d" % (count, len(plan)))
-        if SLOT_HEADER_SIZE + count * TENSOR_ENTRY_SIZE > used:
-            raise bad("tensor table (%d entries) exceeds used_bytes %d" % (count, used))
-        data, valid = {}, {}
-        pending_values = None
-        for i, (f, role, dcode) in enumerate(plan):
-            fi, r, dt, ndim, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack_from(
-                mm, so + SLOT_HEADER_SIZE + i * TENSOR_ENTRY_SIZE)
+    def _build(self, old, h, so, rows, used, table) -> _SlotCache:
+        """Validate the entries of ``table`` that differ from ``old``'s and build a new cache."""
+        mm = self._core.mm
+        reuse = old is not None and old.rows == rows
+        entries, arrs, ends = [], [], []
+        changed = {}  # field name -> Field, in schema order
+        for i, (f, role, dcode) in enumerate(self._plan):
+            e = table[i * TENSOR_ENTRY_SIZE : (i + 1) * TENSOR_ENTRY_SIZE]
+            if reuse and e == old.entries[i]:
+                entries.append(e)
+                arrs.append(old.arrs[i])
+                ends.append(old.ends[i])
+                continue
+            fi, r, dt, ndim, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack(e)
             if fi != f.index or r != role or dt != dcode:
-                raise bad("tensor %d is (field %d, role %d, dtype %d), expected (%d, %d, %d) "
-                          "for field %r" % (i, fi, r, dt, f.index, role, dcode, f.name))
+                raise self._bad(h, "tensor %d is (field %d, role %d, dtype %d), expected (%d, %d, %d) "
+                                   "for field %r" % (i, fi, r, dt, f.index, role, dcode, f.name))
             if not 1 <= ndim <= 4:
-                raise bad("tensor %d of field %r has ndim %d" % (i, f.name, ndim))
+                raise self._bad(h, "tensor %d of field %r has ndim %d" % (i, f.name, ndim))
             shape = (s0, s1, s2, s3)[:ndim]
             if role == ROLE_DENSE:
                 want = (rows,) + f.dims
@@ -1024,36 +1149,65 @@ class Ring:
             else:
                 want = (rows,)
             if shape != want:
-                raise bad("tensor %d of field %r has shape %s, expected %s"
-                          % (i, f.name, list(shape), list(want) if want else "[V]"))
+                raise self._bad(h, "tensor %d of field %r has shape %s, expected %s"
+                                % (i, f.name, list(shape), list(want) if want else "[V]"))
             _, npdt, size = DTYPES[dt]
-            n = 1
+            nel = 1
             for d in shape:
-                n *= d
-            if nbytes != n * size:
-                raise bad("tensor %d of field %r: nbytes %d != %d elements x %d"
-                          % (i, f.name, nbytes, n, size))
+                nel *= d
+            if nbytes != nel * size:
+                raise self._bad(h, "tensor %d of field %r: nbytes %d != %d elements x %d"
+                                % (i, f.name, nbytes, nel, size))
             if off % PAYLOAD_ALIGN:
-                raise bad("tensor %d of field %r: offset %d is not 256-byte aligned" % (i, f.name, off))
+                raise self._bad(h, "tensor %d of field %r: offset %d is not 256-byte aligned"
+                                % (i, f.name, off))
             if off + nbytes > used:
-                raise bad("tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
-                          % (i, f.name, off, nbytes, used))
+                raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
+                                % (i, f.name, off, nbytes, used))
             arr = np.ndarray(shape, dtype=npdt, buffer=mm, offset=so + off)
-            if role == ROLE_DENSE:
-                data[f.name] = arr
-            elif role == ROLE_VALUES:
-                pending_values = arr
-            elif role == ROLE_OFFSETS:
-                nv = len(pending_values)
-                if arr[0] != 0 or arr[-1] != nv or (rows > 1 and bool((arr[1:] < arr[:-1]).any())):
-                    raise bad("offsets of ragged field %r are not 0 <= non-decreasing <= %d "
-                              "(first %d, last %d)" % (f.name, nv, arr[0], arr[-1]))
-                data[f.name] = Ragged(pending_values, arr)
-                pending_values = None
+            if role == ROLE_VALIDITY:
+                arr = arr.view(np.bool_)
+            entries.append(e)
+            arrs.append(arr)
+            ends.append(off + nbytes)
+            changed[f.name] = f
+        c = _SlotCache()
+        c.rows = rows
+        c.table = table
+        c.entries = entries
+        c.arrs = arrs
+        c.ends = ends
+        c.max_end = max(ends) if ends else 0
+        c.fields = self._fields
+        if reuse:
+            data, valid, ragged = dict(old.data), dict(old.valid), dict(old.ragged)
+            tdata, tvalid = dict(old.tdata), dict(old.tvalid)
+            dirty = dict.fromkeys(old.tdirty)
+            dirty.update(dict.fromkeys(changed.values()))
+        else:
+            data, valid, ragged, tdata, tvalid = {}, {}, {}, {}, {}
+            dirty = dict.fromkeys(self._fields)
+        i = 0
+        for f in self._fields:  # tensors are in schema order (checked above)
+            if f.kind == "dense":
+                if f.name in changed or not reuse:
+                    data[f.name] = arrs[i]
+                i += 1
             else:
-                valid[f.name] = arr.view(np.bool_)
-        cursor = Cursor(epoch, bidx, rank, bool(bflags & BATCH_LAST_IN_EPOCH))
-        return Batch(self, self._fields, data, valid, rows, h, cursor, bflags)
+                if f.name in changed or not reuse:
+                    vals, offs = arrs[i], arrs[i + 1]
+                    data[f.name] = Ragged(vals, offs)
+                    buf = np.empty(rows, np.bool_) if rows > 1 else None
+                    ragged[f.name] = (f.name, len(vals), offs, offs[1:], offs[:-1], buf)
+                i += 2
+            if f.nullable:
+                if f.name in changed or not reuse:
+                    valid[f.name] = arrs[i]
+                i += 1
+        c.data, c.valid, c.ragged = data, valid, ragged
+        c.rchecks = tuple(ragged.values())
+        c.tdata, c.tvalid, c.tdirty = tdata, tvalid, tuple(dirty)
+        return c
 
     # ------------------------------------------------------------------------
     # Closing
