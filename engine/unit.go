@@ -66,7 +66,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int) (*processor, 
 			return nil, err
 		}
 	}
-	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !dropsLate(job)}
+	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops()}
 	index := map[string]int{}
 	for i, f := range plan.Fields {
 		index[f.Name] = i
@@ -119,17 +119,6 @@ func dropsRows(job *spec.Job) bool {
 			if op.Sequence.OnLong == "skip" {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-// dropsLate reports whether an op may drop rows in Apply, after Select
-// (nulls: skip and on_long: skip may run there).
-func dropsLate(job *spec.Job) bool {
-	for _, op := range job.Pipeline {
-		if op.Kind == "nulls" && op.Nulls.Policy == "skip" || op.Kind == "sequence" && op.Sequence.OnLong == "skip" {
-			return true
 		}
 	}
 	return false
