@@ -74,7 +74,7 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 	start, st := j.ranks[rank].Start, j.state
 	j.mu.Unlock()
 	stand, known := standing(info, start)
-	if req.Cursor != nil && (!known || *req.Cursor != stand) {
+	if req.Cursor != nil && (!known || !sameBatch(*req.Cursor, stand, info)) {
 		if st != Running && st != Pending {
 			return resp, errorf(http.StatusConflict, "job %q is %s: its rings cannot be regenerated from cursor %+v; submit it again", j.name, st, *req.Cursor)
 		}
@@ -100,6 +100,19 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 	}
 	j.log.Info("trainer attached", "rank", rank, "ring", resp.Ring, "generation", resp.Generation, "next", stand, "restarted", resp.Restarted)
 	return resp, nil
+}
+
+// sameBatch reports whether the trainer's cursor names the batch its ring
+// stands at. Besides equality, a trainer that counts (e, i+1) after the
+// last batch i of epoch e means (e+1, 0): the ring's previous batch says
+// whether i was the epoch's last.
+func sameBatch(c, stand engine.Cursor, info shm.RingInfo) bool {
+	if c == stand {
+		return true
+	}
+	p := info.Prev
+	return info.HasPrev && p.Flags&shm.FlagLastInEpoch != 0 && stand == (engine.Cursor{Epoch: p.Epoch + 1}) &&
+		c == (engine.Cursor{Epoch: p.Epoch, Batch: p.BatchIndex + 1})
 }
 
 // rankInfo snapshots rank r's ring through the job's observer.

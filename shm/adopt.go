@@ -77,6 +77,10 @@ type RingInfo struct {
 	// HasNext (head < tail).
 	Next    Cursor
 	HasNext bool
+	// Prev is the cursor of batch head-1, the last one the consumer
+	// released, if HasPrev (its slot was not reused yet).
+	Prev    Cursor
+	HasPrev bool
 	// Owner is the file's uid and gid.
 	UID, GID uint32
 	Dev, Ino uint64

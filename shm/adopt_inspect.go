@@ -137,6 +137,9 @@ func (o *Observer) Info() RingInfo {
 	if info.Tail > 0 {
 		info.Last, info.HasLast = readCursor(r, info.Tail-1)
 	}
+	if info.Head > 0 {
+		info.Prev, info.HasPrev = readCursor(r, info.Head-1)
+	}
 	if info.Head < info.Tail {
 		info.Next, info.HasNext = readCursor(r, info.Head)
 		if r.head.Load() != info.Head {
