@@ -196,6 +196,10 @@ func (j *Job) supervise() {
 		default:
 			j.runErrors++
 			j.mu.Unlock()
+			// The engine failed the rings it had; rings it never took (a
+			// restart that failed to plan) would otherwise stay claimed,
+			// looking alive to their trainers.
+			j.failRings("lastmiled: " + r.err.Error())
 			j.finish(Failed, r.err.Error())
 		}
 		return

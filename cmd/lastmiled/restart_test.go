@@ -332,3 +332,29 @@ func TestEpochBoundaryCursor(t *testing.T) {
 	}
 	checkExactlyOnce(t, "epoch 1", r.rows, 10000)
 }
+
+// TestRestartWithoutInputs: a job whose inputs vanished while the daemon
+// was down fails after the restart, and its surviving ring carries the
+// reason instead of looking alive forever.
+func TestRestartWithoutInputs(t *testing.T) {
+	data := t.TempDir()
+	for _, f := range []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"} {
+		b, err := os.ReadFile(filepath.Join(smallData, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(data, f), b, 0o644)
+	}
+	e := newEnv(t)
+	e.start()
+	j := e.submit(specFor("gone", data, ""), nil)
+	e.waitJob(j.ID, 10*time.Second, "running")
+	e.kill9()
+	os.RemoveAll(data)
+	e.start()
+	got := e.waitJob(j.ID, 10*time.Second, "failed")
+	info, err := shm.Inspect(e.shm, "lastmile.gone")
+	if err != nil || info.State != shm.StateFailed || !strings.Contains(info.Message, "lastmiled:") {
+		t.Fatalf("ring after the failed restart: %+v %v (job error %q)", info, err, got.Error)
+	}
+}
