@@ -49,7 +49,7 @@ test-go: build pydeps
 	LASTMILE_REQUIRE_PYTHON=1 $(GO) test $(TESTFLAGS) $(PKGS)
 
 test-python: build pydeps
-	cd python && $(PYTHON) -m unittest discover -s tests -t . -v
+	$(PYTHON) -m unittest discover -s python/tests -t python -v
 	LASTMILE_BIN=$(CURDIR)/$(BIN)/lastmile $(PYTHON) -m unittest discover -s bench/baseline -t bench/baseline -v
 
 vet:
@@ -73,9 +73,11 @@ tidy-check:
 
 # install puts lastmile and lastmiled in /usr/local/bin, the unit and an
 # example config in place, the Python client in Debian's site-packages, and
-# creates the lastmiled system user. Then: systemctl enable --now lastmiled.
+# creates the lastmiled system user (trainer users join its group to reach
+# the control socket). The unit runs /usr/local/bin/lastmiled: keep PREFIX
+# at /usr/local unless you edit the unit. Then: systemctl enable --now lastmiled.
 PREFIX  ?= /usr/local
-PYSITE  ?= /usr/local/lib/python3/dist-packages
+PYSITE  ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))' 2>/dev/null)
 install: build
 	install -D -m 0755 $(BIN)/lastmile $(DESTDIR)$(PREFIX)/bin/lastmile
 	install -D -m 0755 $(BIN)/lastmiled $(DESTDIR)$(PREFIX)/bin/lastmiled
@@ -85,7 +87,7 @@ install: build
 	else echo "keeping the existing /etc/lastmile/lastmiled.yaml"; fi
 	mkdir -p $(DESTDIR)$(PYSITE) && cp -r python/lastmile $(DESTDIR)$(PYSITE)/
 	@if [ -z "$(DESTDIR)" ] && ! id lastmile >/dev/null 2>&1; then \
-		useradd --system --no-create-home --home-dir /var/lib/lastmile --shell /usr/sbin/nologin lastmile; fi
+		useradd --system --user-group --no-create-home --home-dir /var/lib/lastmile --shell /usr/sbin/nologin lastmile; fi
 	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed; start it with: systemctl enable --now lastmiled"
 
