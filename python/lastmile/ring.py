@@ -608,7 +608,7 @@ class _SlotCache:
     array of a released batch, they alias whatever the slot holds now.
     """
 
-    __slots__ = ("rows", "table", "entries", "arrs", "ends", "max_end", "data", "valid",
+    __slots__ = ("rows", "table", "tab", "arrs", "ends", "max_end", "data", "valid",
                  "rchecks", "ragged", "tdata", "tvalid", "tdirty", "fields")
 
     def fill_torch(self):
@@ -804,6 +804,19 @@ class Ring:
         self._fields = core.geo.fields
         self._plan = _expected_tensors(self._fields)
         self._field_of = tuple(f for f, _, _ in self._plan)  # tensor index -> field
+        # per field: (Field, tensor index, offsets index or -1, validity index or -1)
+        layout, tpos, i = [], [], 0
+        for pos, f in enumerate(self._fields):
+            io = i + 1 if f.kind == "ragged" else -1
+            iv = i + (2 if io >= 0 else 1) if f.nullable else -1
+            layout.append((f, i, io, iv))
+            n = 1 + (io >= 0) + (iv >= 0)
+            tpos += [pos] * n
+            i += n
+        self._layout = tuple(layout)
+        self._tensor_pos = tuple(tpos)  # tensor index -> field position
+        self._spin = SPIN_SECONDS  # adaptive spin before parking (see next())
+        self._next_probe = 0.0  # monotonic time of the next liveness probe while waiting
         self._eos = False
         self._finalizer = weakref.finalize(self, _Core.close, core)
         return self
@@ -979,12 +992,21 @@ class Ring:
         if timeout is _DEFAULT:
             timeout = self.timeout
         a_state = core.a_state
-        deadline = None if timeout is None else time.monotonic() + timeout
-        spin_until = None
-        next_probe = 0.0
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        spin_until = start + self._spin
         while True:
             tail = load_u64(a_tail)
             if tail > h:
+                # Adaptive spin (6.3 step 1 only buys latency): spin the full
+                # SPIN_SECONDS again when the batch came within that time,
+                # otherwise halve it (down to none), so a consumer that is
+                # always ahead of its producer does not burn CPU spinning
+                # in vain before every park.
+                if time.monotonic() - start <= SPIN_SECONDS:
+                    self._spin = SPIN_SECONDS
+                else:
+                    self._spin = self._spin / 2 if self._spin > 4e-6 else 0.0
                 return self._take(h, tail)
             state = load_u32(a_state)
             if state != STATE_RUNNING:
@@ -992,16 +1014,14 @@ class Ring:
                     continue
                 return self._finish(state, h)
             now = time.monotonic()
-            if spin_until is None:
-                spin_until = now + SPIN_SECONDS
-                continue
             if now < spin_until:
                 continue
-            # Slow path: liveness, timeout, then park on data_futex (6.3).
-            if now >= next_probe:
+            # Slow path: liveness (at most every PARK_SECONDS, across calls),
+            # timeout, then park on data_futex (6.3).
+            if now >= self._next_probe:
                 if self._producer_gone(h):
                     continue  # it published or changed state before dying
-                next_probe = now + PARK_SECONDS
+                self._next_probe = now + PARK_SECONDS
             if deadline is not None and now >= deadline:
                 raise TimeoutError(
                     "no batch from ring %s within %gs (waiting for batch %d; producer pid %d is "
@@ -1123,17 +1143,25 @@ class Ring:
     def _build(self, old, h, so, rows, used, table) -> _SlotCache:
         """Validate the entries of ``table`` that differ from ``old``'s and build a new cache."""
         mm = self._core.mm
+        plan = self._plan
+        count = len(plan)
+        tab = np.frombuffer(table, dtype="<u8").reshape(count, 8)
         reuse = old is not None and old.rows == rows
-        entries, arrs, ends = [], [], []
-        changed = {}  # field name -> Field, in schema order
-        for i, (f, role, dcode) in enumerate(self._plan):
-            e = table[i * TENSOR_ENTRY_SIZE : (i + 1) * TENSOR_ENTRY_SIZE]
-            if reuse and e == old.entries[i]:
-                entries.append(e)
-                arrs.append(old.arrs[i])
-                ends.append(old.ends[i])
-                continue
-            fi, r, dt, ndim, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack(e)
+        if reuse:
+            # Entries are compared as whole 64-byte rows: only those that differ
+            # are validated and rebuilt, the others were validated for this
+            # slot with the same rows (used_bytes is re-checked per batch).
+            todo = (tab != old.tab).any(1).nonzero()[0].tolist()
+            arrs, ends = list(old.arrs), list(old.ends)
+        else:
+            todo = range(count)
+            arrs, ends = [None] * count, [0] * count
+        changed = {}  # field position -> Field, for the fields to rebuild
+        tpos = self._tensor_pos
+        for i in todo:
+            f, role, dcode = plan[i]
+            fi, r, dt, ndim, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack_from(
+                table, i * TENSOR_ENTRY_SIZE)
             if fi != f.index or r != role or dt != dcode:
                 raise self._bad(h, "tensor %d is (field %d, role %d, dtype %d), expected (%d, %d, %d) "
                                    "for field %r" % (i, fi, r, dt, f.index, role, dcode, f.name))
@@ -1167,14 +1195,13 @@ class Ring:
             arr = np.ndarray(shape, dtype=npdt, buffer=mm, offset=so + off)
             if role == ROLE_VALIDITY:
                 arr = arr.view(np.bool_)
-            entries.append(e)
-            arrs.append(arr)
-            ends.append(off + nbytes)
-            changed[f.name] = f
+            arrs[i] = arr
+            ends[i] = off + nbytes
+            changed[tpos[i]] = f
         c = _SlotCache()
         c.rows = rows
         c.table = table
-        c.entries = entries
+        c.tab = tab
         c.arrs = arrs
         c.ends = ends
         c.max_end = max(ends) if ends else 0
@@ -1187,23 +1214,19 @@ class Ring:
         else:
             data, valid, ragged, tdata, tvalid = {}, {}, {}, {}, {}
             dirty = dict.fromkeys(self._fields)
-        i = 0
-        for f in self._fields:  # tensors are in schema order (checked above)
-            if f.kind == "dense":
-                if f.name in changed or not reuse:
-                    data[f.name] = arrs[i]
-                i += 1
+        layout = self._layout
+        for k in sorted(changed):  # schema order: first build inserts keys in order
+            f, i, io, iv = layout[k]
+            name = f.name
+            if io < 0:
+                data[name] = arrs[i]
             else:
-                if f.name in changed or not reuse:
-                    vals, offs = arrs[i], arrs[i + 1]
-                    data[f.name] = Ragged(vals, offs)
-                    buf = np.empty(rows, np.bool_) if rows > 1 else None
-                    ragged[f.name] = (f.name, len(vals), offs, offs[1:], offs[:-1], buf)
-                i += 2
-            if f.nullable:
-                if f.name in changed or not reuse:
-                    valid[f.name] = arrs[i]
-                i += 1
+                vals, offs = arrs[i], arrs[io]
+                data[name] = Ragged(vals, offs)
+                buf = np.empty(rows, np.bool_) if rows > 1 else None
+                ragged[name] = (name, len(vals), offs, offs[1:], offs[:-1], buf)
+            if iv >= 0:
+                valid[name] = arrs[iv]
         c.data, c.valid, c.ragged = data, valid, ragged
         c.rchecks = tuple(ragged.values())
         c.tdata, c.tvalid, c.tdirty = tdata, tvalid, tuple(dirty)
