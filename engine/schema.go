@@ -1,7 +1,6 @@
 package engine
 
 import (
-
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 )
