@@ -34,7 +34,17 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 		pvLead = lead
 	} else {
 		page := body
-		if c.Codec != codecNone {
+		if c.Codec != codecNone && h.encoding == encPlain && f.Kind != column.Bytes && f.DType != column.Bool {
+			// Decompress the page where its values go; once the levels
+			// are read, the values move down over them (in cache) rather
+			// than being copied from a scratch buffer.
+			start := len(col.Data)
+			col.Data = reserve(col.Data, max(int(h.uncompressed), n*f.DType.Size()))
+			page = col.Data[start : start+int(h.uncompressed)]
+			if err := d.z.decompress(c.Codec, page, body); err != nil {
+				return 0, corrupt(err)
+			}
+		} else if c.Codec != codecNone {
 			d.page = growBytes(d.page, int(h.uncompressed))
 			if err := d.z.decompress(c.Codec, d.page, body); err != nil {
 				return 0, corrupt(err)
