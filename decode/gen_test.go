@@ -37,6 +37,8 @@ type tRow struct {
 	SeqOpt   []int64   `parquet:"seq_opt,optional,list"`
 	QueryOpt *string   `parquet:"query_opt,optional,dict"`
 	NameOpt  *string   `parquet:"name_opt,optional"`
+	SplitF   float32   `parquet:"split_f,split"`
+	SplitOpt *float64  `parquet:"split_opt,optional,split"`
 }
 
 // mix is a cheap deterministic hash.
@@ -99,6 +101,11 @@ func makeRow(i int64) tRow {
 	if h%5 != 2 {
 		s := fmt.Sprintf("n%d", i%100)
 		r.NameOpt = &s
+	}
+	r.SplitF = float32(i) * 1.5
+	if h%3 != 0 {
+		v := float64(i) * -0.75
+		r.SplitOpt = &v
 	}
 	return r
 }
@@ -270,6 +277,14 @@ func expectColumn(name string, ids []int64) column.Column {
 				s = *r.NameOpt
 			}
 			putBytes(s, r.NameOpt != nil)
+		case "split_f":
+			putFixed(column.Float32, uint64(math.Float32bits(r.SplitF)), true)
+		case "split_opt":
+			var v uint64
+			if r.SplitOpt != nil {
+				v = math.Float64bits(*r.SplitOpt)
+			}
+			putFixed(column.Float64, v, r.SplitOpt != nil)
 		default:
 			panic("expectColumn: unknown column " + name)
 		}
@@ -323,4 +338,4 @@ func diffColumn(got, want *column.Column) string {
 }
 
 var allColumns = []string{"row_id", "label", "dense_0", "d64", "flag", "cat_0", "cat_i32", "seq_0", "seq_f",
-	"query", "name", "dense_opt", "cat_opt", "seq_opt", "query_opt", "name_opt"}
+	"query", "name", "dense_opt", "cat_opt", "seq_opt", "query_opt", "name_opt", "split_f", "split_opt"}

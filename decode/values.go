@@ -118,6 +118,25 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 			return corruptf("RLE booleans: %v", err)
 		}
 		return nil
+	case encByteStreamSplt:
+		if f.DType == column.Bool {
+			return fmt.Errorf("%w: BYTE_STREAM_SPLIT for booleans", ErrUnsupported)
+		}
+		src, err := pv.plain()
+		if err != nil {
+			return err
+		}
+		if len(src) < n*size {
+			return corruptf("%d values of %d bytes in %d bytes", n, size, len(src))
+		}
+		// Byte j of value i is at src[j*n+i].
+		for j := range size {
+			stream := src[j*n : (j+1)*n]
+			for i, b := range stream {
+				dst[i*size+j] = b
+			}
+		}
+		return nil
 	case encDeltaBinary:
 		if f.DType != column.Int32 && f.DType != column.Int64 {
 			return fmt.Errorf("%w: DELTA_BINARY_PACKED for %v values", ErrUnsupported, f.DType)
