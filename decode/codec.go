@@ -9,6 +9,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 // Parquet compression codecs (parquet.thrift CompressionCodec).
@@ -17,6 +18,7 @@ const (
 	codecSnappy = 1
 	codecGzip   = 2
 	codecZstd   = 6
+	codecLz4Raw = 7
 )
 
 func codecName(c int32) string {
@@ -42,7 +44,7 @@ func codecName(c int32) string {
 }
 
 func codecSupported(c int32) bool {
-	return c == codecNone || c == codecSnappy || c == codecGzip || c == codecZstd
+	return c == codecNone || c == codecSnappy || c == codecGzip || c == codecZstd || c == codecLz4Raw
 }
 
 // decompressor decompresses page bodies; one per Decoder, not safe for
@@ -96,6 +98,15 @@ func (z *decompressor) decompress(codec int32, dst, src []byte) error {
 		}
 		if len(out) != len(dst) || (len(out) > 0 && &out[0] != &dst[0]) {
 			return fmt.Errorf("zstd page expands to %d bytes, header says %d", len(out), len(dst))
+		}
+		return nil
+	case codecLz4Raw:
+		n, err := lz4.UncompressBlock(src, dst)
+		if err != nil {
+			return fmt.Errorf("lz4: %w", err)
+		}
+		if n != len(dst) {
+			return fmt.Errorf("lz4 page expands to %d bytes, header says %d", n, len(dst))
 		}
 		return nil
 	case codecGzip:

@@ -12,6 +12,8 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/compress/gzip"
+	"github.com/parquet-go/parquet-go/compress/lz4"
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -125,6 +127,10 @@ func codecFor(name string) compress.Codec {
 		return &snappy.Codec{}
 	case "zstd":
 		return &zstd.Codec{}
+	case "lz4":
+		return &lz4.Codec{}
+	case "gzip":
+		return &gzip.Codec{}
 	}
 	return &uncompressed.Codec{}
 }

@@ -14,7 +14,7 @@ import (
 // against the values written.
 func TestPathsAgree(t *testing.T) {
 	for _, version := range []int{1, 2} {
-		for _, codec := range []string{"none", "snappy", "zstd"} {
+		for _, codec := range []string{"none", "snappy", "zstd", "gzip", "lz4"} {
 			t.Run(fmt.Sprintf("v%d/%s", version, codec), func(t *testing.T) {
 				t.Parallel()
 				p := filepath.Join(t.TempDir(), "f.parquet")
@@ -23,16 +23,27 @@ func TestPathsAgree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				checkPlan(t, plan, func(u Unit) int64 { return u.Ordinal })
+				if codec == "lz4" {
+					// parquet-go v0.32 misreads the LZ4_RAW pages it writes
+					// (garbage values, level errors); arrow and own agree.
+					comparePaths(t, plan, PathOwn, PathArrow)
+					return
+				}
 				comparePaths(t, plan)
 			})
 		}
 	}
 }
 
-func comparePaths(t *testing.T, plan *Plan) {
+func comparePaths(t *testing.T, plan *Plan, only ...Path) {
 	t.Helper()
-	decs := make([]UnitDecoder, len(Paths))
-	for i, p := range Paths {
+	paths := Paths
+	if only != nil {
+		paths = only
+	}
+	decs := make([]UnitDecoder, len(paths))
+	for i, p := range paths {
 		d, err := NewUnitDecoder(p, plan.Fields)
 		if err != nil {
 			t.Fatal(err)
@@ -40,20 +51,20 @@ func comparePaths(t *testing.T, plan *Plan) {
 		defer d.Close()
 		decs[i] = d
 	}
-	batches := make([]column.Batch, len(Paths))
+	batches := make([]column.Batch, len(paths))
 	for _, u := range plan.Units {
 		for i, d := range decs {
 			if err := d.Decode(context.Background(), u, &batches[i]); err != nil {
-				t.Fatalf("%v: %v", Paths[i], err)
+				t.Fatalf("%v: %v", paths[i], err)
 			}
 		}
-		for i := 1; i < len(Paths); i++ {
+		for i := 1; i < len(paths); i++ {
 			if batches[i].Rows != batches[0].Rows {
-				t.Fatalf("%v: %d rows, own %d", Paths[i], batches[i].Rows, batches[0].Rows)
+				t.Fatalf("%v: %d rows, own %d", paths[i], batches[i].Rows, batches[0].Rows)
 			}
 			for c := range batches[0].Columns {
 				if diff := diffColumn(&batches[i].Columns[c], &batches[0].Columns[c]); diff != "" {
-					t.Fatalf("unit %d: %v vs own: %s", u.Seq, Paths[i], diff)
+					t.Fatalf("unit %d: %v vs own: %s", u.Seq, paths[i], diff)
 				}
 			}
 		}
