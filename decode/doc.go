@@ -9,12 +9,15 @@
 // column chunks, so any process holding the plan's Fields can decode it.
 //
 // Decoding (Decoder) is lastmile's own page decoder: column-chunk bytes are
-// read with ReadAt, page headers are parsed by a small thrift compact-protocol
-// reader (pageheader.go), pages are decompressed with klauspost/compress and,
-// where a page's values are PLAIN fixed-width in a v2 data page, decompressed
-// straight into the output column. Repetition and definition levels are
-// decoded by our own RLE/bit-packed hybrid reader (hybrid.go), dictionaries
-// are decoded once per chunk and indexes gathered. docs/decode.md records the
+// read with ReadAt in windows (pagereader.go), page headers are parsed by a
+// small thrift compact-protocol reader (pageheader.go), and pages are
+// decompressed with klauspost/compress. PLAIN fixed-width values decompress
+// straight into the output column: v2 pages directly, v1 snappy pages after
+// their level sections are decoded alone (snappyprefix.go), other v1 pages
+// in place with the values then moved over the levels. Repetition and
+// definition levels are decoded by our own RLE/bit-packed hybrid reader
+// (hybrid.go); lists take their rows from the zero repetition levels;
+// dictionaries are decoded once per chunk and indexes gathered. docs/decode.md records the
 // measurements that chose this path over parquet-go's page API and arrow-go's
 // pqarrow, which remain in compare_*.go for benchmarks only.
 //
