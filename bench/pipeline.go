@@ -33,6 +33,10 @@ type PipelineConfig struct {
 	Rows int64
 	// Workers for decode (default cpus.Available()).
 	Workers int
+	// Epochs of the measured run (default 3): a training job's steady
+	// state, where the spec's unit cache serves later epochs. A one-epoch
+	// run is measured too and reported as FirstEpoch.
+	Epochs int
 	// ShmDir holds the ring ("" is the default).
 	ShmDir string
 	// Python runs the trainer client and the baseline; PythonPath is the
@@ -59,22 +63,29 @@ type PipelineReport struct {
 	Columns    []string `json:"input_columns"` // what the pipeline decodes
 	Workers    int      `json:"workers"`
 	DecodeOnly decode.Result
-	Pipeline   struct {
-		Seconds    float64 `json:"seconds"`
-		OutRows    int64   `json:"out_rows"`
-		Batches    int64   `json:"batches"`
-		Bytes      int64   `json:"bytes"`
-		OutRowsPS  float64 `json:"out_rows_per_s"`
-		InRowsPS   float64 `json:"input_rows_per_s"`
-		KeptFrac   float64 `json:"kept_fraction"`
-		DecodeSecs float64 `json:"decode_seconds"` // summed over workers
-	} `json:"pipeline"`
+	// FirstEpoch is a one-epoch run: no cached unit helps it.
+	FirstEpoch PipelineRun `json:"first_epoch"`
+	// Pipeline is the Epochs-epoch run.
+	Pipeline PipelineRun `json:"pipeline"`
 	// Trainer is the Python consumer process reading the ring as torch
 	// tensors.
 	Trainer   map[string]any   `json:"trainer"`
 	Baselines []map[string]any `json:"baselines"`
 	Best      map[string]any   `json:"best_baseline"`
 	Targets   []Target         `json:"targets"`
+}
+
+// PipelineRun is one measured run of the pipeline into a ring.
+type PipelineRun struct {
+	Epochs     int     `json:"epochs"`
+	Seconds    float64 `json:"seconds"`
+	OutRows    int64   `json:"out_rows"`
+	Batches    int64   `json:"batches"`
+	Bytes      int64   `json:"bytes"`
+	OutRowsPS  float64 `json:"out_rows_per_s"`
+	InRowsPS   float64 `json:"input_rows_per_s"`
+	KeptFrac   float64 `json:"kept_fraction"`
+	DecodeSecs float64 `json:"decode_seconds"` // summed over workers
 }
 
 func (c *PipelineConfig) defaults() {
@@ -89,6 +100,9 @@ func (c *PipelineConfig) defaults() {
 	}
 	if c.Workers <= 0 {
 		c.Workers = cpus.Available()
+	}
+	if c.Epochs <= 0 {
+		c.Epochs = 3
 	}
 	if c.Python == "" {
 		c.Python = "/usr/bin/python3"
@@ -121,8 +135,6 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 		return nil, err
 	}
 	job.Inputs, job.WorldSize = []string{parquetDir}, 1
-	one := 1
-	job.Epochs = &one
 	job.Decode.Workers = cfg.Workers
 	job.Ring.Dir, job.Ring.Name = cfg.ShmDir, fmt.Sprintf("lastmile-bench-pipeline-%d", os.Getpid())
 	for i := range job.Pipeline {
@@ -159,9 +171,17 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 	}
 
 	for i := 0; i < cfg.Repeats; i++ {
-		fmt.Fprintf(cfg.Log, "(e) the pipeline into a ring, read by a Python trainer process ...\n")
-		if err := runPipelineOnce(ctx, cfg, job, r); err != nil {
-			return nil, err
+		for _, epochs := range []int{1, cfg.Epochs} {
+			fmt.Fprintf(cfg.Log, "(e) the pipeline into a ring, %d epoch(s), read by a Python trainer process ...\n", epochs)
+			e := epochs
+			job.Epochs = &e
+			run := &r.Pipeline
+			if epochs == 1 {
+				run = &r.FirstEpoch
+			}
+			if err := runPipelineOnce(ctx, cfg, job, r, run, epochs == cfg.Epochs); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, v := range cfg.BaselineVariants {
@@ -177,7 +197,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 			return nil, fmt.Errorf("baseline output %q: %w", out, err)
 		}
 		r.Baselines = append(r.Baselines, m)
-		if r.Best == nil || num(m["rows_per_s"]) > num(r.Best["rows_per_s"]) {
+		if r.Best == nil || num(m["steady_rows_per_s"]) > num(r.Best["steady_rows_per_s"]) {
 			r.Best = m
 		}
 	}
@@ -223,7 +243,7 @@ func genPipelineData(ctx context.Context, cfg PipelineConfig, parquetDir, npyDir
 	return nil
 }
 
-func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
+func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport, p *PipelineRun, keepTrainer bool) error {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, cfg.Python, "-m", "lastmile", "cat", "--json", "--torch", "--timeout", "120",
 		"--dir", ringDir(cfg.ShmDir), job.Ring.Name)
@@ -265,15 +285,17 @@ func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *
 	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
 		return fmt.Errorf("trainer output %q: %w", out.String(), err)
 	}
-	if r.Pipeline.Seconds != 0 && secs >= r.Pipeline.Seconds {
+	if p.Seconds != 0 && secs >= p.Seconds {
 		return nil
 	}
-	p := &r.Pipeline
-	p.Seconds, p.OutRows, p.Batches, p.Bytes = secs, st.Rows, st.Batches, st.Bytes
-	p.OutRowsPS, p.InRowsPS = float64(st.Rows)/secs, float64(r.InputRows)/secs
-	p.KeptFrac = float64(st.Rows) / float64(r.InputRows)
+	epochs := int64(*job.Epochs)
+	p.Epochs, p.Seconds, p.OutRows, p.Batches, p.Bytes = int(epochs), secs, st.Rows, st.Batches, st.Bytes
+	p.OutRowsPS, p.InRowsPS = float64(st.Rows)/secs, float64(epochs*r.InputRows)/secs
+	p.KeptFrac = float64(st.Rows) / float64(epochs*r.InputRows)
 	p.DecodeSecs = st.Decode.Seconds()
-	r.Trainer = tr
+	if keepTrainer {
+		r.Trainer = tr
+	}
 	return nil
 }
 
@@ -296,10 +318,16 @@ func (r *PipelineReport) evaluate() {
 		r.Targets = append(r.Targets, Target{Name: name, Value: v, Op: op, Target: target, Met: met})
 	}
 	if r.DecodeOnly.Seconds > 0 && r.Pipeline.Seconds > 0 {
-		add("pipeline throughput / decode of its input columns alone", r.DecodeOnly.Seconds/r.Pipeline.Seconds, ">=", 1.0)
+		decodeRate := float64(r.InputRows) / r.DecodeOnly.Seconds
+		add("pipeline throughput / decode of its input columns alone", r.Pipeline.InRowsPS/decodeRate, ">=", 1.0)
+		add("  the same, first epoch (no cached unit)", r.FirstEpoch.InRowsPS/decodeRate, ">=", 1.0)
 	}
-	if b := num(r.Best["rows_per_s"]); b > 0 {
+	// A training job filters once and iterates many epochs; the baseline's
+	// steady rate leaves out its one-off filtering pass, as lastmile's
+	// several-epoch rate amortizes its planning.
+	if b := num(r.Best["steady_rows_per_s"]); b > 0 {
 		add("pipeline rows/s / best DataLoader baseline rows/s", r.Pipeline.OutRowsPS/b, ">=", 1.5)
+		add("  the same, first epoch (no cached unit)", r.FirstEpoch.OutRowsPS/b, ">=", 1.5)
 	}
 	if b := num(r.Best["main_cpu_ms_per_batch"]); b > 0 && r.Trainer != nil {
 		add("trainer CPU per batch / baseline main process CPU per batch", num(r.Trainer["cpu_ms_per_batch"])/b, "<=", 0.01)
@@ -309,12 +337,15 @@ func (r *PipelineReport) evaluate() {
 // WriteTable prints the pipeline report for people.
 func (r *PipelineReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %s: %d input rows, %d input columns, %d workers\n", r.Spec, r.InputRows, len(r.Columns), r.Workers)
-	p := r.Pipeline
 	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in\n", "(e) decode alone of the input columns", r.DecodeOnly.Seconds, float64(r.InputRows)/r.DecodeOnly.Seconds)
-	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept)\n", "(e) pipeline into a ring, Python trainer reading", p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac)
+	for _, p := range []PipelineRun{r.FirstEpoch, r.Pipeline} {
+		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept)\n",
+			fmt.Sprintf("(e) pipeline, %d epoch(s), Python trainer reading", p.Epochs), p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac)
+	}
 	for _, b := range r.Baselines {
-		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s out, main CPU %.2f ms/batch\n",
-			fmt.Sprintf("(f) DataLoader %v style, num_workers %v", b["style"], b["workers"]), num(b["seconds"]), num(b["rows_per_s"]), num(b["main_cpu_ms_per_batch"]))
+		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s out (%.0f steady), main CPU %.2f ms/batch\n",
+			fmt.Sprintf("(f) DataLoader %v style, num_workers %v", b["style"], b["workers"]), num(b["seconds"]), num(b["rows_per_s"]),
+			num(b["steady_rows_per_s"]), num(b["main_cpu_ms_per_batch"]))
 	}
 	if r.Trainer != nil {
 		fmt.Fprintf(w, "%-52s %23.3f ms/batch\n", "(g) lastmile trainer process CPU", num(r.Trainer["cpu_ms_per_batch"]))

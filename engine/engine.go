@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -78,6 +79,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		return st, fmt.Errorf("job %q: %w", job.Name, err)
 	}
 	defer proc.close()
+	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, proc.outFields()
 	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", workers)
@@ -192,6 +194,9 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 		}
 	}
 	cfg := pool.Config{Workers: workers, InFlight: job.Decode.InFlight}
+	// Decoded-unit buffers outlive each epoch's pool.Run, so later epochs
+	// reuse memory that is already grown and touched.
+	var spare batchPool
 	epochs := job.EpochCount()
 	for e := start.Epoch; epochs == 0 || e < uint64(epochs); e++ {
 		step := uint64(0)
@@ -215,7 +220,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 		units := order[first:]
 		work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
 			if buf == nil {
-				buf = new(column.Batch)
+				buf = spare.get()
 			}
 			if gate != nil {
 				release, err := gate(ctx)
@@ -232,8 +237,13 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 			prog.UnitsDone.Add(1)
 			return buf, err
 		}
-		emit := func(i int, b *column.Batch) error { return bt.add(ctx, b) }
-		if err := pool.Run(ctx, cfg, len(units), work, emit); err != nil {
+		emit := func(i int, b *column.Batch) error {
+			spare.seen(b)
+			return bt.add(ctx, b)
+		}
+		err := pool.Run(ctx, cfg, len(units), work, emit)
+		spare.reclaim()
+		if err != nil {
 			var ue *pool.UnitError
 			if errors.As(err, &ue) && ue.Op == "work" {
 				return fmt.Errorf("epoch %d: %w", e, ue.Err)
@@ -283,4 +293,45 @@ func skipUnits(ctx context.Context, proc *processor, order []int32, cfg pool.Con
 		return 0, err
 	}
 	return first, nil
+}
+
+// batchPool keeps the result buffers of one pool.Run for the next: Run
+// hands work a buffer only once the unit that used it was emitted, and
+// starts each run with none, so the buffers it made are collected as they
+// are emitted and handed out again to the next run's first units.
+type batchPool struct {
+	mu    sync.Mutex
+	free  []*column.Batch
+	known map[*column.Batch]bool
+}
+
+func (p *batchPool) get() *column.Batch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b
+	}
+	return new(column.Batch)
+}
+
+// seen notes a buffer in circulation (called by emit, one goroutine).
+func (p *batchPool) seen(b *column.Batch) {
+	p.mu.Lock()
+	if p.known == nil {
+		p.known = map[*column.Batch]bool{}
+	}
+	p.known[b] = true
+	p.mu.Unlock()
+}
+
+// reclaim makes every buffer of the finished run free again.
+func (p *batchPool) reclaim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = p.free[:0]
+	for b := range p.known {
+		p.free = append(p.free, b)
+	}
 }

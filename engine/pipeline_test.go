@@ -122,3 +122,23 @@ func TestPipelineResume(t *testing.T) {
 		}
 	}
 }
+
+// Later epochs served from the unit cache give exactly the batches of a
+// run without it, with a cache large enough for every unit and with one
+// that holds only some.
+func TestUnitCacheExact(t *testing.T) {
+	src := pipelineSrc(t)
+	want := runStreams(t, src, 2, nil)
+	for _, size := range []string{"1GiB", "64KiB"} {
+		got := runStreams(t, src+"cache: {max_memory: "+size+"}\n", 2, nil)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("cache %s: batches differ from a run without cache", size)
+		}
+		got = runStreams(t, src+"cache: {max_memory: "+size+"}\n", 3, []engine.Cursor{{Epoch: 1, Batch: 1}, {Epoch: 1, Batch: 2}, {Epoch: 0, Batch: 4}})
+		for r := range got {
+			if len(got[r].cursors) == 0 {
+				t.Fatalf("cache %s: resumed rank %d got nothing", size, r)
+			}
+		}
+	}
+}

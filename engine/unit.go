@@ -27,6 +27,7 @@ type processor struct {
 	prog    *ops.Program // nil: the decoded columns are the output
 	early   []int        // plan field indexes of Early columns
 	late    []int        // plan field indexes of the other Needs columns
+	cache   *unitCache   // nil: none
 	exact   bool         // every unit yields exactly its rows (nothing drops rows)
 	counted bool         // Select alone tells how many rows a unit yields
 	workers []*unitWorker
@@ -142,8 +143,20 @@ func (p *processor) close() {
 	}
 }
 
-// run produces unit u's output rows into out.
+// run produces unit u's output rows into out, from the cache when it
+// holds them.
 func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
+	if p.cache.get(u.Seq, out) {
+		return nil
+	}
+	if err := p.compute(ctx, worker, u, out); err != nil {
+		return err
+	}
+	p.cache.put(u.Seq, out)
+	return nil
+}
+
+func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
 	w := p.workers[worker]
 	if p.prog == nil {
 		return w.dec.Decode(ctx, u, out)
@@ -224,6 +237,9 @@ func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit
 func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64, error) {
 	if p.exact {
 		return u.Rows, nil
+	}
+	if n := p.cache.rows(u.Seq); n >= 0 {
+		return n, nil
 	}
 	sel, err := p.workers[worker].selectRows(ctx, p, u)
 	if err != nil {

@@ -42,6 +42,9 @@ type Job struct {
 	Pipeline []Op `yaml:"pipeline"`
 	// Shuffle shuffles work units and rows per epoch.
 	Shuffle Shuffle `yaml:"shuffle"`
+	// Cache keeps the pipeline's output of each work unit in memory for
+	// the next epochs (see Cache).
+	Cache Cache `yaml:"cache"`
 
 	file string
 	dir  string
@@ -72,6 +75,16 @@ type Ring struct {
 	// Mode is the ring files' permission bits as an octal string (default
 	// "0600").
 	Mode string `yaml:"mode"`
+}
+
+// Cache is the cache section. The row-local part of a pipeline gives the
+// same rows for a unit in every epoch (sampling hashes the row's key, not
+// the epoch), so later epochs can take a unit's output from memory instead
+// of decoding and transforming it again; unit order and row shuffling still
+// change per epoch. Units that do not fit are recomputed.
+type Cache struct {
+	// MaxMemory bounds the cached output (0: no cache).
+	MaxMemory Size `yaml:"max_memory"`
 }
 
 // Decode is the decode section.
@@ -246,6 +259,9 @@ func (j *Job) validate(d *Decoder) {
 		d.Errorf(nil, "decode.inflight", "must be at least decode.workers (%d), got %d", j.Decode.Workers, j.Decode.InFlight)
 	}
 	j.validatePipeline(d)
+	if j.Cache.MaxMemory < 0 || j.Cache.MaxMemory > 1<<44 {
+		d.Errorf(nil, "cache.max_memory", "want 0 (no cache) to 16TiB, got %s", j.Cache.MaxMemory)
+	}
 	if j.Decode.MaxUnitRows < 0 {
 		d.Errorf(nil, "decode.max_unit_rows", "want 0 (whole row groups) or more, got %d", j.Decode.MaxUnitRows)
 	}
