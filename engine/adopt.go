@@ -94,13 +94,16 @@ type Footprint struct {
 	// batcher, and UnitBytes an estimate of the largest one's decoded size.
 	InFlight  int
 	UnitBytes int64
-	Rows      int64    // rows per epoch
-	Units     int      // units per epoch
-	Files     []string // the input files the job reads
+	Rows      int64 // rows per epoch
+	Units     int   // units per epoch
+	// CacheBytes is the job's unit cache bound (cache.max_memory).
+	CacheBytes int64
+	Files      []string // the input files the job reads
 }
 
-// Bytes returns the total: the rings plus the in-flight units.
-func (f Footprint) Bytes() int64 { return f.RingBytes + int64(f.InFlight)*f.UnitBytes }
+// Bytes returns the total: the rings, the in-flight units and the unit
+// cache.
+func (f Footprint) Bytes() int64 { return f.RingBytes + int64(f.InFlight)*f.UnitBytes + f.CacheBytes }
 
 // EstimateFootprint plans job (reading every input file's footer) and
 // returns its memory footprint, computed as Run will size its rings.
