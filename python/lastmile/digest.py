@@ -85,13 +85,16 @@ class Digest:
         return {"batches": self.batches, "rows": self.rows, "fields": fields}
 
 
-def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, torch=False):
+def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, torch=False, step=0.0):
     """Read a ring to its end (or ``limit`` batches).
 
     Returns the Digest, the wall seconds from the first batch to the end and
     the CPU seconds this process spent meanwhile (``time.process_time``):
     what a trainer pays for its input, per batch. With ``torch`` every batch
-    is converted to torch tensors, as a trainer would take it.
+    is converted to torch tensors, as a trainer would take it. ``step``
+    seconds of sleep after each batch stand in for a training step (sleep
+    costs no CPU time), so that batches wait in the ring as they do for a
+    trainer whose GPU step is the bottleneck.
     """
     d = Digest(hash=digest)
     with Ring.open(name, dir, timeout=timeout) as ring:
@@ -107,6 +110,8 @@ def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, torch=False):
                 b.torch()
                 d.batches += 1
                 d.rows += b.rows
+                if step:
+                    time.sleep(step)
                 continue
             d.add(b.torch() if torch else b)
         ring.release()
