@@ -21,7 +21,7 @@
 // that file and this package change together.
 //
 // This package must never import another lastmile package except column
-// (imports_test.go enforces it), must never keep global mutable state, and
+// (the repository's deps_test.go enforces it), must never keep global mutable state, and
 // must never panic on user input: bad expressions are *Error values with
 // the byte offset of the problem, and runtime surprises (integer division
 // by zero, a float that does not fit an int) are nulls, not panics.

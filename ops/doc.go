@@ -83,5 +83,5 @@
 //
 // ops may import column, expr, spec and decode (to load side tables). It
 // must never import engine, shm, pool, bench, daemon or cmd: the engine
-// runs pipelines, not the other way round (imports_test.go enforces it).
+// runs pipelines, not the other way round (the repository's deps_test.go enforces it).
 package ops
