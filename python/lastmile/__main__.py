@@ -62,7 +62,13 @@ def _cat(args):
     if args.json:
         json.dump({"batches": d.batches, "rows": d.rows, "bytes": d.bytes, "seconds": round(secs, 4),
                    "cpu_seconds": round(cpu, 4),
-                   "cpu_ms_per_batch": round(cpu / d.batches * 1e3, 4) if d.batches else None}, sys.stdout)
+                   "cpu_ms_per_batch": round(cpu / d.batches * 1e3, 4) if d.batches else None,
+                   # Wall time inside next() and torch() per batch: with a
+                   # training step (--step-ms) batches are ready and this is
+                   # the client's own cost, measured directly rather than by
+                   # the kernel's tick-sampled CPU accounting.
+                   "client_ms_per_batch": round(getattr(d, "busy", 0.0) / d.batches * 1e3, 4) if d.batches else None},
+                  sys.stdout)
         print()
         return 0
     print("python consumer: ring %s: %d batches, %d rows, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s), zero-copy numpy views"

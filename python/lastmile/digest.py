@@ -97,17 +97,21 @@ def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, torch=False, ste
     trainer whose GPU step is the bottleneck.
     """
     d = Digest(hash=digest)
+    d.busy = 0.0  # seconds spent in next() and torch() once batches flow
     with Ring.open(name, dir, timeout=timeout) as ring:
         start = cpu0 = None
         while limit == 0 or d.batches < limit:
+            t0 = time.perf_counter()
             b = ring.next(timeout=None)
             if b is None:
                 break
             if start is None:
                 start, cpu0 = time.perf_counter(), time.process_time()
+                t0 = start
             if torch and not digest:
                 # What a trainer does with its input: take the tensors.
                 b.torch()
+                d.busy += time.perf_counter() - t0
                 d.batches += 1
                 d.rows += b.rows
                 if step:
