@@ -10,6 +10,11 @@
 // a Generator instead of trusting a Parquet reader. Given the same Config and
 // the same parquet-go version, Write produces byte-identical files.
 //
+// WriteNPY writes the same rows as NumPy .npy files (one per column part:
+// values, offsets, validity) for the DataLoader baseline of `lastmile bench`,
+// and WriteSpamUsers / WriteSpamUsersNPY the side table of the example
+// pipeline's anti-join: the user ids whose hash falls under a fraction.
+//
 // # Layout written
 //
 // Columns, in order (see Schema for the machine-readable form):
