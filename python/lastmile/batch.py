@@ -1,0 +1,183 @@
+"""A batch read from a ring, and the per-slot cache of its validated views.
+
+lastmile.ring builds these; lastmile.ring re-exports Batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .format import BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPE_BFLOAT16, Field, Ragged  # noqa: F401
+
+
+class Batch(Mapping):
+    """One batch: a read-only mapping of field name -> array (or :class:`Ragged`).
+
+    Dense fields are ``[rows, *dims]`` arrays, ragged fields ``Ragged(values,
+    offsets)``; bfloat16 fields are uint16 arrays of the raw bits in numpy form
+    (``torch()`` turns them into ``torch.bfloat16``). ``valid[name]`` is the bool
+    validity mask of a nullable field (null dense entries hold 0).
+
+    The arrays are zero-copy views of the ring slot and are valid only until the
+    slot is released (the next batch, ``ring.release()``, ``ring.close()``).
+    """
+
+    __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
+                 "is_torch", "_numpy", "_cache", "__weakref__")
+
+    def __init__(self, ring, fields, data, valid, rows, seq, cursor, flags, is_torch=False,
+                 numpy_batch=None, cache=None):
+        self._cache = cache  # the slot's _SlotCache this batch was built from
+        self._ring = ring
+        self._fields = fields
+        self._data = data
+        self.valid = valid
+        self.rows = rows
+        self.seq = seq
+        self.cursor = cursor
+        self.flags = flags
+        self.is_torch = is_torch
+        self._numpy = numpy_batch
+
+    # Mapping interface --------------------------------------------------
+    def __getitem__(self, name):
+        self._check()
+        return self._data[name]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    # ------------------------------------------------------------------------
+    @property
+    def released(self) -> bool:
+        """True once the slot behind this batch has been handed back to the producer."""
+        r = self._ring
+        return r is None or r._core.closed or r._core.head > self.seq
+
+    def _check(self):
+        if self.released:
+            raise RuntimeError(
+                "batch %d was released (a later batch was taken or the ring was closed): its "
+                "arrays now alias memory the producer reuses; copy data before taking the next "
+                "batch" % self.seq)
+
+    @property
+    def padded(self) -> bool:
+        """Batch flag bit 1: some rows are padding."""
+        return bool(self.flags & BATCH_PADDED)
+
+    @property
+    def last_in_epoch(self) -> bool:
+        return bool(self.flags & BATCH_LAST_IN_EPOCH)
+
+    def field(self, name) -> Field:
+        for f in self._fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def text(self, name, i) -> str:
+        """Row ``i`` of a UTF-8 string field, decoded (a copy)."""
+        src = self._numpy if self.is_torch else self
+        return bytes(src[name].row(i)).decode("utf-8")
+
+    def texts(self, name) -> list:
+        """Every row of a UTF-8 string field, decoded (copies)."""
+        src = self._numpy if self.is_torch else self
+        r = src[name]
+        buf = r.values.tobytes()
+        offs = r.offsets.tolist()
+        return [buf[offs[i] : offs[i + 1]].decode("utf-8") for i in range(len(offs) - 1)]
+
+    def torch(self) -> "Batch":
+        """The same batch as zero-copy torch tensors (needs torch)."""
+        if self.is_torch:
+            return self
+        self._check()
+        c = self._cache
+        if c is not None:
+            # Tensors cached per slot alongside the numpy arrays: while this
+            # batch is not released the cache is the one it was built from.
+            if c.tdirty:
+                c.fill_torch()
+            return Batch(self._ring, self._fields, dict(c.tdata), dict(c.tvalid), self.rows,
+                         self.seq, self.cursor, self.flags, True, self)
+        import torch  # lazily: torch is optional
+
+        def conv(arr, code):
+            if code == DTYPE_BFLOAT16:
+                return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+            return torch.from_numpy(arr)
+
+        data = {}
+        for f in self._fields:
+            v = self._data[f.name]
+            if f.kind == "ragged":
+                data[f.name] = Ragged(conv(v.values, f.dtype_code), torch.from_numpy(v.offsets))
+            else:
+                data[f.name] = conv(v, f.dtype_code)
+        valid = {k: torch.from_numpy(v) for k, v in self.valid.items()}
+        return Batch(self._ring, self._fields, data, valid, self.rows, self.seq, self.cursor,
+                     self.flags, is_torch=True, numpy_batch=self)
+
+    def __repr__(self):
+        state = ", released" if self.released else ""
+        return "<lastmile.Batch seq=%d rows=%d cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
+            self.seq, self.rows, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
+            ", last" if self.last_in_epoch else "", list(self._data), state)
+
+
+def _torch_conv(arr, code):
+    import torch  # lazily: torch is optional
+
+    if code == DTYPE_BFLOAT16:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
+
+
+class _SlotCache:
+    """The validated tensor table of one slot and the views built from it.
+
+    A slot's tensor table is usually byte-for-byte the same from one use of the
+    slot to the next (same rows, same payload layout), so the numpy arrays (and
+    torch tensors) built for it are views of the very same memory: they are
+    reused, and only the entries whose 64 bytes changed (typically a ragged
+    field's values and the payloads behind it) are validated and rebuilt. What
+    depends on the slot's *contents* and not its table is re-checked for every
+    batch (``used_bytes`` covers every payload; ragged offsets start at 0, end
+    at V and never decrease).
+
+    A new object is made whenever anything changes, so a batch's ``_cache``
+    always describes that batch while it is not released. Arrays of an earlier
+    batch of the same slot are the same objects as the new batch's: like every
+    array of a released batch, they alias whatever the slot holds now.
+    """
+
+    __slots__ = ("rows", "table", "tab", "arrs", "ends", "max_end", "data", "valid",
+                 "rchecks", "ragged", "tdata", "tvalid", "tdirty", "fields")
+
+    def fill_torch(self):
+        """Build the torch views of the fields not converted yet."""
+        tdata, tvalid, data, valid = self.tdata, self.tvalid, self.data, self.valid
+        for f in self.tdirty:
+            name = f.name
+            v = data[name]
+            if f.kind == "ragged":
+                tdata[name] = Ragged(_torch_conv(v.values, f.dtype_code), _torch_conv(v.offsets, 6))
+            else:
+                tdata[name] = _torch_conv(v, f.dtype_code)
+            if f.nullable:
+                tvalid[name] = _torch_conv(valid[name], 1)
+        # Dict order stays the schema order: a fresh cache fills every field in
+        # order, a rebuilt one replaces keys already there.
+        self.tdirty = ()
+
+
+# --------------------------------------------------------------------------
+# Ring
+# --------------------------------------------------------------------------
