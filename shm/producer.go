@@ -44,6 +44,9 @@ type Producer struct {
 	nheld   int           // slots acquired, neither published nor discarded: seqs next..next+nheld-1
 	scratch []Tensor
 
+	lay      payloadLayout // layout.go
+	roleList []Role        // role of each tensor, for layoutNeed
+
 	life   sync.RWMutex // write-held by Close; read-held by Stats-like methods
 	closed bool
 
@@ -91,7 +94,11 @@ func (s *Slot) SetRows(n int) error {
 	if n < 0 || uint64(n) > 1<<32-1 {
 		return fmt.Errorf("ring %q: %d rows, want 0 to %d", s.p.name, n, uint32(1<<32-1))
 	}
+	if s.k > 0 {
+		return fmt.Errorf("ring %q: SetRows after Add", s.p.name)
+	}
 	s.rows, s.set = n, true
+	s.next = s.p.layout(n).varStart
 	return nil
 }
 
@@ -131,7 +138,21 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 		s.it = save
 		return nil, fmt.Errorf("ring %q: field %q %v tensor: %w", p.name, f.Name, role, err)
 	}
-	off := s.next
+	var off int64
+	if role == RoleValues {
+		off = s.next
+	} else {
+		// Every tensor whose size follows from the row count has a fixed
+		// place (payloadLayout); a leading dimension other than B would not
+		// fit it, and is the error Publish would report anyway.
+		lay := p.layout(s.rows)
+		if n != lay.size[s.k] {
+			s.it = save
+			return nil, fmt.Errorf("ring %q: field %q %v tensor: shape %s does not match the batch's %d rows",
+				p.name, f.Name, role, shapeString(shape), s.rows)
+		}
+		off = lay.off[s.k]
+	}
 	end := off + n
 	if end > int64(len(s.mem)) {
 		s.it = save
@@ -155,8 +176,10 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 	le.PutUint64(e[tensorOffNBytes:], uint64(n))
 	clear(e[56:64])
 	s.k++
-	s.used = end
-	s.next = alignUp(end, PayloadAlign)
+	s.used = max(s.used, end)
+	if role == RoleValues {
+		s.next = alignUp(end, PayloadAlign)
+	}
 	return s.mem[off:end:end], nil
 }
 
@@ -232,7 +255,7 @@ func (p *Producer) Need(payloadBytes []int64) (int64, error) {
 	if len(payloadBytes) != p.tensorCount {
 		return 0, fmt.Errorf("ring %q: %d payload sizes, the schema has %d tensors", p.name, len(payloadBytes), p.tensorCount)
 	}
-	need := SlotBytes(p.tensorCount, payloadBytes)
+	need := p.layoutNeed(payloadBytes)
 	if need > p.slotSize {
 		return need, &TooLargeError{Ring: p.name, Need: need, SlotSize: p.slotSize}
 	}
@@ -241,8 +264,8 @@ func (p *Producer) Need(payloadBytes []int64) (int64, error) {
 
 // Acquire waits for a free slot and returns it for the next batch. While
 // the ring is full (the consumer has not released the slot's previous
-// batch) it sleeps on a futex, burning no CPU, until the consumer releases
-// a batch or ctx is done. Nothing is ever overwritten before the consumer
+// batch) it polls, then sleeps on a futex (pollThenAwait), until the
+// consumer releases a batch or ctx is done. Nothing is ever overwritten before the consumer
 // released it.
 func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
 	if p.closed {
@@ -254,7 +277,7 @@ func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
 	seq, r := p.next+uint64(p.nheld), p.r
 	ready := func() bool { return seq-r.head.Load() < r.slotCount }
 	start := time.Now()
-	parked, err := await(ctx, r.spaceFutex, r.producerWaiting, ready, nil)
+	parked, err := pollThenAwait(ctx, r.spaceFutex, r.producerWaiting, ready)
 	if parked {
 		p.fullWaits.Add(1)
 		p.fullWait.Add(int64(time.Since(start)))
@@ -264,7 +287,6 @@ func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
 	}
 	s := &p.held[seq%MaxHeld]
 	*s = Slot{p: p, seq: seq, mem: r.slot(seq), it: planIter{fields: p.fields}}
-	s.next = tableEnd(p.tensorCount)
 	s.used = slotHeaderSize + int64(p.tensorCount)*tensorEntrySize
 	s.live = true
 	p.nheld++

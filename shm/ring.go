@@ -170,7 +170,52 @@ const (
 	waitTimeout = 100 * time.Millisecond
 	// spinFor is how long a waiter re-checks its condition before parking.
 	spinFor = 20 * time.Microsecond
+	// pollFor, pollMin and pollMax shape how a producer waits for a free
+	// slot before it parks (pollThenAwait).
+	pollFor = 250 * time.Millisecond
+	pollMin = 50 * time.Microsecond
+	pollMax = 2 * time.Millisecond
 )
+
+// pollThenAwait is how a producer waits for a free slot. The cost of a
+// wait must land on the producer, never on the trainer: a trainer whose
+// training step is the bottleneck keeps the ring full, so every batch it
+// releases finds the producer waiting, and a FUTEX_WAKE there is a system
+// call plus a cross-CPU wake-up (about 30 µs on a cold CPU of a VM) paid
+// in the trainer's process, once per batch, for nothing the trainer needs.
+//
+// So for the first pollFor of a wait the producer polls: it re-checks
+// ready after sleeping (timer sleeps, starting at pollMin and doubling up
+// to pollMax) and does not announce itself in producer_waiting, so the
+// consumer's release (§6.2 step 3) sees 0 and makes no system call. The
+// price is at most pollMax of delay before a freed slot is refilled, which
+// a full ring absorbs (the consumer still has the other slots' batches),
+// and a few hundred timer wake-ups a second in the daemon while it is
+// ahead of its trainer, i.e. while it has CPU to spare. Only a wait longer
+// than pollFor (a trainer paused for evaluation or a checkpoint) parks on
+// the futex as §6.3 describes, and then the consumer's next release wakes
+// it once.
+//
+// Rejected: parking at once (the trainer pays a wake per batch, above);
+// polling for ever (a paused trainer would cost the daemon wake-ups for
+// nothing); polling at a fixed short period (wasted wake-ups when the
+// trainer's step is long, which the doubling avoids).
+func pollThenAwait(ctx context.Context, word, waiting *atomic.Uint32, ready func() bool) (bool, error) {
+	if ready() {
+		return false, nil
+	}
+	start := time.Now()
+	for d := pollMin; time.Since(start) < pollFor; d = min(2*d, pollMax) {
+		if err := ctx.Err(); err != nil {
+			return true, err
+		}
+		time.Sleep(d)
+		if ready() {
+			return true, nil
+		}
+	}
+	return await(ctx, word, waiting, ready, nil)
+}
 
 // wake bumps the futex word the peer sleeps on and wakes it if it says it is
 // waiting (§6.1 step 5, §6.2 step 3). The Add is a full barrier, so the
