@@ -20,6 +20,15 @@ from .format import (  # noqa: F401
 
 _monotonic_ns = time.monotonic_ns
 
+# This process's pid, kept current across fork() without a getpid() system
+# call per batch (check_owner runs on every next()).
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+# The consumer heartbeat is informational (docs/ring-format.md 3): refresh it
+# at most this often, not with a store per batch.
+HEARTBEAT_NS = 5_000_000
+
 
 class _Core:
     """Mapping, descriptor and counters of an attached consumer.
@@ -50,6 +59,7 @@ class _Core:
         self.a_consumer_heartbeat = base + OFF_CONSUMER_HEARTBEAT
         self.a_consumer_pid = base + OFF_CONSUMER_PID
         self.head = load_u64(self.a_head)
+        self.hb = 0  # monotonic ns of our last consumer_heartbeat store
         # We are the only writer of space_futex while we hold byte 1: keep its value.
         self.space = load_u32(self.a_space_futex)
         self.cache = [None] * geo.slot_count  # _SlotCache per slot index
@@ -58,7 +68,7 @@ class _Core:
         return self.geo.data_offset + (seq % self.geo.slot_count) * self.geo.slot_size
 
     def check_owner(self):
-        if os.getpid() != self.pid:
+        if _PID[0] != self.pid:
             raise RingError(
                 "ring %s was opened by process %d and cannot be used in forked process %d; "
                 "read the ring in the main process (DataLoader num_workers=0)"

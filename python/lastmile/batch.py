@@ -9,7 +9,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .format import BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPE_BFLOAT16, Field, Ragged  # noqa: F401
+from .format import (  # noqa: F401
+    _TENSOR, BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPE_BFLOAT16, PAYLOAD_ALIGN, TENSOR_ENTRY_SIZE, Field, Ragged,
+)
 
 
 class Batch(Mapping):
@@ -105,7 +107,7 @@ class Batch(Mapping):
             # batch is not released the cache is the one it was built from.
             if c.tdirty:
                 c.fill_torch()
-            return Batch(self._ring, self._fields, dict(c.tdata), dict(c.tvalid), self.rows,
+            return Batch(self._ring, self._fields, c.tdata, c.tvalid, self.rows,
                          self.seq, self.cursor, self.flags, True, self)
         import torch  # lazily: torch is optional
 
@@ -152,14 +154,76 @@ class _SlotCache:
     batch (``used_bytes`` covers every payload; ragged offsets start at 0, end
     at V and never decrease).
 
-    A new object is made whenever anything changes, so a batch's ``_cache``
-    always describes that batch while it is not released. Arrays of an earlier
-    batch of the same slot are the same objects as the new batch's: like every
-    array of a released batch, they alias whatever the slot holds now.
+    A batch's ``_cache`` describes that batch while it is not released: a
+    cache is rebuilt as a new object, or patched in place (``patch``) only
+    when the slot's previous batch was already released. Arrays of an earlier
+    batch of the same slot are mostly the same objects as the new batch's:
+    like every array of a released batch, they alias whatever the slot holds
+    now.
     """
 
-    __slots__ = ("rows", "table", "tab", "arrs", "ends", "max_end", "data", "valid",
-                 "rchecks", "ragged", "tdata", "tvalid", "tdirty", "fields")
+    __slots__ = ("rows", "table", "arrs", "ends", "max_end", "data", "valid",
+                 "rchecks", "ragged", "tdata", "tvalid", "tdirty", "fields", "vbase")
+
+    def patch(self, table, used, vinfo, runs, mm, so, slot_size):
+        """Take ``table`` in place if it differs from this cache's only in the
+        lengths of ragged values, and return True; return False, changing
+        nothing, on any other difference (the caller then rebuilds, validating
+        entry by entry).
+
+        This is the common case with lastmile's producer, which gives every
+        fixed-size payload a fixed place and puts ragged values after them
+        (docs/ring-format.md 5.3): from one batch of a slot to the next only
+        the values entries' shape and nbytes change. The new values arrays are
+        prefixes of a view of the slot from the values' offset to its end,
+        built once per offset, so a batch costs a slice per ragged field
+        instead of a validated rebuild. ``vinfo`` lists the values tensors as
+        (tensor index, field name, dtype size, dtype code); ``runs`` the byte
+        ranges of the table that hold every other entry.
+
+        Mutating in place is safe: the slot's previous batch was released
+        before this one was taken (a consumer holds one batch), and a released
+        Batch refuses every access.
+        """
+        old = self.table
+        for a, b in runs:
+            if table[a:b] != old[a:b]:
+                return False
+        unpack = _TENSOR.unpack_from
+        todo = []
+        for i, name, size, code in vinfo:
+            e = unpack(table, i * TENSOR_ENTRY_SIZE)
+            oe = unpack(old, i * TENSOR_ENTRY_SIZE)
+            if e == oe:
+                continue
+            s0, off, nbytes = e[4], e[8], e[9]
+            if e[:4] != oe[:4] or e[5:8] != oe[5:8] or nbytes != s0 * size or off % PAYLOAD_ALIGN \
+                    or off + nbytes > used or off + nbytes > slot_size:
+                return False
+            todo.append((i, name, size, code, s0, off, nbytes))
+        vbase, data, tdata, ragged = self.vbase, self.data, self.tdata, self.ragged
+        for i, name, size, code, s0, off, nbytes in todo:
+            base = vbase.get(i)
+            if base is None or base[0] != off:
+                arr = self.arrs[i]
+                base = [off, np.ndarray(((slot_size - off) // size,), dtype=arr.dtype, buffer=mm,
+                                        offset=so + off), None]
+                vbase[i] = base
+            arr = base[1][:s0]
+            self.arrs[i] = arr
+            self.ends[i] = off + nbytes
+            offs = data[name].offsets
+            data[name] = Ragged(arr, offs)
+            ragged[name] = (name, s0) + ragged[name][2:]
+            t = tdata.get(name)
+            if t is not None:
+                if base[2] is None:
+                    base[2] = _torch_conv(base[1], code)
+                tdata[name] = Ragged(base[2][:s0], t.offsets)
+        self.table = table
+        self.max_end = max(self.ends)
+        self.rchecks = tuple(ragged.values())
+        return True
 
     def fill_torch(self):
         """Build the torch views of the fields not converted yet."""

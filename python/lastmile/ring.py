@@ -81,7 +81,7 @@ OPEN_RETRY_SECONDS = 0.25  # "not finished: retry briefly" (6.5.1)
 from .batch import Batch, _SlotCache, _torch_conv  # noqa: F401
 
 
-from ._core import _Core  # noqa: E402
+from ._core import HEARTBEAT_NS, _Core  # noqa: E402
 
 _DEFAULT = object()
 
@@ -148,6 +148,18 @@ class Ring:
             tpos += [pos] * n
             i += n
         self._layout = tuple(layout)
+        # For _SlotCache.patch: the ragged values tensors, and the byte ranges
+        # of the tensor table that hold every other entry.
+        vinfo, runs, start = [], [], 0
+        for i, (f, role, dcode) in enumerate(self._plan):
+            if role == ROLE_VALUES:
+                vinfo.append((i, f.name, DTYPES[dcode][2], dcode))
+                if start < i * TENSOR_ENTRY_SIZE:
+                    runs.append((start, i * TENSOR_ENTRY_SIZE))
+                start = (i + 1) * TENSOR_ENTRY_SIZE
+        if start < len(self._plan) * TENSOR_ENTRY_SIZE:
+            runs.append((start, len(self._plan) * TENSOR_ENTRY_SIZE))
+        self._vinfo, self._runs = tuple(vinfo), tuple(runs)
         self._tensor_pos = tuple(tpos)  # tensor index -> field position
         self._spin = SPIN_SECONDS  # adaptive spin before parking (see next())
         self._next_probe = 0.0  # monotonic time of the next liveness probe while waiting
@@ -433,7 +445,10 @@ class Ring:
                 "not reading it" % (self.name, k, "empty" if seq == SEQ_EMPTY else seq, h, tail))
         batch = self._parse(h, k, so)
         core.held = h
-        store_u64(core.a_consumer_heartbeat, _monotonic_ns())
+        now = _monotonic_ns()
+        if now - core.hb >= HEARTBEAT_NS:
+            core.hb = now
+            store_u64(core.a_consumer_heartbeat, now)
         return batch
 
     def _bad(self, h, what):
@@ -456,7 +471,9 @@ class Ring:
         # never re-read from shared memory.
         table = mm[so + SLOT_HEADER_SIZE : so + tend]
         c = core.cache[k]
-        if c is None or c.rows != rows or c.table != table:
+        if c is None or c.rows != rows or (
+                c.table != table and not c.patch(table, used, self._vinfo, self._runs, mm, so,
+                                                 core.geo.slot_size)):
             c = self._build(c, h, so, rows, used, table)
             core.cache[k] = c
         elif c.max_end > used:
@@ -470,7 +487,7 @@ class Ring:
             if o[0] != 0 or o[-1] != nv or (buf is not None and buf[_less(o1, o0, out=buf).argmax()]):
                 raise self._bad(h, "offsets of ragged field %r are not 0 <= non-decreasing <= %d "
                                    "(first %d, last %d)" % (name, nv, o[0], o[-1]))
-        return Batch(self, self._fields, dict(c.data), dict(c.valid), rows, h,
+        return Batch(self, self._fields, c.data, c.valid, rows, h,
                      Cursor(epoch, bidx, rank, bool(bflags & BATCH_LAST_IN_EPOCH)), bflags,
                      False, None, c)
 
@@ -485,7 +502,8 @@ class Ring:
             # Entries are compared as whole 64-byte rows: only those that differ
             # are validated and rebuilt, the others were validated for this
             # slot with the same rows (used_bytes is re-checked per batch).
-            todo = (tab != old.tab).any(1).nonzero()[0].tolist()
+            otab = np.frombuffer(old.table, dtype="<u8").reshape(count, 8)
+            todo = (tab != otab).any(1).nonzero()[0].tolist()
             arrs, ends = list(old.arrs), list(old.ends)
         else:
             todo = range(count)
@@ -535,7 +553,7 @@ class Ring:
         c = _SlotCache()
         c.rows = rows
         c.table = table
-        c.tab = tab
+        c.vbase = dict(old.vbase) if reuse else {}
         c.arrs = arrs
         c.ends = ends
         c.max_end = max(ends) if ends else 0

@@ -68,8 +68,9 @@ def make_batches(k=5):
     return out
 
 
-def producer(name, dir, nbatches, slots, slot_size, created):
+def producer(name, dir, nbatches, slots, slot_size, created, stable=True):
     w = rw.RingWriter(name, dir, FIELDS, slot_count=slots, slot_size=slot_size)
+    w.stable = stable  # lay payloads out as lastmile's Go producer does
     w.create()
     created.set()
     batches = make_batches()

@@ -236,11 +236,17 @@ class RingWriter:
                 v = np.ascontiguousarray(valid[f.name], dtype=np.uint8)
                 tensors.append((i, 3, 2, v))
         pos = _round_up(64 + 64 * len(tensors), 256)
-        layout = []
-        for t in tensors:
-            layout.append(pos)
-            pos = _round_up(pos + t[3].nbytes, 256)
-        used = layout[-1] + tensors[-1][3].nbytes if tensors else 64
+        layout = [0] * len(tensors)
+        # Payloads in table order, or (``stable``, as lastmile's Go producer
+        # does) every fixed-size one first and the ragged values after them.
+        order = list(range(len(tensors)))
+        if getattr(self, "stable", False):
+            order.sort(key=lambda n: tensors[n][1] == 1)
+        used = 64 + 64 * len(tensors)
+        for n in order:
+            layout[n] = pos
+            used = pos + tensors[n][3].nbytes
+            pos = _round_up(used, 256)
         if used > self.slot_size:
             raise ValueError("batch needs %d bytes, slot_size is %d" % (used, self.slot_size))
         so = self.slot_off(self.tail % self.slot_count)

@@ -164,5 +164,64 @@ class CacheTests(unittest.TestCase):
         self.check(got, b, batch(1, 8)[1], 8)
 
 
+class StableLayoutCacheTests(CacheTests):
+    """The same tests, and the in-place patch, with lastmile's Go producer layout:
+    fixed-size payloads first, ragged values after them (docs/ring-format.md 5.3)."""
+
+    def setUp(self):
+        super().setUp()
+        self.w.stable = True
+
+    def test_values_only_change_is_patched(self):
+        cols, valid = self.publish(1, 8)
+        b1 = self.ring.next()
+        self.check(b1, cols, valid, 8)
+        id1, score1, offs1 = b1["id"], b1.valid["score"], b1["toks"].offsets
+        tid1 = b1.torch()["id"] if torch is not None else None
+        cache = self.ring._core.cache[0]
+        for seed, maxlen in [(2, 9), (3, 0), (4, 5), (5, 12)]:
+            cols, valid = self.publish(seed, 8, maxlen)
+            b = self.ring.next()
+            self.check(b, cols, valid, 8)
+            self.assertIs(self.ring._core.cache[0], cache, "patched in place, not rebuilt")
+            # only the values changed: every other view is the same object
+            self.assertIs(b["id"], id1)
+            self.assertIs(b.valid["score"], score1)
+            self.assertIs(b["toks"].offsets, offs1)
+            if torch is not None:
+                self.assertIs(b.torch()["id"], tid1)
+                self.assertEqual(b.torch()["toks"].values.shape[0], len(cols["toks"][0]))
+
+    def test_bad_values_entry_is_rejected_not_patched(self):
+        w = self.w
+        so = w.slot_off(0)
+        self.publish(1, 8)
+        self.ring.next()
+        vals = 64 + 2 * 64  # table entry of toks' values
+        cases = [
+            (vals + 8, 10**6, "nbytes"),  # shape disagrees with nbytes
+            (vals + 48, 1 << 30, "nbytes"),  # nbytes disagrees with the shape
+            (vals + 40, 1 << 30, "used_bytes"),  # offset beyond the slot
+            (vals + 40, 64 * 1024 - 8, "256-byte aligned"),  # misaligned
+        ]
+        cols, valid = self.publish(2, 8, 9)  # a values-only change against the cached table
+        good = bytes(w.mm[so : so + 64 * 8])
+        for pos, value, msg in cases:
+            w.mm[so : so + len(good)] = good
+            struct.pack_into("<Q", w.mm, so + pos, value)
+            with self.assertRaisesRegex(lastmile.RingFormatError, msg):
+                self.ring.next()
+        w.mm[so : so + len(good)] = good
+        self.check(self.ring.next(), cols, valid, 8)
+        # a corrupt fixed entry next to a values change is caught too
+        self.publish(3, 8, 4)
+        struct.pack_into("<Q", w.mm, so + 64 + 48, 1 << 20)
+        with self.assertRaisesRegex(lastmile.RingFormatError, "nbytes"):
+            self.ring.next()
+        struct.pack_into("<Q", w.mm, so + 64 + 48, 8 * 8)
+        cols, valid = batch(3, 8, 4)
+        self.check(self.ring.next(), cols, valid, 8)
+
+
 if __name__ == "__main__":
     unittest.main()
