@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lastmile/lastmile/cpus"
@@ -48,6 +49,11 @@ type PipelineConfig struct {
 	BaselineVariants []BaselineVariant
 	Repeats          int
 	Log              io.Writer
+	// Compression of the generated Parquet (default snappy); data of
+	// another codec goes to its own default directory.
+	Compression string
+	// SkipBaselines leaves out (f) and (g): only (e) is measured.
+	SkipBaselines bool
 }
 
 // BaselineVariant is one way of running the DataLoader baseline.
@@ -91,6 +97,7 @@ type PipelineRun struct {
 	InRowsPS   float64 `json:"input_rows_per_s"`
 	KeptFrac   float64 `json:"kept_fraction"`
 	DecodeSecs float64 `json:"decode_seconds"` // summed over workers
+	CPUSeconds float64 `json:"cpu_seconds"`    // user+system time of this process over the run (not the trainer's)
 }
 
 func (c *PipelineConfig) defaults() {
@@ -100,8 +107,14 @@ func (c *PipelineConfig) defaults() {
 	if c.Rows <= 0 {
 		c.Rows = 1 << 20
 	}
+	if c.Compression == "" {
+		c.Compression = "snappy"
+	}
 	if c.Data == "" {
 		c.Data = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-pipeline-%d", c.Rows))
+		if c.Compression != "snappy" {
+			c.Data += "-" + c.Compression
+		}
 	}
 	if c.Workers <= 0 {
 		c.Workers = cpus.Available()
@@ -189,6 +202,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 			}
 		}
 	}
+	if cfg.SkipBaselines {
+		r.evaluate()
+		return r, nil
+	}
 	// (g) the trainer's CPU per batch when batches are ready for it.
 	r.StepMS = 30
 	one := 1
@@ -233,7 +250,7 @@ func num(v any) float64 {
 
 func genPipelineData(ctx context.Context, cfg PipelineConfig, parquetDir, npyDir, spam string) error {
 	gc := datagen.DefaultConfig()
-	gc.Rows, gc.Files = cfg.Rows, 4
+	gc.Rows, gc.Files, gc.Compression = cfg.Rows, 4, cfg.Compression
 	if m, _ := filepath.Glob(filepath.Join(parquetDir, "*.parquet")); len(m) == 0 {
 		fmt.Fprintf(cfg.Log, "generating %d rows of Parquet in %s ...\n", gc.Rows, parquetDir)
 		if _, err := datagen.Write(ctx, parquetDir, gc); err != nil {
@@ -286,9 +303,9 @@ func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *
 		return fmt.Errorf("trainer process ended before it was ready: %w", cmd.Wait())
 	}
 	go io.Copy(os.Stderr, stderr)
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), processCPU()
 	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true})
-	secs := time.Since(t0).Seconds()
+	secs, cpu := time.Since(t0).Seconds(), processCPU()-cpu0
 	if err != nil {
 		return err
 	}
@@ -310,11 +327,20 @@ func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *
 	p.Epochs, p.Seconds, p.OutRows, p.Batches, p.Bytes = int(epochs), secs, st.Rows, st.Batches, st.Bytes
 	p.OutRowsPS, p.InRowsPS = float64(st.Rows)/secs, float64(epochs*r.InputRows)/secs
 	p.KeptFrac = float64(st.Rows) / float64(epochs*r.InputRows)
-	p.DecodeSecs = st.Decode.Seconds()
+	p.DecodeSecs, p.CPUSeconds = st.Decode.Seconds(), cpu
 	if keepTrainer {
 		r.Trainer = tr
 	}
 	return nil
+}
+
+// processCPU is the user+system time of this process so far, in seconds.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func ringDir(d string) string {
@@ -362,10 +388,10 @@ func (r *PipelineReport) evaluate() {
 // WriteTable prints the pipeline report for people.
 func (r *PipelineReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %s: %d input rows, %d input columns, %d workers\n", r.Spec, r.InputRows, len(r.Columns), r.Workers)
-	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in\n", "(e) decode alone of the input columns", r.DecodeOnly.Seconds, float64(r.InputRows)/r.DecodeOnly.Seconds)
+	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in (CPU %.2fs)\n", "(e) decode alone of the input columns", r.DecodeOnly.Seconds, float64(r.InputRows)/r.DecodeOnly.Seconds, r.DecodeOnly.CPUSeconds)
 	for _, p := range []PipelineRun{r.FirstEpoch, r.Pipeline} {
-		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept)\n",
-			fmt.Sprintf("(e) pipeline, %d epoch(s), Python trainer reading", p.Epochs), p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac)
+		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept; CPU %.2fs)\n",
+			fmt.Sprintf("(e) pipeline, %d epoch(s), Python trainer reading", p.Epochs), p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac, p.CPUSeconds)
 	}
 	for _, b := range r.Baselines {
 		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s out (%.0f steady), main CPU %.2f ms/batch\n",

@@ -30,6 +30,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g) or all")
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
+	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd or none")
+	fs.BoolVar(&pcfg.SkipBaselines, "skip-baselines", false, "measure only (e): leave out the DataLoader baselines (f) and the trainer's cost (g)")
+	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile bench [flags]\n\nMeasures, in one run: (a) memcpy into a pre-touched shared mapping,\n(b) ring handoff to another process, (c) decode per core for each decode\npath, (d) decompression alone of the same pages; and checks the targets.\n\nFlags:")
 		fs.PrintDefaults()
