@@ -204,6 +204,8 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 			step = start.Batch
 		}
 		bt.startEpoch(e, step)
+		// The last epoch's units are not cached: nothing would read them.
+		proc.fill.Store(proc.cache != nil && (epochs == 0 || e+1 < uint64(epochs)))
 		prog.Epoch.Store(int64(e))
 		order := unitOrder(len(plan.Units), job.Shuffle.Units, job.Seed, e)
 		// Units whose rows all come before the first row needed are not

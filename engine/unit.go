@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/cpus"
@@ -23,13 +24,17 @@ import (
 // and pages holding no kept row are not even decompressed where the page
 // headers give their row counts.
 type processor struct {
-	plan    *decode.Plan
-	prog    *ops.Program // nil: the decoded columns are the output
-	early   []int        // plan field indexes of Early columns
-	late    []int        // plan field indexes of the other Needs columns
-	cache   *unitCache   // nil: none
-	exact   bool         // every unit yields exactly its rows (nothing drops rows)
-	counted bool         // Select alone tells how many rows a unit yields
+	plan  *decode.Plan
+	prog  *ops.Program // nil: the decoded columns are the output
+	early []int        // plan field indexes of Early columns
+	late  []int        // plan field indexes of the other Needs columns
+	cache *unitCache   // nil: none
+	// fill says whether units computed now go into the cache: not in
+	// the last epoch, which no later epoch reads after (set by produce
+	// between epochs, while no worker runs).
+	fill    atomic.Bool
+	exact   bool // every unit yields exactly its rows (nothing drops rows)
+	counted bool // Select alone tells how many rows a unit yields
 	workers []*unitWorker
 }
 
@@ -152,7 +157,9 @@ func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *col
 	if err := p.compute(ctx, worker, u, out); err != nil {
 		return err
 	}
-	p.cache.put(u.Seq, out)
+	if p.fill.Load() {
+		p.cache.put(u.Seq, out)
+	}
 	return nil
 }
 
