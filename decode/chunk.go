@@ -79,6 +79,9 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		want = len(sel)
 	}
 	si := 0 // next entry of sel to place
+	if sel != nil {
+		d.reserveSel(f, c, dst, len(sel))
+	}
 	row := c.FirstRow
 	done := d.ctx.Done()
 	h := pr.h
@@ -161,6 +164,9 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		}
 		s := &d.scratch
 		s.Kind, s.DType, s.Width, s.Len = f.Kind, f.DType, 1, 0
+		if d.scratchView {
+			s.Data, d.scratchOwn, d.scratchView = d.scratchOwn, nil, false
+		}
 		s.Data = s.Data[:0]
 		if f.Kind != column.Fixed {
 			s.Offsets = append(s.Offsets[:0], 0)
@@ -200,6 +206,32 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		return d.errorf(fi, -1, corruptf("column chunk holds %d of the %d rows wanted", dst.Len, want))
 	}
 	return nil
+}
+
+// reserveSel makes room in dst for k selected rows, so that a selection
+// grows dst's buffers once (to about their final size) rather than by
+// doubling, which copies and first-touches twice the memory. List values
+// are estimated from the chunk's size per row of the unit.
+func (d *Decoder) reserveSel(f *Field, c *Chunk, dst *column.Column, k int) {
+	switch f.Kind {
+	case column.Fixed:
+		dst.Data = reserve(dst.Data, k*f.DType.Size())
+	case column.List:
+		if d.unit.Rows > 0 && c.Uncompressed > 0 {
+			est := c.Uncompressed / d.unit.Rows * int64(k)
+			dst.Data = reserve(dst.Data, int(min(est, c.Uncompressed)))
+		}
+		fallthrough
+	default:
+		if cap(dst.Offsets) < k+1 {
+			no := make([]int64, len(dst.Offsets), k+1)
+			copy(no, dst.Offsets)
+			dst.Offsets = no
+		}
+	}
+	if f.Nullable {
+		dst.Valid = reserve(dst.Valid, k)
+	}
 }
 
 // appendRows appends rows [a, b) of src to dst (same field).

@@ -40,7 +40,11 @@ type Decoder struct {
 	dict    dictionary
 	hdr     pageHeader
 	scratch column.Column // pages only partly in the unit or selection
-	stash   [][]byte      // per field: a Valid buffer set aside while a unit had no nulls
+	// scratchOwn holds scratch's own Data while scratch views d.page
+	// (scratchView).
+	scratchOwn  []byte
+	scratchView bool
+	stash       [][]byte // per field: a Valid buffer set aside while a unit had no nulls
 }
 
 // NewDecoder returns a decoder for the given fields, normally a plan's

@@ -374,6 +374,16 @@ func (d *Decoder) appendListStarts(f *Field, n int, pv *pageValues, col *column.
 	nonNull := int(cur - base)
 	size := f.DType.Size()
 	start := len(col.Data)
+	if start == 0 && col == &d.scratch && !d.scratchView && pv.lead > 0 && pv.h.encoding == encPlain && pv.valsLen == nonNull*size {
+		// A page decoded for some of its rows only: its values are read
+		// where the page decompresses, not moved into the scratch.
+		vals, err := pv.plain()
+		if err != nil {
+			return 0, err
+		}
+		d.scratchOwn, d.scratchView, col.Data = col.Data, true, vals[:nonNull*size]
+		return rows, nil
+	}
 	col.Data = extend(col.Data, nonNull*size)
 	if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 		return 0, err
