@@ -26,6 +26,7 @@ def main(argv=None):
     c.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the ring to appear")
     c.add_argument("--torch", action="store_true", help="take every batch as torch tensors, as a trainer would")
     c.add_argument("--step-ms", type=float, default=0.0, help="with --torch: sleep this long after each batch, standing in for a training step")
+    c.add_argument("--ready", action="store_true", help="time only the client: wait (sleeping) until the ring is full or its producer finished, then take the waiting batches back to back")
     c.add_argument("--json", action="store_true", help="print the summary as JSON (batches, rows, seconds, cpu_seconds, cpu_ms_per_batch)")
     args = p.parse_args(argv)
     if args.cmd == "cat":
@@ -50,7 +51,7 @@ def _cat(args):
     print("lastmile cat: waiting for ring %s" % args.name, file=sys.stderr, flush=True)
 
     try:
-        d, secs, cpu = cat(args.name, args.dir, digest=args.digest, limit=args.n, timeout=args.timeout, torch=args.torch, step=args.step_ms / 1e3)
+        d, secs, cpu = cat(args.name, args.dir, digest=args.digest, limit=args.n, timeout=args.timeout, torch=args.torch, step=args.step_ms / 1e3, ready=args.ready)
     except (OSError, RingError, TimeoutError) as e:
         print("lastmile cat: %s" % e, file=sys.stderr)
         return 1

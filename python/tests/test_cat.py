@@ -1,0 +1,52 @@
+"""``lastmile cat`` as the benchmarks use it: the ready mode's accounting.
+
+Run: cd python && /usr/bin/python3 -m unittest tests.test_cat -v
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import ringwriter as rw  # noqa: E402
+from lastmile.digest import cat  # noqa: E402
+from test_ring import RingTestCase  # noqa: E402
+
+
+class ReadyTests(RingTestCase):
+    def run_ready(self, nbatches, slots, end="eos", limit=0):
+        _, name, _ = self.producer(nbatches=nbatches, slot_count=slots, end=end)
+        d, secs, cpu = cat(name, self.dir, ready=True, limit=limit, timeout=30)
+        return d, secs, cpu
+
+    def test_counts_exclude_each_slots_first_batch(self):
+        d, secs, cpu = self.run_ready(nbatches=13, slots=4)
+        self.assertEqual(d.batches, 13 - 4)
+        self.assertEqual(d.rows, sum(rw.rows_for(s) for s in range(4, 13)))
+        self.assertGreater(cpu, 0.0)
+        self.assertGreaterEqual(secs, 0.0)
+
+    def test_fewer_batches_than_slots(self):
+        # nothing left to time after the warm-up: no batches, no error
+        d, _, cpu = self.run_ready(nbatches=3, slots=4)
+        self.assertEqual(d.batches, 0)
+        self.assertEqual(cpu, 0.0)
+
+    def test_limit(self):
+        d, _, _ = self.run_ready(nbatches=20, slots=4, limit=5)
+        self.assertEqual(d.batches, 5)
+
+    def test_producer_that_stops_publishing(self):
+        # A producer that keeps its ring open after its last batch (as the Go
+        # engine does until every batch is released) never fills the ring
+        # again: after 200 ms without a new batch the waiting ones are taken.
+        _, name, _ = self.producer(nbatches=9, slot_count=4, end="halt")
+        d, _, _ = cat(name, self.dir, ready=True, limit=5, timeout=30)
+        self.assertEqual(d.batches, 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
