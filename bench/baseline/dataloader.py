@@ -426,8 +426,14 @@ def _children_cpu():
     return ru.ru_utime + ru.ru_stime
 
 
-def run(npy_dir, spam_path, style="batch", batch=2048, workers=0, max_batches=0, shuffle=True, seed=JOB_SEED):
-    """Runs the baseline and returns its measurements (see docs/baseline.md)."""
+def run(npy_dir, spam_path, style="batch", batch=2048, workers=0, max_batches=0, shuffle=True, seed=JOB_SEED,
+        step=0.0):
+    """Runs the baseline and returns its measurements (see docs/baseline.md).
+
+    ``step`` seconds of sleep after each batch stand in for a training step
+    (as ``lastmile cat --step-ms`` does for lastmile's trainer): the main
+    process then takes each batch on a CPU that sat idle meanwhile.
+    """
     torch.set_num_threads(1)
     wall0, cpu0, child0 = time.perf_counter(), time.process_time(), _children_cpu()
     table = Table(npy_dir)
@@ -448,6 +454,8 @@ def run(npy_dir, spam_path, style="batch", batch=2048, workers=0, max_batches=0,
         out_rows += n
         if max_batches and batches >= max_batches:
             break
+        if step:
+            time.sleep(step)
     wall = time.perf_counter() - wall0
     rss_anon = _rss_anon_mib()
     # Stop and reap the workers so that RUSAGE_CHILDREN holds their CPU time.
@@ -466,6 +474,7 @@ def run(npy_dir, spam_path, style="batch", batch=2048, workers=0, max_batches=0,
         "batch": batch,
         "shuffle": shuffle,
         "seed": seed,
+        "step_ms": step * 1e3,
         "input_rows": table.rows,
         "kept_rows": int(len(rows)),
         "kept_fraction": round(kept_frac, 6),
@@ -503,9 +512,10 @@ def main(argv=None):
     p.add_argument("--max-batches", type=int, default=0, help="stop after N batches (default 0: one whole epoch)")
     p.add_argument("--seed", type=int, default=JOB_SEED, help=f"job seed for the sample hash and the shuffle (default {JOB_SEED}, the example's)")
     p.add_argument("--no-shuffle", action="store_true", help="read the kept rows in order instead of a seeded random permutation")
+    p.add_argument("--step-ms", type=float, default=0.0, help="sleep this long after each batch, standing in for a training step (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
-    res = run(a.npy, a.spam, a.style, a.batch, a.workers, a.max_batches, not a.no_shuffle, a.seed)
+    res = run(a.npy, a.spam, a.style, a.batch, a.workers, a.max_batches, not a.no_shuffle, a.seed, a.step_ms / 1e3)
     if a.json:
         print(json.dumps(res))
     else:

@@ -240,6 +240,14 @@ class TestCommandLine(unittest.TestCase):
                     self.assertEqual(r["workers_cpu_seconds"], 0)
                 self.assertAlmostEqual(r["total_cpu_seconds"], r["main_cpu_seconds"] + r["workers_cpu_seconds"], places=3)
 
+    def test_step(self):
+        # Sleeping 50 ms after each of 3 batches: the wall time shows the
+        # steps, the main process's CPU time does not.
+        r = self.run_cli("--style", "batch", "--max-batches", "3", "--step-ms", "50")
+        self.assertEqual((r["batches"], r["step_ms"]), (3, 50.0))
+        self.assertGreaterEqual(r["seconds"], 0.1)
+        self.assertLess(r["main_cpu_seconds"], r["seconds"] - 0.09)
+
     def test_whole_epoch(self):
         r = self.run_cli("--no-shuffle")
         self.assertEqual(r["batches"], r["kept_rows"] // 256)
