@@ -187,6 +187,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 				appendRows(dst, s, int(a), int(b))
 			}
 		} else {
+			rows := d.rows[:0]
 			for si < len(sel) {
 				r := lo + int64(sel[si]) - row
 				if r < 0 {
@@ -196,9 +197,11 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 				if r >= int64(n) {
 					break
 				}
-				appendRows(dst, s, int(r), int(r)+1)
+				rows = append(rows, int32(r))
 				si++
 			}
+			d.rows = rows
+			appendSelected(dst, s, rows)
 		}
 		row += int64(n)
 	}
@@ -250,6 +253,56 @@ func appendRows(dst, src *column.Column, a, b int) {
 		dst.Valid = append(dst.Valid, src.Valid[a:b]...)
 	}
 	dst.Len += b - a
+}
+
+// appendSelected appends the rows of src listed in rows (increasing) to
+// dst (same field): appendRows for each, without its per-row appends.
+func appendSelected(dst, src *column.Column, rows []int32) {
+	if len(rows) == 0 {
+		return
+	}
+	size := src.DType.Size()
+	if src.Kind == column.Fixed {
+		start := len(dst.Data)
+		dst.Data = extend(dst.Data, len(rows)*size)
+		out := dst.Data[start:]
+		switch size {
+		case 8:
+			gather(asSlice[uint64](out), asSlice[uint64](src.Data), rows)
+		case 4:
+			gather(asSlice[uint32](out), asSlice[uint32](src.Data), rows)
+		case 2:
+			gather(asSlice[uint16](out), asSlice[uint16](src.Data), rows)
+		case 1:
+			gather(out, src.Data, rows)
+		default:
+			for j, r := range rows {
+				copy(out[j*size:(j+1)*size], src.Data[int(r)*size:])
+			}
+		}
+	} else {
+		total := int64(0)
+		for _, r := range rows {
+			total += src.Offsets[r+1] - src.Offsets[r]
+		}
+		start := len(dst.Data)
+		dst.Data = extend(dst.Data, int(total)*size)
+		out := dst.Data[start:]
+		o := dst.Offsets[dst.Len]
+		k := 0
+		for _, r := range rows {
+			a, b := int(src.Offsets[r])*size, int(src.Offsets[r+1])*size
+			k += copy(out[k:], src.Data[a:b])
+			o += src.Offsets[r+1] - src.Offsets[r]
+			dst.Offsets = append(dst.Offsets, o)
+		}
+	}
+	if src.Valid != nil {
+		v := len(dst.Valid)
+		dst.Valid = extend(dst.Valid, len(rows))
+		gather(dst.Valid[v:], src.Valid, rows)
+	}
+	dst.Len += len(rows)
 }
 
 // truncateColumn keeps the first n rows of col.

@@ -35,6 +35,7 @@ type Decoder struct {
 	pfx     []byte     // the decoded level part of a snappy v1 page
 	save    []byte     // column bytes a v1 page's levels overwrite for a moment
 	idx     []int32    // dictionary indexes of one page
+	rows    []int32    // selected rows of one page
 	lens    []int64    // DELTA_* decoded integers
 	prefix  []int64    // DELTA_BYTE_ARRAY prefix lengths
 	dict    dictionary

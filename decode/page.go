@@ -130,6 +130,10 @@ func (d *Decoder) appendFlatPage(f *Field, n int, pv *pageValues, col *column.Co
 		if err := pv.appendBytes(col, def, uint8(f.MaxDef), n, nonNull); err != nil {
 			return 0, err
 		}
+	} else if viewed, err := d.viewValues(col, pv, n); err != nil || viewed {
+		if err != nil {
+			return 0, err
+		}
 	} else {
 		size := f.DType.Size()
 		start := len(col.Data)
@@ -374,21 +378,43 @@ func (d *Decoder) appendListStarts(f *Field, n int, pv *pageValues, col *column.
 	nonNull := int(cur - base)
 	size := f.DType.Size()
 	start := len(col.Data)
-	if start == 0 && col == &d.scratch && !d.scratchView && pv.lead > 0 && pv.h.encoding == encPlain && pv.valsLen == nonNull*size {
-		// A page decoded for some of its rows only: its values are read
-		// where the page decompresses, not moved into the scratch.
-		vals, err := pv.plain()
-		if err != nil {
-			return 0, err
-		}
-		d.scratchOwn, d.scratchView, col.Data = col.Data, true, vals[:nonNull*size]
-		return rows, nil
+	if ok, err := d.viewValues(col, pv, nonNull); ok || err != nil {
+		return rows, err
 	}
 	col.Data = extend(col.Data, nonNull*size)
 	if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 		return 0, err
 	}
 	return rows, nil
+}
+
+// viewValues lets the scratch column, when it receives a page decoded for
+// some of its rows only, read the page's n PLAIN fixed-width values where
+// they already lie (in the page as read, or where a v1 page decompressed
+// whole) instead of having them copied in. It reports whether it did; the
+// view is capped so that nothing appends into it, and decodePages gives
+// the scratch its own buffer back before the next page.
+func (d *Decoder) viewValues(col *column.Column, pv *pageValues, n int) (bool, error) {
+	need := n * pv.f.DType.Size()
+	if col != &d.scratch || pv.f.Kind == column.Bytes || len(col.Data) != 0 || d.scratchView || pv.h.encoding != encPlain ||
+		pv.f.DType == column.Bool || pv.valsLen != need {
+		return false, nil
+	}
+	var vals []byte
+	switch {
+	case !pv.compressed && len(pv.vals) >= need:
+		vals = pv.vals
+	case pv.compressed && pv.lead > 0:
+		v, err := pv.plain()
+		if err != nil {
+			return false, err
+		}
+		vals = v
+	default:
+		return false, nil
+	}
+	d.scratchOwn, d.scratchView, col.Data = col.Data, true, vals[:need:need]
+	return true, nil
 }
 
 // rowStartsRLE decodes n repetition levels of bit width 1 and appends to
