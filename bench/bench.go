@@ -63,6 +63,9 @@ type Target struct {
 	Op     string  `json:"op"` // ">=" or "<="
 	Target float64 `json:"target"`
 	Met    bool    `json:"met"`
+	// Info marks a figure reported beside a target, against a reference
+	// the target does not name; Met is not meaningful for it.
+	Info bool `json:"info,omitempty"`
 }
 
 // Report is the outcome of Run.
