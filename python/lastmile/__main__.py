@@ -64,10 +64,9 @@ def _cat(args):
         json.dump({"batches": d.batches, "rows": d.rows, "bytes": d.bytes, "seconds": round(secs, 4),
                    "cpu_seconds": round(cpu, 4),
                    "cpu_ms_per_batch": round(cpu / d.batches * 1e3, 4) if d.batches else None,
-                   # Wall time inside next() and torch() per batch: with a
-                   # training step (--step-ms) batches are ready and this is
-                   # the client's own cost, measured directly rather than by
-                   # the kernel's tick-sampled CPU accounting.
+                   # Wall time inside next() and torch() per batch (with
+                   # --step-ms it includes waiting when the producer is
+                   # behind); cpu_ms_per_batch is the process's CPU time.
                    "client_ms_per_batch": round(getattr(d, "busy", 0.0) / d.batches * 1e3, 4) if d.batches else None},
                   sys.stdout)
         print()
