@@ -50,6 +50,45 @@ type slotWriter interface {
 type span struct {
 	b      *column.Batch
 	lo, hi int
+	// idx, when not nil, permutes b: the span's rows are b's rows
+	// idx[lo:hi] (the shuffle window, packed without a permuted copy).
+	idx []int32
+}
+
+// row is the row of sp.b at position j of the span's row order.
+func (sp *span) row(j int) int {
+	if sp.idx != nil {
+		return int(sp.idx[j])
+	}
+	return j
+}
+
+// values is the number of list values of column i in the span's rows.
+func (sp *span) values(i int) int64 {
+	c := &sp.b.Columns[i]
+	if sp.idx == nil {
+		return c.Offsets[sp.hi] - c.Offsets[sp.lo]
+	}
+	var v int64
+	for _, r := range sp.idx[sp.lo:sp.hi] {
+		v += c.Offsets[r+1] - c.Offsets[r]
+	}
+	return v
+}
+
+// appendTo appends the span's rows to dst.
+func (sp *span) appendTo(dst *column.Batch) {
+	if sp.idx == nil {
+		dst.AppendRows(sp.b, sp.lo, sp.hi)
+		return
+	}
+	if dst.Rows == 0 {
+		dst.Gather(sp.b, sp.idx[sp.lo:sp.hi])
+		return
+	}
+	for _, r := range sp.idx[sp.lo:sp.hi] {
+		dst.AppendRows(sp.b, int(r), int(r)+1)
+	}
 }
 
 // batcher cuts the ordered row stream of an epoch into batches of size
@@ -93,7 +132,6 @@ type batcher struct {
 	winSize int
 	seed    uint64
 	window  column.Batch
-	permBuf column.Batch
 	perm    []int32
 	winIdx  uint64
 
@@ -150,7 +188,7 @@ func (b *batcher) add(ctx context.Context, src *column.Batch) error {
 	if b.skipIn > 0 {
 		n := int(min(b.skipIn, int64(src.Rows)))
 		if b.winSize == 0 {
-			b.collectPad(src, 0, n)
+			b.collectPad(span{src, 0, n, nil})
 		}
 		b.skipIn -= int64(n)
 		lo = n
@@ -186,37 +224,47 @@ func (b *batcher) flushWindow(ctx context.Context) error {
 	b.perm = b.perm[:n]
 	permute(b.perm, newRNG(b.seed, streamRows, b.epoch, b.winIdx))
 	b.winIdx++
-	b.permBuf.Gather(&b.window, b.perm)
-	b.window.Reset()
+	// The window's rows are packed in permuted order straight from it.
+	all := span{&b.window, 0, n, b.perm}
 	lo := 0
 	if b.skipOut > 0 {
 		lo = int(min(b.skipOut, int64(n)))
-		b.collectPad(&b.permBuf, 0, lo)
+		b.collectPad(span{&b.window, 0, lo, b.perm})
 		b.skipOut -= int64(lo)
 	}
-	return b.addRows(ctx, &b.permBuf, lo)
+	all.lo = lo
+	err := b.addSpan(ctx, all)
+	b.window.Reset()
+	return err
 }
 
 // collectPad keeps the first rows of the epoch for last: pad.
-func (b *batcher) collectPad(src *column.Batch, lo, hi int) {
-	if b.last == "pad" && b.padSrc.Rows < b.size*b.world && hi > lo {
-		n := min(b.size*b.world-b.padSrc.Rows, hi-lo)
-		b.padSrc.AppendRows(src, lo, lo+n)
+func (b *batcher) collectPad(sp span) {
+	if b.last == "pad" && b.padSrc.Rows < b.size*b.world && sp.hi > sp.lo {
+		sp.hi = sp.lo + min(b.size*b.world-b.padSrc.Rows, sp.hi-sp.lo)
+		sp.appendTo(&b.padSrc)
 	}
 }
 
 // addRows batches rows [lo, src.Rows) of src.
 func (b *batcher) addRows(ctx context.Context, src *column.Batch, lo int) error {
-	b.collectPad(src, lo, src.Rows)
-	for lo < src.Rows {
+	return b.addSpan(ctx, span{src, lo, src.Rows, nil})
+}
+
+// addSpan batches the rows of sp.
+func (b *batcher) addSpan(ctx context.Context, sp span) error {
+	b.collectPad(sp)
+	for lo := sp.lo; lo < sp.hi; {
 		need := b.size - b.carry.Rows
-		if src.Rows-lo < need {
-			b.carry.AppendRows(src, lo, src.Rows)
+		if sp.hi-lo < need {
+			rest := sp
+			rest.lo = lo
+			rest.appendTo(&b.carry)
 			return nil
 		}
-		spans := []span{{src, lo, lo + need}}
+		spans := []span{{sp.b, lo, lo + need, sp.idx}}
 		if b.carry.Rows > 0 {
-			spans = []span{{&b.carry, 0, b.carry.Rows}, {src, lo, lo + need}}
+			spans = []span{{&b.carry, 0, b.carry.Rows, nil}, {sp.b, lo, lo + need, sp.idx}}
 		}
 		if err := b.emit(ctx, spans, b.size, false); err != nil {
 			return err
@@ -281,7 +329,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 	switch b.last {
 	case "keep":
 		if b.carry.Rows > 0 {
-			if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows}}, b.carry.Rows, false); err != nil {
+			if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.carry.Rows, false); err != nil {
 				return err
 			}
 		}
@@ -299,7 +347,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 					b.carry.AppendRows(&b.padSrc, b.padNext, b.padNext+n)
 					b.padNext += n
 				}
-				if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows}}, b.size, true); err != nil {
+				if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.size, true); err != nil {
 					return err
 				}
 				b.carry.Reset()
@@ -369,8 +417,7 @@ func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int
 		default:
 			var v int64
 			for _, sp := range spans {
-				c := &sp.b.Columns[i]
-				v += c.Offsets[sp.hi] - c.Offsets[sp.lo]
+				v += sp.values(i)
 			}
 			sizes = append(sizes, v*es, int64(rows+1)*8)
 		}
@@ -426,7 +473,11 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			w := es * f.Width
 			off := 0
 			for _, sp := range spans {
-				off += copy(dst[off:], sp.b.Columns[i].Data[sp.lo*w:sp.hi*w])
+				if sp.idx == nil {
+					off += copy(dst[off:], sp.b.Columns[i].Data[sp.lo*w:sp.hi*w])
+					continue
+				}
+				off += gatherRows(dst[off:], sp.b.Columns[i].Data, sp.idx[sp.lo:sp.hi], w)
 			}
 		default:
 			if f.Kind == column.Bytes {
@@ -434,8 +485,7 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			}
 			var v int64
 			for _, sp := range spans {
-				c := &sp.b.Columns[i]
-				v += c.Offsets[sp.hi] - c.Offsets[sp.lo]
+				v += sp.values(i)
 			}
 			vals, err := slot.Add(i, shm.RoleValues, dt, v)
 			if err != nil {
@@ -450,6 +500,16 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			offs[0] = 0
 			for _, sp := range spans {
 				c := &sp.b.Columns[i]
+				if sp.idx != nil {
+					for _, r := range sp.idx[sp.lo:sp.hi] {
+						lo, hi := c.Offsets[r], c.Offsets[r+1]
+						voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+						base += hi - lo
+						k++
+						offs[k] = base
+					}
+					continue
+				}
 				lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
 				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
 				for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
@@ -467,6 +527,10 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			off := 0
 			for _, sp := range spans {
 				c := &sp.b.Columns[i]
+				if c.Valid != nil && sp.idx != nil {
+					off += gatherRows(dst[off:], c.Valid, sp.idx[sp.lo:sp.hi], 1)
+					continue
+				}
 				if c.Valid != nil {
 					off += copy(dst[off:], c.Valid[sp.lo:sp.hi])
 					continue
@@ -479,4 +543,34 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 		}
 	}
 	return nil
+}
+
+// gatherRows copies the rows of w bytes of src listed in idx to the front
+// of dst and returns the bytes written.
+func gatherRows(dst, src []byte, idx []int32, w int) int {
+	n := len(idx) * w
+	dst = dst[:n]
+	switch w {
+	case 8:
+		d := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx))
+		s := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/8)
+		for j, r := range idx {
+			d[j] = s[r]
+		}
+	case 4:
+		d := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx))
+		s := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/4)
+		for j, r := range idx {
+			d[j] = s[r]
+		}
+	case 1:
+		for j, r := range idx {
+			dst[j] = src[r]
+		}
+	default:
+		for j, r := range idx {
+			copy(dst[j*w:(j+1)*w], src[int(r)*w:int(r+1)*w])
+		}
+	}
+	return n
 }
