@@ -265,21 +265,7 @@ func appendSelected(dst, src *column.Column, rows []int32) {
 	if src.Kind == column.Fixed {
 		start := len(dst.Data)
 		dst.Data = extend(dst.Data, len(rows)*size)
-		out := dst.Data[start:]
-		switch size {
-		case 8:
-			gather(asSlice[uint64](out), asSlice[uint64](src.Data), rows)
-		case 4:
-			gather(asSlice[uint32](out), asSlice[uint32](src.Data), rows)
-		case 2:
-			gather(asSlice[uint16](out), asSlice[uint16](src.Data), rows)
-		case 1:
-			gather(out, src.Data, rows)
-		default:
-			for j, r := range rows {
-				copy(out[j*size:(j+1)*size], src.Data[int(r)*size:])
-			}
-		}
+		gatherElems(dst.Data[start:], src.Data, size, rows)
 	} else {
 		total := int64(0)
 		for _, r := range rows {

@@ -163,17 +163,7 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 		if err != nil {
 			return err
 		}
-		dict := &pv.d.dict
-		switch size {
-		case 8:
-			gather(asSlice[uint64](dst), asSlice[uint64](dict.data), idx)
-		case 4:
-			gather(asSlice[uint32](dst), asSlice[uint32](dict.data), idx)
-		case 2:
-			gather(asSlice[uint16](dst), asSlice[uint16](dict.data), idx)
-		default:
-			gather(dst, dict.data, idx)
-		}
+		gatherElems(dst, pv.d.dict.data, size, idx)
 		return nil
 	}
 	return fmt.Errorf("%w: encoding %s", ErrUnsupported, encodingName(pv.h.encoding))
@@ -306,6 +296,25 @@ func asSlice[T any](b []byte) []T {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// gatherElems gathers the size-byte elements of src at positions idx into
+// dst: word-sized copies for the sizes of fixed columns (1, 2, 4, 8).
+func gatherElems(dst, src []byte, size int, idx []int32) {
+	switch size {
+	case 8:
+		gather(asSlice[uint64](dst), asSlice[uint64](src), idx)
+	case 4:
+		gather(asSlice[uint32](dst), asSlice[uint32](src), idx)
+	case 2:
+		gather(asSlice[uint16](dst), asSlice[uint16](src), idx)
+	case 1:
+		gather(dst, src, idx)
+	default:
+		for i, j := range idx {
+			copy(dst[i*size:(i+1)*size], src[int(j)*size:])
+		}
+	}
 }
 
 func gather[T any](dst, dict []T, idx []int32) {
