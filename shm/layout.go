@@ -30,19 +30,6 @@ type payloadLayout struct {
 	varStart int64   // where the first ragged values payload goes
 }
 
-// roles returns the role of every tensor of the schema, in table order.
-func (p *Producer) roles() []Role {
-	it := planIter{fields: p.fields}
-	roles := make([]Role, 0, p.tensorCount)
-	for {
-		_, r, ok := it.next()
-		if !ok {
-			return roles
-		}
-		roles = append(roles, r)
-	}
-}
-
 // layout returns the fixed part of the layout for batches of rows rows,
 // computing it only when the row count changes (it rarely does: every batch
 // of a job but a padded or short last one has the same B).
@@ -83,18 +70,16 @@ func (p *Producer) layout(rows int) *payloadLayout {
 }
 
 // layoutNeed returns the used_bytes of a batch whose tensors, in table
-// order, have the given payload sizes, laid out as Add lays them out.
+// order, have the given payload sizes, laid out as Add lays them out. It
+// reads only the schema, so it is safe from any goroutine (Need).
 func (p *Producer) layoutNeed(payloadBytes []int64) int64 {
-	roles := p.roleList
-	if roles == nil {
-		roles = p.roles()
-		p.roleList = roles
-	}
 	used := slotHeaderSize + int64(p.tensorCount)*tensorEntrySize
 	end := tableEnd(p.tensorCount)
 	for pass := 0; pass < 2; pass++ { // fixed-size tensors, then ragged values
-		for i, n := range payloadBytes {
-			if (roles[i] == RoleValues) != (pass == 1) {
+		it := planIter{fields: p.fields}
+		for _, n := range payloadBytes {
+			_, role, _ := it.next()
+			if (role == RoleValues) != (pass == 1) {
 				continue
 			}
 			used = end + n

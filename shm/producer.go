@@ -44,8 +44,7 @@ type Producer struct {
 	nheld   int           // slots acquired, neither published nor discarded: seqs next..next+nheld-1
 	scratch []Tensor
 
-	lay      payloadLayout // layout.go
-	roleList []Role        // role of each tensor, for layoutNeed
+	lay payloadLayout // layout.go; used by Slot methods only
 
 	life   sync.RWMutex // write-held by Close; read-held by Stats-like methods
 	closed bool
