@@ -9,11 +9,14 @@ directory, shm directory and a free metrics port, so that tests never touch
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,6 +89,27 @@ def unit_capabilities(unit=os.path.join(REPO, "deploy", "lastmiled.service")):
             if line.startswith("AmbientCapabilities="):
                 caps += line.split("=", 1)[1].split()
     return ",".join("+" + c.lower().removeprefix("cap_") for c in caps)
+
+
+_PUBLIC = []
+
+
+def public_pyroot():
+    """A directory holding a copy of the lastmile package that any user can
+    import. Tests that run a client as another uid cannot import it from the
+    checkout, which need not be readable by others (a clone in a mktemp -d
+    directory, mode 0700, is not). Made once per test process."""
+    if not _PUBLIC:
+        d = tempfile.mkdtemp(prefix="lastmile-pyroot-")
+        shutil.copytree(os.path.join(PYROOT, "lastmile"), os.path.join(d, "lastmile"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for root, _, files in os.walk(d):
+            os.chmod(root, 0o755)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o644)
+        atexit.register(shutil.rmtree, d, True)
+        _PUBLIC.append(d)
+    return _PUBLIC[0]
 
 
 def as_service_user(uid, gid, caps):

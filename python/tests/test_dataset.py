@@ -224,7 +224,7 @@ class TestSubmit(FakeDaemonCase):
                 "try:\n"
                 "    lastmile.Client(%r).status()\n"
                 "except lastmile.PermissionDeniedError as e:\n"
-                "    print('DENIED', e)\n" % (ROOT, self.sock))
+                "    print('DENIED', e)\n" % (daemonproc.public_pyroot(), self.sock))
         out = subprocess.run([sys.executable, "-c", code], user=65534, group=65534,
                              capture_output=True, text=True, timeout=60, cwd="/")
         self.assertIn("DENIED permission denied on lastmiled's socket " + self.sock, out.stdout,
@@ -629,7 +629,7 @@ class TestServiceCredentials(unittest.TestCase):
         self.addCleanup(d.kill)
         d.start()
         progress, result = os.path.join(out, "progress"), os.path.join(out, "result.json")
-        code = daemonproc.READER % {"pyroot": daemonproc.PYROOT, "spec": spec, "socket": d.socket,
+        code = daemonproc.READER % {"pyroot": daemonproc.public_pyroot(), "spec": spec, "socket": d.socket,
                                     "progress": progress, "out": result, "delay": 0.05}
         reader = subprocess.Popen([sys.executable, "-c", code], user=self.TRAINER,
                                   group=self.TRAINER, cwd="/", stderr=subprocess.PIPE)
