@@ -13,7 +13,7 @@ TESTFLAGS ?= -race -timeout 15m
 
 export LASTMILE_PYTHON := $(PYTHON)
 
-.PHONY: all build demo test test-go test-python pydeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit
+.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit
 
 all: build
 
@@ -38,6 +38,17 @@ pydeps:
 	fi; \
 	$(PYTHON) -c 'import numpy, torch' || { echo "numpy/torch still missing after install"; exit 1; }
 
+# testdeps installs the tools some tests use where they can: setfacl (the
+# acl package) for the test that an ACL denying a user is obeyed. Tests
+# that need a missing tool skip with a message.
+testdeps:
+	@if ! command -v setfacl >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing acl (setfacl) with apt-get"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq acl >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq acl >/dev/null; } || \
+		echo "could not install acl: the ACL test will skip"; \
+	fi
+
 demo: build pydeps
 	$(BIN)/lastmile demo
 
@@ -45,7 +56,7 @@ test: fmt-check vet test-go test-python
 
 # LASTMILE_REQUIRE_PYTHON turns the Go tests that drive the Python client
 # from skipped-when-missing into failed-when-missing.
-test-go: build pydeps
+test-go: build pydeps testdeps
 	LASTMILE_REQUIRE_PYTHON=1 $(GO) test $(TESTFLAGS) $(PKGS)
 
 test-python: build pydeps

@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"shm":     {},
 	"spec":    {},
 	"cuda":    {},
+	"asuser":  {},
 	"expr":    {"column"},
 	"decode":  {"column"},
 	"datagen": {"column"},
