@@ -102,6 +102,7 @@ type Decode struct {
 
 var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	ringRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,159}$`)
 	columnRE = regexp.MustCompile(`^[^\x00-\x1f]{1,255}$`)
 )
 
@@ -198,7 +199,7 @@ func (j *Job) validate(d *Decoder) {
 		d.Errorf(nil, "version", "unsupported spec version %d (this lastmile reads version %d)", j.Version, Version)
 	}
 	if !nameRE.MatchString(j.Name) {
-		d.Errorf(nil, "name", "want 1 to 128 characters of letters, digits, '.', '_' and '-', starting with a letter or digit, got %q", j.Name)
+		d.Errorf(nil, "name", "want %s, got %q", NameRule, j.Name)
 	}
 	if len(j.Inputs) == 0 {
 		d.Errorf(nil, "inputs", "required: list the Parquet files, globs or directories to read")
@@ -231,8 +232,9 @@ func (j *Job) validate(d *Decoder) {
 	default:
 		d.Errorf(nil, "batch.last", "want drop, pad or keep, got %q", j.Batch.Last)
 	}
-	if !nameRE.MatchString(j.Ring.Name) {
-		d.Errorf(nil, "ring.name", "want 1 to 128 characters of letters, digits, '.', '_' and '-', starting with a letter or digit, got %q", j.Ring.Name)
+	// A ring name derived from a bad name (the default) is that name's error.
+	if derived := j.Ring.Name == "lastmile."+j.Name; !ringRE.MatchString(j.Ring.Name) && (!derived || nameRE.MatchString(j.Name)) {
+		d.Errorf(nil, "ring.name", "want %s, got %q", RingNameRule, j.Ring.Name)
 	}
 	if j.Ring.Slots < 2 || j.Ring.Slots > 65536 {
 		d.Errorf(nil, "ring.slots", "want 2 to 65536 (the producer fills one slot while it holds the last complete one), got %d", j.Ring.Slots)
