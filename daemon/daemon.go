@@ -223,7 +223,7 @@ func (d *Daemon) resumeRank(j *Job, rec *record, r int, log *slog.Logger) engine
 	rr := &j.ranks[r]
 	start := rr.Start
 	name := j.ringName(r)
-	info, err := shm.Claim(j.spec.Ring.Dir, name)
+	info, err := shm.Claim(j.spec.Ring.Dir, name, j.owner)
 	switch {
 	case err == nil && info.Generation != rr.Generation && r < len(rec.Resume):
 		// Created by a run that crashed before recording it.

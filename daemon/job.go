@@ -237,6 +237,8 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		Resume:   resume,
 		Gate:     j.client.Acquire,
 		Ready:    func(rings []string) { j.onReady(r, rings) },
+		// A ring left by a previous run belongs to the job's owner.
+		RingOwner: j.owner,
 	}
 	j.log.Info("production starting", "resume", fmt.Sprint(resume))
 	go func() {
@@ -361,7 +363,7 @@ func (j *Job) failRings(msg string) {
 			continue
 		}
 		p, err := shm.Adopt(shm.Config{Dir: j.spec.Ring.Dir, Name: name, Slots: hdr.SlotCount,
-			SlotSize: hdr.SlotSize, Fields: hdr.Fields})
+			SlotSize: hdr.SlotSize, Fields: hdr.Fields, Owner: j.owner})
 		if err != nil {
 			j.log.Warn("end ring", "rank", r, "ring", name, "err", err)
 			continue

@@ -42,6 +42,10 @@ type Options struct {
 	// the returned release after; the daemon uses it to share CPU between
 	// jobs by weight. An error stops the run.
 	Gate func(ctx context.Context) (release func(), err error)
+	// RingOwner is the uid, besides this process's and root, whose ring
+	// files may be replaced or adopted (shm.Config.Owner): the job's owner,
+	// to whom a daemon gives its rings.
+	RingOwner uint32
 }
 
 // Stats sums up a run.
@@ -84,7 +88,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", workers)
 
-	rings, err := createRings(job, plan, fields)
+	rings, err := createRings(job, plan, fields, opts.RingOwner)
 	if err != nil {
 		return st, err
 	}
@@ -153,7 +157,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	return st, nil
 }
 
-func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Producer, error) {
+func createRings(job *spec.Job, plan *decode.Plan, fields []OutField, owner uint32) ([]*shm.Producer, error) {
 	rf := make([]shm.Field, len(fields))
 	for i, f := range fields {
 		rf[i] = f.ringField()
@@ -167,7 +171,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField) ([]*shm.Pr
 	for r := 0; r < job.WorldSize; r++ {
 		p, err := shm.Take(shm.Config{ // Take: Create, or adopt a ring this process claimed (engine/adopt.go)
 			Dir: job.Ring.Dir, Name: job.RingName(r), Slots: job.Ring.Slots,
-			SlotSize: size, Mode: mode, Fields: rf,
+			SlotSize: size, Mode: mode, Fields: rf, Owner: owner,
 		})
 		if err != nil {
 			for _, q := range rings {

@@ -125,8 +125,11 @@ func takeClaim(path string) (claim, bool) {
 // producer must be dead, and keeps it for a later Take or Adopt in this
 // process (Unclaim gives it up). It returns the ring's state. It fails
 // with ErrInUse if a producer lives, os.ErrNotExist if there is no file,
-// and ErrNotRing (or another parse error) if the file is not a valid ring.
-func Claim(dir, name string) (RingInfo, error) {
+// ErrUntrusted if the file is a symbolic link, has other hard links or is
+// owned by someone other than owner, this process's user or root (see
+// Config.Owner), and ErrNotRing (or another parse error) if the file is
+// not a valid ring.
+func Claim(dir, name string, owner uint32) (RingInfo, error) {
 	if dir == "" {
 		dir = DefaultDir()
 	}
@@ -137,12 +140,9 @@ func Claim(dir, name string) (RingInfo, error) {
 		return fail(err)
 	}
 	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return fail(fmt.Errorf("no ring at %s: %w", path, os.ErrNotExist))
-	}
+	fd, _, err := openTrusted(path, unix.O_RDWR, owner)
 	if err != nil {
-		return fail(fmt.Errorf("open %s: %w", path, err))
+		return fail(err)
 	}
 	if err := lockByte(fd, producerLockByte); err != nil {
 		unix.Close(fd)
@@ -193,7 +193,8 @@ func Take(cfg Config) (*Producer, error) {
 // process claimed), and its stream is still running. It takes the lock and
 // continues at tail, keeping the generation, head and published slots.
 // Otherwise it falls back to Create. A ring with a live producer fails with
-// ErrInUse, as with Create.
+// ErrInUse, as with Create; a file Create would not replace (one that is
+// not a ring, or is not trusted: see Config.Owner) fails as with Create.
 func Adopt(cfg Config) (*Producer, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = DefaultDir()
@@ -205,12 +206,12 @@ func Adopt(cfg Config) (*Producer, error) {
 	if c, ok := takeClaim(path); ok {
 		return adoptClaim(cfg, c)
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if errors.Is(err, unix.ENOENT) {
+	fd, st, err := openTrusted(path, unix.O_RDWR, cfg.Owner)
+	if errors.Is(err, os.ErrNotExist) {
 		return Create(cfg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("adopt ring %q: open %s: %w", cfg.Name, path, err)
+		return nil, fmt.Errorf("adopt ring %q: %w", cfg.Name, err)
 	}
 	if err := lockByte(fd, producerLockByte); err != nil {
 		unix.Close(fd)
@@ -218,11 +219,6 @@ func Adopt(cfg Config) (*Producer, error) {
 			return nil, fmt.Errorf("adopt ring %q: %w: %s belongs to a live producer: stop it, or choose another ring name", cfg.Name, ErrInUse, path)
 		}
 		return nil, fmt.Errorf("adopt ring %q: lock %s: %w", cfg.Name, path, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("adopt ring %q: stat %s: %w", cfg.Name, path, err)
 	}
 	return adoptClaim(cfg, claim{fd: fd, dev: st.Dev, ino: st.Ino})
 }
@@ -252,8 +248,7 @@ func adoptFd(cfg Config, c claim) (*Producer, error) {
 		return nil, err
 	}
 	path := filepath.Join(cfg.Dir, cfg.Name)
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil || st.Dev != c.dev || st.Ino != c.ino {
+	if !sameFile(path, c.dev, c.ino) {
 		return nil, errors.New("the file was replaced")
 	}
 	schema := encodeSchema(cfg.Fields)

@@ -1,9 +1,7 @@
 package shm
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -54,12 +52,11 @@ func Observe(dir, name string) (*Observer, error) {
 		return fail(err)
 	}
 	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return fail(fmt.Errorf("no ring at %s: %w", path, os.ErrNotExist))
-	}
+	// Read-only, so any owner will do, but never through a link, and never
+	// blocked by a FIFO planted under the name (trust.go).
+	fd, err := unix.Open(path, unix.O_RDONLY|openExisting, 0)
 	if err != nil {
-		return fail(fmt.Errorf("open %s: %w", path, err))
+		return fail(openError(path, err))
 	}
 	o, err := observeFd(fd, name, path)
 	if err != nil {
@@ -73,6 +70,9 @@ func observeFd(fd int, name, path string) (*Observer, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%w: %s is not a regular file but a %s", ErrUntrusted, path, fileKind(st.Mode))
 	}
 	if st.Size < pageSize {
 		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrTruncated, st.Size)
@@ -165,11 +165,7 @@ func (o *Observer) ConsumerWaiting() bool {
 // Replaced reports whether the ring's path no longer names the observed
 // file (it was removed, or a new ring was created under that name).
 func (o *Observer) Replaced() bool {
-	var st unix.Stat_t
-	if err := unix.Stat(o.path, &st); err != nil {
-		return true
-	}
-	return st.Dev != o.dev || st.Ino != o.ino
+	return !sameFile(o.path, o.dev, o.ino)
 }
 
 // Close unmaps the view. Closing twice does nothing.

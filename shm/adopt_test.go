@@ -176,7 +176,7 @@ func TestAdoptFallsBack(t *testing.T) {
 	if _, err := shm.Adopt(cfg); !errors.Is(err, shm.ErrInUse) {
 		t.Fatalf("adopt of a live ring: %v, want ErrInUse", err)
 	}
-	if _, err := shm.Claim(cfg.Dir, cfg.Name); !errors.Is(err, shm.ErrInUse) {
+	if _, err := shm.Claim(cfg.Dir, cfg.Name, 0); !errors.Is(err, shm.ErrInUse) {
 		t.Fatalf("claim of a live ring: %v, want ErrInUse", err)
 	}
 }
@@ -258,7 +258,7 @@ func TestClaimTake(t *testing.T) {
 	if _, err := c.Next(ctx); err != nil { // holds batch 0
 		t.Fatal(err)
 	}
-	info, err := shm.Claim(cfg.Dir, cfg.Name)
+	info, err := shm.Claim(cfg.Dir, cfg.Name, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

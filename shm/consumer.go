@@ -19,6 +19,12 @@ type OpenOptions struct {
 	// Schema, if not nil, is the schema the caller expects; Open fails with
 	// ErrSchemaHash if the ring's differs.
 	Schema []Field
+	// Owner is a uid, besides this process's effective uid and root, that
+	// may own the ring file: the producer's, when it does not give the ring
+	// to its reader. A file owned by anyone else (someone may have planted
+	// it under the ring's name), a symbolic link, or a file with other
+	// hard links is refused with ErrUntrusted. The zero value adds no one.
+	Owner uint32
 }
 
 // Consumer is the reading end of a ring. Next, Release and Close must be
@@ -79,7 +85,8 @@ func Open(dir, name string) (*Consumer, error) { return OpenWith(dir, name, Open
 // header and schema (§6.5), then takes the consumer lock: a ring has at
 // most one consumer, and a second one fails with ErrInUse naming the first
 // one's pid. A consumer may attach at any time; it resumes at head, the
-// first batch no consumer has released.
+// first batch no consumer has released. The file must be trusted: see
+// OpenOptions.Owner.
 func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 	if dir == "" {
 		dir = DefaultDir()
@@ -91,12 +98,12 @@ func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 		return fail(err)
 	}
 	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, st, err := openTrusted(path, unix.O_RDWR, opts.Owner)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
+		if errors.Is(err, os.ErrNotExist) {
 			return fail(fmt.Errorf("no ring at %s: is its producer running, with the same LASTMILE_SHM_DIR? %w", path, os.ErrNotExist))
 		}
-		return fail(fmt.Errorf("open %s: %w", path, err))
+		return fail(err)
 	}
 	ok := false
 	var mem []byte
@@ -108,10 +115,6 @@ func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 			unix.Close(fd)
 		}
 	}()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fail(fmt.Errorf("stat %s: %w", path, err))
-	}
 	if st.Size < pageSize {
 		b := make([]byte, st.Size)
 		n, _ := unix.Pread(fd, b, 0)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +29,14 @@ type Config struct {
 	// Mode is the file's permission bits. Default 0600 (set exactly, not
 	// filtered by the umask).
 	Mode os.FileMode
+	// Owner is the uid, besides this process's effective uid and root,
+	// that may own an existing file under the ring's name for Create to
+	// replace it as a stale ring, or for Adopt and Take to continue it: the
+	// user a daemon gives its rings to (fchown). A file owned by anyone
+	// else, a symbolic link, or a file with other hard links is never
+	// opened for writing, reused or replaced (ErrUntrusted; trust.go). The
+	// zero value adds no one (0 is root).
+	Owner uint32
 	// Fields is the schema every batch follows.
 	Fields []Field
 }
@@ -53,117 +60,51 @@ const defaultSlots = 4
 // If Dir/Name exists: when its byte-0 lock is free its producer is dead and
 // the stale ring is replaced; when it is held, Create fails with ErrInUse
 // naming the owner's pid. A file that is not a lastmile ring is never
-// replaced.
+// replaced, nor is a symbolic link, a file with other hard links or one
+// owned by an untrusted user (ErrUntrusted; see Config.Owner): Create
+// fails naming it. Nothing planted under the name is ever written through.
 func Create(cfg Config) (*Producer, error) {
-	if cfg.Dir == "" {
-		cfg.Dir = DefaultDir()
-	}
-	if cfg.Slots == 0 {
-		cfg.Slots = defaultSlots
-	}
-	if cfg.Mode == 0 {
-		cfg.Mode = 0o600
+	cfg, schema, g, err := prepareCreate(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create ring %q: %w", cfg.Name, err)
 	}
 	fail := func(err error) (*Producer, error) {
 		return nil, fmt.Errorf("create ring %q: %w", cfg.Name, err)
 	}
-	if err := validRingName(cfg.Name); err != nil {
-		return fail(err)
-	}
-	if cfg.Mode&^os.ModePerm != 0 {
-		return fail(fmt.Errorf("mode %v: only permission bits are allowed", cfg.Mode))
-	}
-	if err := validateFields(cfg.Fields); err != nil {
-		return fail(fmt.Errorf("schema: %w", err))
-	}
-	schema := encodeSchema(cfg.Fields)
-	g, err := computeGeometry(cfg.Slots, cfg.SlotSize, len(schema))
-	if err != nil {
-		return fail(err)
-	}
-	tensors := TensorCount(cfg.Fields)
-	if minSlot := tableEnd(tensors); minSlot > g.slotSize {
-		return fail(fmt.Errorf("a slot of %d bytes cannot hold the tensor table of %d tensors (%d bytes): raise SlotSize", g.slotSize, tensors, minSlot))
-	}
-	if st, err := os.Stat(cfg.Dir); err != nil {
-		return fail(fmt.Errorf("ring directory: %w", err))
-	} else if !st.IsDir() {
-		return fail(fmt.Errorf("ring directory %s is not a directory", cfg.Dir))
-	}
 	path := filepath.Join(cfg.Dir, cfg.Name)
 
-	removeStaleTemps(cfg.Dir, cfg.Name)
-	oldFd, err := claimName(path)
+	removeStaleTemps(cfg.Dir, cfg.Name, cfg.Owner)
+	old, err := claimName(path, cfg.Owner)
 	if err != nil {
 		return fail(err)
 	}
-	if oldFd >= 0 {
-		// Held until the rename, so that a second producer racing to reclaim
-		// the same stale ring finds it locked.
-		defer unix.Close(oldFd)
-	}
+	// A stale ring stays locked until after the rename, so that a second
+	// producer racing to reclaim it finds it locked.
+	defer func() { old.release() }()
 
-	pid := os.Getpid()
-	tmp := filepath.Join(cfg.Dir, "."+cfg.Name+".tmp-"+strconv.Itoa(pid))
-	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(cfg.Mode))
-	if err != nil {
-		return fail(fmt.Errorf("create %s: %w", tmp, err))
-	}
-	ok := false
-	var mem []byte
-	defer func() {
-		if !ok {
-			if mem != nil {
-				unix.Munmap(mem)
-			}
-			unix.Close(fd)
-			unix.Unlink(tmp)
-		}
-	}()
-	if err := unix.Fchmod(fd, uint32(cfg.Mode)); err != nil {
-		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
-	}
-	// Lock first: a temporary file whose lock is free belongs to a producer
-	// that died while creating it, and removeStaleTemps may delete it.
-	if err := lockByte(fd, producerLockByte); err != nil {
-		return fail(fmt.Errorf("lock %s: %w", tmp, err))
-	}
-	if err := reserve(fd, g.fileSize); err != nil {
-		return fail(spaceError(cfg.Dir, g, err))
-	}
-	mem, err = mapFile(fd, g.fileSize, false)
+	b, err := buildTemp(cfg, schema, g)
 	if err != nil {
 		return fail(err)
 	}
-	prefault(mem)
-
-	generation, err := randomU64()
-	if err != nil {
+	if old, err = installRing(b.tmp, path, old, cfg.Owner); err != nil {
+		b.discard()
 		return fail(err)
-	}
-	start := processStart(pid)
-	writeHeader(mem, g, schema, generation, int32(pid), start)
-	u64At(mem, offMagic).Store(magicWord) // last, with a release store (§3.1)
-
-	if err := unix.Rename(tmp, path); err != nil {
-		return fail(fmt.Errorf("rename %s to %s: %w", tmp, path, err))
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Unlink(path)
+	if err := unix.Fstat(b.fd, &st); err != nil {
+		b.tmp = path
+		b.discard()
 		return fail(fmt.Errorf("stat %s: %w", path, err))
 	}
-	ok = true
-
 	p := &Producer{
 		name:        cfg.Name,
 		path:        path,
-		fd:          fd,
-		mem:         mem,
-		r:           newRing(mem, g.slotCount, g.slotSize, g.dataOffset),
+		fd:          b.fd,
+		mem:         b.mem,
+		r:           newRing(b.mem, g.slotCount, g.slotSize, g.dataOffset),
 		fields:      cloneFields(cfg.Fields),
-		tensorCount: tensors,
-		generation:  generation,
+		tensorCount: TensorCount(cfg.Fields),
+		generation:  b.generation,
 		slotSize:    g.slotSize,
 		slots:       g.slotCount,
 		dev:         st.Dev,
@@ -178,60 +119,96 @@ func Create(cfg Config) (*Producer, error) {
 	return p, nil
 }
 
-// claimName checks an existing file at path (§6.4). It returns -1 if there
-// is none, or the descriptor of a stale ring whose byte-0 lock it now holds.
-func claimName(path string) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return -1, nil
+// prepareCreate fills in cfg's defaults and checks it, returning the
+// encoded schema and the ring's geometry.
+func prepareCreate(cfg Config) (Config, []byte, geometry, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = DefaultDir()
 	}
+	if cfg.Slots == 0 {
+		cfg.Slots = defaultSlots
+	}
+	if cfg.Mode == 0 {
+		cfg.Mode = 0o600
+	}
+	if err := validRingName(cfg.Name); err != nil {
+		return cfg, nil, geometry{}, err
+	}
+	if cfg.Mode&^os.ModePerm != 0 {
+		return cfg, nil, geometry{}, fmt.Errorf("mode %v: only permission bits are allowed", cfg.Mode)
+	}
+	if err := validateFields(cfg.Fields); err != nil {
+		return cfg, nil, geometry{}, fmt.Errorf("schema: %w", err)
+	}
+	schema := encodeSchema(cfg.Fields)
+	g, err := computeGeometry(cfg.Slots, cfg.SlotSize, len(schema))
 	if err != nil {
-		return -1, fmt.Errorf("open existing %s: %w", path, err)
+		return cfg, nil, geometry{}, err
 	}
-	var hdr [offProducerPID + 4]byte
-	n, _ := unix.Pread(fd, hdr[:], 0)
-	if err := lockByte(fd, producerLockByte); err != nil {
-		unix.Close(fd)
-		if err == errLocked {
-			pid := int32(binary.LittleEndian.Uint32(hdr[offProducerPID:]))
-			return -1, fmt.Errorf("%w: %s belongs to a live producer (pid %d): stop it, or choose another ring name", ErrInUse, path, pid)
-		}
-		return -1, fmt.Errorf("lock existing %s: %w", path, err)
+	tensors := TensorCount(cfg.Fields)
+	if minSlot := tableEnd(tensors); minSlot > g.slotSize {
+		return cfg, nil, geometry{}, fmt.Errorf("a slot of %d bytes cannot hold the tensor table of %d tensors (%d bytes): raise SlotSize", g.slotSize, tensors, minSlot)
 	}
-	if n < len(magic) || [8]byte(hdr[:8]) != magic {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%s exists and is not a lastmile ring: remove it, or choose another ring name", path)
+	if st, err := os.Stat(cfg.Dir); err != nil {
+		return cfg, nil, geometry{}, fmt.Errorf("ring directory: %w", err)
+	} else if !st.IsDir() {
+		return cfg, nil, geometry{}, fmt.Errorf("ring directory %s is not a directory", cfg.Dir)
 	}
-	return fd, nil
+	return cfg, schema, g, nil
 }
 
-// removeStaleTemps deletes temporary files of producers that died while
-// creating this ring: their pid is gone and their byte-0 lock is free.
-func removeStaleTemps(dir, name string) {
-	prefix := "." + name + ".tmp-"
-	ents, err := os.ReadDir(dir)
+// builtRing is a finished ring file under its temporary name, locked and
+// mapped.
+type builtRing struct {
+	fd         int
+	tmp        string
+	mem        []byte
+	generation uint64
+}
+
+// discard unmaps, closes and unlinks b.
+func (b *builtRing) discard() {
+	if b.mem != nil {
+		unix.Munmap(b.mem)
+	}
+	unix.Close(b.fd)
+	unix.Unlink(b.tmp)
+}
+
+// buildTemp creates the ring's temporary file, reserves and pre-faults all
+// of it, and writes its header, magic last.
+func buildTemp(cfg Config, schema []byte, g geometry) (*builtRing, error) {
+	fd, tmp, err := createTemp(cfg.Dir, cfg.Name, cfg.Mode)
 	if err != nil {
-		return
+		return nil, err
 	}
-	for _, e := range ents {
-		rest, found := strings.CutPrefix(e.Name(), prefix)
-		if !found {
-			continue
-		}
-		pid, err := strconv.Atoi(rest)
-		if err != nil || processAlive(pid) {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		if lockByte(fd, producerLockByte) == nil {
-			unix.Unlink(p)
-		}
-		unix.Close(fd)
+	b := &builtRing{fd: fd, tmp: tmp}
+	fail := func(err error) (*builtRing, error) {
+		b.discard()
+		return nil, err
 	}
+	if err := unix.Fchmod(fd, uint32(cfg.Mode)); err != nil {
+		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
+	}
+	// Lock first: a temporary file whose lock is free belongs to a producer
+	// that died while creating it, and removeStaleTemps may delete it.
+	if err := lockByte(fd, producerLockByte); err != nil {
+		return fail(fmt.Errorf("lock %s: %w", tmp, err))
+	}
+	if err := reserve(fd, g.fileSize); err != nil {
+		return fail(spaceError(cfg.Dir, g, err))
+	}
+	if b.mem, err = mapFile(fd, g.fileSize, false); err != nil {
+		return fail(err)
+	}
+	prefault(b.mem)
+	if b.generation, err = randomU64(); err != nil {
+		return fail(err)
+	}
+	pid := os.Getpid()
+	writeHeader(b.mem, g, schema, b.generation, int32(pid), processStart(pid))
+	u64At(b.mem, offMagic).Store(magicWord) // last, with a release store (§3.1)
+	return b, nil
 }
 
 // spaceError explains a failed reservation to an operator.

@@ -31,6 +31,11 @@ var (
 	ErrProducerFailed = errors.New("ring producer failed")
 	// ErrClosed: the Producer or Consumer was closed.
 	ErrClosed = errors.New("ring closed")
+	// ErrUntrusted: the file under a ring's name (or a temporary name) is
+	// a symbolic link, not a regular file, has other hard links, or belongs
+	// to an unexpected user; it is never opened for writing, reused or
+	// replaced (trust.go).
+	ErrUntrusted = errors.New("ring file not trusted")
 )
 
 // TooLargeError is returned when a batch does not fit a slot. It is

@@ -423,7 +423,7 @@ func truncateMessage(msg string) string {
 // keep reading it. It may be called before or after Close.
 func (p *Producer) Remove() error {
 	var st unix.Stat_t
-	if err := unix.Stat(p.path, &st); err != nil {
+	if err := unix.Lstat(p.path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
