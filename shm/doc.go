@@ -21,4 +21,22 @@
 // contract cannot grow a dependency on the decode side. It must never
 // store a Go pointer in shared memory, never map the ring per batch, and
 // never overwrite a slot the consumer has not released. It is Linux-only.
+//
+// The ring directory is shared: /dev/shm is world-writable, and a daemon
+// using this package runs privileged. So the package never follows a
+// symbolic link under a ring's name, never writes into, adopts, reuses or
+// replaces a file it did not make sure of, and never deletes one it does
+// not own (trust.go, name.go):
+//
+//   - it creates files only with O_CREAT|O_EXCL|O_NOFOLLOW, under a
+//     temporary name with a random part, and renames them into place with
+//     RENAME_NOREPLACE; it replaces a name only when it is a stale ring
+//     it checked and locked, and only while it still is that file;
+//   - every existing file it opens under a ring's name (Create, Claim,
+//     Adopt, Take, Open, the removal of a dead producer's temporary file)
+//     is opened with O_NOFOLLOW and O_NONBLOCK, and used only if fstat
+//     says it is a regular file with one link, owned by this process's
+//     uid, root, or the caller's expected owner (Config.Owner, Claim's
+//     owner, OpenOptions.Owner). Anything else fails with ErrUntrusted and
+//     an error naming the file, its owner and what to do.
 package shm

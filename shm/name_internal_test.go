@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -127,4 +129,19 @@ func readAll(t *testing.T, path string) []byte {
 	b, err := os.ReadFile(path)
 	mustDo(t, err)
 	return b
+}
+
+// TestTrustedOwners: errors list exactly the uids that are trusted.
+func TestTrustedOwners(t *testing.T) {
+	self := uint32(os.Geteuid())
+	for _, owner := range []uint32{0, self, 1001} {
+		got := trustedOwners(owner)
+		for _, uid := range []uint32{0, self, owner, 1002} {
+			named := uid == 0 && strings.HasSuffix(got, "root") ||
+				strings.Contains(got, "uid "+strconv.FormatUint(uint64(uid), 10)+" ")
+			if named != trustedUID(uid, owner) {
+				t.Errorf("trustedOwners(%d) = %q; uid %d trusted: %v", owner, got, uid, trustedUID(uid, owner))
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,14 +47,17 @@ func trustedUID(uid, owner uint32) bool {
 // trustedOwners describes the uids trustedUID accepts, for errors.
 func trustedOwners(owner uint32) string {
 	self := uint32(os.Geteuid())
-	s := ""
+	var who []string
 	if owner != 0 && owner != self {
-		s = "uid " + strconv.FormatUint(uint64(owner), 10) + " (the expected owner), "
+		who = append(who, "uid "+strconv.FormatUint(uint64(owner), 10)+" (the expected owner)")
 	}
 	if self != 0 {
-		s += "uid " + strconv.FormatUint(uint64(self), 10) + " (this process) or "
+		who = append(who, "uid "+strconv.FormatUint(uint64(self), 10)+" (this process)")
 	}
-	return s + "root"
+	if len(who) == 0 {
+		return "root"
+	}
+	return strings.Join(who, ", ") + " or root"
 }
 
 // openTrusted opens the existing file path with flags (an access mode) and
