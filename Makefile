@@ -13,7 +13,7 @@ TESTFLAGS ?= -race -timeout 15m
 
 export LASTMILE_PYTHON := $(PYTHON)
 
-.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit
+.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit chaos soak
 
 all: build
 
@@ -78,6 +78,22 @@ bench: build
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./spec/
+
+# chaos runs the full chaos suite (docs/reliability.md): seeded random
+# faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm
+# tmpfs, corrupt inputs) against real lastmiled and Python trainer
+# processes; 0 rows lost and 0 repeated. CHAOS_SEED=N reproduces a run;
+# CHAOS_RUNS sets the number of fault runs. A short version runs in `make test`.
+CHAOS_RUNS ?= 16
+CHAOS_SEED ?= 0
+chaos: pydeps
+	LASTMILE_REQUIRE_PYTHON=1 $(GO) test ./chaos/ -run '^TestChaos' -v -count=1 -timeout 60m -chaos.full -chaos.runs=$(CHAOS_RUNS) -chaos.seed=$(CHAOS_SEED)
+
+# soak runs a job without end and a consumer for SOAK, sampling the
+# daemon's RSS and open fds; RSS must stay flat (docs/reliability.md).
+SOAK ?= 10m
+soak: pydeps
+	LASTMILE_REQUIRE_PYTHON=1 $(GO) test ./chaos/ -run '^TestSoak$$' -v -count=1 -timeout 0 -soak=$(SOAK)
 
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum

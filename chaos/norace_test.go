@@ -1,0 +1,5 @@
+//go:build !race
+
+package chaos_test
+
+const raceBuild = false
