@@ -16,8 +16,9 @@ import (
 	"github.com/lastmile/lastmile/shm"
 )
 
-// maxBody bounds request bodies.
-const maxBody = 1 << 20
+// maxBody is the largest control.max_body; bounded applies the configured
+// one to every request.
+const maxBody = 64 << 20
 
 // api returns the control API's handler (docs/control-api.md).
 func (d *Daemon) api() http.Handler {
@@ -29,7 +30,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint %s %s: see docs/control-api.md (paths start with /v1/)", r.Method, r.URL.Path))
 	})
-	return d.recoverer(mux)
+	return d.bounded(d.recoverer(mux))
 }
 
 // recoverer turns a handler's panic into a 500: bad input must never
@@ -103,6 +104,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return errorf(http.StatusBadRequest, "request body: data after the JSON object")
 	}
+	bodyRead(w)
 	return nil
 }
 
@@ -114,7 +116,7 @@ func bodyError(err error) error {
 	)
 	switch {
 	case errors.As(err, &mbe):
-		return errorf(http.StatusBadRequest, "request body over %d bytes (1 MiB)", mbe.Limit)
+		return bodyTooLarge(mbe.Limit)
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "empty request body: want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -136,6 +138,9 @@ func bodyError(err error) error {
 // that the caller may see it.
 func (d *Daemon) lookup(r *http.Request) (*Job, error) {
 	key := r.PathValue("id")
+	if err := checkJobKey(key); err != nil {
+		return nil, err
+	}
 	var found *Job
 	for _, j := range d.jobsSnapshot() { // newest first
 		if j.id == key {

@@ -59,8 +59,45 @@ type Config struct {
 	DefaultWeight int `yaml:"default_weight"`
 	// Weights overrides the weight of jobs by name.
 	Weights map[string]int `yaml:"weights"`
+	// Control bounds the control API's connections and requests.
+	Control ControlConfig `yaml:"control"`
+	// Limits bounds what one user may hold.
+	Limits LimitsConfig `yaml:"limits"`
 	// Log configures logging.
 	Log LogConfig `yaml:"log"`
+}
+
+// ControlConfig bounds the control socket, so that no client (idle, slow
+// or flooding) keeps the others from being served (docs/control-api.md).
+type ControlConfig struct {
+	// MaxBody is the largest request body. Default 1MiB.
+	MaxBody Bytes `yaml:"max_body"`
+	// MaxHeaderBytes bounds a request's header lines. Default 64KiB.
+	MaxHeaderBytes Bytes `yaml:"max_header_bytes"`
+	// ReadHeaderTimeout bounds the time from a new connection (or the
+	// first byte of the next request) to the end of its headers. Default 10s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// BodyTimeout bounds reading a request's body. Default 30s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	// IdleTimeout closes a kept-alive connection with no request in
+	// flight after this long. Default 30s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxConns bounds the open connections of all users together.
+	// Default 1024.
+	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerUID bounds the open connections of one uid. Default 128.
+	MaxConnsPerUID int `yaml:"max_conns_per_uid"`
+}
+
+// LimitsConfig bounds what one user (uid) may hold; root and the admin
+// group are exempt. 0 means no limit of that kind.
+type LimitsConfig struct {
+	// JobsPerUser is the most jobs one uid may hold at once (pending,
+	// running, or done with rings still in place). Default 16.
+	JobsPerUser int `yaml:"jobs_per_user"`
+	// MemoryPerUser is the most memory (rings plus in-flight units) one
+	// uid's jobs may hold together. Default 0: only memory.total.
+	MemoryPerUser Bytes `yaml:"memory_per_user"`
 }
 
 // MemoryConfig bounds memory; 0 means no limit of that kind.
@@ -95,7 +132,13 @@ func DefaultConfig() Config {
 		Grace:         Duration(10 * time.Minute),
 		DrainTimeout:  Duration(30 * time.Second),
 		DefaultWeight: 1,
-		Log:           LogConfig{Level: "info", Format: "text"},
+		Control: ControlConfig{
+			MaxBody: 1 << 20, MaxHeaderBytes: 64 << 10, ReadHeaderTimeout: Duration(10 * time.Second),
+			BodyTimeout: Duration(30 * time.Second), IdleTimeout: Duration(30 * time.Second),
+			MaxConns: 1024, MaxConnsPerUID: 128,
+		},
+		Limits: LimitsConfig{JobsPerUser: 16},
+		Log:    LogConfig{Level: "info", Format: "text"},
 	}
 }
 
@@ -203,6 +246,7 @@ func (c *Config) Validate() error {
 			bad("weights."+name, w, "want 1 to %d", MaxWeight)
 		}
 	}
+	c.validateBounds(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", c.Log.Level, "%v", err)
 	}
@@ -210,6 +254,37 @@ func (c *Config) Validate() error {
 		bad("log.format", c.Log.Format, "want text or json")
 	}
 	return errors.Join(errs...)
+}
+
+// validateBounds checks the control and limits sections.
+func (c *Config) validateBounds(bad func(field string, v any, format string, args ...any)) {
+	cc := c.Control
+	if cc.MaxBody < 1<<10 || cc.MaxBody > maxBody {
+		bad("control.max_body", cc.MaxBody, "want 1KiB to %s", Bytes(maxBody))
+	}
+	if cc.MaxHeaderBytes < 4<<10 || cc.MaxHeaderBytes > 1<<20 {
+		bad("control.max_header_bytes", cc.MaxHeaderBytes, "want 4KiB to 1MiB")
+	}
+	for _, t := range []struct {
+		field string
+		v     Duration
+	}{{"control.read_header_timeout", cc.ReadHeaderTimeout}, {"control.body_timeout", cc.BodyTimeout}, {"control.idle_timeout", cc.IdleTimeout}} {
+		if t.v < Duration(10*time.Millisecond) || t.v > Duration(time.Hour) {
+			bad(t.field, t.v, "want 10ms to 1h")
+		}
+	}
+	if cc.MaxConns < 1 || cc.MaxConns > 1<<20 {
+		bad("control.max_conns", cc.MaxConns, "want 1 to 1048576")
+	}
+	if cc.MaxConnsPerUID < 1 || cc.MaxConnsPerUID > cc.MaxConns {
+		bad("control.max_conns_per_uid", cc.MaxConnsPerUID, "want 1 to control.max_conns (%d)", cc.MaxConns)
+	}
+	if c.Limits.JobsPerUser < 0 {
+		bad("limits.jobs_per_user", c.Limits.JobsPerUser, "want 0 (no limit) or more")
+	}
+	if c.Limits.MemoryPerUser < 0 {
+		bad("limits.memory_per_user", c.Limits.MemoryPerUser, "want 0 (no limit) or a size such as 16GiB")
+	}
 }
 
 // MaxWeight is the largest CPU weight of a job.

@@ -166,15 +166,9 @@ func (d *Daemon) listen(cfg Config) error {
 			}
 		}()
 	}
-	d.ln = ln
-	d.srv = &http.Server{
-		Handler:           d.api(),
-		ConnContext:       peerContext,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-	}
+	d.srv, d.ln = d.controlServer(cfg, ln)
 	go func() {
-		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := d.srv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("control API stopped", "err", err)
 		}
 	}()
@@ -504,6 +498,7 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 	keep("log.format", cfg.Log.Format != old.Log.Format)
 	cfg.Socket, cfg.SocketMode, cfg.SocketGroup, cfg.StateDir = old.Socket, old.SocketMode, old.SocketGroup, old.StateDir
 	cfg.ShmDir, cfg.Metrics, cfg.Log.Format = old.ShmDir, old.Metrics, old.Log.Format
+	ignored = append(ignored, controlRestart(old, &cfg)...)
 	d.cfg = cfg
 	d.adminGID = -1
 	if cfg.AdminGroup != "" {

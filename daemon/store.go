@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // record is a job as persisted in STATE_DIR/jobs/ID.json: everything the
@@ -78,10 +80,21 @@ func openStore(stateDir string) (*store, error) {
 	return &store{dir: dir}, nil
 }
 
-func (s *store) path(id string) string { return filepath.Join(s.dir, id+".json") }
+// path returns the record file of a job id. It never builds a path from
+// anything but a valid id: ids are 12 hex digits (newID).
+func (s *store) path(id string) (string, error) {
+	if err := validID(id); err != nil {
+		return "", fmt.Errorf("state store: %w", err)
+	}
+	return filepath.Join(s.dir, id+".json"), nil
+}
 
 // put writes rec atomically.
 func (s *store) put(rec *record) error {
+	path, err := s.path(rec.ID)
+	if err != nil {
+		return fmt.Errorf("persist job: %w", err)
+	}
 	rec.Version = recordVersion
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
@@ -89,7 +102,7 @@ func (s *store) put(rec *record) error {
 	}
 	data = append(data, '\n')
 	tmp := filepath.Join(s.dir, "."+rec.ID+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("persist job %s: %w", rec.ID, err)
 	}
@@ -101,7 +114,7 @@ func (s *store) put(rec *record) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, s.path(rec.ID))
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -112,7 +125,11 @@ func (s *store) put(rec *record) error {
 
 // remove forgets a job.
 func (s *store) remove(id string) error {
-	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	path, err := s.path(id)
+	if err != nil {
+		return fmt.Errorf("forget job: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("forget job %s: %w", id, err)
 	}
 	return syncDir(s.dir)
@@ -146,9 +163,26 @@ func (s *store) load() ([]*record, []error) {
 			errs = append(errs, fmt.Errorf("%s: not a version %d record of that id", name, recordVersion))
 			continue
 		}
+		if err := checkRecordNames(&rec); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
 		out = append(out, &rec)
 	}
 	return out, errs
+}
+
+// checkRecordNames refuses a record whose id or name could not have been
+// submitted: a record is only ever written for a parsed spec, so anything
+// else was put there by hand, and is not trusted to name files.
+func checkRecordNames(rec *record) error {
+	if err := validID(rec.ID); err != nil {
+		return err
+	}
+	if err := spec.ValidName(rec.Name); err != nil {
+		return fmt.Errorf("job name: %w", err)
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -202,6 +202,10 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 		d.mu.Unlock()
 	}()
 
+	exempt, err := d.checkUserLimits(p, job.Name)
+	if err != nil {
+		return nil, false, err
+	}
 	fp, err := engine.EstimateFootprint(ctx, job)
 	if err != nil {
 		return nil, false, errorf(http.StatusBadRequest, "%v", err)
@@ -226,6 +230,11 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	j.footprint = need // not shared yet
 	d.mu.Lock()
+	if err := d.checkUserLimitsLocked(p.uid, exempt, job.Name, need); err != nil {
+		d.mu.Unlock()
+		j.client.Close()
+		return nil, false, err
+	}
 	if lim := int64(cfg.Memory.Total); lim > 0 {
 		if used := d.reservedLocked(); used+need > lim {
 			d.mu.Unlock()
