@@ -50,8 +50,12 @@ type Decoder struct {
 
 // NewDecoder returns a decoder for the given fields, normally a plan's
 // Fields; units decoded with it must come from a plan with those fields.
-func NewDecoder(fields []Field) *Decoder {
-	return &Decoder{fields: fields, files: fileCache{max: 4}, stash: make([][]byte, len(fields))}
+func NewDecoder(fields []Field) *Decoder { return NewDecoderFS(fields, nil) }
+
+// NewDecoderFS returns a decoder for fields that opens files through fsys
+// (nil: OSFS).
+func NewDecoderFS(fields []Field, fsys FS) *Decoder {
+	return &Decoder{fields: fields, files: fileCache{max: 4, fs: orOS(fsys)}, stash: make([][]byte, len(fields))}
 }
 
 // Fields returns the fields the decoder was made for.
@@ -198,6 +202,7 @@ func growU8(b []uint8, n int) []uint8 {
 
 // fileCache keeps a few files open, least recently used out first.
 type fileCache struct {
+	fs      FS
 	max     int
 	entries []fileEntry
 	clock   uint64
@@ -217,7 +222,7 @@ func (c *fileCache) get(path string) (*os.File, error) {
 			return c.entries[i].f, nil
 		}
 	}
-	f, err := os.Open(path)
+	f, err := c.fs.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,7 @@ package decode
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -25,6 +23,9 @@ type PlanOptions struct {
 	// trimming, even where an OffsetIndex would give page boundaries. For
 	// tests and comparisons.
 	IgnoreOffsetIndex bool
+	// FS is where the files come from; nil is OSFS. Decoders made by
+	// Plan.NewDecoder open files through the same FS.
+	FS FS
 }
 
 // FileInfo describes one planned file.
@@ -43,7 +44,16 @@ type Plan struct {
 	Fields []Field    `json:"fields"`
 	Units  []Unit     `json:"units"`
 	Rows   int64      `json:"rows"` // sum of the units' rows
+
+	fs FS // where the files come from; not serialized: a unit is decoded wherever its reader has its own
 }
+
+// FS returns where the plan's files come from.
+func (p *Plan) FS() FS { return orOS(p.fs) }
+
+// NewDecoder returns a decoder for the plan's fields that opens files
+// through the plan's FS.
+func (p *Plan) NewDecoder() *Decoder { return NewDecoderFS(p.Fields, p.fs) }
 
 // PlanFiles expands inputs (files, globs, or directories searched
 // recursively for *.parquet; each input's matches sorted, duplicates
@@ -51,19 +61,20 @@ type Plan struct {
 // the files into units. Every planned file must agree on the projected
 // columns; the error names the first file and column that does not.
 func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, error) {
-	paths, err := expandInputs(inputs)
+	fsys := orOS(opts.FS)
+	paths, err := expandInputs(fsys, inputs)
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
-	p := &Plan{}
+	p := &Plan{fs: opts.FS}
 	for _, path := range paths {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := p.addFile(path, opts); err != nil {
+		if err := p.addFile(fsys, path, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -75,61 +86,8 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
 
-func expandInputs(inputs []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	add := func(paths []string) {
-		slices.Sort(paths)
-		for _, p := range paths {
-			if !seen[p] {
-				seen[p] = true
-				out = append(out, p)
-			}
-		}
-	}
-	for _, in := range inputs {
-		if hasMeta(in) {
-			m, err := filepath.Glob(in)
-			if err != nil {
-				return nil, fmt.Errorf("plan: glob %q: %w", in, err)
-			}
-			var files []string
-			for _, p := range m {
-				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-					files = append(files, p)
-				}
-			}
-			add(files)
-			continue
-		}
-		st, err := os.Stat(in)
-		if err != nil {
-			return nil, fmt.Errorf("plan: %w", err)
-		}
-		if !st.IsDir() {
-			add([]string{in})
-			continue
-		}
-		var files []string
-		err = filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".parquet") {
-				files = append(files, p)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("plan: walk %s: %w", in, err)
-		}
-		add(files)
-	}
-	return out, nil
-}
-
-func (p *Plan) addFile(path string, opts PlanOptions) error {
-	f, err := os.Open(path)
+func (p *Plan) addFile(fsys FS, path string, opts PlanOptions) error {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}

@@ -1,0 +1,187 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// FS is where a plan's files come from: planning lists directories,
+// expands globs and reads footers through it, and every Decoder made from
+// the plan (Plan.NewDecoder) opens the files through it. The daemon passes
+// one that opens with the submitting user's credentials (package asuser),
+// so that nothing of a file is read unless the kernel lets that user read
+// it. A nil FS is OSFS.
+type FS interface {
+	// Open opens a regular file for reading.
+	Open(name string) (*os.File, error)
+	// Stat returns a file's info, following symlinks.
+	Stat(name string) (fs.FileInfo, error)
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
+}
+
+// OSFS reads with the process's own credentials.
+type OSFS struct{}
+
+func (OSFS) Open(name string) (*os.File, error)         { return os.Open(name) }
+func (OSFS) Stat(name string) (fs.FileInfo, error)      { return os.Stat(name) }
+func (OSFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
+
+func orOS(fsys FS) FS {
+	if fsys == nil {
+		return OSFS{}
+	}
+	return fsys
+}
+
+// expandInputs turns inputs (files, globs, directories searched recursively
+// for *.parquet) into file paths, each input's matches sorted and
+// duplicates dropped, listing and stating only through fsys.
+func expandInputs(fsys FS, inputs []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(paths []string) {
+		slices.Sort(paths)
+		for _, p := range paths {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, in := range inputs {
+		if hasMeta(in) {
+			m, err := glob(fsys, in)
+			if err != nil {
+				return nil, fmt.Errorf("plan: glob %q: %w", in, err)
+			}
+			var files []string
+			for _, p := range m {
+				st, err := fsys.Stat(p)
+				if errors.Is(err, fs.ErrPermission) {
+					return nil, fmt.Errorf("plan: %w", err)
+				}
+				if err == nil && st.Mode().IsRegular() {
+					files = append(files, p)
+				}
+			}
+			add(files)
+			continue
+		}
+		st, err := fsys.Stat(in)
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		if !st.IsDir() {
+			add([]string{in})
+			continue
+		}
+		var files []string
+		if err := walkParquet(fsys, in, &files); err != nil {
+			return nil, fmt.Errorf("plan: walk %s: %w", in, err)
+		}
+		add(files)
+	}
+	return out, nil
+}
+
+// walkParquet appends the regular *.parquet files under dir, recursively,
+// not following symlinks (as filepath.WalkDir).
+func walkParquet(fsys FS, dir string, files *[]string) error {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case e.IsDir():
+			if err := walkParquet(fsys, p, files); err != nil {
+				return err
+			}
+		case e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".parquet"):
+			*files = append(*files, p)
+		}
+	}
+	return nil
+}
+
+// glob is filepath.Glob through fsys: the matches of pattern, in lexical
+// order. Missing directories match nothing, as in filepath.Glob; a
+// malformed pattern is an error, and so, unlike filepath.Glob, is a
+// directory that fsys may not list: a user is told why nothing matched.
+func glob(fsys FS, pattern string) ([]string, error) {
+	if _, err := filepath.Match(pattern, ""); err != nil {
+		return nil, err
+	}
+	if !hasMeta(pattern) {
+		if _, err := fsys.Stat(pattern); err != nil {
+			return nil, permissionOnly(err)
+		}
+		return []string{pattern}, nil
+	}
+	dir, file := filepath.Split(pattern)
+	dir = cleanGlobDir(dir)
+	if !hasMeta(dir) {
+		return globDir(fsys, dir, file, nil)
+	}
+	if dir == pattern { // a pattern like "[" that Split cannot shorten
+		return nil, filepath.ErrBadPattern
+	}
+	dirs, err := glob(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var m []string
+	for _, d := range dirs {
+		if m, err = globDir(fsys, d, file, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// permissionOnly passes on permission errors and drops the others.
+func permissionOnly(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return nil
+}
+
+func cleanGlobDir(dir string) string {
+	switch dir {
+	case "":
+		return "."
+	case "/":
+		return dir
+	}
+	return dir[:len(dir)-1] // drop the trailing separator
+}
+
+// globDir appends the names in dir matching pattern to m.
+func globDir(fsys FS, dir, pattern string, m []string) ([]string, error) {
+	st, err := fsys.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return m, permissionOnly(err)
+	}
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return m, permissionOnly(err)
+	}
+	for _, e := range ents {
+		ok, err := filepath.Match(pattern, e.Name())
+		if err != nil {
+			return m, err
+		}
+		if ok {
+			m = append(m, filepath.Join(dir, e.Name()))
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,106 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// TestGlobMatchesFilepath checks glob through an FS against filepath.Glob.
+func TestGlobMatchesFilepath(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a/x.parquet", "a/y.parquet", "a/z.txt", "b/c/x.parquet", "b/d.parquet", "[odd]/q.parquet"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), nil, 0o644)
+	}
+	for _, pat := range []string{"*/*.parquet", "a/*", "*/c/*", "a/[xy].parquet", "b/*.parquet", "nothing/*", "*", "a/x.parquet", "\\[odd\\]/*", "[", "a/[", "*/["} {
+		want, werr := filepath.Glob(filepath.Join(dir, pat))
+		got, gerr := glob(OSFS{}, filepath.Join(dir, pat))
+		if (werr != nil) != (gerr != nil) || !slices.Equal(got, want) {
+			t.Errorf("%s: glob %v %v, filepath.Glob %v %v", pat, got, gerr, want, werr)
+		}
+	}
+}
+
+// recordFS is OSFS that records every call and refuses the paths in deny.
+type recordFS struct {
+	mu    sync.Mutex
+	calls []string
+	deny  string
+}
+
+func (r *recordFS) note(op, name string) error {
+	r.mu.Lock()
+	r.calls = append(r.calls, op+" "+name)
+	r.mu.Unlock()
+	if r.deny != "" && strings.HasPrefix(name, r.deny) {
+		return &fs.PathError{Op: op, Path: name, Err: fs.ErrPermission}
+	}
+	return nil
+}
+
+func (r *recordFS) Open(name string) (*os.File, error) {
+	if err := r.note("open", name); err != nil {
+		return nil, err
+	}
+	return os.Open(name)
+}
+
+func (r *recordFS) Stat(name string) (fs.FileInfo, error) {
+	if err := r.note("stat", name); err != nil {
+		return nil, err
+	}
+	return os.Stat(name)
+}
+
+func (r *recordFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := r.note("readdir", name); err != nil {
+		return nil, err
+	}
+	return os.ReadDir(name)
+}
+
+// TestPlanAndDecodeThroughFS: planning and the plan's decoders reach files
+// only through the plan's FS, and a refusal of the FS is the error.
+func TestPlanAndDecodeThroughFS(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.parquet", "b.parquet"} {
+		writeFile(t, filepath.Join(dir, name), fileSpec{rows: 300, rowGroupRows: 100, codec: "snappy", pageVersion: 1, pageBytes: 2048})
+	}
+	rec := &recordFS{}
+	plan, err := PlanFiles(context.Background(), []string{dir}, PlanOptions{FS: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"stat " + dir, "readdir " + dir, "open " + filepath.Join(dir, "a.parquet"), "open " + filepath.Join(dir, "b.parquet")}
+	if !slices.Equal(rec.calls, want) {
+		t.Fatalf("planning calls %q, want %q", rec.calls, want)
+	}
+	rec.calls = nil
+	d := plan.NewDecoder()
+	defer d.Close()
+	var b column.Batch
+	for _, u := range plan.Units {
+		if err := d.Decode(context.Background(), u, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.calls) != 2 {
+		t.Fatalf("decoding opened %q, want each file once through the FS", rec.calls)
+	}
+
+	for _, in := range []string{dir, filepath.Join(dir, "*.parquet"), filepath.Join(dir, "b.parquet")} {
+		deny := &recordFS{deny: filepath.Join(dir, "b.parquet")}
+		if _, err := PlanFiles(context.Background(), []string{in}, PlanOptions{FS: deny}); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("plan %s with b refused: got %v, want a permission error", in, err)
+		}
+	}
+}
