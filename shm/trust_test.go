@@ -67,18 +67,18 @@ func readBytes(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestPlantedAtRingName: whatever is planted at the ring's name, every
-// entry point refuses it with ErrUntrusted, naming the file, and leaves
-// both the name and what it points at exactly as they were.
-func TestPlantedAtRingName(t *testing.T) {
-	cases := []struct {
-		name string
-		root bool
-		// plant puts something at dir/ring and returns the file whose bytes
-		// must not change ("" if none).
-		plant func(t *testing.T, cfg shm.Config) string
-		want  string // in every error
-	}{
+// plantCase is something planted at a ring's name.
+type plantCase struct {
+	name string
+	root bool
+	// plant puts something at dir/ring and returns the file whose bytes
+	// must not change ("" if none).
+	plant func(t *testing.T, cfg shm.Config) string
+	want  string // in every error
+}
+
+func plantCases() []plantCase {
+	return []plantCase{
 		{name: "symlink to a foreign file", want: "symbolic link", plant: func(t *testing.T, cfg shm.Config) string {
 			target := filepath.Join(t.TempDir(), "passwd")
 			if err := os.WriteFile(target, secret, 0o644); err != nil {
@@ -126,7 +126,13 @@ func TestPlantedAtRingName(t *testing.T) {
 			return path
 		}},
 	}
-	for _, tc := range cases {
+}
+
+// TestPlantedAtRingName: whatever is planted at the ring's name, every
+// entry point refuses it with ErrUntrusted, naming the file, and leaves
+// both the name and what it points at exactly as they were.
+func TestPlantedAtRingName(t *testing.T) {
+	for _, tc := range plantCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.root {
 				needRoot(t)
@@ -145,40 +151,7 @@ func TestPlantedAtRingName(t *testing.T) {
 			}
 			dev, ino, typ := fileID(t, path)
 
-			checkRefused(t, path, tc.want, "create", func() error {
-				p, err := shm.Create(cfg)
-				if err == nil {
-					p.Close()
-				}
-				return err
-			})
-			checkRefused(t, path, tc.want, "take", func() error {
-				p, err := shm.Take(cfg)
-				if err == nil {
-					p.Close()
-				}
-				return err
-			})
-			checkRefused(t, path, tc.want, "adopt", func() error {
-				p, err := shm.Adopt(cfg)
-				if err == nil {
-					p.Close()
-				}
-				return err
-			})
-			checkRefused(t, path, tc.want, "claim", func() error {
-				_, err := shm.Claim(cfg.Dir, cfg.Name, 1000)
-				shm.Unclaim(cfg.Dir, cfg.Name)
-				return err
-			})
-			checkRefused(t, path, tc.want, "open", func() error {
-				c, err := shm.Open(cfg.Dir, cfg.Name)
-				if err == nil {
-					c.Close()
-				}
-				return err
-			})
-
+			refuseAll(t, cfg, tc.want)
 			if d, i, ty := fileID(t, path); d != dev || i != ino || ty != typ {
 				t.Errorf("%s was replaced (type %v, now %v)", path, typ, ty)
 			}
@@ -187,6 +160,45 @@ func TestPlantedAtRingName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refuseAll checks that every entry point refuses the ring cfg names.
+func refuseAll(t *testing.T, cfg shm.Config, want string) {
+	t.Helper()
+	path := filepath.Join(cfg.Dir, cfg.Name)
+	checkRefused(t, path, want, "create", func() error {
+		p, err := shm.Create(cfg)
+		if err == nil {
+			p.Close()
+		}
+		return err
+	})
+	checkRefused(t, path, want, "take", func() error {
+		p, err := shm.Take(cfg)
+		if err == nil {
+			p.Close()
+		}
+		return err
+	})
+	checkRefused(t, path, want, "adopt", func() error {
+		p, err := shm.Adopt(cfg)
+		if err == nil {
+			p.Close()
+		}
+		return err
+	})
+	checkRefused(t, path, want, "claim", func() error {
+		_, err := shm.Claim(cfg.Dir, cfg.Name, 1000)
+		shm.Unclaim(cfg.Dir, cfg.Name)
+		return err
+	})
+	checkRefused(t, path, want, "open", func() error {
+		c, err := shm.Open(cfg.Dir, cfg.Name)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
 }
 
 func checkRefused(t *testing.T, path, want, what string, f func() error) {
