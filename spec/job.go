@@ -198,8 +198,8 @@ func (j *Job) validate(d *Decoder) {
 	if j.Version != Version {
 		d.Errorf(nil, "version", "unsupported spec version %d (this lastmile reads version %d)", j.Version, Version)
 	}
-	if !nameRE.MatchString(j.Name) {
-		d.Errorf(nil, "name", "want %s, got %q", NameRule, j.Name)
+	if err := ValidName(j.Name); err != nil {
+		d.Errorf(nil, "name", "%v", err)
 	}
 	if len(j.Inputs) == 0 {
 		d.Errorf(nil, "inputs", "required: list the Parquet files, globs or directories to read")
@@ -233,8 +233,8 @@ func (j *Job) validate(d *Decoder) {
 		d.Errorf(nil, "batch.last", "want drop, pad or keep, got %q", j.Batch.Last)
 	}
 	// A ring name derived from a bad name (the default) is that name's error.
-	if derived := j.Ring.Name == "lastmile."+j.Name; !ringRE.MatchString(j.Ring.Name) && (!derived || nameRE.MatchString(j.Name)) {
-		d.Errorf(nil, "ring.name", "want %s, got %q", RingNameRule, j.Ring.Name)
+	if err := ValidRingName(j.Ring.Name); err != nil && (j.Ring.Name != "lastmile."+j.Name || nameRE.MatchString(j.Name)) {
+		d.Errorf(nil, "ring.name", "%v", err)
 	}
 	if j.Ring.Slots < 2 || j.Ring.Slots > 65536 {
 		d.Errorf(nil, "ring.slots", "want 2 to 65536 (the producer fills one slot while it holds the last complete one), got %d", j.Ring.Slots)
