@@ -90,6 +90,21 @@ def soak(ds, cfg, base):
             time.sleep(cfg["delay"])
 
 
+def open_dataset(lastmile, cfg):
+    """The rank's Dataset. Its constructor submits the job; a daemon that is
+    down (killed, restarting) is waited for, as a trainer restarted by its
+    launcher would."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return lastmile.Dataset(cfg["spec"], cfg["rank"], cfg["world_size"], socket=cfg["socket"],
+                                    torch=False, timeout=300, open_timeout=120, reconnect_timeout=300)
+        except lastmile.DaemonUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def main():
     cfg = json.loads(sys.argv[1])
     sys.path.insert(0, cfg["pyroot"])
@@ -97,8 +112,7 @@ def main():
 
     base = os.path.join(cfg["dir"], "rank%d" % cfg["rank"])
     try:
-        ds = lastmile.Dataset(cfg["spec"], cfg["rank"], cfg["world_size"], socket=cfg["socket"],
-                              torch=False, timeout=300, open_timeout=120, reconnect_timeout=300)
+        ds = open_dataset(lastmile, cfg)
         (soak if cfg.get("soak") else train)(ds, cfg, base)
         ds.close()
     except Exception as e:  # the test reads the error from rankR.end

@@ -1,0 +1,190 @@
+package chaos_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/datagen"
+)
+
+// dataset is a run's input: datagen rows in Parquet files.
+type dataset struct {
+	dir  string
+	rows int64
+	g    *datagen.Generator
+}
+
+const dataRows = 6000 // 60 batches of 100: divisible by 1, 2 and 3 ranks
+
+// sharedData is the input of the process runs, which only read it.
+func sharedData(t *testing.T) dataset {
+	dir, g := genData(t, workDir(t, "chaos-data"), dataRows, 4, "zstd", 5)
+	return dataset{dir, dataRows, g}
+}
+
+// job is one run: a daemon, a job of epochs over data, and its trainers.
+type job struct {
+	t        *testing.T
+	data     dataset
+	d        *daemon
+	trainers []*trainer
+	epochs   int
+}
+
+// startDaemon starts a daemon in a new directory with shm as its shm
+// directory ("": one inside it).
+func startDaemon(t *testing.T, shm string) *daemon {
+	dir := workDir(t, "chaos-run")
+	if shm == "" {
+		shm = filepath.Join(dir, "shm")
+	}
+	d := newDaemon(t, dir, shm)
+	d.start()
+	return d
+}
+
+// newJob starts world trainers (1 to 3, drawn) that submit a job of epochs
+// (0: 1 or 2, drawn) to d and read it, pacing themselves so that the job
+// lasts about dur.
+func newJob(t *testing.T, d *daemon, rng *rand.Rand, seed uint64, data dataset, dur time.Duration, epochs int) *job {
+	if epochs == 0 {
+		epochs = 1 + rng.IntN(2)
+	}
+	j := &job{t: t, data: data, d: d, epochs: epochs}
+	dir := filepath.Join(d.dir, fmt.Sprintf("job-%d", seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	world := 1 + rng.IntN(3)
+	perRank := int(data.rows) / 100 / world * j.epochs
+	spec := fmt.Sprintf("version: 1\nname: chaos-%d\ninputs: [%s]\ncolumns: [row_id, cat_0, dense_0]\nbatch: {size: 100}\n"+
+		"world_size: %d\nepochs: %d\nseed: %d\nshuffle: {units: true, buffer: 1000}\nring: {slots: 4}\ndecode: {max_unit_rows: 500}\n",
+		seed, data.dir, world, j.epochs, seed)
+	for r := range world {
+		tr := newTrainer(t, dir, r, map[string]any{"spec": spec, "world_size": world, "socket": d.sock,
+			"delay": dur.Seconds() / float64(perRank)})
+		tr.start()
+		j.trainers = append(j.trainers, tr)
+	}
+	t.Logf("world size %d, %d epochs of %d rows, %d batches per rank", world, j.epochs, data.rows, perRank)
+	return j
+}
+
+func (j *job) running() (rs []*trainer) {
+	for _, tr := range j.trainers {
+		if tr.running() {
+			rs = append(rs, tr)
+		}
+	}
+	return rs
+}
+
+// wait waits for every trainer to stop; a trainer still running after
+// timeout is a hang, and fails the run.
+func (j *job) wait(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for len(j.running()) > 0 {
+		if time.Now().After(deadline) {
+			var b []string
+			for _, tr := range j.running() {
+				b = append(b, fmt.Sprintf("rank %d (%d batches recorded)", tr.rank, tr.batches()))
+			}
+			j.fail("hang: %s still running after %v", strings.Join(b, ", "), timeout)
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// fail fails the run with the logs of the daemon and the trainers.
+func (j *job) fail(format string, args ...any) {
+	j.t.Helper()
+	var b strings.Builder
+	for _, tr := range j.trainers {
+		fmt.Fprintf(&b, "\n--- rank %d log:\n%s", tr.rank, tail(tr.logText(), 3000))
+	}
+	j.t.Errorf(format+"%s\n--- daemon log:\n%s", append(args, b.String(), tail(j.d.logText(), 6000))...)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// processRun injects process faults into one job and checks that it
+// completes with every row of every epoch recorded exactly once.
+func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data dataset) {
+	dur, faults := 3*time.Second, 3
+	if *chaosFull {
+		dur, faults = 6*time.Second, 5
+	}
+	j := newJob(t, startDaemon(t, ""), rng, seed, data, dur, 0)
+	for i := 0; i < faults; i++ {
+		time.Sleep(time.Duration(50+rng.IntN(650)) * time.Millisecond)
+		if len(j.running()) == 0 {
+			break
+		}
+		j.inject(c, rng)
+	}
+	if !j.wait(3 * time.Minute) {
+		return
+	}
+	for _, tr := range j.trainers {
+		if e, _ := tr.end(); !e.OK {
+			j.fail("rank %d failed: %s", tr.rank, e.Error)
+			return
+		}
+	}
+	j.check(c, true)
+	c.mu.Lock()
+	c.runs++
+	c.mu.Unlock()
+}
+
+// inject applies one fault drawn from rng and counts it.
+func (j *job) inject(c *tally, rng *rand.Rand) {
+	kind, pick, pause := rng.IntN(3), rng.IntN(8), time.Duration(rng.IntN(300))*time.Millisecond
+	rs := j.running()
+	switch {
+	case kind == 0:
+		j.t.Logf("fault: kill9-daemon, down %v", pause)
+		j.d.kill9()
+		time.Sleep(pause)
+		j.d.start()
+		c.count(&c.kill9d)
+	case kind == 1:
+		tr := rs[pick%len(rs)]
+		j.t.Logf("fault: kill9-trainer rank %d (after %d batches recorded), down %v", tr.rank, tr.batches(), pause)
+		tr.kill9()
+		time.Sleep(pause)
+		tr.start()
+		c.count(&c.kill9t)
+	default:
+		pause = time.Duration(50+rng.IntN(1450)) * time.Millisecond
+		pid, who := j.d.pid(), "daemon"
+		if pick%2 == 1 {
+			tr := rs[pick/2%len(rs)]
+			pid, who = tr.cmd.Process.Pid, fmt.Sprintf("rank %d", tr.rank)
+		}
+		j.t.Logf("fault: stop-cont %s for %v", who, pause)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(pause)
+		syscall.Kill(pid, syscall.SIGCONT)
+		c.count(&c.stopCont)
+	}
+}
+
+func (c *tally) count(n *int) {
+	c.mu.Lock()
+	*n++
+	c.mu.Unlock()
+}
