@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"datagen": {"column"},
 	"ops":     {"column", "expr", "spec", "decode"},
 	"engine":  {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr"},
-	"daemon":  {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine"},
+	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine"},
 	"bench":   {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen"},
 	// Commands may use everything.
 	"cmd/lastmile":  nil,

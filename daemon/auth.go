@@ -5,8 +5,11 @@ import (
 	"net"
 	"os/user"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lastmile/lastmile/asuser"
 )
 
 // peer is the identity of the process at the other end of a control
@@ -14,9 +17,13 @@ import (
 // can claim another.
 type peer struct {
 	uid, gid uint32
+	groups   []uint32 // supplementary groups (SO_PEERGROUPS)
 	pid      int32
 	ok       bool
 }
+
+// cred is the identity files are opened with for p.
+func (p peer) cred() asuser.Cred { return asuser.Cred{UID: p.uid, GID: p.gid, Groups: p.groups} }
 
 type peerKey struct{}
 
@@ -30,6 +37,7 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 				cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 				if err == nil {
 					p = peer{uid: cred.Uid, gid: cred.Gid, pid: cred.Pid, ok: true}
+					p.groups, p.ok = peerGroups(int(fd))
 				}
 			})
 		}
@@ -76,4 +84,27 @@ func (d *Daemon) isAdmin(p peer) bool {
 // mayAccess reports whether p may see and act on j.
 func (d *Daemon) mayAccess(p peer, j *Job) bool {
 	return p.ok && (p.uid == j.owner || d.isAdmin(p))
+}
+
+// peerGroups returns the supplementary groups of the process at the other
+// end of a unix socket, as the kernel recorded them at connect
+// (SO_PEERGROUPS, Linux 4.13). ok is false if they cannot be read: the
+// connection is then treated as unauthenticated rather than as a user
+// without groups, which could read less, or more through a deny ACL.
+func peerGroups(fd int) (groups []uint32, ok bool) {
+	buf := make([]uint32, 64)
+	for range 2 {
+		n := uint32(4 * len(buf))
+		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
+		switch e {
+		case 0:
+			return buf[:n/4], true
+		case unix.ERANGE: // n is the size needed
+			buf = make([]uint32, n/4+1)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,11 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/lastmile/lastmile/asuser"
+	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
+	"golang.org/x/sys/unix"
 )
 
 // State is a job's lifecycle state.
@@ -48,6 +50,7 @@ type Job struct {
 	id, name  string
 	owner     uint32
 	gid       uint32
+	groups    []uint32 // the owner's supplementary groups: files are opened as owner, gid, groups
 	specText  string
 	baseDir   string
 	worldOver int
@@ -123,7 +126,7 @@ func (j *Job) record() *record {
 
 func (j *Job) recordLocked() *record {
 	return &record{
-		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Spec: j.specText, BaseDir: j.baseDir,
+		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir,
 		WorldSize: j.worldOver, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next,
@@ -145,7 +148,7 @@ func (j *Job) supervise() {
 	unknown := j.footprint == 0
 	j.mu.Unlock()
 	if unknown { // restored after a restart: estimate it again
-		if fp, err := engine.EstimateFootprint(context.Background(), j.spec); err == nil {
+		if fp, err := engine.EstimateFootprint(context.Background(), j.spec, j.fs()); err == nil {
 			j.mu.Lock()
 			j.footprint = fp.Bytes()
 			j.mu.Unlock()
@@ -199,8 +202,12 @@ func (j *Job) supervise() {
 			// The engine failed the rings it had; rings it never took (a
 			// restart that failed to plan) would otherwise stay claimed,
 			// looking alive to their trainers.
-			j.failRings("lastmiled: " + r.err.Error())
-			j.finish(Failed, r.err.Error())
+			msg := r.err.Error()
+			if errors.Is(r.err, fs.ErrPermission) {
+				msg = accessMsg(j.owner, r.err)
+			}
+			j.failRings("lastmiled: " + msg)
+			j.finish(Failed, msg)
 		}
 		return
 	}
@@ -239,6 +246,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		Ready:    func(rings []string) { j.onReady(r, rings) },
 		// A ring left by a previous run belongs to the job's owner.
 		RingOwner: j.owner,
+		FS:        j.fs(),
 	}
 	j.log.Info("production starting", "resume", fmt.Sprint(resume))
 	go func() {
@@ -477,3 +485,12 @@ func (j *Job) snapshotCursors() (attached bool) {
 	}
 	return attached
 }
+
+// fs is where the job's files come from: opened with the owner's
+// credentials, so that the kernel decides what lastmiled may read for
+// them, after a restart as at submission.
+func (j *Job) fs() decode.FS {
+	return asuser.FS{Cred: asuser.Cred{UID: j.owner, GID: j.gid, Groups: j.groups}}
+}
+
+var _ decode.FS = asuser.FS{}

@@ -20,11 +20,14 @@ import (
 // holds where each ring started and the last consumer cursor seen, for a
 // ring that no longer exists.
 type record struct {
-	Version   int       `json:"version"`
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Owner     uint32    `json:"owner"`
-	GID       uint32    `json:"gid"`
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Owner   uint32 `json:"owner"`
+	GID     uint32 `json:"gid"`
+	// Groups are the owner's supplementary groups at submission: files
+	// are opened with Owner, GID and Groups, after a restart too.
+	Groups    []uint32  `json:"groups,omitempty"`
 	Spec      string    `json:"spec"`
 	BaseDir   string    `json:"base_dir,omitempty"`
 	WorldSize int       `json:"world_size_override,omitempty"`

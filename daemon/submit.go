@@ -7,16 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
-	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -130,7 +128,7 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 		ranks = append(ranks, rankRec{})
 	}
 	j := &Job{
-		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, specText: rec.Spec,
+		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec,
 		baseDir: rec.BaseDir, worldOver: rec.WorldSize, hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
@@ -206,12 +204,16 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if err != nil {
 		return nil, false, err
 	}
-	fp, err := engine.EstimateFootprint(ctx, job)
-	if err != nil {
+	// Every file the job names is opened, and its footer read, with the
+	// submitter's credentials before the job is accepted.
+	fp, err := engine.EstimateFootprint(ctx, job, asuser.FS{Cred: p.cred()})
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return nil, false, errorf(http.StatusForbidden, "%s", accessMsg(p.uid, err))
+	case errors.Is(err, asuser.ErrNoPrivilege):
+		return nil, false, errorf(http.StatusInternalServerError, "%v", err)
+	case err != nil:
 		return nil, false, errorf(http.StatusBadRequest, "%v", err)
-	}
-	if err := checkReadable(fp.Files, p); err != nil {
-		return nil, false, errorf(http.StatusForbidden, "%v", err)
 	}
 	cfg := d.Config()
 	need := fp.Bytes()
@@ -221,7 +223,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
 	}
 	rec := &record{
-		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Spec: req.Spec, BaseDir: req.BaseDir,
+		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir,
 		WorldSize: req.WorldSize, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(),
 	}
 	j, err = d.newJob(rec)
@@ -311,57 +313,8 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// checkReadable refuses input files the submitter could not read itself:
-// the daemon reads them with its own rights, which must not become a way
-// around file permissions. It checks the permission bits of each file and
-// the search bit of each of its directories against the caller's uid and
-// groups (not ACLs). Root may read anything.
-func checkReadable(files []string, p peer) error {
-	if p.uid == 0 {
-		return nil
-	}
-	groups := map[uint32]bool{p.gid: true}
-	if u, err := user.LookupId(strconv.Itoa(int(p.uid))); err == nil {
-		if ids, err := u.GroupIds(); err == nil {
-			for _, g := range ids {
-				if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-					groups[uint32(n)] = true
-				}
-			}
-		}
-	}
-	may := func(path string, bit uint32) bool {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return false
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return false
-		}
-		mode := uint32(fi.Mode().Perm())
-		switch {
-		case st.Uid == p.uid:
-			return mode&(bit<<6) != 0
-		case groups[st.Gid]:
-			return mode&(bit<<3) != 0
-		}
-		return mode&bit != 0
-	}
-	seen := map[string]bool{}
-	for _, f := range files {
-		for dir := filepath.Dir(f); !seen[dir]; dir = filepath.Dir(dir) {
-			seen[dir] = true
-			if !may(dir, 1) {
-				return fmt.Errorf("uid %d may not read %s (no search permission on %s): lastmiled reads inputs only on behalf of users who could read them", p.uid, f, dir)
-			}
-			if dir == "/" {
-				break
-			}
-		}
-		if !may(f, 4) {
-			return fmt.Errorf("uid %d may not read %s: lastmiled reads inputs only on behalf of users who could read them", p.uid, f)
-		}
-	}
-	return nil
+// accessMsg explains a refusal by the kernel to open a job's file as its
+// owner. err names the file and the kernel's reason.
+func accessMsg(uid uint32, err error) string {
+	return fmt.Sprintf("uid %d may not read a file of the job: %v (lastmiled opens every file a job names with its submitter's own credentials: ask the file's owner for read access, or use another file)", uid, err)
 }

@@ -105,12 +105,24 @@ type Footprint struct {
 // cache.
 func (f Footprint) Bytes() int64 { return f.RingBytes + int64(f.InFlight)*f.UnitBytes + f.CacheBytes }
 
-// EstimateFootprint plans job (reading every input file's footer) and
-// returns its memory footprint, computed as Run will size its rings.
-func EstimateFootprint(ctx context.Context, job *spec.Job) (Footprint, error) {
-	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows})
+// EstimateFootprint plans job through fsys (nil: decode.OSFS), reading
+// every input file's footer and every side table's, and returns its memory
+// footprint, computed as Run will size its rings. Every file the job will
+// read is thus opened through fsys before it is accepted: a refusal is an
+// error wrapping fs.ErrPermission.
+func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Footprint, error) {
+	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
 	if err != nil {
 		return Footprint{}, fmt.Errorf("plan job %q: %w", job.Name, err)
+	}
+	for _, op := range job.Pipeline {
+		if op.Kind != "join" {
+			continue
+		}
+		// Footers only: the pipeline's compile checks the columns.
+		if _, err := decode.PlanFiles(ctx, []string{op.Join.Table}, decode.PlanOptions{FS: fsys}); err != nil {
+			return Footprint{}, fmt.Errorf("job %q: %s.table: %w", job.Name, op.Path, err)
+		}
 	}
 	size := int64(job.Ring.SlotSize)
 	if size == 0 {

@@ -46,6 +46,10 @@ type Options struct {
 	// files may be replaced or adopted (shm.Config.Owner): the job's owner,
 	// to whom a daemon gives its rings.
 	RingOwner uint32
+	// FS is where the job's files (inputs and side tables) come from; nil
+	// is decode.OSFS. The daemon passes one that opens them with the job
+	// owner's credentials.
+	FS decode.FS
 }
 
 // Stats sums up a run.
@@ -78,7 +82,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		workers = cpus.Available()
 	}
 	st.Workers = workers
-	proc, err := newProcessor(ctx, job, workers)
+	proc, err := newProcessor(ctx, job, workers, opts.FS)
 	if err != nil {
 		return st, fmt.Errorf("job %q: %w", job.Name, err)
 	}

@@ -47,8 +47,8 @@ type unitWorker struct {
 
 // newProcessor plans the job's input, compiles its pipeline against the
 // input's schema and plans again with only the columns the pipeline needs.
-func newProcessor(ctx context.Context, job *spec.Job, workers int) (*processor, error) {
-	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows}
+func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.FS) (*processor, error) {
+	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys}
 	if len(job.Pipeline) == 0 {
 		plan, err := decode.PlanFiles(ctx, job.Inputs, planOpts)
 		if err != nil {
@@ -57,11 +57,11 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int) (*processor, 
 		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
 	}
 	// The pipeline is checked against every column of the input.
-	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows})
+	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
 	if err != nil {
 		return nil, err
 	}
-	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available())})
+	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int) (*processor, 
 func newWorkers(plan *decode.Plan, prog *ops.Program, n int) []*unitWorker {
 	ws := make([]*unitWorker, n)
 	for i := range ws {
-		ws[i] = &unitWorker{dec: decode.NewDecoder(plan.Fields)}
+		ws[i] = &unitWorker{dec: plan.NewDecoder()}
 		if prog != nil {
 			ws[i].state = prog.NewState()
 		}

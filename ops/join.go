@@ -43,7 +43,7 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 	if !ok {
 		return c.errf(op, "on", "column %q is %s; a join key must be an integer or string column", jn.On, kv.describe())
 	}
-	plan, err := planTable(ctx, jn.Table, []string{jn.TableKey})
+	plan, err := planTable(ctx, c.env.FS, jn.Table, []string{jn.TableKey})
 	if err != nil {
 		return c.tableErr(ctx, op, "table_key", err)
 	}
@@ -55,7 +55,7 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 			}
 			seen[name] = true
 		}
-		if plan, err = planTable(ctx, jn.Table, append([]string{jn.TableKey}, jn.Columns...)); err != nil {
+		if plan, err = planTable(ctx, c.env.FS, jn.Table, append([]string{jn.TableKey}, jn.Columns...)); err != nil {
 			return c.tableErr(ctx, op, "columns", err)
 		}
 	}
@@ -96,8 +96,8 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 	return nil
 }
 
-func planTable(ctx context.Context, path string, cols []string) (*decode.Plan, error) {
-	return decode.PlanFiles(ctx, []string{path}, decode.PlanOptions{Columns: cols})
+func planTable(ctx context.Context, fsys decode.FS, path string, cols []string) (*decode.Plan, error) {
+	return decode.PlanFiles(ctx, []string{path}, decode.PlanOptions{Columns: cols, FS: fsys})
 }
 
 // tableErr reports a failure to plan the side table: a missing column
@@ -115,7 +115,7 @@ func (c *compiler) tableErr(ctx context.Context, op *spec.Op, field string, err 
 		}
 		if name := quotedName(msg); name != "" {
 			msg = fmt.Sprintf("side table %s has no column %q", op.Join.Table, name)
-			if all, err := planTable(ctx, op.Join.Table, nil); err == nil {
+			if all, err := planTable(ctx, c.env.FS, op.Join.Table, nil); err == nil {
 				msg += suggest(name, inputNames(all.Fields))
 			}
 		}

@@ -19,6 +19,9 @@ type Env struct {
 	// Workers bounds the goroutines Compile uses to load side tables;
 	// 0 means one.
 	Workers int
+	// FS is where side tables are read from; nil is decode.OSFS. The
+	// daemon passes one that reads with the job owner's credentials.
+	FS decode.FS
 }
 
 // OutField describes one column of the batches Apply produces.

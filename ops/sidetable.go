@@ -271,7 +271,7 @@ func decodeAll(ctx context.Context, plan *decode.Plan, workers int) ([]column.Ba
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := decode.NewDecoder(plan.Fields)
+			d := plan.NewDecoder()
 			defer d.Close()
 			for i := w; i < len(plan.Units); i += workers {
 				if err := d.Decode(ctx, plan.Units[i], &out[i]); err != nil {
