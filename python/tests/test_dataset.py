@@ -600,6 +600,8 @@ class TestServiceCredentials(unittest.TestCase):
     def test_unit_capabilities_suffice(self):
         caps = daemonproc.unit_capabilities()
         self.assertIn("+dac_override", caps)
+        self.assertIn("+setuid", caps)  # files are opened as their submitter
+        self.assertIn("+setgid", caps)
         tmp = tempfile.mkdtemp(prefix="lm-unit-")
         self.addCleanup(shutil.rmtree, tmp, True)
         os.chmod(tmp, 0o755)
