@@ -14,7 +14,7 @@
 // panic ends that job only, and a request, however malformed, gets an
 // error, never a crash. It must never hand a trainer a ring it may not
 // read, nor read a file on behalf of a user who could not read it: every
-file a job names is opened with its submitter's credentials (package
-asuser, docs/daemon-security.md). It
-// does not parse flags (cmd/lastmiled does) and owns no globals.
+// file a job names is opened with its submitter's credentials (package
+// asuser, docs/daemon-security.md). It does not parse flags (cmd/lastmiled
+// does) and owns no globals.
 package daemon
