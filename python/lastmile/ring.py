@@ -29,6 +29,7 @@ import fcntl
 import mmap
 import os
 import re
+import stat
 import struct
 import sys
 import time
@@ -169,9 +170,13 @@ class Ring:
 
     @staticmethod
     def _attach(path) -> _Core:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        # Never follow a symlink planted under the ring's name, and never
+        # block on a planted FIFO; what is opened must be a regular file of
+        # one link owned by this user or root (docs/daemon-security.md).
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         mm = None
         try:
+            _check_trusted(fd, path)
             size = os.fstat(fd).st_size
             if size < PAGE:
                 head = os.pread(fd, 8, 0)
@@ -618,6 +623,22 @@ class _Unfinished(Exception):
 # --------------------------------------------------------------------------
 
 
+def _check_trusted(fd, path):
+    """Refuse a ring file someone else may have planted: not a regular file,
+    hard-linked elsewhere, or owned by neither this user nor root."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise RingError("%s is not a regular file: not a lastmile ring; remove it, or ask "
+                        "the owner of the shm directory to" % path)
+    if st.st_nlink != 1:
+        raise RingError("%s has %d hard links: a ring has one; refusing a file that may be "
+                        "someone else's" % (path, st.st_nlink))
+    if st.st_uid not in (os.geteuid(), 0):
+        raise RingError("%s is owned by uid %d, not by this user (uid %d) or root: lastmiled "
+                        "gives each ring to its trainer, so this file may have been planted; "
+                        "remove it" % (path, st.st_uid, os.geteuid()))
+
+
 def inspect(name, dir=None) -> dict:
     """Header information about ring ``name`` for debugging (does not attach).
 
@@ -626,8 +647,10 @@ def inspect(name, dir=None) -> dict:
     Raises like :meth:`Ring.open` for files that are not rings.
     """
     path = ring_path(name, dir)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RingFormatError("%s is not a regular file" % path)
         size = os.fstat(fd).st_size
         if size < PAGE:
             head = os.pread(fd, 8, 0)

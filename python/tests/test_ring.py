@@ -5,6 +5,7 @@ Producers run in separate processes (multiprocessing, spawn) unless a test only
 needs a file on disk; every ring lives in a fresh temporary directory.
 """
 
+import errno
 import gc
 import json
 import multiprocessing as mp
@@ -399,6 +400,38 @@ class FailureTests(RingTestCase):
             ring.close()
         with lastmile.Ring.open(w.name, self.dir) as ring2:
             self.assertEqual(next(ring2).seq, 1)
+
+
+class PlantedFileTests(RingTestCase):
+    """A file someone else put under a ring's name is never used."""
+
+    def test_symlink_is_not_followed(self):
+        w = self.writer()
+        self.publish(w, 0)
+        os.symlink(w.path, os.path.join(self.dir, "planted"))
+        with self.assertRaises(OSError) as cm:
+            lastmile.Ring.open("planted", self.dir)
+        self.assertEqual(cm.exception.errno, errno.ELOOP)
+
+    def test_fifo_does_not_block(self):
+        os.mkfifo(os.path.join(self.dir, "fifo"))
+        with self.assertRaises((lastmile.RingError, OSError)):
+            lastmile.Ring.open("fifo", self.dir)
+
+    def test_hard_link_is_refused(self):
+        w = self.writer()
+        self.publish(w, 0)
+        os.link(w.path, os.path.join(self.dir, "linked"))
+        with self.assertRaisesRegex(lastmile.RingError, "hard links"):
+            lastmile.Ring.open("linked", self.dir)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give the file to another uid")
+    def test_foreign_owner_is_refused(self):
+        w = self.writer()
+        self.publish(w, 0)
+        os.chown(w.path, 65534, 65534)
+        with self.assertRaisesRegex(lastmile.RingError, "owned by uid 65534"):
+            lastmile.Ring.open(w.name, self.dir)
 
 
 class FormatTests(RingTestCase):
