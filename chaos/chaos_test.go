@@ -62,7 +62,7 @@
 //
 //	chaos: seed S, runs N, faults F (kill9-daemon a, kill9-trainer b, stop-cont c, shm-full d, input-corrupt e), rows lost 0, rows repeated 0, errors seen E
 //
-// go test ./chaos/ runs the short version (three runs, a few faults, under
+// go test ./chaos/ runs the short version (four runs, a few faults, under
 // a minute); make chaos runs the full one (-chaos.full: at least
 // -chaos.faults faults); -chaos.seed=S reproduces a run's schedule.
 package chaos_test
@@ -78,7 +78,7 @@ import (
 
 var (
 	chaosSeed   = flag.Uint64("chaos.seed", 0, "seed of the first run (0: from the clock); run i uses seed+i")
-	chaosRuns   = flag.Int("chaos.runs", 3, "runs at least this many runs")
+	chaosRuns   = flag.Int("chaos.runs", 4, "runs at least this many runs (seeds seed..seed+runs-1; one in four is an input run)")
 	chaosFull   = flag.Bool("chaos.full", false, "the full suite: longer jobs, more faults per run")
 	chaosFaults = flag.Int("chaos.faults", 50, "with -chaos.full: keep running until this many faults were injected")
 )

@@ -13,7 +13,8 @@ import (
 // shmFullRun gives the daemon a small tmpfs as its shm directory, fills it,
 // and submits a job: its ranks must fail with an error saying that space
 // ran out, within a bound (not hang). Then the space is freed and a new
-// job on the same daemon must complete exactly.
+// job on the same daemon must complete exactly, though the directory fills
+// up again and the daemon is killed and restarted while it runs.
 func shmFullRun(t *testing.T, c *tally, seed uint64) {
 	if os.Geteuid() != 0 {
 		t.Skip("shm-full: not root, cannot mount a tmpfs; skipped")
@@ -50,9 +51,30 @@ func shmFullRun(t *testing.T, c *tally, seed uint64) {
 	}
 	c.count(&c.errors)
 	os.Remove(filler)
-	j = newJob(t, d, rng, seed+1_000_000, data, time.Second, 1)
+	refillAndRestart(t, c, d, newJob(t, d, rng, seed+1_000_000, data, 3*time.Second, 1), filler)
+}
+
+// refillAndRestart fills the shm directory again while job j runs, and
+// kills and restarts the daemon: adopting its rings needs no new space, so
+// the job must complete exactly.
+func refillAndRestart(t *testing.T, c *tally, d *daemon, j *job, filler string) {
+	waitRecorded(j, 3)
+	if err := fill(filler); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fault: shm-full again after %d batches, then kill9-daemon", j.trainers[0].batches())
+	d.kill9()
+	d.start()
+	c.count(&c.shmFull)
+	c.count(&c.kill9d)
 	if !j.wait(2 * time.Minute) {
 		return
+	}
+	for _, tr := range j.trainers {
+		if e, _ := tr.end(); !e.OK {
+			j.fail("rank %d failed after a restart on a full shm directory: %s", tr.rank, e.Error)
+			return
+		}
 	}
 	j.check(c, true)
 	c.count(&c.runs)
