@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"spec":    {},
 	"cuda":    {},
 	"asuser":  {},
+	"roots":   {},
 	"expr":    {"column"},
 	"decode":  {"column"},
 	"datagen": {"column"},
