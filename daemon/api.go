@@ -294,6 +294,9 @@ type jobView struct {
 	Rings      []ringView   `json:"rings"`
 	Progress   progressView `json:"progress"`
 	CPUSeconds float64      `json:"cpu_seconds"`
+	// BatchesPerEpoch is every rank's number of batches per epoch, null
+	// until known (engine.Progress.BatchesPerEpoch); Python's len(Dataset).
+	BatchesPerEpoch *int64 `json:"batches_per_epoch"`
 }
 
 type ringView struct {
@@ -352,6 +355,9 @@ func (j *Job) view() jobView {
 		tot.add(p)
 		v.Progress.Epoch = p.Epoch.Load()
 		v.Progress.UnitsInFlight = p.UnitsInFlight.Load()
+		if n, ok := p.BatchesPerEpoch(); ok {
+			v.BatchesPerEpoch = &n
+		}
 		for _, st := range p.RingStats() {
 			fullWait += st.FullWait
 		}

@@ -367,6 +367,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 	}
 	b.rank = 0
 	b.carry.Reset()
+	b.prog.setBatchesPerEpoch(int64(b.step))
 	if b.haveDone {
 		return b.publish(b.done, shm.FlagLastInEpoch)
 	}

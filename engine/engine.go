@@ -106,10 +106,6 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 			}
 		}
 	}()
-	if opts.Ready != nil {
-		opts.Ready(st.Rings)
-	}
-
 	writers := make([]slotWriter, len(rings))
 	for i, r := range rings {
 		writers[i] = r
@@ -119,6 +115,12 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		prog = new(Progress)
 	}
 	prog.setRings(rings)
+	if proc.exact {
+		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))
+	}
+	if opts.Ready != nil {
+		opts.Ready(st.Rings)
+	}
 	if len(opts.Resume) > job.WorldSize {
 		return st, fmt.Errorf("job %q: %d resume cursors for world size %d", job.Name, len(opts.Resume), job.WorldSize)
 	}
@@ -267,6 +269,21 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 		st.Epochs++
 	}
 	return nil
+}
+
+// batchesPerEpoch is how many batches each rank gets from an epoch of rows
+// rows (see batcher): full steps of world batches; last: pad completes the
+// last step, last: keep (one rank) adds the short batch.
+func batchesPerEpoch(rows int64, size, world int, last string) int64 {
+	step := int64(size) * int64(world)
+	if step <= 0 || rows <= 0 {
+		return 0
+	}
+	n := rows / step
+	if last != "drop" && rows%step != 0 {
+		n++
+	}
+	return n
 }
 
 // errEnough stops a counting pass.

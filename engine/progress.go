@@ -31,6 +31,8 @@ type Progress struct {
 	PackNanos            atomic.Int64 // time spent packing batches
 	Epoch                atomic.Int64 // epoch being produced
 
+	perEpoch atomic.Int64 // batches per rank and epoch, plus 1; 0: not known yet
+
 	mu    sync.Mutex
 	rings []*shm.Producer
 }
@@ -46,6 +48,18 @@ func (p *Progress) RingStats() []shm.ProducerStats {
 	}
 	return out
 }
+
+// BatchesPerEpoch returns how many batches every rank gets per epoch (all
+// ranks get as many), and whether that is known yet. It is known once the
+// job is planned when no op drops rows (from the plan's row count), and
+// otherwise once an epoch has ended: a drop depends on the row and the
+// seed, never on the epoch, so every epoch has the same number of batches.
+func (p *Progress) BatchesPerEpoch() (int64, bool) {
+	n := p.perEpoch.Load()
+	return n - 1, n > 0
+}
+
+func (p *Progress) setBatchesPerEpoch(n int64) { p.perEpoch.Store(n + 1) }
 
 func (p *Progress) setRings(r []*shm.Producer) {
 	p.mu.Lock()
