@@ -206,7 +206,8 @@ func buildTemp(cfg Config, schema []byte, g geometry) (*builtRing, error) {
 		return fail(err)
 	}
 	pid := os.Getpid()
-	writeHeader(b.mem, g, schema, b.generation, int32(pid), processStart(pid))
+	major, minor := formatVersion(cfg.Fields)
+	writeHeader(b.mem, g, schema, major, minor, b.generation, int32(pid), processStart(pid))
 	u64At(b.mem, offMagic).Store(magicWord) // last, with a release store (§3.1)
 	return b, nil
 }
@@ -267,10 +268,10 @@ func randomU64() (uint64, error) {
 }
 
 // writeHeader writes everything of a fresh ring but the magic.
-func writeHeader(mem []byte, g geometry, schema []byte, generation uint64, pid int32, start uint64) {
+func writeHeader(mem []byte, g geometry, schema []byte, major, minor uint16, generation uint64, pid int32, start uint64) {
 	le := binary.LittleEndian
-	le.PutUint16(mem[offVersionMajor:], VersionMajor)
-	le.PutUint16(mem[offVersionMinor:], VersionMinor)
+	le.PutUint16(mem[offVersionMajor:], major)
+	le.PutUint16(mem[offVersionMinor:], minor)
 	le.PutUint32(mem[offHeaderSize:], uint32(g.headerSize))
 	le.PutUint32(mem[offSlotCount:], uint32(g.slotCount))
 	le.PutUint64(mem[offSlotSize:], uint64(g.slotSize))
@@ -293,6 +294,7 @@ func cloneFields(fields []Field) []Field {
 	out := make([]Field, len(fields))
 	for i, f := range fields {
 		f.Dims = append([]int64(nil), f.Dims...)
+		f.Keys = append([]string(nil), f.Keys...)
 		out[i] = f
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -11,9 +12,11 @@ import (
 // from the start of the file (header), the slot (slot header, tensor table)
 // or the schema entry.
 const (
-	// VersionMajor and VersionMinor are the format version this package
-	// writes. It reads any minor version of VersionMajor.
-	VersionMajor = 1
+	// VersionMajor and VersionMinor are the newest format version this
+	// package writes. It reads any minor version of majors 1 and 2, and
+	// writes 1.0 for a schema without a jagged field (formatVersion), so
+	// that 1.x readers keep reading every ring that does not need 2.0.
+	VersionMajor = 2
 	VersionMinor = 0
 
 	// MaxSlots is the largest slot count (§3.1).
@@ -26,6 +29,8 @@ const (
 	MaxFieldNameLen = 63
 	// MaxDims is the largest number of trailing dimensions of a dense field.
 	MaxDims = 3
+	// MaxKeys is the largest number of keys of a jagged field (§4.1).
+	MaxKeys = 4096
 	// MaxMessageLen is the longest status message in bytes (§3.5).
 	MaxMessageLen = 1020
 	// PayloadAlign is the alignment of every payload within a slot (§5.3).
@@ -35,6 +40,7 @@ const (
 	hugePageSize    = 2 << 20
 	schemaOffset    = pageSize
 	schemaEntrySize = 96
+	keyEntrySize    = 64
 	slotHeaderSize  = 64
 	tensorEntrySize = 64
 	maxTensorDims   = 4
@@ -169,6 +175,10 @@ type Kind uint8
 const (
 	Dense  Kind = 0 // one [B, dims...] tensor
 	Ragged Kind = 1 // values [V] plus int64 offsets [B+1]
+	// Jagged (format 2.0) is a keyed jagged group of K keys: values [V]
+	// key-major, int64 offsets [K*B+1] and int64 lengths [K*B], torchrec's
+	// KeyedJaggedTensor layout.
+	Jagged Kind = 2
 )
 
 func (k Kind) String() string {
@@ -177,6 +187,8 @@ func (k Kind) String() string {
 		return "dense"
 	case Ragged:
 		return "ragged"
+	case Jagged:
+		return "jagged"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -190,6 +202,7 @@ const (
 	RoleValues   Role = 1
 	RoleOffsets  Role = 2
 	RoleValidity Role = 3
+	RoleLengths  Role = 4 // jagged: int64 [K*B], lengths[k*B+i] = offsets[k*B+i+1] - offsets[k*B+i]
 )
 
 func (r Role) String() string {
@@ -202,6 +215,8 @@ func (r Role) String() string {
 		return "offsets"
 	case RoleValidity:
 		return "validity"
+	case RoleLengths:
+		return "lengths"
 	}
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
@@ -210,10 +225,31 @@ func (r Role) String() string {
 type Field struct {
 	Name     string
 	Kind     Kind
-	DType    DType   // element type (values' type for a ragged field)
-	Dims     []int64 // dense only: trailing dimensions after the batch dimension, at most MaxDims, each >= 1
-	Nullable bool    // a uint8 validity tensor of shape [B] follows the field's tensors
-	UTF8     bool    // ragged uint8 holding UTF-8 text
+	DType    DType    // element type (values' type for a ragged field)
+	Dims     []int64  // dense only: trailing dimensions after the batch dimension, at most MaxDims, each >= 1
+	Nullable bool     // a uint8 validity tensor of shape [B] follows the field's tensors
+	UTF8     bool     // ragged uint8 holding UTF-8 text
+	Keys     []string // jagged only: the keys, in the order of the values (1 to MaxKeys)
+}
+
+// rowsPer is how many jagged rows the field has per batch row: K for a
+// jagged field, 1 otherwise.
+func (f *Field) rowsPer() int64 {
+	if f.Kind == Jagged {
+		return int64(len(f.Keys))
+	}
+	return 1
+}
+
+// formatVersion is the version a ring with this schema is written as: 2.0
+// when it has a jagged field, which a 1.x reader would not know, else 1.0.
+func formatVersion(fields []Field) (major, minor uint16) {
+	for i := range fields {
+		if fields[i].Kind == Jagged {
+			return VersionMajor, VersionMinor
+		}
+	}
+	return 1, 0
 }
 
 const (
@@ -224,8 +260,11 @@ const (
 // tensorsOf returns how many tensors field f contributes to every batch.
 func tensorsOf(f *Field) int {
 	n := 1
-	if f.Kind == Ragged {
+	switch f.Kind {
+	case Ragged:
 		n = 2
+	case Jagged:
+		n = 3
 	}
 	if f.Nullable {
 		n++
@@ -244,7 +283,8 @@ func TensorCount(fields []Field) int {
 }
 
 // planIter walks the (field, role) sequence every batch's tensor table must
-// follow: schema order, dense or values+offsets, then validity if nullable.
+// follow: schema order, dense, values+offsets or values+offsets+lengths,
+// then validity if nullable.
 type planIter struct {
 	fields []Field
 	f      int
@@ -254,11 +294,14 @@ type planIter struct {
 func (it *planIter) next() (field int, role Role, ok bool) {
 	for it.f < len(it.fields) {
 		fd := &it.fields[it.f]
-		var roles [3]Role
 		n := 0
-		if fd.Kind == Ragged {
+		var roles [4]Role
+		switch fd.Kind {
+		case Ragged:
 			roles[0], roles[1], n = RoleValues, RoleOffsets, 2
-		} else {
+		case Jagged:
+			roles[0], roles[1], roles[2], n = RoleValues, RoleOffsets, RoleLengths, 3
+		default:
 			roles[0], n = RoleDense, 1
 		}
 		if fd.Nullable {
@@ -279,7 +322,7 @@ func (it *planIter) next() (field int, role Role, ok bool) {
 // roleDType is the dtype a tensor of the given role of f must have.
 func roleDType(f *Field, r Role) DType {
 	switch r {
-	case RoleOffsets:
+	case RoleOffsets, RoleLengths:
 		return Int64
 	case RoleValidity:
 		return Uint8
@@ -375,8 +418,34 @@ func validateField(i int, f *Field) error {
 		if f.UTF8 && f.DType != Uint8 {
 			return fmt.Errorf("field %q: the UTF-8 flag needs dtype uint8, not %v", f.Name, f.DType)
 		}
+	case Jagged:
+		return validateJagged(f)
 	default:
-		return fmt.Errorf("field %q: unknown kind %d (want 0 dense or 1 ragged)", f.Name, uint8(f.Kind))
+		return fmt.Errorf("field %q: unknown kind %d (want 0 dense, 1 ragged or 2 jagged)", f.Name, uint8(f.Kind))
+	}
+	if len(f.Keys) != 0 {
+		return fmt.Errorf("field %q: only a jagged field has keys", f.Name)
+	}
+	return nil
+}
+
+// validateJagged checks what §4.1 requires of a jagged field.
+func validateJagged(f *Field) error {
+	if len(f.Dims) != 0 || f.Nullable || f.UTF8 {
+		return fmt.Errorf("field %q: a jagged field has no trailing dimensions and no flags", f.Name)
+	}
+	if len(f.Keys) < 1 || len(f.Keys) > MaxKeys {
+		return fmt.Errorf("field %q: %d keys, want 1 to %d", f.Name, len(f.Keys), MaxKeys)
+	}
+	seen := make(map[string]int, len(f.Keys))
+	for j, k := range f.Keys {
+		if len(k) == 0 || len(k) > MaxFieldNameLen || !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+			return fmt.Errorf("field %q: key %d (%q) must be 1 to %d bytes of UTF-8 without NUL", f.Name, j, k, MaxFieldNameLen)
+		}
+		if i, dup := seen[k]; dup {
+			return fmt.Errorf("field %q: keys %d and %d are both %q", f.Name, i, j, k)
+		}
+		seen[k] = j
 	}
 	return nil
 }
@@ -398,9 +467,16 @@ func validateFields(fields []Field) error {
 	return nil
 }
 
-// encodeSchema returns the used part of the schema block (§4).
+// encodeSchema returns the used part of the schema block (§4): the head,
+// the field entries, then the key table of every jagged field in field
+// order (§4.1).
 func encodeSchema(fields []Field) []byte {
-	b := make([]byte, 8+schemaEntrySize*len(fields))
+	n := 8 + schemaEntrySize*len(fields)
+	keysAt := n
+	for i := range fields {
+		n += keyEntrySize * len(fields[i].Keys)
+	}
+	b := make([]byte, n)
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], uint32(len(fields)))
 	le.PutUint32(b[4:], schemaEntrySize)
@@ -423,6 +499,14 @@ func encodeSchema(fields []Field) []byte {
 		e[67] = flags
 		for j, d := range f.Dims {
 			le.PutUint64(e[72+8*j:], uint64(d))
+		}
+		if f.Kind == Jagged {
+			le.PutUint32(e[68:], uint32(len(f.Keys)))
+			le.PutUint64(e[72:], uint64(keysAt))
+			for _, k := range f.Keys {
+				copy(b[keysAt:keysAt+keyEntrySize], k)
+				keysAt += keyEntrySize
+			}
 		}
 	}
 	return b

@@ -35,12 +35,34 @@ func realRing(f *testing.F) ([]byte, shm.Header) {
 	return b, h
 }
 
+// jaggedHeader returns the header of a ring with a jagged field (format
+// 2.0, with a key table after the field entries), to seed FuzzParseHeader.
+func jaggedHeader(f *testing.F) []byte {
+	cfg := testConfig(f, "seed-jagged", 2)
+	cfg.Fields = jaggedFields
+	p, err := shm.Create(cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer p.Close()
+	b, err := os.ReadFile(p.Path())
+	if err != nil {
+		f.Fatal(err)
+	}
+	h, err := shm.ParseHeader(b, int64(len(b)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b[:h.HeaderSize]
+}
+
 func FuzzParseHeader(f *testing.F) {
 	file, h := realRing(f)
 	hdr := file[:h.HeaderSize]
 	f.Add(hdr, int64(len(file)))
 	f.Add(hdr, int64(100))
 	f.Add(hdr[:4096], int64(len(file)))
+	f.Add(jaggedHeader(f), int64(len(file)))
 	f.Add([]byte("LMRING\x00\x01"), int64(8))
 	f.Add([]byte{}, int64(0))
 	f.Fuzz(func(t *testing.T, b []byte, size int64) {

@@ -6,7 +6,8 @@ package shm
 // (256-byte aligned, inside used_bytes); the consumer reads each tensor
 // from its own table entry. This producer chooses a layout that stays the
 // same from batch to batch: every tensor whose size follows from the row
-// count B (dense fields, ragged offsets, validity masks) has a fixed place,
+// count B (dense fields, ragged and jagged offsets, jagged lengths, validity
+// masks) has a fixed place,
 // in table order, right after the tensor table; the values of ragged
 // fields, whose sizes change with every batch, follow them, in table order.
 //
@@ -58,7 +59,9 @@ func (p *Producer) layout(rows int) *payloadLayout {
 				n *= d
 			}
 		case RoleOffsets:
-			n = int64(rows+1) * 8
+			n = (int64(rows)*f.rowsPer() + 1) * 8
+		case RoleLengths:
+			n = int64(rows) * f.rowsPer() * 8
 		case RoleValidity:
 			n = int64(rows)
 		}

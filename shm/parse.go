@@ -48,8 +48,8 @@ func ParseHeader(b []byte, fileSize int64) (Header, error) {
 	le := binary.LittleEndian
 	h.VersionMajor = le.Uint16(b[offVersionMajor:])
 	h.VersionMinor = le.Uint16(b[offVersionMinor:])
-	if h.VersionMajor != VersionMajor {
-		return h, fmt.Errorf("%w: ring format %d.%d, this lastmile reads %d.x: upgrade lastmile (or run a producer of the same version)",
+	if h.VersionMajor < 1 || h.VersionMajor > VersionMajor {
+		return h, fmt.Errorf("%w: ring format %d.%d, this lastmile reads 1.x to %d.x: upgrade lastmile (or run a producer of the same version)",
 			ErrVersion, h.VersionMajor, h.VersionMinor, VersionMajor)
 	}
 	h.HeaderSize = int64(le.Uint32(b[offHeaderSize:]))
@@ -136,6 +136,13 @@ func ParseSchema(b []byte) ([]Field, error) {
 		flags := e[67]
 		f.Nullable = flags&fieldFlagNullable != 0
 		f.UTF8 = flags&fieldFlagUTF8 != 0
+		if f.Kind == Jagged {
+			keys, err := parseKeys(b, i, f.Name, le.Uint32(e[68:]), le.Uint64(e[72:]), 8+uint64(count)*uint64(entry))
+			if err != nil {
+				return nil, err
+			}
+			f.Keys = keys
+		}
 		if ndim > MaxDims || (f.Kind != Dense && ndim != 0) {
 			return nil, corruptf("field %d (%q): ndim %d is not valid for kind %v", i, f.Name, ndim, f.Kind)
 		}
@@ -145,7 +152,7 @@ func ParseSchema(b []byte) ([]Field, error) {
 		for j := 0; j < MaxDims; j++ {
 			d := le.Uint64(e[72+8*j:])
 			if j >= ndim {
-				if d != 0 {
+				if d != 0 && !(f.Kind == Jagged && j == 0) { // a jagged field's dims[0] is its keys' offset
 					return nil, corruptf("field %d (%q): unused dimension %d is %d, want 0", i, f.Name, j, d)
 				}
 				continue
@@ -164,6 +171,29 @@ func ParseSchema(b []byte) ([]Field, error) {
 		seen[f.Name] = i
 	}
 	return fields, nil
+}
+
+// parseKeys reads the key table of jagged field i (§4.1): count entries of
+// 64 bytes at off within the schema block b, after the field entries
+// (which end at entriesEnd).
+func parseKeys(b []byte, i int, name string, count uint32, off, entriesEnd uint64) ([]string, error) {
+	if count < 1 || count > MaxKeys {
+		return nil, corruptf("field %d (%q): key_count %d, want 1 to %d", i, name, count, MaxKeys)
+	}
+	if off < entriesEnd || off > uint64(len(b)) || uint64(count)*keyEntrySize > uint64(len(b))-off {
+		return nil, corruptf("field %d (%q): %d keys at offset %d do not lie after the field entries (%d) within schema_len %d",
+			i, name, count, off, entriesEnd, len(b))
+	}
+	keys := make([]string, count)
+	for j := range keys {
+		e := b[off+uint64(j)*keyEntrySize : off+uint64(j+1)*keyEntrySize]
+		n := bytes.IndexByte(e, 0)
+		if n < 0 || bytes.IndexFunc(e[n:], func(r rune) bool { return r != 0 }) >= 0 {
+			return nil, corruptf("field %d (%q): key %d is not NUL-terminated and NUL-padded within %d bytes", i, name, j, keyEntrySize)
+		}
+		keys[j] = string(e[:n])
+	}
+	return keys, nil
 }
 
 // Cursor says where a batch stands in the job (§5.1): what a trainer
@@ -239,7 +269,8 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 	sh.Rows = int(rows)
 
 	it := planIter{fields: fields}
-	var values int64 // shape[0] of the last values tensor
+	var values int64   // shape[0] of the last values tensor
+	var offsets []byte // payload of the last offsets tensor
 	for k := 0; k < int(count); k++ {
 		e := slot[slotHeaderSize+k*tensorEntrySize:]
 		wantField, wantRole, _ := it.next()
@@ -269,7 +300,7 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 		for j := 0; j < maxTensorDims; j++ {
 			d := le.Uint64(e[tensorOffShape+8*j:])
 			if j >= ndim {
-				if d != 0 {
+				if d != 0 && !(f.Kind == Jagged && j == 0) { // a jagged field's dims[0] is its keys' offset
 					return sh, dst, corruptf("slot %d: %q %v tensor: unused dimension %d is %d", sh.Seq, f.Name, role, j, d)
 				}
 				continue
@@ -296,7 +327,9 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 		case RoleValues:
 			wantLead = t.shape[0]
 		case RoleOffsets:
-			wantLead = int64(rows) + 1
+			wantLead = int64(rows)*f.rowsPer() + 1
+		case RoleLengths:
+			wantLead = int64(rows) * f.rowsPer()
 		case RoleValidity:
 			wantLead = int64(rows)
 		}
@@ -322,6 +355,11 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 			if err := checkOffsets(t.Data, values); err != nil {
 				return sh, dst, corruptf("slot %d: %q offsets: %v", sh.Seq, f.Name, err)
 			}
+			offsets = t.Data
+		case RoleLengths:
+			if err := checkLengths(t.Data, offsets); err != nil {
+				return sh, dst, corruptf("slot %d: %q lengths: %v", sh.Seq, f.Name, err)
+			}
 		}
 	}
 	for i := range dst {
@@ -333,6 +371,21 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 		t.Shape = t.shape[:n]
 	}
 	return sh, dst, nil
+}
+
+// checkLengths checks a jagged lengths payload against its offsets (one
+// entry more): lengths[i] == offsets[i+1] - offsets[i].
+func checkLengths(b, offsets []byte) error {
+	le := binary.LittleEndian
+	if len(offsets) != len(b)+8 {
+		return fmt.Errorf("%d entries for %d offsets", len(b)/8, len(offsets)/8)
+	}
+	for i := 0; i+8 <= len(b); i += 8 {
+		if d := int64(le.Uint64(offsets[i+8:])) - int64(le.Uint64(offsets[i:])); int64(le.Uint64(b[i:])) != d {
+			return fmt.Errorf("entry %d is %d, the offsets say %d", i/8, int64(le.Uint64(b[i:])), d)
+		}
+	}
+	return nil
 }
 
 // checkOffsets checks a ragged offsets payload: offsets[0] == 0,

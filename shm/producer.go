@@ -109,7 +109,8 @@ func (s *Slot) SetCursor(c Cursor) { s.cur = c }
 // (it holds whatever an earlier batch left). field and role must be the
 // next ones the schema calls for, dtype the field's (int64 for offsets,
 // uint8 for validity), and shape the tensor's dimensions: [B, dims...] for
-// a dense field, [V] for values, [B+1] for offsets, [B] for validity.
+// a dense field, [V] for values, [B+1] for offsets ([K*B+1] for a jagged
+// field of K keys), [K*B] for lengths, [B] for validity.
 //
 // If the tensor does not fit, Add returns a *TooLargeError and writes
 // nothing; use Producer.Need to check a whole batch before acquiring.
