@@ -163,7 +163,7 @@ func TestConnLimiterAdmit(t *testing.T) {
 }
 
 // startControl starts a daemon in-process on a socket of its own.
-func startControl(t *testing.T, mod func(*Config)) string {
+func startControl(t testing.TB, mod func(*Config)) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "lmctl")
 	if err != nil {
