@@ -1,6 +1,6 @@
 // Package lastmile_test holds repository-wide checks. This file enforces
 // the import graph: leaf packages import nothing of ours, and the layers
-// only import downwards (cmd → bench → daemon → engine → ops → leaves).
+// only import downwards (cmd → bench → daemon → peer → engine → ops → leaves).
 package lastmile_test
 
 import (
@@ -32,7 +32,8 @@ var allowed = map[string][]string{
 	"datagen": {"column"},
 	"ops":     {"column", "expr", "spec", "decode"},
 	"engine":  {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr"},
-	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine"},
+	"peer":    {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots"},
+	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots"},
 	"bench":   {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen"},
 	// Commands may use everything.
 	"cmd/lastmile":  nil,

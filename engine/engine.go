@@ -46,6 +46,9 @@ type Options struct {
 	// files may be replaced or adopted (shm.Config.Owner): the job's owner,
 	// to whom a daemon gives its rings.
 	RingOwner uint32
+	// Spill, if not nil, runs units on CPU peers (engine/spill.go); nil
+	// runs every unit locally.
+	Spill Spill
 	// FS is where the job's files (inputs and side tables) come from; nil
 	// is decode.OSFS. The daemon passes one that opens them with the job
 	// owner's credentials.
@@ -82,7 +85,11 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		workers = cpus.Available()
 	}
 	st.Workers = workers
-	proc, err := newProcessor(ctx, job, workers, opts.FS)
+	slots := 0
+	if opts.Spill != nil {
+		slots = opts.Spill.Slots()
+	}
+	proc, err := newProcessor(ctx, job, workers+slots, opts.FS)
 	if err != nil {
 		return st, fmt.Errorf("job %q: %w", job.Name, err)
 	}
@@ -126,7 +133,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
-	err = produce(ctx, job, proc, workers, bt, prog, opts.Gate, &st)
+	err = produce(ctx, job, proc, runWorkers{local: workers, spill: opts.Spill, slots: slots}, bt, prog, opts.Gate, &st)
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
 	st.Pack, st.Decode = time.Duration(prog.PackNanos.Load()), time.Duration(prog.DecodeNanos.Load())
 	if err != nil {
@@ -193,7 +200,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []OutField, owner uint
 }
 
 // produce runs the epochs.
-func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, bt *batcher, prog *Progress,
+func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers, bt *batcher, prog *Progress,
 	gate func(context.Context) (func(), error), st *Stats) error {
 	plan := proc.plan
 	// The earliest cursor of any rank is where production starts.
@@ -203,7 +210,11 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 			start = c
 		}
 	}
-	cfg := pool.Config{Workers: workers, InFlight: job.Decode.InFlight}
+	cfg := pool.Config{Workers: rw.local + rw.slots, InFlight: job.Decode.InFlight}
+	if cfg.InFlight > 0 {
+		cfg.InFlight += 2 * rw.slots
+	}
+	fields := proc.outFields()
 	// Decoded-unit buffers outlive each epoch's pool.Run, so later epochs
 	// reuse memory that is already grown and touched.
 	var spare batchPool
@@ -233,6 +244,28 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, workers int, b
 		work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
 			if buf == nil {
 				buf = spare.get()
+			}
+			if worker >= rw.local {
+				u := plan.Units[units[i]]
+				if proc.cache.get(u.Seq, buf) {
+					return buf, nil
+				}
+				ran, err := rw.spill.RunUnit(ctx, u, buf, prog.load(rw.local))
+				if err == nil && ran {
+					err = checkOutput(buf, fields, u)
+				}
+				switch {
+				case ctx.Err() != nil:
+					return buf, ctx.Err()
+				case err == nil && ran:
+					if proc.fill.Load() {
+						proc.cache.put(u.Seq, buf)
+					}
+					prog.UnitsDone.Add(1)
+					prog.UnitsSpilled.Add(1)
+					return buf, nil
+				}
+				// Declined or failed: computed here, like any local unit.
 			}
 			if gate != nil {
 				release, err := gate(ctx)

@@ -26,6 +26,7 @@ func (c Cursor) Less(d Cursor) bool {
 type Progress struct {
 	Rows, Batches, Bytes atomic.Int64 // packed into rings, padding included
 	UnitsDone            atomic.Int64 // units decoded, all epochs
+	UnitsSpilled         atomic.Int64 // of them, computed on CPU peers
 	UnitsInFlight        atomic.Int64 // units being decoded now
 	DecodeNanos          atomic.Int64 // time workers spent decoding, summed
 	PackNanos            atomic.Int64 // time spent packing batches

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// Spilling units to CPU peers
+//
+// A run with a Spill has, besides its local workers, Spill.Slots() spill
+// workers in the same pool. Units are claimed in plan order from the one
+// counter whichever worker takes them, so the reorder stage and everything
+// after it are the same as in a local run. A spill worker asks the Spill to
+// run its unit on a peer; the Spill may decline (spill is off, no peer has
+// credit, the unit's file is outside every data root), and then the worker
+// computes the unit locally, through the CPU gate like any local worker.
+//
+// Invariants:
+//   - A unit is done only when its output is in this process, complete and
+//     checked: Spill.RunUnit returns only then, and the pool emits it into
+//     the reorder stage in plan order. A peer that dies, hangs or sends a
+//     corrupt stream costs time, never a row: the worker runs the unit
+//     locally (or the Spill on another peer) and the first complete result
+//     is the only one used.
+//   - A peer runs the same code on the same unit (UnitProcessor), so its
+//     output is byte-identical to a local run's; the engine checks the
+//     schema of what comes back and that its row count is possible.
+//   - Spill workers do not hold a CPU token while a peer works: the CPU
+//     they save is the point.
+//
+// Rejected: a separate queue of units for peers, refilled by the engine
+// (it must then be merged back into plan order, and a unit sent but not
+// yet back would need its own bookkeeping across restarts); and spilling
+// whole files (too coarse to balance, and a lost peer loses a file's
+// worth of work).
+
+// Spill runs units on CPU peers. Package peer implements it.
+type Spill interface {
+	// Slots is the most units this run may have on peers at once: the
+	// number of spill workers.
+	Slots() int
+	// RunUnit runs u on a peer and fills out with its output rows, the
+	// same as a local run would compute. ran is false when no peer ran it
+	// (declined, or every try failed): the caller then runs it locally.
+	// load describes the local side at the time of the call.
+	RunUnit(ctx context.Context, u decode.Unit, out *column.Batch, load Load) (ran bool, err error)
+}
+
+// Load is what the engine tells a Spill about the local side, for the
+// decision to spill.
+type Load struct {
+	LocalWorkers int     // workers computing units locally, busy or not
+	LocalBusy    int     // of them, computing a unit now
+	RingFill     float64 // mean occupancy of the job's rings, 0 (empty: trainers starve) to 1 (full)
+}
+
+// load snapshots the local side for the Spill's decision.
+func (p *Progress) load(local int) Load {
+	l := Load{LocalWorkers: local, LocalBusy: int(p.UnitsInFlight.Load())}
+	stats := p.RingStats()
+	for _, s := range stats {
+		if s.Slots > 0 {
+			l.RingFill += float64(s.Occupancy()) / float64(s.Slots)
+		}
+	}
+	if len(stats) > 0 {
+		l.RingFill /= float64(len(stats))
+	}
+	return l
+}
+
+// checkOutput verifies that a peer's output fits the run's schema.
+func checkOutput(b *column.Batch, fields []OutField, u decode.Unit) error {
+	if len(b.Columns) != len(fields) {
+		return fmt.Errorf("peer output has %d columns, want %d", len(b.Columns), len(fields))
+	}
+	if b.Rows < 0 || int64(b.Rows) > u.Rows {
+		return fmt.Errorf("peer output has %d rows from a unit of %d", b.Rows, u.Rows)
+	}
+	for i, f := range fields {
+		c := &b.Columns[i]
+		if c.Name != f.Name || c.Kind != f.Kind || c.DType != f.DType || c.Len != b.Rows ||
+			(f.Kind == column.Fixed && c.Width != f.Width) {
+			return fmt.Errorf("peer output column %d is %s %v %v width %d len %d, want %s %v %v width %d len %d",
+				i, c.Name, c.Kind, c.DType, c.Width, c.Len, f.Name, f.Kind, f.DType, f.Width, b.Rows)
+		}
+	}
+	return nil
+}
+
+// UnitProcessor computes units of a job the way a local run does: the
+// peer side of spilling. It is safe for concurrent use; each call takes
+// one of its workers.
+type UnitProcessor struct {
+	proc   *processor
+	free   chan int
+	fields []OutField
+	once   sync.Once
+}
+
+// NewUnitProcessor plans job's inputs through fsys (a peer passes its data
+// roots), compiles its pipeline, and returns a processor with workers
+// workers. A job whose inputs are a single file of the job's is enough:
+// the schema is what matters, and every file of a job agrees on it.
+func NewUnitProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, workers int) (*UnitProcessor, error) {
+	workers = max(workers, 1)
+	proc, err := newProcessor(ctx, job, workers, fsys)
+	if err != nil {
+		return nil, err
+	}
+	up := &UnitProcessor{proc: proc, free: make(chan int, workers), fields: proc.outFields()}
+	for i := range workers {
+		up.free <- i
+	}
+	return up, nil
+}
+
+// Fields is the schema of the processor's output.
+func (up *UnitProcessor) Fields() []OutField { return up.fields }
+
+// Compute fills out with unit u's output rows. u's file is opened through
+// the processor's FS.
+func (up *UnitProcessor) Compute(ctx context.Context, u decode.Unit, out *column.Batch) error {
+	var w int
+	select {
+	case w = <-up.free:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { up.free <- w }()
+	return up.proc.compute(ctx, w, u, out)
+}
+
+// Close releases the processor's decoders.
+func (up *UnitProcessor) Close() { up.once.Do(up.proc.close) }
+
+// runWorkers sizes a run's pool: local workers first, then spill workers.
+type runWorkers struct {
+	local int
+	spill Spill
+	slots int
+}

@@ -1,0 +1,390 @@
+package peer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// The wire form of a unit's output
+//
+// A unit's output (a column.Batch) travels as Arrow record batches of at
+// most maxRecordBytes each, slices of its rows in order, under one schema:
+// for every column a field of the Arrow type that holds its bytes as they
+// are (int64 as int64, a [B, W] column as a fixed-size list of W, a list
+// column as a large list with int64 offsets, a bytes column as large
+// binary; bool, bfloat16 and float16 as uint8, uint16 and float16
+// storage), with the column's kind, dtype and width in the field's
+// metadata, and for a column with a validity vector a second field
+// "NAME\x00valid" of uint8, one byte per row as in column.Column. Nothing
+// is converted, so what arrives is byte for byte what the peer computed:
+// the checksum of the whole unit, computed on both sides, proves it.
+
+// maxRecordBytes bounds one record batch (SPILL-NOTES.md: 1 to 8 MiB keeps
+// gRPC frames and the receiver's copies cheap).
+const maxRecordBytes = 4 << 20
+
+const validSuffix = "\x00valid"
+
+// storage maps a dtype to the Arrow type that holds its bytes unchanged.
+func storage(d column.DType) (arrow.DataType, error) {
+	switch d {
+	case column.Bool, column.Uint8:
+		return arrow.PrimitiveTypes.Uint8, nil
+	case column.Int8:
+		return arrow.PrimitiveTypes.Int8, nil
+	case column.Int16:
+		return arrow.PrimitiveTypes.Int16, nil
+	case column.Int32:
+		return arrow.PrimitiveTypes.Int32, nil
+	case column.Int64:
+		return arrow.PrimitiveTypes.Int64, nil
+	case column.Float16:
+		return arrow.FixedWidthTypes.Float16, nil
+	case column.BFloat16:
+		return arrow.PrimitiveTypes.Uint16, nil
+	case column.Float32:
+		return arrow.PrimitiveTypes.Float32, nil
+	case column.Float64:
+		return arrow.PrimitiveTypes.Float64, nil
+	}
+	return nil, fmt.Errorf("dtype %v has no wire form", d)
+}
+
+// Schema returns the Arrow schema of b's wire form.
+func Schema(b *column.Batch) (*arrow.Schema, error) {
+	var fields []arrow.Field
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		st, err := storage(c.DType)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		var t arrow.DataType
+		switch c.Kind {
+		case column.Fixed:
+			t = st
+			if c.Width > 1 {
+				t = arrow.FixedSizeListOfNonNullable(int32(c.Width), st)
+			}
+		case column.List:
+			t = arrow.LargeListOfNonNullable(st)
+		case column.Bytes:
+			t = arrow.BinaryTypes.LargeBinary
+		default:
+			return nil, fmt.Errorf("column %q: kind %v has no wire form", c.Name, c.Kind)
+		}
+		md := arrow.NewMetadata([]string{"lastmile.kind", "lastmile.dtype", "lastmile.width"},
+			[]string{strconv.Itoa(int(c.Kind)), strconv.Itoa(int(c.DType)), strconv.Itoa(c.Width)})
+		fields = append(fields, arrow.Field{Name: c.Name, Type: t, Metadata: md})
+		if c.Valid != nil {
+			fields = append(fields, arrow.Field{Name: c.Name + validSuffix, Type: arrow.PrimitiveTypes.Uint8})
+		}
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// Records cuts b into record batches of whole rows, each at most about
+// maxRecordBytes (a single row larger than that goes alone), and calls
+// emit with each. The records view b's memory: emit must be done with one
+// (written it out) before b changes.
+func Records(b *column.Batch, schema *arrow.Schema, emit func(arrow.RecordBatch) error) error {
+	if b.Rows == 0 {
+		rec := slice(b, schema, 0, 0)
+		defer rec.Release()
+		return emit(rec)
+	}
+	for lo := 0; lo < b.Rows; {
+		hi := lo + 1
+		size := rowBytes(b, lo, hi)
+		for hi < b.Rows {
+			n := rowBytes(b, hi, hi+1)
+			if size+n > maxRecordBytes {
+				break
+			}
+			size += n
+			hi++
+		}
+		rec := slice(b, schema, lo, hi)
+		err := emit(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// rowBytes is the wire size of rows [lo, hi) of b.
+func rowBytes(b *column.Batch, lo, hi int) int {
+	n := 0
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		size := c.DType.Size()
+		if c.Kind == column.Fixed {
+			n += (hi - lo) * c.Width * size
+		} else {
+			n += int(c.Offsets[hi]-c.Offsets[lo])*size + 8*(hi-lo)
+		}
+		if c.Valid != nil {
+			n += hi - lo
+		}
+	}
+	return n
+}
+
+// slice builds the record of rows [lo, hi) of b, viewing b's bytes; list
+// offsets are rebased to start at 0.
+func slice(b *column.Batch, schema *arrow.Schema, lo, hi int) arrow.RecordBatch {
+	var cols []arrow.Array
+	k := 0
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		f := schema.Field(k)
+		size := c.DType.Size()
+		var d *array.Data
+		switch c.Kind {
+		case column.Fixed:
+			vals := c.Data[lo*c.Width*size : hi*c.Width*size]
+			if c.Width > 1 {
+				st := f.Type.(*arrow.FixedSizeListType).Elem()
+				child := array.NewData(st, (hi-lo)*c.Width, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
+				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil}, []arrow.ArrayData{child}, 0, 0)
+				child.Release()
+			} else {
+				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
+			}
+		default:
+			base := c.Offsets[lo]
+			offs := make([]int64, hi-lo+1)
+			for j := range offs {
+				offs[j] = c.Offsets[lo+j] - base
+			}
+			ob := memory.NewBufferBytes(int64Bytes(offs))
+			vals := memory.NewBufferBytes(c.Data[base*int64(size) : c.Offsets[hi]*int64(size)])
+			if c.Kind == column.Bytes {
+				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil, ob, vals}, nil, 0, 0)
+			} else {
+				st := f.Type.(*arrow.LargeListType).Elem()
+				child := array.NewData(st, int(offs[hi-lo]), []*memory.Buffer{nil, vals}, nil, 0, 0)
+				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil, ob}, []arrow.ArrayData{child}, 0, 0)
+				child.Release()
+			}
+		}
+		cols = append(cols, array.MakeFromData(d))
+		d.Release()
+		k++
+		if c.Valid != nil {
+			vd := array.NewData(arrow.PrimitiveTypes.Uint8, hi-lo, []*memory.Buffer{nil, memory.NewBufferBytes(c.Valid[lo:hi])}, nil, 0, 0)
+			cols = append(cols, array.MakeFromData(vd))
+			vd.Release()
+			k++
+		}
+	}
+	rec := array.NewRecordBatch(schema, cols, int64(hi-lo))
+	for _, a := range cols {
+		a.Release()
+	}
+	return rec
+}
+
+func int64Bytes(v []int64) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v))
+}
+
+func bytesInt64(b []byte) []int64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+// Assembler rebuilds a unit's output from its records, appending each to
+// the batch it was given: one copy of the bytes, into buffers the batch
+// already owns once it has been used.
+type Assembler struct {
+	out  *column.Batch
+	cols []colMap // per output column: its wire field and validity field
+}
+
+type colMap struct{ field, valid int }
+
+// NewAssembler starts rebuilding into out, which is reset; schema is the
+// stream's.
+func NewAssembler(schema *arrow.Schema, out *column.Batch) (*Assembler, error) {
+	a := &Assembler{out: out}
+	out.Rows = 0
+	n := 0
+	for i := 0; i < schema.NumFields(); i++ {
+		if f := schema.Field(i); len(f.Name) < len(validSuffix) || f.Name[len(f.Name)-len(validSuffix):] != validSuffix {
+			n++
+		}
+	}
+	if cap(out.Columns) < n {
+		out.Columns = append(out.Columns[:cap(out.Columns)], make([]column.Column, n-cap(out.Columns))...)
+	}
+	out.Columns = out.Columns[:n]
+	k := 0
+	for i := 0; i < schema.NumFields(); i++ {
+		f := schema.Field(i)
+		if len(a.cols) > 0 && f.Name == out.Columns[k-1].Name+validSuffix {
+			a.cols[k-1].valid = i
+			out.Columns[k-1].Valid = out.Columns[k-1].Valid[:0]
+			continue
+		}
+		c := &out.Columns[k]
+		kind, dtype, width, err := fieldMeta(f)
+		if err != nil {
+			return nil, err
+		}
+		*c = column.Column{Name: f.Name, Kind: kind, DType: dtype, Width: width,
+			Data: c.Data[:0], Offsets: c.Offsets[:0], Valid: nil}
+		if kind != column.Fixed {
+			c.Offsets = append(c.Offsets, 0)
+		}
+		a.cols = append(a.cols, colMap{field: i, valid: -1})
+		k++
+	}
+	for i := range a.cols {
+		if a.cols[i].valid >= 0 && out.Columns[i].Valid == nil {
+			out.Columns[i].Valid = []byte{}
+		}
+	}
+	return a, nil
+}
+
+func fieldMeta(f arrow.Field) (column.Kind, column.DType, int, error) {
+	get := func(key string) (int, error) {
+		i := f.Metadata.FindKey(key)
+		if i < 0 {
+			return 0, fmt.Errorf("wire field %q lacks %s", f.Name, key)
+		}
+		return strconv.Atoi(f.Metadata.Values()[i])
+	}
+	kind, err1 := get("lastmile.kind")
+	dtype, err2 := get("lastmile.dtype")
+	width, err3 := get("lastmile.width")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, 0, err
+	}
+	if kind < 0 || kind > int(column.Bytes) || column.DType(dtype).Size() == 0 || width < 0 || width > 1<<20 {
+		return 0, 0, 0, fmt.Errorf("wire field %q: kind %d dtype %d width %d", f.Name, kind, dtype, width)
+	}
+	return column.Kind(kind), column.DType(dtype), width, nil
+}
+
+// Add appends rec's rows.
+func (a *Assembler) Add(rec arrow.RecordBatch) error {
+	rows := int(rec.NumRows())
+	for i, m := range a.cols {
+		c := &a.out.Columns[i]
+		if err := appendArray(c, rec.Column(m.field), rows); err != nil {
+			return fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		if m.valid >= 0 && rows > 0 {
+			v := rec.Column(m.valid).Data().Buffers()[1]
+			if v == nil || v.Len() < rows {
+				return fmt.Errorf("column %q: short validity", c.Name)
+			}
+			c.Valid = append(c.Valid, v.Bytes()[:rows]...)
+		}
+		c.Len += rows
+	}
+	a.out.Rows += rows
+	return nil
+}
+
+// appendArray appends an array's bytes to c, checking them against c's
+// layout.
+func appendArray(c *column.Column, arr arrow.Array, rows int) error {
+	d := arr.Data()
+	if d.Len() != rows || d.Offset() != 0 {
+		return fmt.Errorf("array of %d rows at offset %d in a record of %d", d.Len(), d.Offset(), rows)
+	}
+	size := c.DType.Size()
+	switch c.Kind {
+	case column.Fixed:
+		vd := d
+		if c.Width > 1 {
+			if len(d.Children()) != 1 {
+				return errors.New("fixed-size list without values")
+			}
+			vd = d.Children()[0]
+		}
+		n := rows * c.Width * size
+		if len(vd.Buffers()) < 2 || vd.Buffers()[1] == nil && n > 0 || vd.Buffers()[1] != nil && vd.Buffers()[1].Len() < n {
+			return errors.New("short values")
+		}
+		if n > 0 {
+			c.Data = append(c.Data, vd.Buffers()[1].Bytes()[:n]...)
+		}
+		return nil
+	}
+	if len(d.Buffers()) < 2 || d.Buffers()[1] == nil || d.Buffers()[1].Len() < 8*(rows+1) {
+		return errors.New("short offsets")
+	}
+	offs := bytesInt64(d.Buffers()[1].Bytes())[:rows+1]
+	var vals []byte
+	if c.Kind == column.Bytes {
+		if len(d.Buffers()) > 2 && d.Buffers()[2] != nil {
+			vals = d.Buffers()[2].Bytes()
+		}
+	} else if len(d.Children()) == 1 && len(d.Children()[0].Buffers()) > 1 && d.Children()[0].Buffers()[1] != nil {
+		vals = d.Children()[0].Buffers()[1].Bytes()
+	}
+	base := c.Offsets[len(c.Offsets)-1]
+	for j := 1; j <= rows; j++ {
+		if offs[j] < offs[j-1] {
+			return fmt.Errorf("offsets decrease at row %d", j)
+		}
+		c.Offsets = append(c.Offsets, base+offs[j]-offs[0])
+	}
+	lo, hi := offs[0]*int64(size), offs[rows]*int64(size)
+	if lo < 0 || hi > int64(len(vals)) {
+		return fmt.Errorf("offsets reach byte %d of %d", hi, len(vals))
+	}
+	c.Data = append(c.Data, vals[lo:hi]...)
+	return nil
+}
+
+// Checksum is the XXH64 of a batch's bytes, column by column: name, kind,
+// dtype, width, data, offsets and validity, each length-prefixed.
+func Checksum(b *column.Batch) uint64 {
+	h := xxhash.New()
+	var n [8]byte
+	put := func(p []byte) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write(p)
+	}
+	binary.LittleEndian.PutUint64(n[:], uint64(b.Rows))
+	h.Write(n[:])
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		put([]byte(c.Name))
+		put([]byte{byte(c.Kind), byte(c.DType), byte(c.Width), byte(c.Width >> 8), byte(c.Width >> 16)})
+		put(c.Data[:min(len(c.Data), dataLen(c))])
+		put(int64Bytes(c.Offsets))
+		if c.Valid == nil {
+			put([]byte("nil"))
+		} else {
+			put(c.Valid)
+		}
+	}
+	return h.Sum64()
+}
+
+func dataLen(c *column.Column) int { return c.Values() * c.DType.Size() }

@@ -1,0 +1,161 @@
+package peer
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// randomBatch makes a batch with every kind and dtype, nulls in some
+// columns, and rows of rows.
+func randomBatch(r *rand.Rand, rows int, bigLists bool) *column.Batch {
+	b := &column.Batch{Rows: rows}
+	add := func(name string, kind column.Kind, dt column.DType, width int, nullable bool) {
+		c := column.Column{Name: name, Kind: kind, DType: dt, Width: width, Len: rows}
+		size := dt.Size()
+		switch kind {
+		case column.Fixed:
+			c.Data = make([]byte, rows*width*size)
+		default:
+			c.Offsets = make([]int64, rows+1)
+			for i := 1; i <= rows; i++ {
+				n := r.IntN(8)
+				if bigLists {
+					n = r.IntN(4000)
+				}
+				c.Offsets[i] = c.Offsets[i-1] + int64(n)
+			}
+			c.Data = make([]byte, int(c.Offsets[rows])*size)
+		}
+		for i := range c.Data {
+			c.Data[i] = byte(r.Uint32())
+		}
+		if nullable {
+			c.Valid = make([]byte, rows)
+			for i := range c.Valid {
+				c.Valid[i] = byte(r.IntN(2))
+			}
+		}
+		if kind == column.Fixed && width == 1 {
+			c.Width = 1
+		}
+		b.Columns = append(b.Columns, c)
+	}
+	for i, dt := range []column.DType{column.Bool, column.Uint8, column.Int8, column.Int16, column.Int32, column.Int64, column.Float16, column.BFloat16, column.Float32, column.Float64} {
+		add("f"+dt.String(), column.Fixed, dt, 1, i%3 == 0)
+	}
+	add("wide", column.Fixed, column.Float32, 7, false)
+	add("seq", column.List, column.Int64, 0, true)
+	add("seq32", column.List, column.Int32, 0, false)
+	add("text", column.Bytes, column.Uint8, 0, true)
+	return b
+}
+
+// roundTrip sends b through its wire form and an Arrow IPC stream, as
+// Flight would, and rebuilds it into out.
+func roundTrip(t *testing.T, b, out *column.Batch) int {
+	t.Helper()
+	schema, err := Schema(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
+	records := 0
+	if err := Records(b, schema, func(rec arrow.RecordBatch) error { records++; return w.Write(rec) }); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	rd, err := ipc.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	a, err := NewAssembler(rd.Schema(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rd.Next() {
+		if err := a.Add(rd.RecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return records
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	out := &column.Batch{} // reused across cases, as a worker's buffer is
+	for _, c := range []struct {
+		name    string
+		rows    int
+		big     bool
+		minRecs int
+	}{
+		{"empty", 0, false, 1},
+		{"one row", 1, false, 1},
+		{"thousand rows", 1000, false, 1},
+		{"split into several records", 600, true, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := randomBatch(r, c.rows, c.big)
+			n := roundTrip(t, b, out)
+			if n < c.minRecs {
+				t.Errorf("%d records, want at least %d", n, c.minRecs)
+			}
+			if err := out.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if out.Rows != b.Rows || len(out.Columns) != len(b.Columns) {
+				t.Fatalf("rows %d columns %d, want %d %d", out.Rows, len(out.Columns), b.Rows, len(b.Columns))
+			}
+			for i := range b.Columns {
+				g, w := &out.Columns[i], &b.Columns[i]
+				if g.Name != w.Name || g.Kind != w.Kind || g.DType != w.DType || g.Width != w.Width || g.Len != w.Len ||
+					!bytes.Equal(g.Data, w.Data) || !reflect.DeepEqual(nilIfEmpty(g.Offsets), nilIfEmpty(w.Offsets)) ||
+					(g.Valid == nil) != (w.Valid == nil) || !bytes.Equal(g.Valid, w.Valid) {
+					t.Fatalf("column %s differs after the round trip", w.Name)
+				}
+			}
+			if Checksum(out) != Checksum(b) {
+				t.Fatal("checksums differ")
+			}
+		})
+	}
+}
+
+func nilIfEmpty(v []int64) []int64 {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+func TestChecksumSeesEveryByte(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	b := randomBatch(r, 50, false)
+	sum := Checksum(b)
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		for _, buf := range [][]byte{c.Data, c.Valid, int64Bytes(c.Offsets)} {
+			if len(buf) == 0 {
+				continue
+			}
+			j := r.IntN(len(buf))
+			buf[j] ^= 0x10
+			if Checksum(b) == sum {
+				t.Fatalf("column %s: a flipped bit leaves the checksum", c.Name)
+			}
+			buf[j] ^= 0x10
+		}
+	}
+}
