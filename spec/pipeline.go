@@ -12,7 +12,7 @@ import (
 // slices is set, as Kind says. Row-local steps see one work unit's rows at
 // a time and nothing else, which is what lets a peer daemon run them.
 type Op struct {
-	Kind string // filter, sample, join, map, sequence, cast, nulls, select, rename, drop
+	Kind string // filter, sample, join, map, sequence, cast, nulls, stack, jagged, select, rename, drop
 	Path string // "pipeline[3]", for errors
 	Line int    // line of the op in the spec
 
@@ -23,6 +23,8 @@ type Op struct {
 	Sequence *Sequence
 	Cast     []Assign // column → dtype name
 	Nulls    *Nulls
+	Stack    *Stack
+	Jagged   *Jagged
 	Select   []string
 	Rename   []Assign // old name → new name
 	Drop     []string
@@ -115,6 +117,56 @@ type Nulls struct {
 	Fill    float64  `yaml:"fill"`
 }
 
+// Stack is a dense feature group: Columns, numeric, become one [B, N]
+// tensor of DType, written into the ring slot without a tensor per column.
+type Stack struct {
+	Output  string   `yaml:"output"`
+	Columns []string `yaml:"columns"`
+	// DType is float32 (default), bfloat16 or int64 (integer columns only).
+	DType string `yaml:"dtype"`
+	// Nulls is error (default: a null fails the job) or fill (with Fill).
+	Nulls string  `yaml:"nulls"`
+	Fill  float64 `yaml:"fill"`
+}
+
+// Jagged is a sparse feature group: list or scalar categorical columns
+// become one KeyedJaggedTensor (keys, values key-major, lengths, offsets).
+type Jagged struct {
+	Output string      `yaml:"output"`
+	Keys   []JaggedKey `yaml:"keys"`
+	// Nulls is error (default) or fill: a null row becomes an empty list.
+	Nulls string `yaml:"nulls"`
+}
+
+// JaggedKey is one key of a Jagged group. In the spec it is a column name
+// or a mapping with these fields.
+type JaggedKey struct {
+	Column string `yaml:"column"`
+	// Key names the key in the group (default: Column).
+	Key string `yaml:"key"`
+	// MaxLength bounds a list row (0: no bound); Truncate says which end
+	// a long row loses: left (default: keep the last, most recent) or right.
+	MaxLength int    `yaml:"max_length"`
+	Truncate  string `yaml:"truncate"`
+	// HashMod, when > 0, replaces every value v by hash_mod(v, HashMod), as
+	// the expression function does; strings must be hashed.
+	HashMod int64 `yaml:"hash_mod"`
+	Line    int   `yaml:"-"`
+}
+
+type jaggedKey JaggedKey
+
+// DecodeNode implements NodeDecoder: a key is a column name or a mapping.
+func (k *JaggedKey) DecodeNode(d *Decoder, n *yaml.Node, path string) {
+	k.Line = n.Line
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		k.Column = n.Value
+		d.lines[path+".column"], d.lines[path+".key"] = n.Line, n.Line
+		return
+	}
+	d.Decode(n, path, (*jaggedKey)(k))
+}
+
 // Shuffle is the shuffling section. Both shuffles are seeded with the
 // job's seed and the epoch, so every run gives the same order.
 type Shuffle struct {
@@ -125,7 +177,7 @@ type Shuffle struct {
 	Buffer int `yaml:"buffer"`
 }
 
-var opKinds = []string{"filter", "sample", "join", "map", "sequence", "cast", "nulls", "select", "rename", "drop"}
+var opKinds = []string{"filter", "sample", "join", "map", "sequence", "cast", "nulls", "stack", "jagged", "select", "rename", "drop"}
 
 // DecodeNode implements NodeDecoder: an op is a mapping with one key, its
 // kind.
@@ -164,6 +216,12 @@ func (op *Op) DecodeNode(d *Decoder, n *yaml.Node, path string) {
 	case "nulls":
 		op.Nulls = &Nulls{}
 		d.Decode(v, p, op.Nulls)
+	case "stack":
+		op.Stack = &Stack{}
+		d.Decode(v, p, op.Stack)
+	case "jagged":
+		op.Jagged = &Jagged{}
+		d.Decode(v, p, op.Jagged)
 	case "select":
 		d.Decode(v, p, &op.Select)
 	case "drop":
@@ -210,6 +268,9 @@ func (j *Job) validatePipeline(d *Decoder) {
 			fp := p
 			if field != "" {
 				fp += "." + field
+			}
+			if d.lines[fp] == 0 {
+				d.lines[fp] = op.Line // a field that is missing: the op's line
 			}
 			d.Errorf(nil, fp, format, args...)
 		}
@@ -306,6 +367,10 @@ func (j *Job) validatePipeline(d *Decoder) {
 			default:
 				bad("policy", "want error, skip or fill, got %q", op.Nulls.Policy)
 			}
+		case "stack":
+			validateStack(op.Stack, bad)
+		case "jagged":
+			validateJagged(op.Jagged, bad)
 		case "select", "drop":
 			list := op.Select
 			if op.Kind == "drop" {
