@@ -27,7 +27,6 @@ from .control import (
     PermissionDeniedError,
     SpecError,
 )
-from .dataset import CursorError, Dataset, Position
 from .ring import (
     Batch,
     Cursor,
@@ -44,7 +43,31 @@ from .ring import (
     inspect,
 )
 
+from .owned import OwnedBatch
+
 __version__ = "0.1.0"
+
+# lastmile.Dataset is a torch IterableDataset when torch is there: its module
+# (and so torch, which takes a second or two to import) is loaded on first
+# use, so that ``import lastmile`` for a Ring, the CLI or numpy stays fast.
+_LAZY = {"CursorError": "dataset", "Dataset": "dataset", "EpochError": "dataset",
+         "Position": "dataset"}
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError("module 'lastmile' has no attribute %r" % name)
+    import importlib
+
+    m = importlib.import_module("." + mod, __name__)
+    value = m if name == mod else getattr(m, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "Batch",
@@ -54,7 +77,9 @@ __all__ = [
     "CursorError",
     "DaemonUnavailableError",
     "Dataset",
+    "EpochError",
     "JobNotFoundError",
+    "OwnedBatch",
     "PermissionDeniedError",
     "Position",
     "SpecError",

@@ -66,7 +66,7 @@ class Batch(Mapping):
             raise RuntimeError(
                 "batch %d was released (a later batch was taken or the ring was closed): its "
                 "arrays now alias memory the producer reuses; copy data before taking the next "
-                "batch" % self.seq)
+                "batch (batch.detach(), or lastmile.Dataset(..., copy=True))" % self.seq)
 
     @property
     def padded(self) -> bool:
@@ -95,6 +95,20 @@ class Batch(Mapping):
         buf = r.values.tobytes()
         offs = r.offsets.tolist()
         return [buf[offs[i] : offs[i + 1]].decode("utf-8") for i in range(len(offs) - 1)]
+
+    def detach(self) -> "Batch":
+        """A copy of this batch that owns its arrays, valid after the ring
+        moves on (:class:`lastmile.owned.OwnedBatch`)."""
+        from .owned import detach
+
+        return detach(self)
+
+    def to(self, device, *, non_blocking=False, copy=False) -> "Batch":
+        """This batch's tensors on ``device``, copied (the batch itself on
+        the CPU unless ``copy``); see :func:`lastmile.owned.to_device`."""
+        from .owned import to_device
+
+        return to_device(self, device, non_blocking=non_blocking, copy=copy)
 
     def torch(self) -> "Batch":
         """The same batch as zero-copy torch tensors (needs torch)."""

@@ -28,6 +28,13 @@ What happens underneath:
 
 In DDP every rank takes the same number of batches, so rank 0's
 ``state_dict()`` is valid for every rank of the same world size.
+
+With torch importable, ``Dataset`` is a ``torch.utils.data.IterableDataset``:
+``len(ds)`` is the number of batches per epoch of each rank, and
+``DataLoader(ds, batch_size=None)`` (``num_workers=0``: the ring is the
+worker) iterates it. ``for batch in ds`` runs straight through every epoch;
+after ``ds.set_epoch(e)`` it yields epoch ``e`` only, and ``for e in
+ds.epochs(): for batch in ds: ...`` goes epoch by epoch (docs/python.md).
 """
 
 from __future__ import annotations
@@ -43,7 +50,21 @@ from . import control
 from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError
 from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError, RingError
 
-__all__ = ["CursorError", "Dataset", "Position", "resolve_ranks"]
+try:  # a torch.utils.data.IterableDataset when torch is there
+    from torch.utils.data import IterableDataset as _Base
+    from torch.utils.data import get_worker_info as _worker_info
+except Exception:  # torch is optional
+    _Base = object
+    _worker_info = None
+
+__all__ = ["CursorError", "Dataset", "EpochError", "Position", "resolve_ranks"]
+
+_MAIN_ONLY = (
+    "lastmile.Dataset is read in the trainer's main process: use DataLoader(ds, "
+    "batch_size=None, num_workers=0). The ring is the worker: lastmiled decodes in parallel "
+    "and keeps the ring's slots filled ahead of the trainer, and a DataLoader worker process "
+    "would attach as a second consumer of this rank's ring (refused) and copy every batch "
+    "through a queue")
 
 log = logging.getLogger("lastmile")
 
@@ -56,6 +77,11 @@ class Position(collections.namedtuple("Position", ["epoch", "batch"])):
 
 class CursorError(RingError):
     """A batch arrived out of order: the daemon did not continue at the cursor."""
+
+
+class EpochError(ValueError):
+    """``set_epoch``/``epochs()`` asked for an epoch the cursor is not in:
+    iterating it would skip the rest of an earlier epoch."""
 
 
 def _env_int(env, name):
@@ -134,7 +160,7 @@ def _position(c):
     return Position(int(e), int(b))
 
 
-class Dataset:
+class Dataset(_Base):
     """The batches of one rank of a lastmiled job. See the module docstring.
 
     ``spec_or_path``: a job spec file (YAML or JSON; relative inputs are
@@ -146,6 +172,11 @@ class Dataset:
     where the daemon has this rank, the start for a new job). ``torch``:
     yield torch tensors (else numpy arrays).
 
+    ``device``: put every batch's tensors on this torch device (a copy per
+    batch that the batch owns; on the CPU only with ``copy``). ``copy``:
+    batches own their arrays (copies, valid after the next batch) instead
+    of being zero-copy views of the ring slot, valid until the next batch.
+
     ``timeout``: seconds to wait for any one batch (None: forever);
     ``heartbeat_timeout``: treat a producer whose heartbeat is this old as
     dead; ``open_timeout``: seconds for the ring to appear after attaching;
@@ -153,17 +184,32 @@ class Dataset:
 
     Submitting happens in the constructor (spec errors surface at once),
     attaching at the first batch. Not thread-safe; use it in the trainer's
-    main process (``DataLoader(num_workers=0)`` if at all).
+    main process (``DataLoader(ds, batch_size=None, num_workers=0)``).
     """
 
     def __init__(self, spec_or_path, rank=None, world_size=None, *, socket=None, weight=1,
-                 cursor=None, torch=True, timeout=None, heartbeat_timeout=None,
-                 open_timeout=60.0, reconnect_timeout=300.0, request_timeout=30.0):
+                 cursor=None, torch=True, device=None, copy=False, timeout=None,
+                 heartbeat_timeout=None, open_timeout=60.0, reconnect_timeout=300.0,
+                 request_timeout=30.0):
         self.rank, self.world_size, self.local_rank = resolve_ranks(rank, world_size)
         self.spec, self.base_dir, self.spec_label = _read_spec(spec_or_path)
         self.spec_sha256 = hashlib.sha256(self.spec.encode("utf-8")).hexdigest()
         self.weight = weight
         self.torch = torch
+        self.device = device
+        self.copy = bool(copy)
+        if device is not None and not torch:
+            raise ValueError("device=%r needs torch=True (numpy batches stay on the host)"
+                             % (device,))
+        self._place = None  # batch -> batch: device placement or copies
+        if device is not None:
+            from .owned import to_device
+
+            self._place = lambda b: to_device(b, device, copy=self.copy)
+        elif self.copy:
+            from .owned import detach
+
+            self._place = detach
         self.timeout = timeout
         self.heartbeat_timeout = heartbeat_timeout
         self.open_timeout = open_timeout
@@ -179,6 +225,9 @@ class Dataset:
         self.skipped = 0  # batches before the cursor skipped after an attach
         self.job = None
         self.created = None
+        self._epoch = None  # set_epoch: iterate this epoch only
+        self._per_epoch = None  # batches per epoch, once known
+        self._pending = None  # a batch taken ahead of an epoch's iteration
         self._submit()
 
     # -- control --------------------------------------------------------------
@@ -244,6 +293,7 @@ class Dataset:
         return ring
 
     def _close_ring(self):
+        self._pending = None  # its slot goes with the ring; the cursor still names it
         r, self._ring = self._ring, None
         if r is not None:
             r.close()
@@ -290,15 +340,150 @@ class Dataset:
         """The :class:`lastmile.Ring` being read, or None before the first batch."""
         return self._ring
 
+    @property
+    def num_epochs(self):
+        """The job's epochs (0: without end)."""
+        return int(self.job.get("epochs") or 0) if isinstance(self.job, dict) else 0
+
     def __iter__(self):
+        """Straight through the rest of the job's stream, every epoch; after
+        :meth:`set_epoch`, the rest of that epoch only."""
+        if _worker_info is not None and _worker_info() is not None:
+            raise RuntimeError(_MAIN_ONLY)
+        if self._epoch is None:
+            return self._stream()
+        return self._one_epoch(self._epoch)
+
+    def __getstate__(self):
+        raise TypeError(_MAIN_ONLY + " (a lastmile.Dataset cannot be pickled)")
+
+    def _stream(self):
+        nxt = self.next
         while True:
+            b = nxt()
+            if b is None:
+                return
+            yield b
+
+    def set_epoch(self, epoch):
+        """Make iteration yield epoch ``epoch`` only (from the cursor when it
+        stands inside it; nothing when the epoch is already done). ``None``:
+        straight through again. Raises :class:`EpochError` at iteration when
+        the cursor is in an earlier epoch (its rest would be skipped)."""
+        if epoch is not None:
+            epoch = int(epoch)
+            if epoch < 0:
+                raise ValueError("epoch %d: epochs count from 0" % epoch)
+        self._epoch = epoch
+
+    def epochs(self):
+        """The epochs from the cursor's to the job's last, one at a time; each
+        is set with :meth:`set_epoch` before it is yielded::
+
+            for epoch in ds.epochs():
+                for batch in ds:          # or a DataLoader over ds
+                    ...
+        """
+        if _worker_info is not None and _worker_info() is not None:
+            raise RuntimeError(_MAIN_ONLY)
+        e = self._where_now()
+        if e is None:
+            return
+        e = e.epoch
+        n = self.num_epochs
+        try:
+            while not n or e < n:
+                self.set_epoch(e)
+                yield e
+                e += 1
+        finally:
+            self._epoch = None
+
+    def _where_now(self):
+        """The cursor, attaching to learn it from the daemon if needed; None
+        at the end of the stream."""
+        if self._pending is not None:
+            c = self._pending.cursor
+            return Position(c.epoch, c.batch_index)
+        if self._cursor is None and not self._ended:
+            self._ensure_ring()
+        return self._cursor
+
+    def _one_epoch(self, e):
+        while True:
+            c = self._where_now()
+            if c is None:  # the daemon did not say where the rank stands: look
+                b = self.next()
+                if b is None:
+                    return
+                if b.cursor.epoch != e:
+                    self._unread(b)
+                    continue
+                yield b
+                continue
+            if c.epoch > e:
+                return
+            if c.epoch < e:
+                raise EpochError(
+                    "rank %d of job %s stands at batch %d of epoch %d: epoch %d would skip the "
+                    "rest of epoch %d; iterate epoch %d to its end first (ds.set_epoch(%d)), or "
+                    "resume elsewhere with load_state_dict" % (self.rank, self.job_id, c.batch,
+                                                               c.epoch, e, c.epoch, c.epoch,
+                                                               c.epoch))
             b = self.next()
             if b is None:
                 return
             yield b
 
+    def _unread(self, b):
+        """Give ``b`` back: the next :meth:`next` returns it again."""
+        self._pending = b
+        self._cursor = Position(b.cursor.epoch, b.cursor.batch_index)
+
+    # -- length ---------------------------------------------------------------
+    def __len__(self):
+        n = self.batches_per_epoch
+        if n is None:
+            raise TypeError(
+                "len(lastmile.Dataset): the number of batches per epoch of job %s is not known "
+                "yet: its pipeline drops rows (filter, sample), so lastmiled knows it once the "
+                "first epoch has ended; iterate without len() until then (ds.batches_per_epoch "
+                "is None)" % self.job_id)
+        return n
+
+    @property
+    def batches_per_epoch(self):
+        """Batches each rank gets per epoch (every rank gets as many), or
+        None while not known: lastmiled knows it once the job is planned
+        when no op drops rows, else after the first epoch. Asks the daemon
+        (waiting up to ``open_timeout`` for planning) until known."""
+        if self._per_epoch is None:
+            deadline = time.monotonic() + (self.open_timeout or 0)
+            while True:
+                job = self.client.job(self.job_id)
+                n = job.get("batches_per_epoch") if isinstance(job, dict) else None
+                if isinstance(n, int) and n >= 0:
+                    self._per_epoch = n
+                    break
+                if not (isinstance(job, dict) and job.get("state") == "pending") \
+                        or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)  # planning: the rings and the count come together
+        return self._per_epoch
+
+    def _ensure_ring(self):
+        ring = self._ring
+        if ring is None:
+            first = self.open_timeout
+            ring = self._attach(None if first is None else time.monotonic() + first)
+        return ring
+
     def next(self):
         """The next batch, or None at the end of the job's stream."""
+        if self._pending is not None:
+            b, self._pending = self._pending, None
+            self._cursor = Position(*b.cursor.following())
+            return b
         if self._ended:
             return None
         epochs = self.job.get("epochs") if isinstance(self.job, dict) else None
@@ -308,8 +493,7 @@ class Dataset:
         while True:
             ring = self._ring
             if ring is None:
-                first = self.open_timeout
-                ring = self._attach(None if first is None else time.monotonic() + first)
+                ring = self._ensure_ring()
             try:
                 b = ring.next()
             except ProducerHungError:
@@ -339,7 +523,13 @@ class Dataset:
             self._fresh = False
             self._down_since = None
             self._cursor = Position(*c.following())
-            return b.torch() if self.torch else b
+            if c.last_in_epoch:
+                self._per_epoch = c.batch_index + 1
+            if self.torch:
+                b = b.torch()
+            if self._place is not None:
+                b = self._place(b)
+            return b
 
     # -- checkpoints ----------------------------------------------------------
     def state_dict(self) -> dict:
@@ -370,6 +560,7 @@ class Dataset:
                              % (state["spec_sha256"], self.spec_sha256))
         self._close_ring()
         self._ended = False
+        self._pending = None
         self._cursor = _position(state["cursor"])
 
     # -- lifetime -------------------------------------------------------------

@@ -99,7 +99,9 @@ class FakeDaemon:
       gap: batches after the cursor the next producer starts at (then 0);
       interval: seconds between batches;
       keep: answer an attach with the running producer's ring, if any;
-      attach_unavailable: answer this many attaches 503 with Retry-After: 1.
+      attach_unavailable: answer this many attaches 503 with Retry-After: 1;
+      count_known: GET /v1/jobs/{id} tells batches_per_epoch (else null, as
+                   lastmiled for a pipeline that drops rows, before an epoch ended).
     ``requests`` records (method, path, body) of every request.
     """
 
@@ -121,6 +123,7 @@ class FakeDaemon:
         self.interval = 0
         self.keep = False
         self.attach_unavailable = 0
+        self.count_known = True
         self.generation = 0
         self.server = None
         self.thread = None
@@ -170,7 +173,7 @@ class FakeDaemon:
         if m.group(2) and method == "POST":
             return self.attach(job, body)
         if not m.group(2) and method == "GET":
-            return 200, job
+            return 200, dict(job, batches_per_epoch=self.per_epoch if self.count_known else None)
         if not m.group(2) and method == "DELETE":
             job["state"] = "canceled"
             return 200, job

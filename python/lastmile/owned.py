@@ -1,0 +1,133 @@
+"""Batches that own their arrays: copies, or tensors on a device.
+
+A :class:`lastmile.Batch` from a ring is a zero-copy view of a ring slot,
+valid until the next batch is taken. ``batch.detach()`` and
+``batch.to(device)`` (or ``lastmile.Dataset(..., copy=True, device=...)``)
+return an :class:`OwnedBatch` instead: the same mapping of names to arrays,
+cursor, rows and validity masks, but its arrays are the batch's own and stay
+valid for as long as they are kept.
+
+Copies cost memory bandwidth (a host copy of every payload per batch);
+keep the zero-copy default when each step is done with its batch before
+the next one is taken.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .batch import Batch
+
+__all__ = ["OwnedBatch", "detach", "to_device"]
+
+
+class OwnedBatch(Batch):
+    """A :class:`lastmile.Batch` whose arrays are its own (never released)."""
+
+    @property
+    def released(self) -> bool:
+        return False
+
+    def _check(self):
+        pass
+
+    def torch(self) -> "OwnedBatch":
+        if self.is_torch:
+            return self
+        import torch  # lazily: torch is optional
+
+        from .batch import _torch_conv
+
+        codes = {f.name: f.dtype_code for f in self._fields}
+
+        def conv(name):
+            code = codes.get(name)  # bfloat16 bits are uint16 in numpy; offsets are int64
+            return lambda a: _torch_conv(a, code) if a.dtype == np.uint16 else torch.from_numpy(a)
+
+        data = {n: _map(v, conv(n)) for n, v in self._data.items()}
+        valid = {n: torch.from_numpy(v) for n, v in self.valid.items()}
+        return _like(self, data, valid, True)
+
+    def text(self, name, i) -> str:
+        r = self[name]
+        a, b = int(r.offsets[i]), int(r.offsets[i + 1])
+        return bytes(_host(r.values)[a:b]).decode("utf-8")
+
+    def texts(self, name) -> list:
+        r = self[name]
+        buf = _host(r.values).tobytes()
+        offs = _host(r.offsets).tolist()
+        return [buf[offs[i] : offs[i + 1]].decode("utf-8") for i in range(len(offs) - 1)]
+
+    def __repr__(self):
+        return Batch.__repr__(self).replace("<lastmile.Batch", "<lastmile.OwnedBatch", 1)
+
+
+def _host(a):
+    """A numpy array of a numpy array or a (CPU or device) tensor."""
+    if isinstance(a, np.ndarray):
+        return a
+    return a.detach().cpu().numpy()
+
+
+def _map(v, conv):
+    """Apply ``conv`` to an array, or to every array of a named tuple
+    (Ragged, and any other layout of several arrays)."""
+    if isinstance(v, tuple) and hasattr(v, "_fields"):
+        return type(v)(*(_map(x, conv) for x in v))
+    return conv(v)
+
+
+def _like(batch, data, valid, is_torch):
+    return OwnedBatch(None, batch._fields, data, valid, batch.rows, batch.seq, batch.cursor,
+                      batch.flags, is_torch)
+
+
+def detach(batch) -> OwnedBatch:
+    """A copy of ``batch`` that owns its arrays (numpy or torch, as ``batch``)."""
+    batch._check()
+    if isinstance(batch, OwnedBatch):
+        return batch
+    if batch.is_torch:
+        conv = _clone
+    else:
+        conv = _copy
+    data = {n: _map(v, conv) for n, v in batch._data.items()}
+    valid = {n: conv(v) for n, v in batch.valid.items()}
+    return _like(batch, data, valid, batch.is_torch)
+
+
+def to_device(batch, device, *, non_blocking=False, copy=False) -> Batch:
+    """``batch``'s tensors on ``device`` (a torch device or its name).
+
+    The result owns its tensors when they were copied: always for another
+    device than the CPU, and with ``copy=True`` for the CPU too. On the CPU
+    without ``copy`` the batch itself is returned (its zero-copy views).
+    A numpy batch is taken as tensors first. ``non_blocking``: see
+    ``torch.Tensor.to``; the copy must have completed (synchronize) before
+    the ring's next batch is taken, since its source is the ring slot.
+    """
+    import torch
+
+    batch._check()
+    dev = torch.device(device)
+    if dev.type == "cpu" and not copy:
+        return batch.torch()
+    src = batch.torch()
+
+    def conv(t):
+        return t.to(dev, non_blocking=non_blocking, copy=True)
+
+    data = {n: _map(v, conv) for n, v in src._data.items()}
+    valid = {n: conv(v) for n, v in src.valid.items()}
+    return _like(src, data, valid, True)
+
+
+def _clone(t):
+    return t.clone()
+
+
+def _copy(a):
+    return np.array(a, copy=True)
+
+
