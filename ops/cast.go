@@ -34,7 +34,7 @@ func (c *compiler) cast(op *spec.Op) error {
 	}
 	var results []result
 	for _, a := range op.Cast {
-		e, why := c.lookup(a.Name)
+		e, why := c.groupLookup(a.Name)
 		if e == nil {
 			return c.errAt(op, a, "%s", why)
 		}

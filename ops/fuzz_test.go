@@ -115,6 +115,8 @@ func FuzzPipeline(f *testing.F) {
 		`- select: [%[1]s, %[2]s]`,
 		`- rename: {%[1]s: %[2]s}`,
 		`- drop: [%[1]s]`,
+		`- stack: {output: g%[3]d, columns: [%[1]s, %[2]s], nulls: fill, fill: %[3]d}`,
+		`- jagged: {output: k%[3]d, nulls: fill, keys: [%[1]s, {column: %[2]s, key: b, max_length: %[3]d, hash_mod: 9%[3]d}]}`,
 	}
 	for _, seed := range []string{"\x00\x01\x02\x03", "\x09\x07\x08\x02\x03\x04\x06\x01\x00\x05", "\x0a\x08\x00\x0b\x02\x04\x03\x01"} {
 		f.Add([]byte(seed))

@@ -34,7 +34,7 @@ type joinLeft struct {
 
 func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 	jn := op.Join
-	e, why := c.lookup(jn.On)
+	e, why := c.groupLookup(jn.On)
 	if e == nil {
 		return c.errf(op, "on", "%s", why)
 	}

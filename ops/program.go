@@ -31,6 +31,9 @@ type OutField struct {
 	DType    column.DType
 	Width    int // Fixed: elements per row; a [B, Width] tensor when > 1
 	Nullable bool
+	// Group is 0 for a column of its own, g for a member of the feature
+	// group Groups()[g-1] (see groups.go).
+	Group int
 }
 
 // Program is a pipeline compiled against an input schema. It is read-only
@@ -42,6 +45,7 @@ type Program struct {
 	steps   []step
 	outputs []entry
 	out     []OutField
+	groups  []Group
 	needs   []string
 	early   []string
 
@@ -80,7 +84,8 @@ func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 			return nil, err
 		}
 	}
-	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: c.schema, tables: c.joins}
+	outputs, groups := expandGroups(c.schema, c.vals)
+	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: outputs, groups: groups, tables: c.joins}
 	p.plan()
 	return p, nil
 }
@@ -101,6 +106,10 @@ func (c *compiler) op(ctx context.Context, op *spec.Op) error {
 		return c.cast(op)
 	case "nulls":
 		return c.nulls(op)
+	case "stack":
+		return c.stack(op)
+	case "jagged":
+		return c.jagged(op)
 	case "select":
 		return c.selectOp(op)
 	case "rename":
@@ -236,7 +245,7 @@ func (p *Program) plan() {
 			p.home[e.vid] = pos
 		}
 		v := &p.vals[e.vid]
-		p.out = append(p.out, OutField{Name: e.name, Kind: v.kind, DType: v.dtype, Width: v.width, Nullable: e.nullable})
+		p.out = append(p.out, OutField{Name: e.name, Kind: v.kind, DType: v.dtype, Width: v.width, Nullable: e.nullable, Group: e.group})
 	}
 	p.moves()
 	for v := range p.vals {
@@ -330,8 +339,13 @@ func (p *Program) Early() []string { return p.early }
 // length of Select's result is the number of rows a unit yields.
 func (p *Program) ApplyDrops() bool { return len(p.preDrops)+len(p.lateDrops) > 0 }
 
-// Output returns the schema of the batches Apply produces.
+// Output returns the schema of the batches Apply produces: one column per
+// output column, and the members of every feature group in its place.
 func (p *Program) Output() []OutField { return p.out }
+
+// Groups returns the feature groups of the output, in output order; the
+// members of Groups()[g] are the Output columns with Group g+1.
+func (p *Program) Groups() []Group { return p.groups }
 
 // Prune reports whether a row group whose input columns have the given
 // statistics may hold a row that survives the pipeline's filters; false

@@ -73,7 +73,7 @@ func splitmix64(x uint64) uint64 {
 
 func (c *compiler) sample(op *spec.Op) error {
 	s := op.Sample
-	e, why := c.lookup(s.Key)
+	e, why := c.groupLookup(s.Key)
 	if e == nil {
 		return c.errf(op, "key", "%s", why)
 	}

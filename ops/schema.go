@@ -22,8 +22,9 @@ type value struct {
 	kind     column.Kind
 	dtype    column.DType
 	width    int
-	nullable bool // rows may be null
-	producer int  // index of the step that computes it, -1 for inputs
+	nullable bool   // rows may be null
+	producer int    // index of the step that computes it, -1 for inputs
+	group    *group // a feature group (stack, jagged): no rows of its own
 }
 
 // entry is one column of the schema at some point in the pipeline.
@@ -31,6 +32,7 @@ type entry struct {
 	name     string
 	vid      int
 	nullable bool // false also after nulls: skip or error made it so
+	group    int  // output only: a member of Program.groups[group-1]; 0 for a column
 }
 
 // compiler walks the ops in spec order, keeping the schema as it stands
@@ -190,7 +192,7 @@ func (c *compiler) exprSchema() expr.Schema {
 	for _, e := range c.schema {
 		v := &c.vals[e.vid]
 		t, err := expr.ColumnType(v.kind, v.dtype, v.width, e.nullable)
-		if err == nil {
+		if err == nil && v.group == nil {
 			s = append(s, expr.Field{Name: e.name, Type: t})
 		}
 	}
@@ -281,6 +283,10 @@ func editDistance(a, b string) int {
 // "string", "[64]int64".
 func (v *value) describe() string {
 	switch {
+	case v.group != nil && v.group.Kind == "jagged":
+		return fmt.Sprintf("a jagged group of %d keys", len(v.group.members))
+	case v.group != nil:
+		return fmt.Sprintf("a stack [B, %d] of %v", v.width, v.dtype)
 	case v.kind == column.Bytes:
 		return "string"
 	case v.kind == column.List:

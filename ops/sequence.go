@@ -48,7 +48,7 @@ type seqLongCheck struct{ seqLimit }
 
 func (c *compiler) sequence(op *spec.Op) error {
 	s := op.Sequence
-	e, why := c.lookup(s.Column)
+	e, why := c.groupLookup(s.Column)
 	if e == nil {
 		return c.errf(op, "column", "%s", why)
 	}

@@ -1,0 +1,230 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// Feature groups: stack and jagged. A group is one field of the ring (a
+// [B, N] dense tensor, or a KeyedJaggedTensor of K keys) made of several
+// columns. The ops here only prepare the members, in the workers: nulls
+// filled or checked, dtypes converted, ids hashed and lists cut. The
+// members then reach Apply's output as columns of their own (Output marks
+// them with their Group), and the engine's packer writes each group
+// straight from its members into the ring slot, so that no [B, N] or
+// key-major copy is ever made outside the slot.
+
+// Group describes one feature group of the output: its members are the
+// columns of Output whose Group is the group's index in Groups plus one,
+// in order.
+type Group struct {
+	Name string
+	// Kind is "stack" (a [B, N] tensor of DType, member j in column j) or
+	// "jagged" (a KeyedJaggedTensor: member k holds key Keys[k], a list or
+	// a scalar column of int64 ids; a null scalar is an empty list).
+	Kind  string
+	DType column.DType
+	Keys  []string
+}
+
+// group is a group's compile-time description, held by its value.
+type group struct {
+	Group
+	line    int
+	members []int    // member value ids
+	names   []string // physical column names of the members
+	nulls   []bool   // member keeps its validity (a jagged scalar under nulls: fill)
+}
+
+// groupLookup is lookup for ops that read a column's rows: a group has
+// none of its own.
+func (c *compiler) groupLookup(name string) (*entry, string) {
+	e, why := c.lookup(name)
+	if e != nil && c.vals[e.vid].group != nil {
+		g := c.vals[e.vid].group
+		return nil, fmt.Sprintf("column %q is the %s group made at line %d; no op can read a group: use its columns before the %s op",
+			name, g.Kind, g.line, g.Kind)
+	}
+	return e, why
+}
+
+// takeColumn looks up a group member and removes it from the schema: the
+// group replaces its columns.
+func (c *compiler) takeColumn(op *spec.Op, field, name string) (*entry, error) {
+	e, why := c.groupLookup(name)
+	if e == nil {
+		return nil, c.errf(op, field, "%s", why)
+	}
+	return e, nil
+}
+
+func (c *compiler) removeMembers(op *spec.Op, out string, names []string) {
+	for _, name := range names {
+		if i := c.index(name); i >= 0 {
+			c.schema = append(c.schema[:i], c.schema[i+1:]...)
+			c.gone[name] = fmt.Sprintf("was put into the %s group %q at line %d", op.Kind, out, op.Line)
+		}
+	}
+}
+
+func (c *compiler) stack(op *spec.Op) error {
+	s := op.Stack
+	if err := c.checkName(op, "output", s.Output); err != nil {
+		return err
+	}
+	dt, err := column.ParseDType(s.DType)
+	if err != nil {
+		return c.errf(op, "dtype", "%v", err)
+	}
+	g := &group{Group: Group{Name: s.Output, Kind: "stack", DType: dt}, line: op.Line}
+	var checks []int
+	var checkNames []string
+	for i, name := range s.Columns {
+		field := fmt.Sprintf("columns[%d]", i)
+		e, err := c.takeColumn(op, field, name)
+		if err != nil {
+			return err
+		}
+		v := c.vals[e.vid]
+		if v.kind != column.Fixed || v.width != 1 || !isNumDType(v.dtype) && v.dtype != column.Bool {
+			return c.errf(op, field, "column %q is %s; a stack takes numeric scalar columns (shape lists with sequence, hash strings with hash_mod in a map)", name, v.describe())
+		}
+		if dt == column.Int64 && !isIntDType(v.dtype) && v.dtype != column.Bool {
+			return c.errf(op, field, "column %q is %s; a stack of dtype int64 takes integer columns: stack as float32, or cast it first", name, v.describe())
+		}
+		vid := e.vid
+		if e.nullable && s.Nulls == "error" {
+			checks, checkNames = append(checks, vid), append(checkNames, name)
+		}
+		if e.nullable && s.Nulls == "fill" {
+			one, err := fillBytes(v.dtype, s.Fill)
+			if err != nil {
+				return c.errf(op, "fill", "column %q: %v", name, err)
+			}
+			if !allZero(one) { // null rows hold zeros already
+				nv := c.addValue(value{kind: v.kind, dtype: v.dtype, width: 1, producer: -1})
+				c.addStep(&nullsFill{stepBase: stepBase{op: op, what: name, reads: []int{vid}, writes: []int{nv}}, one: one})
+				vid = nv
+			}
+		}
+		if v.dtype != dt {
+			nv := c.addValue(value{kind: v.kind, dtype: dt, width: 1, producer: -1})
+			c.addStep(&castStep{stepBase: stepBase{op: op, what: name, reads: []int{vid}, writes: []int{nv}}, src: vid, to: dt})
+			vid = nv
+		}
+		g.members = append(g.members, vid)
+		g.names = append(g.names, s.Output+"/"+name)
+		g.nulls = append(g.nulls, false)
+	}
+	if len(checks) > 0 {
+		c.addStep(&nullsCheck{stepBase: stepBase{op: op, what: fmt.Sprint(checkNames), reads: checks}, names: checkNames})
+	}
+	c.removeMembers(op, s.Output, s.Columns)
+	vid := c.addValue(value{kind: column.Fixed, dtype: dt, width: len(s.Columns), producer: -1, group: g})
+	c.setColumn(s.Output, vid, false)
+	return nil
+}
+
+func (c *compiler) jagged(op *spec.Op) error {
+	j := op.Jagged
+	if err := c.checkName(op, "output", j.Output); err != nil {
+		return err
+	}
+	g := &group{Group: Group{Name: j.Output, Kind: "jagged", DType: column.Int64}, line: op.Line}
+	var checks []int
+	var checkNames, names []string
+	for i := range j.Keys {
+		k := &j.Keys[i]
+		vid, keep, err := c.jaggedKey(op, i, k)
+		if err != nil {
+			return err
+		}
+		if e := &c.schema[c.index(k.Column)]; e.nullable && j.Nulls == "error" {
+			checks, checkNames = append(checks, e.vid), append(checkNames, k.Column)
+		}
+		g.Keys = append(g.Keys, k.Key)
+		g.members = append(g.members, vid)
+		g.names = append(g.names, j.Output+"/"+k.Key)
+		g.nulls = append(g.nulls, keep && j.Nulls == "fill")
+		names = append(names, k.Column)
+	}
+	if len(checks) > 0 {
+		c.addStep(&nullsCheck{stepBase: stepBase{op: op, what: fmt.Sprint(checkNames), reads: checks}, names: checkNames})
+	}
+	c.removeMembers(op, j.Output, names)
+	vid := c.addValue(value{kind: column.List, dtype: column.Int64, width: 1, producer: -1, group: g})
+	c.setColumn(j.Output, vid, false)
+	return nil
+}
+
+// jaggedKey compiles key i of a jagged op into the value of its member: a
+// List or a scalar Fixed column of int64 ids. keep reports whether the
+// member is a scalar that may be null (a null row is an empty list).
+func (c *compiler) jaggedKey(op *spec.Op, i int, k *spec.JaggedKey) (vid int, keep bool, err error) {
+	field := fmt.Sprintf("keys[%d].column", i)
+	e, why := c.groupLookup(k.Column)
+	if e == nil {
+		return 0, false, c.keyErr(op, k, field, "%s", why)
+	}
+	v := c.vals[e.vid]
+	isInt := isIntDType(v.dtype) || v.dtype == column.Bool
+	switch {
+	case v.kind == column.Bytes && k.HashMod == 0:
+		return 0, false, c.keyErr(op, k, fmt.Sprintf("keys[%d].hash_mod", i),
+			"column %q is a string; a jagged key holds integer ids: give it hash_mod (e.g. hash_mod: 1048576)", k.Column)
+	case v.kind == column.Bytes, v.kind == column.List && isInt, v.kind == column.Fixed && v.width == 1 && isInt:
+	default:
+		return 0, false, c.keyErr(op, k, field,
+			"column %q is %s; a jagged key takes a list or scalar column of integer ids, or strings with hash_mod", k.Column, v.describe())
+	}
+	vid = e.vid
+	list := v.kind == column.List
+	switch {
+	case k.HashMod > 0 || list && k.MaxLength > 0:
+		nv := value{kind: column.Fixed, dtype: column.Int64, width: 1, producer: -1}
+		if list {
+			nv.kind = column.List
+		}
+		vid = c.addValue(nv)
+		st := &keyStep{stepBase: stepBase{op: op, what: k.Key, reads: []int{e.vid}, writes: []int{vid}},
+			mod: uint64(k.HashMod), limit: k.MaxLength, keepLast: k.Truncate == "left"}
+		c.addStep(st)
+	case v.dtype != column.Int64:
+		vid = c.addValue(value{kind: v.kind, dtype: column.Int64, width: 1, producer: -1})
+		c.addStep(&castStep{stepBase: stepBase{op: op, what: k.Key, reads: []int{e.vid}, writes: []int{vid}}, src: e.vid, to: column.Int64})
+	}
+	return vid, !list && e.nullable, nil
+}
+
+// keyErr is errf at the line of a jagged key.
+func (c *compiler) keyErr(op *spec.Op, k *spec.JaggedKey, field, format string, args ...any) *spec.FieldError {
+	e := c.errf(op, field, format, args...)
+	if k.Line > 0 {
+		e.Line = k.Line
+	}
+	return e
+}
+
+// expandGroups returns the output columns with every group replaced by its
+// members, and the groups in output order.
+func expandGroups(schema []entry, vals []value) ([]entry, []Group) {
+	var out []entry
+	var groups []Group
+	for _, e := range schema {
+		g := vals[e.vid].group
+		if g == nil {
+			out = append(out, e)
+			continue
+		}
+		gr := g.Group
+		gr.Name = e.name // renamed since, perhaps
+		groups = append(groups, gr)
+		for m, vid := range g.members {
+			name := e.name + g.names[m][len(g.Name):]
+			out = append(out, entry{name: name, vid: vid, nullable: g.nulls[m], group: len(groups)})
+		}
+	}
+	return out, groups
+}

@@ -1,0 +1,165 @@
+package ops_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/ops"
+)
+
+func groupBatch() *column.Batch {
+	return batchOf(
+		i64col("id", []int64{0, 1, 2, 3}, nil),
+		f32col("d0", []float32{1.5, 2, 0, -1}, []byte{1, 1, 0, 1}),
+		i32col("d1", []int32{10, 20, 30, 40}, nil),
+		i64col("cat", []int64{7, 0, 9, 5}, []byte{1, 0, 1, 1}),
+		listcol("seq", [][]int64{{1, 2, 3}, nil, {4}, {5, 6, 7, 8}}, []byte{1, 0, 1, 1}),
+		strcol("q", []string{"a", "bc", "", "a"}, nil),
+	)
+}
+
+func hashMod(v, m int64) int64        { return int64(expr.HashInt(v) % uint64(m)) }
+func hashStr(s string, m int64) int64 { return int64(expr.HashBytes([]byte(s)) % uint64(m)) }
+
+// TestStackMembers checks what a stack leaves for the packer: its members
+// in order, converted to the stack's dtype, nulls filled, the columns
+// gone from the schema and the group described by Groups.
+func TestStackMembers(t *testing.T) {
+	b := groupBatch()
+	p := compile(t, b, "", "- stack: {output: dense, columns: [d1, d0], nulls: fill, fill: 0.25}")
+	out := run(t, p, b)
+	if got := names(out); !slices.Equal(got, []string{"id", "cat", "seq", "q", "dense/d1", "dense/d0"}) {
+		t.Fatalf("columns %v", got)
+	}
+	if g := p.Groups(); len(g) != 1 || g[0].Name != "dense" || g[0].Kind != "stack" || g[0].DType != column.Float32 {
+		t.Errorf("groups %+v", g)
+	}
+	o := p.Output()
+	if o[4].Group != 1 || o[5].Group != 1 || o[0].Group != 0 || o[4].DType != column.Float32 {
+		t.Errorf("output %+v", o)
+	}
+	if got := floats(t, out, "dense/d1"); !slices.Equal(got, []float64{10, 20, 30, 40}) {
+		t.Errorf("d1 as float32: %v", got)
+	}
+	if got := floats(t, out, "dense/d0"); !slices.Equal(got, []float64{1.5, 2, 0.25, -1}) {
+		t.Errorf("d0 with its null filled: %v", got)
+	}
+}
+
+// TestJaggedMembers checks the members of a jagged group, key by key:
+// scalars, lists, truncation, hashing, strings, nulls.
+func TestJaggedMembers(t *testing.T) {
+	b := groupBatch()
+	cases := []struct {
+		name  string
+		key   string
+		list  [][]int64 // a list member
+		ids   []int64   // a scalar member
+		valid []byte
+	}{
+		{"scalar as is", "cat", nil, []int64{7, 0, 9, 5}, []byte{1, 0, 1, 1}},
+		{"scalar hashed", "{column: cat, hash_mod: 100}", nil, []int64{hashMod(7, 100), hashMod(0, 100), hashMod(9, 100), hashMod(5, 100)}, []byte{1, 0, 1, 1}},
+		{"int32 scalar widened", "d1", nil, []int64{10, 20, 30, 40}, nil},
+		{"list as is", "seq", [][]int64{{1, 2, 3}, {}, {4}, {5, 6, 7, 8}}, nil, nil},
+		{"list keeps the last 2", "{column: seq, max_length: 2}", [][]int64{{2, 3}, {}, {4}, {7, 8}}, nil, nil},
+		{"list keeps the first 2, hashed", "{column: seq, max_length: 2, truncate: right, hash_mod: 10}",
+			[][]int64{{hashMod(1, 10), hashMod(2, 10)}, {}, {hashMod(4, 10)}, {hashMod(5, 10), hashMod(6, 10)}}, nil, nil},
+		{"string hashed", "{column: q, hash_mod: 1000}", nil, []int64{hashStr("a", 1000), hashStr("bc", 1000), hashStr("", 1000), hashStr("a", 1000)}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: ["+tc.key+"]}")
+			out := run(t, p, b)
+			g := p.Groups()
+			if len(g) != 1 || g[0].Kind != "jagged" || len(g[0].Keys) != 1 {
+				t.Fatalf("groups %+v", g)
+			}
+			name := "sparse/" + g[0].Keys[0]
+			if tc.list != nil {
+				if got := lists(t, out, name); !slices.EqualFunc(got, tc.list, slices.Equal) {
+					t.Errorf("rows %v, want %v", got, tc.list)
+				}
+				return
+			}
+			c := col(t, out, name)
+			got := ints(t, out, name)
+			for i := range got {
+				if tc.valid != nil && tc.valid[i] == 0 {
+					got[i] = 0
+				}
+			}
+			want := slices.Clone(tc.ids)
+			for i := range want {
+				if tc.valid != nil && tc.valid[i] == 0 {
+					want[i] = 0
+				}
+			}
+			if c.Kind != column.Fixed || c.DType != column.Int64 || !slices.Equal(got, want) || !slices.Equal(c.Valid, tc.valid) {
+				t.Errorf("%v %v ids %v valid %v, want %v %v", c.Kind, c.DType, got, c.Valid, want, tc.valid)
+			}
+		})
+	}
+}
+
+// TestGroupNullsError checks nulls: error, the default, on both groups:
+// a null in a row that is output fails naming the column.
+func TestGroupNullsError(t *testing.T) {
+	b := groupBatch()
+	for _, op := range []string{
+		"- stack: {output: dense, columns: [d1, d0]}",
+		"- jagged: {output: sparse, keys: [seq, cat]}",
+	} {
+		p := compile(t, b, "", op)
+		_, err := runErr(p, p.NewState(), b)
+		var de *ops.DataError
+		if !asDataError(err, &de) || de.Line != 6 {
+			t.Errorf("%s: error %v, want a DataError at line 6", op, err)
+		}
+		// Without the null rows the same op passes.
+		p = compile(t, b, "", "- filter: \"id != 1 and id != 2\"", op)
+		if _, err := runErr(p, p.NewState(), b); err != nil {
+			t.Errorf("%s without null rows: %v", op, err)
+		}
+	}
+}
+
+func TestGroupCompileErrors(t *testing.T) {
+	b := groupBatch()
+	cases := []struct{ name, op, want string }{
+		{"stack a list", "- stack: {output: x, columns: [d0, seq]}", `job.yaml:6: pipeline[0].stack.columns[1]: column "seq" is list<int64>; a stack takes numeric scalar columns`},
+		{"stack a string", "- stack: {output: x, columns: [q]}", `pipeline[0].stack.columns[0]: column "q" is string`},
+		{"int64 stack of floats", "- stack: {output: x, columns: [d0], dtype: int64}", `column "d0" is float32; a stack of dtype int64 takes integer columns`},
+		{"stack unknown", "- stack: {output: x, columns: [d9]}", `pipeline[0].stack.columns[0]: unknown column "d9" (did you mean "d0"?)`},
+		{"stack fill", "- stack: {output: x, columns: [cat], nulls: fill, fill: 0.5}", `pipeline[0].stack.fill: column "cat"`},
+		{"jagged float", "- jagged: {output: s, keys: [d0]}", `pipeline[0].jagged.keys[0].column: column "d0" is float32; a jagged key takes a list or scalar column of integer ids`},
+		{"jagged string", "- jagged: {output: s, keys: [id, q]}", `pipeline[0].jagged.keys[1].hash_mod: column "q" is a string; a jagged key holds integer ids: give it hash_mod`},
+		{"jagged unknown", "- jagged: {output: s, keys: [{column: sq}]}", `pipeline[0].jagged.keys[0].column: unknown column "sq" (did you mean "seq"?)`},
+		{"member used after", "- stack: {output: x, columns: [d0]}\n  - filter: \"d0 > 1\"", `column "d0" was put into the stack group "x" at line 6`},
+		{"group cast", "- stack: {output: x, columns: [d0]}\n  - cast: {x: bfloat16}", `column "x" is the stack group made at line 6; no op can read a group`},
+		{"group in a group", "- stack: {output: x, columns: [d0]}\n  - stack: {output: y, columns: [x]}", `column "x" is the stack group made at line 6`},
+		{"group sequence", "- jagged: {output: s, keys: [seq]}\n  - sequence: {column: s, length: 4}", `column "s" is the jagged group made at line 6`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ops.Compile(context.Background(), job(t, "", tc.op), fieldsOf(b), ops.Env{})
+			wantErr(t, err, tc.want)
+		})
+	}
+}
+
+// TestGroupRenameSelect checks that a group moves and renames like a
+// column: its members follow it.
+func TestGroupRenameSelect(t *testing.T) {
+	b := groupBatch()
+	p := compile(t, b, "", "- jagged: {output: s, nulls: fill, keys: [cat, seq]}", "- rename: {s: sparse}", "- select: [sparse, id]")
+	out := run(t, p, b)
+	if got := names(out); !slices.Equal(got, []string{"sparse/cat", "sparse/seq", "id"}) {
+		t.Errorf("columns %v", got)
+	}
+	if g := p.Groups(); len(g) != 1 || g[0].Name != "sparse" || !slices.Equal(g[0].Keys, []string{"cat", "seq"}) {
+		t.Errorf("groups %+v", g)
+	}
+}
