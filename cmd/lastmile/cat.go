@@ -11,6 +11,10 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -32,6 +36,9 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: want one ring name, got %d arguments", errUsage, fs.NArg())
+	}
+	if err := rankRingsHint(*dir, fs.Arg(0)); err != nil {
+		return err
 	}
 	c, err := openWhenReady(ctx, *dir, fs.Arg(0), *wait)
 	if err != nil {
@@ -94,6 +101,51 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "producer says: %s\n", msg)
 	}
 	return streamErr
+}
+
+// rankRingsHint returns an error listing the rings of a job's ranks
+// (NAME.r0, NAME.r1, ...) when there is no ring NAME but there are those:
+// a job with world_size > 1 has one ring per rank, and NAME is its bare
+// name. It returns nil otherwise.
+func rankRingsHint(dir, name string) error {
+	if dir == "" {
+		dir = shm.DefaultDir()
+	}
+	if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	type ring struct {
+		name string
+		rank int
+	}
+	var rings []ring
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), name+".r")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if r, err := strconv.Atoi(rest); err == nil && r >= 0 && strconv.Itoa(r) == rest {
+			rings = append(rings, ring{e.Name(), r})
+		}
+	}
+	if len(rings) == 0 {
+		return nil
+	}
+	sort.Slice(rings, func(i, j int) bool { return rings[i].rank < rings[j].rank })
+	names := make([]string, len(rings))
+	for i, r := range rings {
+		names[i] = r.name
+	}
+	flag := ""
+	if dir != shm.DefaultDir() {
+		flag = "-dir " + dir + " "
+	}
+	return fmt.Errorf("no ring %s in %s, but %d rings of its ranks (one per rank when world_size > 1): %s; read one: lastmile cat %s%s",
+		name, dir, len(names), strings.Join(names, ", "), flag, names[0])
 }
 
 func max64(a, b int64) int64 {
