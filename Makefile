@@ -76,8 +76,17 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(BIN)/lastmile bench
 
+# fuzz runs each fuzzer of outside input for 30s (go test fuzzes one
+# target per run): specs, ring headers and slots, Parquet pages, and the
+# control API (handlers, and raw bytes on a running daemon's socket).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./spec/
+	$(GO) test -run '^$$' -fuzz '^FuzzControlAPI$$' -fuzztime 30s ./daemon/
+	$(GO) test -run '^$$' -fuzz '^FuzzControlWire$$' -fuzztime 30s ./daemon/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime 30s ./shm/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSlot$$' -fuzztime 30s ./shm/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s ./decode/
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm
