@@ -95,13 +95,14 @@ func Schema(b *column.Batch) (*arrow.Schema, error) {
 
 // Records cuts b into record batches of whole rows, each at most about
 // maxRecordBytes (a single row larger than that goes alone), and calls
-// emit with each. The records view b's memory: emit must be done with one
-// (written it out) before b changes.
-func Records(b *column.Batch, schema *arrow.Schema, emit func(arrow.RecordBatch) error) error {
+// emit with each, last true for the last one (there is always one, with
+// no rows for an empty b). The records view b's memory: emit must be done
+// with one (written it out) before b changes.
+func Records(b *column.Batch, schema *arrow.Schema, emit func(rec arrow.RecordBatch, last bool) error) error {
 	if b.Rows == 0 {
 		rec := slice(b, schema, 0, 0)
 		defer rec.Release()
-		return emit(rec)
+		return emit(rec, true)
 	}
 	for lo := 0; lo < b.Rows; {
 		hi := lo + 1
@@ -115,7 +116,7 @@ func Records(b *column.Batch, schema *arrow.Schema, emit func(arrow.RecordBatch)
 			hi++
 		}
 		rec := slice(b, schema, lo, hi)
-		err := emit(rec)
+		err := emit(rec, hi == b.Rows)
 		rec.Release()
 		if err != nil {
 			return err

@@ -68,7 +68,7 @@ func roundTrip(t *testing.T, b, out *column.Batch) int {
 	var buf bytes.Buffer
 	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
 	records := 0
-	if err := Records(b, schema, func(rec arrow.RecordBatch) error { records++; return w.Write(rec) }); err != nil {
+	if err := Records(b, schema, func(rec arrow.RecordBatch, _ bool) error { records++; return w.Write(rec) }); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()

@@ -101,13 +101,17 @@ func ValidName(name string) error {
 	return nil
 }
 
-// Split parses a portable name "ROOT/REL" into the root and the relative
-// path, refusing, before any system call, what cannot be beneath a root:
-// an absolute or empty relative path, a ".." component, a NUL.
+// Split parses a portable name "ROOT/REL" (or "ROOT", the root's own
+// directory) into the root and the relative path, refusing, before any
+// system call, what cannot be beneath a root: an absolute relative path, a
+// ".." component, a NUL.
 func Split(name string) (root, rel string, err error) {
-	root, rel, ok := strings.Cut(name, "/")
-	if !ok || rel == "" {
-		return "", "", fmt.Errorf("%q: want ROOT/RELATIVE/PATH", name)
+	if strings.HasPrefix(name, "/") {
+		return "", "", fmt.Errorf("%q: %w: absolute path", name, ErrOutside)
+	}
+	root, rel, _ = strings.Cut(name, "/")
+	if rel == "" {
+		rel = "."
 	}
 	if err := ValidName(root); err != nil {
 		return "", "", err

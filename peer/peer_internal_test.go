@@ -1,0 +1,403 @@
+package peer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/roots"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// fixture is a data root with testdata/small's files, TLS material, and a
+// job spec over them with every kind of row-local op.
+type fixture struct {
+	t     *testing.T
+	dir   string
+	data  string
+	roots *roots.Roots
+	ca    *testCA
+	shm   string
+}
+
+func newFixture(t *testing.T) *fixture {
+	dir := t.TempDir()
+	f := &fixture{t: t, dir: dir, data: filepath.Join(dir, "data"), shm: filepath.Join(dir, "shm")}
+	os.MkdirAll(f.data, 0o755)
+	os.MkdirAll(f.shm, 0o755)
+	for i := range 3 {
+		name := fmt.Sprintf("part-%05d.parquet", i)
+		b, err := os.ReadFile(filepath.Join("../testdata/small", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(f.data, name), b, 0o644)
+	}
+	r, err := roots.New(map[string]string{"data": f.data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	f.roots = r
+	f.ca = newTestCA(t, dir, "test-ca")
+	return f
+}
+
+func (f *fixture) job(name string) *spec.Job {
+	job, err := spec.Parse("", []byte(f.text(name)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return job
+}
+
+func (f *fixture) text(name string) string {
+	return fmt.Sprintf(`version: 1
+name: %s
+inputs: [%s]
+batch: {size: 100, last: drop}
+world_size: 2
+epochs: 1
+seed: 5
+shuffle: {units: true, buffer: 500}
+ring: {slots: 4, dir: %s}
+decode: {max_unit_rows: 700, workers: 1}
+pipeline:
+  - join: {kind: anti, table: %s, on: row_id}
+  - sample:
+      key: row_id
+      rates:
+        - {when: "label == 1", rate: 1.0}
+        - {rate: 0.5}
+      weight: weight
+  - map: {label_f: "cast(label, float32)", user_h: "hash_mod(user_id, 1000)"}
+  - sequence: {column: seq_0, length: 8, truncate: left, pad_side: right, lengths: seq_0_len}
+  - select: [row_id, label_f, weight, user_h, seq_0, seq_0_len, seq_1, query]
+`, name, f.data, f.shm, filepath.Join(f.data, "part-00002.parquet"))
+}
+
+// server starts a peer over the fixture's roots on loopback with mutual
+// TLS, and returns it and its address.
+func (f *fixture) server(tweak func(*Server)) (*Server, string) {
+	f.t.Helper()
+	tc, err := f.ca.issue("peer").ServerTLS()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	s := NewServer(ServerConfig{Roots: f.roots, TLS: tc, MaxInFlight: 4})
+	if tweak != nil {
+		tweak(s)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	go s.Serve(l)
+	f.t.Cleanup(s.Stop)
+	return s, l.Addr().String()
+}
+
+func (f *fixture) pool(tlsFiles TLSFiles, addrs ...string) *Pool {
+	f.t.Helper()
+	tc, err := tlsFiles.ClientTLS("")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p, err := NewPool(PoolConfig{Addrs: addrs, TLS: tc, Credits: 3})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(p.Close)
+	return p
+}
+
+// run runs job with spill (nil: locally) and returns each rank's batches
+// as digests, in order.
+func (f *fixture) run(job *spec.Job, spill engine.Spill) [][][32]byte {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := make([][][32]byte, job.WorldSize)
+	var wg sync.WaitGroup
+	errs := make(chan error, job.WorldSize)
+	ready := func(rings []string) {
+		for rank, name := range rings {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- readRing(ctx, f.shm, name, &out[rank])
+			}()
+		}
+	}
+	if _, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true}); err != nil {
+		f.t.Fatalf("run: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func readRing(ctx context.Context, dir, name string, out *[][32]byte) error {
+	c, err := shm.Open(dir, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		binary.Write(h, binary.LittleEndian, []uint64{b.Cursor.Epoch, b.Cursor.BatchIndex, uint64(b.Rows)})
+		for _, t := range b.Tensors {
+			fmt.Fprintf(h, "%s/%d/%d/%v|", t.Name, t.Role, t.DType, t.Shape)
+			h.Write(t.Data)
+		}
+		var d [32]byte
+		copy(d[:], h.Sum(nil))
+		*out = append(*out, d)
+		c.Release()
+	}
+}
+
+func same(t *testing.T, what string, got, want [][][32]byte) {
+	t.Helper()
+	for r := range want {
+		if len(got[r]) != len(want[r]) {
+			t.Fatalf("%s: rank %d has %d batches, the local run %d", what, r, len(got[r]), len(want[r]))
+		}
+		for i := range want[r] {
+			if got[r][i] != want[r][i] {
+				t.Fatalf("%s: rank %d batch %d differs from the local run's", what, r, i)
+			}
+		}
+	}
+	if len(want[0]) == 0 {
+		t.Fatalf("%s: no batches", what)
+	}
+}
+
+func (f *fixture) spiller(p *Pool, job *spec.Job, cfg SpillerConfig) *Spiller {
+	f.t.Helper()
+	cfg.Policy.Always = true
+	s, err := NewSpiller(p, f.roots, f.text(job.Name), job, cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// TestSpillByteIdentical: with every unit it can spill on a peer, a run's
+// batches are byte for byte the local run's; so they are when the peer
+// dies mid-run, sends corrupt streams, or is too slow.
+func TestSpillByteIdentical(t *testing.T) {
+	f := newFixture(t)
+	want := f.run(f.job("local"), nil)
+	client := f.ca.issue("gpu-host")
+
+	cases := []struct {
+		name  string
+		tweak func(*Server)
+		cfg   SpillerConfig
+		check func(t *testing.T, s *Server, sp *Spiller, p *Pool)
+	}{
+		{"healthy peer", nil, SpillerConfig{}, func(t *testing.T, s *Server, sp *Spiller, p *Pool) {
+			if sp.Stats().Spilled.Load() == 0 || s.Stats().Units.Load() != sp.Stats().Spilled.Load() {
+				t.Errorf("spilled %d, peer served %d", sp.Stats().Spilled.Load(), s.Stats().Units.Load())
+			}
+		}},
+		{"corrupt streams", func(s *Server) {
+			n := 0
+			var mu sync.Mutex
+			s.mangle = func(b *column.Batch) {
+				mu.Lock()
+				defer mu.Unlock()
+				if n++; n <= 3 && b.Rows > 0 {
+					b.Columns[0].Data[0] ^= 1
+				}
+			}
+		}, SpillerConfig{}, func(t *testing.T, s *Server, sp *Spiller, p *Pool) {
+			if p.Stats()[0].Corrupt == 0 {
+				t.Error("no corrupt stream was noticed")
+			}
+		}},
+		{"slow peer", func(s *Server) { s.delay = 3 * time.Second }, SpillerConfig{MinDeadline: 200 * time.Millisecond},
+			func(t *testing.T, s *Server, sp *Spiller, p *Pool) {
+				if sp.Stats().Fallbacks.Load() == 0 {
+					t.Error("no unit fell back from the slow peer")
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, addr := f.server(c.tweak)
+			p := f.pool(client, addr)
+			job := f.job("spill")
+			sp := f.spiller(p, job, c.cfg)
+			same(t, c.name, f.run(job, sp), want)
+			c.check(t, s, sp, p)
+			t.Logf("%d batches a rank; spilled %d units, %d fell back; peer: %+v", len(want[0]), sp.Stats().Spilled.Load(), sp.Stats().Fallbacks.Load(), p.Stats()[0])
+		})
+	}
+	t.Run("peer dies mid-run", func(t *testing.T) {
+		s, addr := f.server(nil)
+		p := f.pool(client, addr)
+		job := f.job("spill")
+		sp := f.spiller(p, job, SpillerConfig{})
+		go func() {
+			for s.Stats().Units.Load() < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			s.Stop()
+		}()
+		same(t, "peer died", f.run(job, sp), want)
+		if st := p.Stats()[0]; st.Failures == 0 || st.Healthy {
+			t.Errorf("the dead peer: %+v", st)
+		}
+	})
+}
+
+// TestStrangersRefused: a requester whose certificate another CA signed,
+// or none, gets nothing; its run goes on locally.
+func TestStrangersRefused(t *testing.T) {
+	f := newFixture(t)
+	s, addr := f.server(nil)
+	other := newTestCA(t, t.TempDir(), "other-ca")
+	stranger := other.issue("stranger")
+	stranger.CA = f.ca.issue("x").CA // it trusts the peer; the peer does not trust it
+	p := f.pool(stranger, addr)
+	job := f.job("stranger")
+	sp := f.spiller(p, job, SpillerConfig{})
+	want := f.run(f.job("local"), nil)
+	same(t, "stranger", f.run(job, sp), want)
+	if s.Stats().Units.Load() != 0 || sp.Stats().Spilled.Load() != 0 || p.Stats()[0].Failures == 0 {
+		t.Errorf("served %d, spilled %d, peer %+v", s.Stats().Units.Load(), sp.Stats().Spilled.Load(), p.Stats()[0])
+	}
+	if _, err := NewPool(PoolConfig{Addrs: []string{"10.1.2.3:7000"}}); err == nil {
+		t.Error("a plaintext pool to a non-loopback address was accepted")
+	}
+}
+
+// TestPeerRefusals: tickets naming files outside the roots, a side table
+// outside them, another protocol version, or garbage are refused with
+// their own codes and counted.
+func TestPeerRefusals(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(filepath.Join(f.dir, "secret.parquet"), []byte("PAR1 secret PAR1"), 0o644)
+	os.Symlink(filepath.Join(f.dir, "secret.parquet"), filepath.Join(f.data, "link.parquet"))
+	s, addr := f.server(nil)
+	tc, _ := f.ca.issue("gpu-host").ClientTLS("")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := flight.NewClientFromConn(conn, nil)
+	job := f.job("refusals")
+	text, err := portableJob(f.roots, f.text(job.Name), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := localPlan(t, job)
+	unit := plan.Units[0]
+	ticket := func(mod func(*Ticket)) []byte {
+		tk := Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit}
+		tk.Unit.File, _ = f.roots.Locate(unit.File)
+		mod(&tk)
+		b, _ := json.Marshal(tk)
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		tk   []byte
+		code codes.Code
+	}{
+		{"dot-dot", ticket(func(t *Ticket) { t.Unit.File = "data/../secret.parquet" }), codes.PermissionDenied},
+		{"absolute", ticket(func(t *Ticket) { t.Unit.File = f.dir + "/secret.parquet" }), codes.PermissionDenied},
+		{"symlink out", ticket(func(t *Ticket) { t.Unit.File = "data/link.parquet" }), codes.PermissionDenied},
+		{"unknown root", ticket(func(t *Ticket) { t.Unit.File = "other/x.parquet" }), codes.PermissionDenied},
+		{"side table outside", ticket(func(t *Ticket) {
+			t.Job = replaceTable(t.Job, "data/part-00002.parquet", "data/../secret.parquet")
+			t.Hash = jobHash([]byte(t.Job))
+		}), codes.PermissionDenied},
+		{"version", ticket(func(t *Ticket) { t.Version = Version + 1 }), codes.FailedPrecondition},
+		{"bad hash", ticket(func(t *Ticket) { t.Hash = "00" }), codes.InvalidArgument},
+		{"garbage", []byte("{not json"), codes.InvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stream, err := client.DoGet(context.Background(), &flight.Ticket{Ticket: c.tk})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != c.code {
+				t.Fatalf("got %v, want %v", err, c.code)
+			}
+		})
+	}
+	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 2 {
+		t.Errorf("refusals counted: outside %d version %d bad %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(), st.RefusedBad.Load())
+	}
+	// A job whose side table is outside every root does not spill at all.
+	job.Pipeline[0].Join.Table = filepath.Join(f.dir, "secret.parquet")
+	if _, err := NewSpiller(f.pool(f.ca.issue("g2"), addr), f.roots, f.text(job.Name), job, SpillerConfig{}); !errors.Is(err, ErrNotSpillable) {
+		t.Errorf("NewSpiller with a side table outside the roots: %v", err)
+	}
+}
+
+// recordSpill declines every unit and remembers them: the units a run
+// plans, exactly as the engine makes them.
+type recordSpill struct {
+	mu    sync.Mutex
+	units []decode.Unit
+}
+
+func (r *recordSpill) Slots() int { return 1 }
+func (r *recordSpill) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch, _ engine.Load) (bool, error) {
+	r.mu.Lock()
+	r.units = append(r.units, u)
+	r.mu.Unlock()
+	return false, nil
+}
+
+func localPlan(t *testing.T, job *spec.Job) *decode.Plan {
+	t.Helper()
+	rec := &recordSpill{}
+	f := &fixture{t: t, shm: job.Ring.Dir}
+	f.run(job, rec)
+	if len(rec.units) == 0 {
+		t.Fatal("no unit recorded")
+	}
+	return &decode.Plan{Units: rec.units}
+}
+
+func replaceTable(job, from, to string) string { return strings.Replace(job, from, to, 1) }

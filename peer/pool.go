@@ -1,0 +1,335 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// PoolConfig lists a GPU host's peers and how to reach them.
+type PoolConfig struct {
+	// Addrs are peers' host:port addresses.
+	Addrs []string
+	// DNS is a host:port whose name resolves to several peers (a
+	// Kubernetes headless Service); it is resolved again every Resolve.
+	DNS     string
+	Resolve time.Duration // default 30s
+	// TLS is the requester's mutual TLS; nil is plaintext, allowed only
+	// to loopback addresses.
+	TLS *tls.Config
+	// Credits is the most units in flight at one peer; default 4.
+	Credits int
+	Logger  *slog.Logger
+}
+
+// Pool is the set of peers a daemon may spill to, shared by its jobs.
+type Pool struct {
+	cfg    PoolConfig
+	log    *slog.Logger
+	mu     sync.Mutex
+	peers  map[string]*remote
+	stop   chan struct{}
+	closed sync.Once
+}
+
+// remote is one peer as the requester sees it.
+type remote struct {
+	addr     string
+	conn     *grpc.ClientConn
+	client   flight.Client
+	inflight int
+	excluded time.Time // until then, not picked
+	backoff  time.Duration
+	gone     bool // no longer listed: closed when idle
+	latency  time.Duration // moving average of a unit's round trip
+	st       PeerStats
+}
+
+// PeerStats counts one peer's work for metrics and `lastmile status`.
+type PeerStats struct {
+	Addr         string        `json:"addr"`
+	Healthy      bool          `json:"healthy"`
+	InFlight     int           `json:"in_flight"`
+	Units        int64         `json:"units"`
+	Bytes        int64         `json:"bytes"`
+	Failures     int64         `json:"failures"`
+	Corrupt      int64         `json:"corrupt"`
+	Refused      int64         `json:"refused"`
+	RecvSeconds  float64       `json:"recv_seconds"` // wall time spent receiving and assembling
+	Latency      time.Duration `json:"latency_ns"`
+	LastError    string        `json:"last_error,omitempty"`
+	ExcludedTill time.Time     `json:"excluded_until,omitzero"`
+}
+
+// NewPool connects lazily to the configured peers and starts resolving
+// cfg.DNS. Close it when done.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	if cfg.Credits <= 0 {
+		cfg.Credits = 4
+	}
+	if cfg.Resolve <= 0 {
+		cfg.Resolve = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{cfg: cfg, log: cfg.Logger, peers: map[string]*remote{}, stop: make(chan struct{})}
+	if err := p.set(cfg.Addrs, ""); err != nil {
+		return nil, err
+	}
+	if cfg.DNS != "" {
+		p.resolve()
+		go p.resolveLoop()
+	}
+	return p, nil
+}
+
+// Close stops resolving and closes the connections.
+func (p *Pool) Close() {
+	p.closed.Do(func() {
+		close(p.stop)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, r := range p.peers {
+			if r.conn != nil {
+				r.conn.Close()
+			}
+		}
+	})
+}
+
+func (p *Pool) resolveLoop() {
+	t := time.NewTicker(p.cfg.Resolve)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.resolve()
+		}
+	}
+}
+
+// resolve looks the DNS name up and replaces the resolved peers.
+func (p *Pool) resolve() {
+	host, port, err := net.SplitHostPort(p.cfg.DNS)
+	if err != nil {
+		p.log.Error("peers: dns is not host:port", "dns", p.cfg.DNS, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil {
+		p.log.Warn("peers: resolve", "dns", p.cfg.DNS, "err", err) // keep the last answer
+		return
+	}
+	var addrs []string
+	for _, ip := range ips {
+		addrs = append(addrs, net.JoinHostPort(ip, port))
+	}
+	if err := p.set(append(slices.Clone(p.cfg.Addrs), addrs...), host); err != nil {
+		p.log.Error("peers: resolved", "dns", p.cfg.DNS, "err", err)
+	}
+}
+
+// set makes the peer list addrs: new ones are added, missing ones leave
+// once idle. serverName is the name their certificates must carry when
+// they were found by DNS.
+func (p *Pool) set(addrs []string, serverName string) error {
+	want := map[string]bool{}
+	for _, a := range addrs {
+		if p.cfg.TLS == nil && !loopbackAddr(a) {
+			return fmt.Errorf("peer %s: plaintext is allowed only to loopback addresses; configure peers.tls (ca, cert, key)", a)
+		}
+		want[a] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, r := range p.peers {
+		if !want[a] {
+			r.gone = true
+			if r.inflight == 0 {
+				p.dropLocked(r)
+			}
+		}
+	}
+	for a := range want {
+		if r, ok := p.peers[a]; ok {
+			r.gone = false
+			continue
+		}
+		r := &remote{addr: a, st: PeerStats{Addr: a}}
+		if err := p.dial(r, serverName); err != nil {
+			return err
+		}
+		p.peers[a] = r
+	}
+	return nil
+}
+
+func (p *Pool) dropLocked(r *remote) {
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	delete(p.peers, r.addr)
+}
+
+func loopbackAddr(a string) bool {
+	host, _, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
+}
+
+func (p *Pool) dial(r *remote, serverName string) error {
+	creds := insecure.NewCredentials()
+	if p.cfg.TLS != nil {
+		c := p.cfg.TLS.Clone()
+		if c.ServerName == "" && serverName != "" {
+			c.ServerName = serverName
+		}
+		creds = credentials.NewTLS(c)
+	}
+	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+	if err != nil {
+		return fmt.Errorf("peer %s: %w", r.addr, err)
+	}
+	r.conn, r.client = conn, flight.NewClientFromConn(conn, nil)
+	return nil
+}
+
+// pick takes a credit at the healthy peer with the fewest units in
+// flight, or returns nil when none has credit.
+func (p *Pool) pick(exclude string) *remote {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	var best *remote
+	for _, r := range p.peers {
+		if r.gone || r.addr == exclude || now.Before(r.excluded) || r.inflight >= p.cfg.Credits {
+			continue
+		}
+		if best == nil || r.inflight < best.inflight || r.inflight == best.inflight && r.latency < best.latency {
+			best = r
+		}
+	}
+	if best != nil {
+		best.inflight++
+	}
+	return best
+}
+
+// done returns r's credit and records how its unit went.
+func (p *Pool) done(r *remote, took time.Duration, bytes int64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.inflight--
+	r.st.RecvSeconds += took.Seconds()
+	switch {
+	case err == nil:
+		r.st.Units++
+		r.st.Bytes += bytes
+		r.backoff = 0
+		if r.latency == 0 {
+			r.latency = took
+		} else {
+			r.latency = (7*r.latency + took) / 8
+		}
+	case status.Code(err) == codes.ResourceExhausted:
+		r.st.Refused++ // busy, not broken: try again soon
+		r.excluded = time.Now().Add(50 * time.Millisecond)
+	default:
+		r.st.Failures++
+		if errors.Is(err, errCorrupt) {
+			r.st.Corrupt++
+		}
+		r.st.LastError = err.Error()
+		r.backoff = min(max(2*r.backoff, time.Second), 30*time.Second)
+		if status.Code(err) == codes.FailedPrecondition {
+			r.backoff = 10 * time.Minute // another protocol version: an operator must act
+		}
+		r.excluded = time.Now().Add(r.backoff)
+		p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
+	}
+	if r.gone && r.inflight == 0 {
+		p.dropLocked(r)
+	}
+}
+
+// Stats returns each peer's counters, sorted by address.
+func (p *Pool) Stats() []PeerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []PeerStats
+	now := time.Now()
+	for _, r := range p.peers {
+		s := r.st
+		s.InFlight, s.Latency = r.inflight, r.latency
+		s.Healthy = !now.Before(r.excluded)
+		if !s.Healthy {
+			s.ExcludedTill = r.excluded
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out
+}
+
+var errCorrupt = errors.New("corrupt unit stream")
+
+// fetch runs one ticket at r and assembles its output into out.
+func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) error {
+	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket})
+	if err != nil {
+		return err
+	}
+	rd, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	a, err := NewAssembler(rd.Schema(), out)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	var meta []byte
+	for rd.Next() {
+		if err := a.Add(rd.RecordBatch()); err != nil {
+			return fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+		meta = append(meta[:0], rd.LatestAppMetadata()...)
+	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
+	var tr trailer
+	if err := json.Unmarshal(meta, &tr); err != nil {
+		return fmt.Errorf("%w: no trailer (stream cut short?)", errCorrupt)
+	}
+	if tr.Rows != out.Rows || tr.Checksum != Checksum(out) {
+		return fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
+	}
+	return out.Check()
+}

@@ -1,0 +1,379 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/roots"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// maxMessage is gRPC's message limit on both sides, raised from its 4 MiB
+// default: a record batch is at most about maxRecordBytes plus framing.
+const maxMessage = 64 << 20
+
+var errVersion = errors.New("protocol version mismatch")
+
+// ServerConfig configures a peer.
+type ServerConfig struct {
+	Roots       *roots.Roots
+	TLS         *tls.Config // nil: plaintext, allowed on loopback listeners only
+	MaxInFlight int         // units computed at once; default 4
+	MaxMemory   int64       // bytes of unit outputs held at once; default 1 GiB
+	Logger      *slog.Logger
+}
+
+// Server is a CPU peer: it computes units for requesters and streams
+// their output back.
+type Server struct {
+	flight.BaseFlightServer
+	cfg    ServerConfig
+	log    *slog.Logger
+	grpc   *grpc.Server
+	jobs   jobCache
+	slots  chan struct{}
+	mem    *budget
+	fair   fairShare
+	drain  atomic.Bool
+	active sync.WaitGroup
+	stats  ServerStats
+	mangle func(*column.Batch) // tests: corrupt what is sent
+	delay  time.Duration       // tests: a slow peer
+}
+
+// ServerStats counts what a peer did, for metrics and tests.
+type ServerStats struct {
+	Units, Bytes                               atomic.Int64
+	RefusedBusy, RefusedVersion, RefusedBad    atomic.Int64
+	RefusedOutside, RefusedDraining, Failures  atomic.Int64
+	ComputeNanos                               atomic.Int64
+}
+
+// NewServer returns a peer serving on the listeners given to Serve.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 4
+	}
+	if cfg.MaxMemory <= 0 {
+		cfg.MaxMemory = 1 << 30
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxInFlight), mem: newBudget(cfg.MaxMemory)}
+	s.jobs.max = 8
+	s.fair.perClient = map[string]int{}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	flight.RegisterFlightServiceServer(s.grpc, s)
+	return s
+}
+
+// Stats returns the peer's counters.
+func (s *Server) Stats() *ServerStats { return &s.stats }
+
+// Serve serves on l until Stop. Plaintext is refused on a listener that
+// is not loopback.
+func (s *Server) Serve(l net.Listener) error {
+	if s.cfg.TLS == nil && !isLoopback(l.Addr()) {
+		return fmt.Errorf("peer: plaintext on %s: only loopback addresses may go without TLS; configure peer.tls (ca, cert, key)", l.Addr())
+	}
+	return s.grpc.Serve(l)
+}
+
+// Drain refuses new units, waits for those in flight (or ctx), and stops.
+func (s *Server) Drain(ctx context.Context) error {
+	s.drain.Store(true)
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.grpc.GracefulStop()
+		return nil
+	case <-ctx.Done():
+		s.grpc.Stop()
+		return ctx.Err()
+	}
+}
+
+// Stop stops at once.
+func (s *Server) Stop() { s.grpc.Stop(); s.jobs.closeAll() }
+
+func isLoopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
+}
+
+// clientName names the requester: its certificate's subject, else its
+// address.
+func clientName(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "unknown"
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+		return ti.State.PeerCertificates[0].Subject.CommonName
+	}
+	host, _, _ := net.SplitHostPort(p.Addr.String())
+	return host
+}
+
+// DoGet computes the unit a ticket names and streams its output.
+func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	ctx := stream.Context()
+	who := clientName(ctx)
+	if s.drain.Load() {
+		s.stats.RefusedDraining.Add(1)
+		return status.Error(codes.Unavailable, "peer is draining: run the unit elsewhere")
+	}
+	t, err := parseTicket(tkt.GetTicket())
+	if err != nil {
+		if errors.Is(err, errVersion) {
+			s.stats.RefusedVersion.Add(1)
+			s.log.Warn("refused a unit of another protocol version", "client", who, "err", err)
+			return status.Error(codes.FailedPrecondition, err.Error())
+		}
+		s.stats.RefusedBad.Add(1)
+		s.log.Warn("refused a bad ticket", "client", who, "err", err)
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	release, err := s.admit(who)
+	if err != nil {
+		s.stats.RefusedBusy.Add(1)
+		return err
+	}
+	defer release()
+	return s.serveUnit(ctx, who, t, stream)
+}
+
+// admit takes a unit slot for client who, refusing at once when the peer
+// or the client's fair share of it is full: the requester then tries
+// another peer or runs the unit itself, which is better than queueing.
+func (s *Server) admit(who string) (func(), error) {
+	if !s.fair.take(who, s.cfg.MaxInFlight) {
+		return nil, status.Error(codes.ResourceExhausted, "peer: this requester's share of units in flight is taken")
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		s.fair.give(who)
+		return nil, status.Error(codes.ResourceExhausted, "peer: every unit slot is busy")
+	}
+	s.active.Add(1)
+	return func() { <-s.slots; s.fair.give(who); s.active.Done() }, nil
+}
+
+func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream flight.FlightService_DoGetServer) error {
+	up, done, err := s.jobs.get(ctx, t, s.cfg.Roots, s.cfg.MaxInFlight)
+	if err != nil {
+		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
+			s.stats.RefusedOutside.Add(1)
+			s.log.Warn("refused a unit outside the data roots", "client", who, "err", err)
+			return status.Error(codes.PermissionDenied, err.Error())
+		}
+		s.stats.Failures.Add(1)
+		return status.Error(codes.InvalidArgument, fmt.Sprintf("compile job: %v", err))
+	}
+	defer done()
+	var out column.Batch
+	start := time.Now()
+	if err := up.Compute(ctx, t.Unit, &out); err != nil {
+		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
+			s.stats.RefusedOutside.Add(1)
+			s.log.Warn("refused a unit outside the data roots", "client", who, "err", err)
+			return status.Error(codes.PermissionDenied, err.Error())
+		}
+		s.stats.Failures.Add(1)
+		return status.Error(codes.Internal, fmt.Sprintf("unit %s row group %d: %v", t.Unit.File, t.Unit.RowGroup, err))
+	}
+	s.stats.ComputeNanos.Add(int64(time.Since(start)))
+	if s.delay > 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	size := int64(out.Bytes())
+	if err := s.mem.take(ctx, size); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	defer s.mem.give(size)
+	if err := sendUnit(stream, &out, s.mangle); err != nil {
+		s.stats.Failures.Add(1)
+		return err
+	}
+	s.stats.Units.Add(1)
+	s.stats.Bytes.Add(size)
+	return nil
+}
+
+// trailer is the app metadata of a unit stream's last message.
+type trailer struct {
+	Rows     int    `json:"rows"`
+	Checksum uint64 `json:"checksum"`
+}
+
+// sendUnit writes out's records, the last with a trailer holding the
+// checksum. mangle, a test hook, may change out after the checksum.
+func sendUnit(stream flight.FlightService_DoGetServer, out *column.Batch, mangle func(*column.Batch)) error {
+	schema, err := Schema(out)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	defer w.Close()
+	meta, _ := json.Marshal(trailer{Rows: out.Rows, Checksum: Checksum(out)})
+	if mangle != nil {
+		mangle(out)
+	}
+	return Records(out, schema, func(rec arrow.RecordBatch, last bool) error {
+		if last {
+			return w.WriteWithAppMetadata(rec, meta)
+		}
+		return w.Write(rec)
+	})
+}
+
+// jobCache keeps the compiled jobs of the last few tickets' specs.
+type jobCache struct {
+	mu    sync.Mutex
+	max   int
+	byKey map[string]*cachedJob
+	clock int64
+}
+
+type cachedJob struct {
+	ready   chan struct{}
+	up      *engine.UnitProcessor
+	err     error
+	used    int64
+	refs    int  // callers using up now
+	evicted bool // out of the cache: closed when refs drops to 0
+}
+
+// get returns the compiled job of t, compiling it (once, whatever the
+// number of concurrent callers) against t's unit's file, and the function
+// to call when done with it.
+func (c *jobCache) get(ctx context.Context, t *Ticket, r *roots.Roots, workers int) (*engine.UnitProcessor, func(), error) {
+	if _, _, err := roots.Split(t.Unit.File); err != nil {
+		return nil, nil, fmt.Errorf("unit file: %w", err)
+	}
+	c.mu.Lock()
+	if c.byKey == nil {
+		c.byKey = map[string]*cachedJob{}
+	}
+	c.clock++
+	j, ok := c.byKey[t.Hash]
+	if !ok {
+		c.evictLocked()
+		j = &cachedJob{ready: make(chan struct{})}
+		c.byKey[t.Hash] = j
+		go func() {
+			up, err := compile(t, r, workers)
+			c.mu.Lock()
+			j.up, j.err = up, err
+			if err != nil && c.byKey[t.Hash] == j {
+				delete(c.byKey, t.Hash)
+			}
+			if up != nil && j.evicted && j.refs == 0 {
+				up.Close()
+			}
+			c.mu.Unlock()
+			close(j.ready)
+		}()
+	}
+	j.used = c.clock
+	j.refs++
+	c.mu.Unlock()
+	done := func() {
+		c.mu.Lock()
+		j.refs--
+		if j.refs == 0 && j.evicted && j.up != nil {
+			j.up.Close()
+		}
+		c.mu.Unlock()
+	}
+	select {
+	case <-j.ready:
+		if j.err != nil {
+			done()
+			return nil, nil, j.err
+		}
+		return j.up, done, nil
+	case <-ctx.Done():
+		done()
+		return nil, nil, ctx.Err()
+	}
+}
+
+func (c *jobCache) evictLocked() {
+	for len(c.byKey) >= c.max {
+		var old string
+		for k, j := range c.byKey {
+			if old == "" || j.used < c.byKey[old].used {
+				old = k
+			}
+		}
+		j := c.byKey[old]
+		j.evicted = true
+		if j.refs == 0 && j.up != nil {
+			j.up.Close()
+		}
+		delete(c.byKey, old)
+	}
+}
+
+func (c *jobCache) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, j := range c.byKey {
+		j.evicted = true
+		if j.refs == 0 && j.up != nil {
+			j.up.Close()
+		}
+		delete(c.byKey, k)
+	}
+}
+
+// compile parses t's job and compiles it against t's unit's file, read
+// through the roots.
+func compile(t *Ticket, r *roots.Roots, workers int) (*engine.UnitProcessor, error) {
+	job, err := spec.Parse("", []byte(t.Job))
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range job.Pipeline {
+		if op.Kind == "join" {
+			if _, _, err := roots.Split(op.Join.Table); err != nil {
+				return nil, fmt.Errorf("side table %s: %w", op.Join.Table, err)
+			}
+		}
+	}
+	job.Inputs = []string{t.Unit.File}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return engine.NewUnitProcessor(ctx, job, r, workers)
+}

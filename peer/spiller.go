@@ -1,0 +1,290 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/roots"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// ErrNotSpillable says a job cannot run on peers: a file it needs is
+// outside every data root of this host.
+var ErrNotSpillable = errors.New("job cannot spill")
+
+// SpillerConfig tunes one job's spilling.
+type SpillerConfig struct {
+	// Slots is the most units on peers at once for this job; default the
+	// pool's credits times its peers, at most 32.
+	Slots int
+	// RecvSecondsPerGB is what receiving a unit's output costs this host's
+	// CPU, per GB; default 0.9 (stock Flight, SPILL-NOTES.md; lastmile
+	// bench measures it). A unit spills only when receiving it is
+	// expected to cost less than MaxCostRatio of computing it here.
+	RecvSecondsPerGB float64
+	MaxCostRatio     float64 // default 0.8
+	// MinDeadline is the least time a peer gets for a unit before the
+	// unit is run locally instead; default 10s. The deadline is 8 times
+	// the peer's usual round trip when that is longer.
+	MinDeadline time.Duration
+	Policy      PolicyConfig
+	Logger           *slog.Logger
+}
+
+// Spiller is one job's engine.Spill: it names units portably, decides
+// when to spill (policy.go), and runs units on the pool's peers.
+type Spiller struct {
+	cfg    SpillerConfig
+	pool   *Pool
+	roots  *roots.Roots
+	job    string
+	hash   string
+	pol    *policy
+	log    *slog.Logger
+	outRow atomic.Uint64 // float64 bits: moving mean of output bytes per input row of spilled units
+	stats  SpillStats
+}
+
+// SpillStats counts one job's spilling.
+type SpillStats struct {
+	Spilled, Bytes, Fallbacks atomic.Int64
+	mu                        sync.Mutex
+	declined                  map[string]int64
+}
+
+// Declined returns how many units were kept local, by reason.
+func (s *SpillStats) Declined() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for k, v := range s.declined {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *SpillStats) decline(why string) {
+	s.mu.Lock()
+	if s.declined == nil {
+		s.declined = map[string]int64{}
+	}
+	s.declined[why]++
+	s.mu.Unlock()
+}
+
+var _ engine.Spill = (*Spiller)(nil)
+
+// NewSpiller prepares job for spilling to pool's peers; text is its spec
+// as submitted. r is this host's data roots: every side table must lie
+// beneath one, and units whose file lies beneath none run locally.
+func NewSpiller(pool *Pool, r *roots.Roots, text string, job *spec.Job, cfg SpillerConfig) (*Spiller, error) {
+	text, err := portableJob(r, text, job)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Slots <= 0 {
+		pool.mu.Lock()
+		cfg.Slots = min(32, pool.cfg.Credits*max(1, len(pool.peers)))
+		pool.mu.Unlock()
+	}
+	if cfg.RecvSecondsPerGB <= 0 {
+		cfg.RecvSecondsPerGB = 0.9
+	}
+	if cfg.MaxCostRatio <= 0 {
+		cfg.MaxCostRatio = 0.8
+	}
+	if cfg.MinDeadline <= 0 {
+		cfg.MinDeadline = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Spiller{cfg: cfg, pool: pool, roots: r, job: text, hash: jobHash([]byte(text)), log: cfg.Logger}
+	s.pol = newPolicy(cfg.Policy, s.log)
+	return s, nil
+}
+
+// portableJob returns the spec text with its side tables named as
+// ROOT/REL. text is the job's spec as submitted; job is what it parsed to
+// (its tables resolved against the spec's directory). Only the table
+// scalars of the text change, so the peer parses exactly the pipeline the
+// requester runs.
+func portableJob(r *roots.Roots, text string, job *spec.Job) (string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil || len(doc.Content) == 0 {
+		return "", fmt.Errorf("job spec: %v", err)
+	}
+	pipeline := mapValue(doc.Content[0], "pipeline")
+	for i, op := range job.Pipeline {
+		if op.Kind != "join" {
+			continue
+		}
+		name, ok := r.Locate(op.Join.Table)
+		if !ok {
+			return "", fmt.Errorf("%w: side table %s is outside this host's data roots (%v)", ErrNotSpillable, op.Join.Table, r.Names())
+		}
+		if pipeline == nil || i >= len(pipeline.Content) {
+			return "", fmt.Errorf("BUG: pipeline[%d] not in the spec text", i)
+		}
+		table := mapValue(mapValue(pipeline.Content[i], "join"), "table")
+		if table == nil {
+			return "", fmt.Errorf("BUG: pipeline[%d].join.table not in the spec text", i)
+		}
+		*table = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name}
+	}
+	b, err := yaml.Marshal(&doc)
+	if err != nil {
+		return "", err
+	}
+	if _, err := spec.Parse("", b); err != nil {
+		return "", fmt.Errorf("BUG: the portable spec does not parse: %w", err)
+	}
+	return string(b), nil
+}
+
+// mapValue returns the value of key in mapping n, or nil.
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// Slots implements engine.Spill.
+func (s *Spiller) Slots() int { return s.cfg.Slots }
+
+// Stats returns the job's spill counters.
+func (s *Spiller) Stats() *SpillStats { return &s.stats }
+
+// PolicyState says whether spill is on, since when, and why.
+func (s *Spiller) PolicyState() (on bool, since time.Time, reason string, switches int64) {
+	return s.pol.state()
+}
+
+// RunUnit implements engine.Spill.
+func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch, load engine.Load) (bool, error) {
+	if on, why := s.pol.decide(load, time.Now()); !on {
+		s.stats.decline(why)
+		return false, nil
+	}
+	name, ok := s.roots.Locate(u.File)
+	if !ok {
+		s.stats.decline("outside roots")
+		return false, nil
+	}
+	if !s.worth(u, load) {
+		s.stats.decline("costs more to receive than to compute")
+		return false, nil
+	}
+	pu := u
+	pu.File = name
+	ticket, err := json.Marshal(Ticket{Version: Version, Job: s.job, Hash: s.hash, Unit: pu})
+	if err != nil {
+		return false, err
+	}
+	var lastErr error
+	tried := ""
+	for range 2 { // a second peer once, then local
+		r := s.pool.pick(tried)
+		if r == nil {
+			if lastErr == nil {
+				s.stats.decline("no peer has credit")
+			}
+			break
+		}
+		err := s.fetchFrom(ctx, r, ticket, u, out)
+		if err == nil {
+			return true, nil
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		lastErr, tried = err, r.addr
+		if status.Code(err) == codes.ResourceExhausted {
+			lastErr = nil
+		}
+	}
+	if lastErr != nil {
+		s.stats.Fallbacks.Add(1)
+	}
+	return false, lastErr
+}
+
+// fetchFrom runs the unit at r within a deadline and learns from it.
+func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u decode.Unit, out *column.Batch) error {
+	s.pool.mu.Lock()
+	lat := r.latency
+	s.pool.mu.Unlock()
+	// A peer that takes far longer than it usually does is treated as
+	// failed: the unit is run locally and the late answer discarded whole.
+	deadline := max(s.cfg.MinDeadline, 8*lat)
+	cctx, cancel := context.WithTimeout(ctx, deadline)
+	t0 := time.Now()
+	err := fetch(cctx, r, ticket, out)
+	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
+	cancel()
+	bytes := int64(0)
+	switch {
+	case err == nil:
+		bytes = int64(out.Bytes())
+	case timedOut && ctx.Err() == nil:
+		err = fmt.Errorf("peer %s: no complete answer within %v: %w", r.addr, deadline, err)
+	default:
+		err = fmt.Errorf("peer %s: %w", r.addr, err)
+	}
+	s.pool.done(r, time.Since(t0), bytes, err)
+	if err != nil {
+		s.log.Debug("spilled unit failed", "peer", r.addr, "file", u.File, "row_group", u.RowGroup, "err", err)
+		return err
+	}
+	s.stats.Spilled.Add(1)
+	s.stats.Bytes.Add(bytes)
+	s.learn(float64(bytes) / float64(u.Rows))
+	return nil
+}
+
+// learn updates the moving mean of output bytes per input row.
+func (s *Spiller) learn(perRow float64) {
+	for {
+		old := s.outRow.Load()
+		cur := float64frombits(old)
+		next := perRow
+		if cur > 0 {
+			next = (7*cur + perRow) / 8
+		}
+		if s.outRow.CompareAndSwap(old, float64bits(next)) {
+			return
+		}
+	}
+}
+
+// worth reports whether receiving u's output is expected to cost this
+// host less CPU than computing u: SPILL-NOTES.md's rule. Until both sides
+// have been measured, it is.
+func (s *Spiller) worth(u decode.Unit, load engine.Load) bool {
+	perRow := float64frombits(s.outRow.Load())
+	if perRow == 0 || load.SecondsPerRow == 0 {
+		return true
+	}
+	recv := perRow * float64(u.Rows) / 1e9 * s.cfg.RecvSecondsPerGB
+	local := load.SecondsPerRow * float64(u.Rows)
+	return recv < s.cfg.MaxCostRatio*local
+}

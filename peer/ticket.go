@@ -1,0 +1,52 @@
+package peer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lastmile/lastmile/decode"
+)
+
+// Version is the spill protocol's version. A ticket of another version is
+// refused by the peer (codes.FailedPrecondition), and the requester runs
+// the unit itself.
+const Version = 1
+
+// Ticket is a Flight ticket: one unit of one job, named portably.
+type Ticket struct {
+	Version int         `json:"v"`
+	Job     string      `json:"job"`  // the job's spec, inputs and side tables as ROOT/REL names
+	Hash    string      `json:"hash"` // sha256 of Job, the key of the peer's compiled jobs
+	Unit    decode.Unit `json:"unit"` // File as ROOT/REL
+}
+
+func jobHash(job []byte) string {
+	sum := sha256.Sum256(job)
+	return hex.EncodeToString(sum[:])
+}
+
+// maxTicket bounds a ticket a peer will parse.
+const maxTicket = 1 << 20
+
+// parseTicket decodes and checks a ticket from the wire.
+func parseTicket(b []byte) (*Ticket, error) {
+	if len(b) > maxTicket {
+		return nil, fmt.Errorf("ticket of %d bytes (at most %d)", len(b), maxTicket)
+	}
+	var t Ticket
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("ticket: %w", err)
+	}
+	if t.Version != Version {
+		return &t, fmt.Errorf("%w: ticket of protocol version %d, this peer speaks %d: upgrade the older side", errVersion, t.Version, Version)
+	}
+	if t.Job == "" || jobHash([]byte(t.Job)) != t.Hash {
+		return nil, fmt.Errorf("ticket: job spec does not match its hash")
+	}
+	if t.Unit.Rows <= 0 || len(t.Unit.Chunks) == 0 || t.Unit.File == "" {
+		return nil, fmt.Errorf("ticket: unit %+v is empty", t.Unit)
+	}
+	return &t, nil
+}
