@@ -57,7 +57,7 @@ type remote struct {
 	inflight int
 	excluded time.Time // until then, not picked
 	backoff  time.Duration
-	gone     bool // no longer listed: closed when idle
+	gone     bool          // no longer listed: closed when idle
 	latency  time.Duration // moving average of a unit's round trip
 	st       PeerStats
 }

@@ -62,10 +62,10 @@ type Server struct {
 
 // ServerStats counts what a peer did, for metrics and tests.
 type ServerStats struct {
-	Units, Bytes                               atomic.Int64
-	RefusedBusy, RefusedVersion, RefusedBad    atomic.Int64
-	RefusedOutside, RefusedDraining, Failures  atomic.Int64
-	ComputeNanos                               atomic.Int64
+	Units, Bytes                              atomic.Int64
+	RefusedBusy, RefusedVersion, RefusedBad   atomic.Int64
+	RefusedOutside, RefusedDraining, Failures atomic.Int64
+	ComputeNanos                              atomic.Int64
 }
 
 // NewServer returns a peer serving on the listeners given to Serve.

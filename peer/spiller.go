@@ -41,7 +41,7 @@ type SpillerConfig struct {
 	// the peer's usual round trip when that is longer.
 	MinDeadline time.Duration
 	Policy      PolicyConfig
-	Logger           *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Spiller is one job's engine.Spill: it names units portably, decides
