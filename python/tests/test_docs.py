@@ -1,0 +1,108 @@
+"""The examples of docs/python.md run as shown, against a real lastmiled.
+
+Each ```python block after a ``<!-- example: COMMANDS -->`` line is written
+to a file in a fresh directory (with examples/tiny.yaml, its inputs made
+absolute) and run with a fresh lastmiled: COMMANDS is ``FILE [ARGS]``
+commands separated by ``;``, ``launch N FILE`` meaning ``python3 -m
+lastmile.launch --nproc N FILE``.
+
+Run: cd python && /usr/bin/python3 -m unittest tests.test_docs -v
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import daemonproc  # noqa: E402
+
+DOC = os.path.join(daemonproc.REPO, "docs", "python.md")
+TINY = os.path.join(daemonproc.REPO, "examples", "tiny.yaml")
+
+try:
+    import torch  # noqa: F401
+except Exception:  # pragma: no cover - torch is optional
+    torch = None
+
+# What each example must print, besides exiting 0.
+EXPECT = {
+    "loop.py": ["done: next would be epoch 2, batch 0"],
+    "loader.py": ["20 batches per epoch, 2 epochs", "epoch 0: 20 batches", "epoch 1: 20 batches"],
+    "resume.py": ["stopped after 15 steps", "resuming at epoch 0, batch 15",
+                  "done after 40 steps"],
+    "ddp.py": ["rank 0 of 2: 20 steps (10 per epoch)", "rank 1 of 2: 20 steps (10 per epoch)"],
+    "device.py": ["kept 6 batches on"],
+}
+
+
+def examples():
+    """[(commands, code)] of the doc."""
+    with open(DOC) as f:
+        text = f.read()
+    pat = re.compile(r"<!-- example: (.*?) -->\n```python\n(.*?)```", re.S)
+    return [(m.group(1), m.group(2)) for m in pat.finditer(text)]
+
+
+@unittest.skipIf(torch is None, "needs torch")
+@unittest.skipUnless(os.access(daemonproc.LASTMILED, os.X_OK),
+                     "%s is not built: run `make build`" % daemonproc.LASTMILED)
+class TestDocExamples(unittest.TestCase):
+    def test_every_example_is_checked(self):
+        names = sorted(self.commands(c)[0] for c, _ in examples())
+        self.assertEqual(names, sorted(EXPECT))
+
+    @staticmethod
+    def commands(spec):
+        """(file, [argv, ...]) of an example's COMMANDS."""
+        file, runs = None, []
+        for cmd in spec.split(";"):
+            tok = cmd.split()
+            if tok[0] == "launch":
+                argv = ["-m", "lastmile.launch", "--nproc", tok[1]] + tok[2:]
+                tok = tok[2:]
+            else:
+                argv = tok
+            file = file or tok[0]
+            runs.append([sys.executable] + argv)
+        return file, runs
+
+    def run_example(self, spec, code):
+        file, runs = self.commands(spec)
+        tmp = tempfile.mkdtemp(prefix="lm-doc-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        d = daemonproc.Lastmiled(os.path.join(tmp, "d"))
+        self.addCleanup(d.kill)
+        d.start()
+        work = os.path.join(tmp, "work")
+        os.makedirs(os.path.join(work, "examples"))
+        with open(TINY) as f:
+            tiny = f.read().replace("../testdata/small", daemonproc.SMALL)
+        self.assertIn(daemonproc.SMALL, tiny)
+        with open(os.path.join(work, "examples", "tiny.yaml"), "w") as f:
+            f.write(tiny)
+        with open(os.path.join(work, file), "w") as f:
+            f.write(code)
+        env = dict(os.environ, LASTMILE_SOCKET=d.socket, PYTHONPATH=daemonproc.PYROOT)
+        out = ""
+        for argv in runs:
+            r = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True,
+                               timeout=300)
+            self.assertEqual(r.returncode, 0, "%s: %s\n%s\n%s" % (file, argv, r.stderr, d.log()))
+            out += r.stdout
+        for want in EXPECT[file]:
+            self.assertIn(want, out, file)
+
+    def test_examples(self):
+        for spec, code in examples():
+            with self.subTest(example=spec):
+                self.run_example(spec, code)
+
+
+if __name__ == "__main__":
+    unittest.main()
