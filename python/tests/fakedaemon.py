@@ -100,6 +100,7 @@ class FakeDaemon:
       interval: seconds between batches;
       keep: answer an attach with the running producer's ring, if any;
       attach_unavailable: answer this many attaches 503 with Retry-After: 1;
+      no_next: attach answers "next": null (the daemon does not know where the rank stands);
       count_known: GET /v1/jobs/{id} tells batches_per_epoch (else null, as
                    lastmiled for a pipeline that drops rows, before an epoch ended).
     ``requests`` records (method, path, body) of every request.
@@ -124,6 +125,7 @@ class FakeDaemon:
         self.keep = False
         self.attach_unavailable = 0
         self.count_known = True
+        self.no_next = False
         self.generation = 0
         self.server = None
         self.thread = None
@@ -235,7 +237,8 @@ class FakeDaemon:
         self.procs[(job["id"], rank)] = p
         self.generation += 1
         return 200, {"job": job["id"], "rank": rank, "ring": name, "dir": self.shm,
-                     "generation": self.generation, "next": {"epoch": e, "batch": i},
+                     "generation": self.generation,
+                     "next": None if self.no_next else {"epoch": e, "batch": i},
                      "restarted": True}
 
     def attaches(self):

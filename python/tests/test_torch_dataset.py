@@ -128,6 +128,21 @@ class TestTorchDataset(FakeDaemonCase):
         ds.set_epoch(None)  # straight through again
         self.assertEqual(ids_of(ds), self.want(0, start=(0, 1)))
 
+    def test_set_epoch_when_the_daemon_does_not_say_where(self):
+        """Without "next" in the attach answer the epoch iterator looks at the
+        first batch and gives it back when it belongs to another epoch."""
+        self.fake.no_next = True
+        ds = self.dataset(0)
+        ds.set_epoch(1)
+        with self.assertRaisesRegex(lastmile.EpochError, "stands at batch 0 of epoch 0"):
+            next(iter(ds))
+        self.assertEqual(tuple(ds.cursor), (0, 0))  # the batch looked at is not consumed
+        self.assertEqual(ds.state_dict()["cursor"], {"epoch": 0, "batch": 0})
+        ds.set_epoch(0)
+        self.assertEqual(ids_of(ds), self.want(0, [0]))
+        ds.set_epoch(1)
+        self.assertEqual(ids_of(ds), self.want(0, [1]))
+
     def test_zero_copy_trap(self):
         ds = self.dataset(0)
         it = iter(ds)
