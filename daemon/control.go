@@ -70,6 +70,18 @@ func controlRestart(old Config, cfg *Config) []string {
 	return names
 }
 
+// controlConns returns the control connections open now, this one
+// included.
+func (d *Daemon) controlConns() int {
+	l, ok := d.ln.(*connLimiter)
+	if !ok {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
 // connContext is the http.Server's ConnContext: the peer was read at
 // accept.
 func connContext(ctx context.Context, c net.Conn) context.Context {
