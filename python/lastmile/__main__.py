@@ -41,6 +41,33 @@ def main(argv=None):
     return 0
 
 
+def rank_rings_hint(dir, name):
+    """When there is no ring ``name`` but rings of a job's ranks ``name.r0``,
+    ``name.r1``, ... exist (world_size > 1), a message that lists them;
+    else None (as ``lastmile cat`` of the Go CLI)."""
+    import os
+    import re
+
+    from .format import ring_dir
+
+    d = ring_dir(dir)
+    if os.path.lexists(os.path.join(d, name)):
+        return None
+    try:
+        entries = os.listdir(d)
+    except OSError:
+        return None
+    pat = re.compile(re.escape(name) + r"\.r(0|[1-9][0-9]*)")
+    ranks = sorted((int(m.group(1)), e) for e in entries for m in [pat.fullmatch(e)] if m)
+    if not ranks:
+        return None
+    names = [e for _, e in ranks]
+    return ("no ring %s in %s, but %d rings of its ranks (one per rank when world_size > 1): %s; "
+            "read one: python3 -m lastmile cat %s%s"
+            % (name, d, len(names), ", ".join(names), "" if dir is None else "--dir %s " % dir,
+               names[0]))
+
+
 def _cat(args):
     from .digest import cat
 
@@ -49,6 +76,10 @@ def _cat(args):
     # Tools that start this consumer before its ring exists wait for this
     # line: the imports are done and the ring is being waited for.
     print("lastmile cat: waiting for ring %s" % args.name, file=sys.stderr, flush=True)
+    hint = rank_rings_hint(args.dir, args.name)
+    if hint:
+        print("lastmile cat: %s" % hint, file=sys.stderr)
+        return 1
 
     try:
         d, secs, cpu = cat(args.name, args.dir, digest=args.digest, limit=args.n, timeout=args.timeout, torch=args.torch, step=args.step_ms / 1e3, ready=args.ready)

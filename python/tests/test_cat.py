@@ -48,5 +48,23 @@ class ReadyTests(RingTestCase):
         self.assertEqual(d.batches, 5)
 
 
+class BareNameTests(RingTestCase):
+    def test_lists_rank_rings(self):
+        from lastmile.__main__ import main
+
+        for n in ["job.r0", "job.r1", "job.r10", "job.rx", "job.r01", "jobs.r0"]:
+            open(os.path.join(self.dir, n), "w").close()
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(["cat", "job", "--dir", self.dir, "--timeout", "600"])
+        self.assertEqual(rc, 1)
+        self.assertIn("no ring job in %s, but 3 rings of its ranks (one per rank when "
+                      "world_size > 1): job.r0, job.r1, job.r10; read one: python3 -m lastmile "
+                      "cat --dir %s job.r0" % (self.dir, self.dir), err.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()
