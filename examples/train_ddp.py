@@ -4,6 +4,8 @@
     lastmile gen --spam-users out/ctr-spam.parquet
     torchrun --nproc_per_node 8 examples/train_ddp.py      # 8 ranks, one host
                                       # (torch >= 2 also spells it --nproc-per-node)
+    python3 -m lastmile.launch --nproc 8 examples/train_ddp.py   # where torchrun fails
+                                      # (Debian's torch 1.13: AttributeError 'to_map')
 
 Every rank calls ``lastmile.Dataset("examples/ctr-8rank.yaml")``: rank and
 world size come from torchrun's environment, the first rank to ask creates
