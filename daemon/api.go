@@ -273,6 +273,7 @@ func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
 		"memory": map[string]int64{"reserved": reserved, "total": int64(cfg.Memory.Total)},
 		"control": map[string]int{"connections": d.controlConns(), "max_conns": cfg.Control.MaxConns,
 			"max_conns_per_uid": cfg.Control.MaxConnsPerUID, "jobs_per_user": cfg.Limits.JobsPerUser},
+		"peers": d.peersStatus(),
 	})
 }
 

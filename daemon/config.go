@@ -65,6 +65,13 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// Log configures logging.
 	Log LogConfig `yaml:"log"`
+	// Roots name the data directories that peers agree on: a file under
+	// one is named to peers as ROOT/REL (docs/peers.md).
+	Roots map[string]string `yaml:"roots"`
+	// Peer makes this daemon a CPU peer of others.
+	Peer PeerConfig `yaml:"peer"`
+	// Peers are the CPU peers this daemon spills units to.
+	Peers PeersConfig `yaml:"peers"`
 }
 
 // ControlConfig bounds the control socket, so that no client (idle, slow
@@ -247,6 +254,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateBounds(bad)
+	c.validatePeers(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", c.Log.Level, "%v", err)
 	}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/lastmile/lastmile/cpus"
 	"github.com/lastmile/lastmile/engine"
+	cpupeer "github.com/lastmile/lastmile/peer"
+	"github.com/lastmile/lastmile/roots"
 	"github.com/lastmile/lastmile/shm"
 )
 
@@ -49,6 +51,13 @@ type Daemon struct {
 	mln      net.Listener
 	stop     chan struct{}
 	loops    sync.WaitGroup
+
+	// CPU peers (peers.go): this host's data roots, the peer server when
+	// it is one, and the pool of peers it spills to.
+	roots   *roots.Roots
+	peerSrv *cpupeer.Server
+	peerLn  net.Listener
+	pool    *cpupeer.Pool
 }
 
 // New checks cfg and returns a daemon that is not started yet. level, if
@@ -105,6 +114,9 @@ func (d *Daemon) Start() error {
 	sort.Slice(recs, func(a, b int) bool { return recs[a].Created.Before(recs[b].Created) })
 	for _, rec := range recs {
 		d.restore(rec)
+	}
+	if err := d.startPeers(cfg); err != nil {
+		return err
 	}
 	if err := d.listen(cfg); err != nil {
 		return err
@@ -397,6 +409,7 @@ func (d *Daemon) Drain(ctx context.Context) error {
 	}
 	d.notifyStatus()
 	d.log.Info("draining: no new jobs, no new units")
+	d.drainPeer(ctx)
 	d.sched.Pause()
 	settle, cancel := context.WithTimeout(ctx, d.Config().DrainTimeout.D()/2)
 	defer cancel()
@@ -472,6 +485,7 @@ func (d *Daemon) Close() error {
 		d.msrv.Close()
 	}
 	d.loops.Wait()
+	d.closePeers()
 	return err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
+	cpupeer "github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
 	"golang.org/x/sys/unix"
@@ -50,7 +51,8 @@ type Job struct {
 	id, name  string
 	owner     uint32
 	gid       uint32
-	groups    []uint32 // the owner's supplementary groups: files are opened as owner, gid, groups
+	groups    []uint32         // the owner's supplementary groups: files are opened as owner, gid, groups
+	spill     *cpupeer.Spiller // the current run's, nil without peers
 	specText  string
 	baseDir   string
 	worldOver int
@@ -247,6 +249,12 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		// A ring left by a previous run belongs to the job's owner.
 		RingOwner: j.owner,
 		FS:        j.fs(),
+	}
+	if sp := j.spillFor(); sp != nil {
+		opts.Spill = sp
+		j.mu.Lock()
+		j.spill = sp
+		j.mu.Unlock()
 	}
 	j.log.Info("production starting", "resume", fmt.Sprint(resume))
 	go func() {

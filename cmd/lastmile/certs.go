@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lastmile/lastmile/peer"
+)
+
+// runCerts makes the mutual-TLS material of a cluster of lastmiled hosts:
+// a CA once, then a certificate per host (docs/peers.md).
+func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("certs", stderr)
+	dir := fs.String("dir", "certs", "directory of ca.pem and ca-key.pem; host certificates are written here too")
+	hosts := fs.String("hosts", "", "comma-separated IP addresses and DNS names the certificate is valid for (default: NAME)")
+	days := fs.Int("days", 365, "validity in days")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: lastmile certs [flags] ca
+       lastmile certs [flags] NAME
+
+"ca" makes DIR/ca.pem and DIR/ca-key.pem, the cluster's certificate
+authority (keep ca-key.pem off the hosts). NAME makes DIR/NAME.pem and
+DIR/NAME-key.pem, signed by it, usable as both peer.tls and peers.tls of
+lastmiled.yaml, valid for -hosts. Every host trusts only certificates the
+CA signed.
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want \"ca\" or a host name", errUsage)
+	}
+	validity := time.Duration(*days) * 24 * time.Hour
+	if *days < 1 {
+		return fmt.Errorf("%w: -days %d: want at least 1", errUsage, *days)
+	}
+	name := fs.Arg(0)
+	if name == "ca" {
+		ca, err := peer.NewCA(*dir, "lastmile CA", validity)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(ca.Dir, "ca.pem"), filepath.Join(ca.Dir, "ca-key.pem"))
+		return nil
+	}
+	if strings.ContainsAny(name, "/\x00") || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("%w: host name %q: no '/', and not starting with '.'", errUsage, name)
+	}
+	ca, err := peer.LoadCA(*dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return fmt.Errorf("no CA in %s: run 'lastmile certs -dir %s ca' first", *dir, *dir)
+		}
+		return err
+	}
+	list := []string{name}
+	if *hosts != "" {
+		list = strings.Split(*hosts, ",")
+	}
+	f, err := ca.Issue(*dir, name, list, validity)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s for %s\n  tls: {ca: %s, cert: %s, key: %s}\n", f.Cert, f.Key, strings.Join(list, ", "), f.CA, f.Cert, f.Key)
+	return nil
+}

@@ -1,0 +1,223 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	cpupeer "github.com/lastmile/lastmile/peer"
+	"github.com/lastmile/lastmile/roots"
+)
+
+// PeerConfig makes lastmiled a CPU peer (docs/peers.md): it computes
+// other hosts' work units, reading files only beneath Roots.
+type PeerConfig struct {
+	// Listen is the TCP address to serve on, e.g. ":7941". Empty: not a
+	// peer.
+	Listen string `yaml:"listen"`
+	// TLS is required unless Insecure, which is allowed on loopback only.
+	TLS      cpupeer.TLSFiles `yaml:"tls"`
+	Insecure bool             `yaml:"insecure"`
+	// MaxInFlight bounds the units computed at once. Default: the CPUs.
+	MaxInFlight int `yaml:"max_inflight"`
+	// MaxMemory bounds the unit outputs held at once. Default 1GiB.
+	MaxMemory Bytes `yaml:"max_memory"`
+}
+
+// PeersConfig lists the peers this daemon spills units to.
+type PeersConfig struct {
+	// Addrs are peers' host:port addresses.
+	Addrs []string `yaml:"addrs"`
+	// DNS is a host:port whose name resolves to several peers (a
+	// Kubernetes headless Service), resolved again every Resolve.
+	DNS     string   `yaml:"dns"`
+	Resolve Duration `yaml:"resolve"`
+	// TLS is required unless Insecure (loopback peers only). ServerName,
+	// if set, is the name every peer's certificate must carry.
+	TLS        cpupeer.TLSFiles `yaml:"tls"`
+	ServerName string           `yaml:"server_name"`
+	Insecure   bool             `yaml:"insecure"`
+	// Credits is the most units in flight at one peer. Default 4.
+	Credits int `yaml:"credits"`
+	// RecvSecondsPerGB is this host's CPU cost of receiving unit output
+	// (lastmile bench measures it). Default 0.9.
+	RecvSecondsPerGB float64 `yaml:"recv_seconds_per_gb"`
+}
+
+func (c PeersConfig) enabled() bool { return len(c.Addrs) > 0 || c.DNS != "" }
+
+// validatePeers checks the peer sections.
+func (c *Config) validatePeers(bad func(field string, v any, format string, args ...any)) {
+	for name := range c.Roots {
+		if err := roots.ValidName(name); err != nil {
+			bad("roots", name, "%v", err)
+		}
+	}
+	if p := c.Peer; p.Listen != "" {
+		if _, _, err := net.SplitHostPort(p.Listen); err != nil {
+			bad("peer.listen", p.Listen, "want host:port (e.g. :7941)")
+		}
+		if !p.Insecure && (p.TLS.CA == "" || p.TLS.Cert == "" || p.TLS.Key == "") {
+			bad("peer.tls", p.TLS, "a peer needs ca, cert and key (peers trust nobody without a certificate); insecure: true is for loopback tests only")
+		}
+		if len(c.Roots) == 0 {
+			bad("roots", c.Roots, "a peer reads only beneath named data roots: list them (roots: {ctr: /mnt/datasets/ctr})")
+		}
+	}
+	if p := c.Peers; p.enabled() {
+		if !p.Insecure && (p.TLS.CA == "" || p.TLS.Cert == "" || p.TLS.Key == "") {
+			bad("peers.tls", p.TLS, "spilling needs ca, cert and key; insecure: true is for loopback tests only")
+		}
+		if len(c.Roots) == 0 {
+			bad("roots", c.Roots, "units are named by data root to peers: list the roots this host's inputs lie in")
+		}
+	}
+}
+
+// startPeers starts the peer server and the pool the config asks for.
+func (d *Daemon) startPeers(cfg Config) error {
+	if len(cfg.Roots) > 0 {
+		r, err := roots.New(cfg.Roots)
+		if err != nil {
+			return fmt.Errorf("roots: %w", err)
+		}
+		d.roots = r
+	}
+	if cfg.Peer.Listen != "" {
+		if err := d.servePeer(cfg.Peer); err != nil {
+			return err
+		}
+	}
+	if cfg.Peers.enabled() {
+		pc := cpupeer.PoolConfig{Addrs: cfg.Peers.Addrs, DNS: cfg.Peers.DNS, Resolve: cfg.Peers.Resolve.D(),
+			Credits: cfg.Peers.Credits, Logger: d.log.With("role", "spill")}
+		if !cfg.Peers.Insecure {
+			tc, err := cfg.Peers.TLS.ClientTLS(cfg.Peers.ServerName)
+			if err != nil {
+				return fmt.Errorf("peers.tls: %w", err)
+			}
+			pc.TLS = tc
+		}
+		pool, err := cpupeer.NewPool(pc)
+		if err != nil {
+			return fmt.Errorf("peers: %w", err)
+		}
+		d.pool = pool
+	}
+	return nil
+}
+
+func (d *Daemon) servePeer(pc PeerConfig) error {
+	sc := cpupeer.ServerConfig{Roots: d.roots, MaxInFlight: pc.MaxInFlight, MaxMemory: int64(pc.MaxMemory),
+		Logger: d.log.With("role", "peer")}
+	if sc.MaxInFlight == 0 {
+		sc.MaxInFlight = d.Config().Workers
+	}
+	if !pc.Insecure {
+		tc, err := pc.TLS.ServerTLS()
+		if err != nil {
+			return fmt.Errorf("peer.tls: %w", err)
+		}
+		sc.TLS = tc
+	}
+	l, err := net.Listen("tcp", pc.Listen)
+	if err != nil {
+		return fmt.Errorf("peer.listen: %w", err)
+	}
+	d.peerSrv, d.peerLn = cpupeer.NewServer(sc), l
+	go func() {
+		if err := d.peerSrv.Serve(l); err != nil {
+			d.log.Error("peer server stopped", "err", err)
+		}
+	}()
+	d.log.Info("serving as a CPU peer", "addr", l.Addr().String(), "roots", d.roots.Names(), "tls", sc.TLS != nil)
+	return nil
+}
+
+// PeerAddr returns the address the peer server listens on, "" if none.
+func (d *Daemon) PeerAddr() string {
+	if d.peerLn == nil {
+		return ""
+	}
+	return d.peerLn.Addr().String()
+}
+
+// spillFor returns the job's spiller, or nil when this daemon has no peers
+// or the job cannot spill (logged once).
+func (j *Job) spillFor() *cpupeer.Spiller {
+	d := j.d
+	if d.pool == nil || d.roots == nil {
+		return nil
+	}
+	cfg := d.Config()
+	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
+		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, Logger: j.log,
+	})
+	if err != nil {
+		if errors.Is(err, cpupeer.ErrNotSpillable) {
+			j.log.Info("job runs without peers", "why", err)
+		} else {
+			j.log.Warn("job runs without peers", "err", err)
+		}
+		return nil
+	}
+	return sp
+}
+
+// drainPeer stops taking units as a peer and lets those in flight finish.
+func (d *Daemon) drainPeer(ctx context.Context) {
+	if d.peerSrv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.Config().DrainTimeout.D()/2)
+	defer cancel()
+	if err := d.peerSrv.Drain(ctx); err != nil {
+		d.log.Warn("peer drain cut short", "err", err)
+	}
+}
+
+// closePeers stops the peer server and the pool at once.
+func (d *Daemon) closePeers() {
+	if d.peerSrv != nil {
+		d.peerSrv.Stop()
+	}
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	if d.roots != nil {
+		d.roots.Close()
+	}
+}
+
+// peersStatus is /v1/status's view of the peers.
+type peersStatus struct {
+	Serving string              `json:"serving,omitempty"` // the peer server's address
+	Served  *servedStatus       `json:"served,omitempty"`
+	Peers   []cpupeer.PeerStats `json:"peers,omitempty"`
+}
+
+type servedStatus struct {
+	Units, Bytes, Failures                  int64
+	RefusedBusy, RefusedOutside, RefusedBad int64
+	ComputeSeconds                          float64
+}
+
+func (d *Daemon) peersStatus() *peersStatus {
+	if d.peerSrv == nil && d.pool == nil {
+		return nil
+	}
+	ps := &peersStatus{Serving: d.PeerAddr()}
+	if d.peerSrv != nil {
+		st := d.peerSrv.Stats()
+		ps.Served = &servedStatus{Units: st.Units.Load(), Bytes: st.Bytes.Load(), Failures: st.Failures.Load(),
+			RefusedBusy: st.RefusedBusy.Load(), RefusedOutside: st.RefusedOutside.Load(),
+			RefusedBad:     st.RefusedBad.Load() + st.RefusedVersion.Load(),
+			ComputeSeconds: time.Duration(st.ComputeNanos.Load()).Seconds()}
+	}
+	if d.pool != nil {
+		ps.Peers = d.pool.Stats()
+	}
+	return ps
+}

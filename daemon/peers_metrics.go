@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of spilling and serving (docs/peers.md lists them).
+var (
+	peerLabels       = []string{"peer"}
+	descPeerUnits    = prometheus.NewDesc("lastmile_peer_units_total", "Units this host spilled that the peer computed.", peerLabels, nil)
+	descPeerBytes    = prometheus.NewDesc("lastmile_peer_bytes_total", "Output bytes received from the peer.", peerLabels, nil)
+	descPeerFailures = prometheus.NewDesc("lastmile_peer_failures_total", "Spilled units the peer failed (died, hung, cut off, corrupt, refused for a reason other than being busy); each ran here or elsewhere.", peerLabels, nil)
+	descPeerCorrupt  = prometheus.NewDesc("lastmile_peer_corrupt_total", "Unit streams from the peer whose checksum or shape was wrong.", peerLabels, nil)
+	descPeerBusy     = prometheus.NewDesc("lastmile_peer_busy_total", "Units the peer refused because it was full.", peerLabels, nil)
+	descPeerRecv     = prometheus.NewDesc("lastmile_peer_receive_seconds_total", "Wall time spent waiting for and assembling the peer's units.", peerLabels, nil)
+	descPeerLatency  = prometheus.NewDesc("lastmile_peer_latency_seconds", "Moving mean of a unit's round trip to the peer.", peerLabels, nil)
+	descPeerInFlight = prometheus.NewDesc("lastmile_peer_units_in_flight", "Units at the peer now.", peerLabels, nil)
+	descPeerHealthy  = prometheus.NewDesc("lastmile_peer_healthy", "1 unless the peer is excluded after a failure.", peerLabels, nil)
+	descSpilled      = prometheus.NewDesc("lastmile_spill_units_total", "The job's units computed on peers.", jobLabels, nil)
+	descSpillBytes   = prometheus.NewDesc("lastmile_spill_bytes_total", "Output bytes of the job's spilled units.", jobLabels, nil)
+	descSpillLocal   = prometheus.NewDesc("lastmile_spill_fallbacks_total", "The job's units that failed on peers and ran here.", jobLabels, nil)
+	descSpillKept    = prometheus.NewDesc("lastmile_spill_declined_total", "The job's units a spill worker kept local, by reason.", []string{"job", "job_id", "reason"}, nil)
+	descSpillOn      = prometheus.NewDesc("lastmile_spill_on", "1 while the job spills; reason: why it last switched.", []string{"job", "job_id", "reason"}, nil)
+	descSpillFlips   = prometheus.NewDesc("lastmile_spill_switches_total", "Times the job's spill decision switched.", jobLabels, nil)
+	descServed       = prometheus.NewDesc("lastmile_peer_served_units_total", "Units this host computed as a peer.", nil, nil)
+	descServedBytes  = prometheus.NewDesc("lastmile_peer_served_bytes_total", "Output bytes this host sent as a peer.", nil, nil)
+	descServedCPU    = prometheus.NewDesc("lastmile_peer_compute_seconds_total", "Time this host spent computing units as a peer.", nil, nil)
+	descRefused      = prometheus.NewDesc("lastmile_peer_refused_total", "Units this host refused as a peer, by reason.", []string{"reason"}, nil)
+)
+
+type peerCollector struct{ d *Daemon }
+
+func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerFailures, descPeerCorrupt, descPeerBusy,
+		descPeerRecv, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes, descSpillLocal,
+		descSpillKept, descSpillOn, descSpillFlips, descServed, descServedBytes, descServedCPU, descRefused} {
+		ch <- d
+	}
+}
+
+func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	m := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, t, v, labels...)
+	}
+	if d.pool != nil {
+		for _, p := range d.pool.Stats() {
+			m(descPeerUnits, prometheus.CounterValue, float64(p.Units), p.Addr)
+			m(descPeerBytes, prometheus.CounterValue, float64(p.Bytes), p.Addr)
+			m(descPeerFailures, prometheus.CounterValue, float64(p.Failures), p.Addr)
+			m(descPeerCorrupt, prometheus.CounterValue, float64(p.Corrupt), p.Addr)
+			m(descPeerBusy, prometheus.CounterValue, float64(p.Refused), p.Addr)
+			m(descPeerRecv, prometheus.CounterValue, p.RecvSeconds, p.Addr)
+			m(descPeerLatency, prometheus.GaugeValue, p.Latency.Seconds(), p.Addr)
+			m(descPeerInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Addr)
+			m(descPeerHealthy, prometheus.GaugeValue, b2f(p.Healthy), p.Addr)
+		}
+	}
+	for _, j := range d.jobsSnapshot() {
+		j.mu.Lock()
+		sp := j.spill
+		j.mu.Unlock()
+		if sp == nil {
+			continue
+		}
+		st := sp.Stats()
+		m(descSpilled, prometheus.CounterValue, float64(st.Spilled.Load()), j.name, j.id)
+		m(descSpillBytes, prometheus.CounterValue, float64(st.Bytes.Load()), j.name, j.id)
+		m(descSpillLocal, prometheus.CounterValue, float64(st.Fallbacks.Load()), j.name, j.id)
+		for why, n := range st.Declined() {
+			m(descSpillKept, prometheus.CounterValue, float64(n), j.name, j.id, why)
+		}
+		on, _, why, flips := sp.PolicyState()
+		m(descSpillOn, prometheus.GaugeValue, b2f(on), j.name, j.id, why)
+		m(descSpillFlips, prometheus.CounterValue, float64(flips), j.name, j.id)
+	}
+	if d.peerSrv != nil {
+		st := d.peerSrv.Stats()
+		m(descServed, prometheus.CounterValue, float64(st.Units.Load()))
+		m(descServedBytes, prometheus.CounterValue, float64(st.Bytes.Load()))
+		m(descServedCPU, prometheus.CounterValue, time.Duration(st.ComputeNanos.Load()).Seconds())
+		for reason, n := range map[string]int64{"busy": st.RefusedBusy.Load(), "outside_roots": st.RefusedOutside.Load(),
+			"version": st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load()} {
+			m(descRefused, prometheus.CounterValue, float64(n), reason)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
