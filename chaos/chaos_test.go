@@ -29,7 +29,10 @@
 //
 //   - kill9-daemon: SIGKILL lastmiled, wait 0 to 300 ms, start it again on
 //     the same socket, state and shm directories. Trainers see their
-//     producer die, wait for the daemon, attach with their cursors.
+//     producer die, wait for the daemon, attach with their cursors. One
+//     time in three the new daemon is killed again 0 to 150 ms after it
+//     was started (while it reloads jobs and adopts rings), and started
+//     once more: two faults.
 //   - kill9-trainer: SIGKILL one rank's trainer (mid-batch, mid-commit,
 //     wherever it is), start it again; it resumes from its committed state.
 //   - stop-cont: SIGSTOP the daemon or one trainer for 50 ms to 1.5 s, then

@@ -155,6 +155,18 @@ func (j *job) inject(c *tally, rng *rand.Rand) {
 	kind, pick, pause := rng.IntN(3), rng.IntN(8), time.Duration(rng.IntN(300))*time.Millisecond
 	rs := j.running()
 	switch {
+	case kind == 0 && pick < 3:
+		// killed again while starting: adopting rings, reloading jobs
+		early := time.Duration(rng.IntN(150)) * time.Millisecond
+		j.t.Logf("fault: kill9-daemon, down %v, killed again %v after its start", pause, early)
+		j.d.kill9()
+		time.Sleep(pause)
+		j.d.spawn()
+		time.Sleep(early)
+		j.d.kill9()
+		j.d.start()
+		c.count(&c.kill9d)
+		c.count(&c.kill9d)
 	case kind == 0:
 		j.t.Logf("fault: kill9-daemon, down %v", pause)
 		j.d.kill9()

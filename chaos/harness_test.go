@@ -116,6 +116,13 @@ func newDaemon(t *testing.T, dir, shmDir string) *daemon {
 // start runs lastmiled and waits until it answers.
 func (d *daemon) start() {
 	d.t.Helper()
+	d.spawn()
+	d.ready()
+}
+
+// spawn runs lastmiled without waiting for it.
+func (d *daemon) spawn() {
+	d.t.Helper()
 	cmd := exec.Command(bin, "-config", "/dev/null", "-socket", d.sock, "-state-dir", d.state, "-shm-dir", d.shm,
 		"-metrics", "off", "-workers", "2", "-grace", "120s", "-log-level", "info")
 	cmd.Stdout, cmd.Stderr = d.log, d.log
@@ -124,6 +131,11 @@ func (d *daemon) start() {
 	}
 	d.cmd, d.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { cmd.Wait(); close(done) }(d.done)
+}
+
+// ready waits until the daemon answers.
+func (d *daemon) ready() {
+	d.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
