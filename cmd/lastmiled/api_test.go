@@ -36,7 +36,7 @@ func TestRequests(t *testing.T) {
 		{"wrong type", "POST", "/v1/jobs", `{"spec": 3}`, 400, `field "spec"`, ""},
 		{"trailing data", "POST", "/v1/jobs", `{"spec": "x"} {}`, 400, "after the JSON object", ""},
 		{"empty body", "POST", "/v1/jobs", ``, 400, "empty request body", ""},
-		{"oversized", "POST", "/v1/jobs", `{"spec": "` + strings.Repeat("a", 2<<20) + `"}`, 400, "over 1048576 bytes", ""},
+		{"oversized", "POST", "/v1/jobs", `{"spec": "` + strings.Repeat("a", 2<<20) + `"}`, 413, "over 1048576 bytes (1MiB, config control.max_body)", ""},
 		{"no spec", "POST", "/v1/jobs", map[string]any{"world_size": 2}, 400, `"spec" is required`, ""},
 		{"bad world size", "POST", "/v1/jobs", map[string]any{"spec": good, "world_size": -1}, 400, "world_size", ""},
 		{"bad weight", "POST", "/v1/jobs", map[string]any{"spec": good, "weight": 5000}, 400, "weight", ""},
