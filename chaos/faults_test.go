@@ -123,7 +123,7 @@ func tail(s string, n int) string {
 // processRun injects process faults into one job and checks that it
 // completes with every row of every epoch recorded exactly once.
 func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data dataset) {
-	dur, faults := 3*time.Second, 3
+	dur, faults := 2*time.Second, 3
 	if *chaosFull {
 		dur, faults = 6*time.Second, 5
 	}

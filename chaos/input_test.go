@@ -30,7 +30,7 @@ func inputRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, _ dataset) {
 	compression := []string{"none", "snappy", "zstd"}[rng.IntN(3)]
 	data := dataset{rows: 2 * dataRows}
 	data.dir, data.g = genData(t, workDir(t, "chaos-input"), data.rows, 8, compression, seed)
-	j := newJob(t, startDaemon(t, ""), rng, seed, data, 4*time.Second, 1)
+	j := newJob(t, startDaemon(t, ""), rng, seed, data, 3*time.Second, 1)
 	files, _ := filepath.Glob(filepath.Join(data.dir, "*.parquet"))
 	file, after, how := files[rng.IntN(len(files))], 1+rng.IntN(10), rng.IntN(5)
 	if how == 2 && !*bitflip {

@@ -51,7 +51,7 @@ func shmFullRun(t *testing.T, c *tally, seed uint64) {
 	}
 	c.count(&c.errors)
 	os.Remove(filler)
-	refillAndRestart(t, c, d, newJob(t, d, rng, seed+1_000_000, data, 3*time.Second, 1), filler)
+	refillAndRestart(t, c, d, newJob(t, d, rng, seed+1_000_000, data, 2*time.Second, 1), filler)
 }
 
 // refillAndRestart fills the shm directory again while job j runs, and
