@@ -44,6 +44,10 @@ type PeersConfig struct {
 	// RecvSecondsPerGB is this host's CPU cost of receiving unit output
 	// (lastmile bench measures it). Default 0.9.
 	RecvSecondsPerGB float64 `yaml:"recv_seconds_per_gb"`
+	// Spill is "auto" (default: only while trainers starve with every
+	// local worker busy, docs/peers.md) or "always" (whenever a peer has
+	// credit: for benchmarks and tests).
+	Spill string `yaml:"spill"`
 }
 
 func (c PeersConfig) enabled() bool { return len(c.Addrs) > 0 || c.DNS != "" }
@@ -65,6 +69,9 @@ func (c *Config) validatePeers(bad func(field string, v any, format string, args
 		if len(c.Roots) == 0 {
 			bad("roots", c.Roots, "a peer reads only beneath named data roots: list them (roots: {ctr: /mnt/datasets/ctr})")
 		}
+	}
+	if s := c.Peers.Spill; s != "" && s != "auto" && s != "always" {
+		bad("peers.spill", s, `want "auto" or "always"`)
 	}
 	if p := c.Peers; p.enabled() {
 		if !p.Insecure && (p.TLS.CA == "" || p.TLS.Cert == "" || p.TLS.Key == "") {
@@ -154,6 +161,7 @@ func (j *Job) spillFor() *cpupeer.Spiller {
 	cfg := d.Config()
 	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
 		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, Logger: j.log,
+		Policy: cpupeer.PolicyConfig{Always: cfg.Peers.Spill == "always"},
 	})
 	if err != nil {
 		if errors.Is(err, cpupeer.ErrNotSpillable) {

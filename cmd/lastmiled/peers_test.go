@@ -1,0 +1,240 @@
+package main_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/peer"
+	"github.com/lastmile/lastmile/shm"
+)
+
+// cluster is a GPU host's lastmiled that spills to a peer lastmiled, both
+// real processes on loopback, over mutual TLS, sharing a data root.
+type cluster struct {
+	t        *testing.T
+	data     string
+	gpu, cpu *env
+	peerAddr string
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newCluster(t *testing.T, spill string) *cluster {
+	c := &cluster{t: t, gpu: newEnv(t), cpu: newEnv(t), peerAddr: freePort(t)}
+	c.data = filepath.Join(c.gpu.dir, "data")
+	os.MkdirAll(c.data, 0o755)
+	for i := range 3 {
+		name := fmt.Sprintf("part-%05d.parquet", i)
+		b, err := os.ReadFile(filepath.Join(smallData, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(c.data, name), b, 0o644)
+	}
+	ca, err := peer.NewCA(filepath.Join(c.gpu.dir, "certs"), "test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuTLS, _ := ca.Issue(ca.Dir, "gpu", []string{"127.0.0.1"}, time.Hour)
+	cpuTLS, _ := ca.Issue(ca.Dir, "cpu", []string{"127.0.0.1"}, time.Hour)
+	tlsYAML := func(f peer.TLSFiles) string { return fmt.Sprintf("{ca: %s, cert: %s, key: %s}", f.CA, f.Cert, f.Key) }
+	os.WriteFile(filepath.Join(c.cpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
+		"roots: {data: %s}\npeer: {listen: %q, tls: %s, max_inflight: 2}\n", c.data, c.peerAddr, tlsYAML(cpuTLS))), 0o644)
+	os.WriteFile(filepath.Join(c.gpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
+		"roots: {data: %s}\npeers: {addrs: [%q], tls: %s, credits: 2, spill: %s}\n", c.data, c.peerAddr, tlsYAML(gpuTLS), spill)), 0o644)
+	return c
+}
+
+func (c *cluster) start() {
+	c.cpu.start("-workers", "1")
+	c.gpu.start("-workers", "1")
+}
+
+// peerUnits returns the units the peer has served, from its status.
+func (c *cluster) peerUnits() int64 {
+	var st struct {
+		Peers struct{ Served struct{ Units int64 } }
+	}
+	if code, err := c.cpu.do("GET", "/v1/status", nil, &st); code != 200 || err != nil {
+		return -1
+	}
+	return st.Peers.Served.Units
+}
+
+func clusterSpec(inputs string) string {
+	return fmt.Sprintf("name: job\ninputs: [%s]\nbatch: {size: 100}\nring: {slots: 4}\ndecode: {max_unit_rows: 700}\n%s", inputs, clusterPipeline)
+}
+
+const clusterPipeline = `epochs: 3
+seed: 9
+world_size: 2
+shuffle: {units: true, buffer: 300}
+pipeline:
+  - sample: {key: row_id, rates: [{when: "label == 1", rate: 1.0}, {rate: 0.6}], weight: weight}
+  - map: {label_f: "cast(label, float32)", user_h: "hash_mod(user_id, 1000)"}
+  - sequence: {column: seq_0, length: 8, lengths: seq_0_len}
+  - select: [row_id, label_f, weight, user_h, seq_0, seq_0_len, query]
+`
+
+// digests reads every rank of job to the end (reattaching after a daemon
+// restart) and returns each rank's batch digests and row ids per epoch.
+func digests(t *testing.T, e *env, job string, world int) ([][][32]byte, map[uint64][]int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	out := make([][][32]byte, world)
+	rows := map[uint64][]int64{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var a attachJSON
+			var e2 errJSON
+			if st, err := e.do("POST", "/v1/jobs/"+job+"/attach", map[string]any{"rank": r}, &a); err != nil || st != 200 {
+				e.do("POST", "/v1/jobs/"+job+"/attach", map[string]any{"rank": r}, &e2)
+				t.Errorf("attach rank %d: %d %v %s", r, st, err, e2.Error)
+				return
+			}
+			c, err := shm.Open(a.Dir, a.Ring)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for {
+				b, err := c.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					return
+				}
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+					return
+				}
+				h := sha256.New()
+				binary.Write(h, binary.LittleEndian, []uint64{b.Cursor.Epoch, b.Cursor.BatchIndex, uint64(b.Rows)})
+				for _, tn := range b.Tensors {
+					fmt.Fprintf(h, "%s/%d/%d/%v|", tn.Name, tn.Role, tn.DType, tn.Shape)
+					h.Write(tn.Data)
+				}
+				ids := b.Tensor("row_id", shm.RoleDense)
+				v := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ids.Data))), b.Rows)
+				mu.Lock()
+				out[r] = append(out[r], [32]byte(h.Sum(nil)))
+				rows[b.Cursor.Epoch] = append(rows[b.Cursor.Epoch], v...)
+				mu.Unlock()
+				c.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	return out, rows
+}
+
+// checkEpochs checks that each epoch delivered each kept row once.
+func checkEpochs(t *testing.T, what string, got, want map[uint64][]int64) {
+	t.Helper()
+	for ep, w := range want {
+		seen := map[int64]int{}
+		for _, id := range got[ep] {
+			seen[id]++
+		}
+		lost, dup := 0, 0
+		for _, id := range w {
+			switch seen[id] {
+			case 0:
+				lost++
+			case 1:
+			default:
+				dup += seen[id] - 1
+			}
+		}
+		if lost > 0 || dup > 0 || len(got[ep]) != len(w) {
+			t.Fatalf("%s epoch %d: %d rows lost, %d repeated (%d read, want %d)", what, ep, lost, dup, len(got[ep]), len(w))
+		}
+	}
+}
+
+// TestPeersSpill: a job on a GPU host whose daemon spills to a peer gives
+// batches byte-identical to the same job on a daemon without peers, with
+// every epoch's rows exactly once, also when the peer is killed with
+// SIGKILL mid-run and when it comes back.
+func TestPeersSpill(t *testing.T) {
+	local := newEnv(t)
+	local.start("-workers", "1")
+	lj := local.submit(clusterSpec(smallData), nil)
+	want, wantRows := digests(t, local, lj.ID, 2)
+
+	for _, c := range []struct {
+		name  string
+		fault func(cl *cluster, stop <-chan struct{})
+	}{
+		{"healthy", nil},
+		{"peer killed mid-run, then back", func(cl *cluster, stop <-chan struct{}) {
+			for cl.peerUnits() < 2 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			cl.cpu.kill9()
+			time.Sleep(300 * time.Millisecond)
+			cl.cpu.start("-workers", "1")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := newCluster(t, "always")
+			cl.start()
+			j := cl.gpu.submit(clusterSpec(cl.data), nil)
+			faulted, stop := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(faulted)
+				if c.fault != nil {
+					c.fault(cl, stop)
+				}
+			}()
+			got, rows := digests(t, cl.gpu, j.ID, 2)
+			close(stop)
+			<-faulted
+			checkEpochs(t, c.name, rows, wantRows)
+			for r := range want {
+				if len(got[r]) != len(want[r]) {
+					t.Fatalf("rank %d: %d batches, the local run %d", r, len(got[r]), len(want[r]))
+				}
+				for i := range want[r] {
+					if got[r][i] != want[r][i] {
+						t.Fatalf("rank %d batch %d differs from the local run's", r, i)
+					}
+				}
+			}
+			var st struct {
+				Peers struct{ Peers []peer.PeerStats }
+			}
+			cl.gpu.do("GET", "/v1/status", nil, &st)
+			if len(st.Peers.Peers) != 1 || st.Peers.Peers[0].Units == 0 {
+				t.Errorf("the GPU host's peers: %+v", st.Peers.Peers)
+			}
+			t.Logf("peer stats seen by the GPU host: %+v", st.Peers.Peers)
+		})
+	}
+}
