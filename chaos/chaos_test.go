@@ -46,7 +46,11 @@
 //     middle, truncated, or removed while the job reads. Either the job
 //     fails with an error naming the file (an "error seen", whose rows
 //     before it must still be correct and unrepeated), or the daemon had
-//     already read that file and the job completes exactly.
+//     already read that file and the job completes exactly. With
+//     -chaos.bitflip, one byte of a column chunk the job reads is flipped
+//     with the file's size and mtime kept, as silent corruption on disk
+//     would be: only page CRCs can tell, and lastmile does not check them
+//     yet (docs/reliability.md), so this finds wrong values.
 //
 // Faults compose: a trainer may be killed while the daemon is down, the
 // daemon killed while a trainer resumes, and any of them hit an epoch's
