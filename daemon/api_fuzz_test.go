@@ -192,8 +192,17 @@ func FuzzControlWire(f *testing.F) {
 				checkAnswer(t, "wire", resp.StatusCode, resp.Header, body)
 			}
 		}
-		if code, body, _, err := ctlStatus(sock); err != nil || code != 200 {
-			t.Fatalf("status after %q: %d %s %v", raw, code, body, err)
+		// A status request that stalls 30 ms before its headers (a loaded
+		// machine) is closed like any slow client: only three in a row
+		// failing mean the daemon stopped serving.
+		for try := 0; ; try++ {
+			code, body, _, err := ctlStatus(sock)
+			if err == nil && code == 200 {
+				break
+			}
+			if try == 2 {
+				t.Fatalf("status after %q: %d %s %v", raw, code, body, err)
+			}
 		}
 	})
 }
