@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"engine":  {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr"},
 	"peer":    {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots"},
 	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots"},
-	"bench":   {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen"},
+	"bench":   {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen", "peer", "roots"},
 	// Commands may use everything.
 	"cmd/lastmile":  nil,
 	"cmd/lastmiled": nil,

@@ -27,7 +27,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
 	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
 	pcfg := defaultPipelineConfig()
-	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g) or all")
+	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer) or all")
+	sf := addSpillFlags(fs)
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
 	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd or none")
@@ -39,6 +40,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *sf.peer {
+		return sf.servePeer(ctx, fs.Args())
 	}
 	if *consumer != "" {
 		i := strings.LastIndexByte(*consumer, '/')
@@ -67,20 +71,30 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out := struct {
 		Spine    *bench.Report         `json:"spine,omitempty"`
 		Pipeline *bench.PipelineReport `json:"pipeline,omitempty"`
+		Spill    *bench.SpillReport    `json:"spill,omitempty"`
 	}{}
 	switch *only {
-	case "all", "spine", "pipeline":
+	case "all", "spine", "pipeline", "spill":
 	default:
-		return fmt.Errorf("%w: -only must be spine, pipeline or all, got %q", errUsage, *only)
+		return fmt.Errorf("%w: -only must be spine, pipeline, spill or all, got %q", errUsage, *only)
 	}
-	if *only != "pipeline" {
+	if *only == "all" || *only == "spine" {
 		if out.Spine, err = bench.Run(ctx, cfg); err != nil {
 			return err
 		}
 	}
-	if *only != "spine" {
+	if *only == "all" || *only == "pipeline" {
 		if out.Pipeline, err = bench.RunPipeline(ctx, pcfg); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	if *only == "all" || *only == "spill" {
+		// Last: it pins this process to one CPU.
+		sf.cfg.Log, sf.cfg.ShmDir = stderr, cfg.ShmDir
+		sf.cfg.Compression = pcfg.Compression
+		sf.cfg.PeerCommand = []string{self, "bench", "-spill-peer"}
+		if out.Spill, err = bench.RunSpill(ctx, sf.cfg); err != nil {
+			return fmt.Errorf("spill: %w", err)
 		}
 	}
 	if *asJSON {
@@ -94,6 +108,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if out.Pipeline != nil {
 		out.Pipeline.WriteTable(stdout)
+	}
+	if out.Spill != nil {
+		fmt.Fprintln(stdout)
+		out.Spill.WriteTable(stdout)
 	}
 	return nil
 }

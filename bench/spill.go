@@ -1,0 +1,412 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/datagen"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/peer"
+	"github.com/lastmile/lastmile/roots"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// SpillConfig configures the spill measurement: the pipeline alone on one
+// core, against one core plus a CPU peer on another core (docs/peers.md).
+type SpillConfig struct {
+	Spec        string // default examples/ctr-8rank.yaml
+	Data        string // generated once; default under $TMPDIR
+	Rows        int64  // default 1 Mi
+	Compression string // default snappy
+	ShmDir      string
+	// PeerCommand runs a peer serving root "bench" = Data on the address
+	// given as its last argument (lastmile bench -spill-peer).
+	PeerCommand []string
+	Units       int // units fetched for the receive-cost figures; default 16
+	Log         io.Writer
+}
+
+// SpillReport is the spill measurement's result.
+type SpillReport struct {
+	Spec          string  `json:"spec"`
+	InputRows     int64   `json:"input_rows"`
+	Cores         string  `json:"cores"` // how the two sides were pinned
+	LocalSeconds  float64 `json:"local_seconds"`
+	SpillSeconds  float64 `json:"spill_seconds"`
+	Speedup       float64 `json:"speedup"` // local+peer rows/s over local alone
+	Target        float64 `json:"target"`
+	Met           bool    `json:"met"`
+	UnitsSpilled  int64   `json:"units_spilled"`
+	UnitsTotal    int     `json:"units_total"`
+	RecvCPUPerGB  float64 `json:"recv_cpu_seconds_per_gb"`  // the requester's CPU to receive a GB of unit output
+	LocalCPUPerGB float64 `json:"local_cpu_seconds_per_gb"` // the CPU to compute a GB of the same output here
+	OutputRatio   float64 `json:"output_bytes_per_input_row"`
+}
+
+func (c *SpillConfig) defaults() {
+	if c.Spec == "" {
+		c.Spec = "examples/ctr-8rank.yaml"
+	}
+	if c.Rows <= 0 {
+		c.Rows = 1 << 20
+	}
+	if c.Compression == "" {
+		c.Compression = "snappy"
+	}
+	if c.Data == "" {
+		c.Data = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-spill-%d-%s", c.Rows, c.Compression))
+	}
+	if c.Units <= 0 {
+		c.Units = 16
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// RunSpill measures, in one run, the example pipeline on one core alone
+// and on one core with a CPU peer on a second core, and what receiving a
+// unit's output costs the requester against computing it.
+func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
+	cfg.defaults()
+	r := &SpillReport{Spec: cfg.Spec, Target: 1.8}
+	parquet, spam := filepath.Join(cfg.Data, "parquet"), filepath.Join(cfg.Data, "spam.parquet")
+	if err := genSpillData(ctx, cfg, parquet, spam); err != nil {
+		return nil, err
+	}
+	text, err := os.ReadFile(cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	job, err := spillJob(cfg, text, parquet, spam)
+	if err != nil {
+		return nil, err
+	}
+	local, peerCPU, err := pinCores()
+	if err != nil {
+		return nil, err
+	}
+	r.Cores = fmt.Sprintf("requester on CPU %d, peer on CPU %d", local, peerCPU)
+	addr, stop, tlsFiles, err := startPeer(ctx, cfg, peerCPU)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	fp, err := engine.EstimateFootprint(ctx, job, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.UnitsTotal, r.InputRows = fp.Units, fp.Rows
+	// Units exactly as the engine makes them, for the warm-up and the
+	// receive cost: those a spill worker is offered in a run.
+	rec := &recordUnits{n: cfg.Units}
+	if _, err := runDrained(ctx, job, rec); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Log, "spill: the pipeline alone, one worker on CPU %d ...\n", local)
+	st, err := runDrained(ctx, job, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.LocalSeconds = st.Elapsed.Seconds()
+	sp, pool, rts, err := newBenchSpiller(cfg, tlsFiles, addr, string(text), job)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	defer rts.Close()
+	// The peer compiles a job once (its side tables included); that is
+	// not the steady state measured here.
+	var warm column.Batch
+	if ran, err := sp.RunUnit(ctx, rec.units[0], &warm, engine.Load{}); err != nil || !ran {
+		return nil, fmt.Errorf("spill: warm the peer up: ran %v, %v", ran, err)
+	}
+	fmt.Fprintf(cfg.Log, "spill: one worker on CPU %d plus the peer on CPU %d ...\n", local, peerCPU)
+	st, err = runDrained(ctx, job, sp)
+	if err != nil {
+		return nil, err
+	}
+	r.SpillSeconds, r.UnitsSpilled = st.Elapsed.Seconds(), sp.Stats().Spilled.Load()-1
+	r.Speedup = r.LocalSeconds / r.SpillSeconds
+	r.Met = r.Speedup >= r.Target
+	if err := receiveCost(ctx, job, sp, rec.units, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func genSpillData(ctx context.Context, cfg SpillConfig, parquet, spam string) error {
+	gc := datagen.DefaultConfig()
+	gc.Rows, gc.Files, gc.Compression = cfg.Rows, 4, cfg.Compression
+	if m, _ := filepath.Glob(filepath.Join(parquet, "*.parquet")); len(m) == 0 {
+		fmt.Fprintf(cfg.Log, "generating %d rows of Parquet in %s ...\n", gc.Rows, parquet)
+		if _, err := datagen.Write(ctx, parquet, gc); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(spam); err != nil {
+		return datagen.WriteSpamUsers(ctx, spam, gc, 0.02)
+	}
+	return nil
+}
+
+// spillJob is the spec's job over the generated data: one rank, one
+// epoch, one local worker, no unit cache.
+func spillJob(cfg SpillConfig, text []byte, parquet, spam string) (*spec.Job, error) {
+	job, err := spec.Parse(cfg.Spec, text)
+	if err != nil {
+		return nil, err
+	}
+	one := 1
+	job.Inputs, job.WorldSize, job.Epochs = []string{parquet}, 1, &one
+	job.Decode.Workers = 1
+	if job.Decode.MaxUnitRows == 0 {
+		job.Decode.MaxUnitRows = 16384 // units small enough to balance between two sides
+	}
+	job.Cache.MaxMemory = 0
+	job.Ring.Dir, job.Ring.Name = cfg.ShmDir, fmt.Sprintf("lastmile-bench-spill-%d", os.Getpid())
+	for i := range job.Pipeline {
+		if j := job.Pipeline[i].Join; j != nil {
+			j.Table = spam
+		}
+	}
+	return job, nil
+}
+
+// pinCores pins every thread of this process to one CPU and returns it
+// and another CPU for the peer.
+func pinCores() (local, other int, err error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return 0, 0, err
+	}
+	var allowed []int
+	for c := 0; c < 1024 && len(allowed) < 2; c++ {
+		if set.IsSet(c) {
+			allowed = append(allowed, c)
+		}
+	}
+	if len(allowed) < 2 {
+		return 0, 0, errors.New("spill: the measurement needs two CPUs, one for each side")
+	}
+	return allowed[0], allowed[1], PinProcess(allowed[0])
+}
+
+// PinProcess pins every thread of this process to cpu; threads created
+// later inherit it.
+func PinProcess(cpu int) error {
+	var one unix.CPUSet
+	one.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &one); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pin thread %d to CPU %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
+}
+
+// startPeer makes mutual-TLS certificates and starts the peer command on
+// a free loopback port, pinned to cpu.
+func startPeer(ctx context.Context, cfg SpillConfig, cpu int) (string, func(), peer.TLSFiles, error) {
+	certs, err := os.MkdirTemp("", "lastmile-bench-certs-")
+	if err != nil {
+		return "", nil, peer.TLSFiles{}, err
+	}
+	ca, err := peer.NewCA(certs, "bench CA", time.Hour)
+	if err != nil {
+		return "", nil, peer.TLSFiles{}, err
+	}
+	srv, err1 := ca.Issue(certs, "peer", []string{"127.0.0.1"}, time.Hour)
+	cli, err2 := ca.Issue(certs, "requester", []string{"127.0.0.1"}, time.Hour)
+	if err := errors.Join(err1, err2); err != nil {
+		return "", nil, peer.TLSFiles{}, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, peer.TLSFiles{}, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	args := append(append([]string{}, cfg.PeerCommand[1:]...), "-spill-cpu", strconv.Itoa(cpu),
+		"-spill-tls", strings.Join([]string{srv.CA, srv.Cert, srv.Key}, ","), "-spill-root", cfg.Data, addr)
+	cmd := exec.CommandContext(ctx, cfg.PeerCommand[0], args...)
+	cmd.Stderr = cfg.Log
+	if err := cmd.Start(); err != nil {
+		return "", nil, peer.TLSFiles{}, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait(); os.RemoveAll(certs) }
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, peer.TLSFiles{}, fmt.Errorf("spill: the peer did not listen on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr, stop, cli, nil
+}
+
+// ServePeer is the peer side of the measurement: a peer over root
+// "bench" = dir on addr, pinned to cpu, until ctx is done.
+func ServePeer(ctx context.Context, addr, dir string, cpu int, tlsFiles peer.TLSFiles) error {
+	if err := PinProcess(cpu); err != nil {
+		return err
+	}
+	r, err := roots.New(map[string]string{"bench": dir})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	tc, err := tlsFiles.ServerTLS()
+	if err != nil {
+		return err
+	}
+	s := peer.NewServer(peer.ServerConfig{Roots: r, TLS: tc, MaxInFlight: 2})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); s.Stop() }()
+	return s.Serve(l)
+}
+
+func newBenchSpiller(cfg SpillConfig, f peer.TLSFiles, addr, text string, job *spec.Job) (*peer.Spiller, *peer.Pool, *roots.Roots, error) {
+	rts, err := roots.New(map[string]string{"bench": cfg.Data})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tc, err := f.ClientTLS("")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pool, err := peer.NewPool(peer.PoolConfig{Addrs: []string{addr}, TLS: tc, Credits: 2})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{Slots: 2, Policy: peer.PolicyConfig{Always: true}})
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	return sp, pool, rts, nil
+}
+
+// runDrained runs job with spill (nil: none) while a consumer on this
+// process drains its rings.
+func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill) (engine.Stats, error) {
+	var wg sync.WaitGroup
+	ready := func(rings []string) {
+		for _, name := range rings {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := shm.Open(job.Ring.Dir, name)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				for {
+					if _, err := c.Next(ctx); err != nil {
+						return
+					}
+					c.Release()
+				}
+			}()
+		}
+	}
+	st, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true})
+	wg.Wait()
+	return st, err
+}
+
+// recordUnits declines every unit and keeps the first n.
+type recordUnits struct {
+	mu    sync.Mutex
+	n     int
+	units []decode.Unit
+}
+
+func (r *recordUnits) Slots() int { return 1 }
+func (r *recordUnits) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch, _ engine.Load) (bool, error) {
+	r.mu.Lock()
+	if len(r.units) < r.n {
+		r.units = append(r.units, u)
+	}
+	r.mu.Unlock()
+	return false, nil
+}
+
+// receiveCost fetches units from the peer one at a time and computes the
+// same units here, measuring this process's CPU per GB of output for each.
+func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []decode.Unit, r *SpillReport) error {
+	up, err := engine.NewUnitProcessor(ctx, job, nil, 1)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	var out column.Batch
+	var bytes, rows int64
+	cpu0 := processCPU()
+	for _, u := range units {
+		if ran, err := sp.RunUnit(ctx, u, &out, engine.Load{}); err != nil || !ran {
+			return fmt.Errorf("spill: fetch a unit for the receive cost: ran %v, %v", ran, err)
+		}
+		bytes += int64(out.Bytes())
+		rows += u.Rows
+	}
+	recv := processCPU() - cpu0
+	cpu0 = processCPU()
+	for _, u := range units {
+		if err := up.Compute(ctx, u, &out); err != nil {
+			return err
+		}
+	}
+	comp := processCPU() - cpu0
+	if bytes > 0 {
+		r.RecvCPUPerGB = recv / (float64(bytes) / 1e9)
+		r.LocalCPUPerGB = comp / (float64(bytes) / 1e9)
+		r.OutputRatio = float64(bytes) / float64(rows)
+	}
+	return nil
+}
+
+// WriteTable prints the report.
+func (r *SpillReport) WriteTable(w io.Writer) {
+	status := "MISSED"
+	if r.Met {
+		status = "met"
+	}
+	fmt.Fprintf(w, "spill: %s, %d input rows, %d units; %s\n", r.Spec, r.InputRows, r.UnitsTotal, r.Cores)
+	fmt.Fprintf(w, "  local alone, 1 core          %8.2f s\n", r.LocalSeconds)
+	fmt.Fprintf(w, "  local 1 core + peer 1 core   %8.2f s  (%d units on the peer)\n", r.SpillSeconds, r.UnitsSpilled)
+	fmt.Fprintf(w, "  speedup                      %8.2fx  target >= %.1fx: %s\n", r.Speedup, r.Target, status)
+	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
+		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/peer"
+)
+
+// spillFlags are bench's flags for the spill measurement, and the hidden
+// ones of its peer process.
+type spillFlags struct {
+	cfg  bench.SpillConfig
+	peer *bool
+	cpu  *int
+	tls  *string
+	root *string
+}
+
+func addSpillFlags(fs *flag.FlagSet) *spillFlags {
+	s := &spillFlags{}
+	fs.Int64Var(&s.cfg.Rows, "spill-rows", 1<<20, "rows of generated data for the spill measurement")
+	fs.StringVar(&s.cfg.Spec, "spill-pipeline", "examples/ctr-8rank.yaml", "pipeline spec of the spill measurement")
+	s.peer = fs.Bool("spill-peer", false, "internal: serve as the spill measurement's peer on the address given as argument")
+	s.cpu = fs.Int("spill-cpu", 1, "internal: the CPU the spill measurement's peer runs on")
+	s.tls = fs.String("spill-tls", "", "internal: CA,CERT,KEY of the spill measurement's peer")
+	s.root = fs.String("spill-root", "", "internal: the data root of the spill measurement's peer")
+	return s
+}
+
+// servePeer runs the measurement's peer until ctx ends.
+func (s *spillFlags) servePeer(ctx context.Context, args []string) error {
+	parts := strings.Split(*s.tls, ",")
+	if len(args) != 1 || len(parts) != 3 || *s.root == "" {
+		return fmt.Errorf("%w: -spill-peer wants -spill-tls CA,CERT,KEY -spill-root DIR ADDR", errUsage)
+	}
+	return bench.ServePeer(ctx, args[0], *s.root, *s.cpu, peer.TLSFiles{CA: parts[0], Cert: parts[1], Key: parts[2]})
+}
