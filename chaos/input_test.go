@@ -66,16 +66,17 @@ func inputRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, _ dataset) {
 // or have stopped.
 func waitRecorded(j *job, n int) {
 	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && len(j.running()) > 0 {
-		total := 0
-		for _, tr := range j.trainers {
-			total += tr.batches()
-		}
-		if total >= n {
-			return
-		}
+	for time.Now().Before(deadline) && len(j.running()) > 0 && j.recordedBatches() < n {
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// recordedBatches is the number of batches the job's ranks have recorded.
+func (j *job) recordedBatches() (n int) {
+	for _, tr := range j.trainers {
+		n += tr.batches()
+	}
+	return n
 }
 
 // damage corrupts, truncates or removes file. Corruption is 4 KiB of

@@ -62,7 +62,7 @@ func refillAndRestart(t *testing.T, c *tally, d *daemon, j *job, filler string) 
 	if err := fill(filler); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("fault: shm-full again after %d batches, then kill9-daemon", j.trainers[0].batches())
+	t.Logf("fault: shm-full again after %d batches recorded, then kill9-daemon", j.recordedBatches())
 	d.kill9()
 	d.start()
 	c.count(&c.shmFull)
