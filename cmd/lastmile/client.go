@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lastmile/lastmile/peer"
 )
 
 // defaultSocketPath is lastmiled's default control socket.
@@ -106,6 +108,14 @@ type apiJob struct {
 
 // apiStatus is GET /v1/status.
 type apiStatus struct {
+	Peers *struct {
+		Serving string `json:"serving"`
+		Served  *struct {
+			Units, Bytes, Failures                  int64
+			RefusedBusy, RefusedOutside, RefusedBad int64
+		} `json:"served"`
+		Peers []peer.PeerStats `json:"peers"`
+	} `json:"peers"`
 	Version       string  `json:"version"`
 	PID           int     `json:"pid"`
 	Started       string  `json:"started"`

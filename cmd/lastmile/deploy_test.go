@@ -115,3 +115,45 @@ func TestUnitFile(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// TestPeerConfigs: the example peer configuration and the Kubernetes
+// manifests' configurations are valid lastmiled configurations.
+func TestPeerConfigs(t *testing.T) {
+	check := func(name, text string) {
+		t.Helper()
+		cfg, err := daemon.ParseConfig(strings.NewReader(text))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	data, err := os.ReadFile("../../deploy/lastmiled-peer.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("deploy/lastmiled-peer.yaml", string(data))
+	k8s, err := os.ReadFile("../../deploy/k8s/lastmile.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ConfigMap's files are indented block scalars.
+	for _, file := range []string{"gpu.yaml", "peer.yaml"} {
+		i := strings.Index(string(k8s), "  "+file+": |\n")
+		if i < 0 {
+			t.Fatalf("deploy/k8s/lastmile.yaml has no %s", file)
+		}
+		var lines []string
+		for _, l := range strings.Split(string(k8s)[i+len(file)+6:], "\n") {
+			if !strings.HasPrefix(l, "    ") {
+				break
+			}
+			lines = append(lines, l[4:])
+		}
+		if len(lines) < 4 || !strings.Contains(strings.Join(lines, "\n"), "peer") {
+			t.Fatalf("deploy/k8s/lastmile.yaml %s: read %q", file, lines)
+		}
+		check("deploy/k8s/lastmile.yaml "+file, strings.Join(lines, "\n"))
+	}
+}

@@ -149,6 +149,7 @@ func printStatus(w io.Writer, st *apiStatus) error {
 		perJob = bytesString(st.Config.MemoryPerJob) + " per job"
 	}
 	fmt.Fprintf(tw, "memory\t%s reserved of %s (%s)\n", bytesString(st.Memory.Reserved), limit, perJob)
+	printPeers(tw, st)
 	return tw.Flush()
 }
 
@@ -318,4 +319,24 @@ func oneLine(s string) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// printPeers shows the daemon's CPU peers, and what it serves as one.
+func printPeers(w io.Writer, st *apiStatus) {
+	p := st.Peers
+	if p == nil {
+		return
+	}
+	if s := p.Served; p.Serving != "" && s != nil {
+		fmt.Fprintf(w, "serving as peer\ton %s: %d units, %s sent, %d failed; refused: %d busy, %d outside roots, %d bad tickets\n",
+			p.Serving, s.Units, bytesString(s.Bytes), s.Failures, s.RefusedBusy, s.RefusedOutside, s.RefusedBad)
+	}
+	for _, x := range p.Peers {
+		health := "healthy"
+		if !x.Healthy {
+			health = "EXCLUDED until " + x.ExcludedTill.Local().Format("15:04:05") + ": " + oneLine(x.LastError)
+		}
+		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %d units, %s received, %d failed (%d corrupt), latency %v\n",
+			x.Addr, health, x.InFlight, x.Units, bytesString(x.Bytes), x.Failures, x.Corrupt, x.Latency.Round(time.Millisecond))
+	}
 }
