@@ -365,6 +365,10 @@ func (j *Job) view() jobView {
 			fullWait += st.FullWait
 		}
 	}
+	if v.BatchesPerEpoch == nil && j.perEpoch > 0 { // known to an earlier run of the job
+		n := j.perEpoch - 1
+		v.BatchesPerEpoch = &n
+	}
 	v.Progress.Rows, v.Progress.Batches, v.Progress.Bytes, v.Progress.UnitsDone = tot.rows, tot.batches, tot.bytes, tot.units
 	v.Progress.DecodeSeconds, v.Progress.PackSeconds = tot.decode.Seconds(), tot.pack.Seconds()
 	v.Progress.FullWaitSeconds = fullWait.Seconds()

@@ -82,6 +82,7 @@ type Job struct {
 	stopWhy    string // why the current run is being stopped: restart, drain, cancel
 	cancelMsg  string
 	saved      time.Time // last periodic persist
+	perEpoch   int64     // batches per epoch and rank + 1, as an earlier run knew it; 0: unknown
 
 	// Counters of runs that ended, so that metrics and progress stay monotonic across
 	// restarts of production; under mu.
@@ -218,6 +219,7 @@ func (j *Job) supervise() {
 func (j *Job) finish(st State, msg string) {
 	j.mu.Lock()
 	j.state, j.errMsg, j.ended = st, msg, time.Now()
+	j.notePerEpoch(j.run)
 	j.run = nil
 	j.mu.Unlock()
 	j.client.Close()
@@ -230,12 +232,24 @@ func (j *Job) finish(st State, msg string) {
 	j.d.notifyStatus()
 }
 
+// notePerEpoch keeps what run r knew of the batches per epoch for the
+// runs after it and the ended job (the job view's batches_per_epoch). j.mu
+// is held.
+func (j *Job) notePerEpoch(r *run) {
+	if r != nil {
+		if n, ok := r.prog.BatchesPerEpoch(); ok {
+			j.perEpoch = n + 1
+		}
+	}
+}
+
 // startRun starts engine.Run with the given resume cursors.
 func (j *Job) startRun(resume []engine.Cursor) *run {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &run{ctx: ctx, cancel: cancel, prog: new(engine.Progress), ready: make(chan struct{}),
 		done: make(chan struct{}), resume: resume}
 	j.mu.Lock()
+	j.notePerEpoch(j.run)
 	j.run = r
 	j.next = resume
 	j.mu.Unlock()

@@ -8,13 +8,17 @@ Run: cd python && /usr/bin/python3 -m unittest tests.test_torch_dataset -v
 """
 
 import os
+import shutil
 import sys
+import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import daemonproc  # noqa: E402
 import lastmile  # noqa: E402
 from fakedaemon import row_id  # noqa: E402
 from test_dataset import FakeDaemonCase  # noqa: E402
@@ -196,6 +200,58 @@ class TestTorchDataset(FakeDaemonCase):
         t = batches[0].torch()  # an owned numpy batch becomes owned tensors
         self.assertIsInstance(t, lastmile.OwnedBatch)
         self.assertEqual(t["id"].tolist(), self.want(0)[:4])
+
+
+@unittest.skipIf(torch is None, "needs torch")
+@unittest.skipUnless(os.access(daemonproc.LASTMILED, os.X_OK),
+                     "%s is not built: run `make build`" % daemonproc.LASTMILED)
+class TestLenWithLastmiled(unittest.TestCase):
+    """len() from the real lastmiled's batches_per_epoch (testdata/small,
+    10,000 rows, batches of 500, one rank)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lm-len-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.d = daemonproc.Lastmiled(self.tmp)
+        self.addCleanup(self.d.kill)
+        self.d.start()
+
+    def dataset(self, name, pipeline=""):
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write("version: 1\nname: %s\ninputs: [%s]\ncolumns: [row_id]\n"
+                    "batch: {size: 500}\nepochs: 2\nring: {slots: 3}\n%s"
+                    % (name, daemonproc.SMALL, pipeline))
+        ds = lastmile.Dataset(path, 0, 1, socket=self.d.socket, timeout=120)
+        self.addCleanup(ds.close)
+        return ds
+
+    def test_known_once_planned(self):
+        ds = self.dataset("plain")
+        self.assertEqual(len(ds), 20)  # waits for planning
+        self.assertEqual(sum(1 for _ in DataLoader(ds, batch_size=None)), 40)
+
+    def test_pipeline_that_drops_rows(self):
+        pipeline = "pipeline:\n  - filter: \"row_id % 2 == 0\"\n"
+        ds = self.dataset("filtered", pipeline)
+        ds.set_epoch(0)
+        it = iter(ds)
+        next(it)  # the daemon produces a few batches ahead, not the whole epoch
+        with self.assertRaisesRegex(TypeError, "not known yet: its pipeline drops rows"):
+            len(ds)
+        rows = [next(it)["row_id"]]
+        rows += [b["row_id"] for b in it]  # the rest of epoch 0
+        self.assertEqual(len(ds), 10)  # learnt from the epoch's last batch
+        # lastmiled knows it too now: a second trainer's Dataset asks it
+        self.assertEqual(self.dataset("filtered", pipeline).batches_per_epoch, 10)
+        ds.set_epoch(None)
+        self.assertEqual(sum(1 for _ in ds), 10)  # epoch 1: the job ends
+        client = lastmile.Client(self.d.socket)
+        deadline = time.monotonic() + 60
+        while client.job(ds.job_id)["state"] != "done":
+            self.assertLess(time.monotonic(), deadline, self.d.log())
+            time.sleep(0.05)
+        self.assertEqual(client.job(ds.job_id)["batches_per_epoch"], 10)  # kept after its run
 
 
 def second_tokens(ids):
