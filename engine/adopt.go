@@ -126,7 +126,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	}
 	size := int64(job.Ring.SlotSize)
 	if size == 0 {
-		size = slotSize(plan, planFields(plan), job.Batch.Size)
+		size = slotSize(plan, packFields(planFields(plan), nil), job.Batch.Size)
 	}
 	size = shm.RoundSlotSize(size)
 	workers := job.Decode.Workers
@@ -141,7 +141,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	for _, u := range plan.Units {
 		maxRows = max(maxRows, u.Rows)
 	}
-	perRow := slotSize(plan, planFields(plan), 1024) / 1024
+	perRow := slotSize(plan, packFields(planFields(plan), nil), 1024) / 1024
 	files := make([]string, len(plan.Files))
 	for i, f := range plan.Files {
 		files[i] = f.Path

@@ -18,6 +18,7 @@ type OutField struct {
 	DType    column.DType
 	Width    int // Fixed: elements per row; a [B, Width] tensor when > 1
 	Nullable bool
+	Group    int // 0, or g: a member of the job's feature group g-1 (packField)
 }
 
 // ringField maps an output column to the ring's schema.
@@ -112,7 +113,7 @@ func (sp *span) appendTo(dst *column.Batch) {
 type batcher struct {
 	size, world int
 	last        string
-	fields      []OutField
+	fields      []packField
 	rings       []slotWriter
 
 	epoch uint64
@@ -150,7 +151,7 @@ type batcher struct {
 	prog *Progress
 }
 
-func newBatcher(size, world int, last string, fields []OutField, rings []slotWriter, prog *Progress) *batcher {
+func newBatcher(size, world int, last string, fields []packField, rings []slotWriter, prog *Progress) *batcher {
 	return &batcher{
 		size: size, world: world, last: last, fields: fields, rings: rings, prog: prog,
 		filling: make([]*shm.Slot, world), done: make([]*shm.Slot, world), padded: make([]bool, world),
@@ -410,7 +411,11 @@ func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int
 	start := time.Now()
 	sizes := b.sizes[:0]
 	var total int64
-	for i, f := range b.fields {
+	for _, f := range b.fields {
+		if f.group != nil {
+			sizes = groupSizes(sizes, &f, spans, rows)
+			continue
+		}
 		es := int64(f.DType.Size())
 		switch f.Kind {
 		case column.Fixed:
@@ -418,7 +423,7 @@ func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int
 		default:
 			var v int64
 			for _, sp := range spans {
-				v += sp.values(i)
+				v += sp.values(f.col)
 			}
 			sizes = append(sizes, v*es, int64(rows+1)*8)
 		}
@@ -459,6 +464,13 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 		return err
 	}
 	for i, f := range b.fields {
+		if f.group != nil {
+			if err := fillGroup(slot, i, &f, spans, rows); err != nil {
+				return err
+			}
+			continue
+		}
+		ci := f.col
 		dt := shm.DType(f.DType)
 		es := f.DType.Size()
 		switch f.Kind {
@@ -475,10 +487,10 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			off := 0
 			for _, sp := range spans {
 				if sp.idx == nil {
-					off += copy(dst[off:], sp.b.Columns[i].Data[sp.lo*w:sp.hi*w])
+					off += copy(dst[off:], sp.b.Columns[ci].Data[sp.lo*w:sp.hi*w])
 					continue
 				}
-				off += gatherRows(dst[off:], sp.b.Columns[i].Data, sp.idx[sp.lo:sp.hi], w)
+				off += gatherRows(dst[off:], sp.b.Columns[ci].Data, sp.idx[sp.lo:sp.hi], w)
 			}
 		default:
 			if f.Kind == column.Bytes {
@@ -486,7 +498,7 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			}
 			var v int64
 			for _, sp := range spans {
-				v += sp.values(i)
+				v += sp.values(ci)
 			}
 			vals, err := slot.Add(i, shm.RoleValues, dt, v)
 			if err != nil {
@@ -500,7 +512,7 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			voff, base, k := 0, int64(0), 0
 			offs[0] = 0
 			for _, sp := range spans {
-				c := &sp.b.Columns[i]
+				c := &sp.b.Columns[ci]
 				if sp.idx != nil {
 					for _, r := range sp.idx[sp.lo:sp.hi] {
 						lo, hi := c.Offsets[r], c.Offsets[r+1]
@@ -527,7 +539,7 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 			}
 			off := 0
 			for _, sp := range spans {
-				c := &sp.b.Columns[i]
+				c := &sp.b.Columns[ci]
 				if c.Valid != nil && sp.idx != nil {
 					off += gatherRows(dst[off:], c.Valid, sp.idx[sp.lo:sp.hi], 1)
 					continue

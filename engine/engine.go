@@ -95,7 +95,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
-	plan, fields := proc.plan, proc.outFields()
+	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
 	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", workers)
 
@@ -170,7 +170,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	return st, nil
 }
 
-func createRings(job *spec.Job, plan *decode.Plan, fields []OutField, owner uint32) ([]*shm.Producer, error) {
+func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uint32) ([]*shm.Producer, error) {
 	rf := make([]shm.Field, len(fields))
 	for i, f := range fields {
 		rf[i] = f.ringField()

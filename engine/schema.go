@@ -22,7 +22,7 @@ func planFields(p *decode.Plan) []OutField {
 // list column takes the statistics of the input column of its name, or
 // else the largest of any input list column. A batch that does not fit
 // anyway fails with an error naming both sizes and the spec field to raise.
-func slotSize(p *decode.Plan, fields []OutField, rows int) int64 {
+func slotSize(p *decode.Plan, fields []packField, rows int) int64 {
 	const tableEntry, align = 64, 256
 	perRow := map[string]float64{} // input column → values (bytes for text) per row
 	widest := 0.0
@@ -46,6 +46,10 @@ func slotSize(p *decode.Plan, fields []OutField, rows int) int64 {
 	}
 	n := int64(64)
 	for _, f := range fields {
+		if f.jagged() {
+			n += jaggedSlotSize(perRow, widest, f.group.Keys, rows)
+			continue
+		}
 		size := int64(f.DType.Size())
 		if f.Kind == column.Bytes {
 			size = 1
@@ -66,4 +70,22 @@ func slotSize(p *decode.Plan, fields []OutField, rows int) int64 {
 		}
 	}
 	return n
+}
+
+// jaggedSlotSize estimates the bytes of a jagged group of batches of rows
+// rows: each key's ids as slotSize estimates a list column of the key's
+// name (a scalar's statistics say one value a row), then the offsets and
+// lengths.
+func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, rows int) int64 {
+	const tableEntry, align = 64, 256
+	var values float64
+	for _, k := range keys {
+		pr, ok := perRow[k]
+		if !ok {
+			pr = widest / 8
+		}
+		values += 2*max(pr, 1)*float64(rows) + 4096
+	}
+	kb := int64(rows) * int64(len(keys))
+	return int64(values)*8 + (2*kb+1)*8 + 3*(tableEntry+align)
 }

@@ -137,9 +137,18 @@ func (p *processor) outFields() []OutField {
 	}
 	var fields []OutField
 	for _, f := range p.prog.Output() {
-		fields = append(fields, OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: max(f.Width, 1), Nullable: f.Nullable})
+		fields = append(fields, OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: max(f.Width, 1), Nullable: f.Nullable, Group: f.Group})
 	}
 	return fields
+}
+
+// groups is the output's feature groups; the members of groups()[g-1]
+// are the outFields with Group g.
+func (p *processor) groups() []ops.Group {
+	if p.prog == nil {
+		return nil
+	}
+	return p.prog.Groups()
 }
 
 func (p *processor) close() {

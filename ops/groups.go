@@ -7,24 +7,28 @@ import (
 	"github.com/lastmile/lastmile/spec"
 )
 
-// Feature groups: stack and jagged. A group is one field of the ring (a
-// [B, N] dense tensor, or a KeyedJaggedTensor of K keys) made of several
-// columns. The ops here only prepare the members, in the workers: nulls
-// filled or checked, dtypes converted, ids hashed and lists cut. The
-// members then reach Apply's output as columns of their own (Output marks
-// them with their Group), and the engine's packer writes each group
-// straight from its members into the ring slot, so that no [B, N] or
-// key-major copy is ever made outside the slot.
+// Feature groups: stack and jagged, each one field of the ring made of
+// several columns.
+//
+// A stack is a computed [B, N] column (stack.go): its members, prepared in
+// the workers (nulls filled or checked, converted to the stack's dtype),
+// are interleaved there, a unit at a time, and the packer moves the result
+// into the slot like any [B, L] column.
+//
+// A jagged group (a KeyedJaggedTensor of K keys) is key-major over the
+// whole batch, which no unit can compute: the ops here prepare its members
+// in the workers (nulls checked, ids hashed, lists cut, int64), the
+// members reach Apply's output as columns of their own (Output marks them
+// with their Group), and the engine's packer writes the group straight
+// from them into the ring slot: values key-major, offsets and lengths.
 
-// Group describes one feature group of the output: its members are the
+// Group describes one jagged group of the output: its members are the
 // columns of Output whose Group is the group's index in Groups plus one,
-// in order.
+// in order, member k holding key Keys[k]: a list or a scalar column of
+// int64 ids (a null scalar is an empty list).
 type Group struct {
-	Name string
-	// Kind is "stack" (a [B, N] tensor of DType, member j in column j) or
-	// "jagged" (a KeyedJaggedTensor: member k holds key Keys[k], a list or
-	// a scalar column of int64 ids; a null scalar is an empty list).
-	Kind  string
+	Name  string
+	Kind  string // "jagged"
 	DType column.DType
 	Keys  []string
 }
@@ -35,7 +39,7 @@ type group struct {
 	line    int
 	members []int    // member value ids
 	names   []string // physical column names of the members
-	nulls   []bool   // member keeps its validity (a jagged scalar under nulls: fill)
+	nulls   []bool   // member keeps its validity (a scalar under nulls: fill)
 }
 
 // groupLookup is lookup for ops that read a column's rows: a group has
@@ -50,8 +54,7 @@ func (c *compiler) groupLookup(name string) (*entry, string) {
 	return e, why
 }
 
-// takeColumn looks up a group member and removes it from the schema: the
-// group replaces its columns.
+// takeColumn looks up a stack member.
 func (c *compiler) takeColumn(op *spec.Op, field, name string) (*entry, error) {
 	e, why := c.groupLookup(name)
 	if e == nil {
@@ -78,7 +81,7 @@ func (c *compiler) stack(op *spec.Op) error {
 	if err != nil {
 		return c.errf(op, "dtype", "%v", err)
 	}
-	g := &group{Group: Group{Name: s.Output, Kind: "stack", DType: dt}, line: op.Line}
+	var members []int
 	var checks []int
 	var checkNames []string
 	for i, name := range s.Columns {
@@ -114,15 +117,14 @@ func (c *compiler) stack(op *spec.Op) error {
 			c.addStep(&castStep{stepBase: stepBase{op: op, what: name, reads: []int{vid}, writes: []int{nv}}, src: vid, to: dt})
 			vid = nv
 		}
-		g.members = append(g.members, vid)
-		g.names = append(g.names, s.Output+"/"+name)
-		g.nulls = append(g.nulls, false)
+		members = append(members, vid)
 	}
 	if len(checks) > 0 {
 		c.addStep(&nullsCheck{stepBase: stepBase{op: op, what: fmt.Sprint(checkNames), reads: checks}, names: checkNames})
 	}
 	c.removeMembers(op, s.Output, s.Columns)
-	vid := c.addValue(value{kind: column.Fixed, dtype: dt, width: len(s.Columns), producer: -1, group: g})
+	vid := c.addValue(value{kind: column.Fixed, dtype: dt, width: len(s.Columns), producer: -1})
+	c.addStep(&stackStep{stepBase: stepBase{op: op, what: s.Output, reads: members, writes: []int{vid}}})
 	c.setColumn(s.Output, vid, false)
 	return nil
 }
