@@ -279,6 +279,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 			t := time.Now()
 			err := proc.run(ctx, worker, plan.Units[units[i]], buf)
 			prog.DecodeNanos.Add(int64(time.Since(t)))
+			prog.LocalRows.Add(plan.Units[units[i]].Rows)
 			prog.UnitsDone.Add(1)
 			return buf, err
 		}

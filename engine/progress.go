@@ -27,6 +27,7 @@ type Progress struct {
 	Rows, Batches, Bytes atomic.Int64 // packed into rings, padding included
 	UnitsDone            atomic.Int64 // units decoded, all epochs
 	UnitsSpilled         atomic.Int64 // of them, computed on CPU peers
+	LocalRows            atomic.Int64 // input rows of the units computed here
 	UnitsInFlight        atomic.Int64 // units being decoded now
 	DecodeNanos          atomic.Int64 // time workers spent decoding, summed
 	PackNanos            atomic.Int64 // time spent packing batches

@@ -57,11 +57,18 @@ type Load struct {
 	LocalWorkers int     // workers computing units locally, busy or not
 	LocalBusy    int     // of them, computing a unit now
 	RingFill     float64 // mean occupancy of the job's rings, 0 (empty: trainers starve) to 1 (full)
+	// SecondsPerRow is the mean wall time a local worker has spent per
+	// input row of the units it computed (0 until one is done): about the
+	// CPU a unit costs locally, since a worker holds a CPU while it works.
+	SecondsPerRow float64
 }
 
 // load snapshots the local side for the Spill's decision.
 func (p *Progress) load(local int) Load {
 	l := Load{LocalWorkers: local, LocalBusy: int(p.UnitsInFlight.Load())}
+	if rows := p.LocalRows.Load(); rows > 0 {
+		l.SecondsPerRow = float64(p.DecodeNanos.Load()) / 1e9 / float64(rows)
+	}
 	stats := p.RingStats()
 	for _, s := range stats {
 		if s.Slots > 0 {

@@ -57,6 +57,9 @@ func newPolicy(cfg PolicyConfig, log *slog.Logger) *policy {
 	if cfg.OffAfter <= 0 {
 		cfg.OffAfter = 2 * time.Second
 	}
+	if log == nil {
+		log = discardLogger()
+	}
 	return &policy{cfg: cfg, log: log, since: time.Now(), reason: "start: off until trainers starve"}
 }
 
@@ -115,3 +118,5 @@ func (p *policy) state() (bool, time.Time, string, int64) {
 
 func float64bits(f float64) uint64     { return math.Float64bits(f) }
 func float64frombits(b uint64) float64 { return math.Float64frombits(b) }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
