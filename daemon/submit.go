@@ -206,8 +206,12 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	// Every file the job names is opened, and its footer read, with the
 	// submitter's credentials before the job is accepted.
-	fp, err := engine.EstimateFootprint(ctx, job, asuser.FS{Cred: p.cred()})
+	pctx, cancel := context.WithTimeout(ctx, planTimeout)
+	fp, err := engine.EstimateFootprint(pctx, job, asuser.FS{Cred: p.cred()})
+	cancel()
 	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return nil, false, errorf(http.StatusBadRequest, "job %q: planning its inputs took over %v (reading every file's footer): name fewer files or directories", job.Name, planTimeout)
 	case errors.Is(err, fs.ErrPermission):
 		return nil, false, errorf(http.StatusForbidden, "%s", accessMsg(p.uid, err))
 	case errors.Is(err, asuser.ErrNoPrivilege):
@@ -312,6 +316,11 @@ func newID() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// planTimeout bounds planning a submitted job: listing its directories and
+// reading its files' footers. An input such as "/" must not tie up the
+// daemon.
+const planTimeout = 2 * time.Minute
 
 // accessMsg explains a refusal by the kernel to open a job's file as its
 // owner. err names the file and the kernel's reason.

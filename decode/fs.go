@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +26,9 @@ type FS interface {
 	ReadDir(name string) ([]fs.DirEntry, error)
 }
 
+// MaxFiles bounds the files one directory input may expand to.
+const MaxFiles = 1 << 20
+
 // OSFS reads with the process's own credentials.
 type OSFS struct{}
 
@@ -42,7 +46,7 @@ func orOS(fsys FS) FS {
 // expandInputs turns inputs (files, globs, directories searched recursively
 // for *.parquet) into file paths, each input's matches sorted and
 // duplicates dropped, listing and stating only through fsys.
-func expandInputs(fsys FS, inputs []string) ([]string, error) {
+func expandInputs(ctx context.Context, fsys FS, inputs []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	add := func(paths []string) {
@@ -82,7 +86,7 @@ func expandInputs(fsys FS, inputs []string) ([]string, error) {
 			continue
 		}
 		var files []string
-		if err := walkParquet(fsys, in, &files); err != nil {
+		if err := walkParquet(ctx, fsys, in, &files); err != nil {
 			return nil, fmt.Errorf("plan: walk %s: %w", in, err)
 		}
 		add(files)
@@ -91,8 +95,12 @@ func expandInputs(fsys FS, inputs []string) ([]string, error) {
 }
 
 // walkParquet appends the regular *.parquet files under dir, recursively,
-// not following symlinks (as filepath.WalkDir).
-func walkParquet(fsys FS, dir string, files *[]string) error {
+// not following symlinks (as filepath.WalkDir). It stops when ctx is done
+// (a directory input may be a whole file system) and at MaxFiles files.
+func walkParquet(ctx context.Context, fsys FS, dir string, files *[]string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
@@ -101,10 +109,13 @@ func walkParquet(fsys FS, dir string, files *[]string) error {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case e.IsDir():
-			if err := walkParquet(fsys, p, files); err != nil {
+			if err := walkParquet(ctx, fsys, p, files); err != nil {
 				return err
 			}
 		case e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".parquet"):
+			if len(*files) >= MaxFiles {
+				return fmt.Errorf("more than %d parquet files under %s: name fewer directories, or a glob", MaxFiles, dir)
+			}
 			*files = append(*files, p)
 		}
 	}

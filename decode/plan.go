@@ -62,7 +62,7 @@ func (p *Plan) NewDecoder() *Decoder { return NewDecoderFS(p.Fields, p.fs) }
 // columns; the error names the first file and column that does not.
 func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, error) {
 	fsys := orOS(opts.FS)
-	paths, err := expandInputs(fsys, inputs)
+	paths, err := expandInputs(ctx, fsys, inputs)
 	if err != nil {
 		return nil, err
 	}
