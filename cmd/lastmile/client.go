@@ -107,20 +107,24 @@ type apiJob struct {
 }
 
 // apiStatus is GET /v1/status.
+// apiStatusPeers is /v1/status's peers: what the daemon serves as a CPU
+// peer, and its own peers.
+type apiStatusPeers struct {
+	Serving string `json:"serving"`
+	Served  *struct {
+		Units, Bytes, Failures                  int64
+		RefusedBusy, RefusedOutside, RefusedBad int64
+	} `json:"served"`
+	Peers []peer.PeerStats `json:"peers"`
+}
+
 type apiStatus struct {
-	Peers *struct {
-		Serving string `json:"serving"`
-		Served  *struct {
-			Units, Bytes, Failures                  int64
-			RefusedBusy, RefusedOutside, RefusedBad int64
-		} `json:"served"`
-		Peers []peer.PeerStats `json:"peers"`
-	} `json:"peers"`
-	Version       string  `json:"version"`
-	PID           int     `json:"pid"`
-	Started       string  `json:"started"`
-	UptimeSeconds float64 `json:"uptime_seconds"`
-	Draining      bool    `json:"draining"`
+	Peers         *apiStatusPeers `json:"peers"`
+	Version       string          `json:"version"`
+	PID           int             `json:"pid"`
+	Started       string          `json:"started"`
+	UptimeSeconds float64         `json:"uptime_seconds"`
+	Draining      bool            `json:"draining"`
 	Config        struct {
 		Socket              string  `json:"socket"`
 		StateDir            string  `json:"state_dir"`

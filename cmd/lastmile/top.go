@@ -172,6 +172,7 @@ type topRow struct {
 
 type topFrame struct {
 	cur      *topSample
+	prev     *topSample
 	dt       time.Duration
 	rows     []topRow
 	fromJobs bool // rates from the jobs' progress counters (no /metrics)
@@ -184,7 +185,7 @@ func ended(state string) bool {
 }
 
 func buildFrame(prev, cur *topSample, all bool) *topFrame {
-	f := &topFrame{cur: cur, dt: cur.at.Sub(prev.at)}
+	f := &topFrame{cur: cur, prev: prev, dt: cur.at.Sub(prev.at)}
 	secs := f.dt.Seconds()
 	if secs <= 0 {
 		secs = math.NaN()
@@ -318,6 +319,9 @@ func (f *topFrame) write(w io.Writer, ansi bool) error {
 		src = fmt.Sprintf("rates over %s from job counters (%s)", f.dt.Round(time.Millisecond), why)
 	}
 	fmt.Fprintln(w, src)
+	for _, l := range f.peerLines() {
+		fmt.Fprintln(w, l)
+	}
 	fmt.Fprintln(w)
 	hidden := ""
 	if f.hidden > 0 {
