@@ -44,6 +44,10 @@ type PeersConfig struct {
 	// RecvSecondsPerGB is this host's CPU cost of receiving unit output
 	// (lastmile bench measures it). Default 0.9.
 	RecvSecondsPerGB float64 `yaml:"recv_seconds_per_gb"`
+	// Deadline is the least time a peer gets for a unit before the unit
+	// runs here instead (a hung or partitioned peer); 8 times the peer's
+	// usual round trip when that is longer. Default 10s.
+	Deadline Duration `yaml:"deadline"`
 	// Spill is "auto" (default: only while trainers starve with every
 	// local worker busy, docs/peers.md) or "always" (whenever a peer has
 	// credit: for benchmarks and tests).
@@ -160,7 +164,7 @@ func (j *Job) spillFor() *cpupeer.Spiller {
 	}
 	cfg := d.Config()
 	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
-		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, Logger: j.log,
+		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, MinDeadline: cfg.Peers.Deadline.D(), Logger: j.log,
 		Policy: cpupeer.PolicyConfig{Always: cfg.Peers.Spill == "always"},
 	})
 	if err != nil {

@@ -77,6 +77,7 @@ type env struct {
 	t                     *testing.T
 	dir, sock, state, shm string
 	args                  []string
+	wrap                  []string // command the daemon runs under, if any
 	cur                   *daemonProc
 	log                   *syncBuffer
 	client                *http.Client
@@ -126,6 +127,9 @@ func (e *env) start(extra ...string) {
 		os.WriteFile(filepath.Join(e.dir, "lastmiled.yaml"), []byte("# test\n"), 0o644)
 	}
 	cmd := exec.Command(bin, args...)
+	if len(e.wrap) > 0 { // e.g. ip netns exec NS: the daemon on another host
+		cmd = exec.Command(e.wrap[0], append(append(e.wrap[1:], bin), args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = e.log, e.log
 	cmd.Env = append(os.Environ(), "LASTMILE_SHM_DIR="+e.shm)
 	if err := cmd.Start(); err != nil {

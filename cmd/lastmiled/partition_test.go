@@ -1,0 +1,150 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/peer"
+)
+
+// netHost is a network namespace joined to this one by a veth pair: the
+// peer's own host, whose link the test can cut.
+type netHost struct {
+	t            *testing.T
+	ns, hostLink string
+	hostIP, ip   string
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// newNetHost makes the namespace, or skips the test where that is not
+// possible (not root, no ip command, no namespaces).
+func newNetHost(t *testing.T) *netHost {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip")
+	}
+	n := os.Getpid() % 200
+	h := &netHost{t: t, ns: fmt.Sprintf("lmpeer%d", os.Getpid()), hostLink: fmt.Sprintf("lmv%da", os.Getpid()),
+		hostIP: fmt.Sprintf("10.203.%d.1", n), ip: fmt.Sprintf("10.203.%d.2", n)}
+	if out, err := exec.Command("ip", "netns", "add", h.ns).CombinedOutput(); err != nil {
+		t.Skipf("no network namespaces here: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", h.hostLink).Run()
+		exec.Command("ip", "netns", "del", h.ns).Run()
+	})
+	peerLink := fmt.Sprintf("lmv%db", os.Getpid())
+	run(t, "ip", "link", "add", h.hostLink, "type", "veth", "peer", "name", peerLink)
+	run(t, "ip", "link", "set", peerLink, "netns", h.ns)
+	run(t, "ip", "addr", "add", h.hostIP+"/24", "dev", h.hostLink)
+	run(t, "ip", "link", "set", h.hostLink, "up")
+	run(t, "ip", "netns", "exec", h.ns, "ip", "addr", "add", h.ip+"/24", "dev", peerLink)
+	run(t, "ip", "netns", "exec", h.ns, "ip", "link", "set", peerLink, "up")
+	run(t, "ip", "netns", "exec", h.ns, "ip", "link", "set", "lo", "up")
+	return h
+}
+
+func (h *netHost) link(up bool) {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	run(h.t, "ip", "link", "set", h.hostLink, state)
+}
+
+// TestPeerPartition: the peer is another host (a network namespace); its
+// link goes down mid-run and comes back. Units stuck behind the partition
+// run locally after the deadline, the peer is excluded and re-admitted,
+// and the batches are byte-identical to a run without peers.
+func TestPeerPartition(t *testing.T) {
+	h := newNetHost(t)
+	local := newEnv(t)
+	local.start("-workers", "1")
+	lj := local.submit(clusterSpec(smallData), nil)
+	want, wantRows := digests(t, local, lj.ID, 2)
+
+	gpu, cpu := newEnv(t), newEnv(t)
+	cpu.wrap = []string{"ip", "netns", "exec", h.ns}
+	data := filepath.Join(gpu.dir, "data")
+	os.MkdirAll(data, 0o755)
+	for i := range 3 {
+		name := fmt.Sprintf("part-%05d.parquet", i)
+		b, _ := os.ReadFile(filepath.Join(smallData, name))
+		os.WriteFile(filepath.Join(data, name), b, 0o644)
+	}
+	ca, err := peer.NewCA(filepath.Join(gpu.dir, "certs"), "test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuTLS, _ := ca.Issue(ca.Dir, "gpu", []string{h.hostIP}, time.Hour)
+	cpuTLS, _ := ca.Issue(ca.Dir, "cpu", []string{h.ip}, time.Hour)
+	tlsYAML := func(f peer.TLSFiles) string { return fmt.Sprintf("{ca: %s, cert: %s, key: %s}", f.CA, f.Cert, f.Key) }
+	addr := h.ip + ":7941"
+	os.WriteFile(filepath.Join(cpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
+		"roots: {data: %s}\npeer: {listen: %q, tls: %s, max_inflight: 2}\n", data, addr, tlsYAML(cpuTLS))), 0o644)
+	os.WriteFile(filepath.Join(gpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
+		"roots: {data: %s}\npeers: {addrs: [%q], tls: %s, credits: 2, spill: always, deadline: 1s}\n", data, addr, tlsYAML(gpuTLS))), 0o644)
+	cpu.start("-workers", "1")
+	gpu.start("-workers", "1")
+	cl := &cluster{t: t, gpu: gpu, cpu: cpu}
+	j := gpu.submit(clusterSpec(data), nil)
+	stop, faulted := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(faulted)
+		for cl.peerUnits() < 2 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		h.link(false)
+		time.Sleep(1500 * time.Millisecond)
+		h.link(true)
+	}()
+	got, rows := digests(t, gpu, j.ID, 2)
+	close(stop)
+	<-faulted
+	checkEpochs(t, "partition", rows, wantRows)
+	for r := range want {
+		if len(got[r]) != len(want[r]) {
+			t.Fatalf("rank %d: %d batches, the local run %d", r, len(got[r]), len(want[r]))
+		}
+		for i := range want[r] {
+			if got[r][i] != want[r][i] {
+				t.Fatalf("rank %d batch %d differs from the local run's", r, i)
+			}
+		}
+	}
+	var st struct {
+		Peers struct{ Peers []peer.PeerStats }
+	}
+	gpu.do("GET", "/v1/status", nil, &st)
+	t.Logf("after the partition: %+v", st.Peers.Peers)
+	if len(st.Peers.Peers) != 1 || st.Peers.Peers[0].Failures == 0 {
+		t.Fatalf("no failure seen across the partition: %+v", st.Peers.Peers)
+	}
+	// Recovery: once its backoff ends the peer is re-admitted, and the
+	// next job spills to it again.
+	time.Sleep(time.Until(st.Peers.Peers[0].ExcludedTill) + 100*time.Millisecond)
+	before := cl.peerUnits()
+	j2 := gpu.submit(strings.Replace(clusterSpec(data), "name: job", "name: job2", 1), nil)
+	got, rows = digests(t, gpu, j2.ID, 2)
+	checkEpochs(t, "after the partition", rows, wantRows)
+	if after := cl.peerUnits(); after <= before {
+		t.Errorf("the peer served %d units before the second job and %d after: not re-admitted", before, after)
+	}
+}
