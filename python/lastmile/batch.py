@@ -11,14 +11,17 @@ import numpy as np
 
 from .format import (  # noqa: F401
     _TENSOR, BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPE_BFLOAT16, PAYLOAD_ALIGN, TENSOR_ENTRY_SIZE, Field, Ragged,
+    KeyedJagged,
 )
 
 
 class Batch(Mapping):
     """One batch: a read-only mapping of field name -> array (or :class:`Ragged`).
 
-    Dense fields are ``[rows, *dims]`` arrays, ragged fields ``Ragged(values,
-    offsets)``; bfloat16 fields are uint16 arrays of the raw bits in numpy form
+    Dense fields are ``[rows, *dims]`` arrays (a ``stack`` op's ``[rows, N]``),
+    ragged fields ``Ragged(values, offsets)``, jagged fields (a ``jagged`` op's
+    group) ``KeyedJagged(keys, values, lengths, offsets)`` (see :meth:`kjt`);
+    bfloat16 fields are uint16 arrays of the raw bits in numpy form
     (``torch()`` turns them into ``torch.bfloat16``). ``valid[name]`` is the bool
     validity mask of a nullable field (null dense entries hold 0).
 
@@ -135,11 +138,30 @@ class Batch(Mapping):
             v = self._data[f.name]
             if f.kind == "ragged":
                 data[f.name] = Ragged(conv(v.values, f.dtype_code), torch.from_numpy(v.offsets))
+            elif f.kind == "jagged":
+                data[f.name] = KeyedJagged(v.keys, conv(v.values, f.dtype_code), torch.from_numpy(v.lengths),
+                                           torch.from_numpy(v.offsets))
             else:
                 data[f.name] = conv(v, f.dtype_code)
         valid = {k: torch.from_numpy(v) for k, v in self.valid.items()}
         return Batch(self._ring, self._fields, data, valid, self.rows, self.seq, self.cursor,
                      self.flags, is_torch=True, numpy_batch=self)
+
+    def kjt(self, name):
+        """Jagged field ``name`` as a ``torchrec.sparse.jagged_tensor.KeyedJaggedTensor``
+        when torchrec is importable, else as a :class:`KeyedJagged` of torch
+        tensors (``keys, values, lengths, offsets``), zero-copy either way (needs
+        torch; valid until the batch is released, like every view)."""
+        f = self.field(name)
+        if f.kind != "jagged":
+            raise TypeError("field %r is %s, not jagged: kjt() reads the group of a jagged op" % (name, f.kind))
+        v = self.torch()[name]
+        try:
+            from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+        except ImportError:
+            return v
+        return KeyedJaggedTensor(keys=list(v.keys), values=v.values, lengths=v.lengths, offsets=v.offsets,
+                                 stride=v.stride)
 
     def __repr__(self):
         state = ", released" if self.released else ""
@@ -226,14 +248,13 @@ class _SlotCache:
             arr = base[1][:s0]
             self.arrs[i] = arr
             self.ends[i] = off + nbytes
-            offs = data[name].offsets
-            data[name] = Ragged(arr, offs)
+            data[name] = data[name]._replace(values=arr)  # Ragged or KeyedJagged
             ragged[name] = (name, s0) + ragged[name][2:]
             t = tdata.get(name)
             if t is not None:
                 if base[2] is None:
                     base[2] = _torch_conv(base[1], code)
-                tdata[name] = Ragged(base[2][:s0], t.offsets)
+                tdata[name] = t._replace(values=base[2][:s0])
         self.table = table
         self.max_end = max(self.ends)
         self.rchecks = tuple(ragged.values())
@@ -247,6 +268,9 @@ class _SlotCache:
             v = data[name]
             if f.kind == "ragged":
                 tdata[name] = Ragged(_torch_conv(v.values, f.dtype_code), _torch_conv(v.offsets, 6))
+            elif f.kind == "jagged":
+                tdata[name] = KeyedJagged(v.keys, _torch_conv(v.values, f.dtype_code), _torch_conv(v.lengths, 6),
+                                          _torch_conv(v.offsets, 6))
             else:
                 tdata[name] = _torch_conv(v, f.dtype_code)
             if f.nullable:

@@ -1,4 +1,4 @@
-"""The lastmile ring format, version 1.x (docs/ring-format.md): constants,
+"""The lastmile ring format, versions 1.x and 2.x (docs/ring-format.md): constants,
 errors, the header and schema parsers and the value types of batches.
 
 The consumer protocol is in lastmile.ring, which re-exports every name here.
@@ -20,7 +20,7 @@ import numpy as np
 # --------------------------------------------------------------------------
 
 MAGIC = b"LMRING\x00\x01"
-FORMAT_MAJOR = 1
+FORMAT_MAJOR = 2  # the newest major read: 1.x and 2.x (2.0 adds jagged fields)
 FORMAT_MINOR = 0
 PAGE = 4096
 SEQ_EMPTY = 2**64 - 1
@@ -53,15 +53,17 @@ _STATE_NAMES = {0: "running", 1: "end", 2: "error"}
 # schema (4)
 _SCHEMA_HEAD = struct.Struct("<II")
 _FIELD = struct.Struct("<64sBBBBI3Q")  # 96 bytes
-KIND_DENSE, KIND_RAGGED = 0, 1
+KIND_DENSE, KIND_RAGGED, KIND_JAGGED = 0, 1, 2
 FIELD_NULLABLE, FIELD_UTF8 = 1, 2
+KEY_ENTRY_SIZE = 64  # a jagged field's key table entry (4.1)
+MAX_KEYS = 4096
 
 # slots (5)
 _SLOT_HEADER = struct.Struct("<QQIIQQII")  # 48 bytes used of 64
 SLOT_HEADER_SIZE = 64
 _TENSOR = struct.Struct("<HBBB3x4QQQ8x")  # 64 bytes
 TENSOR_ENTRY_SIZE = 64
-ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY = 0, 1, 2, 3
+ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS = 0, 1, 2, 3, 4
 BATCH_LAST_IN_EPOCH, BATCH_PADDED = 1, 2
 PAYLOAD_ALIGN = 256
 
@@ -171,6 +173,34 @@ class Ragged(collections.namedtuple("Ragged", ["values", "offsets"])):
         return self.values[int(self.offsets[i]) : int(self.offsets[i + 1])]
 
 
+class KeyedJagged(collections.namedtuple("KeyedJagged", ["keys", "values", "lengths", "offsets"])):
+    """A jagged field (format 2.0): torchrec's KeyedJaggedTensor layout.
+
+    ``keys`` are the K keys; ``values`` the ids of every key, key-major (all
+    of key 0's rows, then key 1's, ...); ``lengths`` has ``K * rows`` int64
+    entries, ``lengths[k * rows + i]`` the ids of key ``k`` in row ``i``;
+    ``offsets`` their running sum, ``K * rows + 1`` entries from 0.
+    ``Batch.kjt(name)`` gives a ``torchrec.sparse.jagged_tensor.KeyedJaggedTensor``
+    when torchrec is importable, else this tuple of torch tensors.
+    """
+
+    __slots__ = ()
+
+    @property
+    def stride(self) -> int:
+        """The batch's rows (torchrec's stride)."""
+        return len(self.lengths) // len(self.keys) if self.keys else 0
+
+    def key(self, k):
+        """``Ragged(values, offsets)`` of one key (a name or an index): views, no copy."""
+        if not isinstance(k, int):
+            k = self.keys.index(k)
+        b = self.stride
+        offs = self.offsets[k * b : (k + 1) * b + 1]
+        lo, hi = int(offs[0]), int(offs[-1])
+        return Ragged(self.values[lo:hi], offs - lo)
+
+
 class Cursor(collections.namedtuple("Cursor", ["epoch", "batch_index", "rank", "last_in_epoch"])):
     """Where a batch stands in the job's plan: what a trainer checkpoints (5.1)."""
 
@@ -187,12 +217,13 @@ class Field:
     """One schema entry (section 4)."""
 
     __slots__ = ("index", "name", "kind", "dtype_code", "dtype", "np_dtype", "itemsize",
-                 "dims", "nullable", "text")
+                 "dims", "nullable", "text", "keys")
 
-    def __init__(self, index, name, kind, dtype_code, dims, nullable, text):
+    def __init__(self, index, name, kind, dtype_code, dims, nullable, text, keys=()):
         self.index = index
         self.name = name
-        self.kind = kind  # "dense" or "ragged"
+        self.kind = kind  # "dense", "ragged" or "jagged"
+        self.keys = tuple(keys)  # a jagged field's keys
         self.dtype_code = dtype_code
         self.dtype, self.np_dtype, self.itemsize = DTYPES[dtype_code]
         self.dims = tuple(dims)  # trailing dimensions of a dense field
@@ -200,12 +231,17 @@ class Field:
         self.text = text
 
     def as_dict(self):
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
-                "dims": list(self.dims), "nullable": self.nullable, "text": self.text}
+        d = {"name": self.name, "kind": self.kind, "dtype": self.dtype,
+             "dims": list(self.dims), "nullable": self.nullable, "text": self.text}
+        if self.kind == "jagged":
+            d["keys"] = list(self.keys)
+        return d
 
     def __repr__(self):
         extra = "".join([", nullable" if self.nullable else "", ", text" if self.text else ""])
-        shape = "[B%s]" % "".join(", %d" % d for d in self.dims) if self.kind == "dense" else "ragged"
+        shape = "[B%s]" % "".join(", %d" % d for d in self.dims) if self.kind == "dense" else self.kind
+        if self.kind == "jagged":
+            shape += " %d keys" % len(self.keys)
         return "Field(%r, %s %s%s)" % (self.name, self.dtype, shape, extra)
 
 
@@ -301,9 +337,9 @@ class _Geometry:
          self.slot_size, self.data_offset, self.generation, self.schema_offset,
          self.schema_len, self.schema_hash, self.producer_pid, _, self.producer_start,
          self.created_unix_ns) = _GEOMETRY.unpack_from(mm, 0)
-        if self.major != FORMAT_MAJOR:
+        if not 1 <= self.major <= FORMAT_MAJOR:
             raise RingVersionError(
-                "%s has ring format version %d.%d; this lastmile client reads format %d.x "
+                "%s has ring format version %d.%d; this lastmile client reads formats 1.x to %d.x "
                 "only. Upgrade the lastmile Python package (or use a matching producer)."
                 % (path, self.major, self.minor, FORMAT_MAJOR),
                 found=(self.major, self.minor))
@@ -365,7 +401,7 @@ def _parse_schema(block: bytes, path) -> tuple:
         raise bad("%d entries of %d bytes do not fit in schema_len %d" % (count, entry_size, len(block)))
     fields, names = [], set()
     for i in range(count):
-        raw, kind, dtype, ndim, flags, _, d0, d1, d2 = _FIELD.unpack_from(block, 8 + i * entry_size)
+        raw, kind, dtype, ndim, flags, kcount, d0, d1, d2 = _FIELD.unpack_from(block, 8 + i * entry_size)
         try:
             name = raw.rstrip(b"\0").decode("utf-8")
         except UnicodeDecodeError:
@@ -385,14 +421,42 @@ def _parse_schema(block: bytes, path) -> tuple:
             if ndim != 0:
                 raise bad("ragged field %r has ndim %d (must be 0)" % (name, ndim))
             dims = ()
+        elif kind == KIND_JAGGED:
+            if ndim != 0 or flags or d1 or d2:
+                raise bad("jagged field %r has ndim %d, flags %d or dims (must be 0)" % (name, ndim, flags))
+            keys = _parse_keys(block, name, kcount, d0, 8 + count * entry_size, bad)
+            dims = ()
         else:
             raise bad("field %r has unknown kind %d" % (name, kind))
         text = bool(flags & FIELD_UTF8)
         if text and (kind != KIND_RAGGED or dtype != DTYPE_UINT8):
             raise bad("field %r has the UTF-8 flag but is not ragged uint8" % name)
-        fields.append(Field(i, name, "dense" if kind == KIND_DENSE else "ragged", dtype, dims,
-                            bool(flags & FIELD_NULLABLE), text))
+        kname = {KIND_DENSE: "dense", KIND_RAGGED: "ragged", KIND_JAGGED: "jagged"}[kind]
+        fields.append(Field(i, name, kname, dtype, dims, bool(flags & FIELD_NULLABLE), text,
+                            keys if kind == KIND_JAGGED else ()))
     return tuple(fields)
+
+
+def _parse_keys(block, name, count, off, entries_end, bad):
+    """The key table of a jagged field (4.1): ``count`` 64-byte names at ``off``."""
+    if not 1 <= count <= MAX_KEYS:
+        raise bad("jagged field %r has key_count %d (want 1 to %d)" % (name, count, MAX_KEYS))
+    if off < entries_end or off + count * KEY_ENTRY_SIZE > len(block):
+        raise bad("jagged field %r: %d keys at offset %d do not lie after the field entries (%d) "
+                  "within schema_len %d" % (name, count, off, entries_end, len(block)))
+    keys = []
+    for j in range(count):
+        raw = block[off + j * KEY_ENTRY_SIZE : off + (j + 1) * KEY_ENTRY_SIZE]
+        key = raw.rstrip(b"\0")
+        if not key or b"\0" in key or len(key) > 63:
+            raise bad("jagged field %r: key %d is not 1 to 63 NUL-padded bytes" % (name, j))
+        try:
+            keys.append(key.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise bad("jagged field %r: key %d is not UTF-8" % (name, j)) from None
+    if len(set(keys)) != len(keys):
+        raise bad("jagged field %r has a key twice: %r" % (name, keys))
+    return tuple(keys)
 
 
 def _expected_tensors(fields):
@@ -404,6 +468,8 @@ def _expected_tensors(fields):
         else:
             out.append((f, ROLE_VALUES, f.dtype_code))
             out.append((f, ROLE_OFFSETS, DTYPE_INT64))
+        if f.kind == "jagged":
+            out.append((f, ROLE_LENGTHS, DTYPE_INT64))
         if f.nullable:
             out.append((f, ROLE_VALIDITY, DTYPE_UINT8))
     return tuple(out)

@@ -75,6 +75,8 @@ def _map(v, conv):
     (Ragged, and any other layout of several arrays)."""
     if isinstance(v, tuple) and hasattr(v, "_fields"):
         return type(v)(*(_map(x, conv) for x in v))
+    if isinstance(v, tuple):  # a jagged field's keys: names, not arrays
+        return v
     return conv(v)
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "Batch",
     "Cursor",
     "Field",
+    "KeyedJagged",
     "ProducerDiedError",
     "ProducerError",
     "ProducerHungError",
@@ -67,7 +68,8 @@ from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public m
     OFF_CONSUMER_HEARTBEAT, OFF_CONSUMER_PID, OFF_MESSAGE_LEN, OFF_MESSAGE, STATE_RUNNING,
     STATE_END, STATE_ERROR, _STATE_NAMES, _SCHEMA_HEAD, _FIELD, KIND_DENSE, KIND_RAGGED,
     FIELD_NULLABLE, FIELD_UTF8, _SLOT_HEADER, SLOT_HEADER_SIZE, _TENSOR, TENSOR_ENTRY_SIZE,
-    ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, BATCH_LAST_IN_EPOCH, BATCH_PADDED,
+    ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS, KIND_JAGGED, KeyedJagged,
+    BATCH_LAST_IN_EPOCH, BATCH_PADDED,
     PAYLOAD_ALIGN, DTYPES, DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16, _NAME_RE, _FLOCK,
     _HAVE_OFD, RingError, RingFormatError, RingVersionError, RingBusyError, ProducerDiedError,
     ProducerHungError, ProducerError, Ragged, Cursor, Field, fnv1a64, ring_dir, ring_path,
@@ -139,13 +141,14 @@ class Ring:
         self._fields = core.geo.fields
         self._plan = _expected_tensors(self._fields)
         self._field_of = tuple(f for f, _, _ in self._plan)  # tensor index -> field
-        # per field: (Field, tensor index, offsets index or -1, validity index or -1)
+        # per field: (Field, tensor index, offsets index or -1, validity index
+        # or -1); a jagged field's lengths follow its offsets
         layout, tpos, i = [], [], 0
         for pos, f in enumerate(self._fields):
-            io = i + 1 if f.kind == "ragged" else -1
+            io = i + 1 if f.kind != "dense" else -1
             iv = i + (2 if io >= 0 else 1) if f.nullable else -1
             layout.append((f, i, io, iv))
-            n = 1 + (io >= 0) + (iv >= 0)
+            n = 1 + (io >= 0) + (iv >= 0) + (f.kind == "jagged")
             tpos += [pos] * n
             i += n
         self._layout = tuple(layout)
@@ -530,7 +533,9 @@ class Ring:
             elif role == ROLE_VALUES:
                 want = (s0,) if ndim == 1 else None
             elif role == ROLE_OFFSETS:
-                want = (rows + 1,)
+                want = (rows * max(len(f.keys), 1) + 1,)
+            elif role == ROLE_LENGTHS:
+                want = (rows * len(f.keys),)
             else:
                 want = (rows,)
             if shape != want:
@@ -579,8 +584,11 @@ class Ring:
                 data[name] = arrs[i]
             else:
                 vals, offs = arrs[i], arrs[io]
-                data[name] = Ragged(vals, offs)
-                buf = np.empty(rows, np.bool_) if rows > 1 else None
+                if f.kind == "jagged":
+                    data[name] = KeyedJagged(f.keys, vals, arrs[io + 1], offs)
+                else:
+                    data[name] = Ragged(vals, offs)
+                buf = np.empty(len(offs) - 1, np.bool_) if len(offs) > 2 else None
                 ragged[name] = (name, len(vals), offs, offs[1:], offs[:-1], buf)
             if iv >= 0:
                 valid[name] = arrs[iv]

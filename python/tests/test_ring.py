@@ -436,14 +436,16 @@ class PlantedFileTests(RingTestCase):
 
 class FormatTests(RingTestCase):
     def test_unknown_major_version(self):
-        w = self.writer(version=(2, 3))
-        with self.assertRaises(lastmile.RingVersionError) as cm:
-            lastmile.Ring.open(w.name, self.dir)
-        msg = str(cm.exception)
-        self.assertIn("2.3", msg)
-        self.assertIn("1.x", msg)
-        self.assertIn("pgrade", msg)
-        self.assertEqual(cm.exception.found, (2, 3))
+        for v in [(3, 1), (0, 2)]:
+            w = self.writer(version=v)
+            with self.assertRaises(lastmile.RingVersionError) as cm:
+                lastmile.Ring.open(w.name, self.dir)
+            msg = str(cm.exception)
+            self.assertIn("%d.%d" % v, msg)
+            self.assertIn("1.x to 2.x", msg)
+            self.assertIn("pgrade", msg)
+            self.assertEqual(cm.exception.found, v)
+            os.unlink(w.path)
 
     def test_newer_minor_version_is_read(self):
         w = self.writer(version=(1, 7))

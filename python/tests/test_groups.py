@@ -1,0 +1,239 @@
+"""Feature groups read from a Go-produced ring: a stack's [B, N] tensor and a
+jagged group (batch.kjt) checked row by row against the generator's .npy
+copy of the same rows, and the ring format 2.0 schema with its keys.
+
+Needs bin/lastmile (``make build``). Run:
+cd python && /usr/bin/python3 -m unittest tests.test_groups -v
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import lastmile  # noqa: E402
+from lastmile import format as fmt  # noqa: E402
+
+BIN = os.environ.get("LASTMILE_BIN", os.path.join(ROOT, "bin", "lastmile"))
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+SPEC = """
+inputs: [{data}]
+columns: [row_id, dense_0, dense_1, dense_opt, cat_0, cat_opt, seq_0, seq_opt]
+batch: {{size: 256, last: keep}}
+seed: 3
+shuffle: {{units: true, buffer: 700}}
+ring: {{dir: {ring}, name: groups, slots: 4}}
+pipeline:
+  - stack: {{output: dense, columns: [dense_1, dense_opt, dense_0], nulls: fill, fill: -1}}
+  - jagged:
+      output: sparse
+      nulls: fill
+      keys:
+        - cat_0
+        - {{column: cat_opt, key: opt}}
+        - {{column: seq_0, key: recent, max_length: 5}}
+        - {{column: seq_opt, max_length: 3, truncate: right}}
+"""
+
+
+@unittest.skipUnless(os.access(BIN, os.X_OK), "bin/lastmile is not built: run `make build`")
+class GoRingGroupsTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="lastmile-groups-")
+        data, npy = os.path.join(cls.tmp, "data"), os.path.join(cls.tmp, "npy")
+        cls.ringdir = os.path.join(cls.tmp, "rings")
+        os.mkdir(cls.ringdir)
+        subprocess.run([BIN, "gen", "-rows", "3000", "-nullable", "-null-fraction", "0.1", "-npy", npy, data],
+                       check=True, capture_output=True)
+        load = lambda name: np.load(os.path.join(npy, name + ".npy"))  # noqa: E731
+        cls.np = {n: load(n) for n in ["dense_0", "dense_1", "dense_opt", "dense_opt.valid", "cat_0", "cat_opt",
+                                        "cat_opt.valid", "seq_0.values", "seq_0.offsets", "seq_opt.values",
+                                        "seq_opt.offsets", "seq_opt.valid"]}
+        spec = os.path.join(cls.tmp, "job.yaml")
+        with open(spec, "w") as f:
+            f.write(SPEC.format(data=data, ring=cls.ringdir))
+        cls.proc = subprocess.Popen([BIN, "run", spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cls.batches = []
+        with lastmile.Ring.open("groups", dir=cls.ringdir, timeout=60) as ring:
+            cls.geo = ring._core.geo
+            for b in ring:
+                t = b.torch()
+                cls.batches.append({
+                    "rows": b["row_id"].copy(),
+                    "dense": b["dense"].copy(),
+                    "tdense": t["dense"].clone(),
+                    "sparse": lastmile.KeyedJagged(*(x if isinstance(x, tuple) else x.copy() for x in b["sparse"])),
+                    "kjt": b.kjt("sparse"),
+                })
+                cls.batches[-1]["kjt"] = lastmile.KeyedJagged(*(
+                    x if isinstance(x, tuple) else x.clone() for x in cls.batches[-1]["kjt"]))
+        out, err = cls.proc.communicate(timeout=60)
+        if cls.proc.returncode:
+            raise AssertionError("lastmile run failed: %s" % err.decode())
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def ids(self, name, r):
+        o = self.np[name + ".offsets"]
+        return list(self.np[name + ".values"][o[r]:o[r + 1]])
+
+    def key_rows(self, r):
+        """Row r's ids for each key, as the spec's jagged op makes them."""
+        n = self.np
+        opt = [int(n["cat_opt"][r])] if n["cat_opt.valid"][r] else []
+        seq_opt = self.ids("seq_opt", r)[:3] if n["seq_opt.valid"][r] else []
+        return [[int(n["cat_0"][r])], opt, self.ids("seq_0", r)[-5:], seq_opt]
+
+    def test_schema(self):
+        self.assertEqual((self.geo.major, self.geo.minor), (2, 0))
+        f = {x.name: x for x in self.geo.fields}
+        self.assertEqual((f["dense"].kind, f["dense"].dims, f["dense"].dtype), ("dense", (3,), "float32"))
+        self.assertEqual((f["sparse"].kind, f["sparse"].keys, f["sparse"].dtype),
+                         ("jagged", ("cat_0", "opt", "recent", "seq_opt"), "int64"))
+        self.assertEqual([x.name for x in self.geo.fields], ["row_id", "dense", "sparse"])
+
+    def test_stack(self):
+        n = self.np
+        seen = 0
+        for b in self.batches:
+            r = b["rows"]
+            opt = np.where(n["dense_opt.valid"][r] == 1, n["dense_opt"][r], np.float32(-1))
+            want = np.stack([n["dense_1"][r], opt, n["dense_0"][r]], axis=1)
+            np.testing.assert_array_equal(b["dense"], want)
+            self.assertEqual(b["dense"].dtype, np.float32)
+            if torch is not None:
+                self.assertEqual(tuple(b["tdense"].shape), (len(r), 3))
+                self.assertTrue(torch.equal(b["tdense"], torch.from_numpy(want)))
+            seen += len(r)
+        self.assertEqual(seen, 3000)
+
+    def test_jagged(self):
+        for b in self.batches:
+            kj = b["sparse"]
+            rows = b["rows"]
+            vals, lens = [], []
+            for k in range(4):
+                for r in rows:
+                    ids = self.key_rows(int(r))[k]
+                    vals += ids
+                    lens.append(len(ids))
+            self.assertEqual(kj.keys, ("cat_0", "opt", "recent", "seq_opt"))
+            self.assertEqual(kj.values.tolist(), vals)
+            self.assertEqual(kj.lengths.tolist(), lens)
+            self.assertEqual(kj.offsets.tolist(), np.concatenate([[0], np.cumsum(lens)]).tolist())
+            self.assertEqual(kj.stride, len(rows))
+            r0 = int(rows[0])
+            self.assertEqual(kj.key("recent").row(0).tolist(), self.key_rows(r0)[2])
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_kjt_fallback(self):
+        # torchrec is not installed here: kjt() is the named tuple of tensors.
+        for b in self.batches:
+            k, s = b["kjt"], b["sparse"]
+            self.assertIsInstance(k, lastmile.KeyedJagged)
+            self.assertEqual(k.keys, s.keys)
+            for part in ("values", "lengths", "offsets"):
+                t = getattr(k, part)
+                self.assertEqual(t.dtype, torch.int64)
+                self.assertEqual(t.tolist(), getattr(s, part).tolist())
+
+
+@unittest.skipIf(torch is None, "needs torch")
+@unittest.skipUnless(os.access(BIN, os.X_OK), "bin/lastmile is not built: run `make build`")
+class TorchrecTests(unittest.TestCase):
+    """kjt() builds torchrec's KeyedJaggedTensor when torchrec imports (a
+    stand-in module here, recording what it was given)."""
+
+    def test_kjt_torchrec(self):
+        made = []
+
+        class KeyedJaggedTensor:
+            def __init__(self, **kw):
+                made.append(kw)
+
+        mods = {"torchrec": types.ModuleType("torchrec"), "torchrec.sparse": types.ModuleType("torchrec.sparse"),
+                "torchrec.sparse.jagged_tensor": types.ModuleType("torchrec.sparse.jagged_tensor")}
+        mods["torchrec.sparse.jagged_tensor"].KeyedJaggedTensor = KeyedJaggedTensor
+        saved = {m: sys.modules.get(m) for m in mods}
+        sys.modules.update(mods)
+        try:
+            b = GoRingGroupsTests.batches[0] if hasattr(GoRingGroupsTests, "batches") else None
+            if b is None:
+                self.skipTest("the Go ring test did not run")
+            fake = _FakeBatch(b["sparse"])
+            out = lastmile.Batch.kjt(fake, "sparse")
+        finally:
+            for m, v in saved.items():
+                if v is None:
+                    sys.modules.pop(m, None)
+                else:
+                    sys.modules[m] = v
+        self.assertIsInstance(out, KeyedJaggedTensor)
+        kw = made[0]
+        self.assertEqual(kw["keys"], ["cat_0", "opt", "recent", "seq_opt"])
+        self.assertEqual(kw["stride"], len(b["rows"]))
+        self.assertEqual(kw["lengths"].tolist(), b["sparse"].lengths.tolist())
+
+
+def schema_block(keys, count=None, off=None):
+    """A schema block of one jagged int64 field "s" with its key table (4.1)."""
+    entries_end = 8 + 96
+    head = fmt._SCHEMA_HEAD.pack(1, 96)
+    entry = fmt._FIELD.pack(b"s", fmt.KIND_JAGGED, 6, 0, 0, len(keys) if count is None else count,
+                            entries_end if off is None else off, 0, 0)
+    return head + entry + b"".join(k.ljust(64, b"\0") for k in keys)
+
+
+class KeyTableTests(unittest.TestCase):
+    def test_parse(self):
+        f, = fmt._parse_schema(schema_block([b"a", b"bb"]), "t")
+        self.assertEqual((f.kind, f.keys), ("jagged", ("a", "bb")))
+
+    def test_damaged(self):
+        for what, block, want in [
+            ("no keys", schema_block([], count=0), "key_count 0"),
+            ("too many", schema_block([b"a"], count=2), "do not lie after"),
+            ("over the entries", schema_block([b"a"], off=16), "do not lie after"),
+            ("empty key", schema_block([b""]), "not 1 to 63"),
+            ("unterminated", schema_block([b"x" * 64]), "not 1 to 63"),
+            ("twice", schema_block([b"a", b"a"]), "a key twice"),
+            ("not UTF-8", schema_block([b"\xff"]), "not UTF-8"),
+        ]:
+            with self.subTest(what):
+                with self.assertRaisesRegex(lastmile.RingFormatError, want):
+                    fmt._parse_schema(block, "t")
+
+
+class _FakeBatch:
+    """What Batch.kjt needs of a batch: field() and torch()."""
+
+    def __init__(self, kj):
+        self.kj = kj
+
+    def field(self, name):
+        return fmt.Field(0, name, "jagged", 6, (), False, False, self.kj.keys)
+
+    def torch(self):
+        kj = self.kj
+        return {"sparse": lastmile.KeyedJagged(kj.keys, torch.from_numpy(kj.values),
+                                               torch.from_numpy(kj.lengths), torch.from_numpy(kj.offsets))}
+
+
+if __name__ == "__main__":
+    unittest.main()
