@@ -88,8 +88,11 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			continue
 		}
 		kind := "dense"
-		if f.Kind == shm.Ragged {
+		switch f.Kind {
+		case shm.Ragged:
 			kind = fmt.Sprintf("ragged, %.1f values/row", float64(fd.values)/float64(max64(d.Rows, 1)))
+		case shm.Jagged:
+			kind = fmt.Sprintf("jagged, %d keys, %.1f values/row", len(f.Keys), float64(fd.values)/float64(max64(d.Rows, 1)))
 		}
 		nulls := ""
 		if f.Nullable {
@@ -174,7 +177,9 @@ func openWhenReady(ctx context.Context, dir, name string, wait time.Duration) (*
 // digest accumulates, per field, SHA-256 hashes of the values, of the row
 // lengths (ragged fields, as int64 little-endian) and of the validity bytes,
 // over every batch in stream order. It does not depend on how rows were cut
-// into batches, so a test can compare it with one computed from the input.
+// into batches, so a test can compare it with one computed from the input;
+// except for jagged fields, hashed like ragged ones in each batch's
+// key-major order (lengths from the offsets), which the batch size decides.
 // The Python client's lastmile.digest computes the same.
 type digest struct {
 	Batches, Rows, Bytes int64

@@ -4,7 +4,9 @@ The digest matches ``lastmile cat -digest`` (Go): per field, SHA-256 of the
 values in stream order (dense tensors and ragged values, raw little-endian
 bytes), of the row lengths of ragged fields (int64 little-endian), and of
 the validity bytes of nullable fields. It does not depend on how rows were
-cut into batches, so a test can compare it with one computed from the input.
+cut into batches, so a test can compare it with one computed from the input;
+except for jagged fields, hashed like ragged ones in each batch's key-major
+order (their lengths from the offsets), which the batch size decides.
 """
 
 import hashlib
@@ -12,7 +14,7 @@ import time
 
 import numpy as np
 
-from .ring import Ragged, Ring
+from .ring import KeyedJagged, Ragged, Ring
 
 
 class _NullHash:
@@ -51,7 +53,7 @@ class Digest:
         self.rows += batch.rows
         for name in batch:
             v = batch[name]
-            if isinstance(v, Ragged):
+            if isinstance(v, (Ragged, KeyedJagged)):
                 vals = np.ascontiguousarray(v.values)
                 if self.hashing:
                     self._hash(self._h, name).update(vals.view(np.uint8).data if vals.size else b"")
@@ -59,6 +61,8 @@ class Digest:
                     lengths = np.diff(v.offsets).astype("<i8")
                     self._hash(self._len, name).update(lengths.tobytes())
                 self.bytes += vals.nbytes + v.offsets.nbytes
+                if isinstance(v, KeyedJagged):
+                    self.bytes += v.lengths.nbytes
                 self.ragged_values[name] = self.ragged_values.get(name, 0) + vals.size
             else:
                 arr = np.ascontiguousarray(v)
