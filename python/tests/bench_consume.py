@@ -17,6 +17,12 @@ measures ``time.process_time()`` per batch in two ways:
 
 The producer being Python is slower than the consumer; that only affects the
 ``stream`` figure (waiting), not ``ready``.
+
+``--stack N`` measures instead what a stack op saves a trainer: the ``ready``
+CPU per batch of taking N float32 features as the model wants them, a
+``[B, N]`` tensor: from N ``[B]`` fields (``batch.torch()`` and
+``torch.stack(..., 1)``, a copy) against one ``[B, N]`` field (``batch.torch()``
+and ``batch["dense"]``, zero-copy).
 """
 
 import argparse
@@ -49,14 +55,14 @@ FIELDS = (
 )
 
 
-def make_batches(k=5):
+def make_batches(k=5, fields=FIELDS):
     """k distinct batches (the ragged field's V differs between them; k = 5 is coprime
     with the slot counts used, so a slot sees a new table each time)."""
     rng = np.random.default_rng(1)
     out = []
     for j in range(k):
         cols = {}
-        for f in FIELDS:
+        for f in fields:
             if f.kind == "ragged":
                 lens = rng.integers(0, 40, B)
                 offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -68,12 +74,12 @@ def make_batches(k=5):
     return out
 
 
-def producer(name, dir, nbatches, slots, slot_size, created, stable=True):
-    w = rw.RingWriter(name, dir, FIELDS, slot_count=slots, slot_size=slot_size)
+def producer(name, dir, nbatches, slots, slot_size, created, stable=True, fields=FIELDS):
+    w = rw.RingWriter(name, dir, fields, slot_count=slots, slot_size=slot_size)
     w.stable = stable  # lay payloads out as lastmile's Go producer does
     w.create()
     created.set()
-    batches = make_batches()
+    batches = make_batches(fields=fields)
     for s in range(nbatches):
         w.publish(batches[s % len(batches)], B, epoch=0, batch_index=s, rank=0,
                   last=s == nbatches - 1)
@@ -81,13 +87,15 @@ def producer(name, dir, nbatches, slots, slot_size, created, stable=True):
     w.close()
 
 
-def run(nbatches, slots, torch_mode, mode):
+def run(nbatches, slots, torch_mode, mode, fields=FIELDS, use=None):
+    """``use(batch)``, if given, is what the trainer does with each batch (timed in ready mode)."""
     ctx = mp.get_context("spawn")
     dir = tempfile.mkdtemp(prefix="lastmile-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     name = "bench"
     try:
         created = ctx.Event()
-        p = ctx.Process(target=producer, args=(name, dir, nbatches, slots, 4 << 20, created), daemon=True)
+        p = ctx.Process(target=producer, args=(name, dir, nbatches, slots, 4 << 20, created, True, fields),
+                        daemon=True)
         p.start()
         if not created.wait(60):
             raise RuntimeError("producer did not start")
@@ -125,7 +133,9 @@ def run(nbatches, slots, torch_mode, mode):
                     t0 = pt()
                     for _ in range(avail):
                         b = nxt()
-                        if torch_mode:
+                        if use is not None:
+                            use(b)
+                        elif torch_mode:
                             b.torch()
                     cpu += pt() - t0
                     n += avail
@@ -137,12 +147,42 @@ def run(nbatches, slots, torch_mode, mode):
         shutil.rmtree(dir, ignore_errors=True)
 
 
+def stack_bench(n, nbatches, slots):
+    """Trainer CPU per batch to get a [B, n] float32 tensor: n fields + torch.stack, or a stack op's field."""
+    import torch
+
+    names = ["dense_%d" % i for i in range(n)]
+    columns = [rw.FieldSpec(x, "dense", "float32") for x in names]
+    stacked = [rw.FieldSpec("dense", "dense", "float32", (n,))]
+
+    def from_columns(b):
+        t = b.torch()
+        x = torch.stack([t[x] for x in names], 1)
+        assert x.shape == (B, n)
+
+    def from_stack(b):
+        x = b.torch()["dense"]
+        assert x.shape == (B, n)
+
+    out = {}
+    for what, fields, use in [("columns", columns, from_columns), ("stack", stacked, from_stack)]:
+        k, cpu = run(nbatches, slots, True, "ready", fields, use)
+        out[what] = cpu / max(k, 1) * 1e6
+        print("%-8s B=%d N=%d  %4d batches  trainer CPU %.1f us/batch" % (what, B, n, k, out[what]))
+    print("stack/columns %.3f" % (out["stack"] / out["columns"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, default=400)
     ap.add_argument("--slots", type=int, default=16)
     ap.add_argument("--modes", default="ready,stream")
+    ap.add_argument("--stack", type=int, default=0, metavar="N",
+                    help="compare N [B] float32 fields + torch.stack with one [B, N] field instead")
     args = ap.parse_args()
+    if args.stack:
+        stack_bench(args.stack, args.batches, args.slots)
+        return
     try:
         import torch  # noqa: F401  (imported before timing)
         kinds = (False, True)
