@@ -14,12 +14,15 @@ The spec's world_size (8) is overridden by torchrun's WORLD_SIZE, so
 ``torchrun --nproc_per_node 2`` works too (as a different job).
 
 The model is deliberately small and built from the first batch's fields, so
-it trains on any spec: float columns are dense features, integer columns
-hashed ids (embeddings), [B, L] integer columns padded sequences (mean of
-embeddings over the first ``NAME_len`` entries when that column exists), and
-ragged integer columns (values, offsets) bags of ids (EmbeddingBag, the
-torchrec KeyedJaggedTensor layout). ``label_f`` is the label and ``weight``
-the sample weight (the spec's negative downsampling).
+it trains on any spec: float columns and [B, N] float tensors (the spec's
+``stack`` of dense features) are dense features, integer columns hashed ids
+(embeddings), [B, L] integer columns padded sequences (mean of embeddings
+over the first ``NAME_len`` entries when that column exists), ragged integer
+columns (values, offsets) bags of ids (EmbeddingBag), and jagged fields (the
+spec's ``jagged`` group, ``batch.kjt(name)``: torchrec's KeyedJaggedTensor,
+keys, values key-major, lengths, offsets) one EmbeddingBag pooled per key
+and row. ``label_f`` is the label and ``weight`` the sample weight (the
+spec's negative downsampling).
 
 Checkpoints hold the model, the optimizer and ``ds.state_dict()``, the
 data cursor: a restarted run continues with the next batch, none lost, none
@@ -56,39 +59,50 @@ LABEL, WEIGHT = "label_f", "weight"
 class CTRModel(nn.Module):
     """Embeddings for ids and sequences, a linear map of dense features, an MLP."""
 
-    def __init__(self, dense, ids, padded, ragged, buckets=1 << 14, dim=16, hidden=64):
+    def __init__(self, dense, ids, padded, ragged, jagged=None, buckets=1 << 14, dim=16, hidden=64):
         super().__init__()
         self.dense, self.ids, self.padded, self.ragged = dense, ids, padded, ragged
-        self.buckets = buckets
+        self.jagged = dict(jagged or {})  # field -> number of keys
+        self.buckets, self.dim = buckets, dim
         self.emb = nn.ModuleDict({n: nn.Embedding(buckets, dim) for n in ids})
         self.bags = nn.ModuleDict({n: nn.EmbeddingBag(buckets, dim, mode="sum") for n in padded})
         self.rbags = nn.ModuleDict({n: nn.EmbeddingBag(buckets, dim, mode="mean",
                                                        include_last_offset=True) for n in ragged})
-        width = (len(ids) + len(padded) + len(ragged)) * dim + (hidden if dense else 0)
-        self.dense_in = nn.Linear(len(dense), hidden) if dense else None
+        self.jbags = nn.ModuleDict({n: nn.EmbeddingBag(buckets, dim, mode="sum",
+                                                       include_last_offset=True) for n in self.jagged})
+        width = (len(ids) + len(padded) + len(ragged) + sum(self.jagged.values())) * dim
+        width += hidden if dense else 0
+        self.dense_in = nn.Linear(sum(dense.values()), hidden) if dense else None
         self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     @classmethod
     def for_batch(cls, batch, **kw):
         """Sort a batch's fields into the model's inputs (the same on every rank)."""
-        dense, ids, padded, ragged = [], [], [], []
+        dense, ids, padded, ragged, jagged = {}, [], [], [], {}
         for name in batch:
             if name in (LABEL, WEIGHT) or name.endswith("_len"):
                 continue
             v = batch[name]
-            if isinstance(v, lastmile.Ragged):
+            if isinstance(v, lastmile.KeyedJagged):
+                jagged[name] = len(v.keys)
+            elif isinstance(v, lastmile.Ragged):
                 if not v.values.dtype.is_floating_point:
                     ragged.append(name)
             elif v.dim() == 1:
-                (dense if v.dtype.is_floating_point else ids).append(name)
-            elif v.dim() == 2 and not v.dtype.is_floating_point:
+                if v.dtype.is_floating_point:
+                    dense[name] = 1
+                else:
+                    ids.append(name)
+            elif v.dim() == 2 and v.dtype.is_floating_point:
+                dense[name] = v.shape[1]  # a stack: [B, N]
+            elif v.dim() == 2:
                 padded.append(name)
-        return cls(dense, ids, padded, ragged, **kw)
+        return cls(dense, ids, padded, ragged, jagged, **kw)
 
     def forward(self, b):
         parts = []
         if self.dense_in is not None:
-            x = torch.stack([b[n].float() for n in self.dense], dim=1)
+            x = torch.cat([b[n].float().reshape(len(b[n]), -1) for n in self.dense], dim=1)
             parts.append(F.relu(self.dense_in(torch.nan_to_num(x))))
         for n in self.ids:
             parts.append(self.emb[n](b[n].long() % self.buckets))
@@ -105,6 +119,12 @@ class CTRModel(nn.Module):
         for n in self.ragged:
             values, offsets = b[n]
             parts.append(self.rbags[n](values.long() % self.buckets, offsets))
+        for n, keys in self.jagged.items():
+            # One bag per (key, row), key-major: [K*B, dim] -> [B, K*dim].
+            kj = b[n]
+            pooled = self.jbags[n](kj.values % self.buckets, kj.offsets)
+            rows = len(kj.lengths) // keys
+            parts.append(pooled.view(keys, rows, self.dim).transpose(0, 1).reshape(rows, keys * self.dim))
         return self.mlp(torch.cat(parts, dim=1)).squeeze(1)
 
 
@@ -118,6 +138,9 @@ def to_device(batch, device):
         if isinstance(v, lastmile.Ragged):
             out[name] = lastmile.Ragged(v.values.to(device, non_blocking=True),
                                         v.offsets.to(device, non_blocking=True))
+        elif isinstance(v, lastmile.KeyedJagged):
+            out[name] = lastmile.KeyedJagged(v.keys, *(t.to(device, non_blocking=True)
+                                                       for t in (v.values, v.lengths, v.offsets)))
         else:
             out[name] = v.to(device, non_blocking=True)
     return out

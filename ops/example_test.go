@@ -113,16 +113,21 @@ func TestExamplePipeline(t *testing.T) {
 	for _, f := range p.Output() {
 		got = append(got, f.Name)
 	}
-	want := []string{"label_f", "weight", "user_h", "item_h", "query_h", "dense_0", "dense_1", "dense_2", "dense_3", "dense_4",
-		"dense_5", "dense_6", "dense_7", "cat_0", "cat_1", "cat_2", "cat_3", "seq_0", "seq_0_len", "seq_1"}
+	want := []string{"label_f", "weight", "dense", "sparse/user_h", "sparse/item_h", "sparse/query_h", "sparse/cat_0",
+		"sparse/cat_1", "sparse/cat_2", "sparse/cat_3", "sparse/history", "seq_0", "seq_0_len"}
 	if !slices.Equal(got, want) {
 		t.Errorf("output %v", got)
 	}
 	o := p.Output()
-	if o[17] != (ops.OutField{Name: "seq_0", Kind: column.Fixed, DType: column.Int64, Width: 64}) ||
-		o[19] != (ops.OutField{Name: "seq_1", Kind: column.List, DType: column.Int64, Width: 1}) ||
-		o[18].DType != column.Int32 || o[0].DType != column.Float32 || o[1].DType != column.Float32 {
+	if o[2] != (ops.OutField{Name: "dense", Kind: column.Fixed, DType: column.Float32, Width: 8}) ||
+		o[11] != (ops.OutField{Name: "seq_0", Kind: column.Fixed, DType: column.Int64, Width: 64}) ||
+		o[10] != (ops.OutField{Name: "sparse/history", Kind: column.List, DType: column.Int64, Width: 1, Group: 1}) ||
+		o[3] != (ops.OutField{Name: "sparse/user_h", Kind: column.Fixed, DType: column.Int64, Width: 1, Group: 1}) ||
+		o[12].DType != column.Int32 || o[0].DType != column.Float32 || o[1].DType != column.Float32 {
 		t.Errorf("output %+v", o)
+	}
+	if g := p.Groups(); len(g) != 1 || g[0].Name != "sparse" || len(g[0].Keys) != 8 || g[0].Keys[7] != "history" {
+		t.Errorf("groups %+v", g)
 	}
 	in, kept := 0, 0
 	for u := range plan.Units {
@@ -140,9 +145,9 @@ func TestExamplePipeline(t *testing.T) {
 				t.Fatalf("seq_0_len %d", n)
 			}
 		}
-		for _, r := range lists(t, out, "seq_1") {
+		for _, r := range lists(t, out, "sparse/history") {
 			if len(r) > 256 {
-				t.Fatalf("seq_1 row of %d", len(r))
+				t.Fatalf("history row of %d", len(r))
 			}
 		}
 	}
@@ -175,7 +180,9 @@ func TestCompileErrors(t *testing.T) {
 		{"sequence column", `{column: seq_0,`, `{column: seq_9,`, "pipeline[3].sequence.column", `- sequence: {column: seq_9`, `unknown column "seq_9"`},
 		{"sequence of a scalar", `{column: seq_0,`, `{column: cat_0,`, "pipeline[3].sequence.column", `- sequence: {column: cat_0`, `column "cat_0" is int64; sequence shapes list columns`},
 		{"select inputs next to derived columns", `[label_f, weight,`, `[label, label_f, weight, row_id, `, "", "", ""},
-		{"select unknown", `seq_0_len, seq_1]`, `seq_0_len, seq_2]`, "pipeline[5].select[19]", `- select:`, `unknown column "seq_2"`},
+		{"select unknown", `seq_0, seq_0_len]`, `seq_0, seq_2]`, "pipeline[6].select[5]", `- select:`, `unknown column "seq_2"`},
+		{"stack a list", `dense_6, dense_7]}`, `dense_6, seq_1]}`, "pipeline[4].stack.columns[7]", `- stack:`, `column "seq_1" is list<int64>; a stack takes numeric scalar columns`},
+		{"jagged float", `cat_2, {column: cat_3`, `label_f, {column: cat_3`, "pipeline[5].jagged.keys[5].column", `keys: [user_h`, `column "label_f" is float32; a jagged key takes`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

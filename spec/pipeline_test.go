@@ -16,7 +16,7 @@ func TestExamplePipelineParses(t *testing.T) {
 	for _, op := range j.Pipeline {
 		kinds = append(kinds, op.Kind)
 	}
-	if got := strings.Join(kinds, ","); got != "join,sample,map,sequence,sequence,select" {
+	if got := strings.Join(kinds, ","); got != "join,sample,map,sequence,stack,jagged,select" {
 		t.Errorf("ops %s", got)
 	}
 	if j.WorldSize != 8 || !j.Shuffle.Units || j.Shuffle.Buffer != 16384 {
@@ -33,6 +33,13 @@ func TestExamplePipelineParses(t *testing.T) {
 	s := j.Pipeline[3].Sequence
 	if s.Length != 64 || s.Truncate != "left" || s.PadSide != "right" || s.OnLong != "truncate" || s.Output != "seq_0" {
 		t.Errorf("sequence %+v", s)
+	}
+	if st := j.Pipeline[4].Stack; st.Output != "dense" || len(st.Columns) != 8 || st.DType != "float32" || st.Nulls != "error" {
+		t.Errorf("stack %+v", st)
+	}
+	g := j.Pipeline[5].Jagged
+	if g.Output != "sparse" || len(g.Keys) != 8 || g.Keys[6].HashMod != 65536 || g.Keys[7] != (spec.JaggedKey{Column: "seq_1", Key: "history", MaxLength: 256, Truncate: "left", Line: g.Keys[7].Line}) {
+		t.Errorf("jagged %+v", g)
 	}
 }
 
