@@ -70,6 +70,7 @@ class ResumeCase:
         self.assertEqual([s["loss"] for s in resumed], [s["loss"] for s in steps])
         self.assertEqual(rest["weights"], full["weights"])
         self.assertEqual(rest["cursor"], [2, 0])
+        return full
 
 
 @unittest.skipIf(torch is None, "needs torch")
@@ -77,8 +78,9 @@ class ResumeCase:
                      "%s is not built: run `make build`" % daemonproc.LASTMILED)
 class TestTrainWithLastmiled(ResumeCase, unittest.TestCase):
     """testdata/small (10,000 rows): batches of 500, 20 per epoch (one rank),
-    shuffled units and rows, dense floats, a categorical id and a
-    list<int64> sequence."""
+    shuffled units and rows; a stack group of three dense floats ([B, 3])
+    and a jagged group (KeyedJaggedTensor layout) of two categorical ids and
+    a list<int64> sequence."""
 
     per_epoch, stop_after = 20, 13
 
@@ -97,16 +99,23 @@ class TestTrainWithLastmiled(ResumeCase, unittest.TestCase):
         path = os.path.join(self.tmp, name + ".yaml")
         with open(path, "w") as f:
             f.write("version: 1\nname: %s\ninputs: [%s]\n"
-                    "columns: [label, dense_0, dense_1, dense_2, cat_0, seq_0]\n"
+                    "columns: [label, dense_0, dense_1, dense_2, cat_0, cat_1, seq_0]\n"
                     "batch: {size: 500}\nepochs: 2\nseed: 7\n"
                     "shuffle: {units: true, buffer: 2048}\nring: {slots: 3}\n"
+                    "pipeline:\n"
+                    "  - stack: {output: dense, columns: [dense_0, dense_1, dense_2]}\n"
+                    "  - jagged: {output: sparse, keys: [cat_0, {column: cat_1, hash_mod: 97},"
+                    " {column: seq_0, key: history, max_length: 50}]}\n"
                     % (name, daemonproc.SMALL))
         return path
 
     def test_resume_mid_epoch_equals_uninterrupted(self):
         # Two jobs of the same data, seed and pipeline (names differ, so the
         # second is not the first, finished, job): the same batches.
-        self.check_resume(self.spec("full"), self.spec("resumed"))
+        full = self.check_resume(self.spec("full"), self.spec("resumed"))
+        self.assertEqual(full["schema"], {
+            "label": "tensor int32 [500]", "dense": "tensor float32 [500, 3]",
+            "sparse": "KeyedJagged ['cat_0', 'cat_1', 'history'], lengths [1500], offsets [1501]"})
 
 
 @unittest.skipIf(torch is None, "needs torch")

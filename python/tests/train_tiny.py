@@ -8,9 +8,10 @@ checkpoint (path), stop_after (save a checkpoint after this many steps and
 exit, as a trainer that is stopped), resume (load the checkpoint first).
 
 The model is built from the job's schema: float fields (``[B]`` or ``[B,
-N]``) go through one linear layer over their concatenation, integer ragged
-fields and integer ids (bags of one) through EmbeddingBags. ``label`` is the
-target, else ``id % 2``. Every step records the batch's cursor, a SHA-256 of
+N]``: a stack group) go through one linear layer over their concatenation;
+jagged groups (``KeyedJagged``: K keys of B bags each, key-major), integer
+ragged fields and integer ids (bags of one) through EmbeddingBags. ``label``
+is the target, else ``id % 2``. Every step records the batch's cursor, a SHA-256 of
 every field's bytes and the loss; the output also has the final weights'
 digest.
 """
@@ -38,23 +39,28 @@ def digest(batch):
     h = hashlib.sha256()
     for name in sorted(batch):
         v = batch[name]
-        parts = v if isinstance(v, lastmile.Ragged) else (v,)
+        parts = v if isinstance(v, tuple) else (v,)  # Ragged, KeyedJagged
         h.update(name.encode())
         for t in parts:
-            h.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+            if isinstance(t, torch.Tensor):
+                h.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+            else:  # a jagged group's keys
+                h.update(repr(list(t)).encode())
     return h.hexdigest()
 
 
 class Tiny(nn.Module):
     def __init__(self, batch):
         super().__init__()
-        self.dense, self.bags, self.ids = [], [], []
+        self.dense, self.bags, self.ids, self.groups = [], [], [], {}
         width = 0
         for name in batch:
             v = batch[name]
             if name in SKIP:
                 continue
-            if isinstance(v, lastmile.Ragged):
+            if isinstance(v, lastmile.KeyedJagged):
+                self.groups[name] = len(v.keys)
+            elif isinstance(v, lastmile.Ragged):
                 if not v.values.dtype.is_floating_point:
                     self.bags.append(name)
             elif v.dtype.is_floating_point:
@@ -65,8 +71,9 @@ class Tiny(nn.Module):
         self.linear = nn.Linear(width, DIM)
         self.emb = nn.ModuleDict({n: nn.EmbeddingBag(BUCKETS, DIM, mode="sum",
                                                      include_last_offset=True)
-                                  for n in self.bags + self.ids})
-        self.head = nn.Linear(DIM * (1 + len(self.emb)), 1)
+                                  for n in self.bags + self.ids + list(self.groups)})
+        self.head = nn.Linear(DIM * (1 + len(self.bags) + len(self.ids)
+                                     + sum(self.groups.values())), 1)
 
     def forward(self, b):
         x = torch.cat([b[n].float().reshape(b[n].shape[0], -1) for n in self.dense], dim=1)
@@ -77,7 +84,27 @@ class Tiny(nn.Module):
         for n in self.ids:
             ids = b[n].long() % BUCKETS
             parts.append(self.emb[n](ids, torch.arange(len(ids) + 1)))
+        for n, k in self.groups.items():
+            g = b[n]  # KeyedJagged: K*B bags, key-major, in one EmbeddingBag call
+            pooled = self.emb[n](g.values % BUCKETS, g.offsets)  # [K*B, DIM]
+            rows = pooled.shape[0] // k
+            parts.append(pooled.view(k, rows, DIM).transpose(0, 1).reshape(rows, k * DIM))
         return self.head(torch.cat(parts, dim=1)).squeeze(1)
+
+
+def describe(batch):
+    """``{name: what it is}`` of a batch, for the test to check the layout."""
+    out = {}
+    for name in batch:
+        v = batch[name]
+        if isinstance(v, lastmile.KeyedJagged):
+            out[name] = "KeyedJagged %s, lengths %s, offsets %s" % (
+                list(v.keys), list(v.lengths.shape), list(v.offsets.shape))
+        elif isinstance(v, lastmile.Ragged):
+            out[name] = "Ragged %s" % str(v.values.dtype).replace("torch.", "")
+        else:
+            out[name] = "tensor %s %s" % (str(v.dtype).replace("torch.", ""), list(v.shape))
+    return out
 
 
 def target(b):
@@ -101,6 +128,7 @@ def main(cfg):
     for epoch in ds.epochs():
         for batch in loader:
             if model is None:
+                schema = describe(batch)
                 model = Tiny(batch)
                 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
                 if ckpt is not None:
@@ -126,7 +154,7 @@ def main(cfg):
         weights.update(k.encode() + v.numpy().tobytes())
     with open(cfg["out"], "w") as f:
         json.dump({"steps": steps, "weights": weights.hexdigest(), "cursor": list(ds.cursor),
-                   "len": len(ds)}, f)
+                   "len": len(ds), "schema": schema}, f)
     ds.close()
 
 
