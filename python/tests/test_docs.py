@@ -1,8 +1,8 @@
 """The examples of docs/python.md run as shown, against a real lastmiled.
 
 Each ```python block after a ``<!-- example: COMMANDS -->`` line is written
-to a file in a fresh directory (with examples/tiny.yaml, its inputs made
-absolute) and run with a fresh lastmiled: COMMANDS is ``FILE [ARGS]``
+to a file in a fresh directory (with examples/tiny.yaml and
+tiny-groups.yaml, their inputs made absolute) and run with a fresh lastmiled: COMMANDS is ``FILE [ARGS]``
 commands separated by ``;``, ``launch N FILE`` meaning ``python3 -m
 lastmile.launch --nproc N FILE``.
 
@@ -23,7 +23,7 @@ sys.path.insert(0, HERE)
 import daemonproc  # noqa: E402
 
 DOC = os.path.join(daemonproc.REPO, "docs", "python.md")
-TINY = os.path.join(daemonproc.REPO, "examples", "tiny.yaml")
+SPECS = [os.path.join(daemonproc.REPO, "examples", n) for n in ("tiny.yaml", "tiny-groups.yaml")]
 
 try:
     import torch  # noqa: F401
@@ -38,6 +38,7 @@ EXPECT = {
                   "done after 40 steps"],
     "ddp.py": ["rank 0 of 2: 20 steps (10 per epoch)", "rank 1 of 2: 20 steps (10 per epoch)"],
     "device.py": ["kept 6 batches on"],
+    "groups.py": ["trained on dense [500, 3] and sparse keys ['cat_0', 'cat_1', 'history']"],
 }
 
 
@@ -81,11 +82,12 @@ class TestDocExamples(unittest.TestCase):
         d.start()
         work = os.path.join(tmp, "work")
         os.makedirs(os.path.join(work, "examples"))
-        with open(TINY) as f:
-            tiny = f.read().replace("../testdata/small", daemonproc.SMALL)
-        self.assertIn(daemonproc.SMALL, tiny)
-        with open(os.path.join(work, "examples", "tiny.yaml"), "w") as f:
-            f.write(tiny)
+        for path in SPECS:
+            with open(path) as f:
+                text = f.read().replace("../testdata/small", daemonproc.SMALL)
+            self.assertIn(daemonproc.SMALL, text)
+            with open(os.path.join(work, "examples", os.path.basename(path)), "w") as f:
+                f.write(text)
         with open(os.path.join(work, file), "w") as f:
             f.write(code)
         env = dict(os.environ, LASTMILE_SOCKET=d.socket, PYTHONPATH=daemonproc.PYROOT)
