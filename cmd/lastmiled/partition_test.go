@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,30 +75,10 @@ func TestPeerPartition(t *testing.T) {
 	lj := local.submit(clusterSpec(smallData), nil)
 	want, wantRows := digests(t, local, lj.ID, 2)
 
-	gpu, cpu := newEnv(t), newEnv(t)
-	cpu.wrap = []string{"ip", "netns", "exec", h.ns}
-	data := filepath.Join(gpu.dir, "data")
-	os.MkdirAll(data, 0o755)
-	for i := range 3 {
-		name := fmt.Sprintf("part-%05d.parquet", i)
-		b, _ := os.ReadFile(filepath.Join(smallData, name))
-		os.WriteFile(filepath.Join(data, name), b, 0o644)
-	}
-	ca, err := peer.NewCA(filepath.Join(gpu.dir, "certs"), "test CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpuTLS, _ := ca.Issue(ca.Dir, "gpu", []string{h.hostIP}, time.Hour)
-	cpuTLS, _ := ca.Issue(ca.Dir, "cpu", []string{h.ip}, time.Hour)
-	tlsYAML := func(f peer.TLSFiles) string { return fmt.Sprintf("{ca: %s, cert: %s, key: %s}", f.CA, f.Cert, f.Key) }
-	addr := h.ip + ":7941"
-	os.WriteFile(filepath.Join(cpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
-		"roots: {data: %s}\npeer: {listen: %q, tls: %s, max_inflight: 2}\n", data, addr, tlsYAML(cpuTLS))), 0o644)
-	os.WriteFile(filepath.Join(gpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
-		"roots: {data: %s}\npeers: {addrs: [%q], tls: %s, credits: 2, spill: always, deadline: 1s}\n", data, addr, tlsYAML(gpuTLS))), 0o644)
-	cpu.start("-workers", "1")
-	gpu.start("-workers", "1")
-	cl := &cluster{t: t, gpu: gpu, cpu: cpu}
+	cl := newCluster(t, "always", h.ip+":7941", ", deadline: 1s")
+	cl.cpu.wrap = []string{"ip", "netns", "exec", h.ns}
+	cl.start()
+	gpu, data := cl.gpu, cl.data
 	j := gpu.submit(clusterSpec(data), nil)
 	stop, faulted := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -119,16 +98,7 @@ func TestPeerPartition(t *testing.T) {
 	close(stop)
 	<-faulted
 	checkEpochs(t, "partition", rows, wantRows)
-	for r := range want {
-		if len(got[r]) != len(want[r]) {
-			t.Fatalf("rank %d: %d batches, the local run %d", r, len(got[r]), len(want[r]))
-		}
-		for i := range want[r] {
-			if got[r][i] != want[r][i] {
-				t.Fatalf("rank %d batch %d differs from the local run's", r, i)
-			}
-		}
-	}
+	sameBatches(t, got, want)
 	var st struct {
 		Peers struct{ Peers []peer.PeerStats }
 	}
@@ -144,6 +114,7 @@ func TestPeerPartition(t *testing.T) {
 	j2 := gpu.submit(strings.Replace(clusterSpec(data), "name: job", "name: job2", 1), nil)
 	got, rows = digests(t, gpu, j2.ID, 2)
 	checkEpochs(t, "after the partition", rows, wantRows)
+	sameBatches(t, got, want)
 	if after := cl.peerUnits(); after <= before {
 		t.Errorf("the peer served %d units before the second job and %d after: not re-admitted", before, after)
 	}

@@ -37,8 +37,15 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func newCluster(t *testing.T, spill string) *cluster {
-	c := &cluster{t: t, gpu: newEnv(t), cpu: newEnv(t), peerAddr: freePort(t)}
+// newCluster writes the two daemons' configs: the peer listens on
+// peerAddr (a free loopback port if empty) with a certificate for its IP;
+// extra is added to the GPU host's peers: section.
+func newCluster(t *testing.T, spill, peerAddr, extra string) *cluster {
+	if peerAddr == "" {
+		peerAddr = freePort(t)
+	}
+	peerIP, _, _ := net.SplitHostPort(peerAddr)
+	c := &cluster{t: t, gpu: newEnv(t), cpu: newEnv(t), peerAddr: peerAddr}
 	c.data = filepath.Join(c.gpu.dir, "data")
 	os.MkdirAll(c.data, 0o755)
 	for i := range 3 {
@@ -54,12 +61,12 @@ func newCluster(t *testing.T, spill string) *cluster {
 		t.Fatal(err)
 	}
 	gpuTLS, _ := ca.Issue(ca.Dir, "gpu", []string{"127.0.0.1"}, time.Hour)
-	cpuTLS, _ := ca.Issue(ca.Dir, "cpu", []string{"127.0.0.1"}, time.Hour)
+	cpuTLS, _ := ca.Issue(ca.Dir, "cpu", []string{peerIP}, time.Hour)
 	tlsYAML := func(f peer.TLSFiles) string { return fmt.Sprintf("{ca: %s, cert: %s, key: %s}", f.CA, f.Cert, f.Key) }
 	os.WriteFile(filepath.Join(c.cpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
 		"roots: {data: %s}\npeer: {listen: %q, tls: %s, max_inflight: 2}\n", c.data, c.peerAddr, tlsYAML(cpuTLS))), 0o644)
 	os.WriteFile(filepath.Join(c.gpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
-		"roots: {data: %s}\npeers: {addrs: [%q], tls: %s, credits: 2, spill: %s}\n", c.data, c.peerAddr, tlsYAML(gpuTLS), spill)), 0o644)
+		"roots: {data: %s}\npeers: {addrs: [%q], tls: %s, credits: 2, spill: %s%s}\n", c.data, c.peerAddr, tlsYAML(gpuTLS), spill, extra)), 0o644)
 	return c
 }
 
@@ -188,6 +195,22 @@ func batchDigest(b *shm.Batch) ([32]byte, []int64) {
 	return [32]byte(h.Sum(nil)), append([]int64(nil), v...)
 }
 
+// sameBatches checks that every rank got the local run's batches, byte
+// for byte.
+func sameBatches(t *testing.T, got, want [][][32]byte) {
+	t.Helper()
+	for r := range want {
+		if len(got[r]) != len(want[r]) {
+			t.Fatalf("rank %d: %d batches, the local run %d", r, len(got[r]), len(want[r]))
+		}
+		for i := range want[r] {
+			if got[r][i] != want[r][i] {
+				t.Fatalf("rank %d batch %d differs from the local run's", r, i)
+			}
+		}
+	}
+}
+
 // checkEpochs checks that each epoch delivered each kept row once.
 func checkEpochs(t *testing.T, what string, got, want map[uint64][]int64) {
 	t.Helper()
@@ -252,7 +275,7 @@ func TestPeersSpill(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cl := newCluster(t, "always")
+			cl := newCluster(t, "always", "", "")
 			cl.start()
 			j := cl.gpu.submit(clusterSpec(cl.data), nil)
 			faulted, stop := make(chan struct{}), make(chan struct{})
@@ -269,16 +292,7 @@ func TestPeersSpill(t *testing.T) {
 				t.Log("the fault came after the run ended")
 			}
 			checkEpochs(t, c.name, rows, wantRows)
-			for r := range want {
-				if len(got[r]) != len(want[r]) {
-					t.Fatalf("rank %d: %d batches, the local run %d", r, len(got[r]), len(want[r]))
-				}
-				for i := range want[r] {
-					if got[r][i] != want[r][i] {
-						t.Fatalf("rank %d batch %d differs from the local run's", r, i)
-					}
-				}
-			}
+			sameBatches(t, got, want)
 			var st struct {
 				Peers struct{ Peers []peer.PeerStats }
 			}
