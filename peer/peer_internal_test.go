@@ -136,6 +136,12 @@ func (f *fixture) pool(tlsFiles TLSFiles, addrs ...string) *Pool {
 // as digests, in order.
 func (f *fixture) run(job *spec.Job, spill engine.Spill) [][][32]byte {
 	f.t.Helper()
+	return f.runPaced(job, spill, nil)
+}
+
+// runPaced is run with a trainer that sleeps pace() after each batch.
+func (f *fixture) runPaced(job *spec.Job, spill engine.Spill, pace func() time.Duration) [][][32]byte {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := make([][][32]byte, job.WorldSize)
@@ -146,7 +152,7 @@ func (f *fixture) run(job *spec.Job, spill engine.Spill) [][][32]byte {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- readRing(ctx, f.shm, name, &out[rank])
+				errs <- readRing(ctx, f.shm, name, &out[rank], pace)
 			}()
 		}
 	}
@@ -163,7 +169,7 @@ func (f *fixture) run(job *spec.Job, spill engine.Spill) [][][32]byte {
 	return out
 }
 
-func readRing(ctx context.Context, dir, name string, out *[][32]byte) error {
+func readRing(ctx context.Context, dir, name string, out *[][32]byte, pace func() time.Duration) error {
 	c, err := shm.Open(dir, name)
 	if err != nil {
 		return err
@@ -187,6 +193,9 @@ func readRing(ctx context.Context, dir, name string, out *[][32]byte) error {
 		copy(d[:], h.Sum(nil))
 		*out = append(*out, d)
 		c.Release()
+		if pace != nil {
+			time.Sleep(pace())
+		}
 	}
 }
 
@@ -401,3 +410,37 @@ func localPlan(t *testing.T, job *spec.Job) *decode.Plan {
 }
 
 func replaceTable(job, from, to string) string { return strings.Replace(job, from, to, 1) }
+
+// TestSpillOnAndOff: with the automatic policy, spill switches on while
+// the trainers starve and off once they are the bottleneck, within one
+// run, and the batches are still the local run's.
+func TestSpillOnAndOff(t *testing.T) {
+	f := newFixture(t)
+	text := strings.Replace(f.text("auto"), "epochs: 1", "epochs: 6", 1)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.run(job, nil)
+	_, addr := f.server(nil)
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	sp, err := NewSpiller(p, f.roots, text, job, SpillerConfig{Slots: 2,
+		Policy: PolicyConfig{OnAfter: 20 * time.Millisecond, OffAfter: 150 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The trainers read as fast as they can (they starve) until a few
+	// units went to the peer, then take 15 ms a batch (the rings fill).
+	pace := func() time.Duration {
+		if sp.Stats().Spilled.Load() < 3 {
+			return 0
+		}
+		return 15 * time.Millisecond
+	}
+	same(t, "on and off", f.runPaced(job, sp, pace), want)
+	on, _, why, flips := sp.PolicyState()
+	t.Logf("spilled %d units; %d switches, on %v (%s); declined %v", sp.Stats().Spilled.Load(), flips, on, why, sp.Stats().Declined())
+	if flips < 2 || on || sp.Stats().Spilled.Load() == 0 || sp.Stats().Declined()["trainers are fed"] == 0 {
+		t.Errorf("spill did not switch on and then off: %d switches, on %v (%s), %d spilled", flips, on, why, sp.Stats().Spilled.Load())
+	}
+}

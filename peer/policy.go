@@ -26,7 +26,7 @@ import (
 // PolicyConfig are the thresholds of the spill decision.
 type PolicyConfig struct {
 	Low      float64       // ring fill under which trainers count as starved; default 0.25
-	High     float64       // ring fill over which they count as fed; default 0.75
+	High     float64       // ring fill from which they count as fed; default 0.75
 	OnAfter  time.Duration // default 200ms
 	OffAfter time.Duration // default 2s
 	// Always spills whenever a peer has credit: for tests and benchmarks.
@@ -71,7 +71,7 @@ func (p *policy) decide(l engine.Load, now time.Time) (bool, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	starved := l.RingFill < p.cfg.Low && l.LocalBusy >= l.LocalWorkers
-	fed := l.RingFill > p.cfg.High
+	fed := l.RingFill >= p.cfg.High
 	idle := l.LocalBusy < l.LocalWorkers
 	switch {
 	case !p.on && starved:
