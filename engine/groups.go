@@ -9,9 +9,10 @@ import (
 )
 
 // packField is one field of the rings: a column of the batches, or a
-// jagged group (ops.Group) that the packer writes straight from its
-// member columns into the slot as a KeyedJaggedTensor (values key-major,
-// offsets, lengths). No key-major copy exists outside the slot.
+// feature group (ops.Group) that the packer writes straight from its
+// member columns into the slot: a stack as one [B, N] tensor (stack.go), a
+// jagged group as a KeyedJaggedTensor (values key-major, offsets,
+// lengths). No copy of a group exists outside the slot.
 type packField struct {
 	OutField       // the field; a group's Kind is List
 	col      int   // the batch column of a field that is a column
@@ -33,21 +34,30 @@ func packFields(fields []OutField, groups []ops.Group) []packField {
 			continue
 		}
 		g := &groups[f.Group-1]
-		out = append(out, packField{OutField: OutField{Name: g.Name, Kind: column.List, DType: g.DType, Width: 1}, group: g, members: []int{i}})
+		pf := packField{OutField: OutField{Name: g.Name, Kind: column.Fixed, DType: g.DType, Width: 1}, group: g, members: []int{i}}
+		if g.Kind == "jagged" {
+			pf.Kind = column.List
+		}
+		out = append(out, pf)
+	}
+	for i := range out {
+		if out[i].group != nil && !out[i].jagged() {
+			out[i].Width = len(out[i].members)
+		}
 	}
 	return out
 }
 
 // ringField maps a field to the ring's schema.
 func (f *packField) ringField() shm.Field {
-	if f.group != nil {
+	if f.jagged() {
 		return shm.Field{Name: f.Name, Kind: shm.Jagged, DType: shm.DType(f.DType), Keys: f.group.Keys}
 	}
 	return f.OutField.ringField()
 }
 
 // jagged reports whether the field is a jagged group.
-func (f *packField) jagged() bool { return f.group != nil }
+func (f *packField) jagged() bool { return f.group != nil && f.group.Kind == "jagged" }
 
 // keyValues is the number of ids member column ci has in the span's
 // rows: a list's values, or a scalar's valid rows (a null is an empty
@@ -67,10 +77,13 @@ func keyValues(sp *span, ci int) int64 {
 	return n
 }
 
-// groupSizes appends the payload sizes of a jagged group's tensors
-// (values, offsets, lengths) to sizes.
+// groupSizes appends the payload sizes of a group's tensors to sizes: a
+// stack's [B, N], a jagged group's values, offsets and lengths.
 func groupSizes(sizes []int64, f *packField, spans []span, rows int) []int64 {
 	es := int64(f.DType.Size())
+	if !f.jagged() {
+		return append(sizes, int64(rows*f.Width)*es)
+	}
 	var v int64
 	for _, ci := range f.members {
 		for k := range spans {
@@ -81,8 +94,16 @@ func groupSizes(sizes []int64, f *packField, spans []span, rows int) []int64 {
 	return append(sizes, v*es, (kb+1)*8, kb*8)
 }
 
-// fillGroup writes field i, a jagged group, into the slot.
+// fillGroup writes field i, a group, into the slot.
 func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+	if !f.jagged() {
+		dst, err := slot.Add(i, shm.RoleDense, shm.DType(f.DType), int64(rows), int64(f.Width))
+		if err != nil {
+			return err
+		}
+		fillStack(dst, f.DType.Size(), f.members, spans)
+		return nil
+	}
 	var v int64
 	for _, ci := range f.members {
 		for k := range spans {

@@ -246,13 +246,15 @@ func element(t *shm.Tensor, k int) float64 {
 // BenchmarkStackJob measures the producer's whole CPU cost (decode, ops,
 // shuffle, pack, publish) of a job that hands 32 float32 columns to its
 // trainer as 32 fields, and of the same job stacking them into one
-// [B, 32] field, alternating the two in the same run. It reports the CPU
-// time of the process per job of each and their ratio. The
-// consumer, a goroutine that takes and releases each batch, runs in the
-// process too; it validates one tensor a batch for the stack and 32 for
-// the columns.
+// [B, 32] field, alternating the two in the same run (each first every
+// other time, which cancels the order's bias), with a shuffle buffer (the
+// packer gathers rows from the window) and without (it transposes units
+// in order). It reports the CPU time of the process per job of each and
+// their ratio. The consumer, a goroutine that takes and releases each
+// batch, runs in the process too; it validates one tensor a batch for the
+// stack and 32 for the columns.
 //
-//	go test -run '^$' -bench StackJob -benchtime 5x ./engine/
+//	go test -run '^$' -bench StackJob -benchtime 20x -count 3 ./engine/
 func BenchmarkStackJob(b *testing.B) {
 	cfg := datagen.DefaultConfig()
 	cfg.Rows, cfg.RowGroupRows, cfg.Files, cfg.Cats, cfg.Seqs = 400_000, 65536, 2, 0, 0
@@ -264,35 +266,48 @@ func BenchmarkStackJob(b *testing.B) {
 	for j := range cols {
 		cols[j] = fmt.Sprintf("dense_%d", j)
 	}
-	base := fmt.Sprintf("inputs: [%q]\ncolumns: [%s]\nbatch: {size: 4096}\nseed: 1\nshuffle: {units: true, buffer: 16384}\ndecode: {workers: 2}\n",
-		data, strings.Join(cols, ", "))
-	jobs := []string{base, base + "pipeline:\n  - stack: {output: dense, columns: [" + strings.Join(cols, ", ") + "]}\n"}
-	var cpu [2]time.Duration
-	b.ResetTimer()
-	for range b.N {
-		for k, src := range jobs {
-			dir := b.TempDir()
-			job, err := spec.Parse("b.yaml", []byte(src+fmt.Sprintf("ring: {dir: %q, name: r, slots: 4}\n", dir)))
-			if err != nil {
-				b.Fatal(err)
+	for _, shuffle := range []int{16384, 0} {
+		b.Run(fmt.Sprintf("shuffle=%d", shuffle), func(b *testing.B) {
+			base := fmt.Sprintf("inputs: [%q]\ncolumns: [%s]\nbatch: {size: 4096}\nseed: 1\nshuffle: {units: true, buffer: %d}\ndecode: {workers: 2}\n",
+				data, strings.Join(cols, ", "), shuffle)
+			// Both jobs run a pipeline, so that they decode and run ops alike.
+			jobs := []string{base + "pipeline:\n  - select: [" + strings.Join(cols, ", ") + "]\n",
+				base + "pipeline:\n  - stack: {output: dense, columns: [" + strings.Join(cols, ", ") + "]}\n"}
+			var cpu [2]time.Duration
+			for i := range b.N {
+				for n := range jobs {
+					k := n ^ i&1 // ABBA: each variant runs first every other time
+					cpu[k] += runJobCPU(b, jobs[k])
+				}
 			}
-			start := processCPU()
-			var wg sync.WaitGroup
-			var cerr error
-			_, err = engine.Run(context.Background(), job, engine.Options{Ready: func(rings []string) {
-				wg.Add(1)
-				go func() { defer wg.Done(); cerr = drain(dir, rings[0]) }()
-			}})
-			wg.Wait()
-			cpu[k] += processCPU() - start
-			if err := errors.Join(err, cerr); err != nil {
-				b.Fatal(err)
-			}
-		}
+			b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-columns/job")
+			b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-stack/job")
+			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "stack/columns")
+		})
 	}
-	b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-columns/job")
-	b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-stack/job")
-	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "stack/columns")
+}
+
+// runJobCPU runs the job of src into a ring that a goroutine drains and
+// returns the CPU time the process used meanwhile.
+func runJobCPU(b *testing.B, src string) time.Duration {
+	dir := b.TempDir()
+	job, err := spec.Parse("b.yaml", []byte(src+fmt.Sprintf("ring: {dir: %q, name: r, slots: 4}\n", dir)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := processCPU()
+	var wg sync.WaitGroup
+	var cerr error
+	_, err = engine.Run(context.Background(), job, engine.Options{Ready: func(rings []string) {
+		wg.Add(1)
+		go func() { defer wg.Done(); cerr = drain(dir, rings[0]) }()
+	}})
+	wg.Wait()
+	cpu := processCPU() - start
+	if err := errors.Join(err, cerr); err != nil {
+		b.Fatal(err)
+	}
+	return cpu
 }
 
 func drain(dir, name string) error {

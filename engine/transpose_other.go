@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package ops
+package engine
 
 import "unsafe"
 

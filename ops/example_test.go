@@ -113,20 +113,22 @@ func TestExamplePipeline(t *testing.T) {
 	for _, f := range p.Output() {
 		got = append(got, f.Name)
 	}
-	want := []string{"label_f", "weight", "dense", "sparse/user_h", "sparse/item_h", "sparse/query_h", "sparse/cat_0",
+	want := []string{"label_f", "weight", "dense/dense_0", "dense/dense_1", "dense/dense_2", "dense/dense_3", "dense/dense_4",
+		"dense/dense_5", "dense/dense_6", "dense/dense_7", "sparse/user_h", "sparse/item_h", "sparse/query_h", "sparse/cat_0",
 		"sparse/cat_1", "sparse/cat_2", "sparse/cat_3", "sparse/history", "seq_0", "seq_0_len"}
 	if !slices.Equal(got, want) {
 		t.Errorf("output %v", got)
 	}
 	o := p.Output()
-	if o[2] != (ops.OutField{Name: "dense", Kind: column.Fixed, DType: column.Float32, Width: 8}) ||
-		o[11] != (ops.OutField{Name: "seq_0", Kind: column.Fixed, DType: column.Int64, Width: 64}) ||
-		o[10] != (ops.OutField{Name: "sparse/history", Kind: column.List, DType: column.Int64, Width: 1, Group: 1}) ||
-		o[3] != (ops.OutField{Name: "sparse/user_h", Kind: column.Fixed, DType: column.Int64, Width: 1, Group: 1}) ||
-		o[12].DType != column.Int32 || o[0].DType != column.Float32 || o[1].DType != column.Float32 {
+	if o[2] != (ops.OutField{Name: "dense/dense_0", Kind: column.Fixed, DType: column.Float32, Width: 1, Group: 1}) ||
+		o[18] != (ops.OutField{Name: "seq_0", Kind: column.Fixed, DType: column.Int64, Width: 64}) ||
+		o[17] != (ops.OutField{Name: "sparse/history", Kind: column.List, DType: column.Int64, Width: 1, Group: 2}) ||
+		o[10] != (ops.OutField{Name: "sparse/user_h", Kind: column.Fixed, DType: column.Int64, Width: 1, Group: 2}) ||
+		o[19].DType != column.Int32 || o[0].DType != column.Float32 || o[1].DType != column.Float32 {
 		t.Errorf("output %+v", o)
 	}
-	if g := p.Groups(); len(g) != 1 || g[0].Name != "sparse" || len(g[0].Keys) != 8 || g[0].Keys[7] != "history" {
+	if g := p.Groups(); len(g) != 2 || g[0].Name != "dense" || g[0].Kind != "stack" || g[1].Name != "sparse" ||
+		len(g[1].Keys) != 8 || g[1].Keys[7] != "history" {
 		t.Errorf("groups %+v", g)
 	}
 	in, kept := 0, 0

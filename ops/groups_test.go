@@ -24,59 +24,48 @@ func groupBatch() *column.Batch {
 func hashMod(v, m int64) int64        { return int64(expr.HashInt(v) % uint64(m)) }
 func hashStr(s string, m int64) int64 { return int64(expr.HashBytes([]byte(s)) % uint64(m)) }
 
-// TestStack checks a stack's [B, N] column: its members in order,
-// converted to the stack's dtype, nulls filled, and the columns gone from
-// the schema.
-func TestStack(t *testing.T) {
+// TestStackMembers checks what a stack leaves for the packer: its members
+// in order, converted to the stack's dtype, nulls filled, the columns
+// gone from the schema and the group described by Groups.
+func TestStackMembers(t *testing.T) {
 	b := groupBatch()
 	cases := []struct {
-		op    string
-		dtype column.DType
-		want  []float64
+		op      string
+		dtype   column.DType
+		members []string
+		want    [][]float64
 	}{
-		{"- stack: {output: dense, columns: [d1, d0], nulls: fill, fill: 0.25}", column.Float32,
-			[]float64{10, 1.5, 20, 2, 30, 0.25, 40, -1}},
-		{"- stack: {output: dense, columns: [d1, id, cat], dtype: int64, nulls: fill}", column.Int64,
-			[]float64{10, 0, 7, 20, 1, 0, 30, 2, 9, 40, 3, 5}},
+		{"- stack: {output: dense, columns: [d1, d0], nulls: fill, fill: 0.25}", column.Float32, []string{"d1", "d0"},
+			[][]float64{{10, 20, 30, 40}, {1.5, 2, 0.25, -1}}},
+		{"- stack: {output: dense, columns: [d1, id, cat], dtype: int64, nulls: fill}", column.Int64, []string{"d1", "id", "cat"},
+			[][]float64{{10, 20, 30, 40}, {0, 1, 2, 3}, {7, 0, 9, 5}}},
 	}
 	for _, tc := range cases {
 		p := compile(t, b, "", tc.op)
 		out := run(t, p, b)
-		c := col(t, out, "dense")
-		if c.Kind != column.Fixed || c.DType != tc.dtype || c.Width != len(tc.want)/4 || len(p.Groups()) != 0 {
-			t.Fatalf("%s: column %v %v width %d, groups %v", tc.op, c.Kind, c.DType, c.Width, p.Groups())
+		if g := p.Groups(); len(g) != 1 || g[0].Name != "dense" || g[0].Kind != "stack" || g[0].DType != tc.dtype {
+			t.Fatalf("%s: groups %+v", tc.op, g)
 		}
-		var got []float64
-		if c.DType == column.Float32 {
-			for _, v := range c.Float32s() {
-				got = append(got, float64(v))
+		o := p.Output()
+		for j, m := range tc.members {
+			c := col(t, out, "dense/"+m)
+			f := o[slices.Index(names(out), "dense/"+m)]
+			if f.Group != 1 || c.DType != tc.dtype || c.Valid != nil {
+				t.Errorf("%s: member %s is %v group %d", tc.op, m, c.DType, f.Group)
 			}
-		} else {
-			for _, v := range c.Int64s() {
-				got = append(got, float64(v))
-			}
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.op, got, tc.want)
-		}
-		if slices.Contains(names(out), "d1") {
-			t.Errorf("%s: members still in the output %v", tc.op, names(out))
-		}
-	}
-}
-
-// TestInterleave checks the stack's kernel against the definition for
-// every element size and for N and row counts around its block sizes
-// (the 8x8 transposes where the CPU has them, their tails, the 4-source
-// and single-source paths).
-func TestInterleave(t *testing.T) {
-	for _, es := range []int{1, 2, 4, 8} {
-		for _, n := range []int{1, 3, 4, 7, 8, 9, 17, 200} {
-			for _, rows := range []int{1, 7, 8, 9, 300, 1000} {
-				got, want := ops.InterleaveForTest(es, n, rows)
-				if !slices.Equal(got, want) {
-					t.Fatalf("es %d, n %d, rows %d: interleave differs from the definition", es, n, rows)
+			var got []float64
+			if tc.dtype == column.Int64 {
+				for _, v := range ints(t, out, "dense/"+m) {
+					got = append(got, float64(v))
 				}
+			} else {
+				got = floats(t, out, "dense/"+m)
+			}
+			if !slices.Equal(got, tc.want[j]) {
+				t.Errorf("%s: member %s %v, want %v", tc.op, m, got, tc.want[j])
+			}
+			if slices.Contains(names(out), m) {
+				t.Errorf("%s: %s still in the output %v", tc.op, m, names(out))
 			}
 		}
 	}
@@ -172,7 +161,8 @@ func TestGroupCompileErrors(t *testing.T) {
 		{"jagged unknown", "- jagged: {output: s, keys: [{column: sq}]}", `pipeline[0].jagged.keys[0].column: unknown column "sq" (did you mean "seq"?)`},
 		{"member used after", "- stack: {output: x, columns: [d0]}\n  - filter: \"d0 > 1\"", `column "d0" was put into the stack group "x" at line 6`},
 		{"group cast", "- jagged: {output: s, keys: [seq]}\n  - cast: {s: int32}", `column "s" is the jagged group made at line 6; no op can read a group`},
-		{"stack in a stack", "- stack: {output: x, columns: [d0, d1]}\n  - stack: {output: y, columns: [x]}", `column "x" is [2]float32; a stack takes numeric scalar columns`},
+		{"stack cast", "- stack: {output: x, columns: [d0, d1]}\n  - cast: {x: bfloat16}", `column "x" is the stack group made at line 6; no op can read a group`},
+		{"stack in a stack", "- stack: {output: x, columns: [d0, d1]}\n  - stack: {output: y, columns: [x]}", `column "x" is the stack group made at line 6`},
 		{"group sequence", "- jagged: {output: s, keys: [seq]}\n  - sequence: {column: s, length: 4}", `column "s" is the jagged group made at line 6`},
 	}
 	for _, tc := range cases {
