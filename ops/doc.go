@@ -1,6 +1,9 @@
 // Package ops runs a job's pipeline, the row-local "last-mile" ops of
 // spec.Job.Pipeline (filter, sample, join, map, sequence, cast, nulls,
-// select, rename, drop), over one work unit's rows at a time. The user
+// stack, jagged, select, rename, drop), over one work unit's rows at a
+// time. stack and jagged make feature groups, one ring field from several
+// columns: the ops prepare the members and the engine packs them
+// (groups.go). The user
 // documentation of every op is docs/pipeline.md; this comment says how
 // they run.
 //
