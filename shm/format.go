@@ -8,9 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// Constants of ring format 1.0 (docs/ring-format.md). Offsets are in bytes
-// from the start of the file (header), the slot (slot header, tensor table)
-// or the schema entry.
+// Constants of ring format 2.0 (docs/ring-format.md; 1.0 is 2.0 without
+// jagged fields). Offsets are in bytes from the start of the file (header),
+// the slot (slot header, tensor table) or the schema entry.
 const (
 	// VersionMajor and VersionMinor are the newest format version this
 	// package writes. It reads any minor version of majors 1 and 2, and
