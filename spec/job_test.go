@@ -112,10 +112,29 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte(`{"inputs": ["a"], "batch": {"size": 3}, "ring": {"slot_size": "1GiB"}}`))
 	f.Add([]byte("inputs: &a [x]\nbatch: *a\n"))
+	f.Add([]byte("inputs: [x]\nbatch: {size: 8}\npipeline:\n  - stack: {output: d, columns: [a, b], dtype: bfloat16, nulls: fill, fill: 1}\n" +
+		"  - jagged: {output: s, keys: [a, {column: b, key: k, max_length: 3, truncate: right, hash_mod: 7}, &k {column: c}, *k]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, err := spec.Parse("fuzz.yaml", data)
 		if err == nil && (j.Batch.Size < 1 || len(j.Inputs) == 0 || j.WorldSize < 1) {
 			t.Fatalf("accepted an invalid spec: %+v", j)
+		}
+		if err != nil {
+			return
+		}
+		for _, op := range j.Pipeline {
+			if g := op.Jagged; g != nil {
+				keys := map[string]bool{}
+				for _, k := range g.Keys {
+					if k.Column == "" || k.Key == "" || keys[k.Key] || k.MaxLength < 0 || k.HashMod < 0 {
+						t.Fatalf("accepted jagged keys %+v", g.Keys)
+					}
+					keys[k.Key] = true
+				}
+			}
+			if s := op.Stack; s != nil && (s.Output == "" || len(s.Columns) == 0 || s.Nulls == "" || s.DType == "") {
+				t.Fatalf("accepted stack %+v", s)
+			}
 		}
 	})
 }
