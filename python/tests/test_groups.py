@@ -81,6 +81,7 @@ class GoRingGroupsTests(unittest.TestCase):
                 })
                 cls.batches[-1]["kjt"] = lastmile.KeyedJagged(*(
                     x if isinstance(x, tuple) else x.clone() for x in cls.batches[-1]["kjt"]))
+                cls.batches[-1]["owned"] = t.detach()  # copies, valid after the ring moves on
         out, err = cls.proc.communicate(timeout=60)
         if cls.proc.returncode:
             raise AssertionError("lastmile run failed: %s" % err.decode())
@@ -140,6 +141,17 @@ class GoRingGroupsTests(unittest.TestCase):
             self.assertEqual(kj.stride, len(rows))
             r0 = int(rows[0])
             self.assertEqual(kj.key("recent").row(0).tolist(), self.key_rows(r0)[2])
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_detach(self):
+        # An owned copy keeps the keys and copies the tensors of a jagged field.
+        for b in self.batches:
+            o, s = b["owned"]["sparse"], b["sparse"]
+            self.assertIsInstance(o, lastmile.KeyedJagged)
+            self.assertEqual(o.keys, s.keys)
+            self.assertEqual(o.values.tolist(), s.values.tolist())
+            self.assertEqual(o.offsets.tolist(), s.offsets.tolist())
+            np.testing.assert_array_equal(b["owned"]["dense"].numpy(), b["dense"])
 
     @unittest.skipIf(torch is None, "needs torch")
     def test_kjt_fallback(self):
