@@ -45,45 +45,41 @@ func hashed(ids []int64, m uint64) []int64 {
 func last(ids []int64, n int) []int64  { return ids[max(len(ids)-n, 0):] }
 func first(ids []int64, n int) []int64 { return ids[:min(len(ids), n)] }
 
-// TestGroupLayout runs jobs with feature groups and checks every batch's
-// group tensors against the reference built row by row for the batch's
-// row ids: the [B, N] stack in each dtype, and the jagged group's values
-// key-major, offsets and lengths, with nulls, empty lists, truncation and
-// hashing, through shuffling and batches that span units.
-func TestGroupLayout(t *testing.T) {
-	cases := []struct {
-		name  string
-		ops   string
-		stack stackRef
-		keys  []keyRef
-	}{
-		{"stack float32, nulls filled", "- stack: {output: g, columns: [dense_0, dense_opt, label], nulls: fill, fill: -2}",
-			func(r *datagen.Row) []float64 {
-				opt := float64(r.DenseOpt)
-				if !r.DenseOptValid {
-					opt = -2
-				}
-				return []float64{float64(r.Dense[0]), opt, float64(r.Label)}
-			}, nil},
-		{"stack float32 of 10 columns", "- stack: {output: g, columns: [dense_7, dense_6, dense_5, dense_4, dense_3, dense_2, dense_1, dense_0, label, cat_0]}",
-			func(r *datagen.Row) []float64 {
-				var out []float64
-				for j := 7; j >= 0; j-- {
-					out = append(out, float64(r.Dense[j]))
-				}
-				return append(out, float64(r.Label), float64(float32(r.Cats[0])))
-			}, nil},
-		{"stack bfloat16", "- stack: {output: g, columns: [dense_1, dense_0], dtype: bfloat16}",
-			func(r *datagen.Row) []float64 { return []float64{bf16(r.Dense[1]), bf16(r.Dense[0])} }, nil},
-		{"stack int64", "- stack: {output: g, columns: [cat_1, label, cat_opt], dtype: int64, nulls: fill}",
-			func(r *datagen.Row) []float64 {
-				opt := float64(r.CatOpt)
-				if !r.CatOptValid {
-					opt = 0
-				}
-				return []float64{float64(r.Cats[1]), float64(r.Label), opt}
-			}, nil},
-		{"jagged", `- jagged:
+// groupLayoutCases are TestGroupLayout's jobs: a group op, and the
+// reference of what one row contributes to it.
+var groupLayoutCases = []struct {
+	name  string
+	ops   string
+	stack stackRef
+	keys  []keyRef
+}{
+	{"stack float32, nulls filled", "- stack: {output: g, columns: [dense_0, dense_opt, label], nulls: fill, fill: -2}",
+		func(r *datagen.Row) []float64 {
+			opt := float64(r.DenseOpt)
+			if !r.DenseOptValid {
+				opt = -2
+			}
+			return []float64{float64(r.Dense[0]), opt, float64(r.Label)}
+		}, nil},
+	{"stack float32 of 10 columns", "- stack: {output: g, columns: [dense_7, dense_6, dense_5, dense_4, dense_3, dense_2, dense_1, dense_0, label, cat_0]}",
+		func(r *datagen.Row) []float64 {
+			var out []float64
+			for j := 7; j >= 0; j-- {
+				out = append(out, float64(r.Dense[j]))
+			}
+			return append(out, float64(r.Label), float64(float32(r.Cats[0])))
+		}, nil},
+	{"stack bfloat16", "- stack: {output: g, columns: [dense_1, dense_0], dtype: bfloat16}",
+		func(r *datagen.Row) []float64 { return []float64{bf16(r.Dense[1]), bf16(r.Dense[0])} }, nil},
+	{"stack int64", "- stack: {output: g, columns: [cat_1, label, cat_opt], dtype: int64, nulls: fill}",
+		func(r *datagen.Row) []float64 {
+			opt := float64(r.CatOpt)
+			if !r.CatOptValid {
+				opt = 0
+			}
+			return []float64{float64(r.Cats[1]), float64(r.Label), opt}
+		}, nil},
+	{"jagged", `- jagged:
       output: g
       nulls: fill
       keys:
@@ -93,26 +89,33 @@ func TestGroupLayout(t *testing.T) {
         - {column: seq_opt, max_length: 3, truncate: right, hash_mod: 1000}
         - {column: seq_1, hash_mod: 77}
         - {column: query, hash_mod: 65536}`, nil, []keyRef{
-			func(r *datagen.Row) []int64 { return []int64{r.Cats[0]} },
-			func(r *datagen.Row) []int64 {
-				if !r.CatOptValid {
-					return nil
-				}
-				return []int64{r.CatOpt}
-			},
-			func(r *datagen.Row) []int64 { return last(r.Seqs[0], 5) },
-			func(r *datagen.Row) []int64 {
-				if !r.SeqOptValid {
-					return nil
-				}
-				return hashed(first(r.SeqOpt, 3), 1000)
-			},
-			func(r *datagen.Row) []int64 { return hashed(r.Seqs[1], 77) },
-			func(r *datagen.Row) []int64 { return []int64{int64(expr.HashBytes([]byte(r.Query)) % 65536)} },
-		}},
-	}
+		func(r *datagen.Row) []int64 { return []int64{r.Cats[0]} },
+		func(r *datagen.Row) []int64 {
+			if !r.CatOptValid {
+				return nil
+			}
+			return []int64{r.CatOpt}
+		},
+		func(r *datagen.Row) []int64 { return last(r.Seqs[0], 5) },
+		func(r *datagen.Row) []int64 {
+			if !r.SeqOptValid {
+				return nil
+			}
+			return hashed(first(r.SeqOpt, 3), 1000)
+		},
+		func(r *datagen.Row) []int64 { return hashed(r.Seqs[1], 77) },
+		func(r *datagen.Row) []int64 { return []int64{int64(expr.HashBytes([]byte(r.Query)) % 65536)} },
+	}},
+}
+
+// TestGroupLayout runs jobs with feature groups and checks every batch's
+// group tensors against the reference built row by row for the batch's
+// row ids: the [B, N] stack in each dtype, and the jagged group's values
+// key-major, offsets and lengths, with nulls, empty lists, truncation and
+// hashing, through shuffling and batches that span units.
+func TestGroupLayout(t *testing.T) {
 	gen := datagen.NewGenerator(fixtureConfig(t))
-	for _, tc := range cases {
+	for _, tc := range groupLayoutCases {
 		t.Run(tc.name, func(t *testing.T) {
 			src := "inputs: [DATA]\nbatch: {size: 300, last: pad}\nworld_size: 2\nepochs: 1\nseed: 3\n" +
 				"shuffle: {units: true, buffer: 1000}\npipeline:\n  " + tc.ops + "\n"
