@@ -353,7 +353,8 @@ type recordUnits struct {
 	units []decode.Unit
 }
 
-func (r *recordUnits) Slots() int { return 1 }
+func (r *recordUnits) Slots() int                                { return 1 }
+func (r *recordUnits) Watch(context.Context, func() engine.Load) {}
 func (r *recordUnits) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch, _ engine.Load) (bool, error) {
 	r.mu.Lock()
 	if len(r.units) < r.n {

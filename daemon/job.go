@@ -116,7 +116,13 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.bytes += p.Bytes.Load()
 	t.units += p.UnitsDone.Load()
 	t.decode += time.Duration(p.DecodeNanos.Load())
-	t.pack += time.Duration(p.PackNanos.Load())
+	// The engine's pack time includes its sleeps on full rings, which
+	// lastmile_producer_full_wait_seconds_total counts apart.
+	pack := time.Duration(p.PackNanos.Load())
+	for _, st := range p.RingStats() {
+		pack -= st.FullWait
+	}
+	t.pack += max(pack, 0)
 }
 
 func (j *Job) ringName(r int) string { return j.spec.RingName(r) }
@@ -270,7 +276,8 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		j.spill = sp
 		j.mu.Unlock()
 	}
-	j.log.Info("production starting", "resume", fmt.Sprint(resume))
+	tokens, _ := j.d.sched.Stats()
+	j.log.Info("production starting", "resume", fmt.Sprint(resume), "decode_workers", j.spec.Decode.Workers, "cpu_tokens", tokens)
 	go func() {
 		defer close(r.done)
 		defer cancel()

@@ -64,10 +64,18 @@ type Stats struct {
 	Epochs   int           // epochs completed
 	Elapsed  time.Duration // wall time of the run
 	Decode   time.Duration // time workers spent decoding, summed
-	Pack     time.Duration // time spent packing batches into slots
-	FullWait time.Duration // time the producer waited on full rings
-	Workers  int
+	Pack     time.Duration // time spent packing batches into slots, waits on full rings excluded
+	FullWait time.Duration // time the producer waited on full rings (the trainers were slower)
+	Drain    time.Duration // time Linger waited, after the last batch, for consumers to release every batch
+	Workers  int           // decode goroutines that ran: decode.workers, at most one per work unit
 	Rings    []string
+}
+
+// Busy is the run's wall time less its waits on trainers (full rings and
+// the final drain): the time production had work to do, over which its
+// rates are meaningful.
+func (s Stats) Busy() time.Duration {
+	return max(s.Elapsed-s.FullWait-s.Drain, 0)
 }
 
 // Run runs job until its epochs are done or ctx is canceled. On failure
@@ -84,7 +92,6 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if workers == 0 {
 		workers = cpus.Available()
 	}
-	st.Workers = workers
 	slots := 0
 	if opts.Spill != nil {
 		slots = opts.Spill.Slots()
@@ -96,8 +103,12 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
-	log.Info("planned", "job", job.Name, "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
-		"columns", len(plan.Fields), "outputs", len(fields), "workers", workers)
+	// The pool runs at most one goroutine per unit; that is the count used.
+	st.Workers = max(min(workers, len(plan.Units)), 1)
+	// The caller's logger names the job (the daemon's carries job and
+	// job_id; lastmile run's carries job): it is not added here again.
+	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
+		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots)
 
 	rings, err := createRings(job, plan, fields, opts.RingOwner)
 	if err != nil {
@@ -122,6 +133,12 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		prog = new(Progress)
 	}
 	prog.setRings(rings)
+	if opts.Spill != nil {
+		wctx, stop := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() { defer close(watched); opts.Spill.Watch(wctx, func() Load { return prog.load(workers) }) }()
+		defer func() { stop(); <-watched }()
+	}
 	if proc.exact {
 		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))
 	}
@@ -135,7 +152,13 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
 	err = produce(ctx, job, proc, runWorkers{local: workers, spill: opts.Spill, slots: slots}, bt, prog, opts.Gate, &st)
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
-	st.Pack, st.Decode = time.Duration(prog.PackNanos.Load()), time.Duration(prog.DecodeNanos.Load())
+	st.Decode = time.Duration(prog.DecodeNanos.Load())
+	// The batcher's pack time includes Acquire, which sleeps on full rings:
+	// that wait is the trainers' time, counted apart in FullWait.
+	for _, r := range rings {
+		st.FullWait += r.Stats().FullWait
+	}
+	st.Pack = max(time.Duration(prog.PackNanos.Load())-st.FullWait, 0)
 	if err != nil {
 		bt.abort()
 		msg := err.Error()
@@ -149,15 +172,14 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		st.Elapsed = time.Since(start)
 		return st, err
 	}
-	for _, r := range rings {
-		st.FullWait += r.Stats().FullWait
-	}
 	if opts.Linger {
+		t := time.Now()
 		for _, r := range rings {
 			if err := r.WaitDrained(ctx); err != nil {
 				break
 			}
 		}
+		st.Drain = time.Since(t)
 	}
 	msg := fmt.Sprintf("done: %d epochs, %d batches", st.Epochs, st.Batches)
 	for _, r := range rings {
@@ -166,7 +188,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		}
 	}
 	st.Elapsed = time.Since(start)
-	log.Info("done", "job", job.Name, "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed)
+	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
 	return st, nil
 }
 

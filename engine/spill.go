@@ -49,6 +49,12 @@ type Spill interface {
 	// (declined, or every try failed): the caller then runs it locally.
 	// load describes the local side at the time of the call.
 	RunUnit(ctx context.Context, u decode.Unit, out *column.Batch, load Load) (ran bool, err error)
+	// Watch is called once per run, on a goroutine of its own, with a
+	// function that samples the local side; it returns once ctx is done.
+	// A Spill decides when to spill from samples taken at its own pace:
+	// the moments units are claimed are right after an emission, when the
+	// rings are at their fullest, and would bias the decision.
+	Watch(ctx context.Context, load func() Load)
 }
 
 // Load is what the engine tells a Spill about the local side, for the

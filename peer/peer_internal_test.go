@@ -156,7 +156,18 @@ func (f *fixture) runPaced(job *spec.Job, spill engine.Spill, pace func() time.D
 			}()
 		}
 	}
-	if _, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true}); err != nil {
+	// One CPU token, as lastmiled's scheduler would give a one-worker job:
+	// spill workers that compute locally wait for it.
+	token := make(chan struct{}, 1)
+	gate := func(ctx context.Context) (func(), error) {
+		select {
+		case token <- struct{}{}:
+			return func() { <-token }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if _, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true, Gate: gate}); err != nil {
 		f.t.Fatalf("run: %v", err)
 	}
 	wg.Wait()
@@ -390,7 +401,8 @@ type recordSpill struct {
 	units []decode.Unit
 }
 
-func (r *recordSpill) Slots() int { return 1 }
+func (r *recordSpill) Slots() int                                { return 1 }
+func (r *recordSpill) Watch(context.Context, func() engine.Load) {}
 func (r *recordSpill) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch, _ engine.Load) (bool, error) {
 	r.mu.Lock()
 	r.units = append(r.units, u)
@@ -411,12 +423,22 @@ func localPlan(t *testing.T, job *spec.Job) *decode.Plan {
 
 func replaceTable(job, from, to string) string { return strings.Replace(job, from, to, 1) }
 
-// TestSpillOnAndOff: with the automatic policy, spill switches on while
-// the trainers starve and off once they are the bottleneck, within one
-// run, and the batches are still the local run's.
+// scripted is a Spiller whose policy sees a scripted local side instead
+// of the run's: the engine, the pool and the peer are real, and the test
+// chooses when the trainers starve.
+type scripted struct {
+	*Spiller
+	load func() engine.Load
+}
+
+func (s scripted) Watch(ctx context.Context, _ func() engine.Load) { s.Spiller.Watch(ctx, s.load) }
+
+// TestSpillOnAndOff: spill switches on while the trainers starve and off
+// once they are fed, within one run, and the batches are still the local
+// run's.
 func TestSpillOnAndOff(t *testing.T) {
 	f := newFixture(t)
-	text := strings.Replace(f.text("auto"), "epochs: 1", "epochs: 6", 1)
+	text := strings.Replace(f.text("auto"), "epochs: 1", "epochs: 4", 1)
 	job, err := spec.Parse("", []byte(text))
 	if err != nil {
 		t.Fatal(err)
@@ -424,23 +446,30 @@ func TestSpillOnAndOff(t *testing.T) {
 	want := f.run(job, nil)
 	_, addr := f.server(nil)
 	p := f.pool(f.ca.issue("gpu-host"), addr)
-	sp, err := NewSpiller(p, f.roots, text, job, SpillerConfig{Slots: 2,
-		Policy: PolicyConfig{OnAfter: 20 * time.Millisecond, OffAfter: 150 * time.Millisecond}})
+	sp, err := NewSpiller(p, f.roots, text, job, SpillerConfig{Slots: 2, Policy: PolicyConfig{
+		OnAfter: 20 * time.Millisecond, OffAfter: 100 * time.Millisecond, Smooth: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The trainers read as fast as they can (they starve) until a few
-	// units went to the peer, then take 15 ms a batch (the rings fill).
+	// The trainers starve until a few units went to the peer, then are
+	// fed, reading a batch every 10 ms so that the run outlasts OffAfter.
+	starving := func() bool { return sp.Stats().Spilled.Load() < 3 }
+	load := func() engine.Load {
+		if starving() {
+			return engine.Load{LocalWorkers: 1, LocalBusy: 1, RingFill: 0}
+		}
+		return engine.Load{LocalWorkers: 1, LocalBusy: 1, RingFill: 1}
+	}
 	pace := func() time.Duration {
-		if sp.Stats().Spilled.Load() < 3 {
+		if starving() {
 			return 0
 		}
-		return 15 * time.Millisecond
+		return 10 * time.Millisecond
 	}
-	same(t, "on and off", f.runPaced(job, sp, pace), want)
+	same(t, "on and off", f.runPaced(job, scripted{sp, load}, pace), want)
 	on, _, why, flips := sp.PolicyState()
 	t.Logf("spilled %d units; %d switches, on %v (%s); declined %v", sp.Stats().Spilled.Load(), flips, on, why, sp.Stats().Declined())
-	if flips < 2 || on || sp.Stats().Spilled.Load() == 0 || sp.Stats().Declined()["trainers are fed"] == 0 {
+	if flips != 2 || on || sp.Stats().Spilled.Load() < 3 || sp.Stats().Declined()["trainers are fed"] == 0 {
 		t.Errorf("spill did not switch on and then off: %d switches, on %v (%s), %d spilled", flips, on, why, sp.Stats().Spilled.Load())
 	}
 }

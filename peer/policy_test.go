@@ -7,48 +7,55 @@ import (
 	"github.com/lastmile/lastmile/engine"
 )
 
-// TestPolicyHysteresis drives the spill decision through a timeline of
-// loads: it switches on only after a stall lasts, stays on through short
-// recoveries, and off only after the rings stay full or a worker idles.
+// TestPolicyHysteresis drives the spill decision through phases of steady
+// load, sampled every 10 ms: it switches on only after a stall lasts,
+// stays on through readings in between, and off only after the rings
+// stay full or the workers idle.
 func TestPolicyHysteresis(t *testing.T) {
-	starved := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 0.1}
+	starved := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 0.05}
 	middle := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 0.5}
-	full := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 0.9}
-	idle := engine.Load{LocalWorkers: 2, LocalBusy: 1, RingFill: 0.1}
+	full := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 1}
+	idle := engine.Load{LocalWorkers: 2, LocalBusy: 0, RingFill: 0.05}
+	// A stall with readings that jump (packing bursts): its mean is low.
+	bursty := func(i int) engine.Load {
+		if i%10 == 0 {
+			return engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 0.75}
+		}
+		return starved
+	}
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	steps := []struct {
-		at   time.Duration
-		load engine.Load
+	phases := []struct {
+		what string
+		dur  time.Duration
+		load func(i int) engine.Load
 		want bool
 	}{
-		{0, full, false},
-		{ms(10), starved, false},  // a stall begins
-		{ms(100), starved, false}, // not long enough
-		{ms(150), middle, false},  // it cleared: the clock restarts
-		{ms(160), starved, false},
-		{ms(300), starved, false},
-		{ms(380), starved, true}, // 220 ms of stall: on
-		{ms(400), middle, true},  // in between: stays on
-		{ms(500), full, true},    // full, but not for long
-		{ms(600), middle, true},  // back in between: the off clock restarts
-		{ms(700), full, true},
-		{ms(2600), full, true},
-		{ms(2800), full, false}, // full for 2.1 s: off
-		{ms(2900), idle, false}, // idle workers are no stall
-		{ms(3500), idle, false},
-		{ms(3600), starved, false},
-		{ms(3900), starved, true},
-		{ms(4000), idle, true},
-		{ms(6100), idle, false}, // a worker idle for 2.1 s: off
+		{"fed", ms(500), func(int) engine.Load { return full }, false},
+		{"a short stall", ms(250), func(int) engine.Load { return starved }, false},
+		{"fed again", ms(300), func(int) engine.Load { return full }, false},
+		{"a bursty stall that lasts", ms(600), bursty, true},
+		{"in between", ms(3000), func(int) engine.Load { return middle }, true},
+		{"full, briefly", ms(1000), func(int) engine.Load { return full }, true},
+		{"a stall again", ms(100), func(int) engine.Load { return starved }, true},
+		{"full for long", ms(2500), func(int) engine.Load { return full }, false},
+		{"stall", ms(600), func(int) engine.Load { return starved }, true},
+		{"idle workers", ms(2500), func(int) engine.Load { return idle }, false},
 	}
 	p := newPolicy(PolicyConfig{}, nil)
-	t0 := time.Now()
-	for _, s := range steps {
-		if got, why := p.decide(s.load, t0.Add(s.at)); got != s.want {
-			t.Fatalf("at %v with %+v: spill %v (%s), want %v", s.at, s.load, got, why, s.want)
+	now := time.Unix(1000, 0)
+	for _, ph := range phases {
+		for i := 0; i < int(ph.dur/(10*time.Millisecond)); i++ {
+			now = now.Add(10 * time.Millisecond)
+			p.observe(ph.load(i), now)
+		}
+		if got, why := p.current(); got != ph.want {
+			t.Fatalf("after %s: spill %v (%s), want %v", ph.what, got, why, ph.want)
 		}
 	}
-	if on, _, why, flips := p.state(); on || flips != 4 || why != "a local worker is idle" {
+	if on, _, why, flips := p.state(); on || flips != 4 || why != "local workers idle" {
 		t.Errorf("state: on %v, %d switches, last because %q", on, flips, why)
+	}
+	if on, why := newPolicy(PolicyConfig{Always: true}, nil).current(); !on {
+		t.Errorf("Always is off: %s", why)
 	}
 }

@@ -179,9 +179,13 @@ func (s *Spiller) PolicyState() (on bool, since time.Time, reason string, switch
 	return s.pol.state()
 }
 
+// Watch implements engine.Spill: it samples the local side for the
+// policy until ctx is done.
+func (s *Spiller) Watch(ctx context.Context, load func() engine.Load) { s.pol.watch(ctx, load) }
+
 // RunUnit implements engine.Spill.
 func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch, load engine.Load) (bool, error) {
-	if on, why := s.pol.decide(load, time.Now()); !on {
+	if on, why := s.pol.current(); !on {
 		s.stats.decline(why)
 		return false, nil
 	}

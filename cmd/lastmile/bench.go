@@ -14,6 +14,28 @@ import (
 	"github.com/lastmile/lastmile/shm"
 )
 
+// benchUsage says everything bench measures; -only picks a part.
+const benchUsage = `usage: lastmile bench [flags]
+
+Measures this machine and checks the targets of docs/benchmarks.md, in
+three parts (-only picks one; all by default):
+
+  spine     (a) memcpy into a pre-touched shared mapping, (b) ring handoff
+            to another process, (c) decode per core for each decode path
+            (-paths), (d) decompression alone of the same pages
+  pipeline  (e) the -pipeline spec end to end against decoding its input
+            columns alone, one epoch and three (unit cache); (f) rows/s
+            against the PyTorch DataLoader baselines (row and batch style,
+            0 and 2 workers; -skip-baselines leaves them out); (g) the
+            trainer's CPU per batch against the baseline's
+  spill     the -spill-pipeline spec on 1 core, then on 1 core plus a CPU
+            peer (a second process on another core, over mutual TLS): the
+            speed-up spilling units to a peer gives (target 1.8x), and the
+            requester's CPU to receive a GB of unit output
+
+Flags:
+`
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
 	cfg := bench.DefaultConfig()
@@ -21,7 +43,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Data, "data", "", "sample Parquet directory (default: generated once under $TMPDIR)")
 	fs.Int64Var(&cfg.Rows, "rows", cfg.Rows, "rows to generate when there is no data")
 	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression of generated data: snappy, zstd or none")
-	fs.StringVar(&cfg.ShmDir, "shm-dir", "", "directory for the benchmark rings (default $LASTMILE_SHM_DIR or /dev/shm)")
+	shmDir := shmDirFlag(fs)
 	fs.IntVar(&cfg.Payload, "payload", cfg.Payload, "bytes per handed-off batch")
 	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs of each measurement; the best counts")
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
@@ -35,12 +57,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&pcfg.SkipBaselines, "skip-baselines", false, "measure only (e): leave out the DataLoader baselines (f) and the trainer's cost (g)")
 	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lastmile bench [flags]\n\nMeasures, in one run: (a) memcpy into a pre-touched shared mapping,\n(b) ring handoff to another process, (c) decode per core for each decode\npath, (d) decompression alone of the same pages; and checks the targets.\n\nFlags:")
-		fs.PrintDefaults()
+		fmt.Fprint(stderr, benchUsage)
+		printFlags(fs, "dir", "handoff-consumer", "spill-peer", "spill-cpu", "spill-tls", "spill-root")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	cfg.ShmDir = *shmDir
 	if *sf.peer {
 		return sf.servePeer(ctx, fs.Args())
 	}

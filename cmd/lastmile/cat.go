@@ -23,13 +23,13 @@ import (
 
 func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cat", stderr)
-	dir := fs.String("dir", "", "ring directory (default $LASTMILE_SHM_DIR or /dev/shm)")
+	dir := shmDirFlag(fs)
 	max := fs.Int("n", 0, "stop after this many batches (0: read to the end of the stream)")
 	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the ring to appear")
 	digest := fs.Bool("digest", false, "print a JSON digest of every column (row count, SHA-256 of values, lengths and validity) instead of the summary")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile cat [flags] RING\n\nAttaches to a ring as its consumer, reads its batches and summarizes them.\n\nFlags:")
-		fs.PrintDefaults()
+		printFlags(fs, "dir")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,7 +87,7 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if fd == nil {
 			continue
 		}
-		kind := "dense"
+		kind := "dense " + denseShape(f.Dims)
 		switch f.Kind {
 		case shm.Ragged:
 			kind = fmt.Sprintf("ragged, %.1f values/row", float64(fd.values)/float64(max64(d.Rows, 1)))
@@ -145,10 +145,22 @@ func rankRingsHint(dir, name string) error {
 	}
 	flag := ""
 	if dir != shm.DefaultDir() {
-		flag = "-dir " + dir + " "
+		flag = "-shm-dir " + dir + " "
 	}
 	return fmt.Errorf("no ring %s in %s, but %d rings of its ranks (one per rank when world_size > 1): %s; read one: lastmile cat %s%s",
 		name, dir, len(names), strings.Join(names, ", "), flag, names[0])
+}
+
+// denseShape is a dense field's shape per batch: [B], or [B, 8] for a
+// stack of 8 columns.
+func denseShape(dims []int64) string {
+	var b strings.Builder
+	b.WriteString("[B")
+	for _, d := range dims {
+		fmt.Fprintf(&b, ", %d", d)
+	}
+	b.WriteString("]")
+	return b.String()
 }
 
 func max64(a, b int64) int64 {

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/shm"
 )
 
 // TestCatBareNameListsRankRings: `lastmile cat NAME` of a job with one ring
@@ -20,18 +23,58 @@ func TestCatBareNameListsRankRings(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	err := runCat(context.Background(), []string{"-dir", dir, "-wait", "10m", "lastmile.train"}, &out, &errb)
+	err := runCat(context.Background(), []string{"-shm-dir", dir, "-wait", "10m", "lastmile.train"}, &out, &errb)
 	if err == nil {
 		t.Fatal("no error")
 	}
 	want := "no ring lastmile.train in " + dir + ", but 3 rings of its ranks (one per rank when world_size > 1): " +
-		"lastmile.train.r0, lastmile.train.r1, lastmile.train.r10; read one: lastmile cat -dir " + dir + " lastmile.train.r0"
+		"lastmile.train.r0, lastmile.train.r1, lastmile.train.r10; read one: lastmile cat -shm-dir " + dir + " lastmile.train.r0"
 	if err.Error() != want {
 		t.Errorf("error\n%s\nwant\n%s", err, want)
 	}
 	// Without rank rings the name is waited for as before.
+	// -dir, the old name of -shm-dir, still works.
 	err = runCat(context.Background(), []string{"-dir", dir, "-wait", "0", "other"}, &out, &errb)
 	if err == nil || strings.Contains(err.Error(), "rings of its ranks") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestCatShowsShapes: the summary gives a dense field's shape, the width
+// of a [B, N] column.
+func TestCatShowsShapes(t *testing.T) {
+	dir := t.TempDir()
+	p, err := shm.Create(shm.Config{Dir: dir, Name: "shapes", Slots: 3, SlotSize: 1 << 16, Fields: []shm.Field{
+		{Name: "label", Kind: shm.Dense, DType: shm.DType(column.Float32)},
+		{Name: "dense", Kind: shm.Dense, DType: shm.DType(column.Float32), Dims: []int64{8}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	s, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRows(4); err != nil {
+		t.Fatal(err)
+	}
+	for i, shape := range [][]int64{{4}, {4, 8}} {
+		if _, err := s.Add(i, shm.RoleDense, shm.DType(column.Float32), shape...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Publish(s); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	var out, errb bytes.Buffer
+	if err := runCat(context.Background(), []string{"-shm-dir", dir, "shapes"}, &out, &errb); err != nil {
+		t.Fatal(err, errb.String())
+	}
+	for _, want := range []string{"  label            float32  dense [B]\n", "  dense            float32  dense [B, 8]\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
 	}
 }

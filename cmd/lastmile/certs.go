@@ -30,7 +30,7 @@ lastmiled.yaml, valid for -hosts. Every host trusts only certificates the
 CA signed.
 
 Flags:`)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

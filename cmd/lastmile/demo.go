@@ -30,7 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	epochs := fs.Int("epochs", 1, "epochs to run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile demo [flags]\n\nGenerates sample recommender Parquet (once), runs the embedded demo job in\nthis process and reads its ring from a separate consumer process.\n\nFlags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -44,7 +44,7 @@ Examples:
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -168,7 +168,7 @@ func TestPythonReadsGoRing(t *testing.T) {
 			done := make(chan struct{})
 			switch consumer {
 			case "python":
-				cmd := exec.Command(py, "-m", "lastmile", "cat", "--digest", "--dir", ringDir, "lastmile.interop")
+				cmd := exec.Command(py, "-m", "lastmile", "cat", "--digest", "--shm-dir", ringDir, "lastmile.interop")
 				cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonDir())
 				cmd.Stdout = &out
 				var stderr bytes.Buffer
@@ -186,7 +186,7 @@ func TestPythonReadsGoRing(t *testing.T) {
 			case "go":
 				go func() {
 					var stderr bytes.Buffer
-					if code := run(ctx, []string{"cat", "-digest", "-dir", ringDir, "lastmile.interop"}, &out, &stderr); code != 0 {
+					if code := run(ctx, []string{"cat", "-digest", "-shm-dir", ringDir, "lastmile.interop"}, &out, &stderr); code != 0 {
 						consumerErr = fmt.Errorf("lastmile cat exited %d: %s", code, stderr.String())
 					}
 					close(done)

@@ -21,7 +21,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile jobs [flags]\n\nLists lastmiled's jobs: yours, or every job for root and the admin group.\n\nFlags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,7 +66,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	socket := socketFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile cancel [flags] ID|NAME...\n\nCancels jobs: production stops, and trainers get the error after the\nbatches already published.\n\nFlags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,7 +91,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile status [flags] [ID|NAME]\n\nShows lastmiled's status, or one job with its rings.\n\nFlags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -16,14 +16,22 @@ import (
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr)
 	linger := fs.Bool("linger", true, "after the last batch, wait until consumers have released every batch")
-	remove := fs.Bool("remove", false, "remove the rings when done")
+	keep := fs.Bool("keep", false, "leave the rings in the ring directory when done, for consumers that come later")
+	remove := fs.Bool("remove", true, "") // hidden: -remove=false is the old spelling of -keep
 	asJSON := fs.Bool("json", false, "print the run's statistics as JSON")
 	verbose := fs.Bool("v", false, "log progress to stderr")
-	workers := fs.Int("workers", -1, "override decode.workers (0 = automatic)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	workers := fs.Int("workers", -1, "decode workers, 0 for automatic (default: the spec's decode.workers)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this `file`")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lastmile run [flags] SPEC\n\nRuns the job in SPEC (YAML or JSON) in this process, producing into\nshared-memory rings that trainers read (see docs/ring-format.md).\n\nFlags:")
-		fs.PrintDefaults()
+		fmt.Fprintln(stderr, `usage: lastmile run [flags] SPEC
+
+Runs the job in SPEC (YAML or JSON) in this process, producing into
+shared-memory rings that trainers read (see docs/ring-format.md). Once the
+consumers have released every batch (or at exit, Ctrl-C included, when
+nobody read them) the rings are removed, unless -keep.
+
+Flags:`)
+		printFlags(fs, "remove")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,9 +61,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("job", job.Name)
 	st, err := engine.Run(ctx, job, engine.Options{
-		Logger: log, Linger: *linger, Remove: *remove,
+		Logger: log, Linger: *linger, Remove: *remove && !*keep,
 		Ready: func(rings []string) {
 			for _, r := range rings {
 				fmt.Fprintf(stderr, "ring ready: %s\n", r)
@@ -70,9 +78,25 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
 	}
-	secs := st.Elapsed.Seconds()
-	fmt.Fprintf(stdout, "%d epochs, %d units, %d batches, %d rows, %.1f MB in %.2fs: %.0f rows/s, %.0f MB/s (decode %.2fs across %d workers, pack %.2fs, waited on full rings %.2fs)\n",
-		st.Epochs, st.Units, st.Batches, st.Rows, float64(st.Bytes)/1e6, secs,
-		float64(st.Rows)/secs, float64(st.Bytes)/1e6/secs, st.Decode.Seconds(), st.Workers, st.Pack.Seconds(), st.FullWait.Seconds())
-	return nil
+	_, err = fmt.Fprintln(stdout, runSummary(st))
+	return err
+}
+
+// runSummary is run's one-line report. Rates are over the time production
+// was busy: the waits on trainers (full rings, and the final drain with
+// -linger) are the trainers' time, reported apart, and pack time is the
+// copying into slots alone.
+func runSummary(st engine.Stats) string {
+	busy := st.Busy().Seconds()
+	rate := func(v float64) float64 {
+		if busy <= 0 {
+			return 0
+		}
+		return v / busy
+	}
+	return fmt.Sprintf("%d epochs, %d units, %d batches, %d rows, %.1f MB in %.2fs: %.0f rows/s, %.0f MB/s over %.2fs of production "+
+		"(decode %.2fs across %d workers, pack %.2fs); waited on trainers %.2fs (full rings %.2fs, final drain %.2fs)",
+		st.Epochs, st.Units, st.Batches, st.Rows, float64(st.Bytes)/1e6, st.Elapsed.Seconds(),
+		rate(float64(st.Rows)), rate(float64(st.Bytes)/1e6), busy,
+		st.Decode.Seconds(), st.Workers, st.Pack.Seconds(), (st.FullWait + st.Drain).Seconds(), st.FullWait.Seconds(), st.Drain.Seconds())
 }

@@ -20,7 +20,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print the job as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile submit [flags] SPEC\n\nSubmits the job in SPEC (YAML or JSON; - reads standard input) to lastmiled,\nor joins the identical job that is already running. Relative inputs are\nresolved against SPEC's directory (the working directory for -).\n\nFlags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

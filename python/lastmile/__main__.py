@@ -1,8 +1,10 @@
 """Command line of the lastmile client.
 
-``python3 -m lastmile inspect NAME [--dir DIR]``: print a ring's header as JSON.
-``python3 -m lastmile cat NAME [--dir DIR] [--digest] [-n N]``: read a ring as its
+``python3 -m lastmile inspect NAME [--shm-dir DIR]``: print a ring's header as JSON.
+``python3 -m lastmile cat NAME [--shm-dir DIR] [--digest] [-n N]``: read a ring as its
 consumer and summarize it (or print a JSON digest, see lastmile.digest).
+``--dir`` is the old name of ``--shm-dir`` (named as ``lastmile cat -shm-dir``
+and lastmiled's ``shm_dir``).
 """
 
 import argparse
@@ -12,15 +14,21 @@ import sys
 from .ring import RingError, inspect
 
 
+def _shm_dir(p):
+    """--shm-dir, the ring directory; --dir, its old name, stays hidden."""
+    p.add_argument("--shm-dir", dest="dir", default=None, help="ring directory (default $LASTMILE_SHM_DIR or /dev/shm)")
+    p.add_argument("--dir", dest="dir", default=None, help=argparse.SUPPRESS)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m lastmile")
     sub = p.add_subparsers(dest="cmd", required=True)
     i = sub.add_parser("inspect", help="print a ring's header, counters and state")
     i.add_argument("name")
-    i.add_argument("--dir", default=None, help="ring directory (default $LASTMILE_SHM_DIR or /dev/shm)")
+    _shm_dir(i)
     c = sub.add_parser("cat", help="read a ring as its consumer and summarize its batches")
     c.add_argument("name")
-    c.add_argument("--dir", default=None, help="ring directory (default $LASTMILE_SHM_DIR or /dev/shm)")
+    _shm_dir(c)
     c.add_argument("--digest", action="store_true", help="print a JSON digest of every column instead of the summary")
     c.add_argument("-n", type=int, default=0, help="stop after N batches (0: read to the end of the stream)")
     c.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the ring to appear")
@@ -64,7 +72,7 @@ def rank_rings_hint(dir, name):
     names = [e for _, e in ranks]
     return ("no ring %s in %s, but %d rings of its ranks (one per rank when world_size > 1): %s; "
             "read one: python3 -m lastmile cat %s%s"
-            % (name, d, len(names), ", ".join(names), "" if dir is None else "--dir %s " % dir,
+            % (name, d, len(names), ", ".join(names), "" if dir is None else "--shm-dir %s " % dir,
                names[0]))
 
 
@@ -104,6 +112,8 @@ def _cat(args):
         return 0
     print("python consumer: ring %s: %d batches, %d rows, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s), zero-copy numpy views"
           % (args.name, d.batches, d.rows, d.bytes / 1e6, secs, d.rows / secs, d.bytes / 1e6 / secs))
+    for line in d.field_lines():
+        print(line)
     return 0
 
 

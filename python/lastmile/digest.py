@@ -77,6 +77,23 @@ class Digest:
                 self.nulls[name] = self.nulls.get(name, 0) + int(vb.size - vb.sum())
                 self.bytes += vb.nbytes
 
+    def field_lines(self):
+        """One line per field of the ring (``cat``'s summary, as the Go CLI
+        prints it): name, dtype, the shape of a batch's tensor (``[B]``,
+        ``[B, 8]`` for a stack of 8) or the values per row of a ragged or
+        jagged field, and the nulls of a nullable one."""
+        lines = []
+        for f in getattr(self, "schema", ()):
+            if f.kind == "dense":
+                kind = "dense [B%s]" % "".join(", %d" % n for n in f.dims)
+            else:
+                per_row = self.ragged_values.get(f.name, 0) / max(self.rows, 1)
+                keys = ", %d keys" % len(f.keys) if f.kind == "jagged" else ""
+                kind = "%s%s, %.1f values/row" % (f.kind, keys, per_row)
+            nulls = ", %d nulls" % self.nulls.get(f.name, 0) if f.nullable else ""
+            lines.append("  %-16s %-8s %s%s" % (f.name, f.dtype, kind, nulls))
+        return lines
+
     def result(self):
         fields = {}
         for name, h in self._h.items():
@@ -164,6 +181,7 @@ def cat(name, dir=None, *, digest=False, limit=0, timeout=10.0, torch=False, ste
     d = Digest(hash=digest)
     d.busy = 0.0  # seconds spent in next() and torch() once batches flow
     with Ring.open(name, dir, timeout=timeout) as ring:
+        d.schema = ring.schema
         if ready and not digest:
             return _ready(ring, d, torch, limit)
         start = cpu0 = None

@@ -59,11 +59,40 @@ class BareNameTests(RingTestCase):
 
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            rc = main(["cat", "job", "--dir", self.dir, "--timeout", "600"])
+            rc = main(["cat", "job", "--shm-dir", self.dir, "--timeout", "600"])
         self.assertEqual(rc, 1)
         self.assertIn("no ring job in %s, but 3 rings of its ranks (one per rank when "
                       "world_size > 1): job.r0, job.r1, job.r10; read one: python3 -m lastmile "
-                      "cat --dir %s job.r0" % (self.dir, self.dir), err.getvalue())
+                      "cat --shm-dir %s job.r0" % (self.dir, self.dir), err.getvalue())
+        # --dir, the old name of --shm-dir, still works
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(["cat", "job", "--dir", self.dir, "--timeout", "600"])
+        self.assertEqual(rc, 1)
+        self.assertIn("rings of its ranks", err.getvalue())
+
+
+class SummaryTests(RingTestCase):
+    def test_fields_with_shapes(self):
+        # The summary gives each field's shape: the width of [B, N] columns.
+        import contextlib
+        import io
+
+        from lastmile.__main__ import main
+
+        _, name, _ = self.producer(nbatches=3, slot_count=4, end="eos")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = main(["cat", name, "--shm-dir", self.dir, "--timeout", "30"])
+        self.assertEqual(rc, 0)
+        lines = out.getvalue().splitlines()
+        fields = {ln.split()[0]: ln.split(None, 2)[2] for ln in lines[1:]}
+        self.assertEqual(fields["id"], "dense [B]")
+        self.assertEqual(fields["x"], "dense [B, 3]")
+        self.assertEqual(fields["img"], "dense [B, 2, 2, 2]")
+        self.assertEqual(fields["score"], "dense [B], %d nulls" % sum(
+            int((~rw.make_batch(s)[1]["score"]).sum()) for s in range(3)))
+        self.assertTrue(fields["tokens"].startswith("ragged, "), fields["tokens"])
 
 
 if __name__ == "__main__":
