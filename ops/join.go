@@ -121,7 +121,9 @@ func (c *compiler) tableErr(ctx context.Context, op *spec.Op, field string, err 
 		}
 		return c.errf(op, field, "%s", msg)
 	}
-	return c.errf(op, "table", "side table %s: %v", op.Join.Table, err)
+	fe := c.errf(op, "table", "side table %s: %v", op.Join.Table, err)
+	fe.Err = err
+	return fe
 }
 
 func (s *joinDrop) clone() step {

@@ -65,22 +65,15 @@ type Program struct {
 // file schema (every column, or at least the job's columns when it lists
 // them), and returns the program that runs them. Side tables
 // of joins are loaded here, once, after every op has been checked. Errors
-// in the spec are *spec.FieldError naming the op's field and line.
+// in the spec name the op's field and line, every independent one at once
+// (check.go): one is a *spec.FieldError, several are spec.Errors.
 func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) (*Program, error) {
-	if env.Seed == 0 {
-		env.Seed = job.Seed
-	}
-	c := &compiler{job: job, env: env, input: input, gone: map[string]string{}}
-	if err := c.start(); err != nil {
+	c, err := compile(ctx, job, input, env)
+	if err != nil {
 		return nil, err
 	}
-	for i := range job.Pipeline {
-		if err := c.op(ctx, &job.Pipeline[i]); err != nil {
-			return nil, err
-		}
-	}
 	for _, t := range c.joins {
-		if err := t.load(ctx, job, env); err != nil {
+		if err := t.load(ctx, job, c.env); err != nil {
 			return nil, err
 		}
 	}

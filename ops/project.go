@@ -11,18 +11,26 @@ import (
 // (projection pushdown), and a column that reaches the output unchanged
 // moves from the decoded batch into the output without a copy.
 
-// selectOp keeps the listed columns, in the listed order.
+// selectOp keeps the listed columns, in the listed order. Every listed
+// column that is not there is an error; the others are kept all the same,
+// so that the ops after it are checked against the schema meant.
 func (c *compiler) selectOp(op *spec.Op) error {
 	seen := map[string]bool{}
 	out := make([]entry, 0, len(op.Select))
+	var errs spec.Errors
 	for i, name := range op.Select {
 		if seen[name] {
-			return c.errIdx(op, i, "column %q listed twice", name)
+			errs = append(errs, c.errIdx(op, i, "column %q listed twice", name))
+			continue
 		}
 		seen[name] = true
+		if c.index(name) < 0 && c.unsure[name] {
+			continue // an earlier error
+		}
 		e, why := c.lookup(name)
 		if e == nil {
-			return c.errIdx(op, i, "%s", why)
+			errs = append(errs, c.errIdx(op, i, "%s", why))
+			continue
 		}
 		out = append(out, *e)
 	}
@@ -32,6 +40,9 @@ func (c *compiler) selectOp(op *spec.Op) error {
 		}
 	}
 	c.schema = out
+	if len(errs) > 0 {
+		return errs
+	}
 	return nil
 }
 

@@ -47,6 +47,13 @@ type compiler struct {
 	steps  []step
 	gone   map[string]string // column → why it is no longer there
 	joins  []*sideTable      // loaded after every op compiled
+
+	// Error collection (check.go): the errors found so far, the columns
+	// an op with errors would have made or changed, and whether the op
+	// being compiled looked one of those up.
+	errs    spec.Errors
+	unsure  map[string]bool
+	cascade bool
 }
 
 func (c *compiler) errf(op *spec.Op, field, format string, args ...any) *spec.FieldError {
@@ -98,8 +105,9 @@ func (c *compiler) addStep(s step) {
 }
 
 // start sets the schema to the job's projection (every input column when
-// it has none).
-func (c *compiler) start() error {
+// it has none). A column the input lacks is an error, and unsure for the
+// ops after it.
+func (c *compiler) start() {
 	byName := make(map[string]*decode.Field, len(c.input))
 	for i := range c.input {
 		byName[c.input[i].Name] = &c.input[i]
@@ -113,15 +121,19 @@ func (c *compiler) start() error {
 	c.proj = make(map[string]bool, len(names))
 	for i, n := range names {
 		f := byName[n]
-		if f == nil {
-			msg := fmt.Sprintf("unknown column %q in the input%s", n, suggest(n, inputNames(c.input)))
-			return &spec.FieldError{File: c.job.File(), Field: fmt.Sprintf("columns[%d]", i), Msg: msg}
+		field := fmt.Sprintf("columns[%d]", i)
+		if f == nil || c.job.Invalid(field) {
+			c.unsure[n] = true
+			if f == nil && !c.job.Invalid(field) {
+				msg := fmt.Sprintf("unknown column %q in the input%s", n, suggest(n, inputNames(c.input)))
+				c.errs = append(c.errs, &spec.FieldError{File: c.job.File(), Line: c.job.Line(field), Field: field, Msg: msg})
+			}
+			continue
 		}
 		c.proj[n] = true
 		vid := c.addValue(value{input: n, kind: f.Kind, dtype: f.DType, width: 1, nullable: f.Nullable, producer: -1})
 		c.schema = append(c.schema, entry{name: n, vid: vid, nullable: f.Nullable})
 	}
-	return nil
 }
 
 func inputNames(fs []decode.Field) []string {
@@ -161,6 +173,9 @@ func (c *compiler) lookup(name string) (*entry, string) {
 
 // missing explains why name is not in the schema.
 func (c *compiler) missing(name string) string {
+	if c.unsure[name] {
+		c.cascade = true // reported already, where it went wrong
+	}
 	if why, ok := c.gone[name]; ok {
 		return fmt.Sprintf("column %q %s", name, why)
 	}

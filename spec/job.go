@@ -46,8 +46,10 @@ type Job struct {
 	// the next epochs (see Cache).
 	Cache Cache `yaml:"cache"`
 
-	file string
-	dir  string
+	file  string
+	dir   string
+	errs  Errors         // ParsePartial's errors, for Invalid
+	lines map[string]int // field path → line
 }
 
 // Batch is the batching section.
@@ -137,26 +139,77 @@ func ReadFile(path string) (*Job, error) {
 // Parse parses and validates a job spec. file names it in errors and
 // anchors relative input paths; it may be "".
 func Parse(file string, data []byte) (*Job, error) {
-	root, err := parseRoot(file, data)
+	j, err := ParsePartial(Source{File: file}, data)
 	if err != nil {
 		return nil, err
 	}
-	d := newDecoder(file)
-	j := &Job{file: file}
-	if file != "" {
-		j.dir = dirOf(file)
+	return j, nil
+}
+
+// Source names a spec's text.
+type Source struct {
+	// File names the spec in errors, as its user wrote it ("" for none).
+	File string
+	// Dir anchors the spec's relative paths (inputs, side tables); ""
+	// means File's directory.
+	Dir string
+}
+
+// ParsePartial parses and validates a job spec as Parse does, but when
+// data is a YAML document with errors it returns them (Errors) together
+// with the job as far as it could be read, defaulted and resolved, so
+// that a caller can check that job against its input too and report all
+// errors of the file at once: Invalid tells which parts had errors (the
+// compile of the pipeline skips those ops), and JoinErrors merges them.
+// The job is nil only when data is not a YAML document.
+func ParsePartial(src Source, data []byte) (*Job, error) {
+	root, err := parseRoot(src.File, data)
+	if err != nil {
+		return nil, err
+	}
+	d := newDecoder(src.File)
+	j := &Job{file: src.File, dir: src.Dir}
+	if j.dir == "" && src.File != "" {
+		j.dir = dirOf(src.File)
 	}
 	d.Decode(root, "", j)
-	if err := d.Err(); err != nil {
-		return nil, err
-	}
+	j.lines = d.lines
+	// Validation goes on after decode errors, but says nothing more about
+	// a field that did not decode: its zero value is no news.
+	d.decoded = len(d.errs)
 	j.defaults()
 	j.validate(d)
-	if err := d.Err(); err != nil {
-		return nil, err
-	}
 	j.resolveInputs()
+	if err := d.Err(); err != nil {
+		j.errs = d.errs
+		return j, err
+	}
 	return j, nil
+}
+
+// Invalid reports whether the field at path, or one inside it, had an
+// error when the job was parsed: path is a dotted path such as "inputs",
+// "columns[2]" or an Op's Path. Only a job that ParsePartial returned
+// with errors has invalid fields.
+func (j *Job) Invalid(path string) bool {
+	for _, e := range j.errs {
+		if within(e.Field, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Line returns the line of the field at path ("columns[2]"), 0 if the
+// spec did not give it.
+func (j *Job) Line(path string) int { return j.lines[path] }
+
+// within reports whether the dotted path p is base or inside it.
+func within(p, base string) bool {
+	if !strings.HasPrefix(p, base) {
+		return false
+	}
+	return len(p) == len(base) || p[len(base)] == '.' || p[len(base)] == '['
 }
 
 func dirOf(path string) string {

@@ -16,7 +16,12 @@ type FieldError struct {
 	Line  int    // 1-based line of the field, 0 if unknown
 	Field string // dotted path, e.g. "ring.slots" or "ops[2].sample.rates"
 	Msg   string
+	Err   error // the cause, if any: the error reading a file the field names
 }
+
+// Unwrap returns the cause, so that errors.Is finds fs.ErrPermission in
+// the error of a side table the job's user may not read.
+func (e *FieldError) Unwrap() error { return e.Err }
 
 func (e *FieldError) Error() string {
 	var b strings.Builder
@@ -58,6 +63,32 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
+// JoinErrors returns the FieldErrors of errs (each nil, a *FieldError or
+// Errors) as one Errors sorted by line, or nil when there are none: the
+// parse errors of a spec and those of checking it against its input are
+// reported together. Any other error is returned as it is, alone.
+func JoinErrors(errs ...error) error {
+	var out Errors
+	for _, err := range errs {
+		var es Errors
+		var fe *FieldError
+		switch {
+		case err == nil:
+		case errors.As(err, &es):
+			out = append(out, es...)
+		case errors.As(err, &fe):
+			out = append(out, fe)
+		default:
+			return err
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	sort.SliceStable(out, func(i, k int) bool { return out[i].Line < out[k].Line })
+	return out
+}
+
 // NodeDecoder is implemented by spec types that decode themselves from a
 // YAML node (ops, sizes), with the decoder's error reporting.
 type NodeDecoder interface {
@@ -68,9 +99,10 @@ type NodeDecoder interface {
 // wrong kinds and duplicates are recorded as FieldErrors with their lines,
 // and decoding goes on so that all problems are reported at once.
 type Decoder struct {
-	File  string
-	errs  Errors
-	lines map[string]int
+	File    string
+	errs    Errors
+	lines   map[string]int
+	decoded int // errs[:decoded] are decode errors, which later ones at their fields repeat
 }
 
 func newDecoder(file string) *Decoder {
@@ -79,6 +111,11 @@ func newDecoder(file string) *Decoder {
 
 // Errorf records a problem at node n (which may be nil).
 func (d *Decoder) Errorf(n *yaml.Node, path, format string, args ...any) {
+	for _, e := range d.errs[:d.decoded] {
+		if within(path, e.Field) {
+			return
+		}
+	}
 	line := 0
 	if n != nil {
 		line = n.Line

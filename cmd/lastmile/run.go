@@ -10,7 +10,6 @@ import (
 	"runtime/pprof"
 
 	"github.com/lastmile/lastmile/engine"
-	"github.com/lastmile/lastmile/spec"
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,7 +38,7 @@ Flags:`)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: want one job spec file, got %d arguments", errUsage, fs.NArg())
 	}
-	job, err := spec.ReadFile(fs.Arg(0))
+	job, err := readJob(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

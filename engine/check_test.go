@@ -1,0 +1,125 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lastmile/lastmile/datagen"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// checkSpec parses src as the file bad.yaml and checks it against
+// testdata/small, as lastmile run and lastmiled do.
+func checkSpec(t *testing.T, src string) error {
+	t.Helper()
+	abs, err := filepath.Abs("../testdata/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, perr := spec.ParsePartial(spec.Source{File: "bad.yaml", Dir: "/"}, []byte(strings.ReplaceAll(src, "DATA", abs)))
+	if job == nil {
+		return perr
+	}
+	return engine.Check(context.Background(), job, perr, nil)
+}
+
+// Every error of a spec is reported at once, syntactic and semantic,
+// sorted by line, and errors that only follow from an earlier one are not.
+func TestCheckReportsAllErrors(t *testing.T) {
+	spam := filepath.Join(t.TempDir(), "spam.parquet")
+	if err := datagen.WriteSpamUsers(context.Background(), spam, fixtureConfig(t), 0.1); err != nil {
+		t.Fatal(err)
+	}
+	head := "inputs: [DATA]\nbatch: {size: 64}\npipeline:\n" // ops from line 4
+	cases := []struct {
+		name string
+		ops  string
+		want []string // each error, in order: "LINE: FIELD: substring"
+	}{
+		{"four kinds", `  - filter: "lable == 1"
+  - cast: {dense_0: float16}
+  - join: {kind: left, table: SPAM, on: user_id, columns: [scroe]}
+  - sequence: {column: seq_0, lenght: 8}
+`, []string{
+			`4: pipeline[0].filter: unknown column "lable" (did you mean "label"?)`,
+			`5: pipeline[1].cast.dense_0: want int32, int64, float32, float64 or bfloat16, got "float16"`,
+			`6: pipeline[2].join.columns: side table SPAM has no column "scroe"`,
+			`7: pipeline[3].sequence.lenght: unknown field (allowed: column, length,`,
+		}},
+		{"unknown op next to semantic errors", `  - filtr: "label == 1"
+  - map: {x: "dense_0 * 2", y: "nope + 1"}
+  - filter: "x > 0"
+  - filter: "cat_99 == 1"
+`, []string{
+			`4: pipeline[0]: unknown op "filtr"`,
+			`5: pipeline[1].map.y: unknown column "nope"`,
+			`7: pipeline[3].filter: unknown column "cat_99"`,
+		}},
+		{"no cascade from a bad op", `  - map: {score: "dense_0 +"}
+  - filter: "score > 1"
+  - sequence: {column: seq_0, length: 8, output: s}
+  - select: [score, s, lbl]
+`, []string{
+			`4: pipeline[0].map.score:`,
+			`7: pipeline[3].select[2]: unknown column "lbl"`,
+		}},
+		{"columns and ops", `  - filter: "dense_0 > 0"
+columns: [row_id, labl, dense_0]
+batch: {size: 0}
+pipeline2: []
+`, []string{
+			`5: columns[1]: unknown column "labl" in the input (did you mean "label"?)`,
+			`6: batch: given twice`,
+			`7: pipeline2: unknown field (allowed: version,`,
+		}},
+		{"a missing column is reported where it is projected", `  - filter: "labl == 1"
+  - map: {x: "labl + 1"}
+  - filter: "dense_0 > 0 and cat_0 == 1"
+columns: [row_id, labl, dense_0]
+`, []string{
+			`6: pipeline[2].filter: column "cat_0" is in the input but not in the job's columns; add it there`,
+			`7: columns[1]: unknown column "labl" in the input (did you mean "label"?)`,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkSpec(t, head+strings.ReplaceAll(tc.ops, "SPAM", spam))
+			var es spec.Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("error %T %v, want spec.Errors", err, err)
+			}
+			var got []string
+			for _, e := range es {
+				if e.File != "bad.yaml" {
+					t.Errorf("error %v does not name the file bad.yaml", e)
+				}
+				got = append(got, strings.ReplaceAll(fmt.Sprintf("%d: %s: %s", e.Line, e.Field, e.Msg), spam, "SPAM"))
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d errors, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("error %d:\n%s\nwant it to start with\n%s", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A spec without errors checks clean, and one whose only error is
+// semantic gives it alone.
+func TestCheckCleanAndSingle(t *testing.T) {
+	if err := checkSpec(t, "inputs: [DATA]\nbatch: {size: 64}\npipeline:\n  - filter: \"label == 1\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	err := checkSpec(t, "inputs: [DATA]\nbatch: {size: 64}\npipeline:\n  - filter: \"labl == 1\"\n")
+	if err == nil || !strings.Contains(err.Error(), `bad.yaml:4: pipeline[0].filter: unknown column "labl"`) {
+		t.Fatalf("error %v", err)
+	}
+}
