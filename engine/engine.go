@@ -289,6 +289,9 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				}
 				// Declined or failed: computed here, like any local unit.
 			}
+			// Claimed for local work: waiting for a CPU or computing.
+			prog.localClaimed.Add(1)
+			defer prog.localClaimed.Add(-1)
 			if gate != nil {
 				release, err := gate(ctx)
 				if err != nil {

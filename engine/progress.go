@@ -28,6 +28,7 @@ type Progress struct {
 	UnitsDone            atomic.Int64 // units decoded, all epochs
 	UnitsSpilled         atomic.Int64 // of them, computed on CPU peers
 	LocalRows            atomic.Int64 // input rows of the units computed here
+	localClaimed         atomic.Int64 // units claimed for local work: waiting for a CPU token or computing
 	UnitsInFlight        atomic.Int64 // units being decoded now
 	DecodeNanos          atomic.Int64 // time workers spent decoding, summed
 	PackNanos            atomic.Int64 // time spent packing batches

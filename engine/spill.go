@@ -60,9 +60,13 @@ type Spill interface {
 // Load is what the engine tells a Spill about the local side, for the
 // decision to spill.
 type Load struct {
-	LocalWorkers int     // workers computing units locally, busy or not
-	LocalBusy    int     // of them, computing a unit now
-	RingFill     float64 // mean occupancy of the job's rings, 0 (empty: trainers starve) to 1 (full)
+	LocalWorkers int // workers computing units locally, busy or not
+	// LocalBusy is how many units are claimed for local work now: being
+	// computed, or waiting for a CPU (the daemon shares CPUs between jobs
+	// by tokens). LocalBusy >= LocalWorkers means no local capacity is
+	// left unused.
+	LocalBusy int
+	RingFill  float64 // mean occupancy of the job's rings, 0 (empty: trainers starve) to 1 (full)
 	// SecondsPerRow is the mean wall time a local worker has spent per
 	// input row of the units it computed (0 until one is done): about the
 	// CPU a unit costs locally, since a worker holds a CPU while it works.
@@ -71,7 +75,7 @@ type Load struct {
 
 // load snapshots the local side for the Spill's decision.
 func (p *Progress) load(local int) Load {
-	l := Load{LocalWorkers: local, LocalBusy: int(p.UnitsInFlight.Load())}
+	l := Load{LocalWorkers: local, LocalBusy: int(p.localClaimed.Load())}
 	if rows := p.LocalRows.Load(); rows > 0 {
 		l.SecondsPerRow = float64(p.DecodeNanos.Load()) / 1e9 / float64(rows)
 	}
