@@ -27,6 +27,27 @@ var version = "dev"
 
 const defaultConfig = "/etc/lastmile/lastmiled.yaml"
 
+const usage = `usage: lastmiled [flags]
+
+lastmiled is lastmile's per-host data service, run by systemd
+(lastmiled.service, Type=notify). Trainers on the host ask it for data over
+a unix socket (the lastmile CLI, lastmile.Dataset in Python); it decodes
+their Parquet inputs, runs the last-mile ops of their job specs, shares the
+CPUs between jobs by weight, and hands each trainer rank its batches
+through a shared-memory ring. Its jobs and rings survive its restarts.
+
+Configuration: ` + defaultConfig + ` (every key optional; a missing
+default file means all defaults; deploy/lastmiled.yaml lists them). Flags
+override the file; -check-config prints the result. SIGHUP reloads it,
+SIGTERM drains and stops.
+
+Manual, in lastmile's source tree: docs/daemon.md (configuration,
+signals, restarts, metrics), docs/daemon-usage.md (installation, use),
+docs/control-api.md (the API), docs/top.md (lastmile top).
+
+Flags:
+`
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -64,6 +85,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.format, "log-format", "", "text or json (default text)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.BoolVar(&f.check, "check-config", false, "check the configuration, print it and exit")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
