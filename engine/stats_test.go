@@ -1,10 +1,14 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +76,44 @@ func TestStatsLeaveTrainerWaitsOut(t *testing.T) {
 	}
 	if st.Workers < 1 || st.Workers >= 64 {
 		t.Errorf("Workers %d: want the goroutines that ran, at most one per unit", st.Workers)
+	}
+}
+
+// TestLogKeys: the engine's log lines carry the caller's keys once (the
+// daemon's logger names the job; the engine does not name it again) and
+// the worker count that ran.
+func TestLogKeys(t *testing.T) {
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	job, err := spec.Parse("test.yaml", []byte("version: 1\nname: logs\ninputs: ["+abs+"]\ncolumns: [row_id]\n"+
+		"batch: {size: 1000, last: keep}\nring: {dir: "+dir+", slots: 16}\ndecode: {workers: 64}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})).With("job", "logs", "job_id", "abc")
+	st, err := engine.Run(context.Background(), job, engine.Options{Logger: log, Remove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("log:\n%s", buf.String())
+	}
+	for _, l := range lines {
+		seen := map[string]bool{}
+		for _, f := range strings.Fields(l) {
+			k, _, ok := strings.Cut(f, "=")
+			if !ok || strings.Contains(k, `"`) {
+				continue
+			}
+			if seen[k] {
+				t.Errorf("key %s twice in %q", k, l)
+			}
+			seen[k] = true
+		}
+		if strings.Contains(l, "msg=planned") && !strings.Contains(l, fmt.Sprintf(" workers=%d ", st.Workers)) {
+			t.Errorf("planned line %q: want workers=%d", l, st.Workers)
+		}
 	}
 }
