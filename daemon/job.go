@@ -55,6 +55,7 @@ type Job struct {
 	spill     *cpupeer.Spiller // the current run's, nil without peers
 	specText  string
 	baseDir   string
+	file      string // the submitted spec's name, for errors
 	worldOver int
 	hash      string
 	created   time.Time
@@ -135,7 +136,7 @@ func (j *Job) record() *record {
 
 func (j *Job) recordLocked() *record {
 	return &record{
-		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir,
+		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir, File: j.file,
 		WorldSize: j.worldOver, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next,

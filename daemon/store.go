@@ -30,6 +30,7 @@ type record struct {
 	Groups    []uint32  `json:"groups,omitempty"`
 	Spec      string    `json:"spec"`
 	BaseDir   string    `json:"base_dir,omitempty"`
+	File      string    `json:"file,omitempty"`
 	WorldSize int       `json:"world_size_override,omitempty"`
 	Weight    int       `json:"weight"`
 	Hash      string    `json:"spec_hash"`

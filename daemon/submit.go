@@ -29,6 +29,7 @@ type apiError struct {
 }
 
 type fieldError struct {
+	File  string `json:"file,omitempty"`
 	Line  int    `json:"line"`
 	Field string `json:"field"`
 	Msg   string `json:"msg"`
@@ -40,15 +41,21 @@ func errorf(status int, format string, args ...any) *apiError {
 	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
-// specErrors turns a spec's errors into a 400.
+// specErrors turns a spec's errors into a 400 listing every one, each
+// naming the submitted file (when the request named it), line and field.
 func specErrors(err error) *apiError {
 	var es spec.Errors
-	if !errors.As(err, &es) {
+	var fe *spec.FieldError
+	switch {
+	case errors.As(err, &es):
+	case errors.As(err, &fe):
+		es = spec.Errors{fe}
+	default:
 		return errorf(http.StatusBadRequest, "spec: %v", err)
 	}
 	e := &apiError{status: http.StatusBadRequest}
 	for _, f := range es {
-		e.fields = append(e.fields, fieldError{Line: f.Line, Field: f.Field, Msg: f.Msg})
+		e.fields = append(e.fields, fieldError{File: f.File, Line: f.Line, Field: f.Field, Msg: f.Msg})
 	}
 	if len(es) == 1 {
 		e.msg = "spec has 1 error: " + es[0].Field + ": " + es[0].Msg
@@ -58,40 +65,43 @@ func specErrors(err error) *apiError {
 	return e
 }
 
-func fieldErr(field, format string, args ...any) *apiError {
-	f := fieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	return &apiError{status: http.StatusBadRequest, msg: "spec has 1 error: " + field + ": " + f.Msg, fields: []fieldError{f}}
-}
-
 // parseSpec parses a submitted spec and applies the daemon's rules: the
 // world size override, rings in the daemon's shm directory with mode 0600,
-// absolute inputs, and decode workers sized to the daemon's tokens.
-func (d *Daemon) parseSpec(text, baseDir string, worldOver int) (*spec.Job, error) {
-	file := ""
-	if baseDir != "" {
-		file = filepath.Join(baseDir, "spec.yaml")
+// absolute inputs, and decode workers sized to the daemon's tokens. file
+// names the spec in errors; relative paths are relative to baseDir. Like
+// spec.ParsePartial it returns the job as far as it could be read with
+// every error found, so that the caller can check it against its input as
+// well; the job is nil only when the text is not YAML.
+func (d *Daemon) parseSpec(text, baseDir, file string, worldOver int) (*spec.Job, error) {
+	dir := baseDir
+	if dir == "" {
+		dir = "." // relative paths stay relative, and are refused below
 	}
-	job, err := spec.Parse(file, []byte(text))
-	if err != nil {
-		return nil, specErrors(err)
+	job, perr := spec.ParsePartial(spec.Source{File: file, Dir: dir}, []byte(text))
+	if job == nil {
+		return nil, perr
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &spec.FieldError{File: file, Line: job.Line(field), Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
 	cfg := d.Config()
 	if worldOver != 0 {
 		if job.Batch.Last == "keep" && worldOver > 1 {
-			return nil, fieldErr("batch.last", `"keep" gives one rank a short batch, which hangs DDP; with world_size %d use "drop" or "pad"`, worldOver)
+			bad("batch.last", `"keep" gives one rank a short batch, which hangs DDP; with world_size %d use "drop" or "pad"`, worldOver)
 		}
 		job.WorldSize = worldOver
 	}
 	if job.Ring.Dir != "" && filepath.Clean(job.Ring.Dir) != filepath.Clean(cfg.ShmDir) {
-		return nil, fieldErr("ring.dir", "lastmiled creates rings in %s only; remove ring.dir", cfg.ShmDir)
+		bad("ring.dir", "lastmiled creates rings in %s only; remove ring.dir", cfg.ShmDir)
 	}
 	job.Ring.Dir = cfg.ShmDir
-	if job.Ring.Mode != "0600" {
-		return nil, fieldErr("ring.mode", "lastmiled creates rings 0600, owned by the submitter; remove ring.mode")
+	if job.Ring.Mode != "0600" && !job.Invalid("ring.mode") {
+		bad("ring.mode", "lastmiled creates rings 0600, owned by the submitter; remove ring.mode")
 	}
 	for i, in := range job.Inputs {
-		if !filepath.IsAbs(in) {
-			return nil, fieldErr(fmt.Sprintf("inputs[%d]", i), "relative path %q: send base_dir (the directory it is relative to), or use an absolute path", in)
+		if f := fmt.Sprintf("inputs[%d]", i); !filepath.IsAbs(in) && !job.Invalid(f) {
+			bad(f, "relative path %q: send base_dir (the directory it is relative to), or use an absolute path", in)
 		}
 	}
 	if job.Decode.Workers == 0 {
@@ -100,7 +110,20 @@ func (d *Daemon) parseSpec(text, baseDir string, worldOver int) (*spec.Job, erro
 		// token frees (a job with no waiter at that moment loses its share).
 		job.Decode.Workers = 2 * cfg.Workers
 	}
-	return job, nil
+	return job, spec.JoinErrors(append(errs, perr)...)
+}
+
+// badInputs reports whether err, parseSpec's, is about the inputs, so
+// that they cannot be planned.
+func badInputs(err error) bool {
+	var es spec.Errors
+	errors.As(err, &es)
+	for _, e := range es {
+		if e.Field == "inputs" || strings.HasPrefix(e.Field, "inputs[") {
+			return true
+		}
+	}
+	return false
 }
 
 func specHash(job *spec.Job) (string, error) {
@@ -114,9 +137,9 @@ func specHash(job *spec.Job) (string, error) {
 
 // newJob builds a Job from a record (a new submission or a persisted job).
 func (d *Daemon) newJob(rec *record) (*Job, error) {
-	job, err := d.parseSpec(rec.Spec, rec.BaseDir, rec.WorldSize)
+	job, err := d.parseSpec(rec.Spec, rec.BaseDir, rec.File, rec.WorldSize)
 	if err != nil {
-		return nil, err
+		return nil, specErrors(err)
 	}
 	if rec.Hash == "" {
 		if rec.Hash, err = specHash(job); err != nil {
@@ -129,7 +152,7 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 	}
 	j := &Job{
 		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec,
-		baseDir: rec.BaseDir, worldOver: rec.WorldSize, hash: rec.Hash, created: rec.Created, spec: job,
+		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
 		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:job.WorldSize], removed: rec.RingsRemoved,
@@ -147,6 +170,8 @@ type submitRequest struct {
 	WorldSize int    `json:"world_size"`
 	BaseDir   string `json:"base_dir"`
 	Weight    int    `json:"weight"`
+	// File is the spec's file name as the user gave it, for errors.
+	File string `json:"file"`
 }
 
 // submit creates a job or joins the equal one; created says which.
@@ -164,9 +189,17 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	case req.BaseDir != "" && !filepath.IsAbs(req.BaseDir):
 		return nil, false, errorf(http.StatusBadRequest, `"base_dir" %q: want an absolute directory`, req.BaseDir)
 	}
-	job, err := d.parseSpec(req.Spec, req.BaseDir, req.WorldSize)
+	job, err := d.parseSpec(req.Spec, req.BaseDir, req.File, req.WorldSize)
+	if job == nil {
+		return nil, false, specErrors(err)
+	}
 	if err != nil {
-		return nil, false, err
+		// Checked against the inputs too, when they can be planned: every
+		// error of the file at once.
+		if badInputs(err) {
+			return nil, false, specErrors(err)
+		}
+		return nil, false, d.checkJob(ctx, p, job, err)
 	}
 	hash, err := specHash(job)
 	if err != nil {
@@ -205,19 +238,16 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 		return nil, false, err
 	}
 	// Every file the job names is opened, and its footer read, with the
-	// submitter's credentials before the job is accepted.
+	// submitter's credentials before the job is accepted; the pipeline is
+	// compiled against the input's schema as the run will compile it.
+	if err := d.checkJob(ctx, p, job, nil); err != nil {
+		return nil, false, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, planTimeout)
 	fp, err := engine.EstimateFootprint(pctx, job, asuser.FS{Cred: p.cred()})
 	cancel()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return nil, false, errorf(http.StatusBadRequest, "job %q: planning its inputs took over %v (reading every file's footer): name fewer files or directories", job.Name, planTimeout)
-	case errors.Is(err, fs.ErrPermission):
-		return nil, false, errorf(http.StatusForbidden, "%s", accessMsg(p.uid, err))
-	case errors.Is(err, asuser.ErrNoPrivilege):
-		return nil, false, errorf(http.StatusInternalServerError, "%v", err)
-	case err != nil:
-		return nil, false, errorf(http.StatusBadRequest, "%v", err)
+	if err != nil {
+		return nil, false, d.planError(ctx, p, job, err)
 	}
 	cfg := d.Config()
 	need := fp.Bytes()
@@ -227,7 +257,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
 	}
 	rec := &record{
-		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir,
+		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir, File: req.File,
 		WorldSize: req.WorldSize, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(),
 	}
 	j, err = d.newJob(rec)
@@ -270,6 +300,37 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	go j.supervise()
 	d.notifyStatus()
 	return j, true, nil
+}
+
+// checkJob checks job against its inputs, read with the submitter's
+// credentials (engine.Check): the projected columns and the pipeline
+// compiled against the input's schema, side tables opened as the user.
+// parseErr is parseSpec's error; the result holds it and every error
+// found here.
+func (d *Daemon) checkJob(ctx context.Context, p peer, job *spec.Job, parseErr error) error {
+	pctx, cancel := context.WithTimeout(ctx, planTimeout)
+	err := engine.Check(pctx, job, parseErr, asuser.FS{Cred: p.cred()})
+	cancel()
+	if err == nil {
+		return nil
+	}
+	return d.planError(ctx, p, job, err)
+}
+
+// planError turns an error of planning or checking job into the answer.
+func (d *Daemon) planError(ctx context.Context, p peer, job *spec.Job, err error) *apiError {
+	var fe *spec.FieldError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return errorf(http.StatusBadRequest, "job %q: planning its inputs took over %v (reading every file's footer): name fewer files or directories", job.Name, planTimeout)
+	case errors.Is(err, fs.ErrPermission):
+		return errorf(http.StatusForbidden, "%s", accessMsg(p.uid, err))
+	case errors.Is(err, asuser.ErrNoPrivilege):
+		return errorf(http.StatusInternalServerError, "%v", err)
+	case errors.As(err, &fe):
+		return specErrors(err)
+	}
+	return errorf(http.StatusBadRequest, "%v", err)
 }
 
 // sameName returns the active job the submission joins, or an error if the

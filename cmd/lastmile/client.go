@@ -162,6 +162,7 @@ type submitRequest struct {
 	WorldSize int    `json:"world_size,omitempty"`
 	BaseDir   string `json:"base_dir,omitempty"`
 	Weight    int    `json:"weight,omitempty"`
+	File      string `json:"file,omitempty"` // the spec's file, for errors
 }
 
 // fieldError is one entry of an error's "fields".

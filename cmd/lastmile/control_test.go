@@ -153,7 +153,7 @@ func TestSubmit(t *testing.T) {
 	if err := json.Unmarshal(f.body("POST /v1/jobs"), &req); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"spec": spec, "world_size": 2.0, "weight": 3.0, "base_dir": dir}
+	want := map[string]any{"spec": spec, "world_size": 2.0, "weight": 3.0, "base_dir": dir, "file": specPath} // file: for the daemon's errors
 	if fmt.Sprint(req) != fmt.Sprint(want) {
 		t.Errorf("request %v, want %v", req, want)
 	}

@@ -53,7 +53,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	c := newAPIClient(*socket)
-	raw, created, err := c.submit(ctx, submitRequest{Spec: string(text), WorldSize: *worldSize, BaseDir: baseDir, Weight: *weight})
+	raw, created, err := c.submit(ctx, submitRequest{Spec: string(text), WorldSize: *worldSize, BaseDir: baseDir, Weight: *weight, File: specFile(path)})
 	if err != nil {
 		return specErrors(path, err)
 	}

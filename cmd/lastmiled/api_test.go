@@ -40,7 +40,7 @@ func TestRequests(t *testing.T) {
 		{"no spec", "POST", "/v1/jobs", map[string]any{"world_size": 2}, 400, `"spec" is required`, ""},
 		{"bad world size", "POST", "/v1/jobs", map[string]any{"spec": good, "world_size": -1}, 400, "world_size", ""},
 		{"bad weight", "POST", "/v1/jobs", map[string]any{"spec": good, "weight": 5000}, 400, "weight", ""},
-		{"spec field errors", "POST", "/v1/jobs", map[string]any{"spec": "name: x\ninputs: [/a]\nbatch: {size: 0}\nring: {slots: 1}\n"}, 400, "spec has 2 errors", "batch.size"},
+		{"spec field errors", "POST", "/v1/jobs", map[string]any{"spec": "name: x\ninputs: [/a]\nbatch: {size: 0}\nring: {slots: 1}\n"}, 400, "spec has 3 errors", "batch.size"}, // and input /a does not exist
 		{"spec not YAML", "POST", "/v1/jobs", map[string]any{"spec": "name: [unclosed"}, 400, "not valid YAML", ""},
 		{"unknown spec field", "POST", "/v1/jobs", map[string]any{"spec": good + "bogus: 1\n"}, 400, "", "bogus"},
 		{"relative input", "POST", "/v1/jobs", map[string]any{"spec": specFor("rel", "data/", "")}, 400, "base_dir", "inputs[0]"},

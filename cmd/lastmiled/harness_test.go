@@ -235,6 +235,7 @@ type attachJSON struct {
 type errJSON struct {
 	Error  string
 	Fields []struct {
+		File  string
 		Line  int
 		Field string
 		Msg   string
