@@ -356,9 +356,11 @@ func (p *Producer) Detach() (RingInfo, error) {
 	}
 	// MAP_FIXED replaces the pages atomically: a store of the old producer
 	// lands either in the file (before) or in private memory (after).
+	p.detached.Store(true) // before the swap: a Publish that sees the private memory sees the flag
 	_, err = unix.MmapPtr(-1, 0, unsafe.Pointer(&p.mem[0]), uintptr(len(p.mem)),
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
 	if err != nil {
+		p.detached.Store(false)
 		unix.Close(fd)
 		return RingInfo{}, fmt.Errorf("ring %q: detach: replace mapping: %w", p.name, err)
 	}

@@ -48,6 +48,10 @@ type Producer struct {
 
 	life   sync.RWMutex // write-held by Close; read-held by Stats-like methods
 	closed bool
+	// detached is set by Detach: the mapping is private memory now, so a
+	// slot being packed may have been half written to the file and half
+	// to it, and nothing published any more reaches a consumer.
+	detached atomic.Bool
 
 	hbStop chan struct{}
 	hbDone chan struct{}
@@ -329,9 +333,11 @@ func (p *Producer) Publish(s *Slot) error {
 	le.PutUint32(m[slotOffFlags:], s.cur.Flags)
 	clear(m[48:64])
 	var err error
-	if _, p.scratch, err = ParseSlot(m, p.fields, p.scratch); err != nil {
+	if _, p.scratch, err = ParseSlot(m, p.fields, p.scratch); err != nil && !p.detached.Load() {
 		return fmt.Errorf("ring %q: publish batch %d: %w", p.name, s.seq, err)
 	}
+	// Detached mid-pack, the slot may be torn; it is in private memory,
+	// which no consumer reads: carry on until the caller stops.
 	r := p.r
 	r.slotSeq(s.seq).Store(s.seq) // the publish flag, last (§5.1)
 	r.tail.Store(s.seq + 1)
