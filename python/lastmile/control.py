@@ -82,19 +82,23 @@ class ConflictError(ControlError):
 
 class FieldError(tuple):
     """One problem in a request or spec: ``(field, line, message)``; ``line`` is
-    the spec line (1-based) or None."""
+    the spec line (1-based) or None. ``file`` is the spec's file as the
+    submitter named it (the request's ``file``), or None."""
 
-    __slots__ = ()
-
-    def __new__(cls, field, line, message):
-        return tuple.__new__(cls, (field, line, message))
+    def __new__(cls, field, line, message, file=None):
+        self = tuple.__new__(cls, (field, line, message))
+        self.file = file or None
+        return self
 
     field = property(lambda self: self[0])
     line = property(lambda self: self[1])
     message = property(lambda self: self[2])
 
     def __str__(self):
-        where = "line %d: " % self.line if self.line else ""
+        if self.file:
+            where = "%s:%d: " % (self.file, self.line) if self.line else "%s: " % self.file
+        else:
+            where = "line %d: " % self.line if self.line else ""
         return "%s%s%s" % (where, "%s: " % self.field if self.field else "", self.message)
 
 
@@ -157,7 +161,8 @@ def _error_from_answer(status, body, text, method, path, retry_after=None):
                 line = e.get("line")
                 errors.append(FieldError(e.get("field") or "",
                                          line if isinstance(line, int) and line > 0 else None,
-                                         e.get("msg") or e.get("message") or ""))
+                                         e.get("msg") or e.get("message") or "",
+                                         e.get("file") if isinstance(e.get("file"), str) else None))
             else:
                 errors.append(FieldError("", None, str(e)))
     if not msg:
@@ -249,11 +254,13 @@ class Client:
         """``GET /v1/status``: the daemon's version, uptime and totals."""
         return self.request("GET", API + "/status")[1]
 
-    def submit(self, spec, world_size=None, weight=None, base_dir=None):
+    def submit(self, spec, world_size=None, weight=None, base_dir=None, file=None):
         """``POST /v1/jobs``: submit a job, or join the identical running one.
 
         ``spec`` is the spec text (YAML or JSON); ``base_dir`` the directory its
-        relative paths are relative to. Returns ``(job, created)``: created is
+        relative paths are relative to; ``file`` the spec's file name, which
+        the daemon's errors name (:class:`SpecError`, checked against the
+        inputs before the daemon answers: every error at once). Returns ``(job, created)``: created is
         False when an identical job existed (200) and True for a new one (201).
         """
         body = {"spec": spec}
@@ -263,6 +270,8 @@ class Client:
             body["weight"] = weight
         if base_dir is not None:
             body["base_dir"] = os.fspath(base_dir)
+        if file is not None:
+            body["file"] = os.fspath(file)
         status, job = self.request("POST", API + "/jobs", body)
         return job, status == 201
 

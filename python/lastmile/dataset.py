@@ -234,7 +234,8 @@ class Dataset(_Base):
     def _submit(self):
         try:
             self.job, self.created = self.client.submit(
-                self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir)
+                self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir,
+                file=self.spec_label)
         except SpecError as e:
             e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
             raise

@@ -149,7 +149,8 @@ class TestSubmit(FakeDaemonCase):
         self.assertEqual(a.job_id, b.job_id)
         m, p, body = self.fake.requests[0]
         self.assertEqual((m, p), ("POST", "/v1/jobs"))
-        self.assertEqual(body, {"spec": SPEC, "world_size": 2, "weight": 1, "base_dir": self.tmp})
+        self.assertEqual(body, {"spec": SPEC, "world_size": 2, "weight": 1, "base_dir": self.tmp,
+                                "file": self.spec_path})
         # a different weight is a different job
         c = self.dataset(0, weight=3)
         self.assertTrue(c.created)
