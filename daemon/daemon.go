@@ -58,6 +58,8 @@ type Daemon struct {
 	peerSrv *cpupeer.Server
 	peerLn  net.Listener
 	pool    *cpupeer.Pool
+
+	waits jobWaits // trainer waits per batch, sampled by sampleWaits
 }
 
 // New checks cfg and returns a daemon that is not started yet. level, if
@@ -355,7 +357,7 @@ func (j *Job) drained() bool {
 
 // sampleWaits samples every ring's consumer_waiting word a hundred times a
 // second: the time trainers wait on an empty ring, which the consumer
-// does not report anywhere else.
+// does not report anywhere else, and the wait of each batch.
 func (d *Daemon) sampleWaits() {
 	defer d.loops.Done()
 	const every = 10 * time.Millisecond
@@ -367,17 +369,8 @@ func (d *Daemon) sampleWaits() {
 			return
 		case <-t.C:
 		}
-		for _, j := range d.jobsSnapshot() {
-			j.mu.Lock()
-			if j.state == Running {
-				for r, o := range j.obs {
-					if o != nil && r < len(j.emptyWait) && o.ConsumerWaiting() {
-						j.emptyWait[r].Add(int64(every))
-					}
-				}
-			}
-			j.mu.Unlock()
-		}
+		// The time waited and the wait of every batch (waits.go).
+		d.waits.sample(d.jobsSnapshot(), every)
 	}
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -39,18 +40,21 @@ var (
 	descCPUWait     = prometheus.NewDesc("lastmile_cpu_wait_seconds_total", "Time the job's workers waited for a CPU token (the weighted fair share at work).", jobLabels, nil)
 	descCPUHeld     = prometheus.NewDesc("lastmile_cpu_seconds_total", "Time the job's workers held CPU tokens.", jobLabels, nil)
 	descWeight      = prometheus.NewDesc("lastmile_job_weight", "The job's CPU weight.", jobLabels, nil)
-	descMemory      = prometheus.NewDesc("lastmile_job_memory_bytes", "The job's charge against the memory budget (rings plus in-flight units).", jobLabels, nil)
+	descMemory      = prometheus.NewDesc("lastmile_job_memory_bytes", "The job's charge against the memory budget (rings plus in-flight units) while its rings exist; 0 once they are removed or the job failed or was canceled.", jobLabels, nil)
 	descTokens      = prometheus.NewDesc("lastmile_cpu_tokens", "Decode tokens shared by the jobs.", nil, nil)
 	descTokensBusy  = prometheus.NewDesc("lastmile_cpu_tokens_busy", "Decode tokens held now.", nil, nil)
 	descMemReserved = prometheus.NewDesc("lastmile_memory_reserved_bytes", "Memory reserved by jobs whose rings exist.", nil, nil)
 	descMemTotal    = prometheus.NewDesc("lastmile_memory_limit_bytes", "The total memory budget (0: none).", nil, nil)
 	descUp          = prometheus.NewDesc("lastmile_daemon_start_time_seconds", "When this lastmiled started.", []string{"version"}, nil)
+	descBuild       = prometheus.NewDesc("lastmile_build_info", "Always 1: the lastmiled build, by its version and the Go version it was built with.", []string{"version", "goversion"}, nil)
+	descBatchWait   = prometheus.NewDesc("lastmile_consumer_batch_wait_seconds", "The time the rank's trainer waited on an empty ring for each batch it consumed (0: it did not wait), sampled every 10ms (docs/daemon.md).", rankLabels, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
 		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
-		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp} {
+		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp,
+		descBuild, descBatchWait} {
 		ch <- d
 	}
 }
@@ -72,6 +76,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMemReserved, float64(reserved))
 	gauge(descMemTotal, float64(d.Config().Memory.Total))
 	gauge(descUp, float64(d.started.UnixNano())/1e9, d.version)
+	gauge(descBuild, 1, d.version, runtime.Version())
 
 	for _, j := range d.jobsSnapshot() {
 		infos, ok := j.ringInfos()
@@ -90,7 +95,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
-		state, errs, restarts, mem := j.state, j.runErrors, j.restarts, j.footprint
+		state, errs, restarts, mem := j.state, j.runErrors, j.restarts, j.chargedLocked()
 		j.mu.Unlock()
 		l := []string{j.name, j.id}
 		counter(descRows, float64(tot.rows), l...)
@@ -118,6 +123,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descBatches, float64(published[r]), rl...)
 			counter(descFullWait, fullWait[r].Seconds(), rl...)
 			counter(descEmptyWait, time.Duration(j.emptyWait[r].Load()).Seconds(), rl...)
+			w := d.waits.rank(j, r)
+			n, sum, buckets := w.histogram()
+			ch <- prometheus.MustNewConstHistogram(descBatchWait, n, sum, buckets, rl...)
 			if r < len(infos) && ok[r] {
 				in := infos[r]
 				gauge(descOccupancy, float64(in.Occupancy()), rl...)
@@ -143,4 +151,15 @@ func (d *Daemon) metricsHandler() http.Handler {
 		http.Error(w, "lastmiled: metrics are at /metrics", http.StatusNotFound)
 	})
 	return mux
+}
+
+// chargedLocked is what the job holds of the memory budget now: its
+// footprint while its rings exist and it runs, or ended done (its rings
+// wait for their trainers); 0 once they are removed or it failed or was
+// canceled (reservedLocked adds up the same). j.mu is held.
+func (j *Job) chargedLocked() int64 {
+	if !j.removed && (!j.state.Terminal() || j.state == Done) {
+		return j.footprint
+	}
+	return 0
 }

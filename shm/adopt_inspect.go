@@ -162,6 +162,18 @@ func (o *Observer) ConsumerWaiting() bool {
 	return o.r.consumerWaiting.Load() != 0 && o.r.head.Load() == o.r.tail.Load()
 }
 
+// ConsumerState returns the consumer's head (the batches it released) and
+// whether it is asleep on an empty ring right now (as ConsumerWaiting).
+func (o *Observer) ConsumerState() (head uint64, waiting bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.closed {
+		return 0, false
+	}
+	head = o.r.head.Load()
+	return head, o.r.consumerWaiting.Load() != 0 && head == o.r.tail.Load()
+}
+
 // Replaced reports whether the ring's path no longer names the observed
 // file (it was removed, or a new ring was created under that name).
 func (o *Observer) Replaced() bool {

@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestRankWaits: a wait is one run of waiting samples, credited to the
+// batch whose arrival ended it; every other batch consumed waited 0; a new
+// ring starts over.
+func TestRankWaits(t *testing.T) {
+	const every = 10 * time.Millisecond
+	var w rankWaits
+	// head, waiting at each sample
+	steps := []struct {
+		head    uint64
+		waiting bool
+	}{
+		{0, true}, {0, true}, {0, true}, // 30ms for batch 0
+		{0, false}, {2, false}, // batch 0 (credited) and 1 (0) released
+		{2, true}, {2, false}, {5, false}, // 10ms for batch 2, then 3 and 4 with no wait
+		{5, true}, // a wait under way: not observed yet
+	}
+	for _, s := range steps {
+		w.sample(nil, s.head, s.waiting, every)
+	}
+	n, sum, b := w.histogram()
+	if n != 5 {
+		t.Errorf("count %d, want 5 batches", n)
+	}
+	if sum < 0.0399 || sum > 0.0401 {
+		t.Errorf("sum %v, want 0.04", sum)
+	}
+	for ub, want := range map[float64]uint64{0: 3, 0.01: 4, 0.02: 4, 0.05: 5, 30: 5} {
+		if b[ub] != want {
+			t.Errorf("bucket le=%v: %d, want %d", ub, b[ub], want)
+		}
+	}
+	// Head going back (a ring made anew) starts over, keeping the counts.
+	w.sample(nil, 1, false, every)
+	w.sample(nil, 2, false, every)
+	if n2, _, _ := w.histogram(); n2 != 6 {
+		t.Errorf("after a new ring: count %d, want 6", n2)
+	}
+}
+
+// TestCollector: build info; a job's memory gauge is its charge, 0 once it
+// ended failed or canceled or its rings are gone, and the gauges add up to
+// lastmile_memory_reserved_bytes; the per-batch wait histogram per rank.
+func TestCollector(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.StateDir, cfg.ShmDir, cfg.Socket, cfg.Metrics = filepath.Join(dir, "state"), filepath.Join(dir, "shm"), filepath.Join(dir, "s"), "off"
+	d, err := New(cfg, nil, nil, "v1.2.3", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{}
+	for _, c := range []struct {
+		id      string
+		state   State
+		removed bool
+		charged bool
+	}{
+		{"run", Running, false, true}, {"done", Done, false, true}, {"gone", Done, true, false},
+		{"fail", Failed, false, false}, {"cancel", Canceled, false, false},
+	} {
+		j := &Job{d: d, id: c.id, name: c.id, state: c.state, removed: c.removed, footprint: 1000,
+			published: make([]uint64, 1), fullWait: make([]time.Duration, 1), emptyWait: make([]atomic.Int64, 1)}
+		j.client = d.sched.NewClient(1)
+		d.jobs[c.id] = j
+		want[c.id] = 0
+		if c.charged {
+			want[c.id] = 1000
+		}
+	}
+	w := rankWaits{}
+	w.sample(nil, 0, true, 20*time.Millisecond)
+	w.sample(nil, 1, false, 20*time.Millisecond)
+	d.waits.m = map[*Job][]rankWaits{d.jobs["run"]: {w}}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{d})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, f := range mfs {
+		fams[f.GetName()] = f
+	}
+	label := func(m *dto.Metric, name string) string {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == name {
+				return l.GetValue()
+			}
+		}
+		return ""
+	}
+	bi := fams["lastmile_build_info"]
+	if bi == nil || len(bi.Metric) != 1 || label(bi.Metric[0], "version") != "v1.2.3" ||
+		label(bi.Metric[0], "goversion") != runtime.Version() || bi.Metric[0].GetGauge().GetValue() != 1 {
+		t.Errorf("lastmile_build_info: %v", bi)
+	}
+	var total float64
+	for _, m := range fams["lastmile_job_memory_bytes"].GetMetric() {
+		id := label(m, "job_id")
+		if got := m.GetGauge().GetValue(); got != want[id] {
+			t.Errorf("lastmile_job_memory_bytes of the %s job: %v, want %v", id, got, want[id])
+		}
+		total += m.GetGauge().GetValue()
+	}
+	if r := fams["lastmile_memory_reserved_bytes"].GetMetric()[0].GetGauge().GetValue(); r != total {
+		t.Errorf("lastmile_memory_reserved_bytes %v, the jobs' gauges add up to %v", r, total)
+	}
+	got := map[string]uint64{}
+	for _, m := range fams["lastmile_consumer_batch_wait_seconds"].GetMetric() {
+		got[label(m, "job_id")] = m.GetHistogram().GetSampleCount()
+	}
+	if got["run"] != 1 || got["fail"] != 0 || len(got) != 5 {
+		t.Errorf("lastmile_consumer_batch_wait_seconds counts by job %v, want run: 1, the others 0", got)
+	}
+}

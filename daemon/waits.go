@@ -1,0 +1,144 @@
+package daemon
+
+import (
+	"sync"
+	"time"
+
+	"github.com/lastmile/lastmile/shm"
+)
+
+// Trainer wait per batch
+//
+// The daemon does not hear from trainers between attaches; what it sees is
+// each ring's header, sampled every 10 ms by sampleWaits: the consumer's
+// head (batches it released) and its consumer_waiting word (set while it
+// sleeps on an empty ring). A run of consecutive waiting samples is one
+// wait, for the batch whose arrival ended it; every other batch the
+// consumer took waited 0. Each batch is observed once, when its release
+// moves head (a wait is credited to the first batch released after it
+// ended), so the histogram's count is the batches consumed and its sum is
+// lastmile_consumer_empty_wait_seconds_total's (the wait still under way
+// excepted). Waits are multiples of the 10 ms period; one shorter than a
+// period may be missed and count as 0.
+
+// waitBuckets are the upper bounds of the per-batch wait histogram, in
+// seconds; 0 counts the batches that did not wait.
+var waitBuckets = []float64{0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30}
+
+// rankWaits is one rank's sampler state and histogram.
+type rankWaits struct {
+	obs      *shm.Observer // the ring observed; another one starts over
+	head     uint64        // head at the last sample
+	streak   time.Duration // the wait under way
+	credited int           // batches whose wait is observed, not yet released
+	counts   []uint64      // per bucket (not cumulative); the last one is +Inf
+	sum      float64
+	n        uint64
+}
+
+func (w *rankWaits) observe(d time.Duration) {
+	if w.counts == nil {
+		w.counts = make([]uint64, len(waitBuckets)+1)
+	}
+	s := d.Seconds()
+	i := 0
+	for i < len(waitBuckets) && s > waitBuckets[i] {
+		i++
+	}
+	w.counts[i]++
+	w.sum += s
+	w.n++
+}
+
+// sample takes one sample of a ring: its consumer's head and whether it
+// waits on an empty ring now.
+func (w *rankWaits) sample(o *shm.Observer, head uint64, waiting bool, every time.Duration) {
+	if o != w.obs || head < w.head {
+		*w = rankWaits{obs: o, head: head, counts: w.counts, sum: w.sum, n: w.n}
+	}
+	if waiting {
+		w.streak += every
+	} else if w.streak > 0 {
+		w.observe(w.streak)
+		w.streak = 0
+		w.credited++
+	}
+	for ; w.head < head; w.head++ {
+		if w.credited > 0 {
+			w.credited--
+			continue
+		}
+		w.observe(0)
+	}
+}
+
+// histogram returns the count, sum and cumulative bucket counts, as
+// prometheus.MustNewConstHistogram takes them.
+func (w *rankWaits) histogram() (uint64, float64, map[float64]uint64) {
+	b := make(map[float64]uint64, len(waitBuckets))
+	var c uint64
+	for i, ub := range waitBuckets {
+		if w.counts != nil {
+			c += w.counts[i]
+		}
+		b[ub] = c
+	}
+	return w.n, w.sum, b
+}
+
+// jobWaits are the per-rank wait histograms of the jobs, by job.
+type jobWaits struct {
+	mu sync.Mutex
+	m  map[*Job][]rankWaits
+}
+
+// sample records one sample of every rank of running jobs, and forgets the
+// jobs that are gone.
+func (jw *jobWaits) sample(jobs []*Job, every time.Duration) {
+	jw.mu.Lock()
+	defer jw.mu.Unlock()
+	if jw.m == nil {
+		jw.m = map[*Job][]rankWaits{}
+	}
+	live := make(map[*Job]bool, len(jobs))
+	for _, j := range jobs {
+		live[j] = true
+		j.mu.Lock()
+		if j.state == Running {
+			ws := jw.m[j]
+			for len(ws) < len(j.obs) {
+				ws = append(ws, rankWaits{})
+			}
+			for r, o := range j.obs {
+				if o == nil {
+					continue
+				}
+				head, waiting := o.ConsumerState()
+				ws[r].sample(o, head, waiting, every)
+				if waiting && r < len(j.emptyWait) {
+					j.emptyWait[r].Add(int64(every))
+				}
+			}
+			jw.m[j] = ws
+		}
+		j.mu.Unlock()
+	}
+	for j := range jw.m {
+		if !live[j] {
+			delete(jw.m, j)
+		}
+	}
+}
+
+// rank returns a copy of rank r's histogram of job j.
+func (jw *jobWaits) rank(j *Job, r int) rankWaits {
+	jw.mu.Lock()
+	defer jw.mu.Unlock()
+	ws := jw.m[j]
+	if r >= len(ws) {
+		return rankWaits{}
+	}
+	w := ws[r]
+	w.counts = append([]uint64(nil), w.counts...)
+	return w
+}
