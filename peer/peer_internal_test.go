@@ -473,3 +473,46 @@ func TestSpillOnAndOff(t *testing.T) {
 		t.Errorf("spill did not switch on and then off: %d switches, on %v (%s), %d spilled", flips, on, why, sp.Stats().Spilled.Load())
 	}
 }
+
+// TestDrain: a draining peer finishes the units in flight and refuses new
+// ones with Unavailable, so that requesters run them elsewhere.
+func TestDrain(t *testing.T) {
+	f := newFixture(t)
+	s, addr := f.server(func(s *Server) { s.delay = 300 * time.Millisecond })
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	job := f.job("drain")
+	text, err := portableJob(f.roots, f.text(job.Name), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := localPlan(t, f.job("drainplan")).Units[0]
+	unit.File, _ = f.roots.Locate(unit.File)
+	tk, _ := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
+	r := p.pick("")
+	inflight := make(chan error, 1)
+	go func() {
+		var out column.Batch
+		inflight <- fetch(context.Background(), r, tk, &out)
+	}()
+	for s.busy.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- s.Drain(context.Background()) }()
+	for !s.drain.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	var out column.Batch
+	if err := fetch(context.Background(), r, tk, &out); status.Code(err) != codes.Unavailable {
+		t.Errorf("a new unit while draining: %v, want Unavailable", err)
+	}
+	if err := <-inflight; err != nil {
+		t.Errorf("the unit in flight: %v", err)
+	}
+	if err := <-drained; err != nil {
+		t.Errorf("drain: %v", err)
+	}
+	if s.Stats().RefusedDraining.Load() != 1 || s.Stats().Units.Load() != 1 {
+		t.Errorf("served %d, refused while draining %d", s.Stats().Units.Load(), s.Stats().RefusedDraining.Load())
+	}
+}

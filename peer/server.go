@@ -54,7 +54,7 @@ type Server struct {
 	mem    *budget
 	fair   fairShare
 	drain  atomic.Bool
-	active sync.WaitGroup
+	busy   atomic.Int64 // units admitted and not yet answered
 	stats  ServerStats
 	mangle func(*column.Batch) // tests: corrupt what is sent
 	delay  time.Duration       // tests: a slow peer
@@ -106,16 +106,19 @@ func (s *Server) Serve(l net.Listener) error {
 // Drain refuses new units, waits for those in flight (or ctx), and stops.
 func (s *Server) Drain(ctx context.Context) error {
 	s.drain.Store(true)
-	done := make(chan struct{})
-	go func() { s.active.Wait(); close(done) }()
-	select {
-	case <-done:
-		s.grpc.GracefulStop()
-		return nil
-	case <-ctx.Done():
-		s.grpc.Stop()
-		return ctx.Err()
+	// A unit admitted just before the flag was seen is counted in busy
+	// before its handler checks again; polling busy is enough, and
+	// GracefulStop then waits for the handlers' last writes.
+	for s.busy.Load() > 0 {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			s.grpc.Stop()
+			return ctx.Err()
+		}
 	}
+	s.grpc.GracefulStop()
+	return nil
 }
 
 // Stop stops at once.
@@ -181,8 +184,8 @@ func (s *Server) admit(who string) (func(), error) {
 		s.fair.give(who)
 		return nil, status.Error(codes.ResourceExhausted, "peer: every unit slot is busy")
 	}
-	s.active.Add(1)
-	return func() { <-s.slots; s.fair.give(who); s.active.Done() }, nil
+	s.busy.Add(1)
+	return func() { <-s.slots; s.fair.give(who); s.busy.Add(-1) }, nil
 }
 
 func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream flight.FlightService_DoGetServer) error {
