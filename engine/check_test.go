@@ -68,6 +68,17 @@ func TestCheckReportsAllErrors(t *testing.T) {
 			`4: pipeline[0].map.score:`,
 			`7: pipeline[3].select[2]: unknown column "lbl"`,
 		}},
+		{"every entry of a map, cast and drop", `  - map: {a: "nope1 + 1", b: "dense_0 * 2", c: "nope2"}
+  - cast: {dense_9: float32, cat_0: int32, seq_9: int64}
+  - drop: [a, zz]
+  - filter: "b > 0"
+`, []string{
+			`4: pipeline[0].map.a: unknown column "nope1"`,
+			`4: pipeline[0].map.c: unknown column "nope2"`,
+			`5: pipeline[1].cast.dense_9: unknown column "dense_9"`,
+			`5: pipeline[1].cast.seq_9: unknown column "seq_9"`,
+			`6: pipeline[2].drop[1]: unknown column "zz"`,
+		}},
 		{"columns and ops", `  - filter: "dense_0 > 0"
 columns: [row_id, labl, dense_0]
 batch: {size: 0}

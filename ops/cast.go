@@ -27,50 +27,69 @@ type castStep struct {
 }
 
 func (c *compiler) cast(op *spec.Op) error {
-	type result struct {
-		name     string
-		vid      int
-		nullable bool
-	}
-	var results []result
+	var results []castResult
+	ee := entryErrs{c: c}
 	for _, a := range op.Cast {
-		e, why := c.groupLookup(a.Name)
-		if e == nil {
-			return c.errAt(op, a, "%s", why)
-		}
-		v := c.vals[e.vid]
-		to, err := column.ParseDType(a.Value)
+		r, err := c.castEntry(op, a)
 		if err != nil {
-			return c.errAt(op, a, "%v", err)
-		}
-		if v.kind == column.Bytes || !isNumDType(v.dtype) && v.dtype != column.Bool {
-			return c.errAt(op, a, "column %q is %s; cast converts numbers (for strings use hash_mod in a map)", a.Name, v.describe())
-		}
-		if v.dtype == to {
+			ee.add(err)
 			continue
 		}
-		if v.kind == column.Fixed && v.width == 1 {
-			if strings.Contains(a.Name, "`") {
-				return c.errAt(op, a, "column %q has a backquote in its name, which cast cannot quote; rename it first", a.Name)
-			}
-			r, err := c.compileExpr(fmt.Sprintf("cast(`%s`, %s)", a.Name, a.Value))
-			if err != nil {
-				return c.errAt(op, a, "%v", err)
-			}
-			t := r.e.Type()
-			vid := c.addValue(value{kind: column.Fixed, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1})
-			c.addStep(&mapStep{stepBase: stepBase{op: op, what: a.Name, reads: r.vids, writes: []int{vid}}, x: r})
-			results = append(results, result{a.Name, vid, t.Nullable})
-			continue
+		if r.vid >= 0 {
+			results = append(results, r)
 		}
-		vid := c.addValue(value{kind: v.kind, dtype: to, width: v.width, nullable: v.nullable, producer: -1})
-		c.addStep(&castStep{stepBase: stepBase{op: op, what: a.Name, reads: []int{e.vid}, writes: []int{vid}}, src: e.vid, to: to})
-		results = append(results, result{a.Name, vid, e.nullable})
+	}
+	if err := ee.err(); err != nil {
+		return err
 	}
 	for _, r := range results {
 		c.setColumn(r.name, r.vid, r.nullable)
 	}
 	return nil
+}
+
+// castResult is the column one entry of a cast makes: vid -1 when the
+// column has the dtype already.
+type castResult struct {
+	name     string
+	vid      int
+	nullable bool
+}
+
+// castEntry compiles one entry of a cast op.
+func (c *compiler) castEntry(op *spec.Op, a spec.Assign) (castResult, error) {
+	none := castResult{vid: -1}
+	e, why := c.groupLookup(a.Name)
+	if e == nil {
+		return none, c.errAt(op, a, "%s", why)
+	}
+	v := c.vals[e.vid]
+	to, err := column.ParseDType(a.Value)
+	if err != nil {
+		return none, c.errAt(op, a, "%v", err)
+	}
+	if v.kind == column.Bytes || !isNumDType(v.dtype) && v.dtype != column.Bool {
+		return none, c.errAt(op, a, "column %q is %s; cast converts numbers (for strings use hash_mod in a map)", a.Name, v.describe())
+	}
+	if v.dtype == to {
+		return none, nil
+	}
+	if v.kind == column.Fixed && v.width == 1 {
+		if strings.Contains(a.Name, "`") {
+			return none, c.errAt(op, a, "column %q has a backquote in its name, which cast cannot quote; rename it first", a.Name)
+		}
+		r, err := c.compileExpr(fmt.Sprintf("cast(`%s`, %s)", a.Name, a.Value))
+		if err != nil {
+			return none, c.errAt(op, a, "%v", err)
+		}
+		t := r.e.Type()
+		vid := c.addValue(value{kind: column.Fixed, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1})
+		c.addStep(&mapStep{stepBase: stepBase{op: op, what: a.Name, reads: r.vids, writes: []int{vid}}, x: r})
+		return castResult{a.Name, vid, t.Nullable}, nil
+	}
+	vid := c.addValue(value{kind: v.kind, dtype: to, width: v.width, nullable: v.nullable, producer: -1})
+	c.addStep(&castStep{stepBase: stepBase{op: op, what: a.Name, reads: []int{e.vid}, writes: []int{vid}}, src: e.vid, to: to})
+	return castResult{a.Name, vid, e.nullable}, nil
 }
 
 func (s *castStep) clone() step {

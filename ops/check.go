@@ -43,6 +43,7 @@ func compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 		var es spec.Errors
 		var fe *spec.FieldError
 		switch {
+		case errors.Is(err, errCascade):
 		case errors.As(err, &es):
 		case errors.As(err, &fe):
 			es = spec.Errors{fe}
@@ -87,6 +88,42 @@ func Check(ctx context.Context, job *spec.Job, input []decode.Field, env Env) er
 		return errs[0]
 	}
 	return spec.JoinErrors(errs...)
+}
+
+// errCascade is the error of an op whose every error only follows from
+// earlier ones (entryErrs): it is skipped, and reports nothing.
+var errCascade = errors.New("an earlier error")
+
+// entryErrs collects the errors of the entries of a map, cast or drop,
+// each checked on its own: the error of an entry that looked up an unsure
+// column (c.cascade) is left out. It returns what the op returns: nil,
+// the errors, or errCascade when there were only such errors.
+type entryErrs struct {
+	c       *compiler
+	errs    spec.Errors
+	skipped bool
+}
+
+func (ee *entryErrs) add(err error) {
+	if ee.c.cascade {
+		ee.c.cascade, ee.skipped = false, true
+		return
+	}
+	fe, ok := err.(*spec.FieldError)
+	if !ok {
+		fe = &spec.FieldError{File: ee.c.job.File(), Msg: err.Error()}
+	}
+	ee.errs = append(ee.errs, fe)
+}
+
+func (ee *entryErrs) err() error {
+	switch {
+	case len(ee.errs) > 0:
+		return ee.errs
+	case ee.skipped:
+		return errCascade
+	}
+	return nil
 }
 
 // doubt marks the columns op makes, replaces or removes as unsure: op had

@@ -25,9 +25,11 @@ func (c *compiler) mapOp(op *spec.Op) error {
 		nullable bool
 	}
 	var results []result
+	ee := entryErrs{c: c}
 	for _, a := range op.Map {
 		if err := c.checkName(op, a.Name, a.Name); err != nil {
-			return err
+			ee.add(err)
+			continue
 		}
 		r, err := c.compileExpr(a.Value)
 		if err != nil {
@@ -38,7 +40,8 @@ func (c *compiler) mapOp(op *spec.Op) error {
 					break
 				}
 			}
-			return c.errAt(op, a, "%s", msg)
+			ee.add(c.errAt(op, a, "%s", msg))
+			continue
 		}
 		t := r.e.Type()
 		var kind column.Kind
@@ -46,11 +49,15 @@ func (c *compiler) mapOp(op *spec.Op) error {
 		case t.Kind == expr.String:
 			kind = column.Bytes
 		case t.Kind == expr.List || t.Kind.DType() == column.Invalid:
-			return c.errAt(op, a, "%q gives a %s; a map computes one number, bool or string per row (shape lists with a sequence op)", a.Value, t)
+			ee.add(c.errAt(op, a, "%q gives a %s; a map computes one number, bool or string per row (shape lists with a sequence op)", a.Value, t))
+			continue
 		}
 		vid := c.addValue(value{kind: kind, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1})
 		c.addStep(&mapStep{stepBase: stepBase{op: op, what: a.Name, reads: r.vids, writes: []int{vid}}, x: r})
 		results = append(results, result{a.Name, vid, t.Nullable})
+	}
+	if err := ee.err(); err != nil {
+		return err
 	}
 	for _, r := range results {
 		c.setColumn(r.name, r.vid, r.nullable)

@@ -81,13 +81,15 @@ func (c *compiler) rename(op *spec.Op) error {
 
 // drop removes the listed columns.
 func (c *compiler) drop(op *spec.Op) error {
+	ee := entryErrs{c: c}
 	for i, name := range op.Drop {
 		j := c.index(name)
 		if j < 0 {
-			return c.errIdx(op, i, "%s", c.missing(name))
+			ee.add(c.errIdx(op, i, "%s", c.missing(name)))
+			continue
 		}
 		c.schema = append(c.schema[:j], c.schema[j+1:]...)
 		c.gone[name] = fmt.Sprintf("was dropped at line %d", op.Line)
 	}
-	return nil
+	return ee.err()
 }
