@@ -134,3 +134,22 @@ func TestCheckCleanAndSingle(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// FuzzCheck: whatever the text, checking a spec neither panics nor
+// reports an error other than spec errors or inputs it cannot plan.
+func FuzzCheck(f *testing.F) {
+	f.Add("inputs: [DATA]\nbatch: {size: 64}\npipeline:\n  - filter: \"lable == 1\"\n  - cast: {dense_0: float16}\n")
+	f.Add("inputs: [DATA]\nbatch: {size: 64}\ncolumns: [labl]\npipeline:\n  - map: {a: \"labl\", b: 1}\n  - select: [a, b, c]\n")
+	f.Add("inputs: [DATA]\nbatch: {size: x}\npipeline:\n  - sequence: {column: seq_0, length: -1}\n  - drop: [seq_0]\n")
+	f.Add("inputs: [DATA]\nbatch: {size: 64}\npipeline:\n  - stack: {output: d, columns: [dense_0, nope]}\n  - jagged: {output: s, keys: [cat_0, {column: seq_0, max_length: -2}]}\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		if strings.Contains(src, "table") || strings.Contains(src, "/") {
+			return // no walking the file system
+		}
+		err := checkSpec(t, src)
+		var fe *spec.FieldError
+		if err != nil && !errors.As(err, &fe) && !strings.HasPrefix(err.Error(), "plan job") {
+			t.Fatalf("error %T %v, want spec errors", err, err)
+		}
+	})
+}
