@@ -179,26 +179,17 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if d.draining.Load() {
 		return nil, false, &apiError{status: http.StatusServiceUnavailable, msg: "lastmiled is shutting down: retry when it is back", retryAfter: 5}
 	}
-	switch {
-	case strings.TrimSpace(req.Spec) == "":
-		return nil, false, errorf(http.StatusBadRequest, `"spec" is required: the job spec as YAML or JSON text`)
-	case req.WorldSize < 0 || req.WorldSize > 4096:
-		return nil, false, errorf(http.StatusBadRequest, `"world_size" %d: want 1 to 4096 (or leave it out)`, req.WorldSize)
-	case req.Weight < 0 || req.Weight > MaxWeight:
-		return nil, false, errorf(http.StatusBadRequest, `"weight" %d: want 1 to %d (or leave it out)`, req.Weight, MaxWeight)
-	case req.BaseDir != "" && !filepath.IsAbs(req.BaseDir):
-		return nil, false, errorf(http.StatusBadRequest, `"base_dir" %q: want an absolute directory`, req.BaseDir)
+	if err := checkRequest(req); err != nil {
+		return nil, false, err
 	}
 	job, err := d.parseSpec(req.Spec, req.BaseDir, req.File, req.WorldSize)
-	if job == nil {
+	switch {
+	case job == nil:
 		return nil, false, specErrors(err)
-	}
-	if err != nil {
-		// Checked against the inputs too, when they can be planned: every
-		// error of the file at once.
-		if badInputs(err) {
-			return nil, false, specErrors(err)
-		}
+	case err != nil && badInputs(err):
+		return nil, false, specErrors(err)
+	case err != nil:
+		// Checked against the inputs too: every error of the file at once.
 		return nil, false, d.checkJob(ctx, p, job, err)
 	}
 	hash, err := specHash(job)
@@ -207,31 +198,11 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	// One submission per name at a time: eight ranks submitting the same
 	// job at once plan it once and all join it.
-	for {
-		d.mu.Lock()
-		if ex, err := d.sameName(job, hash, p.uid); ex != nil || err != nil {
-			d.mu.Unlock()
-			return ex, false, err
-		}
-		wait, busy := d.submitting[job.Name]
-		if !busy {
-			d.submitting[job.Name] = make(chan struct{})
-			d.mu.Unlock()
-			break
-		}
-		d.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		}
+	ex, done, err := d.claimName(ctx, job, hash, p.uid)
+	if ex != nil || err != nil {
+		return ex, false, err
 	}
-	defer func() {
-		d.mu.Lock()
-		close(d.submitting[job.Name])
-		delete(d.submitting, job.Name)
-		d.mu.Unlock()
-	}()
+	defer done()
 
 	exempt, err := d.checkUserLimits(p, job.Name)
 	if err != nil {
@@ -243,18 +214,9 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if err := d.checkJob(ctx, p, job, nil); err != nil {
 		return nil, false, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, planTimeout)
-	fp, err := engine.EstimateFootprint(pctx, job, asuser.FS{Cred: p.cred()})
-	cancel()
+	need, err := d.footprint(ctx, p, job)
 	if err != nil {
-		return nil, false, d.planError(ctx, p, job, err)
-	}
-	cfg := d.Config()
-	need := fp.Bytes()
-	if lim := int64(cfg.Memory.PerJob); lim > 0 && need > lim {
-		return nil, false, errorf(http.StatusBadRequest,
-			"job %q needs %s (%d rings of %d slots of %s, plus %d in-flight units of about %s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
-			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
+		return nil, false, err
 	}
 	rec := &record{
 		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir, File: req.File,
@@ -265,35 +227,10 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 		return nil, false, err
 	}
 	j.footprint = need // not shared yet
-	d.mu.Lock()
-	if err := d.checkUserLimitsLocked(p.uid, exempt, job.Name, need); err != nil {
-		d.mu.Unlock()
+	if err := d.addJob(j, p.uid, exempt); err != nil {
 		j.client.Close()
 		return nil, false, err
 	}
-	if lim := int64(cfg.Memory.Total); lim > 0 {
-		if used := d.reservedLocked(); used+need > lim {
-			d.mu.Unlock()
-			j.client.Close()
-			return nil, false, &apiError{status: http.StatusServiceUnavailable, retryAfter: 30, msg: fmt.Sprintf(
-				"job %q needs %s but only %s of the total memory budget (memory.total %s) is free: wait for other jobs to end, or cancel one",
-				job.Name, Bytes(need), Bytes(max(lim-used, 0)), Bytes(lim))}
-		}
-	}
-	for _, ex := range d.jobs {
-		ex.mu.Lock()
-		active := !ex.state.Terminal()
-		ex.mu.Unlock()
-		if ex.name == job.Name && active {
-			d.mu.Unlock()
-			j.client.Close()
-			return nil, false, errorf(http.StatusConflict, "job %q exists: retry", job.Name)
-		}
-	}
-	j.lastActive = time.Now()
-	j.next = make([]engine.Cursor, job.WorldSize)
-	d.jobs[j.id] = j
-	d.mu.Unlock()
 	j.persist()
 	j.log.Info("job submitted", "owner", p.uid, "world_size", job.WorldSize, "epochs", job.EpochCount(),
 		"weight", d.weightOf(j), "memory", Bytes(need), "spec_hash", hash)
@@ -331,6 +268,101 @@ func (d *Daemon) planError(ctx context.Context, p peer, job *spec.Job, err error
 		return specErrors(err)
 	}
 	return errorf(http.StatusBadRequest, "%v", err)
+}
+
+// claimName returns the active job a submission of job joins, or an
+// error if the name is taken; else it makes the caller the only one
+// submitting job's name until it calls done.
+func (d *Daemon) claimName(ctx context.Context, job *spec.Job, hash string, uid uint32) (ex *Job, done func(), err error) {
+	for {
+		d.mu.Lock()
+		if ex, err := d.sameName(job, hash, uid); ex != nil || err != nil {
+			d.mu.Unlock()
+			return ex, nil, err
+		}
+		wait, busy := d.submitting[job.Name]
+		if !busy {
+			d.submitting[job.Name] = make(chan struct{})
+			d.mu.Unlock()
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	return nil, func() {
+		d.mu.Lock()
+		close(d.submitting[job.Name])
+		delete(d.submitting, job.Name)
+		d.mu.Unlock()
+	}, nil
+}
+
+// footprint returns the memory job needs (engine.EstimateFootprint, its
+// files read as the submitter), or why it may not have it.
+func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job) (int64, error) {
+	pctx, cancel := context.WithTimeout(ctx, planTimeout)
+	fp, err := engine.EstimateFootprint(pctx, job, asuser.FS{Cred: p.cred()})
+	cancel()
+	if err != nil {
+		return 0, d.planError(ctx, p, job, err)
+	}
+	need := fp.Bytes()
+	if lim := int64(d.Config().Memory.PerJob); lim > 0 && need > lim {
+		return 0, errorf(http.StatusBadRequest,
+			"job %q needs %s (%d rings of %d slots of %s, plus %d in-flight units of about %s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
+			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
+	}
+	return need, nil
+}
+
+// checkRequest checks a submit request's fields other than the spec.
+func checkRequest(req submitRequest) error {
+	switch {
+	case strings.TrimSpace(req.Spec) == "":
+		return errorf(http.StatusBadRequest, `"spec" is required: the job spec as YAML or JSON text`)
+	case req.WorldSize < 0 || req.WorldSize > 4096:
+		return errorf(http.StatusBadRequest, `"world_size" %d: want 1 to 4096 (or leave it out)`, req.WorldSize)
+	case req.Weight < 0 || req.Weight > MaxWeight:
+		return errorf(http.StatusBadRequest, `"weight" %d: want 1 to %d (or leave it out)`, req.Weight, MaxWeight)
+	case req.BaseDir != "" && !filepath.IsAbs(req.BaseDir):
+		return errorf(http.StatusBadRequest, `"base_dir" %q: want an absolute directory`, req.BaseDir)
+	}
+	return nil
+}
+
+// addJob adds a new job, whose footprint is set, to the daemon, unless
+// the owner's limits, the total memory budget or an active job of the
+// same name forbid it.
+func (d *Daemon) addJob(j *Job, uid uint32, exempt bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	need := j.footprint
+	if err := d.checkUserLimitsLocked(uid, exempt, j.name, need); err != nil {
+		return err
+	}
+	if lim := int64(d.Config().Memory.Total); lim > 0 {
+		if used := d.reservedLocked(); used+need > lim {
+			return &apiError{status: http.StatusServiceUnavailable, retryAfter: 30, msg: fmt.Sprintf(
+				"job %q needs %s but only %s of the total memory budget (memory.total %s) is free: wait for other jobs to end, or cancel one",
+				j.name, Bytes(need), Bytes(max(lim-used, 0)), Bytes(lim))}
+		}
+	}
+	for _, ex := range d.jobs {
+		ex.mu.Lock()
+		active := !ex.state.Terminal()
+		ex.mu.Unlock()
+		if ex.name == j.name && active {
+			return errorf(http.StatusConflict, "job %q exists: retry", j.name)
+		}
+	}
+	j.lastActive = time.Now()
+	j.next = make([]engine.Cursor, j.spec.WorldSize)
+	d.jobs[j.id] = j
+	return nil
 }
 
 // sameName returns the active job the submission joins, or an error if the
