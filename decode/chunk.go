@@ -107,6 +107,9 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		}
 		switch h.typ {
 		case pageDictionary:
+			if err := checkCRC(h, body); err != nil {
+				return d.errorf(fi, off, err)
+			}
 			if err := d.readDict(f, c, h, body); err != nil {
 				return d.errorf(fi, off, err)
 			}
@@ -139,6 +142,9 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		}
 		if row >= hi {
 			break
+		}
+		if err := checkCRC(h, body); err != nil {
+			return d.errorf(fi, off, err)
 		}
 		direct := sel == nil && row >= lo
 		if sel != nil && nrows >= 0 && row >= lo && row+nrows <= hi {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -246,5 +247,48 @@ func TestSmallReadWindow(t *testing.T) {
 			}
 			checkPlan(t, plan, func(u Unit) int64 { return u.Ordinal })
 		}
+	}
+}
+
+// TestPageCRC flips one byte in the values of an uncompressed page, which
+// no decompressor would notice and which keeps the file's size and mtime:
+// decoding the page fails on its CRC, naming the page.
+func TestPageCRC(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f.parquet")
+	writeFile(t, p, fileSpec{rows: 2000, codec: "none", pageVersion: 1, pageBytes: 1024})
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"dense_0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := plan.Units[0]
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h pageHeader
+	off := int(u.Chunks[0].Offset)
+	for {
+		n, err := parsePageHeader(raw[off:], &h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.typ == pageData {
+			if !h.hasCRC {
+				t.Skip("the writer gave no page CRC")
+			}
+			raw[off+n+int(h.compressed)-3] ^= 0x40 // a float's exponent bits
+			break
+		}
+		off += n + int(h.compressed)
+	}
+	os.WriteFile(p, raw, 0o644)
+	mt := time.Unix(0, u.ModTime)
+	os.Chtimes(p, mt, mt)
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	var b column.Batch
+	err = d.Decode(context.Background(), u, &b)
+	if err == nil || !strings.Contains(err.Error(), "CRC") || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", off)) {
+		t.Fatalf("decode of a page with a flipped byte: %v; want a CRC error naming the page at offset %d", err, off)
 	}
 }

@@ -47,6 +47,11 @@ type pageHeader struct {
 	defLen       int32
 	repLen       int32
 	isCompressed bool
+
+	// crc is the CRC-32 (IEEE) of the page's bytes after the header, as
+	// stored; hasCRC says the writer gave one (it is optional).
+	crc    int32
+	hasCRC bool
 }
 
 var errThrift = errors.New("malformed thrift page header")
@@ -280,6 +285,10 @@ func parsePageHeader(b []byte, h *pageHeader) (int, error) {
 		case 3:
 			seen |= 4
 			return i32(typ, &h.compressed)
+		case 4:
+			ok, err := i32(typ, &h.crc)
+			h.hasCRC = ok
+			return ok, err
 		case 5: // DataPageHeader
 			if typ != tStruct {
 				return false, nil

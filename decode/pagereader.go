@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"hash/crc32"
 	"os"
 )
 
@@ -103,6 +104,21 @@ func (r *pageReader) next() (off int64, body []byte, ok bool, err error) {
 	if err != nil {
 		return off, nil, false, err
 	}
+
 	r.off = off + int64(hn) + int64(r.h.compressed)
 	return off, body, true, nil
+}
+
+// checkCRC verifies a page's body against the CRC its header carries, if
+// any: a byte flipped on disk or in transit (the file's size and mtime
+// unchanged) must not reach a trainer as a wrong value. Pages skipped
+// without being decoded are not checked: nothing of them is used.
+func checkCRC(h *pageHeader, body []byte) error {
+	if !h.hasCRC {
+		return nil
+	}
+	if sum := crc32.ChecksumIEEE(body); sum != uint32(h.crc) {
+		return corruptf("page CRC %08x, but its %d bytes hash to %08x: the file is damaged", uint32(h.crc), len(body), sum)
+	}
+	return nil
 }
