@@ -72,12 +72,15 @@ func TestCheckReportsAllErrors(t *testing.T) {
   - cast: {dense_9: float32, cat_0: int32, seq_9: int64}
   - drop: [a, zz]
   - filter: "b > 0"
+  - nulls: {policy: fill, columns: [nn1, b, nn2]}
 `, []string{
 			`4: pipeline[0].map.a: unknown column "nope1"`,
 			`4: pipeline[0].map.c: unknown column "nope2"`,
 			`5: pipeline[1].cast.dense_9: unknown column "dense_9"`,
 			`5: pipeline[1].cast.seq_9: unknown column "seq_9"`,
 			`6: pipeline[2].drop[1]: unknown column "zz"`,
+			`8: pipeline[4].nulls.columns: unknown column "nn1"`,
+			`8: pipeline[4].nulls.columns: unknown column "nn2"`,
 		}},
 		{"columns and ops", `  - filter: "dense_0 > 0"
 columns: [row_id, labl, dense_0]

@@ -94,9 +94,9 @@ func Check(ctx context.Context, job *spec.Job, input []decode.Field, env Env) er
 // earlier ones (entryErrs): it is skipped, and reports nothing.
 var errCascade = errors.New("an earlier error")
 
-// entryErrs collects the errors of the entries of a map, cast or drop,
-// each checked on its own: the error of an entry that looked up an unsure
-// column (c.cascade) is left out. It returns what the op returns: nil,
+// entryErrs collects the errors of the entries of a map, cast, drop or
+// nulls op, each checked on its own: the error of an entry that looked up
+// an unsure column (c.cascade) is left out. It returns what the op returns: nil,
 // the errors, or errCascade when there were only such errors.
 type entryErrs struct {
 	c       *compiler

@@ -41,18 +41,24 @@ func (c *compiler) nulls(op *spec.Op) error {
 		}
 	} else {
 		seen := map[string]bool{}
+		ee := entryErrs{c: c}
 		for _, name := range n.Columns {
 			if seen[name] {
-				return c.errf(op, "columns", "column %q listed twice", name)
+				ee.add(c.errf(op, "columns", "column %q listed twice", name))
+				continue
 			}
 			seen[name] = true
 			e, why := c.lookup(name)
 			if e == nil {
-				return c.errf(op, "columns", "%s", why)
+				ee.add(c.errf(op, "columns", "%s", why))
+				continue
 			}
 			if e.nullable {
 				targets = append(targets, c.index(name))
 			}
+		}
+		if err := ee.err(); err != nil {
+			return err
 		}
 	}
 	if len(targets) == 0 {
