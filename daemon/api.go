@@ -311,6 +311,7 @@ type ringView struct {
 	Head             uint64         `json:"head"`
 	Tail             uint64         `json:"tail"`
 	Occupancy        uint64         `json:"occupancy"`
+	Held             int            `json:"held"`
 	ConsumerAttached bool           `json:"consumer_attached"`
 	ConsumerPID      int32          `json:"consumer_pid"`
 	ConsumerWaiting  bool           `json:"consumer_waiting"`
@@ -353,6 +354,7 @@ func (j *Job) view() jobView {
 	for _, w := range j.fullWait {
 		fullWait += w
 	}
+	var held []int // per rank, slots production holds
 	if r := j.run; r != nil {
 		p := r.prog
 		tot.add(p)
@@ -363,6 +365,7 @@ func (j *Job) view() jobView {
 		}
 		for _, st := range p.RingStats() {
 			fullWait += st.FullWait
+			held = append(held, st.Held)
 		}
 	}
 	if v.BatchesPerEpoch == nil && j.perEpoch > 0 { // known to an earlier run of the job
@@ -385,6 +388,9 @@ func (j *Job) view() jobView {
 			Head: in.Head, Tail: in.Tail, Occupancy: in.Occupancy(), ConsumerAttached: in.ConsumerAttached,
 			ConsumerPID: in.ConsumerPID, ConsumerWaiting: in.ConsumerWaiting && in.Head == in.Tail,
 			State: stateName(in.State),
+		}
+		if i < len(held) && in.State == shm.StateRunning {
+			rv.Held = held[i]
 		}
 		if c, known := standing(in, ranks[i].Start); known {
 			rv.Next = &c

@@ -58,7 +58,12 @@ type Producer struct {
 
 	published atomic.Uint64
 	fullWaits atomic.Uint64
-	fullWait  atomic.Int64 // ns
+	fullWait  atomic.Int64 // ns, waits that ended
+	heldNow   atomic.Int32 // nheld, for Stats
+	// waitMu orders a wait's start and end against Stats, which counts a
+	// wait under way, so that FullWait never goes back.
+	waitMu    sync.Mutex
+	waitStart time.Time // the wait under way; zero: none
 }
 
 // MaxHeld is the number of slots a producer may hold at once, acquired
@@ -280,20 +285,27 @@ func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
 	}
 	seq, r := p.next+uint64(p.nheld), p.r
 	ready := func() bool { return seq-r.head.Load() < r.slotCount }
-	start := time.Now()
-	parked, err := pollThenAwait(ctx, r.spaceFutex, r.producerWaiting, ready)
-	if parked {
+	if !ready() {
+		start := time.Now()
+		p.waitMu.Lock()
+		p.waitStart = start
+		p.waitMu.Unlock()
+		_, err := pollThenAwait(ctx, r.spaceFutex, r.producerWaiting, ready)
+		p.waitMu.Lock()
 		p.fullWaits.Add(1)
 		p.fullWait.Add(int64(time.Since(start)))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ring %q: wait for a free slot: %w", p.name, err)
+		p.waitStart = time.Time{}
+		p.waitMu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("ring %q: wait for a free slot: %w", p.name, err)
+		}
 	}
 	s := &p.held[seq%MaxHeld]
 	*s = Slot{p: p, seq: seq, mem: r.slot(seq), it: planIter{fields: p.fields}}
 	s.used = slotHeaderSize + int64(p.tensorCount)*tensorEntrySize
 	s.live = true
 	p.nheld++
+	p.heldNow.Store(int32(p.nheld))
 	return s, nil
 }
 
@@ -305,6 +317,7 @@ func (p *Producer) Discard(s *Slot) {
 	if p.nheld > 0 && s == &p.held[(p.next+uint64(p.nheld)-1)%MaxHeld] && s.live {
 		s.live = false
 		p.nheld--
+		p.heldNow.Store(int32(p.nheld))
 	}
 }
 
@@ -345,6 +358,7 @@ func (p *Producer) Publish(s *Slot) error {
 	p.next++
 	s.live = false
 	p.nheld--
+	p.heldNow.Store(int32(p.nheld))
 	p.published.Add(1)
 	return nil
 }
@@ -389,6 +403,7 @@ func (p *Producer) finish(st State, msg string) error {
 		p.held[i].live = false
 	}
 	p.nheld = 0
+	p.heldNow.Store(0)
 	m := truncateMessage(msg)
 	r := p.r
 	copy(p.mem[offMessage:offMessage+MaxMessageLen], m)
@@ -495,7 +510,11 @@ type ProducerStats struct {
 	Head      uint64        // batches the consumer has released
 	Tail      uint64        // batches published (the header's tail)
 	FullWaits uint64        // Acquire calls that slept because the ring was full
-	FullWait  time.Duration // total time Acquire slept on a full ring
+	FullWait  time.Duration // total time Acquire slept on a full ring, a wait under way included
+	// Held is the slots acquired and not yet published (being filled, or
+	// filled and waiting for their turn): the ring is full for the
+	// producer when Occupancy() + Held reaches Slots.
+	Held int
 }
 
 // Occupancy returns the number of published batches the consumer has not
@@ -510,8 +529,14 @@ func (p *Producer) Stats() ProducerStats {
 		Slots:     p.slots,
 		Published: p.published.Load(),
 		FullWaits: p.fullWaits.Load(),
-		FullWait:  time.Duration(p.fullWait.Load()),
+		Held:      int(p.heldNow.Load()),
 	}
+	p.waitMu.Lock()
+	s.FullWait = time.Duration(p.fullWait.Load())
+	if !p.waitStart.IsZero() {
+		s.FullWait += time.Since(p.waitStart)
+	}
+	p.waitMu.Unlock()
 	if !p.closed {
 		s.Head = p.r.head.Load()
 		s.Tail = p.r.tail.Load()

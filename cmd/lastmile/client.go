@@ -64,6 +64,7 @@ type apiRing struct {
 	Head             uint64     `json:"head"`
 	Tail             uint64     `json:"tail"`
 	Occupancy        int        `json:"occupancy"`
+	Held             int        `json:"held"`
 	ConsumerAttached bool       `json:"consumer_attached"`
 	ConsumerPID      int        `json:"consumer_pid"`
 	ConsumerWaiting  bool       `json:"consumer_waiting"`

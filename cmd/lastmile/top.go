@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // runTop shows lastmiled's jobs and ranks live. Every frame is computed from
@@ -162,7 +161,7 @@ type topRow struct {
 	label, state         string
 	rank                 int
 	rowsPS, mbPS         float64 // NaN: unknown
-	fill, slots          int     // ring occupancy; slots 0: not a ring row
+	fill, held, slots    int     // ring occupancy, slots production holds; slots 0: not a ring row
 	stall, full          float64 // fractions of the interval; NaN: unknown
 	waitingNow, attached bool
 	units                float64 // NaN: unknown
@@ -223,7 +222,7 @@ func buildFrame(prev, cur *topSample, all bool) *topFrame {
 			continue
 		}
 		jl := map[string]string{"job_id": j.ID}
-		jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, j.ID), state: j.State, rank: -1,
+		jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, shortID(j.ID)), state: j.State, rank: -1,
 			rowsPS: rate(mRows, jl, 1), mbPS: rate(mBytes, jl, 1e6),
 			stall: math.NaN(), full: rate(mFullWait, jl, 1),
 			units: gauge(mUnits, jl), errors: gauge(mErrors, jl)}
@@ -240,10 +239,9 @@ func buildFrame(prev, cur *topSample, all bool) *topFrame {
 			}
 			jr.units = float64(j.Progress.UnitsInFlight)
 		}
-		if len(j.Rings) > 0 {
-			// the job's producer wait and stall: the mean over its ranks
-			jr.full /= float64(len(j.Rings))
-		}
+		// The job's FULL is the sum of its ranks': one producer fills the
+		// rings in turn, so its waits on them add up to the time it
+		// waited (the mean would hide a rank it always waits on).
 		prevRings := map[int]apiRing{}
 		for _, r := range p.Rings {
 			prevRings[r.Rank] = r
@@ -255,7 +253,7 @@ func buildFrame(prev, cur *topSample, all bool) *topFrame {
 		for i, r := range j.Rings {
 			rl := map[string]string{"job_id": j.ID, "rank": strconv.Itoa(r.Rank)}
 			rr := topRow{label: fmt.Sprintf("  rank %d", r.Rank), state: r.State, rank: r.Rank,
-				fill: r.Occupancy, slots: r.Slots,
+				fill: r.Occupancy, held: r.Held, slots: r.Slots,
 				stall: rate(mEmptyWait, rl, 1), full: rate(mFullWait, rl, 1),
 				waitingNow: r.ConsumerWaiting, attached: r.ConsumerAttached,
 				units: math.NaN(), errors: math.NaN(), next: r.Next.String()}
@@ -290,143 +288,6 @@ func buildFrame(prev, cur *topSample, all bool) *topFrame {
 		f.rows = append(f.rows, rankRows...)
 	}
 	return f
-}
-
-func (f *topFrame) write(w io.Writer, ansi bool) error {
-	st := f.cur.status
-	bold, reset := "", ""
-	if ansi {
-		bold, reset = "\x1b[1m", "\x1b[0m"
-	}
-	up := time.Duration(st.UptimeSeconds * float64(time.Second)).Round(time.Second)
-	state := ""
-	if st.Draining {
-		state = "  DRAINING"
-	}
-	mem := bytesString(st.Memory.Reserved)
-	if st.Memory.Total > 0 {
-		mem += " of " + bytesString(st.Memory.Total)
-	}
-	fmt.Fprintf(w, "%slastmiled %s%s  pid %d  up %s  cpu %d/%d workers busy  memory %s  jobs %d running, %d pending%s  %s\n",
-		bold, st.Version, reset, st.PID, shortDuration(up), st.CPU.Busy, st.CPU.Workers, mem,
-		st.Jobs.Running, st.Jobs.Pending, state, f.cur.at.Format("15:04:05"))
-	src := fmt.Sprintf("rates over %s from %s", f.dt.Round(time.Millisecond), "/metrics")
-	if f.fromJobs {
-		why := "no /metrics"
-		if f.cur.metricsErr != nil {
-			why = "no /metrics: " + f.cur.metricsErr.Error()
-		}
-		src = fmt.Sprintf("rates over %s from job counters (%s)", f.dt.Round(time.Millisecond), why)
-	}
-	fmt.Fprintln(w, src)
-	for _, l := range f.peerLines() {
-		fmt.Fprintln(w, l)
-	}
-	fmt.Fprintln(w)
-	hidden := ""
-	if f.hidden > 0 {
-		hidden = fmt.Sprintf(" (%d ended jobs not shown; -all shows them)", f.hidden)
-	}
-	if len(f.rows) == 0 {
-		_, err := fmt.Fprintf(w, "no running jobs%s\n", hidden)
-		return err
-	}
-
-	t := &table{right: []bool{false, false, true, true, true, true, true, true, true, false}}
-	t.add("JOB / RANK", "STATE", "ROWS/S", "MB/S", "RING", "STALL", "FULL", "UNITS", "ERRORS", "NEXT")
-	for _, r := range f.rows {
-		ring := ""
-		if r.slots > 0 {
-			ring = fmt.Sprintf("%d/%d", r.fill, r.slots)
-		}
-		stall := pct(r.stall)
-		if r.rank >= 0 {
-			switch {
-			case !r.attached:
-				stall = "detached"
-			case math.IsNaN(r.stall) && r.waitingNow:
-				stall = "waiting"
-			}
-		}
-		t.add(r.label, r.state, rateString(r.rowsPS), mbString(r.mbPS), ring, stall, pct(r.full),
-			num(r.units), num(r.errors), r.next)
-	}
-	if err := t.write(w, bold, reset); err != nil {
-		return err
-	}
-	if hidden != "" {
-		_, err := fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(hidden))
-		return err
-	}
-	return nil
-}
-
-// table lays out columns two spaces apart, left- or right-aligned; the first
-// row is the header. No trailing blanks.
-type table struct {
-	right []bool
-	rows  [][]string
-}
-
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
-
-func (t *table) write(w io.Writer, bold, reset string) error {
-	width := make([]int, len(t.right))
-	for _, r := range t.rows {
-		for i, c := range r {
-			width[i] = max(width[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for n, r := range t.rows {
-		var line strings.Builder
-		for i, c := range r {
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
-			if i > 0 {
-				line.WriteString("  ")
-			}
-			if t.right[i] {
-				line.WriteString(pad + c)
-			} else {
-				line.WriteString(c + pad)
-			}
-		}
-		s := strings.TrimRight(line.String(), " ")
-		if n == 0 {
-			s = bold + s + reset
-		}
-		b.WriteString(s + "\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func rateString(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return countString(int64(math.Round(v)))
-}
-
-func mbString(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", v)
-}
-
-func pct(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", math.Min(v, 1)*100)
-}
-
-func num(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // promSample is one line of the Prometheus text format.
@@ -546,4 +407,13 @@ func parsePromLine(line string) (promSample, error) {
 	}
 	p.value = v
 	return p, nil
+}
+
+// shortID is the start of a job's id that top shows (lastmile jobs lists
+// the whole ids).
+func shortID(id string) string {
+	if len(id) > 6 {
+		return id[:6]
+	}
+	return id
 }

@@ -37,8 +37,8 @@ func (f *topFrame) peerLines() []string {
 		if !p.Healthy {
 			health = "EXCLUDED"
 		}
-		lines = append(lines, fmt.Sprintf("peer %-21s %-8s %2d in flight  %s units/s  %s MB/s  %d failed", p.Addr, health, p.InFlight,
-			num(ups), num(mbps), p.Failures))
+		lines = append(lines, fmt.Sprintf("peer %s %s, %d in flight, %.0f units/s, %.1f MB/s, %d failed", p.Addr, health, p.InFlight,
+			ups, mbps, p.Failures))
 	}
 	if len(cur.Peers) > 0 && f.cur.metrics != nil && f.prev != nil && f.prev.metrics != nil {
 		now, ok1 := f.cur.metrics.sum("lastmile_units_total", nil)

@@ -17,7 +17,7 @@ func TestTopPeerLines(t *testing.T) {
 	prev, cur := sample(0, 10, 0, true, 100), sample(2*time.Second, 30, 40e6, false, 140)
 	f := &topFrame{cur: cur, prev: prev, dt: 2 * time.Second}
 	got := strings.Join(f.peerLines(), "\n")
-	for _, want := range []string{"peer 10.0.0.7:7941", "EXCLUDED", "2 in flight", "10 units/s", "20 MB/s", "spill share 50%"} {
+	for _, want := range []string{"peer 10.0.0.7:7941", "EXCLUDED", "2 in flight", "10 units/s", "20.0 MB/s", "spill share 50%"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("top's peer lines lack %q:\n%s", want, got)
 		}
