@@ -72,14 +72,16 @@ func TestPeerPartition(t *testing.T) {
 	h := newNetHost(t)
 	local := newEnv(t)
 	local.start("-workers", "1")
-	lj := local.submit(clusterSpec(smallData), nil)
+	// Long enough (12 epochs) that the partition falls mid-run.
+	long := func(inputs string) string { return strings.Replace(clusterSpec(inputs), "epochs: 3", "epochs: 12", 1) }
+	lj := local.submit(long(smallData), nil)
 	want, wantRows := digests(t, local, lj.ID, 2)
 
 	cl := newCluster(t, "always", h.ip+":7941", ", deadline: 1s")
 	cl.cpu.wrap = []string{"ip", "netns", "exec", h.ns}
 	cl.start()
 	gpu, data := cl.gpu, cl.data
-	j := gpu.submit(clusterSpec(data), nil)
+	j := gpu.submit(long(data), nil)
 	stop, faulted := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(faulted)
@@ -111,7 +113,7 @@ func TestPeerPartition(t *testing.T) {
 	// next job spills to it again.
 	time.Sleep(time.Until(st.Peers.Peers[0].ExcludedTill) + 100*time.Millisecond)
 	before := cl.peerUnits()
-	j2 := gpu.submit(strings.Replace(clusterSpec(data), "name: job", "name: job2", 1), nil)
+	j2 := gpu.submit(strings.Replace(long(data), "name: job", "name: job2", 1), nil)
 	got, rows = digests(t, gpu, j2.ID, 2)
 	checkEpochs(t, "after the partition", rows, wantRows)
 	sameBatches(t, got, want)
