@@ -16,6 +16,7 @@ import (
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/ops"
 	cpupeer "github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
@@ -90,6 +91,7 @@ type Job struct {
 	base      progressTotals
 	published []uint64
 	fullWait  []time.Duration
+	opBase    map[string]ops.OpRows // rows in and out per op (oprows.go)
 	runErrors int64
 	// Sampled time each rank's consumer waited on an empty ring, in ns.
 	emptyWait []atomic.Int64
@@ -181,6 +183,7 @@ func (j *Job) supervise() {
 		<-r.done
 		j.mu.Lock()
 		j.base.add(r.prog)
+		j.addOpRowsLocked(r.prog.OpRows())
 		for i, st := range r.prog.RingStats() {
 			if i < len(j.published) {
 				j.published[i] += st.Published

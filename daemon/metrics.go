@@ -47,6 +47,8 @@ var (
 	descMemTotal    = prometheus.NewDesc("lastmile_memory_limit_bytes", "The total memory budget (0: none).", nil, nil)
 	descUp          = prometheus.NewDesc("lastmile_daemon_start_time_seconds", "When this lastmiled started.", []string{"version"}, nil)
 	descBuild       = prometheus.NewDesc("lastmile_build_info", "Always 1: the lastmiled build, by its version and the Go version it was built with.", []string{"version", "goversion"}, nil)
+	descOpIn        = prometheus.NewDesc("lastmile_op_rows_in_total", "Rows that reached the job's row-dropping op (filter, sample, semi or anti join, nulls or on_long skip), by its field in the spec.", []string{"job", "job_id", "op"}, nil)
+	descOpOut       = prometheus.NewDesc("lastmile_op_rows_out_total", "Rows the job's row-dropping op kept: out/in is a sample's rate, a filter's selectivity.", []string{"job", "job_id", "op"}, nil)
 	descBatchWait   = prometheus.NewDesc("lastmile_consumer_batch_wait_seconds", "The time the rank's trainer waited on an empty ring for each batch it consumed (0: it did not wait), sampled every 10ms (docs/daemon.md).", rankLabels, nil)
 )
 
@@ -54,7 +56,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
 		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
 		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp,
-		descBuild, descBatchWait} {
+		descBuild, descBatchWait, descOpIn, descOpOut} {
 		ch <- d
 	}
 }
@@ -96,7 +98,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		state, errs, restarts, mem := j.state, j.runErrors, j.restarts, j.chargedLocked()
+		opRows := j.opRowsLocked()
 		j.mu.Unlock()
+		for _, o := range opRows {
+			counter(descOpIn, float64(o.In), j.name, j.id, o.Op)
+			counter(descOpOut, float64(o.Out), j.name, j.id, o.Op)
+		}
 		l := []string{j.name, j.id}
 		counter(descRows, float64(tot.rows), l...)
 		counter(descBytes, float64(tot.bytes), l...)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lastmile/lastmile/ops"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -52,7 +53,8 @@ func TestRankWaits(t *testing.T) {
 
 // TestCollector: build info; a job's memory gauge is its charge, 0 once it
 // ended failed or canceled or its rings are gone, and the gauges add up to
-// lastmile_memory_reserved_bytes; the per-batch wait histogram per rank.
+// lastmile_memory_reserved_bytes; the per-batch wait histogram per rank;
+// rows in and out per op, added up over the job's runs.
 func TestCollector(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultConfig()
@@ -80,6 +82,8 @@ func TestCollector(t *testing.T) {
 			want[c.id] = 1000
 		}
 	}
+	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 1000, Out: 100}})
+	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 500, Out: 60}})
 	w := rankWaits{}
 	w.sample(nil, 0, true, 20*time.Millisecond)
 	w.sample(nil, 1, false, 20*time.Millisecond)
@@ -118,6 +122,12 @@ func TestCollector(t *testing.T) {
 	}
 	if r := fams["lastmile_memory_reserved_bytes"].GetMetric()[0].GetGauge().GetValue(); r != total {
 		t.Errorf("lastmile_memory_reserved_bytes %v, the jobs' gauges add up to %v", r, total)
+	}
+	for name, v := range map[string]float64{"lastmile_op_rows_in_total": 1500, "lastmile_op_rows_out_total": 160} {
+		f := fams[name]
+		if f == nil || len(f.Metric) != 1 || label(f.Metric[0], "op") != "pipeline[1].sample" || f.Metric[0].GetCounter().GetValue() != v {
+			t.Errorf("%s: %v, want %v for pipeline[1].sample", name, f, v)
+		}
 	}
 	got := map[string]uint64{}
 	for _, m := range fams["lastmile_consumer_batch_wait_seconds"].GetMetric() {

@@ -133,6 +133,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		prog = new(Progress)
 	}
 	prog.setRings(rings)
+	prog.setProgram(proc.prog)
 	if opts.Spill != nil {
 		wctx, stop := context.WithCancel(ctx)
 		watched := make(chan struct{})

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/shm"
 )
 
@@ -38,6 +39,25 @@ type Progress struct {
 
 	mu    sync.Mutex
 	rings []*shm.Producer
+	ops   *ops.Program // nil: no pipeline
+}
+
+// OpRows returns the rows in and out of each row-dropping op of the job's
+// pipeline so far in this run (ops.Program.OpRows); nil without one.
+func (p *Progress) OpRows() []ops.OpRows {
+	p.mu.Lock()
+	prog := p.ops
+	p.mu.Unlock()
+	if prog == nil {
+		return nil
+	}
+	return prog.OpRows()
+}
+
+func (p *Progress) setProgram(prog *ops.Program) {
+	p.mu.Lock()
+	p.ops = prog
+	p.mu.Unlock()
 }
 
 // RingStats returns each rank's ring counters (occupancy, time the

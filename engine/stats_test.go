@@ -117,3 +117,23 @@ func TestLogKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressOpRows: Progress.OpRows gives the rows in and out of the
+// pipeline's row-dropping ops.
+func TestProgressOpRows(t *testing.T) {
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	job, err := spec.Parse("test.yaml", []byte("version: 1\nname: oprows\ninputs: ["+abs+"]\ncolumns: [row_id]\n"+
+		"pipeline:\n  - filter: \"row_id % 2 == 0\"\nbatch: {size: 1000, last: keep}\nring: {dir: "+dir+", slots: 16}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := new(engine.Progress)
+	if _, err := engine.Run(context.Background(), job, engine.Options{Progress: prog, Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := prog.OpRows()
+	if len(got) != 1 || got[0].Op != "pipeline[0].filter" || got[0].In != fixtureRows || got[0].Out != fixtureRows/2 {
+		t.Errorf("OpRows %+v, want the filter: %d rows in, %d out", got, fixtureRows, fixtureRows/2)
+	}
+}

@@ -257,7 +257,13 @@ func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64
 	if n := p.cache.rows(u.Seq); n >= 0 {
 		return n, nil
 	}
-	sel, err := p.workers[worker].selectRows(ctx, p, u)
+	w := p.workers[worker]
+	if w.state != nil {
+		// The unit runs again when it is needed: count its ops' rows then.
+		w.state.CountRows(false)
+		defer w.state.CountRows(true)
+	}
+	sel, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return 0, err
 	}

@@ -59,6 +59,7 @@ type Program struct {
 	home        []int // by value: first output position, -1 if none
 	filters     []*filterStep
 	tables      []*sideTable
+	rows        []opRows // by step: the row-dropping ones' counts (oprows.go)
 }
 
 // Compile validates every op of job.Pipeline against input, the input
@@ -78,7 +79,8 @@ func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 		}
 	}
 	outputs, groups := expandGroups(c.schema, c.vals)
-	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: outputs, groups: groups, tables: c.joins}
+	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: outputs, groups: groups, tables: c.joins,
+		rows: make([]opRows, len(c.steps))}
 	p.plan()
 	return p, nil
 }

@@ -139,6 +139,8 @@ type State struct {
 	order []int
 	stats []dropStats // by step index
 	calls int
+
+	quiet bool // OpRows not counted (CountRows)
 }
 
 // dropStats is what one drop of Select cost: rows in, rows kept, time.
@@ -201,14 +203,14 @@ func (s *State) Select(b *column.Batch, sel []int32) ([]int32, error) {
 				compacted, cur = true, nil
 			}
 			if s.order == nil {
-				cur, err = drop(st, f, cur)
+				cur, err = s.dropCounted(i, f, cur)
 				break
 			}
 			in, t := len(cur), time.Now()
 			if cur == nil {
 				in = f.rows
 			}
-			cur, err = drop(st, f, cur)
+			cur, err = s.dropCounted(i, f, cur)
 			d := &s.stats[i]
 			d.in, d.out, d.ns = d.in+int64(in), d.out+int64(len(cur)), d.ns+int64(time.Since(t))
 		case computer:
@@ -331,7 +333,7 @@ func (s *State) Apply(b *column.Batch, out *column.Batch) error {
 	var sel []int32
 	for _, i := range p.preDrops {
 		var err error
-		if sel, err = drop(s.steps[i].(dropper), f, sel); err != nil {
+		if sel, err = s.dropCounted(i, f, sel); err != nil {
 			return err
 		}
 	}
@@ -349,7 +351,7 @@ func (s *State) Apply(b *column.Batch, out *column.Batch) error {
 	}
 	for _, i := range p.lateDrops {
 		var err error
-		if sel, err = drop(s.steps[i].(dropper), f, sel); err != nil {
+		if sel, err = s.dropCounted(i, f, sel); err != nil {
 			return err
 		}
 	}
