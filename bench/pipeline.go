@@ -337,7 +337,7 @@ func genPipelineData(ctx context.Context, cfg PipelineConfig, parquetDir, npyDir
 func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport, p *PipelineRun, trainerArgs ...string) (map[string]any, error) {
 	var out bytes.Buffer
 	args := append([]string{"-m", "lastmile", "cat", "--json", "--torch", "--timeout", "120",
-		"--dir", ringDir(cfg.ShmDir)}, trainerArgs...)
+		"--shm-dir", ringDir(cfg.ShmDir)}, trainerArgs...)
 	cmd := exec.CommandContext(ctx, cfg.Python, append(args, job.Ring.Name)...)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+cfg.PythonPath)
 	cmd.Stdout = &out
