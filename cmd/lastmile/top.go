@@ -185,109 +185,131 @@ func ended(state string) bool {
 
 func buildFrame(prev, cur *topSample, all bool) *topFrame {
 	f := &topFrame{cur: cur, prev: prev, dt: cur.at.Sub(prev.at)}
-	secs := f.dt.Seconds()
-	if secs <= 0 {
-		secs = math.NaN()
+	fc := &frameRates{prev: prev, cur: cur, secs: f.dt.Seconds(), metrics: cur.metrics != nil && prev.metrics != nil}
+	if fc.secs <= 0 {
+		fc.secs = math.NaN()
 	}
-	useMetrics := cur.metrics != nil && prev.metrics != nil
-	f.fromJobs = !useMetrics
+	f.fromJobs = !fc.metrics
 	prevJobs := map[string]apiJob{}
 	for _, j := range prev.jobs {
 		prevJobs[j.ID] = j
-	}
-	rate := func(name string, lbl map[string]string, scale float64) float64 {
-		if !useMetrics {
-			return math.NaN()
-		}
-		a, ok1 := prev.metrics.sum(name, lbl)
-		b, ok2 := cur.metrics.sum(name, lbl)
-		if !ok1 || !ok2 || b < a { // a new series, or counters restarted with the daemon
-			return math.NaN()
-		}
-		return (b - a) / secs / scale
-	}
-	gauge := func(name string, lbl map[string]string) float64 {
-		if cur.metrics == nil {
-			return math.NaN()
-		}
-		v, ok := cur.metrics.sum(name, lbl)
-		if !ok {
-			return math.NaN()
-		}
-		return v
 	}
 	for _, j := range cur.jobs {
 		if !all && ended(j.State) {
 			f.hidden++
 			continue
 		}
-		jl := map[string]string{"job_id": j.ID}
-		jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, shortID(j.ID)), state: j.State, rank: -1,
-			rowsPS: rate(mRows, jl, 1), mbPS: rate(mBytes, jl, 1e6),
-			stall: math.NaN(), full: rate(mFullWait, jl, 1),
-			units: gauge(mUnits, jl), errors: gauge(mErrors, jl)}
 		p, seen := prevJobs[j.ID]
-		if !useMetrics {
-			// The progress counters restart with each production run.
-			jr.rowsPS, jr.mbPS, jr.full = math.NaN(), math.NaN(), math.NaN()
-			if seen && p.Progress.Rows <= j.Progress.Rows && p.Progress.Bytes <= j.Progress.Bytes {
-				jr.rowsPS = float64(j.Progress.Rows-p.Progress.Rows) / secs
-				jr.mbPS = float64(j.Progress.Bytes-p.Progress.Bytes) / secs / 1e6
-				if d := j.Progress.FullWaitSeconds - p.Progress.FullWaitSeconds; d >= 0 {
-					jr.full = d / secs
-				}
-			}
-			jr.units = float64(j.Progress.UnitsInFlight)
-		}
-		// The job's FULL is the sum of its ranks': one producer fills the
-		// rings in turn, so its waits on them add up to the time it
-		// waited (the mean would hide a rank it always waits on).
-		prevRings := map[int]apiRing{}
-		for _, r := range p.Rings {
-			prevRings[r.Rank] = r
-		}
-		rankRows := make([]topRow, len(j.Rings))
-		batches := make([]float64, len(j.Rings))
-		var batchSum, stallSum float64
-		stallN := 0
-		for i, r := range j.Rings {
-			rl := map[string]string{"job_id": j.ID, "rank": strconv.Itoa(r.Rank)}
-			rr := topRow{label: fmt.Sprintf("  rank %d", r.Rank), state: r.State, rank: r.Rank,
-				fill: r.Occupancy, held: r.Held, slots: r.Slots,
-				stall: rate(mEmptyWait, rl, 1), full: rate(mFullWait, rl, 1),
-				waitingNow: r.ConsumerWaiting, attached: r.ConsumerAttached,
-				units: math.NaN(), errors: math.NaN(), next: r.Next.String()}
-			batches[i] = rate(mBatches, rl, 1)
-			if !useMetrics {
-				batches[i] = math.NaN()
-				if q, ok := prevRings[r.Rank]; ok && q.Generation == r.Generation && q.Tail <= r.Tail {
-					batches[i] = float64(r.Tail-q.Tail) / secs
-				}
-			}
-			batchSum += batches[i]
-			if !math.IsNaN(rr.stall) {
-				stallSum += rr.stall
-				stallN++
-			}
-			rankRows[i] = rr
-		}
-		for i := range rankRows {
-			share := math.NaN() // NaN unless every rank's batch rate is known
-			if batchSum > 0 {
-				share = batches[i] / batchSum
-			} else if batchSum == 0 {
-				share = 0
-			}
-			rankRows[i].rowsPS = jr.rowsPS * share
-			rankRows[i].mbPS = jr.mbPS * share
-		}
-		if stallN > 0 {
-			jr.stall = stallSum / float64(stallN)
-		}
+		jr := fc.jobRow(j, p, seen)
+		ranks := fc.rankRows(j, p, &jr)
 		f.rows = append(f.rows, jr)
-		f.rows = append(f.rows, rankRows...)
+		f.rows = append(f.rows, ranks...)
 	}
 	return f
+}
+
+// frameRates turns two samples into a frame's rates.
+type frameRates struct {
+	prev, cur *topSample
+	secs      float64 // between the samples; NaN if not positive
+	metrics   bool    // both samples have /metrics
+}
+
+// rate is a counter's increase per second between the samples, divided by
+// scale; NaN without /metrics, for a new series, or after a daemon restart.
+func (fc *frameRates) rate(name string, lbl map[string]string, scale float64) float64 {
+	if !fc.metrics {
+		return math.NaN()
+	}
+	a, ok1 := fc.prev.metrics.sum(name, lbl)
+	b, ok2 := fc.cur.metrics.sum(name, lbl)
+	if !ok1 || !ok2 || b < a { // a new series, or counters restarted with the daemon
+		return math.NaN()
+	}
+	return (b - a) / fc.secs / scale
+}
+
+func (fc *frameRates) gauge(name string, lbl map[string]string) float64 {
+	if fc.cur.metrics == nil {
+		return math.NaN()
+	}
+	v, ok := fc.cur.metrics.sum(name, lbl)
+	if !ok {
+		return math.NaN()
+	}
+	return v
+}
+
+// jobRow is a job's row; p is its previous sample, if seen. The job's FULL
+// is the sum of its ranks': one producer fills the rings in turn, so its
+// waits on them add up to the time it waited (the mean would hide a rank
+// it always waits on). STALL is set by rankRows.
+func (fc *frameRates) jobRow(j, p apiJob, seen bool) topRow {
+	jl := map[string]string{"job_id": j.ID}
+	jr := topRow{label: fmt.Sprintf("%s (%s)", j.Name, shortID(j.ID)), state: j.State, rank: -1,
+		rowsPS: fc.rate(mRows, jl, 1), mbPS: fc.rate(mBytes, jl, 1e6),
+		stall: math.NaN(), full: fc.rate(mFullWait, jl, 1),
+		units: fc.gauge(mUnits, jl), errors: fc.gauge(mErrors, jl)}
+	if !fc.metrics {
+		// The progress counters restart with each production run.
+		jr.rowsPS, jr.mbPS, jr.full = math.NaN(), math.NaN(), math.NaN()
+		if seen && p.Progress.Rows <= j.Progress.Rows && p.Progress.Bytes <= j.Progress.Bytes {
+			jr.rowsPS = float64(j.Progress.Rows-p.Progress.Rows) / fc.secs
+			jr.mbPS = float64(j.Progress.Bytes-p.Progress.Bytes) / fc.secs / 1e6
+			if d := j.Progress.FullWaitSeconds - p.Progress.FullWaitSeconds; d >= 0 {
+				jr.full = d / fc.secs
+			}
+		}
+		jr.units = float64(j.Progress.UnitsInFlight)
+	}
+	return jr
+}
+
+// rankRows are the rows of j's ranks: the job's rates split between them
+// by the batches each got; the job row's STALL is their mean.
+func (fc *frameRates) rankRows(j, p apiJob, jr *topRow) []topRow {
+	prevRings := map[int]apiRing{}
+	for _, r := range p.Rings {
+		prevRings[r.Rank] = r
+	}
+	rows := make([]topRow, len(j.Rings))
+	batches := make([]float64, len(j.Rings))
+	var batchSum, stallSum float64
+	stallN := 0
+	for i, r := range j.Rings {
+		rl := map[string]string{"job_id": j.ID, "rank": strconv.Itoa(r.Rank)}
+		rows[i] = topRow{label: fmt.Sprintf("  rank %d", r.Rank), state: r.State, rank: r.Rank,
+			fill: r.Occupancy, held: r.Held, slots: r.Slots,
+			stall: fc.rate(mEmptyWait, rl, 1), full: fc.rate(mFullWait, rl, 1),
+			waitingNow: r.ConsumerWaiting, attached: r.ConsumerAttached,
+			units: math.NaN(), errors: math.NaN(), next: r.Next.String()}
+		batches[i] = fc.rate(mBatches, rl, 1)
+		if !fc.metrics {
+			batches[i] = math.NaN()
+			if q, ok := prevRings[r.Rank]; ok && q.Generation == r.Generation && q.Tail <= r.Tail {
+				batches[i] = float64(r.Tail-q.Tail) / fc.secs
+			}
+		}
+		batchSum += batches[i]
+		if !math.IsNaN(rows[i].stall) {
+			stallSum += rows[i].stall
+			stallN++
+		}
+	}
+	for i := range rows {
+		share := math.NaN() // NaN unless every rank's batch rate is known
+		if batchSum > 0 {
+			share = batches[i] / batchSum
+		} else if batchSum == 0 {
+			share = 0
+		}
+		rows[i].rowsPS = jr.rowsPS * share
+		rows[i].mbPS = jr.mbPS * share
+	}
+	if stallN > 0 {
+		jr.stall = stallSum / float64(stallN)
+	}
+	return rows
 }
 
 // promSample is one line of the Prometheus text format.
