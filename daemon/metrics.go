@@ -28,7 +28,7 @@ var (
 	descBatches     = prometheus.NewDesc("lastmile_batches_total", "Batches published into the rank's ring.", rankLabels, nil)
 	descUnits       = prometheus.NewDesc("lastmile_units_total", "Work units decoded.", jobLabels, nil)
 	descInFlight    = prometheus.NewDesc("lastmile_units_in_flight", "Work units being decoded now.", jobLabels, nil)
-	descStage       = prometheus.NewDesc("lastmile_stage_seconds_total", "Time spent per stage (decode: summed over workers; pack: copying into ring slots).", []string{"job", "job_id", "stage"}, nil)
+	descStage       = prometheus.NewDesc("lastmile_stage_seconds_total", "Time spent per stage (decode: summed over workers; pack: copying into ring slots, waits on full rings excluded).", []string{"job", "job_id", "stage"}, nil)
 	descOccupancy   = prometheus.NewDesc("lastmile_ring_occupancy", "Published batches the rank's consumer has not released yet.", rankLabels, nil)
 	descSlots       = prometheus.NewDesc("lastmile_ring_slots", "Slots of the rank's ring.", rankLabels, nil)
 	descAttached    = prometheus.NewDesc("lastmile_consumer_attached", "1 if a trainer holds the rank's ring.", rankLabels, nil)
