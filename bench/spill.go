@@ -56,6 +56,11 @@ type SpillReport struct {
 	RecvCPUPerGB  float64 `json:"recv_cpu_seconds_per_gb"`  // the requester's CPU to receive a GB of unit output
 	LocalCPUPerGB float64 `json:"local_cpu_seconds_per_gb"` // the CPU to compute a GB of the same output here
 	OutputRatio   float64 `json:"output_bytes_per_input_row"`
+	// ComputeShare is the part of the local run spent computing units
+	// (decode and row-local ops, what a peer can take); the rest (packing
+	// batches, the rings) stays local, which bounds the speedup at
+	// 1/(1-ComputeShare), or 2 with one equal peer.
+	ComputeShare float64 `json:"compute_share"`
 }
 
 func (c *SpillConfig) defaults() {
@@ -143,6 +148,10 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 		return nil, err
 	}
 	r.SpillSeconds, r.UnitsSpilled = st.Elapsed.Seconds(), sp.Stats().Spilled.Load()-1
+	for _, ps := range pool.Stats() {
+		fmt.Fprintf(cfg.Log, "spill: peer %s: %d units, mean round trip %v, %d failures; local units %d, declined %v\n",
+			ps.Addr, ps.Units, ps.Latency.Round(time.Millisecond), ps.Failures, st.Units, sp.Stats().Declined())
+	}
 	r.Speedup = r.LocalSeconds / r.SpillSeconds
 	r.Met = r.Speedup >= r.Target
 	if err := receiveCost(ctx, job, sp, rec.units, r); err != nil {
@@ -384,12 +393,17 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 	}
 	recv := processCPU() - cpu0
 	cpu0 = processCPU()
+	t0 := time.Now()
 	for _, u := range units {
 		if err := up.Compute(ctx, u, &out); err != nil {
 			return err
 		}
 	}
 	comp := processCPU() - cpu0
+	if len(units) > 0 && r.UnitsTotal > 0 && r.LocalSeconds > 0 {
+		perUnit := time.Since(t0).Seconds() / float64(len(units))
+		r.ComputeShare = perUnit * float64(r.UnitsTotal) / r.LocalSeconds
+	}
 	if bytes > 0 {
 		r.RecvCPUPerGB = recv / (float64(bytes) / 1e9)
 		r.LocalCPUPerGB = comp / (float64(bytes) / 1e9)
@@ -410,4 +424,6 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "  speedup                      %8.2fx  target >= %.1fx: %s\n", r.Speedup, r.Target, status)
 	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
 		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
+	fmt.Fprintf(w, "  compute share of the local run %5.2f  (the rest stays local: speedup bound %.2fx)\n",
+		r.ComputeShare, min(2, 1/max(1-r.ComputeShare, 0.01)))
 }

@@ -44,6 +44,7 @@ type Pool struct {
 	cfg    PoolConfig
 	log    *slog.Logger
 	mu     sync.Mutex
+	freed  chan struct{} // closed and replaced whenever a credit is returned
 	peers  map[string]*remote
 	stop   chan struct{}
 	closed sync.Once
@@ -90,7 +91,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{cfg: cfg, log: cfg.Logger, peers: map[string]*remote{}, stop: make(chan struct{})}
+	p := &Pool{cfg: cfg, log: cfg.Logger, peers: map[string]*remote{}, stop: make(chan struct{}), freed: make(chan struct{})}
 	if err := p.set(cfg.Addrs, ""); err != nil {
 		return nil, err
 	}
@@ -211,7 +212,13 @@ func (p *Pool) dial(r *remote, serverName string) error {
 		}
 		creds = credentials.NewTLS(c)
 	}
+	// Flow-control windows that hold whole units: with gRPC's 64 KiB a
+	// peer stalls after each window until this host, whose CPUs are busy
+	// by definition while it spills, gets round to reading; the peer then
+	// idles. The bound on memory is the credits: at most Credits units'
+	// output per peer are in flight.
 	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(creds),
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(int32(min(int64(streamWindow)*int64(p.cfg.Credits), 1<<30))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
 	if err != nil {
 		return fmt.Errorf("peer %s: %w", r.addr, err)
@@ -241,11 +248,37 @@ func (p *Pool) pick(exclude string) *remote {
 	return best
 }
 
+// pickWait is pick, waiting up to wait for a credit to be returned when
+// every healthy peer is at its credits: a spill worker's unit is better
+// sent to a peer that is about to be free than computed on the CPUs the
+// spill is relieving.
+func (p *Pool) pickWait(ctx context.Context, exclude string, wait time.Duration) *remote {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		freed := p.freed
+		p.mu.Unlock()
+		if r := p.pick(exclude); r != nil {
+			return r
+		}
+		select {
+		case <-freed:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 // done returns r's credit and records how its unit went.
 func (p *Pool) done(r *remote, took time.Duration, bytes int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r.inflight--
+	close(p.freed)
+	p.freed = make(chan struct{})
 	r.st.RecvSeconds += took.Seconds()
 	switch {
 	case err == nil:

@@ -31,6 +31,10 @@ import (
 // default: a record batch is at most about maxRecordBytes plus framing.
 const maxMessage = 64 << 20
 
+// streamWindow is the HTTP/2 flow-control window of a unit's stream, on
+// the requester (pool.go): large enough for a typical unit's output.
+const streamWindow = 16 << 20
+
 var errVersion = errors.New("protocol version mismatch")
 
 // ServerConfig configures a peer.

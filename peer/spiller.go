@@ -207,7 +207,7 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	var lastErr error
 	tried := ""
 	for range 2 { // a second peer once, then local
-		r := s.pool.pick(tried)
+		r := s.pool.pickWait(ctx, tried, s.creditWait())
 		if r == nil {
 			if lastErr == nil {
 				s.stats.decline("no peer has credit")
@@ -230,6 +230,19 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 		s.stats.Fallbacks.Add(1)
 	}
 	return false, lastErr
+}
+
+// creditWait is how long a spill worker waits for a peer's credit before
+// computing its unit locally: about a unit's round trip to the peers, at
+// least 20 ms and at most 1 s.
+func (s *Spiller) creditWait() time.Duration {
+	var lat time.Duration
+	s.pool.mu.Lock()
+	for _, r := range s.pool.peers {
+		lat = max(lat, r.latency)
+	}
+	s.pool.mu.Unlock()
+	return min(max(lat, 20*time.Millisecond), time.Second)
 }
 
 // fetchFrom runs the unit at r within a deadline and learns from it.
