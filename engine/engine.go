@@ -134,12 +134,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	prog.setRings(rings)
 	prog.setProgram(proc.prog)
-	if opts.Spill != nil {
-		wctx, stop := context.WithCancel(ctx)
-		watched := make(chan struct{})
-		go func() { defer close(watched); opts.Spill.Watch(wctx, func() Load { return prog.load(workers) }) }()
-		defer func() { stop(); <-watched }()
-	}
+	defer watchSpill(ctx, opts.Spill, prog, workers)()
 	if proc.exact {
 		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))
 	}
@@ -269,24 +264,8 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				buf = spare.get()
 			}
 			if worker >= rw.local {
-				u := plan.Units[units[i]]
-				if proc.cache.get(u.Seq, buf) {
-					return buf, nil
-				}
-				ran, err := rw.spill.RunUnit(ctx, u, buf, prog.load(rw.local))
-				if err == nil && ran {
-					err = checkOutput(buf, fields, u)
-				}
-				switch {
-				case ctx.Err() != nil:
-					return buf, ctx.Err()
-				case err == nil && ran:
-					if proc.fill.Load() {
-						proc.cache.put(u.Seq, buf)
-					}
-					prog.UnitsDone.Add(1)
-					prog.UnitsSpilled.Add(1)
-					return buf, nil
+				if done, err := rw.spillUnit(ctx, proc, prog, fields, plan.Units[units[i]], buf); done || err != nil {
+					return buf, err
 				}
 				// Declined or failed: computed here, like any local unit.
 			}

@@ -156,9 +156,49 @@ func (up *UnitProcessor) Compute(ctx context.Context, u decode.Unit, out *column
 // Close releases the processor's decoders.
 func (up *UnitProcessor) Close() { up.once.Do(up.proc.close) }
 
+// watchSpill starts spill's Watch (if spill is not nil) with samples of
+// prog's local side, and returns the function that stops it and waits.
+func watchSpill(ctx context.Context, spill Spill, prog *Progress, local int) (stop func()) {
+	if spill == nil {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		spill.Watch(wctx, func() Load { return prog.load(local) })
+	}()
+	return func() { cancel(); <-watched }
+}
+
 // runWorkers sizes a run's pool: local workers first, then spill workers.
 type runWorkers struct {
 	local int
 	spill Spill
 	slots int
+}
+
+// spillUnit is a spill worker's attempt at unit u: from the unit cache,
+// or on a peer. done is false when the worker must compute u locally.
+func (rw runWorkers) spillUnit(ctx context.Context, proc *processor, prog *Progress, fields []OutField,
+	u decode.Unit, buf *column.Batch) (done bool, err error) {
+	if proc.cache.get(u.Seq, buf) {
+		return true, nil
+	}
+	ran, err := rw.spill.RunUnit(ctx, u, buf, prog.load(rw.local))
+	if err == nil && ran {
+		err = checkOutput(buf, fields, u)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case err != nil || !ran:
+		return false, nil
+	}
+	if proc.fill.Load() {
+		proc.cache.put(u.Seq, buf)
+	}
+	prog.UnitsDone.Add(1)
+	prog.UnitsSpilled.Add(1)
+	return true, nil
 }
