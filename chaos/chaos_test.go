@@ -87,6 +87,7 @@ var (
 	chaosSeed   = flag.Uint64("chaos.seed", 0, "seed of the first run (0: from the clock); run i uses seed+i")
 	chaosRuns   = flag.Int("chaos.runs", 4, "runs at least this many runs (seeds seed..seed+runs-1; one in four is an input run)")
 	chaosFull   = flag.Bool("chaos.full", false, "the full suite: longer jobs, more faults per run")
+	chaosPeers  = flag.Bool("chaos.peers", true, "process runs of even seeds spill every unit they can to a CPU peer daemon, which faults may kill or stop")
 	chaosFaults = flag.Int("chaos.faults", 50, "with -chaos.full: keep running until this many faults were injected")
 )
 
@@ -95,16 +96,17 @@ type tally struct {
 	mu                                          sync.Mutex
 	seed                                        uint64
 	runs, kill9d, kill9t, stopCont, shmFull, in int
+	peer                                        int // kill -9 or SIGSTOP of a CPU peer
 	lost, repeated, wrong, errors               int
 }
 
-func (c *tally) faults() int { return c.kill9d + c.kill9t + c.stopCont + c.shmFull + c.in }
+func (c *tally) faults() int { return c.kill9d + c.kill9t + c.stopCont + c.shmFull + c.in + c.peer }
 
 func (c *tally) summary() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := fmt.Sprintf("chaos: seed %d, runs %d, faults %d (kill9-daemon %d, kill9-trainer %d, stop-cont %d, shm-full %d, input-corrupt %d), rows lost %d, rows repeated %d, errors seen %d",
-		c.seed, c.runs, c.faults(), c.kill9d, c.kill9t, c.stopCont, c.shmFull, c.in, c.lost, c.repeated, c.errors)
+	s := fmt.Sprintf("chaos: seed %d, runs %d, faults %d (kill9-daemon %d, kill9-trainer %d, stop-cont %d, shm-full %d, input-corrupt %d, peer %d), rows lost %d, rows repeated %d, errors seen %d",
+		c.seed, c.runs, c.faults(), c.kill9d, c.kill9t, c.stopCont, c.shmFull, c.in, c.peer, c.lost, c.repeated, c.errors)
 	if c.wrong > 0 {
 		s += fmt.Sprintf(", rows with wrong values %d", c.wrong)
 	}

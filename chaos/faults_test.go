@@ -1,8 +1,10 @@
 package chaos_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +35,7 @@ type job struct {
 	t        *testing.T
 	data     dataset
 	d        *daemon
+	peer     *daemon // a CPU peer d spills to, or nil
 	trainers []*trainer
 	epochs   int
 }
@@ -127,7 +130,14 @@ func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data datase
 	if *chaosFull {
 		dur, faults = 6*time.Second, 5
 	}
-	j := newJob(t, startDaemon(t, ""), rng, seed, data, dur, 0)
+	var d, peer *daemon
+	if *chaosPeers && seed%2 == 0 {
+		d, peer = startWithPeer(t, data)
+	} else {
+		d = startDaemon(t, "")
+	}
+	j := newJob(t, d, rng, seed, data, dur, 0)
+	j.peer = peer
 	for i := 0; i < faults; i++ {
 		time.Sleep(time.Duration(50+rng.IntN(650)) * time.Millisecond)
 		if len(j.running()) == 0 {
@@ -145,6 +155,9 @@ func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data datase
 		}
 	}
 	j.check(c, true)
+	if peer != nil {
+		t.Logf("the peer computed %d units of the job (since its last restart)", peer.servedUnits())
+	}
 	c.mu.Lock()
 	c.runs++
 	c.mu.Unlock()
@@ -153,6 +166,10 @@ func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data datase
 // inject applies one fault drawn from rng and counts it.
 func (j *job) inject(c *tally, rng *rand.Rand) {
 	kind, pick, pause := rng.IntN(3), rng.IntN(8), time.Duration(rng.IntN(300))*time.Millisecond
+	if j.peer != nil && rng.IntN(3) == 0 {
+		j.peerFault(c, pick, pause)
+		return
+	}
 	rs := j.running()
 	switch {
 	case kind == 0 && pick < 3:
@@ -199,4 +216,62 @@ func (c *tally) count(n *int) {
 	c.mu.Lock()
 	*n++
 	c.mu.Unlock()
+}
+
+// startWithPeer starts a CPU peer over data's directory and a daemon that
+// spills every unit it can to it (docs/peers.md), plaintext on loopback.
+func startWithPeer(t *testing.T, data dataset) (d, peer *daemon) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	pdir := workDir(t, "chaos-peer")
+	peer = newDaemon(t, pdir, filepath.Join(pdir, "shm"))
+	peer.config = filepath.Join(pdir, "lastmiled.yaml")
+	os.WriteFile(peer.config, []byte(fmt.Sprintf("roots: {data: %s}\npeer: {listen: %q, insecure: true}\n", data.dir, addr)), 0o644)
+	peer.start()
+	dir := workDir(t, "chaos-run")
+	d = newDaemon(t, dir, filepath.Join(dir, "shm"))
+	d.config = filepath.Join(dir, "lastmiled.yaml")
+	os.WriteFile(d.config, []byte(fmt.Sprintf("roots: {data: %s}\npeers: {addrs: [%q], insecure: true, spill: always, credits: 2, deadline: 2s}\n",
+		data.dir, addr)), 0o644)
+	d.start()
+	return d, peer
+}
+
+// peerFault kills the CPU peer with SIGKILL and restarts it after pause,
+// or stops it for a while: its units run locally after their deadline.
+func (j *job) peerFault(c *tally, pick int, pause time.Duration) {
+	if pick < 4 {
+		j.t.Logf("fault: kill9-peer, down %v", pause)
+		j.peer.kill9()
+		time.Sleep(pause)
+		j.peer.start()
+	} else {
+		pause = time.Duration(500+pick*300) * time.Millisecond
+		j.t.Logf("fault: stop-cont peer for %v", pause)
+		syscall.Kill(j.peer.pid(), syscall.SIGSTOP)
+		time.Sleep(pause)
+		syscall.Kill(j.peer.pid(), syscall.SIGCONT)
+	}
+	c.count(&c.peer)
+}
+
+// servedUnits is how many units d has computed as a CPU peer since it
+// started, -1 if it does not answer.
+func (d *daemon) servedUnits() int64 {
+	resp, err := d.client.Get("http://lastmiled/v1/status")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Peers struct{ Served struct{ Units int64 } }
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return -1
+	}
+	return st.Peers.Served.Units
 }

@@ -85,6 +85,7 @@ func needPython(t *testing.T) {
 type daemon struct {
 	t                     *testing.T
 	dir, sock, state, shm string
+	config                string // lastmiled.yaml ("": none)
 	cmd                   *exec.Cmd
 	done                  chan struct{}
 	log                   *os.File
@@ -123,7 +124,11 @@ func (d *daemon) start() {
 // spawn runs lastmiled without waiting for it.
 func (d *daemon) spawn() {
 	d.t.Helper()
-	cmd := exec.Command(bin, "-config", "/dev/null", "-socket", d.sock, "-state-dir", d.state, "-shm-dir", d.shm,
+	config := d.config
+	if config == "" {
+		config = "/dev/null"
+	}
+	cmd := exec.Command(bin, "-config", config, "-socket", d.sock, "-state-dir", d.state, "-shm-dir", d.shm,
 		"-metrics", "off", "-workers", "2", "-grace", "120s", "-log-level", "info")
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	if err := cmd.Start(); err != nil {
