@@ -149,8 +149,8 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	}
 	r.SpillSeconds, r.UnitsSpilled = st.Elapsed.Seconds(), sp.Stats().Spilled.Load()-1
 	for _, ps := range pool.Stats() {
-		fmt.Fprintf(cfg.Log, "spill: peer %s: %d units, mean round trip %v, %d failures; local units %d, declined %v\n",
-			ps.Addr, ps.Units, ps.Latency.Round(time.Millisecond), ps.Failures, st.Units, sp.Stats().Declined())
+		fmt.Fprintf(cfg.Log, "spill: peer %s: %d units (warm-up included), mean round trip %v, %d failures; %d of %d units computed here; kept local: %v\n",
+			ps.Addr, ps.Units, ps.Latency.Round(time.Millisecond), ps.Failures, int64(st.Units)-r.UnitsSpilled, st.Units, sp.Stats().Declined())
 	}
 	r.Speedup = r.LocalSeconds / r.SpillSeconds
 	r.Met = r.Speedup >= r.Target
