@@ -181,8 +181,20 @@ func TestJobsPerUser(t *testing.T) {
 		st, _ := e.do(method, path, body, &out)
 		return st, string(out)
 	}
+	// The jobs read files as their submitter (uid 65534 when run as root):
+	// a copy under the world-searchable env directory, since the checkout
+	// may sit in a private one (mktemp -d).
+	data := filepath.Join(e.dir, "data")
+	os.MkdirAll(data, 0o755)
+	for _, name := range []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"} {
+		b, err := os.ReadFile(filepath.Join(smallData, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(data, name), b, 0o644)
+	}
 	submit := func(name string) string {
-		b, _ := json.Marshal(map[string]any{"spec": specFor(name, smallData, "epochs: 0\n")})
+		b, _ := json.Marshal(map[string]any{"spec": specFor(name, data, "epochs: 0\n")})
 		return string(b)
 	}
 	for _, name := range []string{"u1", "u2"} {
