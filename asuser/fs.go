@@ -10,7 +10,7 @@ import (
 
 // FS reads the file system as Cred: every path is resolved and every
 // permission checked by the kernel against the user's credentials. Its
-// methods match decode.FS.
+// methods match decode.LocalFS (decode.Local makes it a decode.FS).
 type FS struct {
 	Cred Cred
 }

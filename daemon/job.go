@@ -523,7 +523,7 @@ func (j *Job) snapshotCursors() (attached bool) {
 // credentials, so that the kernel decides what lastmiled may read for
 // them, after a restart as at submission.
 func (j *Job) fs() decode.FS {
-	return asuser.FS{Cred: asuser.Cred{UID: j.owner, GID: j.gid, Groups: j.groups}}
+	return decode.Local(asuser.FS{Cred: asuser.Cred{UID: j.owner, GID: j.gid, Groups: j.groups}})
 }
 
-var _ decode.FS = asuser.FS{}
+var _ decode.LocalFS = asuser.FS{}

@@ -21,10 +21,11 @@ type Decoder struct {
 	z      decompressor
 
 	// Set by Open.
-	ctx  context.Context
-	unit Unit
-	file *os.File
-	open bool
+	ctx    context.Context
+	unit   Unit
+	file   File
+	open   bool
+	ranges []Range // the unit's ranges, for a Prefetcher
 
 	pr      pageReader // reads the column chunk's pages
 	page    []byte     // decompressed v1 pages and values that need a pass
@@ -89,16 +90,37 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	if err != nil {
 		return fail(err)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+	size, mtime, err := statFile(f)
+	if err != nil {
 		return fail(fmt.Errorf("stat: %w", err))
 	}
-	if st.Size != u.FileSize || st.Mtim.Nano() != u.ModTime {
+	if size != u.FileSize || mtime != u.ModTime {
 		d.files.drop(u.File)
-		return fail(fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, st.Size, st.Mtim.Nano(), u.FileSize, u.ModTime))
+		return fail(fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, size, mtime, u.FileSize, u.ModTime))
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
+	if p, ok := f.(Prefetcher); ok {
+		d.ranges = unitRanges(&u, d.ranges)
+		p.Prefetch(d.ranges)
+	}
 	return nil
+}
+
+// statFile returns f's size and modification time (unix nanoseconds). A
+// local file is fstat'ed without allocating; other files give their Stat.
+func statFile(f File) (size, mtime int64, err error) {
+	if osf, ok := f.(*os.File); ok {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(osf.Fd()), &st); err != nil {
+			return 0, 0, err
+		}
+		return st.Size, st.Mtim.Nano(), nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	return fi.Size(), fi.ModTime().UnixNano(), nil
 }
 
 // Decode decodes every field of u into dst, reusing dst's buffers:
@@ -162,7 +184,7 @@ func (d *Decoder) errorf(field int, pageOffset int64, err error) error {
 	return &Error{File: d.unit.File, RowGroup: d.unit.RowGroup, Column: name, PageOffset: pageOffset, Err: err}
 }
 
-func readFull(f *os.File, b []byte, off int64) error {
+func readFull(f io.ReaderAt, b []byte, off int64) error {
 	n, err := f.ReadAt(b, off)
 	if n == len(b) {
 		return nil
@@ -210,11 +232,11 @@ type fileCache struct {
 
 type fileEntry struct {
 	path string
-	f    *os.File
+	f    File
 	used uint64
 }
 
-func (c *fileCache) get(path string) (*os.File, error) {
+func (c *fileCache) get(path string) (File, error) {
 	c.clock++
 	for i := range c.entries {
 		if c.entries[i].path == path {

@@ -12,41 +12,90 @@ import (
 
 const maxFooterLen = 256 << 20
 
-// readFooter reads and decodes the file metadata of a Parquet file.
-func readFooter(f *os.File, size int64) (*format.FileMetaData, error) {
+// footerGuess is how much of a file's end the first footer read takes.
+// Most footers fit, so an object in a remote store costs one request for
+// its footer, and two when it is larger.
+const footerGuess = 64 << 10
+
+// readFooter reads and decodes the file metadata of a Parquet file: one
+// read of the last footerGuess bytes, then the rest of a longer footer.
+// The leading magic is checked when the tail read covers it or the file is
+// local; for a remote object it would cost a request of its own, and the
+// trailing magic and every chunk's bounds are checked anyway.
+func readFooter(f io.ReaderAt, size int64) (*format.FileMetaData, error) {
 	if size < 12 {
 		return nil, corruptf("file of %d bytes is too short for parquet", size)
 	}
-	var tail [8]byte
-	if _, err := f.ReadAt(tail[:], size-8); err != nil {
+	tn := min(size, footerGuess)
+	tail := make([]byte, tn)
+	if err := readAtFull(f, tail, size-tn); err != nil {
 		return nil, fmt.Errorf("read footer: %w", err)
 	}
-	if string(tail[4:]) != "PAR1" {
-		if string(tail[4:]) == "PARE" {
+	end := tail[tn-8:]
+	if string(end[4:]) != "PAR1" {
+		if string(end[4:]) == "PARE" {
 			return nil, fmt.Errorf("%w: encrypted footer", ErrUnsupported)
 		}
 		return nil, corruptf("no PAR1 magic at the end (truncated or not parquet)")
 	}
-	n := int64(binary.LittleEndian.Uint32(tail[:4]))
+	n := int64(binary.LittleEndian.Uint32(end[:4]))
 	if n <= 0 || n > size-12 || n > maxFooterLen {
 		return nil, corruptf("footer length %d does not fit a file of %d bytes", n, size)
 	}
-	var head [4]byte
-	if _, err := f.ReadAt(head[:], 0); err != nil {
-		return nil, fmt.Errorf("read header: %w", err)
+	if err := checkHead(f, tail, size); err != nil {
+		return nil, err
 	}
-	if string(head[:]) != "PAR1" {
-		return nil, corruptf("no PAR1 magic at the start")
-	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, size-8-n); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("read footer: %w", err)
+	var buf []byte
+	if n+8 <= tn {
+		buf = tail[tn-8-n : tn-8]
+	} else {
+		buf = make([]byte, n)
+		have := tn - 8
+		copy(buf[n-have:], tail[:have])
+		if err := readAtFull(f, buf[:n-have], size-8-n); err != nil {
+			return nil, fmt.Errorf("read footer: %w", err)
+		}
 	}
 	md := new(format.FileMetaData)
 	if err := unmarshalThrift(buf, md); err != nil {
 		return nil, corruptf("footer: %v", err)
 	}
 	return md, nil
+}
+
+// checkHead checks the leading PAR1 magic where it costs no request.
+func checkHead(f io.ReaderAt, tail []byte, size int64) error {
+	var head []byte
+	switch {
+	case int64(len(tail)) == size:
+		head = tail[:4]
+	case isLocal(f):
+		var b [4]byte
+		if err := readAtFull(f, b[:], 0); err != nil {
+			return fmt.Errorf("read header: %w", err)
+		}
+		head = b[:]
+	default:
+		return nil
+	}
+	if string(head) != "PAR1" {
+		return corruptf("no PAR1 magic at the start")
+	}
+	return nil
+}
+
+func isLocal(f io.ReaderAt) bool { _, ok := f.(*os.File); return ok }
+
+// readAtFull reads len(b) bytes at off; a short read is an error.
+func readAtFull(f io.ReaderAt, b []byte, off int64) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return fmt.Errorf("%w: read %d of %d bytes at offset %d", io.ErrUnexpectedEOF, n, len(b), off)
+	}
+	return err
 }
 
 // unmarshalThrift runs the reflective thrift decoder, turning a panic on
@@ -63,7 +112,7 @@ func unmarshalThrift(b []byte, v any) (err error) {
 
 // readOffsetIndex reads a column chunk's OffsetIndex, or returns nil when
 // the chunk has none.
-func readOffsetIndex(f *os.File, size int64, cc *format.ColumnChunk) (*format.OffsetIndex, error) {
+func readOffsetIndex(f io.ReaderAt, size int64, cc *format.ColumnChunk) (*format.OffsetIndex, error) {
 	if cc.OffsetIndexLength <= 0 || cc.OffsetIndexOffset <= 0 {
 		return nil, nil
 	}
@@ -71,7 +120,7 @@ func readOffsetIndex(f *os.File, size int64, cc *format.ColumnChunk) (*format.Of
 		return nil, corruptf("offset index [%d, +%d) past the end of the file", cc.OffsetIndexOffset, cc.OffsetIndexLength)
 	}
 	buf := make([]byte, cc.OffsetIndexLength)
-	if _, err := f.ReadAt(buf, cc.OffsetIndexOffset); err != nil {
+	if err := readAtFull(f, buf, cc.OffsetIndexOffset); err != nil {
 		return nil, fmt.Errorf("read offset index: %w", err)
 	}
 	oi := new(format.OffsetIndex)

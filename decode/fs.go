@@ -14,12 +14,14 @@ import (
 // FS is where a plan's files come from: planning lists directories,
 // expands globs and reads footers through it, and every Decoder made from
 // the plan (Plan.NewDecoder) opens the files through it. The daemon passes
-// one that opens with the submitting user's credentials (package asuser),
-// so that nothing of a file is read unless the kernel lets that user read
-// it. A nil FS is OSFS.
+// one that opens with the submitting user's credentials (package asuser,
+// through Local), so that nothing of a file is read unless the kernel lets
+// that user read it; object stores (s3://) come in through WithSchemes.
+// A nil FS is OSFS. See source.go for File, Local and the optional
+// interfaces (Lister, Prefetcher) a remote source adds.
 type FS interface {
-	// Open opens a regular file for reading.
-	Open(name string) (*os.File, error)
+	// Open opens a regular file (or object) for reading.
+	Open(name string) (File, error)
 	// Stat returns a file's info, following symlinks.
 	Stat(name string) (fs.FileInfo, error)
 	// ReadDir lists a directory, sorted by name.
@@ -32,7 +34,13 @@ const MaxFiles = 1 << 20
 // OSFS reads with the process's own credentials.
 type OSFS struct{}
 
-func (OSFS) Open(name string) (*os.File, error)         { return os.Open(name) }
+func (OSFS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err // not a typed nil *os.File in the interface
+	}
+	return f, nil
+}
 func (OSFS) Stat(name string) (fs.FileInfo, error)      { return os.Stat(name) }
 func (OSFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
 
@@ -59,6 +67,14 @@ func expandInputs(ctx context.Context, fsys FS, inputs []string) ([]string, erro
 		}
 	}
 	for _, in := range inputs {
+		if l, ok := fsys.(Lister); ok && l.Owns(in) {
+			objs, err := expandObjects(ctx, l, in)
+			if err != nil {
+				return nil, err
+			}
+			add(objs)
+			continue
+		}
 		if hasMeta(in) {
 			m, err := glob(fsys, in)
 			if err != nil {

@@ -47,11 +47,11 @@ func (r *recordFS) note(op, name string) error {
 	return nil
 }
 
-func (r *recordFS) Open(name string) (*os.File, error) {
+func (r *recordFS) Open(name string) (File, error) {
 	if err := r.note("open", name); err != nil {
 		return nil, err
 	}
-	return os.Open(name)
+	return OSFS{}.Open(name)
 }
 
 func (r *recordFS) Stat(name string) (fs.FileInfo, error) {

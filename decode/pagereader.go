@@ -2,7 +2,7 @@ package decode
 
 import (
 	"hash/crc32"
-	"os"
+	"io"
 )
 
 // readWindow is how much of a column chunk is read at a time. A window
@@ -15,7 +15,7 @@ var readWindow int64 = 4 << 20
 // range, then the page range, reading the file in windows with ReadAt.
 // With a nil file, buf holds all the bytes (tests and fuzzing).
 type pageReader struct {
-	f      *os.File
+	f      io.ReaderAt
 	buf    []byte  // the window
 	base   int64   // file offset of buf[0]
 	ranges [2]span // the dictionary range (maybe empty), then the pages
@@ -27,7 +27,7 @@ type pageReader struct {
 type span struct{ start, end int64 }
 
 // reset points r at c's ranges in f, keeping its buffer.
-func (r *pageReader) reset(f *os.File, c *Chunk, h *pageHeader) {
+func (r *pageReader) reset(f io.ReaderAt, c *Chunk, h *pageHeader) {
 	*r = pageReader{f: f, buf: r.buf[:0], h: h,
 		ranges: [2]span{{c.DictOffset, c.DictOffset + c.DictLen}, {c.Offset, c.End}}}
 	if c.DictLen == 0 {

@@ -3,7 +3,7 @@ package decode
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
 	"slices"
 	"strings"
 
@@ -187,7 +187,7 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 // boundaries of the column with the most uncompressed bytes (so that it
 // needs no trimming) and every column reads only the pages covering the
 // slice; otherwise cuts are even and columns decode from the chunk start.
-func sliceRowGroup(f *os.File, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions) ([]Unit, error) {
+func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions) ([]Unit, error) {
 	max := opts.MaxUnitRows
 	if max <= 0 || g.NumRows <= max {
 		return []Unit{base}, nil

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/roots"
 	"github.com/lastmile/lastmile/spec"
@@ -382,5 +383,5 @@ func compile(t *Ticket, r *roots.Roots, workers int) (*engine.UnitProcessor, err
 	job.Inputs = []string{t.Unit.File}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return engine.NewUnitProcessor(ctx, job, r, workers)
+	return engine.NewUnitProcessor(ctx, job, decode.Local(r), workers)
 }

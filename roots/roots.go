@@ -188,7 +188,7 @@ func openBeneath(dirfd int, name, rel string, flags uint64) (int, error) {
 }
 
 // Open opens the regular file named "ROOT/REL" for reading, beneath its
-// root. It matches decode.FS's Open, with portable names as paths.
+// root. It matches decode.LocalFS's Open, with portable names as paths.
 func (r *Roots) Open(name string) (*os.File, error) {
 	dirfd, rel, err := r.resolve(name)
 	if err != nil {
