@@ -267,7 +267,7 @@ func (b *batcher) addSpan(ctx context.Context, sp span) error {
 		if b.carry.Rows > 0 {
 			spans = []span{{&b.carry, 0, b.carry.Rows, nil}, {sp.b, lo, lo + need, sp.idx}}
 		}
-		if err := b.emit(ctx, spans, b.size, false); err != nil {
+		if err := b.emit(ctx, spans, b.size, 0); err != nil {
 			return err
 		}
 		b.carry.Reset()
@@ -276,16 +276,22 @@ func (b *batcher) addSpan(ctx context.Context, sp span) error {
 	return nil
 }
 
-// emit packs one batch for the next rank of the step being filled.
-func (b *batcher) emit(ctx context.Context, spans []span, rows int, padded bool) error {
+// emit packs one batch for the next rank of the step being filled; its
+// last pad rows are padding (last: pad), which the slot header says
+// (pad_rows, docs/ring-format.md §5.1) so that trainers can leave them out.
+func (b *batcher) emit(ctx context.Context, spans []span, rows, pad int) error {
 	var s *shm.Slot
 	if c := b.resumeOf(b.rank); b.epoch > c.Epoch || b.epoch == c.Epoch && b.step >= c.Batch {
 		var err error
 		if s, err = b.pack(ctx, b.rings[b.rank], spans, rows); err != nil {
 			return err
 		}
+		if err := s.SetPadRows(pad); err != nil {
+			b.rings[b.rank].Discard(s)
+			return err
+		}
 	} // else: this rank's trainer has had this batch already
-	b.filling[b.rank], b.padded[b.rank] = s, padded
+	b.filling[b.rank], b.padded[b.rank] = s, pad > 0
 	b.fillRows[b.rank], b.fillBytes[b.rank] = int64(rows), b.lastBytes
 	b.rank++
 	if b.rank == b.world {
@@ -330,7 +336,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 	switch b.last {
 	case "keep":
 		if b.carry.Rows > 0 {
-			if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.carry.Rows, false); err != nil {
+			if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.carry.Rows, 0); err != nil {
 				return err
 			}
 		}
@@ -340,6 +346,9 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 				break
 			}
 			for b.rank != 0 || b.carry.Rows > 0 {
+				// The carry's rows are real, the rows appended after
+				// them padding: a batch may be all padding.
+				pad := b.size - b.carry.Rows
 				for b.carry.Rows < b.size {
 					if b.padNext == b.padSrc.Rows {
 						b.padNext = 0
@@ -348,7 +357,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 					b.carry.AppendRows(&b.padSrc, b.padNext, b.padNext+n)
 					b.padNext += n
 				}
-				if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.size, true); err != nil {
+				if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.size, pad); err != nil {
 					return err
 				}
 				b.carry.Reset()

@@ -21,6 +21,7 @@ const fixtureRows = 10000 // testdata/small
 type got struct {
 	batches []shm.Cursor
 	rows    [][]int64 // row_id per batch
+	pads    []int     // PadRows per batch
 	err     error
 }
 
@@ -78,6 +79,7 @@ func consume(ctx context.Context, dir, name string) got {
 		ids := b.Tensor("row_id", shm.RoleDense)
 		v := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ids.Data))), b.Rows)
 		g.rows = append(g.rows, append([]int64(nil), v...))
+		g.pads = append(g.pads, b.PadRows)
 		g.batches = append(g.batches, b.Cursor)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -63,11 +64,17 @@ type RingInfo struct {
 	Head, Tail uint64
 	State      State
 	Message    string // the status message (§3.5)
+	// Ended is when the stream left state running (ended_unix_ns, format
+	// x.1); zero while it runs, and for a ring of format x.0.
+	Ended time.Time
 	// ProducerAlive: another open file holds byte 0 (the producer lock).
 	ProducerAlive bool
 	// ConsumerAttached: another open file holds byte 1 (the consumer lock).
 	ConsumerAttached bool
-	ConsumerPID      int32
+	// ConsumerPID is the pid the attached consumer recorded (consumer_pid,
+	// §3.3), 0 when no consumer is attached: a consumer that died leaves
+	// its pid in the header, which means nothing once its lock is gone.
+	ConsumerPID int32
 	// ConsumerWaiting: the consumer is asleep on an empty ring now.
 	ConsumerWaiting bool
 	// Last is the cursor of batch tail-1, if HasLast.

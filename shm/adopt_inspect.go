@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -133,6 +134,9 @@ func (o *Observer) Info() RingInfo {
 	if info.State != StateRunning {
 		n := min(u32At(o.mem, offMessageLen).Load(), MaxMessageLen)
 		info.Message = string(o.mem[offMessage : offMessage+n])
+		if ns := u64At(o.mem, offEndedUnixNano).Load(); ns != 0 {
+			info.Ended = time.Unix(0, int64(ns))
+		}
 	}
 	if info.Tail > 0 {
 		info.Last, info.HasLast = readCursor(r, info.Tail-1)
@@ -148,6 +152,9 @@ func (o *Observer) Info() RingInfo {
 	}
 	info.ProducerAlive, _ = byteLocked(o.fd, producerLockByte)
 	info.ConsumerAttached, _ = byteLocked(o.fd, consumerLockByte)
+	if !info.ConsumerAttached {
+		info.ConsumerPID = 0 // a dead consumer's, or 0 already (§3.3)
+	}
 	return info
 }
 

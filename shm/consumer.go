@@ -56,14 +56,30 @@ type Consumer struct {
 // shared slot, valid until the batch is released (the next call to Next,
 // Release or Close). Copy what must outlive that.
 type Batch struct {
-	Seq       uint64
-	Rows      int
+	Seq  uint64
+	Rows int
+	// PadRows is how many of the batch's last rows are padding (§5.1,
+	// batch.last: pad): rows [Rows-PadRows, Rows) repeat earlier rows of
+	// the epoch. It is -1 for a padded batch of a ring of format 1.0 or
+	// 2.0, which does not say how many; use RealRows.
+	PadRows   int
 	Cursor    Cursor
 	UsedBytes int64
 	Tensors   []Tensor // in table order (§5.2)
 	// Slot is the slot's used bytes, header and table included: one copy of
 	// it (for example one cudaMemcpyAsync) moves the whole batch.
 	Slot []byte
+}
+
+// RealRows returns the number of rows that are not padding, rows [0, n),
+// which is what a trainer counts in its loss and metrics, and true; or
+// Rows and false for a padded batch of a format x.0 ring, whose producer
+// did not say how many rows are padding.
+func (b *Batch) RealRows() (n int, known bool) {
+	if b.PadRows < 0 {
+		return b.Rows, false
+	}
+	return b.Rows - b.PadRows, true
 }
 
 // Tensor returns the batch's tensor of the named field with the given role,
@@ -140,8 +156,8 @@ func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 	r := newRing(mem, hdr.SlotCount, hdr.SlotSize, hdr.DataOffset)
 	if err := lockByte(fd, consumerLockByte); err != nil {
 		if err == errLocked {
-			return fail(fmt.Errorf("%w: it already has a consumer (pid %d); a ring has one consumer: stop that one, or give this reader its own ring",
-				ErrInUse, r.consumerPID.Load()))
+			return fail(fmt.Errorf("%w: it already has a consumer (%s); a ring has one consumer: stop that one, or give this reader its own ring",
+				ErrInUse, describeConsumer(r.consumerPID.Load())))
 		}
 		return fail(fmt.Errorf("lock %s: %w", path, err))
 	}
@@ -221,14 +237,19 @@ func (c *Consumer) take(h, tail uint64) (*Batch, error) {
 		return nil, c.err
 	}
 	mem := r.slot(h)
-	sh, tensors, err := ParseSlot(mem, c.hdr.Fields, c.batch.Tensors)
+	sh, tensors, err := parseSlot(mem, c.hdr.Fields, c.batch.Tensors, c.hdr.VersionMinor)
 	if err != nil {
 		c.err = fmt.Errorf("ring %q: batch %d: %w", c.name, h, err)
 		return nil, c.err
 	}
+	pad := sh.PadRows
+	if c.hdr.VersionMinor == 0 && sh.Cursor.Flags&FlagPadded != 0 {
+		pad = -1 // x.0: padded, but how many rows is not written
+	}
 	c.batch = Batch{
 		Seq:       h,
 		Rows:      sh.Rows,
+		PadRows:   pad,
 		Cursor:    sh.Cursor,
 		UsedBytes: sh.UsedBytes,
 		Tensors:   tensors,
@@ -349,4 +370,20 @@ func (c *Consumer) Stats() ConsumerStats {
 		s.ProducerHeartbeatAge = heartbeatAge(c.r.producerHeartbeat.Load())
 	}
 	return s
+}
+
+// describeConsumer names the holder of a ring's consumer lock for an error,
+// from the pid it recorded (§3.3). That pid is only a hint: a consumer
+// stores it after taking the lock (0 until then), in its own pid
+// namespace, and the lock belongs to an open file description, which a
+// fork shares, so the recorded process may be gone while a child that
+// inherited its descriptor still holds the lock.
+func describeConsumer(pid int32) string {
+	switch {
+	case pid <= 0:
+		return "it has not recorded its pid yet"
+	case unix.Kill(int(pid), 0) == unix.ESRCH:
+		return fmt.Sprintf("pid %d recorded it, but that process is gone: a process that inherited its descriptor (a fork) holds the lock", pid)
+	}
+	return fmt.Sprintf("pid %d", pid)
 }

@@ -8,16 +8,18 @@ import (
 	"unicode/utf8"
 )
 
-// Constants of ring format 2.0 (docs/ring-format.md; 1.0 is 2.0 without
+// Constants of ring format 2.1 (docs/ring-format.md; 1.1 is 2.1 without
 // jagged fields). Offsets are in bytes from the start of the file (header),
 // the slot (slot header, tensor table) or the schema entry.
 const (
 	// VersionMajor and VersionMinor are the newest format version this
 	// package writes. It reads any minor version of majors 1 and 2, and
-	// writes 1.0 for a schema without a jagged field (formatVersion), so
-	// that 1.x readers keep reading every ring that does not need 2.0.
+	// writes major 1 for a schema without a jagged field (formatVersion),
+	// so that 1.x readers keep reading every ring that does not need 2.x.
+	// A minor version adds the same fields to both majors (§7): this
+	// package writes 1.1 or 2.1.
 	VersionMajor = 2
-	VersionMinor = 0
+	VersionMinor = 1
 
 	// MaxSlots is the largest slot count (§3.1).
 	MaxSlots = 65536
@@ -78,6 +80,7 @@ const (
 	offProducerWaiting   = 140
 	offProducerHeartbeat = 144
 	offState             = 152
+	offEndedUnixNano     = 160 // format x.1
 	offHead              = 256
 	offSpaceFutex        = 264
 	offConsumerWaiting   = 268
@@ -97,6 +100,7 @@ const (
 	slotOffBatchIndex = 32
 	slotOffRank       = 40
 	slotOffFlags      = 44
+	slotOffPadRows    = 48 // format x.1
 
 	tensorOffField  = 0
 	tensorOffRole   = 2
@@ -241,15 +245,16 @@ func (f *Field) rowsPer() int64 {
 	return 1
 }
 
-// formatVersion is the version a ring with this schema is written as: 2.0
-// when it has a jagged field, which a 1.x reader would not know, else 1.0.
+// formatVersion is the version a ring with this schema is written as: 2.1
+// when it has a jagged field, which a 1.x reader would not know, else 1.1.
+// The minor version is the same for both majors (§7).
 func formatVersion(fields []Field) (major, minor uint16) {
 	for i := range fields {
 		if fields[i].Kind == Jagged {
 			return VersionMajor, VersionMinor
 		}
 	}
-	return 1, 0
+	return 1, VersionMinor
 }
 
 const (

@@ -76,8 +76,8 @@ func TestJaggedRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	p := create(t, shm.Config{Dir: dir, Name: "jagged", Slots: 4, SlotSize: 1 << 16, Fields: jaggedFields})
 	c := open(t, dir, "jagged")
-	if h := c.Header(); h.VersionMajor != 2 || h.VersionMinor != 0 || !slices.Equal(h.Fields[1].Keys, []string{"cat_0", "seq_0"}) {
-		t.Fatalf("header %d.%d, keys %q; want 2.0 and [cat_0 seq_0]", h.VersionMajor, h.VersionMinor, h.Fields[1].Keys)
+	if h := c.Header(); h.VersionMajor != 2 || h.VersionMinor != shm.VersionMinor || !slices.Equal(h.Fields[1].Keys, []string{"cat_0", "seq_0"}) {
+		t.Fatalf("header %d.%d, keys %q; want 2.%d and [cat_0 seq_0]", h.VersionMajor, h.VersionMinor, h.Fields[1].Keys, shm.VersionMinor)
 	}
 	for _, tc := range []struct {
 		rows    int
@@ -115,8 +115,8 @@ func TestJaggedVersion(t *testing.T) {
 	dir := t.TempDir()
 	create(t, shm.Config{Dir: dir, Name: "plain", Slots: 4, SlotSize: 1 << 16, Fields: testFields})
 	c := open(t, dir, "plain")
-	if h := c.Header(); h.VersionMajor != 1 || h.VersionMinor != 0 {
-		t.Fatalf("a ring without jagged fields is %d.%d, want 1.0", h.VersionMajor, h.VersionMinor)
+	if h := c.Header(); h.VersionMajor != 1 || h.VersionMinor != shm.VersionMinor {
+		t.Fatalf("a ring without jagged fields is %d.%d, want 1.%d", h.VersionMajor, h.VersionMinor, shm.VersionMinor)
 	}
 }
 

@@ -208,7 +208,9 @@ type Cursor struct {
 // Batch flags (slot header batch_flags).
 const (
 	FlagLastInEpoch = 1 << 0
-	FlagPadded      = 1 << 1
+	// FlagPadded marks a batch whose last PadRows rows are padding
+	// (copies of earlier rows of the epoch, batch.last: pad).
+	FlagPadded = 1 << 1
 )
 
 // SlotHeader is the parsed slot header (§5.1).
@@ -216,7 +218,11 @@ type SlotHeader struct {
 	Seq       uint64
 	UsedBytes int64
 	Rows      int
-	Cursor    Cursor
+	// PadRows is pad_rows (format x.1): the batch's last PadRows rows are
+	// padding. A producer of format x.0 leaves it 0 even in a padded batch;
+	// Batch.RealRows tells the two apart with the ring's version.
+	PadRows int
+	Cursor  Cursor
 }
 
 // Tensor is one entry of a batch's tensor table with its payload.
@@ -237,8 +243,17 @@ type Tensor struct {
 // payload must lie within used_bytes, and ragged offsets must be well
 // formed, so a caller can index values with them without bounds surprises.
 // It appends the tensors to dst[:0] and returns it; Data views alias slot.
-// It does not check seq: that is the caller's (§6.2).
+// It does not check seq: that is the caller's (§6.2). It checks the slot
+// as format x.1 (VersionMinor) requires; a consumer checks a slot of an
+// older minor version by its own rules.
 func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor, error) {
+	return parseSlot(slot, fields, dst, VersionMinor)
+}
+
+// parseSlot is ParseSlot for a ring of the given minor version. From x.1
+// on, pad_rows is set exactly when batch_flags bit 1 is, and null rows of
+// ragged fields are empty; an x.0 producer promised neither.
+func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16) (SlotHeader, []Tensor, error) {
 	var sh SlotHeader
 	dst = dst[:0]
 	if len(slot) < slotHeaderSize {
@@ -255,8 +270,14 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 		Rank:       le.Uint32(slot[slotOffRank:]),
 		Flags:      le.Uint32(slot[slotOffFlags:]),
 	}
+	pad := le.Uint32(slot[slotOffPadRows:])
 	if used > uint64(len(slot)) {
 		return sh, dst, corruptf("slot %d: used_bytes %d exceeds the slot size %d", sh.Seq, used, len(slot))
+	}
+	padded := sh.Cursor.Flags&FlagPadded != 0
+	if pad > rows || (pad > 0 && !padded) || (minor >= 1 && padded && pad == 0) {
+		return sh, dst, corruptf("slot %d: pad_rows %d in a batch of %d rows with batch_flags %#x (want 1 to rows with bit 1 set, else 0)",
+			sh.Seq, pad, rows, sh.Cursor.Flags)
 	}
 	if want := TensorCount(fields); int64(count) != int64(want) {
 		return sh, dst, corruptf("slot %d: tensor_count %d, the schema needs %d", sh.Seq, count, want)
@@ -267,6 +288,7 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 	}
 	sh.UsedBytes = int64(used)
 	sh.Rows = int(rows)
+	sh.PadRows = int(pad)
 
 	it := planIter{fields: fields}
 	var values int64   // shape[0] of the last values tensor
@@ -360,6 +382,12 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 			if err := checkLengths(t.Data, offsets); err != nil {
 				return sh, dst, corruptf("slot %d: %q lengths: %v", sh.Seq, f.Name, err)
 			}
+		case RoleValidity:
+			if f.Kind == Ragged && minor >= 1 {
+				if err := checkNullRows(t.Data, offsets); err != nil {
+					return sh, dst, corruptf("slot %d: %q: %v", sh.Seq, f.Name, err)
+				}
+			}
 		}
 	}
 	for i := range dst {
@@ -383,6 +411,23 @@ func checkLengths(b, offsets []byte) error {
 	for i := 0; i+8 <= len(b); i += 8 {
 		if d := int64(le.Uint64(offsets[i+8:])) - int64(le.Uint64(offsets[i:])); int64(le.Uint64(b[i:])) != d {
 			return fmt.Errorf("entry %d is %d, the offsets say %d", i/8, int64(le.Uint64(b[i:])), d)
+		}
+	}
+	return nil
+}
+
+// checkNullRows checks what §5.2 promises of a nullable ragged field
+// (format x.1): every null row is empty, offsets[i+1] == offsets[i] where
+// valid[i] == 0.
+func checkNullRows(valid, offsets []byte) error {
+	le := binary.LittleEndian
+	if len(offsets) != 8*(len(valid)+1) {
+		return fmt.Errorf("%d validity entries for %d offsets", len(valid), len(offsets)/8)
+	}
+	for i, v := range valid {
+		if v == 0 && le.Uint64(offsets[8*i:]) != le.Uint64(offsets[8*i+8:]) {
+			return fmt.Errorf("row %d is null but holds %d values (a null row of a ragged field is empty)",
+				i, int64(le.Uint64(offsets[8*i+8:])-le.Uint64(offsets[8*i:])))
 		}
 	}
 	return nil

@@ -86,6 +86,7 @@ type Slot struct {
 	next int64 // offset of the next payload
 	used int64 // end of the last payload (or of the table)
 	rows int
+	pad  int  // SetPadRows
 	set  bool // SetRows called
 	cur  Cursor
 	it   planIter
@@ -112,6 +113,18 @@ func (s *Slot) SetRows(n int) error {
 
 // SetCursor sets the batch's cursor (§5.1).
 func (s *Slot) SetCursor(c Cursor) { s.cur = c }
+
+// SetPadRows says that the batch's last n rows are padding (pad_rows,
+// §5.1): rows repeated to fill it, which a trainer leaves out of its loss
+// and metrics. Publish sets FlagPadded in the batch flags exactly when n
+// is not 0. n must be at most the batch's row count (checked at Publish).
+func (s *Slot) SetPadRows(n int) error {
+	if n < 0 || uint64(n) > 1<<32-1 {
+		return fmt.Errorf("ring %q: %d padding rows, want 0 to %d", s.p.name, n, uint32(1<<32-1))
+	}
+	s.pad = n
+	return nil
+}
 
 // Add appends the next tensor of the batch's table and returns its payload
 // region in the slot, 256-byte aligned, for the caller to fill completely
@@ -335,6 +348,12 @@ func (p *Producer) Publish(s *Slot) error {
 	if s.k != p.tensorCount {
 		return fmt.Errorf("ring %q: publish batch %d: it has %d of the schema's %d tensors", p.name, s.seq, s.k, p.tensorCount)
 	}
+	flags := s.cur.Flags &^ FlagPadded
+	if s.pad > 0 {
+		flags |= FlagPadded
+	} else if s.cur.Flags&FlagPadded != 0 {
+		return fmt.Errorf("ring %q: publish batch %d: its cursor says padded, but no padding rows were set: call SetPadRows", p.name, s.seq)
+	}
 	le := binary.LittleEndian
 	m := s.mem
 	le.PutUint64(m[slotOffUsed:], uint64(s.used))
@@ -343,8 +362,9 @@ func (p *Producer) Publish(s *Slot) error {
 	le.PutUint64(m[slotOffEpoch:], s.cur.Epoch)
 	le.PutUint64(m[slotOffBatchIndex:], s.cur.BatchIndex)
 	le.PutUint32(m[slotOffRank:], s.cur.Rank)
-	le.PutUint32(m[slotOffFlags:], s.cur.Flags)
-	clear(m[48:64])
+	le.PutUint32(m[slotOffFlags:], flags)
+	le.PutUint32(m[slotOffPadRows:], uint32(s.pad))
+	clear(m[slotOffPadRows+4 : slotHeaderSize])
 	var err error
 	if _, p.scratch, err = ParseSlot(m, p.fields, p.scratch); err != nil && !p.detached.Load() {
 		return fmt.Errorf("ring %q: publish batch %d: %w", p.name, s.seq, err)
@@ -408,7 +428,11 @@ func (p *Producer) finish(st State, msg string) error {
 	r := p.r
 	copy(p.mem[offMessage:offMessage+MaxMessageLen], m)
 	u32At(p.mem, offMessageLen).Store(uint32(len(m)))
-	r.state.Store(uint32(st)) // after the message and the last tail (§3.5, §6.1)
+	u64At(p.mem, offEndedUnixNano).Store(uint64(time.Now().UnixNano()))
+	// After the message, the end time and the last tail (§3.5, §6.1). The
+	// stream is finished for good: nobody adopts a ring that is not
+	// running (adopt.go), so state never goes back to 0 (§6.6).
+	r.state.Store(uint32(st))
 	wake(r.dataFutex, r.consumerWaiting)
 
 	close(p.hbStop)
