@@ -36,6 +36,8 @@ var allowed = map[string][]string{
 	"peer":    {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots"},
 	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan"},
 	"bench":   {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen", "peer", "roots", "plan"},
+	// GPU inventory, placement and the self-test.
+	"gpu": {"cuda", "shm"},
 	// Test helper that builds the fake libcuda; imported by tests only.
 	"cuda/cudatest": {},
 	// Commands may use everything.

@@ -3,6 +3,7 @@ module github.com/lastmile/lastmile
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/coreos/go-systemd/v22 v22.7.0
