@@ -279,19 +279,22 @@ func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
 
 // jobView is a Job as the API shows it.
 type jobView struct {
-	ID         string       `json:"id"`
-	Name       string       `json:"name"`
-	Owner      uint32       `json:"owner"`
-	GID        uint32       `json:"gid"`
-	State      State        `json:"state"`
-	WorldSize  int          `json:"world_size"`
-	Epochs     int          `json:"epochs"`
-	Weight     int          `json:"weight"`
-	SpecHash   string       `json:"spec_hash"`
-	Created    time.Time    `json:"created"`
-	Started    *time.Time   `json:"started"`
-	Ended      *time.Time   `json:"ended"`
-	Error      string       `json:"error"`
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Owner     uint32     `json:"owner"`
+	GID       uint32     `json:"gid"`
+	State     State      `json:"state"`
+	WorldSize int        `json:"world_size"`
+	Epochs    int        `json:"epochs"`
+	Weight    int        `json:"weight"`
+	SpecHash  string     `json:"spec_hash"`
+	Created   time.Time  `json:"created"`
+	Started   *time.Time `json:"started"`
+	Ended     *time.Time `json:"ended"`
+	Error     string     `json:"error"`
+	// Unsaved says, while writes of the job's record are failing, since
+	// when and why; "" when the record is up to date.
+	Unsaved    string       `json:"unsaved,omitempty"`
 	Restarts   int          `json:"generation_restarts"`
 	Memory     int64        `json:"memory_bytes"`
 	Rings      []ringView   `json:"rings"`
@@ -342,12 +345,13 @@ func timePtr(t time.Time) *time.Time {
 
 func (j *Job) view() jobView {
 	infos, ok := j.ringInfos()
+	unsaved := j.unsavedState()
 	j.mu.Lock()
 	v := jobView{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, State: j.state, WorldSize: j.spec.WorldSize,
 		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Created: j.created.UTC(),
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
-		Memory: j.footprint, Rings: []ringView{},
+		Memory: j.footprint, Rings: []ringView{}, Unsaved: unsaved,
 	}
 	tot := j.base
 	fullWait := time.Duration(0)

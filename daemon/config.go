@@ -94,6 +94,12 @@ type ControlConfig struct {
 	MaxConns int `yaml:"max_conns"`
 	// MaxConnsPerUID bounds the open connections of one uid. Default 128.
 	MaxConnsPerUID int `yaml:"max_conns_per_uid"`
+	// FDReserve is the file descriptors kept for the daemon's own work
+	// (job state, input files, rings, peers): a control connection that
+	// would leave fewer free under the open-file limit is refused. Admins
+	// may use half of the reserve, so that their status and cancel get
+	// through. Default 128.
+	FDReserve int `yaml:"fd_reserve"`
 }
 
 // LimitsConfig bounds what one user (uid) may hold; root and the admin
@@ -142,7 +148,7 @@ func DefaultConfig() Config {
 		Control: ControlConfig{
 			MaxBody: 1 << 20, MaxHeaderBytes: 64 << 10, ReadHeaderTimeout: Duration(10 * time.Second),
 			BodyTimeout: Duration(30 * time.Second), IdleTimeout: Duration(30 * time.Second),
-			MaxConns: 1024, MaxConnsPerUID: 128,
+			MaxConns: 1024, MaxConnsPerUID: 128, FDReserve: 128,
 		},
 		Limits: LimitsConfig{JobsPerUser: 16},
 		Log:    LogConfig{Level: "info", Format: "text"},
@@ -289,6 +295,9 @@ func (c *Config) validateBounds(bad func(field string, v any, format string, arg
 	}
 	if cc.MaxConnsPerUID < 1 || cc.MaxConnsPerUID > cc.MaxConns {
 		bad("control.max_conns_per_uid", cc.MaxConnsPerUID, "want 1 to control.max_conns (%d)", cc.MaxConns)
+	}
+	if cc.FDReserve < 16 || cc.FDReserve > 1<<20 {
+		bad("control.fd_reserve", cc.FDReserve, "want 16 to 1048576")
 	}
 	if c.Limits.JobsPerUser < 0 {
 		bad("limits.jobs_per_user", c.Limits.JobsPerUser, "want 0 (no limit) or more")

@@ -16,12 +16,16 @@ import (
 // The control socket's bounds (config control.*, docs/control-api.md):
 //
 //   - connections: at most max_conns open in all and max_conns_per_uid per
-//     uid (root included), counted from accept to close. Go serves each
+//     uid, counted from accept to close, and none that would leave fewer
+//     than fd_reserve descriptors free under the open-file limit (the
+//     daemon's own work: job state, inputs, rings, peers). Go serves each
 //     connection on its own goroutine, so an idle connection blocks no
 //     other client by itself; what runs out is file descriptors and memory,
 //     and the per-uid bound keeps one user from taking them all. A
 //     connection over a bound is answered 429 (its uid's bound) or 503
-//     (the total) and closed, without reaching the API;
+//     (the total, the reserve) and closed, without reaching the API.
+//     Admins have no per-uid bound, 16 connections past max_conns and half
+//     of the reserve, so their status and cancel get through a flood;
 //   - time: a connection must finish its request's headers within
 //     read_header_timeout of connecting (or of the first byte of its next
 //     request), its body within body_timeout, and must read the response
@@ -33,14 +37,19 @@ import (
 //     or after max_body bytes of a body without one).
 
 // maxRefusing bounds the refusals being answered at once; beyond it a
-// connection over a bound is closed without an answer.
-const maxRefusing = 64
+// connection over a bound is closed without an answer. adminConns is how
+// far past max_conns admins may go.
+const (
+	maxRefusing = 64
+	adminConns  = 16
+)
 
 // controlServer returns the control API's server and the listener it must
 // serve, which bounds connections.
 func (d *Daemon) controlServer(cfg Config, ln net.Listener) (*http.Server, net.Listener) {
 	cc := cfg.Control
-	lim := &connLimiter{Listener: ln, limits: func() ControlConfig { return d.Config().Control }, log: d.log, byUID: map[int64]int{}}
+	lim := &connLimiter{Listener: ln, limits: func() ControlConfig { return d.Config().Control }, admin: d.isAdmin,
+		log: d.log, byUID: map[int64]int{}}
 	srv := &http.Server{
 		Handler:           d.api(),
 		ConnContext:       connContext,
@@ -155,6 +164,8 @@ func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 type connLimiter struct {
 	net.Listener
 	limits   func() ControlConfig
+	admin    func(peer) bool
+	fds      fdGauge
 	log      *slog.Logger
 	mu       sync.Mutex
 	total    int
@@ -187,22 +198,40 @@ func uidKey(p peer) int64 {
 }
 
 // admit counts a new connection of p, or says why it is over a bound.
+// Admins (root, the admin group) are held to no per-uid bound, may go
+// adminConns past max_conns, and may use half of the descriptor reserve:
+// their status and cancel get through a flood of other users'
+// connections.
 func (l *connLimiter) admit(p peer) (int, string) {
 	cc := l.limits()
+	open, limit := l.fds.usage()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	key := uidKey(p)
+	perUID := l.byUID[key] >= cc.MaxConnsPerUID
+	total := l.total >= cc.MaxConns
+	fds := limit > 0 && open+1 > limit-cc.FDReserve
+	if (perUID || total || fds) && p.ok && l.admin(p) {
+		perUID = false
+		total = l.total >= cc.MaxConns+adminConns
+		fds = limit > 0 && open+1 > limit-cc.FDReserve/2
+	}
 	switch {
-	case l.byUID[key] >= cc.MaxConnsPerUID:
+	case perUID:
 		return http.StatusTooManyRequests, fmt.Sprintf(
 			"uid %d has %d control connections open, the most one user may (config control.max_conns_per_uid): close idle clients, or reuse one connection",
 			p.uid, l.byUID[key])
-	case l.total >= cc.MaxConns:
+	case total:
 		return http.StatusServiceUnavailable, fmt.Sprintf(
 			"lastmiled has %d control connections open, its limit (config control.max_conns): retry shortly", l.total)
+	case fds:
+		return http.StatusServiceUnavailable, fmt.Sprintf(
+			"lastmiled has %d of its %d file descriptors open and keeps %d for its own work (config control.fd_reserve): retry shortly; an operator can raise LimitNOFILE",
+			open, limit, cc.FDReserve)
 	}
 	l.total++
 	l.byUID[key]++
+	l.fds.admit()
 	return 0, ""
 }
 
@@ -222,7 +251,7 @@ func (l *connLimiter) refuse(c net.Conn, status int, msg string) {
 	if now := time.Now().Unix(); l.lastLog.Swap(now) != now {
 		l.log.Warn("control connection refused", "status", status, "reason", msg)
 	}
-	if l.refusing.Add(1) > maxRefusing {
+	if n := l.refusing.Add(1); n > maxRefusing || int(n) > l.limits().FDReserve/4 {
 		l.refusing.Add(-1)
 		c.Close()
 		return

@@ -60,6 +60,8 @@ type Daemon struct {
 	pool    *cpupeer.Pool
 
 	waits jobWaits // trainer waits per batch, sampled by sampleWaits
+
+	persistFailures atomic.Int64 // job record writes that failed
 }
 
 // New checks cfg and returns a daemon that is not started yet. level, if
@@ -305,8 +307,11 @@ func (d *Daemon) monitor() {
 		now := time.Now()
 		for _, j := range d.jobsSnapshot() {
 			j.mu.Lock()
-			st, ended, removed, last, saved := j.state, j.ended, j.removed, j.lastActive, j.saved
+			st, ended, removed, last, saved, unsaved := j.state, j.ended, j.removed, j.lastActive, j.saved, !j.unsaved.IsZero()
 			j.mu.Unlock()
+			if unsaved { // a write failed: retry it now
+				j.persist()
+			}
 			switch {
 			case st == Running:
 				if j.snapshotCursors() {

@@ -84,7 +84,12 @@ type Job struct {
 	stopWhy    string // why the current run is being stopped: restart, drain, cancel
 	cancelMsg  string
 	saved      time.Time // last periodic persist
-	perEpoch   int64     // batches per epoch and rank + 1, as an earlier run knew it; 0: unknown
+	// unsaved is the first failure of the persists failing since the
+	// record was last written (zero: it is up to date), and unsavedErr the
+	// latest; the monitor retries them every second.
+	unsaved    time.Time
+	unsavedErr string
+	perEpoch   int64 // batches per epoch and rank + 1, as an earlier run knew it; 0: unknown
 
 	// Counters of runs that ended, so that metrics and progress stay monotonic across
 	// restarts of production; under mu.
@@ -145,12 +150,40 @@ func (j *Job) recordLocked() *record {
 	}
 }
 
-// persist writes the job's record; failures are logged, not fatal (the
-// job goes on; a restart would resume from the previous record).
+// persist writes the job's record. A failure is not fatal: the job goes
+// on, the failure is counted (lastmile_state_persist_failures_total) and
+// shown in the job's status, and the monitor retries it every second
+// until a write succeeds. A restart in between resumes from the previous
+// record.
 func (j *Job) persist() {
-	if err := j.d.store.put(j.record()); err != nil {
-		j.log.Error("persist job state", "err", err)
+	err := j.d.store.put(j.record())
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err == nil {
+		if !j.unsaved.IsZero() {
+			j.log.Info("job state persisted again", "after", time.Since(j.unsaved).Round(time.Millisecond))
+		}
+		j.unsaved, j.unsavedErr = time.Time{}, ""
+		return
 	}
+	j.d.persistFailures.Add(1)
+	if j.unsaved.IsZero() {
+		j.unsaved = time.Now()
+		j.log.Error("persist job state; retrying every second", "err", err)
+	}
+	j.unsavedErr = err.Error()
+}
+
+// unsavedState says since when the job's record is behind and why, or
+// "" when it is up to date.
+func (j *Job) unsavedState() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.unsaved.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("job state not saved since %s (%s ago): %s", j.unsaved.UTC().Format(time.RFC3339),
+		time.Since(j.unsaved).Round(time.Second), j.unsavedErr)
 }
 
 // supervise runs production until the job ends or the daemon drains.

@@ -49,6 +49,7 @@ var (
 	descBuild       = prometheus.NewDesc("lastmile_build_info", "Always 1: the lastmiled build, by its version and the Go version it was built with.", []string{"version", "goversion"}, nil)
 	descOpIn        = prometheus.NewDesc("lastmile_op_rows_in_total", "Rows that reached the job's row-dropping op (filter, sample, semi or anti join, nulls or on_long skip), by its field in the spec.", []string{"job", "job_id", "op"}, nil)
 	descOpOut       = prometheus.NewDesc("lastmile_op_rows_out_total", "Rows the job's row-dropping op kept: out/in is a sample's rate, a filter's selectivity.", []string{"job", "job_id", "op"}, nil)
+	descPersistFail = prometheus.NewDesc("lastmile_state_persist_failures_total", "Writes of a job's state record that failed (each is retried every second; lastmile status JOB says since when a job's record is behind).", nil, nil)
 	descBatchWait   = prometheus.NewDesc("lastmile_consumer_batch_wait_seconds", "The time the rank's trainer waited on an empty ring for each batch it consumed (0: it did not wait), sampled every 10ms (docs/daemon.md).", rankLabels, nil)
 )
 
@@ -56,7 +57,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
 		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
 		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp,
-		descBuild, descBatchWait, descOpIn, descOpOut} {
+		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail} {
 		ch <- d
 	}
 }
@@ -77,6 +78,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	d.mu.Unlock()
 	gauge(descMemReserved, float64(reserved))
 	gauge(descMemTotal, float64(d.Config().Memory.Total))
+	counter(descPersistFail, float64(d.persistFailures.Load()))
 	gauge(descUp, float64(d.started.UnixNano())/1e9, d.version)
 	gauge(descBuild, 1, d.version, runtime.Version())
 

@@ -2,16 +2,16 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
+	"golang.org/x/sys/unix"
 )
 
 // record is a job as persisted in STATE_DIR/jobs/ID.json: everything the
@@ -67,8 +67,24 @@ const recordVersion = 1
 // store persists records atomically: write a temporary file, fsync it,
 // rename it over the record, fsync the directory. A crash at any point
 // leaves either the old record or the new one, never a torn one.
+//
+// A write never depends on a free file descriptor at the moment it runs
+// (issue: idle control clients used up the daemon's descriptors and job
+// state stopped being saved). The store holds two descriptors from the
+// start: the jobs directory, which every create, rename and directory
+// fsync goes through (openat, renameat, fsync of the held descriptor), and
+// a reserve (/dev/null). A write whose openat fails for want of a
+// descriptor (EMFILE, ENFILE) gives the reserve back to the kernel, opens
+// its temporary file in the slot that frees, and takes the reserve again
+// once the file is closed. Writes are serialized, so one reserve serves
+// them all. A thread that grabs the freed slot in between (an accept on
+// another thread, say) makes that one write fail; the job retries it
+// (Job.persist), and the failure is counted and shown.
 type store struct {
-	dir string // STATE_DIR/jobs
+	dir     string // STATE_DIR/jobs
+	mu      sync.Mutex
+	dirfd   int
+	reserve int // -1 while given back
 }
 
 func openStore(stateDir string) (*store, error) {
@@ -81,23 +97,42 @@ func openStore(stateDir string) (*store, error) {
 	for _, t := range tmps {
 		os.Remove(t)
 	}
-	return &store{dir: dir}, nil
+	dirfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	s := &store{dir: dir, dirfd: dirfd, reserve: -1}
+	s.takeReserve()
+	return s, nil
 }
 
-// path returns the record file of a job id. It never builds a path from
-// anything but a valid id: ids are 12 hex digits (newID).
-func (s *store) path(id string) (string, error) {
-	if err := validID(id); err != nil {
-		return "", fmt.Errorf("state store: %w", err)
+// close gives the store's descriptors back.
+func (s *store) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reserve >= 0 {
+		unix.Close(s.reserve)
+		s.reserve = -1
 	}
-	return filepath.Join(s.dir, id+".json"), nil
+	if s.dirfd >= 0 {
+		unix.Close(s.dirfd)
+		s.dirfd = -1
+	}
+}
+
+func (s *store) takeReserve() {
+	if s.reserve >= 0 {
+		return
+	}
+	if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		s.reserve = fd
+	}
 }
 
 // put writes rec atomically.
 func (s *store) put(rec *record) error {
-	path, err := s.path(rec.ID)
-	if err != nil {
-		return fmt.Errorf("persist job: %w", err)
+	if err := validID(rec.ID); err != nil {
+		return fmt.Errorf("persist job: state store: %w", err)
 	}
 	rec.Version = recordVersion
 	data, err := json.MarshalIndent(rec, "", "  ")
@@ -105,38 +140,75 @@ func (s *store) put(rec *record) error {
 		return fmt.Errorf("persist job %s: %w", rec.ID, err)
 	}
 	data = append(data, '\n')
-	tmp := filepath.Join(s.dir, "."+rec.ID+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirfd < 0 {
+		return fmt.Errorf("persist job %s: state store closed", rec.ID)
+	}
+	tmp := "." + rec.ID + ".tmp"
+	if err := s.write(tmp, data); err != nil {
+		unix.Unlinkat(s.dirfd, tmp, 0)
 		return fmt.Errorf("persist job %s: %w", rec.ID, err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
+	if err := unix.Renameat(s.dirfd, tmp, s.dirfd, rec.ID+".json"); err != nil {
+		unix.Unlinkat(s.dirfd, tmp, 0)
+		return fmt.Errorf("persist job %s: rename: %w", rec.ID, err)
 	}
-	if cerr := f.Close(); err == nil {
+	if err := unix.Fsync(s.dirfd); err != nil {
+		return fmt.Errorf("persist job %s: sync %s: %w", rec.ID, s.dir, err)
+	}
+	return nil
+}
+
+// write creates name in the directory with data, fsynced, using the
+// reserve descriptor when no other is free. Callers hold s.mu.
+func (s *store) write(name string, data []byte) error {
+	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(s.dirfd, name, flags, 0o600)
+	if (err == unix.EMFILE || err == unix.ENFILE) && s.reserve >= 0 {
+		unix.Close(s.reserve)
+		s.reserve = -1
+		fd, err = unix.Openat(s.dirfd, name, flags, 0o600)
+	}
+	if err != nil {
+		s.takeReserve()
+		return fmt.Errorf("create %s: %w", filepath.Join(s.dir, name), err)
+	}
+	for rest := data; len(rest) > 0 && err == nil; {
+		var n int
+		n, err = unix.Write(fd, rest)
+		rest = rest[n:]
+	}
+	if err == nil {
+		err = unix.Fsync(fd)
+	}
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
+	s.takeReserve()
 	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("persist job %s: %w", rec.ID, err)
+		return fmt.Errorf("write %s: %w", filepath.Join(s.dir, name), err)
 	}
-	return syncDir(s.dir)
+	return nil
 }
 
 // remove forgets a job.
 func (s *store) remove(id string) error {
-	path, err := s.path(id)
-	if err != nil {
-		return fmt.Errorf("forget job: %w", err)
+	if err := validID(id); err != nil {
+		return fmt.Errorf("forget job: state store: %w", err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirfd < 0 {
+		return fmt.Errorf("forget job %s: state store closed", id)
+	}
+	if err := unix.Unlinkat(s.dirfd, id+".json", 0); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("forget job %s: %w", id, err)
 	}
-	return syncDir(s.dir)
+	if err := unix.Fsync(s.dirfd); err != nil {
+		return fmt.Errorf("forget job %s: sync %s: %w", id, s.dir, err)
+	}
+	return nil
 }
 
 // load reads every record. Unreadable records are reported and skipped,
@@ -185,18 +257,6 @@ func checkRecordNames(rec *record) error {
 	}
 	if err := spec.ValidName(rec.Name); err != nil {
 		return fmt.Errorf("job name: %w", err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -101,6 +101,7 @@ type apiJob struct {
 	Started            *time.Time  `json:"started"`
 	Ended              *time.Time  `json:"ended"`
 	Error              string      `json:"error"`
+	Unsaved            string      `json:"unsaved"`
 	GenerationRestarts int         `json:"generation_restarts"`
 	MemoryBytes        int64       `json:"memory_bytes"`
 	Rings              []apiRing   `json:"rings"`

@@ -160,6 +160,9 @@ func printJob(w io.Writer, j *apiJob) error {
 	if j.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", oneLine(j.Error))
 	}
+	if j.Unsaved != "" {
+		fmt.Fprintf(tw, "WARNING\t%s (retrying every second)\n", oneLine(j.Unsaved))
+	}
 	fmt.Fprintf(tw, "owner\tuid %d, gid %d\n", j.Owner, j.GID)
 	epochs := fmt.Sprint(j.Epochs)
 	if j.Epochs == 0 {

@@ -180,6 +180,7 @@ func requestHelper() int {
 		body = strings.NewReader(b)
 	}
 	req, _ := http.NewRequest(os.Getenv("H_METHOD"), "http://lastmiled"+os.Getenv("H_PATH"), body)
+	start := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -187,7 +188,7 @@ func requestHelper() int {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	fmt.Printf("%d\n%s", resp.StatusCode, data)
+	fmt.Printf("%d %d\n%s", resp.StatusCode, time.Since(start).Milliseconds(), data) // status, ms
 	return 0
 }
 

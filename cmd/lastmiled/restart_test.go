@@ -189,6 +189,8 @@ func runTrainer(t *testing.T, a attachJSON, n int) ([][]int64, []shm.Cursor) {
 // helperMain is the body of helper processes (the test binary re-executed).
 func helperMain(role string) int {
 	switch role {
+	case "flood":
+		return floodHelper()
 	case "consume":
 		n, _ := strconv.Atoi(os.Getenv("H_N"))
 		c, err := shm.Open(os.Getenv("H_DIR"), os.Getenv("H_RING"))
