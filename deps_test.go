@@ -31,6 +31,9 @@ var allowed = map[string][]string{
 	"expr":    {"column"},
 	"decode":  {"column"},
 	"datagen": {"column"},
+	"iceberg": {"column", "decode", "expr"},
+	// Tests' table writer.
+	"iceberg/icebergtest": {"iceberg"},
 	"ops":     {"column", "expr", "spec", "decode"},
 	"engine":  {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr"},
 	"peer":    {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots"},

@@ -1,0 +1,114 @@
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// restTable is what lastmile reads of a REST catalog's LoadTableResult
+// (GET /v1/{prefix}/namespaces/{ns}/tables/{table}).
+type restTable struct {
+	MetadataLocation string          `json:"metadata-location"`
+	Metadata         json.RawMessage `json:"metadata"`
+}
+
+// restConfig is what lastmile reads of GET /v1/config: the prefix of the
+// catalog's other routes, if it sets one.
+type restConfig struct {
+	Defaults  map[string]string `json:"defaults"`
+	Overrides map[string]string `json:"overrides"`
+}
+
+// restError is the catalog's ErrorModel, wrapped in "error".
+type restError struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    int    `json:"code"`
+	} `json:"error"`
+}
+
+// loadREST loads a table's metadata from a REST catalog: GET /v1/config
+// for the route prefix, then the table. It sends no credentials: catalogs
+// that require authentication are not supported (docs/storage.md).
+func loadREST(ctx context.Context, client *http.Client, r Ref) (*Metadata, string, error) {
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	var cfg restConfig
+	if err := getJSON(ctx, client, r.Catalog+"/v1/config", &cfg); err != nil {
+		return nil, "", err
+	}
+	prefix := cfg.Overrides["prefix"]
+	if prefix == "" {
+		prefix = cfg.Defaults["prefix"]
+	}
+	route := r.Catalog + "/v1/"
+	if prefix != "" {
+		route += url.PathEscape(strings.Trim(prefix, "/")) + "/"
+	}
+	// Namespace levels are joined with the unit separator (0x1F).
+	route += "namespaces/" + url.PathEscape(strings.Join(r.Namespace, "\x1f")) + "/tables/" + url.PathEscape(r.Table)
+	var t restTable
+	if err := getJSON(ctx, client, route, &t); err != nil {
+		return nil, "", err
+	}
+	if len(t.Metadata) == 0 {
+		return nil, "", fmt.Errorf("catalog answered %s without table metadata", route)
+	}
+	m, err := ParseMetadata(t.Metadata)
+	if err != nil {
+		return nil, "", fmt.Errorf("catalog table %s: %w", route, err)
+	}
+	return m, t.MetadataLocation, nil
+}
+
+// getJSON GETs u and decodes its JSON body into v; a status other than
+// 200 is an error with the catalog's message.
+func getJSON(ctx context.Context, client *http.Client, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("catalog request %s: %w", u, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxMetadataBytes+1))
+	if err != nil {
+		return fmt.Errorf("catalog: read %s: %w", u, err)
+	}
+	if len(body) > MaxMetadataBytes {
+		return fmt.Errorf("catalog: %s answered more than %d bytes", u, MaxMetadataBytes)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e restError
+		msg := strings.TrimSpace(string(body))
+		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+			msg = e.Error.Type + ": " + e.Error.Message
+		}
+		if len(msg) > 512 {
+			msg = msg[:512] + "..."
+		}
+		hint := ""
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			hint = " (check the namespace and table name)"
+		case http.StatusUnauthorized, http.StatusForbidden:
+			hint = " (lastmile sends no catalog credentials: use the table's metadata file location instead)"
+		}
+		return fmt.Errorf("catalog: GET %s: %s: %s%s", u, resp.Status, msg, hint)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("catalog: %s: %w", u, err)
+	}
+	return nil
+}

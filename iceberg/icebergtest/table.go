@@ -1,0 +1,273 @@
+// Package icebergtest writes small Iceberg tables on local disk for tests:
+// Parquet data files, Avro manifests and manifest lists written with
+// iceberg-go's own writers, and table metadata files, one per commit. It
+// is for tests only and must never be imported by non-test code outside
+// the iceberg packages' tests.
+package icebergtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/lastmile/lastmile/iceberg"
+	"github.com/parquet-go/parquet-go"
+)
+
+// Row is a row of a test table: schema id long, part string, key long,
+// score double (field ids 1 to 4).
+type Row struct {
+	ID    int64   `parquet:"id"`
+	Part  string  `parquet:"part"`
+	Key   int64   `parquet:"key"`
+	Score float64 `parquet:"score"`
+}
+
+// Layout is how a test table is partitioned.
+type Layout struct {
+	// ByPart partitions by identity(part): one data file per part value.
+	ByPart bool
+	// Buckets > 0 partitions by bucket[Buckets](key): one file per bucket.
+	Buckets int
+}
+
+// Table is a table being written at Dir (metadata under Dir/metadata,
+// data under Dir/data). Each commit writes a new metadata file.
+type Table struct {
+	Dir    string
+	schema *ice.Schema
+	spec   ice.PartitionSpec
+	meta   iceberg.Metadata
+	live   []ice.ManifestEntry // data files of the current snapshot
+	files  int
+}
+
+// New starts an empty table at dir.
+func New(dir string, l Layout) (*Table, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "metadata"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	schema := ice.NewSchema(0,
+		ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "part", Type: ice.PrimitiveTypes.String, Required: true},
+		ice.NestedField{ID: 3, Name: "key", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 4, Name: "score", Type: ice.PrimitiveTypes.Float64, Required: true},
+	)
+	var fields []ice.PartitionField
+	if l.ByPart {
+		fields = append(fields, ice.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "part", Transform: ice.IdentityTransform{}})
+	}
+	if l.Buckets > 0 {
+		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
+	}
+	t := &Table{Dir: dir, schema: schema, spec: ice.NewPartitionSpecID(0, fields...)}
+	t.meta = iceberg.Metadata{FormatVersion: 2, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
+	return t, nil
+}
+
+// Append writes rows as new data files (one per partition) and commits
+// a snapshot holding them and every file of the previous one. It returns
+// the new snapshot's id and the new metadata file's path.
+func (t *Table) Append(rows []Row) (int64, string, error) {
+	groups := map[string][]Row{}
+	var order []string
+	for _, r := range rows {
+		k := t.partKey(r)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	slices.Sort(order)
+	id := int64(1000 + len(t.meta.Snapshots))
+	seq := int64(len(t.meta.Snapshots) + 1)
+	for _, k := range order {
+		df, err := t.writeData(groups[k])
+		if err != nil {
+			return 0, "", err
+		}
+		t.live = append(t.live, ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, df))
+	}
+	return t.commit(id, seq, t.live, nil)
+}
+
+// Delete commits a snapshot that adds a position delete file for the
+// first data file: a table lastmile must refuse.
+func (t *Table) Delete() (int64, string, error) {
+	id := int64(1000 + len(t.meta.Snapshots))
+	seq := int64(len(t.meta.Snapshots) + 1)
+	path := filepath.Join(t.Dir, "data", fmt.Sprintf("delete-%d.parquet", id))
+	if err := parquet.WriteFile(path, []struct {
+		FilePath string `parquet:"file_path"`
+		Pos      int64  `parquet:"pos"`
+	}{{t.live[0].DataFile().FilePath(), 0}}); err != nil {
+		return 0, "", err
+	}
+	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentPosDeletes, "file://"+path, ice.ParquetFile,
+		t.live[0].DataFile().Partition(), nil, nil, 1, fileSize(path))
+	if err != nil {
+		return 0, "", err
+	}
+	del := ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())
+	return t.commit(id, seq, t.live, []ice.ManifestEntry{del})
+}
+
+func (t *Table) partKey(r Row) string {
+	k := ""
+	if t.spec.NumFields() > 0 {
+		for _, f := range t.spec.Fields() {
+			switch tr := f.Transform.(type) {
+			case ice.IdentityTransform:
+				k += "part=" + r.Part + "/"
+			case ice.BucketTransform:
+				k += fmt.Sprintf("bucket=%05d/", Bucket(tr.NumBuckets, r.Key))
+			}
+		}
+	}
+	return k
+}
+
+// Bucket is Iceberg's bucket[n] of an int64 key.
+func Bucket(n int, key int64) int {
+	return int(ice.BucketTransform{NumBuckets: n}.Transformer(ice.PrimitiveTypes.Int64)(key).Val)
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// writeData writes one Parquet data file of rows (one partition) and
+// returns its DataFile, with partition values and column statistics.
+func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
+	t.files++
+	path := filepath.Join(t.Dir, "data", fmt.Sprintf("%05d.parquet", t.files))
+	if err := parquet.WriteFile(path, rows); err != nil {
+		return nil, err
+	}
+	part := map[int]any{}
+	for _, f := range t.spec.Fields() {
+		switch tr := f.Transform.(type) {
+		case ice.IdentityTransform:
+			part[f.FieldID] = rows[0].Part
+		case ice.BucketTransform:
+			part[f.FieldID] = int32(Bucket(tr.NumBuckets, rows[0].Key))
+		}
+	}
+	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentData, "file://"+path, ice.ParquetFile, part, nil, nil, int64(len(rows)), fileSize(path))
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := rows[0], rows[0]
+	for _, r := range rows {
+		lo.ID, hi.ID = min(lo.ID, r.ID), max(hi.ID, r.ID)
+		lo.Part, hi.Part = min(lo.Part, r.Part), max(hi.Part, r.Part)
+		lo.Key, hi.Key = min(lo.Key, r.Key), max(hi.Key, r.Key)
+		lo.Score, hi.Score = min(lo.Score, r.Score), max(hi.Score, r.Score)
+	}
+	b.LowerBoundValues(bounds(lo)).UpperBoundValues(bounds(hi))
+	b.NullValueCounts(map[int]int64{1: 0, 2: 0, 3: 0, 4: 0}).NaNValueCounts(map[int]int64{4: 0})
+	return b.Build(), nil
+}
+
+func bounds(r Row) map[int][]byte {
+	enc := func(l ice.Literal) []byte {
+		b, err := l.MarshalBinary()
+		if err != nil {
+			panic("BUG: " + err.Error())
+		}
+		return b
+	}
+	return map[int][]byte{
+		1: enc(ice.NewLiteral(r.ID)), 2: enc(ice.NewLiteral(r.Part)),
+		3: enc(ice.NewLiteral(r.Key)), 4: enc(ice.NewLiteral(r.Score)),
+	}
+}
+
+// commit writes a manifest of the data entries (and one of the delete
+// entries, if any), a manifest list and a new metadata file.
+func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64, string, error) {
+	meta := filepath.Join(t.Dir, "metadata")
+	var mfs []ice.ManifestFile
+	write := func(name string, entries []ice.ManifestEntry, content ice.ManifestContent) error {
+		path := filepath.Join(meta, name)
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w, err := ice.NewManifestWriter(2, f, t.spec, t.schema, id, ice.WithManifestWriterContent(content))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.SnapshotID() == id {
+				err = w.Add(e)
+			} else {
+				err = w.Existing(e)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		mf, err := w.ToManifestFile("file://"+path, fileSize(path), ice.WithManifestFileContent(content))
+		if err != nil {
+			return err
+		}
+		mfs = append(mfs, mf)
+		return nil
+	}
+	if err := write(fmt.Sprintf("manifest-%d-data.avro", id), data, ice.ManifestContentData); err != nil {
+		return 0, "", fmt.Errorf("write manifest: %w", err)
+	}
+	if len(deletes) > 0 {
+		if err := write(fmt.Sprintf("manifest-%d-deletes.avro", id), deletes, ice.ManifestContentDeletes); err != nil {
+			return 0, "", fmt.Errorf("write delete manifest: %w", err)
+		}
+	}
+	list := filepath.Join(meta, fmt.Sprintf("snap-%d.avro", id))
+	f, err := os.Create(list)
+	if err != nil {
+		return 0, "", err
+	}
+	var parent *int64
+	if t.meta.CurrentSnapshotID != nil {
+		parent = t.meta.CurrentSnapshotID
+	}
+	err = ice.WriteManifestList(2, f, id, parent, &seq, 0, mfs)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("write manifest list: %w", err)
+	}
+	snap := iceberg.Snapshot{ID: id, ParentID: parent, Sequence: seq, TimestampMs: 1700000000000 + seq, ManifestList: "file://" + list,
+		Summary: map[string]string{"operation": "append"}}
+	t.meta.Snapshots = append(t.meta.Snapshots, snap)
+	cur := id
+	t.meta.CurrentSnapshotID = &cur
+	data2, err := json.MarshalIndent(&t.meta, "", "  ")
+	if err != nil {
+		return 0, "", err
+	}
+	path := filepath.Join(meta, fmt.Sprintf("v%d.metadata.json", len(t.meta.Snapshots)))
+	if err := os.WriteFile(path, data2, 0o644); err != nil {
+		return 0, "", err
+	}
+	return id, path, nil
+}
+
+// MetadataJSON returns the current metadata file's text.
+func (t *Table) MetadataJSON() ([]byte, error) { return json.Marshal(&t.meta) }

@@ -1,0 +1,318 @@
+package iceberg
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/expr"
+)
+
+// Scan is a snapshot's data files, as a job reads them.
+type Scan struct {
+	// Table names the table in errors: the spec text without snapshot.
+	Table string
+	// SnapshotID is the snapshot read: the one asked for, or the current
+	// one at the time of the scan.
+	SnapshotID int64
+	// Files are the snapshot's live data files, sorted by path.
+	Files []File
+	// Buckets is how the table's files are bucketed, nil when they are
+	// not: every file's partition has a bucket[N] value of that column.
+	Buckets *Bucketing
+}
+
+// Bucketing says that every data file holds the rows of one bucket of a
+// column: Iceberg's bucket[N] transform (murmur3 of the value, modulo N).
+type Bucketing struct {
+	Column string // top-level source column
+	N      int    // number of buckets
+}
+
+// File is one data file of a snapshot.
+type File struct {
+	// Path is the name decode.FS opens: a local path or an s3:// URL.
+	Path string
+	Rows int64
+	Size int64
+	// Bucket is the file's bucket under Scan.Buckets, -1 without.
+	Bucket int
+	// stats maps a top-level column name to what the file's partition
+	// value (identity transforms) or column statistics say about it.
+	stats map[string]expr.Range
+}
+
+// Stats returns what the file's metadata says about a top-level column:
+// bounds (exact for an identity partition column) and null count. It has
+// the signature ops.Program.Prune takes.
+func (f *File) Stats(col string) (expr.Range, bool) {
+	r, ok := f.stats[col]
+	return r, ok
+}
+
+// Prune keeps the files for which keep (a job's Program.Prune) says a row
+// may survive the job's filters, and returns them with the number left
+// out.
+func (s *Scan) Prune(keep func(stats func(col string) (expr.Range, bool)) bool) (kept []File, skipped int) {
+	for i := range s.Files {
+		if keep(s.Files[i].Stats) {
+			kept = append(kept, s.Files[i])
+		} else {
+			skipped++
+		}
+	}
+	return kept, skipped
+}
+
+// Paths returns the files' paths, in order.
+func Paths(files []File) []string {
+	out := make([]string, len(files))
+	for i := range files {
+		out[i] = files[i].Path
+	}
+	return out
+}
+
+// ScanSnapshot lists the live data files of snapshot id (0: the current
+// one) of the table m, reading its manifest list and manifests through
+// fsys. A snapshot with delete files, or with data files other than
+// Parquet, is refused: lastmile would return deleted rows, or could not
+// read them.
+func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata, id int64) (*Scan, error) {
+	snap, err := m.Snapshot(id)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg table %s: %w", name, err)
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("iceberg table %s snapshot %d: %s", name, snap.ID, fmt.Sprintf(format, args...))
+	}
+	schemaID := m.CurrentSchemaID
+	if snap.SchemaID != nil {
+		schemaID = *snap.SchemaID
+	}
+	schema := m.schema(schemaID)
+	if schema == nil {
+		return nil, fail("no schema with id %d", schemaID)
+	}
+	data, err := readLocation(fsys, snap.ManifestList)
+	if err != nil {
+		return nil, fail("manifest list: %v", err)
+	}
+	manifests, err := ice.ReadManifestList(bytes.NewReader(data))
+	if err != nil {
+		return nil, fail("manifest list %s: %v", snap.ManifestList, err)
+	}
+	s := &Scan{Table: name, SnapshotID: snap.ID}
+	bk := bucketState{}
+	for _, mf := range manifests {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if mf.ManifestContent() == ice.ManifestContentDeletes {
+			return nil, fail("%s", deletesMsg(mf.FilePath(), int64(mf.AddedDataFiles())+int64(mf.ExistingDataFiles())))
+		}
+		spec := m.spec(int(mf.PartitionSpecID()))
+		if spec == nil {
+			return nil, fail("manifest %s: no partition spec with id %d", mf.FilePath(), mf.PartitionSpecID())
+		}
+		if err := s.addManifest(fsys, mf, schema, spec, &bk); err != nil {
+			return nil, fail("%v", err)
+		}
+	}
+	slices.SortFunc(s.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	s.Buckets = bk.result()
+	if s.Buckets == nil {
+		for i := range s.Files {
+			s.Files[i].Bucket = -1
+		}
+	}
+	return s, nil
+}
+
+func deletesMsg(manifest string, n int64) string {
+	return fmt.Sprintf("has delete files (%d in manifest %s): lastmile does not apply row-level deletes, so it refuses the table rather than return deleted rows; "+
+		"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold, or rewrite_position_delete_files) "+
+		"or read a snapshot from before the deletes", n, manifest)
+}
+
+// addManifest appends the live data files of one manifest.
+func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Schema, spec *ice.PartitionSpec, bk *bucketState) error {
+	data, err := readLocation(fsys, mf.FilePath())
+	if err != nil {
+		return fmt.Errorf("manifest: %v", err)
+	}
+	entries, err := ice.ReadManifest(mf, bytes.NewReader(data), true)
+	if err != nil {
+		return fmt.Errorf("manifest %s: %v", mf.FilePath(), err)
+	}
+	for _, e := range entries {
+		df := e.DataFile()
+		if df.ContentType() != ice.EntryContentData {
+			return fmt.Errorf("%s", deletesMsg(mf.FilePath(), 1))
+		}
+		if df.FileFormat() != ice.ParquetFile {
+			return fmt.Errorf("data file %s is %s: lastmile reads Parquet data files only", df.FilePath(), df.FileFormat())
+		}
+		path, err := localOrURL(df.FilePath())
+		if err != nil {
+			return fmt.Errorf("data file: %v", err)
+		}
+		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec)}
+		f.Bucket = bk.note(df, schema, spec)
+		s.Files = append(s.Files, f)
+	}
+	return nil
+}
+
+// bucketState finds whether every file has a bucket[N] partition value of
+// one column (the same column and N for all).
+type bucketState struct {
+	col   string
+	n     int
+	mixed bool // some file has none, or another column or N
+	seen  bool
+}
+
+func (b *bucketState) note(df ice.DataFile, schema *ice.Schema, spec *ice.PartitionSpec) int {
+	part := df.Partition()
+	for _, pf := range spec.Fields() {
+		bt, ok := pf.Transform.(ice.BucketTransform)
+		if !ok {
+			continue
+		}
+		src, ok := topLevel(schema, pf.SourceID())
+		v, has := part[pf.FieldID].(int32)
+		if !ok || !has {
+			continue
+		}
+		switch {
+		case !b.seen:
+			b.col, b.n, b.seen = src, bt.NumBuckets, true
+		case b.col != src || b.n != bt.NumBuckets:
+			b.mixed = true
+		}
+		return int(v)
+	}
+	b.mixed = true
+	return -1
+}
+
+func (b *bucketState) result() *Bucketing {
+	if !b.seen || b.mixed {
+		return nil
+	}
+	return &Bucketing{Column: b.col, N: b.n}
+}
+
+// topLevel returns the name of a top-level column by field id.
+func topLevel(schema *ice.Schema, id int) (string, bool) {
+	for _, f := range schema.Fields() {
+		if f.ID == id {
+			return f.Name, true
+		}
+	}
+	return "", false
+}
+
+// fileStats gathers what a data file's metadata says about its top-level
+// columns: the identity partition values (exact bounds), then the lower
+// and upper bounds and null counts of its column statistics.
+func fileStats(df ice.DataFile, schema *ice.Schema, spec *ice.PartitionSpec) map[string]expr.Range {
+	out := map[string]expr.Range{}
+	lower, upper, nulls, nans := df.LowerBoundValues(), df.UpperBoundValues(), df.NullValueCounts(), df.NaNValueCounts()
+	for _, f := range schema.Fields() {
+		r := expr.Range{NullCount: -1, Rows: df.Count()}
+		if n, ok := nulls[f.ID]; ok {
+			r.NullCount = n
+		}
+		lo, okLo := lower[f.ID]
+		hi, okHi := upper[f.ID]
+		if okLo && okHi && nanFree(f.Type, nans, f.ID) {
+			r.Min, r.MinString, okLo = boundOf(f.Type, lo)
+			r.Max, r.MaxString, okHi = boundOf(f.Type, hi)
+			r.HasBounds = okLo && okHi
+		}
+		if r.HasBounds || r.NullCount >= 0 {
+			out[f.Name] = r
+		}
+	}
+	part := df.Partition()
+	for _, pf := range spec.Fields() {
+		if _, ok := pf.Transform.(ice.IdentityTransform); !ok {
+			continue
+		}
+		name, ok := topLevel(schema, pf.SourceID())
+		if !ok {
+			continue
+		}
+		v, present := part[pf.FieldID]
+		r := expr.Range{Rows: df.Count()}
+		if !present || v == nil {
+			r.NullCount = df.Count() // an identity partition of null: every value is null
+			out[name] = r
+			continue
+		}
+		if r.Min, r.MinString, ok = valueOf(v); ok {
+			r.Max, r.MaxString, r.HasBounds, r.NullCount = r.Min, r.MinString, true, 0
+			out[name] = r
+		}
+	}
+	return out
+}
+
+// nanFree reports whether a column's bounds may be trusted as bounds of
+// all its values: always for non-floats, for floats only when the file
+// says it holds no NaN.
+func nanFree(t ice.Type, nans map[int]int64, id int) bool {
+	switch t.(type) {
+	case ice.Float32Type, ice.Float64Type:
+		n, ok := nans[id]
+		return ok && n == 0
+	}
+	return true
+}
+
+// boundOf decodes an Iceberg single-value serialization (a column bound)
+// of the types a filter compares: integers, floats, booleans, strings.
+func boundOf(t ice.Type, b []byte) (float64, string, bool) {
+	switch t.(type) {
+	case ice.Int32Type, ice.Int64Type, ice.Float32Type, ice.Float64Type, ice.BooleanType, ice.StringType:
+	default:
+		return 0, "", false
+	}
+	lit, err := ice.LiteralFromBytes(t, b)
+	if err != nil {
+		return 0, "", false
+	}
+	return valueOf(lit.Any())
+}
+
+// valueOf turns a partition value or literal into a Range bound.
+func valueOf(v any) (float64, string, bool) {
+	switch x := v.(type) {
+	case int32:
+		return float64(x), "", true
+	case int64:
+		if x > 1<<53 || x < -(1<<53) {
+			return 0, "", false // not exact as a float64
+		}
+		return float64(x), "", true
+	case float32:
+		return float64(x), "", !math.IsNaN(float64(x))
+	case float64:
+		return x, "", !math.IsNaN(x)
+	case bool:
+		if x {
+			return 1, "", true
+		}
+		return 0, "", true
+	case string:
+		return 0, x, true
+	}
+	return 0, "", false
+}
