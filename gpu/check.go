@@ -111,7 +111,7 @@ func Check(ctx context.Context, cfg CheckConfig) (*Report, error) {
 		if nvmlErr != nil {
 			r.NoGPU += fmt.Sprintf("; NVML: %v", nvmlErr)
 		}
-		r.GPUs = inv
+		r.GPUs = append([]GPU{}, inv...)
 		return r, nil
 	}
 	r.Driver, _ = d.Version()

@@ -35,6 +35,8 @@ func commands() []command {
 		{"status", "status [flags] [ID]", "show lastmiled's status, or one job and its rings", runStatus},
 		{"cancel", "cancel [flags] ID...", "cancel lastmiled jobs", runCancel},
 		{"top", "top [flags]", "show lastmiled's jobs and ranks live (rows/s, ring fill, stalls)", runTop},
+		{"gpus", "gpus [flags]", "list this host's GPUs: UUID, memory, PCI bus id, NUMA node, CPUs", runGPUs},
+		{"gpu", "gpu check [flags]", "self-test a GPU host: host-to-device GB/s from ring slots, pageable and pinned", runGPU},
 		{"certs", "certs [flags] ca|NAME", "make the mutual-TLS CA and host certificates of lastmiled peers", runCerts},
 		{"version", "version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			_, err := fmt.Fprintln(stdout, "lastmile", version)
