@@ -45,6 +45,8 @@ type Job struct {
 	// Cache keeps the pipeline's output of each work unit in memory for
 	// the next epochs (see Cache).
 	Cache Cache `yaml:"cache"`
+	// GPU sets how batches reach the trainers' GPUs (see GPU).
+	GPU GPU `yaml:"gpu"`
 
 	file  string
 	dir   string
@@ -320,6 +322,7 @@ func (j *Job) validate(d *Decoder) {
 	if j.Decode.MaxUnitRows < 0 {
 		d.Errorf(nil, "decode.max_unit_rows", "want 0 (whole row groups) or more, got %d", j.Decode.MaxUnitRows)
 	}
+	j.validateGPU(d)
 }
 
 // FileMode parses Mode.
