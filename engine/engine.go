@@ -53,6 +53,11 @@ type Options struct {
 	// is decode.OSFS. The daemon passes one that opens them with the job
 	// owner's credentials.
 	FS decode.FS
+	// PlaceRing, if not nil, is called for each rank with the function
+	// that creates (or adopts) its ring, and must call it: the daemon
+	// runs it under a memory policy that allocates the ring's pages on
+	// the NUMA node of the rank's GPU (gpu.OnNode). nil calls it directly.
+	PlaceRing func(rank int, create func() error) error
 }
 
 // Stats sums up a run.
@@ -110,7 +115,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots)
 
-	rings, err := createRings(job, plan, fields, opts.RingOwner)
+	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)
 	if err != nil {
 		return st, err
 	}
@@ -188,7 +193,11 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	return st, nil
 }
 
-func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uint32) ([]*shm.Producer, error) {
+func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uint32,
+	place func(rank int, create func() error) error) ([]*shm.Producer, error) {
+	if place == nil {
+		place = func(_ int, create func() error) error { return create() }
+	}
 	rf := make([]shm.Field, len(fields))
 	for i, f := range fields {
 		rf[i] = f.ringField()
@@ -200,10 +209,17 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uin
 	mode, _ := job.Ring.FileMode()
 	rings := make([]*shm.Producer, 0, job.WorldSize)
 	for r := 0; r < job.WorldSize; r++ {
-		p, err := shm.Take(shm.Config{ // Take: Create, or adopt a ring this process claimed (engine/adopt.go)
-			Dir: job.Ring.Dir, Name: job.RingName(r), Slots: job.Ring.Slots,
-			SlotSize: size, Mode: mode, Fields: rf, Owner: owner,
+		var p *shm.Producer
+		err := place(r, func() (err error) {
+			p, err = shm.Take(shm.Config{ // Take: Create, or adopt a ring this process claimed (engine/adopt.go)
+				Dir: job.Ring.Dir, Name: job.RingName(r), Slots: job.Ring.Slots,
+				SlotSize: size, Mode: mode, Fields: rf, Owner: owner,
+			})
+			return err
 		})
+		if err == nil && p == nil {
+			panic("BUG: Options.PlaceRing returned without creating the ring")
+		}
 		if err != nil {
 			for _, q := range rings {
 				q.Fail("job failed to start: " + err.Error())
