@@ -19,7 +19,8 @@ type Job struct {
 	// Name identifies the job in logs, metrics and ring names.
 	Name string `yaml:"name"`
 	// Inputs are Parquet files, globs or directories (searched recursively
-	// for *.parquet). Relative paths are relative to the spec file.
+	// for *.parquet), or Iceberg tables ("iceberg:PATH/metadata.json",
+	// see IcebergScheme). Relative paths are relative to the spec file.
 	Inputs []string `yaml:"inputs"`
 	// Columns projects the input: only these are read and decoded. Empty
 	// means every column of the input.
@@ -342,9 +343,7 @@ func (j *Job) resolveInputs() {
 		return
 	}
 	for i, in := range j.Inputs {
-		if !strings.HasPrefix(in, "/") {
-			j.Inputs[i] = j.dir + "/" + in
-		}
+		j.Inputs[i] = anchor(j.dir, in)
 	}
 }
 

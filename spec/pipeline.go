@@ -70,7 +70,8 @@ type Join struct {
 	// whose key is not: drop spam users) or left (keep every row and add
 	// Columns from the matching table row, null when none matches).
 	Kind string `yaml:"kind"`
-	// Table is a Parquet file, glob or directory. Relative to the spec.
+	// Table is a Parquet file, glob or directory, or an Iceberg table
+	// ("iceberg:...", see IcebergScheme). Relative to the spec.
 	Table string `yaml:"table"`
 	// On is the key column of the rows; TableKey the table's (default On).
 	On       string `yaml:"on"`
@@ -80,6 +81,15 @@ type Join struct {
 	// MaxMemory bounds the loaded table (default 1GiB); a larger table is
 	// an error before the job starts.
 	MaxMemory Size `yaml:"max_memory"`
+	// Buckets declares that the input and the table are both bucketed
+	// on the join key into this many buckets, for plain Parquet: every
+	// file lies under a path element "bucket=B" (B from 0), holding the
+	// rows whose key has Iceberg's bucket[Buckets] value B. Each work
+	// unit then joins against its bucket of the table only, loaded when
+	// needed and kept within MaxMemory (a bucket join). 0 finds the
+	// buckets from Iceberg bucket partitions of both sides, and falls
+	// back to loading the whole table when they do not match.
+	Buckets int `yaml:"buckets"`
 }
 
 // Sequence shapes a list column: truncated or padded to Length into a
@@ -318,8 +328,9 @@ func (j *Job) validatePipeline(d *Decoder) {
 			if jn.TableKey == "" {
 				jn.TableKey = jn.On
 			}
-			if jn.Table != "" && !strings.HasPrefix(jn.Table, "/") && j.dir != "" && j.dir != "." {
-				jn.Table = j.dir + "/" + jn.Table
+			jn.Table = anchor(j.dir, jn.Table)
+			if jn.Buckets < 0 || jn.Buckets > MaxBuckets {
+				bad("buckets", "want 0 (found from Iceberg partitions) to %d, got %d", MaxBuckets, jn.Buckets)
 			}
 		case "sequence":
 			s := op.Sequence
