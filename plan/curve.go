@@ -19,7 +19,8 @@ type Point struct {
 // up to contention, and a serial stage (the batcher packing into rings)
 // caps the whole:
 //
-//	Rate(k) = min(k·PerCore / (1 + Serial·(k−1)), Ceiling)
+//	Rate(k) = min(k·PerCore / (1 + Serial·(k−1)), Ceiling)   for k ≥ 1
+//	Rate(k) = min(k·PerCore, Ceiling)                        for k < 1
 //
 // Serial is Amdahl's serial share: 0 scales linearly, 1 never gains from
 // a second core. Ceiling 0 means no cap is known.
@@ -96,7 +97,12 @@ func (c Curve) Rate(cores float64) float64 {
 	if cores <= 0 {
 		return 0
 	}
-	r := cores * c.PerCore / (1 + c.Serial*(cores-1))
+	// Up to one core a share of a core gives that share of its rate:
+	// Amdahl's law speaks of adding cores, not of taking a part of one.
+	r := cores * c.PerCore
+	if cores > 1 {
+		r /= 1 + c.Serial*(cores-1)
+	}
 	if c.Ceiling > 0 {
 		r = min(r, c.Ceiling)
 	}
@@ -125,6 +131,9 @@ func (c Curve) CoresFor(rate float64) (float64, bool) {
 	}
 	if c.PerCore <= 0 || rate > c.Limit() || c.Serial > 0 && rate >= c.PerCore/c.Serial {
 		return math.Inf(1), false
+	}
+	if rate <= c.PerCore {
+		return rate / c.PerCore, true
 	}
 	// rate = k·P/(1+s(k−1))  ⇔  k = rate(1−s) / (P − rate·s)
 	return rate * (1 - c.Serial) / (c.PerCore - rate*c.Serial), true

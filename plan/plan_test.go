@@ -249,3 +249,18 @@ func TestNeedAndAdvice(t *testing.T) {
 		t.Errorf("Need with a rank that only waited = %+v, want 198 more cores (capped at 100x)", got)
 	}
 }
+
+func TestCurveUnderOneCore(t *testing.T) {
+	// Serial 1: a second core adds nothing, but half a core is half a core.
+	c := plan.Curve{PerCore: 1000, Serial: 1}
+	if got := c.Rate(0.5); got != 500 {
+		t.Errorf("Rate(0.5) = %g, want 500", got)
+	}
+	if k, ok := c.CoresFor(20); !ok || k != 0.02 {
+		t.Errorf("CoresFor(20) = %g, %v; want 0.02, true", k, ok)
+	}
+	p, err := plan.Predict(plan.Target{GPUs: 1, SamplesPerGPU: 20}, plan.Measured{Curve: c}, plan.Resources{HostCores: 2})
+	if err != nil || p.CoresPerHost != 1 || p.Stall != 0 {
+		t.Errorf("Predict of a tiny target = %d cores, stall %g, %v; want 1 core, no stall", p.CoresPerHost, p.Stall, err)
+	}
+}

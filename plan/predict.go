@@ -133,7 +133,7 @@ func Predict(t Target, m Measured, res Resources) (Prediction, error) {
 	p.CoresExact = k
 	switch {
 	case reachable && k <= float64(res.HostCores)+1e-9:
-		p.CoresPerHost = RoundUp(k)
+		p.CoresPerHost = max(RoundUp(k), 1) // a job has at least one worker
 		p.LocalRate = m.Curve.Rate(float64(p.CoresPerHost))
 		p.Capacity = p.LocalRate
 	case res.PeerCores > 0:

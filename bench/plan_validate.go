@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/lastmile/lastmile/plan"
+)
+
+// Validation is a prediction checked by running the job at its size.
+type Validation struct {
+	Cores int `json:"cores"`
+	// Capacity is the job with trainers taking batches as fast as they
+	// come: the most it produces at Cores cores, against the curve's
+	// PredictedCapacity; Error is (measured − predicted)/predicted, and
+	// Within whether |Error| ≤ 10%.
+	Capacity          PlanPoint `json:"capacity"`
+	PredictedCapacity float64   `json:"predicted_capacity_samples_per_s"`
+	Error             float64   `json:"error"`
+	Within            bool      `json:"within_10_percent"`
+	// AtTarget is the job with trainers taking the target rate: its
+	// throughput and stall against the target and PredictedStall.
+	AtTarget       PlanPoint `json:"at_target"`
+	TargetRate     float64   `json:"target_samples_per_s"`
+	PredictedStall float64   `json:"predicted_stall"`
+	Limit          string    `json:"cpu_limit_method"`
+}
+
+// Validate runs the job of cfg at cores cores (workers as many), first
+// with trainers as fast as they come, then at the target rate, for
+// cfg.Seconds each (seconds > 0 overrides), and sets the result beside
+// what curve predicts.
+func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Target, cores int, seconds float64) (*Validation, error) {
+	cfg.defaults()
+	if cores <= 0 {
+		return nil, fmt.Errorf("validate: %d cores: want at least 1", cores)
+	}
+	if cfg.Limit == nil {
+		l, err := NewCPULimit()
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		cfg.Limit = l
+	}
+	cfg.GPUs = t.GPUs
+	v := &Validation{Cores: cores, PredictedCapacity: curve.Rate(float64(cores)), TargetRate: t.HostRate(), Limit: cfg.Limit.Method()}
+	cfg.Progress(1, 2, fmt.Sprintf("validate: capacity at %d core(s)", cores))
+	var err error
+	if v.Capacity, err = MeasureAt(ctx, cfg, float64(cores), cores, 0, seconds); err != nil {
+		return nil, err
+	}
+	if v.PredictedCapacity > 0 {
+		v.Error = (v.Capacity.Rate - v.PredictedCapacity) / v.PredictedCapacity
+		v.Within = math.Abs(v.Error) <= 0.10
+	}
+	v.PredictedStall = plan.StallAt(t.HostRate() / v.PredictedCapacity)
+	cfg.Progress(2, 2, fmt.Sprintf("validate: simulated trainers at the target, %d core(s)", cores))
+	if v.AtTarget, err = MeasureAt(ctx, cfg, float64(cores), cores, t.SamplesPerGPU, seconds); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

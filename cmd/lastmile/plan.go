@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/cpus"
+	"github.com/lastmile/lastmile/plan"
+)
+
+const planUsage = `usage: lastmile plan [flags] SPEC
+
+Answers "how many cores and peers does this pipeline need per GPU?" by
+measurement. On the spec's own inputs, in this process, for a bounded time
+each (-seconds), it measures the pipeline's samples/s with 1, 2, ...
+-measure-cores cores (the process confined by a cgroup CPU quota, or
+CPU affinity where there is none), the serial stage's cost per batch
+(packing and ring handoff), the trainer client's cost per batch, decode's
+share of the CPU and the memory per unit in flight, and the stall of
+simulated trainers against their demand (-loads). Then it predicts, for
+the target (-samples-per-gpu, or -step-ms with the spec's batch size, times
+-gpus): cores per GPU and per host, CPU peers and their network bytes/s
+when the host's cores do not suffice (-peer-cores), memory, the expected
+stall and the binding resource; and with -validate it runs the job at the
+predicted size against trainers taking the target rate and reports what
+it measured beside the prediction.
+
+Rates are a first epoch's: the job runs without its unit cache, so every
+unit is decoded; a cache makes later epochs faster than planned.
+
+Flags:
+`
+
+// planFlags are plan's flags.
+type planFlags struct {
+	gpus                   int
+	perGPU, stepMS         float64
+	hostCores, measure     int
+	seconds, warmup        float64
+	loads, dist            string
+	peerCores              int
+	peerRate, recvGB, gbps float64
+	validate               bool
+	cores                  int
+	valSeconds             float64
+	asJSON                 bool
+	svg, html              string
+	shmDir                 *string
+}
+
+func addPlanFlags(fs interface {
+	IntVar(*int, string, int, string)
+	Float64Var(*float64, string, float64, string)
+	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
+}, f *planFlags) {
+	fs.IntVar(&f.gpus, "gpus", 0, "GPUs (trainer ranks) per host (default the spec's world_size)")
+	fs.Float64Var(&f.perGPU, "samples-per-gpu", 0, "target: samples/s each GPU's trainer takes")
+	fs.Float64Var(&f.stepMS, "step-ms", 0, "target as a training step in ms, with the spec's batch size (instead of -samples-per-gpu)")
+	fs.IntVar(&f.hostCores, "host-cores", 0, "cores of a GPU host lastmile may use (default this host's available CPUs)")
+	fs.IntVar(&f.measure, "measure-cores", 0, "measure the scaling curve with 1 to this many cores (default this host's available CPUs)")
+	fs.Float64Var(&f.seconds, "seconds", 3, "seconds of each measurement, after the warm-up")
+	fs.Float64Var(&f.warmup, "warmup", 1, "seconds of warm-up before each measurement, from the first batch")
+	fs.StringVar(&f.loads, "loads", "0.5,0.9,1.1", "trainer demands for the stall curve, as shares of the measured capacity")
+	fs.StringVar(&f.dist, "dist", "fixed", "simulated trainers' step times: fixed, exp or uniform (around the mean)")
+	fs.IntVar(&f.peerCores, "peer-cores", 0, "cores of one CPU peer; 0: no peers configured")
+	fs.Float64Var(&f.peerRate, "peer-rate", 0, "samples/s of one peer core (default a local core's: a peer runs the same code)")
+	fs.Float64Var(&f.recvGB, "receive-cpu", 2.74, "this host's CPU seconds to receive a GB of a peer's output (default: lastmile bench -only spill on a 2-vCPU VM, docs/peers.md)")
+	fs.Float64Var(&f.gbps, "network-gbps", 10, "the host's network for peer traffic, Gbit/s")
+	fs.BoolVar(&f.validate, "validate", false, "run the job at the predicted size and report what it does beside the prediction")
+	fs.IntVar(&f.cores, "cores", 0, "with -validate: the size to validate, in cores (default the predicted cores per host)")
+	fs.Float64Var(&f.valSeconds, "validate-seconds", 0, "with -validate: seconds of each validation run (default -seconds)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&f.svg, "svg", "plan.svg", "write the plot (throughput against cores, stall against load) to this SVG `file`; \"\" for none")
+	fs.StringVar(&f.html, "html", "", "also write one self-contained HTML report to this `file`")
+}
+
+// planOutput is plan's report, as --json prints it.
+type planOutput struct {
+	Answer     string            `json:"answer"`
+	Target     plan.Target       `json:"target"`
+	Resources  plan.Resources    `json:"resources"`
+	Measured   *bench.PlanReport `json:"measured"`
+	Prediction plan.Prediction   `json:"prediction"`
+	Validation *bench.Validation `json:"validation,omitempty"`
+	Plot       string            `json:"plot,omitempty"`
+}
+
+func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plan", stderr)
+	var f planFlags
+	addPlanFlags(fs, &f)
+	f.shmDir = shmDirFlag(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, planUsage)
+		printFlags(fs, "dir")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want one job spec file, got %d arguments", errUsage, fs.NArg())
+	}
+	job, err := readJob(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if f.gpus <= 0 {
+		f.gpus = job.WorldSize
+	}
+	t, err := f.target(job.Batch.Size)
+	if err != nil {
+		return err
+	}
+	loads, err := parseLoads(f.loads)
+	if err != nil {
+		return err
+	}
+	dist, err := bench.ParseDist(f.dist)
+	if err != nil {
+		return fmt.Errorf("%w: -dist: %v", errUsage, err)
+	}
+	res := plan.Resources{HostCores: f.hostCores, PeerCores: f.peerCores, NetworkBytesPerSec: f.gbps * 1e9 / 8}
+	if res.HostCores <= 0 {
+		res.HostCores = cpus.Available()
+	}
+	bar := newProgressBar(stderr, time.Duration((f.seconds+f.warmup+0.5)*float64(time.Second)))
+	defer bar.Done()
+	limit, err := bench.NewCPULimit()
+	if err != nil {
+		return err
+	}
+	defer limit.Close()
+	cfg := bench.PlanConfig{Job: job, GPUs: f.gpus, MaxCores: f.measure, Seconds: f.seconds, Warmup: f.warmup,
+		Loads: loads, Dist: dist, ShmDir: *f.shmDir, Progress: bar.Step, Limit: limit}
+	rep, err := bench.MeasurePlan(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	m := rep.Measured
+	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9
+	pred, err := plan.Predict(t, m, res)
+	if err != nil {
+		return err
+	}
+	out := planOutput{Target: t, Resources: res, Measured: rep, Prediction: pred}
+	if f.validate {
+		cores := f.cores
+		if cores <= 0 {
+			cores = min(max(pred.CoresPerHost, 1), res.HostCores)
+		}
+		if out.Validation, err = bench.Validate(ctx, cfg, m.Curve, t, cores, f.valSeconds); err != nil {
+			return fmt.Errorf("validate: %w", err)
+		}
+	}
+	bar.Done()
+	out.Answer = planAnswer(job.Name, out)
+	if err := writePlanFiles(&out, f); err != nil {
+		return err
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	writePlan(stdout, out)
+	return nil
+}
+
+// target reads the target flags.
+func (f *planFlags) target(batch int) (plan.Target, error) {
+	switch {
+	case f.perGPU > 0 && f.stepMS > 0:
+		return plan.Target{}, fmt.Errorf("%w: give -samples-per-gpu or -step-ms, not both", errUsage)
+	case f.perGPU > 0:
+		return plan.Target{GPUs: f.gpus, SamplesPerGPU: f.perGPU}, nil
+	case f.stepMS > 0:
+		t, err := plan.TargetFromStep(f.gpus, f.stepMS/1000, batch)
+		if err != nil {
+			return t, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return t, nil
+	}
+	return plan.Target{}, fmt.Errorf("%w: say what the trainers take: -samples-per-gpu N, or -step-ms MS (with the spec's batch size)", errUsage)
+}
+
+func parseLoads(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || v <= 0 || v > 10 {
+			return nil, fmt.Errorf("%w: -loads: %q is not a share of capacity in (0, 10]", errUsage, p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// writePlanFiles writes the plot and the HTML report.
+func writePlanFiles(out *planOutput, f planFlags) error {
+	if f.svg == "" && f.html == "" {
+		return nil
+	}
+	svg := planSVG(*out)
+	if f.svg != "" {
+		if err := os.WriteFile(f.svg, []byte(svg), 0o644); err != nil {
+			return fmt.Errorf("write the plot: %w", err)
+		}
+		out.Plot = f.svg
+	}
+	if f.html != "" {
+		js, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		var text strings.Builder
+		writePlan(&text, *out)
+		if err := os.WriteFile(f.html, []byte(planHTML(out.Answer, text.String(), svg, string(js))), 0o644); err != nil {
+			return fmt.Errorf("write the HTML report: %w", err)
+		}
+	}
+	return nil
+}

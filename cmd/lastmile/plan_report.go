@@ -1,0 +1,200 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/plan"
+)
+
+// planAnswer is the prediction in plain words, printed first.
+func planAnswer(name string, out planOutput) string {
+	p, t := out.Prediction, out.Target
+	var b strings.Builder
+	fmt.Fprintf(&b, "To feed %d GPU(s) at %s samples/s each (%s samples/s in all), %s ", t.GPUs, commaRate(t.SamplesPerGPU), commaRate(p.HostRate), name)
+	switch {
+	case !p.Feasible:
+		fmt.Fprintf(&b, "cannot be fed on this host: %s. ", strings.Join(p.Notes, "; "))
+		fmt.Fprintf(&b, "With %d core(s) it gives %s samples/s (%.0f%% of the target): the trainers would wait about %.0f%% of their time. ",
+			min(p.CoresPerHost, out.Resources.HostCores), commaRate(p.Capacity), 100*p.Capacity/p.HostRate, 100*p.Stall)
+	case p.Peers > 0:
+		fmt.Fprintf(&b, "needs all %d of the host's cores plus %d CPU peer(s) of %d cores, which send %s/s over the network and cost %.1f of the host's cores to receive; ",
+			p.CoresPerHost, p.Peers, out.Resources.PeerCores, bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
+		fmt.Fprintf(&b, "memory about %s; expected stall %.1f%%. ", bytesString(p.MemoryBytes), 100*p.Stall)
+	default:
+		fmt.Fprintf(&b, "needs %d core(s) per host (%.2f per GPU) and about %s of memory, without peers; expected stall %.1f%%. ",
+			p.CoresPerHost, p.CoresPerGPU, bytesString(p.MemoryBytes), 100*p.Stall)
+	}
+	fmt.Fprintf(&b, "The binding resource is %s.", bindingString(p, out.Resources))
+	return b.String()
+}
+
+// bindingString names the binding resource with how much of it the target
+// takes.
+func bindingString(p plan.Prediction, res plan.Resources) string {
+	u := 100 * p.Utilization[p.Binding]
+	switch p.Binding {
+	case plan.ResDecode, plan.ResOps:
+		if u >= 1e11 {
+			return fmt.Sprintf("%s: adding cores does not add throughput here", p.Binding)
+		}
+		if p.Peers > 0 {
+			return fmt.Sprintf("%s: the host's %d cores are all busy and the peers take the rest", p.Binding, res.HostCores)
+		}
+		return fmt.Sprintf("%s (%.0f%% of the host's %d cores at the target)", p.Binding, u, res.HostCores)
+	case plan.ResRing:
+		return fmt.Sprintf("the ring: packing batches, one batcher per job, is %.0f%% busy at the target", u)
+	case plan.ResClient:
+		return fmt.Sprintf("the trainer's client: taking batches is %.0f%% of a trainer's time at the target", u)
+	case plan.ResNetwork:
+		return fmt.Sprintf("the network: the peers' traffic is %.0f%% of %.0f Gbit/s", u, res.NetworkBytesPerSec*8/1e9)
+	}
+	return p.Binding
+}
+
+// writePlan prints the answer, then the prediction, the measurements,
+// the stall curve and the validation as tables.
+func writePlan(w io.Writer, out planOutput) {
+	p, t, r := out.Prediction, out.Target, out.Measured
+	m := r.Measured
+	fmt.Fprintln(w, wrap(out.Answer, 78))
+	fmt.Fprintln(w, "\nPrediction")
+	tw := newTable(w)
+	fmt.Fprintf(tw, "  target\t%d GPUs × %s samples/s = %s samples/s\n", t.GPUs, commaRate(t.SamplesPerGPU), commaRate(p.HostRate))
+	exact := "out of reach"
+	if !math.IsInf(p.CoresExact, 1) {
+		exact = fmt.Sprintf("%.2f exactly", p.CoresExact)
+	}
+	fmt.Fprintf(tw, "  cores per host\t%d (%s; the host gives %d)\n", p.CoresPerHost, exact, out.Resources.HostCores)
+	fmt.Fprintf(tw, "  cores per GPU\t%.2f\n", p.CoresPerGPU)
+	peers := "none needed"
+	if out.Resources.PeerCores == 0 && p.Peers == 0 {
+		peers = "none configured (-peer-cores)"
+	}
+	if p.Peers > 0 {
+		peers = fmt.Sprintf("%d of %d cores: %s samples/s, %s/s over the network, %.2f cores here to receive",
+			p.Peers, out.Resources.PeerCores, commaRate(p.PeerRate), bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
+	}
+	fmt.Fprintf(tw, "  peers\t%s\n", peers)
+	fmt.Fprintf(tw, "  memory\t%s (%d rings of %s, %d units in flight of %s, unit cache %s)\n", bytesString(p.MemoryBytes),
+		t.GPUs, bytesString(m.RingBytesPerGPU), 2*max(p.CoresPerHost, 1), bytesString(m.UnitBytes), bytesString(m.CacheBytes))
+	fmt.Fprintf(tw, "  capacity at that size\t%s samples/s\n", commaRate(p.Capacity))
+	fmt.Fprintf(tw, "  expected stall\t%.1f%%\n", 100*p.Stall)
+	fmt.Fprintf(tw, "  binding resource\t%s\n", p.Binding)
+	var us []string
+	for _, n := range []string{plan.ResDecode, plan.ResOps, plan.ResRing, plan.ResClient, plan.ResNetwork} {
+		if u, ok := p.Utilization[n]; ok {
+			if u >= 1e9 {
+				us = append(us, n+" out of reach")
+				continue
+			}
+			us = append(us, fmt.Sprintf("%s %.0f%%", n, 100*u))
+		}
+	}
+	fmt.Fprintf(tw, "  utilization at target\t%s\n", strings.Join(us, ", "))
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nMeasured on this host (CPU limited by %s; first epoch, no unit cache)\n", r.Limit)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  CORES\tSAMPLES/S\tINPUT ROWS/S\tUNITS\tSECONDS\tCPU µs/SAMPLE\tPACK ms/BATCH\tCLIENT µs/BATCH")
+	for _, pt := range r.Points {
+		cpu := 0.0
+		if pt.Samples > 0 {
+			cpu = 1e6 * pt.CPUSeconds / float64(pt.Samples)
+		}
+		fmt.Fprintf(tw, "  %g\t%s\t%s\t%d\t%.1f\t%.2f\t%.3f\t%.1f\n", pt.Cores, commaRate(pt.Rate), commaRate(pt.InputRate), pt.Units, pt.Seconds, cpu, 1e3*pt.PackPerBatch, 1e6*pt.ClientPerBatch)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  fit: samples/s = min(k × %s / (1 + %.3f (k − 1)), %s) for k cores\n", commaRate(m.Curve.PerCore), m.Curve.Serial, ceilingString(m.Curve.Ceiling))
+	fmt.Fprintf(w, "  decode is %.0f%% of a row's CPU (decode alone: %s rows/s on 1 core); %.0f bytes per sample; %s per unit in flight\n",
+		100*m.DecodeShare, commaRate(float64(r.DecodeAlone.Rows)/max(r.DecodeAlone.Seconds, 1e-9)), m.BytesPerSample, bytesString(m.UnitBytes))
+	fmt.Fprintln(w, "  client: the Go consumer's Next for a batch already in the ring (the Python client costs more: lastmile bench -only pipeline, (g))")
+
+	fmt.Fprintf(w, "\nSimulated trainers against load (steps %s, %.0fs each; every rank's ring read by its own trainer)\n", distString(r), r.Seconds)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  LOAD\tSLOTS\tSAMPLES/S\tSTALL\t")
+	for _, s := range r.Stall {
+		check := ""
+		if s.Load == 0.9 {
+			check = "≤ 1%: met"
+			if s.Stall > 0.01 {
+				check = "> 1%: the ring is too shallow"
+			}
+		}
+		fmt.Fprintf(tw, "  %.0f%%\t%d\t%s\t%.2f%%\t%s\n", 100*s.Load, s.Slots, commaRate(s.Rate), 100*s.Stall, check)
+	}
+	tw.Flush()
+	if r.DepthNeeded > 0 {
+		fmt.Fprintf(w, "  a ring of %d slots suffices at 90%% of capacity (ring: {slots: %d})\n", r.DepthNeeded, r.DepthNeeded)
+	}
+	if v := out.Validation; v != nil {
+		fmt.Fprintf(w, "\nValidation at %d core(s) (CPU limited by %s)\n", v.Cores, v.Limit)
+		within := "within ±10%"
+		if !v.Within {
+			within = "MISSED ±10%"
+		}
+		fmt.Fprintf(w, "  capacity    measured %s samples/s, predicted %s: %+.1f%% (%s)\n", commaRate(v.Capacity.Rate), commaRate(v.PredictedCapacity), 100*v.Error, within)
+		fmt.Fprintf(w, "  at target   trainers took %s of the %s samples/s target; stall %.2f%% (predicted %.1f%%)\n",
+			commaRate(v.AtTarget.Rate), commaRate(v.TargetRate), 100*v.AtTarget.Stall, 100*v.PredictedStall)
+	}
+	if out.Plot != "" {
+		fmt.Fprintf(w, "\nplot: %s\n", out.Plot)
+	}
+}
+
+func distString(r *bench.PlanReport) string {
+	if r.Dist == "fixed" {
+		return "of a fixed time"
+	}
+	return "drawn from the " + r.Dist + " distribution"
+}
+
+func ceilingString(c float64) string {
+	if c <= 0 {
+		return "∞"
+	}
+	return commaRate(c) + " (the batcher)"
+}
+
+// rateString prints a rate with thousands separators: 12,345.
+func commaRate(v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return fmt.Sprint(v)
+	}
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		l := len([]rune(word))
+		if i > 0 && n+1+l > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += l
+	}
+	return b.String()
+}
