@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"ops":     {"column", "expr", "spec", "decode"},
 	"engine":  {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr"},
 	"peer":    {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots"},
-	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan"},
+	"daemon":  {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan", "gpu", "cuda"},
 	"bench":   {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen", "peer", "roots", "plan"},
 	// GPU inventory, placement and the self-test.
 	"gpu": {"cuda", "shm"},

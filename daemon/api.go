@@ -303,6 +303,8 @@ type jobView struct {
 	// BatchesPerEpoch is every rank's number of batches per epoch, null
 	// until known (engine.Progress.BatchesPerEpoch); Python's len(Dataset).
 	BatchesPerEpoch *int64 `json:"batches_per_epoch"`
+	// GPU is the job's staging mode and where its ranks were placed.
+	GPU *gpuView `json:"gpu"`
 }
 
 type ringView struct {
@@ -382,6 +384,7 @@ func (j *Job) view() jobView {
 	ranks := append([]rankRec(nil), j.ranks...)
 	j.mu.Unlock()
 	v.CPUSeconds = j.client.Stats().HoldTime.Seconds()
+	v.GPU = j.gpuView()
 	v.Weight = j.d.weightOf(j)
 	for i, in := range infos {
 		if !ok[i] {

@@ -72,6 +72,8 @@ type Config struct {
 	Peer PeerConfig `yaml:"peer"`
 	// Peers are the CPU peers this daemon spills units to.
 	Peers PeersConfig `yaml:"peers"`
+	// GPU says where NVML is (gpu.go).
+	GPU GPUConfig `yaml:"gpu"`
 }
 
 // ControlConfig bounds the control socket, so that no client (idle, slow

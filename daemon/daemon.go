@@ -62,6 +62,8 @@ type Daemon struct {
 	waits jobWaits // trainer waits per batch, sampled by sampleWaits
 
 	persistFailures atomic.Int64 // job record writes that failed
+
+	gpuInv gpuInventory // the host's GPUs, read at the first job (gpu.go)
 }
 
 // New checks cfg and returns a daemon that is not started yet. level, if

@@ -16,6 +16,7 @@ import (
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/gpu"
 	"github.com/lastmile/lastmile/ops"
 	cpupeer "github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/shm"
@@ -54,6 +55,7 @@ type Job struct {
 	gid       uint32
 	groups    []uint32         // the owner's supplementary groups: files are opened as owner, gid, groups
 	spill     *cpupeer.Spiller // the current run's, nil without peers
+	placement []gpu.Placement  // per rank, set at each run's start (gpu.go); under mu
 	specText  string
 	baseDir   string
 	file      string // the submitted spec's name, for errors
@@ -306,6 +308,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		// A ring left by a previous run belongs to the job's owner.
 		RingOwner: j.owner,
 		FS:        j.fs(),
+		PlaceRing: j.placeRing(), // each rank's ring on its GPU's NUMA node (gpu.go)
 	}
 	if sp := j.spillFor(); sp != nil {
 		opts.Spill = sp

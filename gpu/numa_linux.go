@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -18,6 +19,10 @@ const (
 	maxNodes      = 1024
 )
 
+// ErrPolicy is OnNode's error when it could not set the memory policy,
+// and so did not run f.
+var ErrPolicy = errors.New("NUMA memory policy not set")
+
 // OnNode runs f on an OS thread of its own whose memory policy prefers
 // NUMA node node: pages f allocates (a ring's fallocate on tmpfs, its
 // first touches) come from that node while it has free memory, and from
@@ -29,7 +34,7 @@ const (
 // other goroutine ever runs under the policy.
 func OnNode(node int, f func() error) error {
 	if node < 0 || node >= maxNodes {
-		return fmt.Errorf("NUMA node %d: want 0 to %d", node, maxNodes-1)
+		return fmt.Errorf("%w: NUMA node %d: want 0 to %d", ErrPolicy, node, maxNodes-1)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -39,7 +44,7 @@ func OnNode(node int, f func() error) error {
 		_, _, e := unix.Syscall(unix.SYS_SET_MEMPOLICY, mpolPreferred,
 			uintptr(unsafe.Pointer(&mask[0])), maxNodes+1)
 		if e != 0 {
-			done <- fmt.Errorf("set_mempolicy(MPOL_PREFERRED, node %d): %w", node, e)
+			done <- fmt.Errorf("%w: set_mempolicy(MPOL_PREFERRED, node %d): %w", ErrPolicy, node, e)
 			return
 		}
 		done <- f()

@@ -116,7 +116,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := json.Unmarshal(raw, &j); err != nil {
 			return fmt.Errorf("decode job: %w", err)
 		}
-		return printJob(stdout, &j)
+		if err := printJob(stdout, &j); err != nil {
+			return err
+		}
+		return printJobGPU(stdout, raw)
 	}
 	var st apiStatus
 	if err := json.Unmarshal(raw, &st); err != nil {
