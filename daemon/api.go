@@ -305,6 +305,9 @@ type jobView struct {
 	BatchesPerEpoch *int64 `json:"batches_per_epoch"`
 	// GPU is the job's staging mode and where its ranks were placed.
 	GPU *gpuView `json:"gpu"`
+	// Advice is what the job needs, from its trainers' stalls (advice.go);
+	// null until the job has run two seconds.
+	Advice *adviceView `json:"advice"`
 }
 
 type ringView struct {
@@ -384,6 +387,7 @@ func (j *Job) view() jobView {
 	ranks := append([]rankRec(nil), j.ranks...)
 	j.mu.Unlock()
 	v.CPUSeconds = j.client.Stats().HoldTime.Seconds()
+	v.Advice = j.d.jobAdvice(j)
 	v.GPU = j.gpuView()
 	v.Weight = j.d.weightOf(j)
 	for i, in := range infos {

@@ -59,7 +59,8 @@ type Daemon struct {
 	peerLn  net.Listener
 	pool    *cpupeer.Pool
 
-	waits jobWaits // trainer waits per batch, sampled by sampleWaits
+	waits  jobWaits      // trainer waits per batch, sampled by sampleWaits
+	advice adviceTracker // stall and headroom per job over a window (advice.go)
 
 	persistFailures atomic.Int64 // job record writes that failed
 
@@ -377,7 +378,9 @@ func (d *Daemon) sampleWaits() {
 		case <-t.C:
 		}
 		// The time waited and the wait of every batch (waits.go).
-		d.waits.sample(d.jobsSnapshot(), every)
+		jobs := d.jobsSnapshot()
+		d.waits.sample(jobs, every)
+		d.advice.maybeSample(jobs, time.Now())
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -36,6 +37,7 @@ type Progress struct {
 	Epoch                atomic.Int64 // epoch being produced
 
 	perEpoch atomic.Int64 // batches per rank and epoch, plus 1; 0: not known yet
+	stall    atomic.Uint64 // float64 bits: SetStall's last value
 
 	mu    sync.Mutex
 	rings []*shm.Producer
@@ -83,6 +85,15 @@ func (p *Progress) BatchesPerEpoch() (int64, bool) {
 }
 
 func (p *Progress) setBatchesPerEpoch(n int64) { p.perEpoch.Store(n + 1) }
+
+// SetStall records the share of the last few seconds that the job's most
+// starved trainer waited on an empty ring, as whoever watches the rings'
+// consumers measures it (the daemon samples their consumer_waiting
+// word). A Spill reads it in Load.Stall.
+func (p *Progress) SetStall(f float64) { p.stall.Store(math.Float64bits(f)) }
+
+// Stall returns SetStall's last value, 0 if none.
+func (p *Progress) Stall() float64 { return math.Float64frombits(p.stall.Load()) }
 
 func (p *Progress) setRings(r []*shm.Producer) {
 	p.mu.Lock()

@@ -71,11 +71,16 @@ type Load struct {
 	// input row of the units it computed (0 until one is done): about the
 	// CPU a unit costs locally, since a worker holds a CPU while it works.
 	SecondsPerRow float64
+	// Stall is the share of the last few seconds the most starved
+	// trainer waited on an empty ring (Progress.SetStall; 0 when nobody
+	// measures it): what the trainers feel, where RingFill is what the
+	// producer sees.
+	Stall float64
 }
 
 // load snapshots the local side for the Spill's decision.
 func (p *Progress) load(local int) Load {
-	l := Load{LocalWorkers: local, LocalBusy: int(p.localClaimed.Load())}
+	l := Load{LocalWorkers: local, LocalBusy: int(p.localClaimed.Load()), Stall: p.Stall()}
 	if rows := p.LocalRows.Load(); rows > 0 {
 		l.SecondsPerRow = float64(p.DecodeNanos.Load()) / 1e9 / float64(rows)
 	}

@@ -27,6 +27,11 @@ import (
 //   - on → off: the mean fill stays at High or above, or the workers idle,
 //     for OffAfter, without a stall in between.
 //
+// A trainer stall the daemon measured (Load.Stall, the share of the last
+// seconds a trainer waited on an empty ring) of StallOn or more counts as
+// starved whatever the mean fill, and keeps the trainers from counting as
+// fed: the same signal `lastmile status` turns into advice.
+//
 // Readings between the thresholds move neither clock. The two thresholds
 // and the two delays are the hysteresis that keeps the decision from
 // flapping; the delays are short against a run but long against a unit.
@@ -39,6 +44,7 @@ type PolicyConfig struct {
 	OffAfter time.Duration // default 2s
 	Tick     time.Duration // sampling period; default 10ms
 	Smooth   time.Duration // time constant of the moving means; default 100ms
+	StallOn  float64       // measured trainer stall from which trainers count as starved; default 0.05
 	// Always spills whenever a peer has credit: for tests and benchmarks.
 	Always bool
 }
@@ -76,6 +82,9 @@ func newPolicy(cfg PolicyConfig, log *slog.Logger) *policy {
 	}
 	if cfg.Smooth <= 0 {
 		cfg.Smooth = 100 * time.Millisecond
+	}
+	if cfg.StallOn <= 0 {
+		cfg.StallOn = 0.05
 	}
 	if log == nil {
 		log = discardLogger()
@@ -116,8 +125,9 @@ func (p *policy) observe(l engine.Load, now time.Time) {
 	p.last = now
 	p.fill += a * (l.RingFill - p.fill)
 	p.busy += a * (busy - p.busy)
-	starved := p.fill < p.cfg.Low && p.busy >= 0.9
-	fed := p.fill >= p.cfg.High
+	stalled := l.Stall >= p.cfg.StallOn
+	starved := (p.fill < p.cfg.Low || stalled) && p.busy >= 0.9
+	fed := p.fill >= p.cfg.High && !stalled
 	idle := p.busy < 0.5
 	switch {
 	case !p.on && (fed || idle), p.on && starved:

@@ -59,3 +59,35 @@ func TestPolicyHysteresis(t *testing.T) {
 		t.Errorf("Always is off: %s", why)
 	}
 }
+
+// TestPolicyStall: a trainer stall the daemon measured turns spill on
+// even while the mean ring fill looks fed (a ring that fills in bursts
+// between long waits), and keeps it from switching off.
+func TestPolicyStall(t *testing.T) {
+	stalledFull := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 1, Stall: 0.2}
+	full := engine.Load{LocalWorkers: 2, LocalBusy: 2, RingFill: 1}
+	p := newPolicy(PolicyConfig{}, nil)
+	now := time.Unix(1000, 0)
+	step := func(l engine.Load, d time.Duration) {
+		for i := 0; i < int(d/(10*time.Millisecond)); i++ {
+			now = now.Add(10 * time.Millisecond)
+			p.observe(l, now)
+		}
+	}
+	step(full, time.Second)
+	if on, _ := p.current(); on {
+		t.Fatal("spill on while fed")
+	}
+	step(stalledFull, 300*time.Millisecond)
+	if on, why := p.current(); !on {
+		t.Fatalf("spill off with a measured stall of 20%%: %s", why)
+	}
+	step(stalledFull, 3*time.Second)
+	if on, _ := p.current(); !on {
+		t.Fatal("spill switched off while the stall lasts")
+	}
+	step(full, 2500*time.Millisecond)
+	if on, _ := p.current(); on {
+		t.Fatal("spill still on after the stall ended and the rings stayed full")
+	}
+}

@@ -119,7 +119,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := printJob(stdout, &j); err != nil {
 			return err
 		}
-		return printJobGPU(stdout, raw)
+		if err := printJobGPU(stdout, raw); err != nil {
+			return err
+		}
+		return printJobAdvice(stdout, raw)
 	}
 	var st apiStatus
 	if err := json.Unmarshal(raw, &st); err != nil {
