@@ -75,6 +75,8 @@ func (f localFS) ReadDir(name string) ([]fs.DirEntry, error) { return f.l.ReadDi
 //     meta character and keeps the names path.Match accepts, so '*' does not
 //     cross a '/';
 //   - a name ending in '/' lists every *.parquet object under it;
+//   - a name ending in ".parquet" is that object, with no listing (so a
+//     single file's plan costs only its footer's request);
 //   - any other name is the object itself if it exists, else a prefix as
 //     above.
 type Lister interface {
@@ -202,6 +204,9 @@ func expandObjects(ctx context.Context, l Lister, in string) ([]string, error) {
 			}
 		}
 		return capFiles(out, in)
+	}
+	if strings.HasSuffix(in, ".parquet") {
+		return []string{in}, nil
 	}
 	names, err := l.List(ctx, in)
 	if err != nil {

@@ -54,6 +54,7 @@ func TestExpandObjects(t *testing.T) {
 	f("mem://b/t", "mem://b/t/a.parquet", "mem://b/t/b.parquet", "mem://b/t/day=1/c.parquet", "mem://b/t/day=2/d.parquet")
 	f("mem://b/one.parquet", "mem://b/one.parquet")
 	f("mem://b/missing")
+	f("mem://b/t/zz.parquet", "mem://b/t/zz.parquet") // named: opened, not listed
 	f("mem://b/t/[")
 	if _, err := expandInputs(context.Background(), fsys, []string{"gs://b/x"}); !errors.Is(err, ErrNoScheme) {
 		t.Fatalf("unknown scheme: %v, want ErrNoScheme", err)

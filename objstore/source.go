@@ -1,0 +1,200 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/lastmile/lastmile/decode"
+)
+
+// Source reads a Client's store for one reader: every name is checked by
+// Allow before any request is made for it. It is a decode.FS and a
+// decode.Lister for "s3://" names; mount it with
+// decode.WithSchemes(local, map[string]decode.FS{objstore.Scheme: src}).
+type Source struct {
+	c *Client
+	// allow, when set, refuses objects and prefixes this reader may not
+	// have (its error should wrap fs.ErrPermission).
+	allow func(Object) error
+}
+
+var (
+	_ decode.FS     = (*Source)(nil)
+	_ decode.Lister = (*Source)(nil)
+)
+
+// Source returns a view of c for a reader that may read what allow
+// accepts (nil: anything the Client's credentials can).
+func (c *Client) Source(allow func(Object) error) *Source { return &Source{c: c, allow: allow} }
+
+// Client returns the Source's client.
+func (s *Source) Client() *Client { return s.c }
+
+func (s *Source) parse(name string) (Object, error) {
+	o, err := ParseURL(name)
+	if err != nil {
+		return Object{}, err
+	}
+	if s.allow != nil {
+		if err := s.allow(o); err != nil {
+			return Object{}, err
+		}
+	}
+	return o, nil
+}
+
+// tailSize is how much of an object's end Open fetches: the footer of
+// most Parquet files fits (decode reads the same amount first).
+const tailSize = 64 << 10
+
+// Open opens an object. Its first open by this Client fetches the last 64
+// KiB (one request); later opens reuse what it learned.
+func (s *Source) Open(name string) (decode.File, error) {
+	o, err := s.parse(name)
+	if err != nil {
+		return nil, err
+	}
+	if o.Key == "" || strings.HasSuffix(o.Key, "/") {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("a prefix, not an object")}
+	}
+	f := newFile(s.c, o, name)
+	if v, ok := s.c.meta.get(name); ok {
+		f.v = v
+		return f, nil
+	}
+	if err := f.fetchTail(context.Background()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.c.meta.put(name, f.v)
+	return f, nil
+}
+
+// fetchTail gets the last tailSize bytes of the object, learning its
+// size and version from the response.
+func (f *File) fetchTail(ctx context.Context) error {
+	var tail []byte
+	err := f.c.do(ctx, f.obj, func(ctx context.Context) error {
+		var opts minio.GetObjectOptions
+		opts.SetRange(0, -tailSize)
+		body, info, hdr, err := f.c.core.GetObject(ctx, f.obj.Bucket, f.obj.Key, opts)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		total, ok := contentRangeTotal(hdr.Get("Content-Range"))
+		if !ok {
+			total = info.Size // a 200: the whole object came back
+		}
+		if total < 0 || total > 1<<50 {
+			return fmt.Errorf("object size %d: bad Content-Range %q", total, hdr.Get("Content-Range"))
+		}
+		n := min(total, tailSize)
+		tail = make([]byte, n)
+		got, err := io.ReadFull(body, tail)
+		f.c.stats.bytes.Add(int64(got))
+		if err != nil {
+			return fmt.Errorf("read the last %d bytes: %w", n, err)
+		}
+		f.v = version{size: total, mtime: info.LastModified, etag: info.ETag}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	f.tail, f.tailOff = tail, f.v.size-int64(len(tail))
+	return nil
+}
+
+// contentRangeTotal parses the total of "bytes a-b/total".
+func contentRangeTotal(h string) (int64, bool) {
+	_, total, ok := strings.Cut(h, "/")
+	if !ok || !strings.HasPrefix(h, "bytes ") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(total, 10, 64)
+	return n, err == nil
+}
+
+// Stat returns an object's info (a HEAD request).
+func (s *Source) Stat(name string) (fs.FileInfo, error) {
+	o, err := s.parse(name)
+	if err != nil {
+		return nil, err
+	}
+	var info minio.ObjectInfo
+	err = s.c.do(context.Background(), o, func(ctx context.Context) error {
+		info, err = s.c.core.StatObject(ctx, o.Bucket, o.Key, minio.StatObjectOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fileInfo{name: path.Base(o.Key), v: version{size: info.Size, mtime: info.LastModified, etag: info.ETag}}, nil
+}
+
+// ReadDir is refused: an object store has prefixes, not directories, and
+// the planner lists them with List.
+func (s *Source) ReadDir(name string) ([]fs.DirEntry, error) {
+	return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("object stores are listed by prefix, not read as directories")}
+}
+
+// Owns reports whether name is an s3:// URL.
+func (s *Source) Owns(name string) bool { return strings.HasPrefix(name, Scheme+"://") }
+
+// maxList bounds the objects one List returns.
+const maxList = decode.MaxFiles + 1
+
+// List returns the objects whose URLs start with prefix, sorted; keys
+// ending in '/' (directory markers) are left out.
+func (s *Source) List(ctx context.Context, prefix string) ([]string, error) {
+	o, err := s.parse(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	err = s.c.do(ctx, o, func(ctx context.Context) error {
+		names = names[:0]
+		for info := range s.c.core.ListObjectsIter(ctx, o.Bucket, minio.ListObjectsOptions{Prefix: o.Key, Recursive: true}) {
+			if info.Err != nil {
+				return info.Err
+			}
+			if strings.HasSuffix(info.Key, "/") {
+				continue
+			}
+			names = append(names, Object{Bucket: o.Bucket, Key: info.Key}.String())
+			if len(names) >= maxList {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// fileInfo is an object's fs.FileInfo; Sys returns its ETag.
+type fileInfo struct {
+	name string
+	v    version
+}
+
+func (i fileInfo) Name() string       { return i.name }
+func (i fileInfo) Size() int64        { return i.v.size }
+func (i fileInfo) Mode() fs.FileMode  { return 0o444 }
+func (i fileInfo) ModTime() time.Time { return i.v.mtime }
+func (i fileInfo) IsDir() bool        { return false }
+func (i fileInfo) Sys() any           { return i.v.etag }
