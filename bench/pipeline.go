@@ -458,7 +458,8 @@ func (r *PipelineReport) evaluate() {
 	}
 }
 
-// WriteTable prints the pipeline report for people.
+// WriteTable prints the pipeline report's measurements for people (its
+// targets: WriteTargets).
 func (r *PipelineReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %s: %d input rows, %d input columns, %d workers\n", r.Spec, r.InputRows, len(r.Columns), r.Workers)
 	fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in (CPU %.2fs)\n", "(e) decode alone of the input columns", r.DecodeOnly.Seconds, float64(r.InputRows)/r.DecodeOnly.Seconds, r.DecodeOnly.CPUSeconds)
@@ -484,15 +485,5 @@ func (r *PipelineReport) WriteTable(w io.Writer) {
 	}
 	if r.Trainer != nil {
 		fmt.Fprintf(w, "%-52s %23.3f ms/batch CPU\n", "(g) lastmile trainer behind the pipeline, no step", num(r.Trainer["cpu_ms_per_batch"]))
-	}
-	fmt.Fprintln(w)
-	for _, t := range r.Targets {
-		mark := "met"
-		if t.Info {
-			mark = "(reported beside the target)"
-		} else if !t.Met {
-			mark = "MISSED"
-		}
-		fmt.Fprintf(w, "target %-62s %7.3f %s %.2f  %s\n", t.Name, t.Value, t.Op, t.Target, mark)
 	}
 }

@@ -125,16 +125,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	if out.Spine != nil {
-		out.Spine.WriteTable(stdout)
-		fmt.Fprintln(stdout)
-	}
-	if out.Pipeline != nil {
-		out.Pipeline.WriteTable(stdout)
-	}
-	if out.Spill != nil {
-		fmt.Fprintln(stdout)
-		out.Spill.WriteTable(stdout)
-	}
+	writeBench(stdout, out.Spine, out.Pipeline, out.Spill)
 	return nil
+}
+
+// writeBench prints the answer first, in words, then the measurements,
+// then the developer targets of docs/benchmarks.md in their own section.
+func writeBench(w io.Writer, spine *bench.Report, pipe *bench.PipelineReport, spill *bench.SpillReport) {
+	fmt.Fprintln(w, "Answer")
+	fmt.Fprintln(w, wrap(bench.Answer(spine, pipe, spill), 78))
+	fmt.Fprintln(w, "\nMeasurements")
+	var targets []bench.Target
+	if spine != nil {
+		spine.WriteTable(w)
+		targets = append(targets, spine.Targets...)
+	}
+	if pipe != nil {
+		fmt.Fprintln(w)
+		pipe.WriteTable(w)
+		targets = append(targets, pipe.Targets...)
+	}
+	if spill != nil {
+		fmt.Fprintln(w)
+		spill.WriteTable(w)
+		targets = append(targets, spill.Targets()...)
+	}
+	if len(targets) > 0 {
+		fmt.Fprintln(w, "\nDeveloper targets (docs/benchmarks.md)")
+		bench.WriteTargets(w, targets)
+	}
 }
