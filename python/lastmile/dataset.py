@@ -173,7 +173,12 @@ class Dataset(_Base):
     yield torch tensors (else numpy arrays).
 
     ``device``: put every batch's tensors on this torch device (a copy per
-    batch that the batch owns; on the CPU only with ``copy``). ``copy``:
+    batch that the batch owns; on the CPU only with ``copy``). On a CUDA
+    device the batch is staged through the registered ring, one async copy
+    per batch into pooled device slots (:mod:`lastmile.cuda`): its tensors
+    stay valid for the next two batches. ``staging``: ``"host"`` or
+    ``"off"`` (per-tensor ``.to(device)`` copies); default: the job's
+    ``gpu.staging``. ``copy``:
     batches own their arrays (copies, valid after the next batch) instead
     of being zero-copy views of the ring slot, valid until the next batch.
 
@@ -190,7 +195,7 @@ class Dataset(_Base):
     def __init__(self, spec_or_path, rank=None, world_size=None, *, socket=None, weight=1,
                  cursor=None, torch=True, device=None, copy=False, timeout=None,
                  heartbeat_timeout=None, open_timeout=60.0, reconnect_timeout=300.0,
-                 request_timeout=30.0):
+                 request_timeout=30.0, staging=None):
         self.rank, self.world_size, self.local_rank = resolve_ranks(rank, world_size)
         self.spec, self.base_dir, self.spec_label = _read_spec(spec_or_path)
         self.spec_sha256 = hashlib.sha256(self.spec.encode("utf-8")).hexdigest()
@@ -202,7 +207,12 @@ class Dataset(_Base):
             raise ValueError("device=%r needs torch=True (numpy batches stay on the host)"
                              % (device,))
         self._place = None  # batch -> batch: device placement or copies
-        if device is not None:
+        self._gpu = None  # host staging onto a CUDA device (lastmile.cuda)
+        if device is not None and str(device).startswith("cuda"):
+            from .cuda import DatasetStaging
+
+            self._gpu = DatasetStaging(device, lambda: staging or self._job_staging())
+        elif device is not None:
             from .owned import to_device
 
             self._place = lambda b: to_device(b, device, copy=self.copy)
@@ -231,6 +241,11 @@ class Dataset(_Base):
         self._submit()
 
     # -- control --------------------------------------------------------------
+    def _job_staging(self):
+        """The job's gpu.staging as lastmiled reports it ("auto" when unset)."""
+        g = self.job.get("gpu") if isinstance(self.job, dict) else None
+        return (g or {}).get("staging") or "auto"
+
     def _submit(self):
         try:
             self.job, self.created = self.client.submit(
@@ -296,6 +311,8 @@ class Dataset(_Base):
     def _close_ring(self):
         self._pending = None  # its slot goes with the ring; the cursor still names it
         r, self._ring = self._ring, None
+        if self._gpu is not None:
+            self._gpu.close()  # unregisters before its mapping is unmapped
         if r is not None:
             r.close()
 
@@ -496,6 +513,8 @@ class Dataset(_Base):
             if ring is None:
                 ring = self._ensure_ring()
             try:
+                if self._gpu is not None:
+                    self._gpu.before_next(ring)  # the held slot's copy is done before its release
                 b = ring.next()
             except ProducerHungError:
                 raise
@@ -526,6 +545,8 @@ class Dataset(_Base):
             self._cursor = Position(*c.following())
             if c.last_in_epoch:
                 self._per_epoch = c.batch_index + 1
+            if self._gpu is not None:
+                return self._gpu.stage(b)
             if self.torch:
                 b = b.torch()
             if self._place is not None:

@@ -305,13 +305,30 @@ class Ring:
             raise StopIteration
         return b
 
-    def iter_torch(self):
-        """Iterate batches as torch tensors (``batch.torch()``)."""
-        while True:
-            b = self.next()
-            if b is None:
-                return
-            yield b.torch()
+    def iter_torch(self, device=None, *, staging="host", pool=3):
+        """Iterate batches as torch tensors (``batch.torch()``).
+
+        With a CUDA ``device`` the tensors are on it, staged through the
+        registered ring (one async copy per batch; :mod:`lastmile.cuda`,
+        ``staging="off"`` copies each tensor with ``.to(device)`` instead)."""
+        if device is None:
+            while True:
+                b = self.next()
+                if b is None:
+                    return
+                yield b.torch()
+        from .cuda import stager
+
+        st = stager(self, device, staging=staging, pool=pool)
+        try:
+            while True:
+                st.before_next()  # the held slot's copy is done before next() releases it
+                b = self.next()
+                if b is None:
+                    return
+                yield st.stage(b)
+        finally:
+            st.close()
 
     def release(self) -> None:
         """Hand the current batch's slot back to the producer now."""

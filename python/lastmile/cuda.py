@@ -1,0 +1,301 @@
+"""Host staging: batches that arrive on the GPU (docs/gpu.md).
+
+``Ring.iter_torch(device="cuda:0")`` and ``Dataset(..., device="cuda:0")``
+yield batches whose tensors are on the device. With staging (the default
+where the trainer has a GPU: the job's ``gpu.staging`` is ``host`` or left
+out), each batch gets there like this:
+
+1. Once, when the ring is opened, the trainer maps the ring file a second
+   time at a 2 MiB-aligned address and registers that mapping with CUDA
+   (``torch.cuda.cudart().cudaHostRegister``): the ring's pages are then
+   pinned in place, and the DMA engine reads them directly.
+2. Per batch, one asynchronous copy of the slot's used bytes, on a side
+   stream, into a device slot taken from a small pool (``pool``, default 3).
+   The batch's tensors are views of the device slot at the payload offsets
+   of the ring slot, so a batch of any number of tensors costs one copy.
+   The trainer's current stream waits on the copy's event, so its kernels
+   run after the copy without the host waiting.
+3. The ring slot is released only after the copy's event has completed
+   (the host waits on it when the next batch is asked for, by which time
+   the copy is long done): the producer never overwrites a slot the DMA
+   engine still reads.
+4. The next batch's copy is queued while the GPU runs the current step:
+   asking for the next batch releases the slot, takes the next one and
+   queues its copy, which runs beside the step's kernels.
+5. On close: wait for the last copy, unregister, and only then unmap.
+
+A device slot is reused ``pool`` batches later, after the trainer's stream
+has passed the point where the next batch was asked for: tensors of a
+batch are valid on the device for the next ``pool - 1`` batches (keep a
+``.clone()`` for longer).
+
+If registration fails (no CUDA, too little lockable memory, a driver that
+refuses), the rank falls back to host copies (``Tensor.to(device)`` from the
+ring's pageable pages, then release) and logs a warning once; it never
+fails the job for it.
+
+The CUDA calls go through a backend object (``TorchCUDA``); tests pass a
+stand-in.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import os
+
+log = logging.getLogger("lastmile")
+
+__all__ = ["HostStaging", "TorchCUDA", "StagingError", "stager", "ALIGN"]
+
+ALIGN = 2 << 20  # registrations start on a 2 MiB (huge page) boundary
+CUDA_HOST_REGISTER_PORTABLE = 1
+
+
+class StagingError(RuntimeError):
+    """A CUDA call of host staging failed."""
+
+
+class TorchCUDA:
+    """The CUDA calls host staging needs, through torch."""
+
+    def __init__(self, device):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        if self.device.type != "cuda":
+            raise ValueError("host staging needs a CUDA device, got %s" % self.device)
+        if not torch.cuda.is_available():
+            raise StagingError("torch has no CUDA here (torch.cuda.is_available() is False)")
+        self.cudart = torch.cuda.cudart()
+        self.stream = torch.cuda.Stream(device=self.device)
+
+    def _check(self, what, r):
+        code = int(getattr(r, "value", r))
+        if code != 0:
+            raise StagingError("%s failed: cudaError %d" % (what, code))
+
+    def register(self, addr, nbytes):
+        self._check("cudaHostRegister(%#x, %d)" % (addr, nbytes),
+                    self.cudart.cudaHostRegister(addr, nbytes, CUDA_HOST_REGISTER_PORTABLE))
+
+    def unregister(self, addr):
+        self._check("cudaHostUnregister(%#x)" % addr, self.cudart.cudaHostUnregister(addr))
+
+    def alloc(self, nbytes):
+        return self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+
+    def host(self, addr, nbytes):
+        """A CPU uint8 tensor over registered memory at ``addr`` (no copy)."""
+        buf = (ctypes.c_uint8 * nbytes).from_address(addr)
+        return self.torch.frombuffer(buf, dtype=self.torch.uint8, count=nbytes)
+
+    def copy(self, dst, src, after):
+        """Queue ``dst[:n] <- src`` on the side stream after event ``after``
+        (None: at once); return the copy's completion event."""
+        t = self.torch
+        with t.cuda.stream(self.stream):
+            if after is not None:
+                self.stream.wait_event(after)
+            dst[: src.numel()].copy_(src, non_blocking=True)
+            ev = t.cuda.Event()
+            ev.record(self.stream)
+        return ev
+
+    def order_after(self, ev):
+        """Make the trainer's current stream wait for ``ev``."""
+        self.torch.cuda.current_stream(self.device).wait_event(ev)
+
+    def mark(self):
+        """An event recorded on the trainer's current stream now."""
+        ev = self.torch.cuda.Event()
+        ev.record(self.torch.cuda.current_stream(self.device))
+        return ev
+
+    def wait(self, ev):
+        ev.synchronize()
+
+    def view(self, dst, offset, nbytes, dtype, shape):
+        return dst[offset : offset + nbytes].view(dtype).view(shape)
+
+
+class _AlignedMapping:
+    """A second shared mapping of the ring file, at a 2 MiB-aligned address."""
+
+    def __init__(self, fd, size):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self._libc = libc
+        span = size + ALIGN
+        anon = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000)
+        res = libc.mmap(None, span, mmap.PROT_NONE if hasattr(mmap, "PROT_NONE") else 0, anon, -1, 0)
+        if res in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "reserve %d bytes of address space" % span)
+        aligned = (res + ALIGN - 1) & ~(ALIGN - 1)
+        MAP_FIXED = 0x10
+        got = libc.mmap(aligned, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | MAP_FIXED,
+                        fd, 0)
+        if got != aligned:
+            err = ctypes.get_errno()
+            libc.munmap(res, span)
+            raise OSError(err, "map the ring at a 2 MiB boundary")
+        if aligned > res:
+            libc.munmap(res, aligned - res)
+        end = aligned + size
+        if res + span > end:
+            libc.munmap(end, res + span - end)
+        self.addr, self.size = aligned, size
+
+    def close(self):
+        if self.addr:
+            self._libc.munmap(self.addr, self.size)
+            self.addr = 0
+
+
+class HostStaging:
+    """Stages one ring's batches onto a CUDA device (see the module doc).
+
+    Use it around the ring's own ``next()``: :meth:`before_next` before each
+    ``ring.next()`` (it waits for the held slot's copy, so the slot is
+    released only after it), :meth:`stage` on each batch, :meth:`close`
+    before closing the ring.
+    """
+
+    def __init__(self, ring, device, *, pool=3, backend=None):
+        if pool < 2:
+            raise ValueError("pool=%d: want at least 2 device slots" % pool)
+        self.ring = ring
+        self.cuda = backend if backend is not None else TorchCUDA(device)
+        geo = ring._core.geo
+        self.slot_size = geo.slot_size
+        self.map = _AlignedMapping(ring._core.fd, os.fstat(ring._core.fd).st_size)
+        try:
+            self.cuda.register(self.map.addr, self.map.size)
+        except BaseException:
+            self.map.close()
+            raise
+        self.registered = True
+        self.slots = [None] * pool  # device buffers, allocated on first use
+        self.free = [None] * pool  # per slot: event on the trainer's stream after its last use
+        self.i = 0  # batches staged
+        self.copy_ev = None  # the held slot's copy event
+        self.last = None  # slot index of the batch handed out last
+
+    def before_next(self):
+        """Wait for the held slot's copy (its release follows), and note that the
+        trainer's stream has queued its work on the last batch."""
+        if self.last is not None:
+            self.free[self.last] = self.cuda.mark()
+            self.last = None
+        if self.copy_ev is not None:
+            self.cuda.wait(self.copy_ev)
+            self.copy_ev = None
+
+    def stage(self, batch):
+        """One async copy of ``batch``'s slot; the batch as views of the device slot."""
+        from .owned import OwnedBatch, _map
+
+        core = self.ring._core
+        so = core.slot_offset(batch.seq)
+        used = int.from_bytes(core.mm[so + 8 : so + 16], "little")  # used_bytes (5.1)
+        k = self.i % len(self.slots)
+        self.i += 1
+        if self.slots[k] is None:
+            self.slots[k] = self.cuda.alloc(self.slot_size)
+        dst = self.slots[k]
+        src = self.cuda.host(self.map.addr + so, used)
+        ev = self.cuda.copy(dst, src, self.free[k])
+        self.copy_ev, self.last = ev, k
+        self.cuda.order_after(ev)
+        tb = batch.torch()
+        base = core.base + so
+
+        def conv(t):
+            off = t.data_ptr() - base if t.numel() else 0
+            return self.cuda.view(dst, off, t.numel() * t.element_size(), t.dtype, t.shape)
+
+        data = {n: _map(v, conv) for n, v in tb._data.items()}
+        valid = {n: conv(v) for n, v in tb.valid.items()}
+        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True)
+
+    def close(self):
+        """Wait for the last copy, unregister, then unmap (in that order)."""
+        if self.map is None:
+            return
+        try:
+            if self.copy_ev is not None:
+                self.cuda.wait(self.copy_ev)
+                self.copy_ev = None
+            if self.registered:
+                self.registered = False
+                self.cuda.unregister(self.map.addr)
+        finally:
+            self.map.close()
+            self.map = None
+            self.slots = [None] * len(self.slots)
+
+
+class HostCopies:
+    """The fallback: each batch copied with ``Tensor.to(device)`` from the ring's
+    pageable pages (synchronous), then released by the next ``ring.next()``."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def before_next(self):
+        pass
+
+    def stage(self, batch):
+        from .owned import to_device
+
+        return to_device(batch, self.device)
+
+    def close(self):
+        pass
+
+
+def stager(ring, device, *, staging="host", pool=3, backend=None):
+    """The stager for ``ring`` onto ``device``: :class:`HostStaging`, or
+    :class:`HostCopies` when ``staging`` is ``off``, when the device is not a
+    CUDA device, or, with a warning, when registration fails."""
+    if staging not in ("host", "auto", "", None, "off", "device"):
+        raise ValueError("staging=%r: want host, device or off" % (staging,))
+    if staging == "off" or not str(device).startswith("cuda"):
+        return HostCopies(device)
+    if staging == "device":
+        log.warning("lastmile: gpu.staging device is not implemented in this client yet; "
+                    "ring %s uses host staging", ring.name)
+    try:
+        return HostStaging(ring, device, pool=pool, backend=backend)
+    except Exception as e:  # registration or mapping failed: copy from the host instead
+        log.warning("lastmile: cannot register ring %s with CUDA (%s); falling back to "
+                    "host copies (synchronous, from pageable memory)", ring.name, e)
+        return HostCopies(device)
+
+
+class DatasetStaging:
+    """A :class:`lastmile.Dataset`'s stager, made again for each ring it attaches."""
+
+    def __init__(self, device, staging, pool=3):
+        self.device, self.staging, self.pool = device, staging, pool
+        self.st, self.ring = None, None
+
+    def before_next(self, ring):
+        if self.ring is not ring:
+            self.close()
+            mode = self.staging() if callable(self.staging) else self.staging
+            self.st, self.ring = stager(ring, self.device, staging=mode, pool=self.pool), ring
+        self.st.before_next()
+
+    def stage(self, batch):
+        return self.st.stage(batch)
+
+    def close(self):
+        st, self.st, self.ring = self.st, None, None
+        if st is not None:
+            st.close()
