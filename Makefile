@@ -13,7 +13,7 @@ TESTFLAGS ?= -race -timeout 15m
 
 export LASTMILE_PYTHON := $(PYTHON)
 
-.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit chaos soak
+.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit chaos soak gpu-test
 
 all: build
 
@@ -103,6 +103,16 @@ chaos: pydeps
 SOAK ?= 10m
 soak: pydeps
 	LASTMILE_REQUIRE_PYTHON=1 $(GO) test ./chaos/ -run '^TestSoak$$' -v -count=1 -timeout 0 -soak=$(SOAK)
+
+# gpu-test runs the checks that need a real NVIDIA GPU and driver
+# (docs/gpu.md): a registered ring's round trip through the device, the
+# self-test with its thresholds, and host staging through torch. On a host
+# without a GPU each says so and skips; make test runs the same code
+# against a fake libcuda.
+gpu-test: build pydeps
+	$(GO) test -count=1 -v -run 'RealGPU' ./cuda/ ./gpu/ -args -gpu
+	LASTMILE_GPU_TEST=1 $(PYTHON) -m unittest discover -s python/tests -t python -p 'test_cuda.py' -v
+	$(BIN)/lastmile gpu check
 
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum

@@ -111,7 +111,7 @@ class HostStagingTest(unittest.TestCase):
         self.w.create()
         # Tests that stop early publish no more than the ring holds, so
         # that the producer thread never blocks on a full ring.
-        self.n = 9 if self._testMethodName == "test_protocol" else 4
+        self.n = 9 if self._testMethodName in ("test_protocol", "test_real_device") else 4
 
         def produce():
             for s in range(self.n):
@@ -213,6 +213,24 @@ class HostStagingTest(unittest.TestCase):
         self.check_batch(b, 0)
         with self.assertRaises(ValueError):
             lmcuda.stager(self.ring, "cuda:0", staging="pinned")
+
+
+@unittest.skipUnless(os.environ.get("LASTMILE_GPU_TEST") and torch is not None and torch.cuda.is_available(),
+                     "needs a CUDA GPU and LASTMILE_GPU_TEST=1 (make gpu-test)")
+class RealGPUTest(HostStagingTest):
+    """The same ring staged onto a real GPU through torch (make gpu-test)."""
+
+    def test_real_device(self):
+        s = 0
+        for b in self.ring.iter_torch(device="cuda:0"):
+            self.assertEqual(b["id"].device.type, "cuda")
+            torch.cuda.synchronize()
+            self.check_batch(b.to("cpu"), s)
+            s += 1
+        self.assertEqual(s, self.n)
+
+    # The stand-in's tests do not run again here.
+    test_protocol = test_close_midway = test_register_fails_falls_back = test_off_and_cpu_copy = None
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
