@@ -40,11 +40,11 @@ var allowed = map[string][]string{
 	"iceberg":                             {"column", "decode", "expr"},
 	// Tests' table writer.
 	"iceberg/icebergtest": {"iceberg"},
-	"ops":                 {"column", "expr", "spec", "decode"},
-	"engine":              {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr"},
-	"peer":                {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots"},
-	"daemon":              {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan", "gpu", "cuda"},
-	"bench":               {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen", "peer", "roots", "plan"},
+	"ops":                 {"column", "expr", "spec", "decode", "iceberg"},
+	"engine":              {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "iceberg"},
+	"peer":                {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots", "iceberg"},
+	"daemon":              {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan", "gpu", "cuda", "iceberg"},
+	"bench":               {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen", "peer", "roots", "plan", "iceberg"},
 	// GPU inventory, placement and the self-test.
 	"gpu": {"cuda", "shm"},
 	// Test helper that builds the fake libcuda; imported by tests only.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lastmile/lastmile/cpus"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -111,7 +112,11 @@ func (f Footprint) Bytes() int64 { return f.RingBytes + int64(f.InFlight)*f.Unit
 // read is thus opened through fsys before it is accepted: a refusal is an
 // error wrapping fs.ErrPermission.
 func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Footprint, error) {
-	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
+	paths, _, err := inputFiles(ctx, job, fsys)
+	var plan *decode.Plan
+	if err == nil {
+		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
+	}
 	if err != nil {
 		return Footprint{}, fmt.Errorf("plan job %q: %w", job.Name, err)
 	}
@@ -120,7 +125,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 			continue
 		}
 		// Footers only: the pipeline's compile checks the columns.
-		if _, err := decode.PlanFiles(ctx, []string{op.Join.Table}, decode.PlanOptions{FS: fsys}); err != nil {
+		if _, err := ops.PlanTable(ctx, fsys, op.Join.Table, nil); err != nil {
 			return Footprint{}, fmt.Errorf("job %q: %s.table: %w", job.Name, op.Path, err)
 		}
 	}

@@ -22,7 +22,11 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 	if job.Invalid("inputs") || job.Invalid("decode.max_unit_rows") {
 		return parseErr
 	}
-	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
+	paths, _, err := inputFiles(ctx, job, fsys)
+	var plan *decode.Plan
+	if err == nil {
+		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
+	}
 	if err != nil {
 		if parseErr == nil || ctx.Err() != nil {
 			return fmt.Errorf("plan job %q: %w", job.Name, err)

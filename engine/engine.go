@@ -73,7 +73,10 @@ type Stats struct {
 	FullWait time.Duration // time the producer waited on full rings (the trainers were slower)
 	Drain    time.Duration // time Linger waited, after the last batch, for consumers to release every batch
 	Workers  int           // decode goroutines that ran: decode.workers, at most one per work unit
-	Rings    []string
+	// FilesPruned is the Iceberg data files left out because the job's
+	// filters exclude them by their partition values and statistics.
+	FilesPruned int
+	Rings       []string
 }
 
 // Busy is the run's wall time less its waits on trainers (full rings and
@@ -101,10 +104,17 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if opts.Spill != nil {
 		slots = opts.Spill.Slots()
 	}
+	// One snapshot of every Iceberg table for all epochs of the run.
+	pinned, err := PinInputs(ctx, job, opts.FS)
+	if err != nil {
+		return st, fmt.Errorf("job %q: %w", job.Name, err)
+	}
+	job = pinned
 	proc, err := newProcessor(ctx, job, workers+slots, opts.FS)
 	if err != nil {
 		return st, fmt.Errorf("job %q: %w", job.Name, err)
 	}
+	st.FilesPruned = proc.pruned
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
@@ -113,7 +123,8 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	// The caller's logger names the job (the daemon's carries job and
 	// job_id; lastmile run's carries job): it is not added here again.
 	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
-		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots)
+		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots,
+		"files_pruned", proc.pruned)
 
 	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)
 	if err != nil {

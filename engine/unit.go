@@ -8,6 +8,7 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/cpus"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -36,6 +37,7 @@ type processor struct {
 	exact   bool // every unit yields exactly its rows (nothing drops rows)
 	counted bool // Select alone tells how many rows a unit yields
 	workers []*unitWorker
+	pruned  int // Iceberg data files the filters excluded, not planned
 }
 
 type unitWorker struct {
@@ -49,30 +51,43 @@ type unitWorker struct {
 // input's schema and plans again with only the columns the pipeline needs.
 func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.FS) (*processor, error) {
 	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys}
+	paths, tables, err := inputFiles(ctx, job, fsys)
+	if err != nil {
+		return nil, err
+	}
 	if len(job.Pipeline) == 0 {
-		plan, err := decode.PlanFiles(ctx, job.Inputs, planOpts)
+		plan, err := decode.PlanFiles(ctx, paths, planOpts)
 		if err != nil {
 			return nil, err
 		}
 		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
 	}
 	// The pipeline is checked against every column of the input.
-	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
+	all, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
 	if err != nil {
 		return nil, err
 	}
-	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys})
+	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables)}
+	prog, err := ops.Compile(ctx, job, all.Fields, env)
 	if err != nil {
 		return nil, err
 	}
-	plan := all
-	if len(prog.Needs()) < len(all.Fields) {
-		planOpts.Columns = prog.Needs()
-		if plan, err = decode.PlanFiles(ctx, job.Inputs, planOpts); err != nil {
+	// Iceberg data files that the filters exclude by their partition
+	// values and column statistics are not planned at all.
+	pruned := 0
+	if hasTables(tables) {
+		if paths, pruned, err = iceberg.Files(tables, prog.Prune); err != nil {
 			return nil, err
 		}
 	}
-	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops()}
+	plan := all
+	if len(prog.Needs()) < len(all.Fields) || pruned > 0 {
+		planOpts.Columns = prog.Needs()
+		if plan, err = decode.PlanFiles(ctx, paths, planOpts); err != nil {
+			return nil, err
+		}
+	}
+	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops(), pruned: pruned}
 	index := map[string]int{}
 	for i, f := range plan.Fields {
 		index[f.Name] = i
@@ -177,6 +192,9 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 	if p.prog == nil {
 		return w.dec.Decode(ctx, u, out)
 	}
+	// Bucket joins hold the unit's bucket of their table until it is done.
+	w.state.BeginUnit(ctx, u.File)
+	defer w.state.EndUnit()
 	sel, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return err
@@ -262,6 +280,8 @@ func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64
 		// The unit runs again when it is needed: count its ops' rows then.
 		w.state.CountRows(false)
 		defer w.state.CountRows(true)
+		w.state.BeginUnit(ctx, u.File)
+		defer w.state.EndUnit()
 	}
 	sel, err := w.selectRows(ctx, p, u)
 	if err != nil {

@@ -316,3 +316,14 @@ func valueOf(v any) (float64, string, bool) {
 	}
 	return 0, "", false
 }
+
+// BucketInt is Iceberg's bucket[n] of an integer value (int32 values hash
+// as int64, as the Iceberg spec says).
+func BucketInt(n int, v int64) int {
+	return int(ice.BucketTransform{NumBuckets: n}.Transformer(ice.PrimitiveTypes.Int64)(v).Val)
+}
+
+// BucketBytes is Iceberg's bucket[n] of a string or binary value.
+func BucketBytes(n int, v []byte) int {
+	return int(ice.BucketTransform{NumBuckets: n}.Transformer(ice.PrimitiveTypes.Binary)(v).Val)
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/lastmile/lastmile/expr"
+
 	"github.com/lastmile/lastmile/decode"
 )
 
@@ -83,4 +85,63 @@ func (o Opener) fs() decode.FS {
 		return decode.OSFS{}
 	}
 	return o.FS
+}
+
+// Input is one job input after Expand: an Iceberg table's scan, or a
+// plain input (file, glob, directory, object prefix) as it is.
+type Input struct {
+	Plain string
+	Scan  *Scan // nil for a plain input
+}
+
+// Expand scans the Iceberg tables among inputs; the others are kept as
+// they are, in order.
+func (o Opener) Expand(ctx context.Context, inputs []string) ([]Input, error) {
+	out := make([]Input, len(inputs))
+	for i, in := range inputs {
+		if !IsRef(in) {
+			out[i].Plain = in
+			continue
+		}
+		s, err := o.Scan(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Scan = s
+	}
+	return out, nil
+}
+
+// Files returns what the planner reads for ins: the plain inputs and the
+// tables' data files, in order, with keep (nil: keep all) deciding which
+// data files a job's filters may need (see Scan.Prune), and the number
+// of data files left out. A table whose files are all left out is an
+// error: the job would read nothing of it.
+func Files(ins []Input, keep func(stats func(col string) (expr.Range, bool)) bool) ([]string, int, error) {
+	var paths []string
+	skipped := 0
+	for _, in := range ins {
+		if in.Scan == nil {
+			paths = append(paths, in.Plain)
+			continue
+		}
+		files := in.Scan.Files
+		if keep != nil {
+			var n int
+			files, n = in.Scan.Prune(keep)
+			skipped += n
+		}
+		if len(files) == 0 {
+			return nil, skipped, fmt.Errorf("iceberg table %s snapshot %d: %s", in.Scan.Table, in.Scan.SnapshotID, emptyWhy(in.Scan, keep))
+		}
+		paths = append(paths, Paths(files)...)
+	}
+	return paths, skipped, nil
+}
+
+func emptyWhy(s *Scan, keep func(func(string) (expr.Range, bool)) bool) string {
+	if len(s.Files) == 0 {
+		return "has no data files"
+	}
+	return fmt.Sprintf("the job's filters exclude all %d data files (by their partition values and column statistics): nothing to read", len(s.Files))
 }

@@ -76,6 +76,12 @@ func Check(ctx context.Context, job *spec.Job, input []decode.Field, env Env) er
 	}
 	var errs []error
 	for _, t := range c.joins {
+		if t.buckets != nil {
+			if err := t.buckets.check(job); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		limit := int64(t.jn.MaxMemory)
 		if limit <= 0 {
 			limit = 1 << 30

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -19,6 +20,7 @@ import (
 type joinDrop struct {
 	stepBase
 	t    *sideTable
+	use  bucketUse
 	key  int
 	anti bool
 	idx  []int32
@@ -28,6 +30,7 @@ type joinDrop struct {
 type joinLeft struct {
 	stepBase
 	t   *sideTable
+	use bucketUse
 	key int
 	idx []int32
 }
@@ -43,7 +46,8 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 	if !ok {
 		return c.errf(op, "on", "column %q is %s; a join key must be an integer or string column", jn.On, kv.describe())
 	}
-	plan, err := planTable(ctx, c.env.FS, jn.Table, []string{jn.TableKey})
+	cols := []string{jn.TableKey}
+	plan, layout, err := planTable(ctx, c.env.FS, jn.Table, cols)
 	if err != nil {
 		return c.tableErr(ctx, op, "table_key", err)
 	}
@@ -55,7 +59,8 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 			}
 			seen[name] = true
 		}
-		if plan, err = planTable(ctx, c.env.FS, jn.Table, append([]string{jn.TableKey}, jn.Columns...)); err != nil {
+		cols = append([]string{jn.TableKey}, jn.Columns...)
+		if plan, layout, err = planTable(ctx, c.env.FS, jn.Table, cols); err != nil {
 			return c.tableErr(ctx, op, "columns", err)
 		}
 	}
@@ -69,12 +74,16 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 			jn.On, kv.describe(), jn.TableKey, (&value{kind: kf.Kind, dtype: kf.DType, width: 1}).describe())
 	}
 	t := &sideTable{op: op, jn: jn, plan: plan, intKey: tabInt, unique: jn.Kind == "left"}
+	if err := c.bucketJoin(ctx, op, t, layout, cols); err != nil {
+		return err
+	}
 	c.joins = append(c.joins, t)
 	if jn.Kind != "left" {
-		c.addStep(&joinDrop{stepBase: stepBase{op: op, what: jn.Kind + " " + jn.On, reads: []int{e.vid}}, t: t, key: e.vid, anti: jn.Kind == "anti"})
+		c.addStep(&joinDrop{stepBase: stepBase{op: op, what: jn.Kind + " " + jn.On, reads: []int{e.vid}}, t: t, key: e.vid, anti: jn.Kind == "anti",
+			use: bucketUse{b: t.buckets}})
 		return nil
 	}
-	s := &joinLeft{stepBase: stepBase{op: op, what: "left " + jn.On, reads: []int{e.vid}}, t: t, key: e.vid}
+	s := &joinLeft{stepBase: stepBase{op: op, what: "left " + jn.On, reads: []int{e.vid}}, t: t, key: e.vid, use: bucketUse{b: t.buckets}}
 	type added struct {
 		name string
 		vid  int
@@ -96,8 +105,36 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 	return nil
 }
 
-func planTable(ctx context.Context, fsys decode.FS, path string, cols []string) (*decode.Plan, error) {
-	return decode.PlanFiles(ctx, []string{path}, decode.PlanOptions{Columns: cols, FS: fsys})
+// PlanTable plans a side table (a Parquet file, glob or directory, or an
+// Iceberg table's snapshot) with the columns cols (nil: all).
+func PlanTable(ctx context.Context, fsys decode.FS, table string, cols []string) (*decode.Plan, error) {
+	p, _, err := planTable(ctx, fsys, table, cols)
+	return p, err
+}
+
+// planTable plans a side table, and says how an Iceberg table is
+// bucketed (nil: not, or not an Iceberg table).
+func planTable(ctx context.Context, fsys decode.FS, table string, cols []string) (*decode.Plan, *tableLayout, error) {
+	if !iceberg.IsRef(table) {
+		p, err := decode.PlanFiles(ctx, []string{table}, decode.PlanOptions{Columns: cols, FS: fsys})
+		return p, nil, err
+	}
+	sc, err := iceberg.Opener{FS: fsys}.Scan(ctx, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(sc.Files) == 0 {
+		return nil, nil, fmt.Errorf("iceberg table %s snapshot %d has no data files", sc.Table, sc.SnapshotID)
+	}
+	p, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: cols, FS: fsys})
+	if err != nil || sc.Buckets == nil {
+		return p, nil, err
+	}
+	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}}
+	for _, f := range sc.Files {
+		l.of[f.Path] = f.Bucket
+	}
+	return p, l, nil
 }
 
 // tableErr reports a failure to plan the side table: a missing column
@@ -115,7 +152,7 @@ func (c *compiler) tableErr(ctx context.Context, op *spec.Op, field string, err 
 		}
 		if name := quotedName(msg); name != "" {
 			msg = fmt.Sprintf("side table %s has no column %q", op.Join.Table, name)
-			if all, err := planTable(ctx, c.env.FS, op.Join.Table, nil); err == nil {
+			if all, _, err := planTable(ctx, c.env.FS, op.Join.Table, nil); err == nil {
 				msg += suggest(name, inputNames(all.Fields))
 			}
 		}
@@ -127,7 +164,7 @@ func (c *compiler) tableErr(ctx context.Context, op *spec.Op, field string, err 
 }
 
 func (s *joinDrop) clone() step {
-	return &joinDrop{stepBase: s.stepBase, t: s.t, key: s.key, anti: s.anti}
+	return &joinDrop{stepBase: s.stepBase, t: s.t, key: s.key, anti: s.anti, use: bucketUse{b: s.use.b}}
 }
 
 func (s *joinDrop) optional() bool { return false }
@@ -137,8 +174,12 @@ func (s *joinDrop) drop(f *frame, sel []int32) ([]int32, error) {
 	if sel != nil {
 		n = len(sel)
 	}
+	t, err := s.use.table(s.t)
+	if err != nil {
+		return nil, err
+	}
 	s.idx = growI32(s.idx, n)
-	s.t.lookup(f.vals[s.key], sel, s.idx)
+	t.lookup(f.vals[s.key], sel, s.idx)
 	s.out = s.out[:0]
 	for j, r := range s.idx {
 		if (r >= 0) != s.anti {
@@ -153,14 +194,18 @@ func (s *joinDrop) drop(f *frame, sel []int32) ([]int32, error) {
 }
 
 func (s *joinLeft) clone() step {
-	return &joinLeft{stepBase: s.stepBase, t: s.t, key: s.key}
+	return &joinLeft{stepBase: s.stepBase, t: s.t, key: s.key, use: bucketUse{b: s.use.b}}
 }
 
 func (s *joinLeft) compute(f *frame) error {
+	t, err := s.use.table(s.t)
+	if err != nil {
+		return err
+	}
 	s.idx = growI32(s.idx, f.rows)
-	s.t.lookup(f.vals[s.key], nil, s.idx)
+	t.lookup(f.vals[s.key], nil, s.idx)
 	for i, vid := range s.writes {
-		gatherOrNull(f.dst(vid), &s.t.cols[i], s.idx)
+		gatherOrNull(f.dst(vid), &t.cols[i], s.idx)
 	}
 	return nil
 }

@@ -22,6 +22,10 @@ type Env struct {
 	// FS is where side tables are read from; nil is decode.OSFS. The
 	// daemon passes one that reads with the job owner's credentials.
 	FS decode.FS
+	// InputBuckets, when the input files are bucketed (Iceberg bucket
+	// partitions), says how: a join on the bucket column with a table
+	// bucketed alike runs as a bucket join (bucketjoin.go).
+	InputBuckets *Buckets
 }
 
 // OutField describes one column of the batches Apply produces.
@@ -74,6 +78,12 @@ func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 		return nil, err
 	}
 	for _, t := range c.joins {
+		if t.buckets != nil {
+			if err := t.buckets.check(job); err != nil {
+				return nil, err
+			}
+			continue // loaded by bucket, as units need them
+		}
 		if err := t.load(ctx, job, c.env); err != nil {
 			return nil, err
 		}

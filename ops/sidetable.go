@@ -32,6 +32,8 @@ type sideTable struct {
 	strs  strTable
 	rows  int   // table rows
 	bytes int64 // memory held, as compared with max_memory
+
+	buckets *bucketTable // a bucket join: loaded by bucket, never whole
 }
 
 // intTable maps int64 keys to table rows. Slot s is empty when key[s] is

@@ -22,7 +22,11 @@ func readJob(ctx context.Context, path string) (*spec.Job, error) {
 	if job == nil {
 		return nil, perr
 	}
-	if err := engine.Check(ctx, job, perr, nil); err != nil {
+	fsys, err := inputFS()
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.Check(ctx, job, perr, fsys); err != nil {
 		return nil, err
 	}
 	return job, nil

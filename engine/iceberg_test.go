@@ -1,0 +1,144 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// icebergTable writes a table partitioned by part: snapshot 1 holds ids
+// 0..999 (parts a..d), snapshot 2 adds ids 1000..1499 (parts a and b).
+func icebergTable(t *testing.T) (tab *icebergtest.Table, s1, s2 int64, meta string) {
+	t.Helper()
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(start, n, parts int) []icebergtest.Row {
+		rows := make([]icebergtest.Row, n)
+		for i := range rows {
+			id := int64(start + i)
+			rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + int(id)%parts)), Key: id % 97, Score: float64(id)}
+		}
+		return rows
+	}
+	if s1, _, err = tab.Append(mk(0, 1000, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if s2, meta, err = tab.Append(mk(1000, 500, 2)); err != nil {
+		t.Fatal(err)
+	}
+	return tab, s1, s2, meta
+}
+
+// allRows returns every row_id the ranks got, sorted.
+func allRows(t *testing.T, res []got) []int64 {
+	t.Helper()
+	var ids []int64
+	for r, g := range res {
+		if g.err != nil {
+			t.Fatalf("rank %d: %v", r, g.err)
+		}
+		for _, b := range g.rows {
+			ids = append(ids, b...)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func idRange(lo, hi int64, keep func(int64) bool) []int64 {
+	var out []int64
+	for id := lo; id < hi; id++ {
+		if keep == nil || keep(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func TestIcebergSnapshots(t *testing.T) {
+	_, s1, s2, meta := icebergTable(t)
+	for _, tc := range []struct {
+		name   string
+		input  string
+		filter string
+		want   []int64
+		pruned int
+	}{
+		{"current snapshot", "iceberg:" + meta, "", idRange(0, 1500, nil), 0},
+		{"snapshot 2 by id", fmt.Sprintf("iceberg:%s?snapshot=%d", meta, s2), "", idRange(0, 1500, nil), 0},
+		{"snapshot 1 by id", fmt.Sprintf("iceberg:%s?snapshot=%d", meta, s1), "", idRange(0, 1000, nil), 0},
+		// part c has one file (snapshot 1's); the five others are pruned.
+		{"partition pruned", "iceberg:" + meta, `part == "c"`, idRange(0, 1000, func(id int64) bool { return id%4 == 2 }), 5},
+		// column statistics: only snapshot 2's two files hold ids >= 1000.
+		{"statistics pruned", "iceberg:" + meta, `row_id >= 1200`, idRange(1200, 1500, nil), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pipeline := "  - rename: {id: row_id}\n"
+			if tc.filter != "" {
+				pipeline += fmt.Sprintf("  - filter: {expr: '%s'}\n", tc.filter)
+			}
+			src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 10, last: keep}\nring: {dir: RINGDIR, name: t, slots: 3}\npipeline:\n%s  - select: [row_id]\n", tc.input, pipeline)
+			st, res, err := runJob(t, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := allRows(t, res); !slices.Equal(got, tc.want) {
+				t.Errorf("%d rows (first %v), want %d", len(got), got[:min(5, len(got))], len(tc.want))
+			}
+			if st.FilesPruned != tc.pruned {
+				t.Errorf("pruned %d files, want %d", st.FilesPruned, tc.pruned)
+			}
+		})
+	}
+}
+
+func TestIcebergDeletesRefused(t *testing.T) {
+	tab, _, _, _ := icebergTable(t)
+	_, meta, err := tab.Delete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := spec.Parse("j.yaml", []byte(fmt.Sprintf("inputs: [%q]\nbatch: {size: 10}\nring: {dir: %s, name: t}\n", "iceberg:"+meta, t.TempDir())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = engine.Check(context.Background(), job, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "has delete files") {
+		t.Fatalf("Check of a table with delete files: %v", err)
+	}
+	_, err = engine.Run(context.Background(), job, engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), "does not apply row-level deletes") {
+		t.Fatalf("Run of a table with delete files: %v", err)
+	}
+}
+
+// A job pinned to the current snapshot keeps reading it after a commit.
+func TestIcebergPin(t *testing.T) {
+	tab, _, s2, meta := icebergTable(t)
+	job, err := spec.Parse("j.yaml", []byte(fmt.Sprintf("inputs: [%q]\nbatch: {size: 10}\n", "iceberg:"+meta)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := engine.PinInputs(context.Background(), job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("iceberg:%s?snapshot=%d", meta, s2)
+	if pinned.Inputs[0] != want || job.Inputs[0] != "iceberg:"+meta {
+		t.Fatalf("pinned %q (job %q), want %q", pinned.Inputs[0], job.Inputs[0], want)
+	}
+	again, err := engine.PinInputs(context.Background(), pinned, nil)
+	if err != nil || again != pinned {
+		t.Errorf("pinning a pinned job: %v, same job %v", err, again == pinned)
+	}
+	_ = tab
+}
