@@ -61,8 +61,12 @@ Flags:`)
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("job", job.Name)
+	fsys, err := inputFS()
+	if err != nil {
+		return err
+	}
 	st, err := engine.Run(ctx, job, engine.Options{
-		Logger: log, Linger: *linger, Remove: *remove && !*keep,
+		Logger: log, Linger: *linger, Remove: *remove && !*keep, FS: fsys,
 		Ready: func(rings []string) {
 			for _, r := range rings {
 				fmt.Fprintf(stderr, "ring ready: %s\n", r)
