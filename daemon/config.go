@@ -72,6 +72,9 @@ type Config struct {
 	Peer PeerConfig `yaml:"peer"`
 	// Peers are the CPU peers this daemon spills units to.
 	Peers PeersConfig `yaml:"peers"`
+	// S3 configures reading s3:// inputs with the daemon's credentials,
+	// for the users its allow-list names (s3.go, docs/storage.md).
+	S3 S3Config `yaml:"s3"`
 	// GPU says where NVML is (gpu.go).
 	GPU GPUConfig `yaml:"gpu"`
 }
@@ -266,6 +269,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateBounds(bad)
 	c.validatePeers(bad)
+	c.validateS3(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", c.Log.Level, "%v", err)
 	}

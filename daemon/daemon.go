@@ -65,6 +65,8 @@ type Daemon struct {
 	persistFailures atomic.Int64 // job record writes that failed
 
 	gpuInv gpuInventory // the host's GPUs, read at the first job (gpu.go)
+
+	s3st s3State // the S3 client and allow-list, made at first use (s3.go)
 }
 
 // New checks cfg and returns a daemon that is not started yet. level, if

@@ -557,9 +557,10 @@ func (j *Job) snapshotCursors() (attached bool) {
 
 // fs is where the job's files come from: opened with the owner's
 // credentials, so that the kernel decides what lastmiled may read for
-// them, after a restart as at submission.
+// them, after a restart as at submission; s3:// objects within the
+// prefixes the config's s3.allow grants the owner (s3.go).
 func (j *Job) fs() decode.FS {
-	return decode.Local(asuser.FS{Cred: asuser.Cred{UID: j.owner, GID: j.gid, Groups: j.groups}})
+	return j.d.readerFS(asuser.Cred{UID: j.owner, GID: j.gid, Groups: j.groups})
 }
 
 var _ decode.LocalFS = asuser.FS{}

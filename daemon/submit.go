@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/lastmile/lastmile/asuser"
-	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -247,7 +246,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 // found here.
 func (d *Daemon) checkJob(ctx context.Context, p peer, job *spec.Job, parseErr error) error {
 	pctx, cancel := context.WithTimeout(ctx, planTimeout)
-	err := engine.Check(pctx, job, parseErr, decode.Local(asuser.FS{Cred: p.cred()}))
+	err := engine.Check(pctx, job, parseErr, d.readerFS(p.cred()))
 	cancel()
 	if err == nil {
 		return nil
@@ -306,7 +305,7 @@ func (d *Daemon) claimName(ctx context.Context, job *spec.Job, hash string, uid 
 // files read as the submitter), or why it may not have it.
 func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job) (int64, error) {
 	pctx, cancel := context.WithTimeout(ctx, planTimeout)
-	fp, err := engine.EstimateFootprint(pctx, job, decode.Local(asuser.FS{Cred: p.cred()}))
+	fp, err := engine.EstimateFootprint(pctx, job, d.readerFS(p.cred()))
 	cancel()
 	if err != nil {
 		return 0, d.planError(ctx, p, job, err)

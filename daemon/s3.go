@@ -1,0 +1,173 @@
+package daemon
+
+import (
+	"fmt"
+	"io/fs"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/lastmile/lastmile/asuser"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/objstore"
+)
+
+// S3Config is the daemon's object-storage section. lastmiled reads s3://
+// inputs with its OWN credentials (the standard AWS chain of its own
+// environment: the unit's Environment= or EnvironmentFile=, its
+// ~/.aws, web identity, the instance role), never with a user's: a user's
+// environment and ~/.aws are not the daemon's to read, and a secret sent
+// with each job would be stored in the job's record for restarts. Since
+// those credentials are not the user's, the kernel cannot decide what a
+// user may have read; Allow does: an object or listing prefix is read for
+// a user only beneath a prefix granted to that user or one of their groups
+// (root is read for with the daemon's rights, as for files). With no grant,
+// no user reads object storage through the daemon. docs/daemon-security.md.
+type S3Config struct {
+	// Endpoint, Region and PathStyle: see objstore.Config.
+	Endpoint  string `yaml:"endpoint"`
+	Region    string `yaml:"region"`
+	PathStyle bool   `yaml:"path_style"`
+	// RequestTimeout bounds one attempt of a request; 0 is 30s.
+	RequestTimeout Duration `yaml:"request_timeout"`
+	// Retries per request; 0 is 5.
+	Retries int `yaml:"retries"`
+	// PrefetchBytes bounds the memory of prefetched column chunks of all
+	// jobs together; 0 is 256MiB.
+	PrefetchBytes Bytes `yaml:"prefetch_bytes"`
+	// Allow grants prefixes to users and groups.
+	Allow []S3Grant `yaml:"allow"`
+}
+
+// S3Grant lets Users and Groups (names or numeric ids) have lastmiled read
+// the objects beneath Prefix ("s3://bucket/dir/", ending in '/').
+type S3Grant struct {
+	Prefix string   `yaml:"prefix"`
+	Users  []string `yaml:"users"`
+	Groups []string `yaml:"groups"`
+}
+
+// grant is an S3Grant with its names resolved to ids.
+type grant struct {
+	prefix string
+	uids   []uint32
+	gids   []uint32
+}
+
+func (c *Config) validateS3(bad func(field string, v any, format string, args ...any)) {
+	if _, err := c.S3.grants(); err != nil {
+		bad("s3.allow", c.S3.Allow, "%v", err)
+	}
+	if c.S3.Endpoint != "" {
+		if _, err := objstore.New(c.S3.client()); err != nil {
+			bad("s3.endpoint", c.S3.Endpoint, "%v", err)
+		}
+	}
+	if c.S3.Retries < 0 || c.S3.Retries > 100 {
+		bad("s3.retries", c.S3.Retries, "want 0 (default) to 100")
+	}
+}
+
+func (s S3Config) client() objstore.Config {
+	return objstore.Config{Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+		RequestTimeout: s.RequestTimeout.D(), Retries: s.Retries, PrefetchBytes: int64(s.PrefetchBytes)}
+}
+
+// grants resolves the allow-list.
+func (s S3Config) grants() ([]grant, error) {
+	var out []grant
+	for i, g := range s.Allow {
+		o, err := objstore.ParseURL(g.Prefix)
+		if err != nil {
+			return nil, fmt.Errorf("[%d].prefix: %v", i, err)
+		}
+		if o.Key != "" && !strings.HasSuffix(o.Key, "/") {
+			return nil, fmt.Errorf("[%d].prefix %q: end it with '/' (s3://%s/%s/), or it would also grant %s-other/", i, g.Prefix, o.Bucket, o.Key, g.Prefix)
+		}
+		r := grant{prefix: objstore.Object{Bucket: o.Bucket, Key: o.Key}.String()}
+		for _, u := range g.Users {
+			uid, err := lookupUser(u)
+			if err != nil {
+				return nil, fmt.Errorf("[%d].users: %q: %v", i, u, err)
+			}
+			r.uids = append(r.uids, uid)
+		}
+		for _, name := range g.Groups {
+			gid, err := lookupGroup(name)
+			if err != nil {
+				return nil, fmt.Errorf("[%d].groups: %q: %v", i, name, err)
+			}
+			r.gids = append(r.gids, gid)
+		}
+		if len(r.uids)+len(r.gids) == 0 {
+			return nil, fmt.Errorf("[%d] (%s): grants nobody: list users or groups", i, g.Prefix)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func lookupUser(s string) (uint32, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	u, err := user.Lookup(s)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	return uint32(n), err
+}
+
+// s3State is the daemon's S3 client and grants, made at first use.
+type s3State struct {
+	once   sync.Once
+	client *objstore.Client
+	grants []grant
+	err    error
+}
+
+func (d *Daemon) s3() (*objstore.Client, []grant, error) {
+	d.s3st.once.Do(func() {
+		cfg := d.Config().S3
+		if d.s3st.grants, d.s3st.err = cfg.grants(); d.s3st.err == nil {
+			d.s3st.client, d.s3st.err = objstore.New(cfg.client())
+		}
+	})
+	return d.s3st.client, d.s3st.grants, d.s3st.err
+}
+
+// readerFS is what the daemon reads for a user with: local files opened
+// with the user's credentials, s3:// objects with the daemon's own, within
+// the prefixes the allow-list grants the user.
+func (d *Daemon) readerFS(c asuser.Cred) decode.FS {
+	local := decode.Local(asuser.FS{Cred: c})
+	client, grants, err := d.s3()
+	if err != nil { // Validate ran at start: only a lookup that changed since
+		client, _ = objstore.New(objstore.Config{})
+		grants = nil
+	}
+	return objstore.Mount(local, client.Source(func(o objstore.Object) error { return allowed(grants, c, o) }))
+}
+
+// allowed reports whether a grant gives o (an object or a listing prefix)
+// to the user of c.
+func allowed(grants []grant, c asuser.Cred, o objstore.Object) error {
+	if c.UID == 0 {
+		return nil
+	}
+	name := o.String()
+	for _, g := range grants {
+		if !strings.HasPrefix(name, g.prefix) {
+			continue
+		}
+		if slices.Contains(g.uids, c.UID) || slices.Contains(g.gids, c.GID) ||
+			slices.ContainsFunc(c.Groups, func(x uint32) bool { return slices.Contains(g.gids, x) }) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %w: uid %d may not have lastmiled read it: lastmiled reads object storage with its own credentials, only beneath the prefixes its config's s3.allow grants to a user or group (name a prefix granted to you, a narrower glob, or ask the administrator for a grant)",
+		name, fs.ErrPermission, c.UID)
+}
