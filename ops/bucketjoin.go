@@ -39,17 +39,21 @@ import (
 //     and tries again; since every bucket fits max_memory alone (checked
 //     before the job starts) and holders release at the end of their unit,
 //     the wait ends.
-//   - A load runs outside the lock; its estimate is replaced by the bytes
-//     the loaded table holds once it is built. held is the accounting;
-//     peak its high-water mark, which stays within max_memory plus what
-//     one bucket's load exceeded its estimate by, so below max_memory plus
-//     one bucket.
+//   - A load runs outside the lock, one at a time per join (it decodes
+//     on several goroutines); its estimate is replaced by the bytes the
+//     loaded table holds once it is built. held is the accounting; peak
+//     its high-water mark. A load is admitted only while held plus its
+//     estimate fit max_memory, and only one load's excess over its
+//     estimate is ever unsettled, so the peak stays within max_memory plus
+//     one bucket's excess: below max_memory plus one bucket.
 //
 // Rejected: loading buckets in plan order ahead of the workers (the pool
 // reorders units only within InFlight, but shuffled unit orders visit
 // buckets in any order, so a prefetcher would need the same admission
 // anyway); one lock per bucket (eviction must see every bucket at once);
-// a sync.Cond (its Wait cannot be canceled with the job's context).
+// a sync.Cond (its Wait cannot be canceled with the job's context);
+// concurrent loads (each could exceed its estimate, and their excesses
+// add up beyond one bucket).
 type bucketTable struct {
 	t       *sideTable     // the join, with the whole table's plan (never loaded)
 	n       int            // buckets
@@ -67,6 +71,7 @@ type bucketTable struct {
 	clock   uint64
 	loads   int64
 	largest int64 // bytes of the largest bucket loaded
+	loading bool  // a load is running: the next waits for it
 }
 
 type bucketEntry struct {
@@ -136,10 +141,12 @@ func (b *bucketTable) acquire(ctx context.Context, job *spec.Job, i int) (*sideT
 			}
 			return e.tab, e, nil
 		}
-		est := b.estimate(i)
-		b.evictLocked(est)
-		if b.held+est <= b.budget || b.held == 0 {
-			break
+		if !b.loading {
+			est := b.estimate(i)
+			b.evictLocked(est)
+			if b.held+est <= b.budget || b.held == 0 {
+				break
+			}
 		}
 		wait := b.changed
 		b.mu.Unlock()
@@ -156,6 +163,7 @@ func (b *bucketTable) acquire(ctx context.Context, job *spec.Job, i int) (*sideT
 	b.res[i] = e
 	b.note(est)
 	b.loads++
+	b.loading = true
 	b.mu.Unlock()
 
 	tab, err := b.load(ctx, job, i)
@@ -163,11 +171,12 @@ func (b *bucketTable) acquire(ctx context.Context, job *spec.Job, i int) (*sideT
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e.tab, e.err = tab, err
+	b.loading = false
+	b.notifyLocked()
 	if err != nil {
 		delete(b.res, i)
 		b.held -= e.bytes
 		e.refs--
-		b.notifyLocked()
 	} else {
 		b.note(tab.bytes - e.bytes)
 		e.bytes = tab.bytes
@@ -335,7 +344,7 @@ func (c *compiler) bucketJoin(ctx context.Context, op *spec.Op, t *sideTable, l 
 		byBucket[b] = append(byBucket[b], f.Path)
 	}
 	bt := &bucketTable{t: t, n: n, plans: make([]*decode.Plan, n), budget: int64(jn.MaxMemory), of: inputOf,
-		verify: l == nil, workers: 1, changed: make(chan struct{}), res: map[int]*bucketEntry{}}
+		verify: l == nil, workers: max(1, c.env.Workers), changed: make(chan struct{}), res: map[int]*bucketEntry{}}
 	for b, paths := range byBucket {
 		if len(paths) == 0 {
 			bt.plans[b] = emptyPlan(t.plan)
