@@ -121,7 +121,7 @@ func (d *Daemon) startPeers(cfg Config) error {
 }
 
 func (d *Daemon) servePeer(pc PeerConfig) error {
-	sc := cpupeer.ServerConfig{Roots: d.roots, MaxInFlight: pc.MaxInFlight, MaxMemory: int64(pc.MaxMemory),
+	sc := cpupeer.ServerConfig{Roots: d.roots, Objects: d.peerObjects(), MaxInFlight: pc.MaxInFlight, MaxMemory: int64(pc.MaxMemory),
 		Logger: d.log.With("role", "peer")}
 	if sc.MaxInFlight == 0 {
 		sc.MaxInFlight = d.Config().Workers

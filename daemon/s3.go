@@ -171,3 +171,16 @@ func allowed(grants []grant, c asuser.Cred, o objstore.Object) error {
 	return fmt.Errorf("%s: %w: uid %d may not have lastmiled read it: lastmiled reads object storage with its own credentials, only beneath the prefixes its config's s3.allow grants to a user or group (name a prefix granted to you, a narrower glob, or ask the administrator for a grant)",
 		name, fs.ErrPermission, c.UID)
 }
+
+// peerObjects is what a peer reads the objects of its object-store roots
+// with: the daemon's own client, with no allow-list of users. A peer
+// computes units for other hosts' daemons (authenticated by mutual TLS),
+// and reads only beneath the roots its own config names (package roots
+// builds the URLs and refuses '..'): the roots are the peer's grant.
+func (d *Daemon) peerObjects() decode.FS {
+	client, _, err := d.s3()
+	if err != nil {
+		return nil
+	}
+	return client.Source(nil)
+}

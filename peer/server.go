@@ -40,7 +40,10 @@ var errVersion = errors.New("protocol version mismatch")
 
 // ServerConfig configures a peer.
 type ServerConfig struct {
-	Roots       *roots.Roots
+	Roots *roots.Roots
+	// Objects reads the objects of the roots that are object-store
+	// prefixes ("ctr: s3://bucket/ctr"), by URL; nil refuses them.
+	Objects     decode.FS
 	TLS         *tls.Config // nil: plaintext, allowed on loopback listeners only
 	MaxInFlight int         // units computed at once; default 4
 	MaxMemory   int64       // bytes of unit outputs held at once; default 1 GiB
@@ -194,7 +197,7 @@ func (s *Server) admit(who string) (func(), error) {
 }
 
 func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream flight.FlightService_DoGetServer) error {
-	up, done, err := s.jobs.get(ctx, t, s.cfg.Roots, s.cfg.MaxInFlight)
+	up, done, err := s.jobs.get(ctx, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.MaxInFlight)
 	if err != nil {
 		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
 			s.stats.RefusedOutside.Add(1)
@@ -285,7 +288,7 @@ type cachedJob struct {
 // get returns the compiled job of t, compiling it (once, whatever the
 // number of concurrent callers) against t's unit's file, and the function
 // to call when done with it.
-func (c *jobCache) get(ctx context.Context, t *Ticket, r *roots.Roots, workers int) (*engine.UnitProcessor, func(), error) {
+func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, func(), error) {
 	if _, _, err := roots.Split(t.Unit.File); err != nil {
 		return nil, nil, fmt.Errorf("unit file: %w", err)
 	}
@@ -368,7 +371,7 @@ func (c *jobCache) closeAll() {
 
 // compile parses t's job and compiles it against t's unit's file, read
 // through the roots.
-func compile(t *Ticket, r *roots.Roots, workers int) (*engine.UnitProcessor, error) {
+func compile(t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, error) {
 	job, err := spec.Parse("", []byte(t.Job))
 	if err != nil {
 		return nil, err
@@ -383,5 +386,5 @@ func compile(t *Ticket, r *roots.Roots, workers int) (*engine.UnitProcessor, err
 	job.Inputs = []string{t.Unit.File}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return engine.NewUnitProcessor(ctx, job, decode.Local(r), workers)
+	return engine.NewUnitProcessor(ctx, job, r, workers)
 }

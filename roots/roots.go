@@ -13,6 +13,14 @@
 // after a check cannot defeat it. Names are validated as text too, so that
 // errors are clear before any system call.
 //
+// A root may also be an object-store prefix ("ctr: s3://bucket/ctr"), so
+// that a peer reads the same objects as the GPU host. Such a root has no
+// directory: URL turns a name beneath it into the object's URL (the same
+// text checks refuse '..' and absolute paths; an object store has no
+// symlinks), Locate maps an object's URL back to its portable name, and
+// Open, Stat and ReadDir refuse it (ErrObjectRoot): the caller reads the
+// URL through its object store.
+//
 // The package must never import another package of lastmile's.
 package roots
 
@@ -35,23 +43,38 @@ var ErrOutside = errors.New("path leaves its data root")
 // ErrUnknownRoot is returned for a root name the host does not map.
 var ErrUnknownRoot = errors.New("unknown data root")
 
+// ErrObjectRoot is returned by Open, Stat and ReadDir for a name beneath
+// an object-store root: read URL(name) through the object store instead.
+var ErrObjectRoot = errors.New("data root is an object-store prefix")
+
 // Roots is a host's mapping of root names to directories. It is safe for
 // concurrent use; Close releases the directory descriptors.
 type Roots struct {
 	dirs  map[string]string // name -> absolute, cleaned directory
+	urls  map[string]string // name -> object-store prefix, ending in '/'
 	fds   map[string]int    // name -> O_PATH descriptor of the directory
 	names []string          // sorted, for errors and Locate
 }
 
-// New opens the roots of m (name -> directory). Names are 1 to 64 bytes of
-// [A-Za-z0-9._-], not starting with '.'; directories must be absolute and
-// exist.
+// New opens the roots of m (name -> directory or object-store prefix).
+// Names are 1 to 64 bytes of [A-Za-z0-9._-], not starting with '.';
+// directories must be absolute and exist; prefixes are "SCHEME://..." with
+// no '.' or '..' segment.
 func New(m map[string]string) (*Roots, error) {
-	r := &Roots{dirs: map[string]string{}, fds: map[string]int{}}
+	r := &Roots{dirs: map[string]string{}, fds: map[string]int{}, urls: map[string]string{}}
 	for name, dir := range m {
 		if err := ValidName(name); err != nil {
 			r.Close()
 			return nil, err
+		}
+		if scheme, rest, ok := strings.Cut(dir, "://"); ok {
+			if err := checkURLRoot(scheme, rest); err != nil {
+				r.Close()
+				return nil, fmt.Errorf("data root %q: %q: %w", name, dir, err)
+			}
+			r.urls[name] = strings.TrimSuffix(dir, "/") + "/"
+			r.names = append(r.names, name)
+			continue
 		}
 		if !filepath.IsAbs(dir) {
 			r.Close()
@@ -70,6 +93,20 @@ func New(m map[string]string) (*Roots, error) {
 	return r, nil
 }
 
+func checkURLRoot(scheme, rest string) error {
+	if scheme == "" || strings.ContainsAny(scheme, "/.") {
+		return errors.New("want SCHEME://bucket/prefix")
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	if bucket == "" {
+		return errors.New("no bucket")
+	}
+	if prefix == "" {
+		return nil
+	}
+	return checkRel(strings.TrimSuffix(prefix, "/"))
+}
+
 // Close releases the roots' directory descriptors.
 func (r *Roots) Close() error {
 	for _, fd := range r.fds {
@@ -84,6 +121,26 @@ func (r *Roots) Names() []string { return append([]string(nil), r.names...) }
 
 // Dir returns the directory root name maps to on this host.
 func (r *Roots) Dir(name string) (string, bool) { d, ok := r.dirs[name]; return d, ok }
+
+// URL returns the object URL of the portable name "ROOT/REL" when ROOT is
+// an object-store root; ok is false for a directory root.
+func (r *Roots) URL(name string) (url string, ok bool, err error) {
+	root, rel, err := Split(name)
+	if err != nil {
+		return "", false, err
+	}
+	prefix, ok := r.urls[root]
+	if !ok {
+		if _, dir := r.dirs[root]; !dir {
+			return "", false, fmt.Errorf("%w %q (this host has %s)", ErrUnknownRoot, root, strings.Join(r.names, ", "))
+		}
+		return "", false, nil
+	}
+	if rel = path.Clean(rel); rel == "." {
+		return prefix, true, nil
+	}
+	return prefix + rel, true, nil
+}
 
 // ValidName checks a root name.
 func ValidName(name string) error {
@@ -141,6 +198,18 @@ func checkRel(rel string) error {
 // root whose directory holds it (the longest such). ok is false when no
 // root holds the path: such a file cannot be read by a peer.
 func (r *Roots) Locate(p string) (name string, ok bool) {
+	if strings.Contains(p, "://") {
+		best := ""
+		for n, prefix := range r.urls {
+			if strings.HasPrefix(p, prefix) && len(p) > len(prefix) && len(prefix) > len(r.urls[best]) {
+				best = n
+			}
+		}
+		if best == "" || checkRel(strings.TrimPrefix(p, r.urls[best])) != nil {
+			return "", false
+		}
+		return best + "/" + strings.TrimPrefix(p, r.urls[best]), true
+	}
 	p = filepath.Clean(p)
 	best := ""
 	for n, dir := range r.dirs {
@@ -161,6 +230,9 @@ func (r *Roots) resolve(name string) (int, string, error) {
 		return -1, "", err
 	}
 	fd, ok := r.fds[root]
+	if _, obj := r.urls[root]; obj {
+		return -1, "", &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s): read it through the object store", ErrObjectRoot, r.urls[root])}
+	}
 	if !ok {
 		return -1, "", fmt.Errorf("%w %q (this host has %s)", ErrUnknownRoot, root, strings.Join(r.names, ", "))
 	}
