@@ -99,9 +99,14 @@ func (r Result) MBpsPerCore() float64 { return float64(r.OutBytes) / 1e6 / r.CPU
 func Measure(ctx context.Context, plan *Plan, path Path, workers int) (Result, error) {
 	var out atomic.Int64
 	res, err := runUnits(ctx, plan, workers, func() (func(u Unit) error, func(), error) {
-		dec, err := NewUnitDecoder(path, plan.Fields)
-		if err != nil {
-			return nil, nil, err
+		// The production path reads through the plan's FS (an object
+		// store, for the S3 benchmark); the others open local files.
+		var dec UnitDecoder = plan.NewDecoder()
+		if path != PathOwn {
+			var err error
+			if dec, err = NewUnitDecoder(path, plan.Fields); err != nil {
+				return nil, nil, err
+			}
 		}
 		var b column.Batch
 		return func(u Unit) error {

@@ -18,7 +18,7 @@ import (
 const benchUsage = `usage: lastmile bench [flags]
 
 Measures this machine and checks the targets of docs/benchmarks.md, in
-three parts (-only picks one; all by default):
+four parts (-only picks one; all by default):
 
   spine     (a) memcpy into a pre-touched shared mapping, (b) ring handoff
             to another process, (c) decode per core for each decode path
@@ -32,6 +32,10 @@ three parts (-only picks one; all by default):
             peer (a second process on another core, over mutual TLS): the
             speed-up spilling units to a peer gives (target 1.8x), and the
             requester's CPU to receive a GB of unit output
+  s3        the spine's sample decoded over S3 on loopback (the versitygw
+            test server, built from internal/testservers/s3 on first use)
+            against the local files, and the bytes a projected job fetches
+            against the files' size (docs/storage.md)
 
 Flags:
 `
@@ -49,7 +53,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
 	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
 	pcfg := defaultPipelineConfig()
-	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer) or all")
+	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), s3 (S3 on loopback against local files) or all")
 	sf := addSpillFlags(fs)
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
@@ -95,11 +99,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Spine    *bench.Report         `json:"spine,omitempty"`
 		Pipeline *bench.PipelineReport `json:"pipeline,omitempty"`
 		Spill    *bench.SpillReport    `json:"spill,omitempty"`
+		S3       *bench.S3Report       `json:"s3,omitempty"`
 	}{}
 	switch *only {
-	case "all", "spine", "pipeline", "spill":
+	case "all", "spine", "pipeline", "spill", "s3":
 	default:
-		return fmt.Errorf("%w: -only must be spine, pipeline, spill or all, got %q", errUsage, *only)
+		return fmt.Errorf("%w: -only must be spine, pipeline, spill, s3 or all, got %q", errUsage, *only)
+	}
+	if *only == "all" || *only == "s3" {
+		s3cfg := bench.S3Config{Data: cfg.Data, Rows: cfg.Rows, Compression: cfg.Compression, Log: stderr}
+		out.S3, err = bench.RunS3(ctx, s3cfg)
+		if err != nil && *only == "s3" {
+			return fmt.Errorf("s3: %w", err)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "s3: not measured: %v\n", err)
+		}
 	}
 	if *only == "all" || *only == "spine" {
 		if out.Spine, err = bench.Run(ctx, cfg); err != nil {
@@ -125,7 +140,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	writeBench(stdout, out.Spine, out.Pipeline, out.Spill)
+	if out.Spine != nil || out.Pipeline != nil || out.Spill != nil {
+		writeBench(stdout, out.Spine, out.Pipeline, out.Spill)
+	}
+	if out.S3 != nil {
+		fmt.Fprintln(stdout)
+		out.S3.WriteTable(stdout)
+	}
 	return nil
 }
 
