@@ -57,6 +57,7 @@ type Job struct {
 	spill     *cpupeer.Spiller // the current run's, nil without peers
 	placement []gpu.Placement  // per rank, set at each run's start (gpu.go); under mu
 	specText  string
+	pins      []pin // the Iceberg snapshots the job reads, fixed at submission
 	baseDir   string
 	file      string // the submitted spec's name, for errors
 	worldOver int
@@ -148,7 +149,7 @@ func (j *Job) recordLocked() *record {
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir, File: j.file,
 		WorldSize: j.worldOver, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
-		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next,
+		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
 	}
 }
 

@@ -48,6 +48,9 @@ type record struct {
 	// RingsRemoved: the job's rings were removed (it ended and drained,
 	// or its grace period ran out).
 	RingsRemoved bool `json:"rings_removed,omitempty"`
+	// Pins are the snapshots of the job's Iceberg tables, fixed when it
+	// was accepted: the job and its cursors belong to these snapshots.
+	Pins []pin `json:"pins,omitempty"`
 }
 
 // rankRec is one rank's resume state.

@@ -100,7 +100,7 @@ func (d *Daemon) parseSpec(text, baseDir, file string, worldOver int) (*spec.Job
 		bad("ring.mode", "lastmiled creates rings 0600, owned by the submitter; remove ring.mode")
 	}
 	for i, in := range job.Inputs {
-		if f := fmt.Sprintf("inputs[%d]", i); !filepath.IsAbs(in) && !job.Invalid(f) {
+		if f := fmt.Sprintf("inputs[%d]", i); !absoluteInput(in) && !job.Invalid(f) {
 			bad(f, "relative path %q: send base_dir (the directory it is relative to), or use an absolute path", in)
 		}
 	}
@@ -141,6 +141,9 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 	if err != nil {
 		return nil, specErrors(err)
 	}
+	if err := applyPins(job, rec.Pins); err != nil {
+		return nil, err
+	}
 	if rec.Hash == "" {
 		if rec.Hash, err = specHash(job); err != nil {
 			return nil, err
@@ -151,7 +154,7 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 		ranks = append(ranks, rankRec{})
 	}
 	j := &Job{
-		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec,
+		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec, pins: rec.Pins,
 		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
@@ -208,6 +211,15 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if err != nil {
 		return nil, false, err
 	}
+	// Iceberg tables are pinned to their current snapshot now, read as
+	// the submitter, and the pins recorded: every run of the job, after a
+	// restart too, reads these snapshots.
+	pctx, cancel := context.WithTimeout(ctx, planTimeout)
+	job, pins, err := pinJob(pctx, job, d.readerFS(p.cred()))
+	cancel()
+	if err != nil {
+		return nil, false, d.planError(ctx, p, job, err)
+	}
 	// Every file the job names is opened, and its footer read, with the
 	// submitter's credentials before the job is accepted; the pipeline is
 	// compiled against the input's schema as the run will compile it.
@@ -220,7 +232,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	rec := &record{
 		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir, File: req.File,
-		WorldSize: req.WorldSize, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(),
+		WorldSize: req.WorldSize, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(), Pins: pins,
 	}
 	j, err = d.newJob(rec)
 	if err != nil {

@@ -168,3 +168,7 @@ func TestBucketing(t *testing.T) {
 		seen[f.Bucket] = true
 	}
 }
+
+func icebergtestNew(dir string) (*icebergtest.Table, error) {
+	return icebergtest.New(dir, icebergtest.Layout{ByPart: true, Buckets: 4})
+}

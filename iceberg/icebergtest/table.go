@@ -271,3 +271,8 @@ func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64,
 
 // MetadataJSON returns the current metadata file's text.
 func (t *Table) MetadataJSON() ([]byte, error) { return json.Marshal(&t.meta) }
+
+// MetadataPath returns the current metadata file's path.
+func (t *Table) MetadataPath() string {
+	return filepath.Join(t.Dir, "metadata", fmt.Sprintf("v%d.metadata.json", len(t.meta.Snapshots)))
+}
