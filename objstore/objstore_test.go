@@ -239,6 +239,7 @@ func TestErrors(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "s3://data/errs/missing.parquet") {
 		t.Errorf("missing object: %v; want ErrNotExist naming it", err)
 	}
+	t.Logf("missing: %v", err)
 	src := newSource(t, objstore.Config{})
 	if _, err := src.Open("s3://data/errs/missing.parquet"); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "404") {
 		t.Errorf("open a missing object: %v; want ErrNotFound (404)", err)
@@ -251,6 +252,7 @@ func TestErrors(t *testing.T) {
 	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "s3://data/errs/ok.parquet") || !strings.Contains(err.Error(), "credentials") {
 		t.Errorf("wrong secret: %v; want a permission error naming the object and the credentials", err)
 	}
+	t.Logf("wrong secret: %v", err)
 	if err := plan(bad, "s3://data/errs/*.parquet"); !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("list with a wrong secret: %v; want a permission error", err)
 	}
@@ -262,6 +264,7 @@ func TestErrors(t *testing.T) {
 	if !errors.Is(err, decode.ErrCorrupt) || !strings.Contains(err.Error(), "s3://data/errs/cut.parquet") || !strings.Contains(err.Error(), "truncated") {
 		t.Errorf("truncated object: %v; want a corrupt error naming it", err)
 	}
+	t.Logf("truncated: %v", err)
 }
 
 // TestTruncatedAfterPlanning: an object cut short after it was planned
@@ -287,6 +290,7 @@ func TestTruncatedAfterPlanning(t *testing.T) {
 		!(errors.Is(err, objstore.ErrTruncated) || errors.Is(err, decode.ErrFileChanged)) {
 		t.Fatalf("decode after truncation: %v; want ErrTruncated or ErrFileChanged naming the object", err)
 	}
+	t.Logf("truncated after planning: %v", err)
 }
 
 // TestRetries: injected 503s, a hung request and a body cut short are
@@ -350,6 +354,7 @@ func TestRetries(t *testing.T) {
 		!strings.Contains(err.Error(), "s3://data/retry/t.parquet") {
 		t.Fatalf("a store that keeps answering 503: %v", err)
 	}
+	t.Logf("keeps failing: %v", err)
 	if n := proxy.Requests(); n != 3 {
 		t.Fatalf("%d requests for 1 try and 2 retries", n)
 	}
