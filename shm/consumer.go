@@ -39,6 +39,11 @@ type Consumer struct {
 	r    *ring
 	hdr  Header
 
+	dev, ino uint64 // the file's identity, to tell when its name was given to a new ring
+	// leftover describes the ring when WaitOpen attached to a leftover
+	// of an earlier run (§6.7), else "".
+	leftover string
+
 	head  uint64 // our copy of head: we are its only writer
 	held  bool   // batch head is delivered and not yet released
 	batch Batch
@@ -171,6 +176,8 @@ func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 		mem:  mem,
 		r:    r,
 		hdr:  hdr,
+		dev:  st.Dev,
+		ino:  st.Ino,
 		head: r.head.Load(),
 	}
 	c.batch.Tensors = make([]Tensor, 0, TensorCount(hdr.Fields))
@@ -281,6 +288,7 @@ func (c *Consumer) checkProducer() error {
 		PID:          c.hdr.ProducerPID,
 		Published:    c.head,
 		HeartbeatAge: heartbeatAge(r.producerHeartbeat.Load()),
+		Replaced:     !sameFile(c.path, c.dev, c.ino),
 	}
 }
 
@@ -335,6 +343,11 @@ func (c *Consumer) Close() error {
 	}
 	return nil
 }
+
+// Leftover returns, when WaitOpen attached to a leftover ring of an
+// earlier run because no new ring replaced it in time (§6.7), a sentence
+// saying so for the operator; else "".
+func (c *Consumer) Leftover() string { return c.leftover }
 
 // Header returns the ring's parsed header and schema.
 func (c *Consumer) Header() Header { return c.hdr }

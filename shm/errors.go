@@ -59,9 +59,16 @@ type ProducerDiedError struct {
 	PID          int32         // producer_pid from the header
 	Published    uint64        // batches the producer published (tail)
 	HeartbeatAge time.Duration // time since producer_heartbeat_ns
+	// Replaced: the ring's name now belongs to another file, a new ring
+	// (§6.7): reopen the name to read it.
+	Replaced bool
 }
 
 func (e *ProducerDiedError) Error() string {
+	if e.Replaced {
+		return fmt.Sprintf("ring %q: producer (pid %d) died after publishing %d batches, all delivered; last heartbeat %v ago; a new ring has since been created under the name: reopen it",
+			e.Ring, e.PID, e.Published, e.HeartbeatAge.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("ring %q: producer (pid %d) died after publishing %d batches, all delivered; last heartbeat %v ago: restart the producer and reattach",
 		e.Ring, e.PID, e.Published, e.HeartbeatAge.Round(time.Millisecond))
 }

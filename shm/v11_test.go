@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,4 +185,50 @@ func TestNullRaggedRowsEmpty(t *testing.T) {
 	if !errors.Is(err, shm.ErrCorrupt) || !strings.Contains(err.Error(), "null") {
 		t.Fatalf("publish of a non-empty null row: %v, want ErrCorrupt naming the null row", err)
 	}
+}
+
+// TestConsumerPIDHint: consumer_pid is a hint (§3.3). Inspect shows it
+// only while a consumer holds the lock, and the "in use" error says when
+// the process it names is gone (a fork that inherited the consumer's
+// descriptor holds the lock).
+func TestConsumerPIDHint(t *testing.T) {
+	cfg := testConfig(t, "pid", 4)
+	create(t, cfg)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := gone.Process.Pid // reaped: no such process any more
+	f, err := os.OpenFile(filepath.Join(cfg.Dir, cfg.Name), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	setPID := func(pid int) {
+		t.Helper()
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], uint32(pid))
+		if _, err := f.WriteAt(b[:], 280); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	setPID(pid) // a consumer that died left its pid
+	if info, err := shm.Inspect(cfg.Dir, cfg.Name); err != nil || info.ConsumerAttached || info.ConsumerPID != 0 {
+		t.Fatalf("no consumer attached: %+v, %v; want ConsumerPID 0", info, err)
+	}
+	c := open(t, cfg.Dir, cfg.Name)
+	if info, _ := shm.Inspect(cfg.Dir, cfg.Name); !info.ConsumerAttached || info.ConsumerPID != int32(os.Getpid()) {
+		t.Fatalf("attached: ConsumerAttached %v, ConsumerPID %d; want true, %d", info.ConsumerAttached, info.ConsumerPID, os.Getpid())
+	}
+	_, err = shm.Open(cfg.Dir, cfg.Name)
+	if !errors.Is(err, shm.ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second consumer: %v, want ErrInUse naming pid %d", err, os.Getpid())
+	}
+	setPID(pid) // the lock is held, the recorded process is gone
+	_, err = shm.Open(cfg.Dir, cfg.Name)
+	if !errors.Is(err, shm.ErrInUse) || !strings.Contains(err.Error(), "process is gone") {
+		t.Fatalf("second consumer, recorded pid gone: %v", err)
+	}
+	c.Close()
 }

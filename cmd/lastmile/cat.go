@@ -25,7 +25,7 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlags("cat", stderr)
 	dir := shmDirFlag(fs)
 	max := fs.Int("n", 0, "stop after this many batches (0: read to the end of the stream)")
-	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the ring to appear")
+	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the ring to appear (a ring left from an earlier run, finished and read, counts as not there yet)")
 	digest := fs.Bool("digest", false, "print a JSON digest of every column (row count, SHA-256 of values, lengths and validity) instead of the summary")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile cat [flags] RING\n\nAttaches to a ring as its consumer, reads its batches and summarizes them.\n\nFlags:")
@@ -40,11 +40,14 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := rankRingsHint(*dir, fs.Arg(0)); err != nil {
 		return err
 	}
-	c, err := openWhenReady(ctx, *dir, fs.Arg(0), *wait)
+	c, err := shm.WaitOpen(ctx, *dir, fs.Arg(0), shm.OpenOptions{}, *wait)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if l := c.Leftover(); l != "" {
+		fmt.Fprintf(stderr, "lastmile cat: %s\n", l)
+	}
 
 	d := newDigest()
 	start := time.Now()
@@ -75,8 +78,8 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return streamErr
 	}
 	secs := elapsed.Seconds()
-	fmt.Fprintf(stdout, "ring %s: %d batches, %d rows, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s)\n",
-		c.Name(), d.Batches, d.Rows, float64(d.Bytes)/1e6, secs, float64(d.Rows)/secs, float64(d.Bytes)/1e6/secs)
+	fmt.Fprintf(stdout, "ring %s: %d batches, %d rows%s, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s)\n",
+		c.Name(), d.Batches, d.Rows, d.padding(), float64(d.Bytes)/1e6, secs, float64(d.Rows)/secs, float64(d.Bytes)/1e6/secs)
 	if d.Batches > 0 {
 		fmt.Fprintf(stdout, "cursor: first epoch %d batch %d rank %d, last epoch %d batch %d rank %d\n",
 			first.Epoch, first.BatchIndex, first.Rank, lastCursor.Epoch, lastCursor.BatchIndex, lastCursor.Rank)
@@ -170,22 +173,6 @@ func max64(a, b int64) int64 {
 	return b
 }
 
-// openWhenReady opens a ring, waiting up to wait for its file to appear.
-func openWhenReady(ctx context.Context, dir, name string, wait time.Duration) (*shm.Consumer, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		c, err := shm.Open(dir, name)
-		if err == nil || !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			return c, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // digest accumulates, per field, SHA-256 hashes of the values, of the row
 // lengths (ragged fields, as int64 little-endian) and of the validity bytes,
 // over every batch in stream order. It does not depend on how rows were cut
@@ -195,7 +182,11 @@ func openWhenReady(ctx context.Context, dir, name string, wait time.Duration) (*
 // The Python client's lastmile.digest computes the same.
 type digest struct {
 	Batches, Rows, Bytes int64
-	order                []string
+	// Pad is the padding rows of padded batches (pad_rows), included in
+	// Rows; PadUnknown counts padded batches of a format x.0 ring, which
+	// does not say how many of their rows are padding.
+	Pad, PadUnknown int64
+	order           []string
 	fields               map[string]*fieldDigest
 }
 
@@ -221,6 +212,11 @@ func (d *digest) field(name string) *fieldDigest {
 func (d *digest) add(b *shm.Batch) {
 	d.Batches++
 	d.Rows += int64(b.Rows)
+	if n, known := b.RealRows(); !known {
+		d.PadUnknown++
+	} else {
+		d.Pad += int64(b.Rows - n)
+	}
 	for i := range b.Tensors {
 		t := &b.Tensors[i]
 		d.Bytes += int64(len(t.Data))
@@ -250,6 +246,19 @@ func (d *digest) add(b *shm.Batch) {
 			}
 		}
 	}
+}
+
+// padding describes the padding rows among the rows read, for the
+// summary: "" when there are none.
+func (d *digest) padding() string {
+	s := ""
+	if d.Pad > 0 {
+		s = fmt.Sprintf(" (%d of them padding)", d.Pad)
+	}
+	if d.PadUnknown > 0 {
+		s += fmt.Sprintf(" (%d padded batches of a format x.0 ring, which does not say how many rows are padding)", d.PadUnknown)
+	}
+	return s
 }
 
 // DigestResult is the JSON form of a digest.

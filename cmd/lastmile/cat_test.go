@@ -78,3 +78,48 @@ func TestCatShowsShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestCatPaddingAndLeftover: the summary counts the padding rows of padded
+// batches (pad_rows), and a second cat of the ring, finished and read,
+// waits for a new ring, then says that it found a leftover.
+func TestCatPaddingAndLeftover(t *testing.T) {
+	dir := t.TempDir()
+	p, err := shm.Create(shm.Config{Dir: dir, Name: "pad", Slots: 3, SlotSize: 1 << 16, Fields: []shm.Field{
+		{Name: "label", Kind: shm.Dense, DType: shm.DType(column.Float32)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	for _, pad := range []int{0, 3} {
+		s, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetRows(4)
+		if err := s.SetPadRows(pad); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Add(0, shm.RoleDense, shm.DType(column.Float32), 4); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Publish(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.CloseWith("done: test")
+	var out, errb bytes.Buffer
+	if err := runCat(context.Background(), []string{"-shm-dir", dir, "pad"}, &out, &errb); err != nil {
+		t.Fatal(err, errb.String())
+	}
+	if !strings.Contains(out.String(), "2 batches, 8 rows (3 of them padding),") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runCat(context.Background(), []string{"-shm-dir", dir, "-wait", "100ms", "pad"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errb.String(), "is left from an earlier run: its stream ended") || !strings.Contains(out.String(), "0 batches") {
+		t.Errorf("cat of a leftover: stdout\n%s\nstderr\n%s", out.String(), errb.String())
+	}
+}
