@@ -109,6 +109,11 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("job %q: %w", job.Name, err)
 	}
+	for i, in := range pinned.Inputs {
+		if in != job.Inputs[i] {
+			log.Info("iceberg snapshot pinned", "input", job.Inputs[i], "as", in)
+		}
+	}
 	job = pinned
 	proc, err := newProcessor(ctx, job, workers+slots, opts.FS)
 	if err != nil {
@@ -308,6 +313,12 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 			}
 			prog.UnitsInFlight.Add(1)
 			defer prog.UnitsInFlight.Add(-1)
+			// Remote inputs: start fetching the unit handed out one round
+			// of workers from now, so its bytes arrive while this one
+			// decodes (within the source's memory bound; nothing locally).
+			if next := i + rw.local; next < len(units) {
+				decode.PrefetchUnit(plan.FS(), &plan.Units[units[next]])
+			}
 			t := time.Now()
 			err := proc.run(ctx, worker, plan.Units[units[i]], buf)
 			prog.DecodeNanos.Add(int64(time.Since(t)))
