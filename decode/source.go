@@ -103,6 +103,25 @@ type Prefetcher interface {
 	Prefetch(ranges []Range)
 }
 
+// UnitPrefetcher is implemented by remote sources that can fetch a unit's
+// bytes before any decoder opens it: the engine announces the unit a
+// worker will take next (PrefetchUnit), so that its bytes arrive while
+// the current unit decodes. Like Prefetch, it must not block on the
+// network, and stays within the source's memory bound.
+type UnitPrefetcher interface {
+	PrefetchUnit(name string, ranges []Range)
+}
+
+// PrefetchUnit asks fsys to start fetching u's ranges if it is a
+// UnitPrefetcher; for local files it does nothing.
+func PrefetchUnit(fsys FS, u *Unit) {
+	p, ok := fsys.(UnitPrefetcher)
+	if !ok {
+		return
+	}
+	p.PrefetchUnit(u.File, unitRanges(u, nil))
+}
+
 // WithSchemes returns an FS that sends names beginning with "SCHEME://"
 // to remote[SCHEME] and every other name to local (nil: OSFS). The result
 // is a Lister for the names its remote sources own.
@@ -162,6 +181,15 @@ func (s schemeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	return f.ReadDir(name)
+}
+
+// PrefetchUnit passes the announcement to the source of name.
+func (s schemeFS) PrefetchUnit(name string, ranges []Range) {
+	if f, err := s.pick(name); err == nil {
+		if p, ok := f.(UnitPrefetcher); ok {
+			p.PrefetchUnit(name, ranges)
+		}
+	}
 }
 
 // Owns is true for the URLs of the remote sources that are Listers, and

@@ -55,8 +55,8 @@ type Config struct {
 	// MaxBlock caps one prefetch request; longer ranges are split and
 	// fetched in parallel. 0 is 16 MiB.
 	MaxBlock int64 `yaml:"-"`
-	// Concurrency is how many prefetch requests one file runs at a time;
-	// 0 is 8.
+	// Concurrency is how many prefetch requests the Client runs at a
+	// time; 0 is 16.
 	Concurrency int `yaml:"-"`
 	// Transport replaces the HTTP transport (tests count and break
 	// requests with it); nil is a tuned clone of http.DefaultTransport.
@@ -92,7 +92,7 @@ func (c *Config) defaults() {
 		c.MaxBlock = 16 << 20
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 8
+		c.Concurrency = 16
 	}
 }
 
@@ -104,6 +104,7 @@ type Client struct {
 	core   minio.Core
 	budget atomic.Int64 // prefetch bytes still free
 	meta   metaCache
+	ahead  readAhead // prefetched blocks (prefetch.go)
 	stats  clientStats
 }
 
@@ -155,6 +156,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("s3 client for %s: %w", host, err)
 	}
 	c := &Client{cfg: cfg, core: minio.Core{Client: mc}, meta: metaCache{max: 4096}}
+	c.ahead.sem = make(chan struct{}, cfg.Concurrency)
 	c.budget.Store(max(cfg.PrefetchBytes, 0))
 	return c, nil
 }

@@ -377,3 +377,42 @@ func TestPrefetchBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchUnitAhead: units announced before any decoder opens them
+// (what the engine does for the unit a worker takes next) are fetched in
+// the background, within the budget, and their decoders then make no
+// request of their own.
+func TestPrefetchUnitAhead(t *testing.T) {
+	writeTable(t, filepath.Join(bucket, "ahead/t.parquet"), 60000)
+	ctx := context.Background()
+	const budget = 8 << 20
+	src := newSource(t, objstore.Config{PrefetchBytes: budget})
+	fsys := mount(src)
+	plan, err := decode.PlanFiles(ctx, []string{"s3://data/ahead/t.parquet"}, decode.PlanOptions{Columns: []string{"id", "c"}, FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for i := range plan.Units {
+		for _, c := range plan.Units[i].Chunks {
+			want += c.End - c.Offset
+		}
+		decode.PrefetchUnit(fsys, &plan.Units[i])
+	}
+	if n := src.Client().PrefetchInUse(); n <= 0 || n > budget {
+		t.Fatalf("%d bytes prefetched after announcing the units, want some and at most the budget %d", n, budget)
+	}
+	base := src.Client().Stats().Bytes
+	deadline := time.Now().Add(10 * time.Second)
+	for src.Client().Stats().Bytes-base < want-64<<10 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	proxy.Reset()
+	decodeAll(t, plan)
+	if n := proxy.Requests(); n > 1 { // the last unit's part in the tail the planner's file held
+		t.Fatalf("decoding announced units made %d requests (%q), want at most 1", n, proxy.Log())
+	}
+	if n := src.Client().PrefetchInUse(); n != 0 {
+		t.Fatalf("%d prefetched bytes still held after every unit was decoded", n)
+	}
+}

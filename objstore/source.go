@@ -80,6 +80,25 @@ func (s *Source) Open(name string) (decode.File, error) {
 	return f, nil
 }
 
+var _ decode.UnitPrefetcher = (*Source)(nil)
+
+// PrefetchUnit starts fetching the ranges of a unit no decoder has opened
+// yet, if its object's version is known (planning opened it); it makes no
+// request to learn it.
+func (s *Source) PrefetchUnit(name string, ranges []decode.Range) {
+	o, err := s.parse(name)
+	if err != nil {
+		return
+	}
+	v, ok := s.c.meta.get(name)
+	if !ok {
+		return
+	}
+	f := newFile(s.c, o, name)
+	f.v = v
+	s.c.prefetch(f, ranges)
+}
+
 // fetchTail gets the last tailSize bytes of the object, learning its
 // size and version from the response.
 func (f *File) fetchTail(ctx context.Context) error {

@@ -1,0 +1,191 @@
+package objstore
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lastmile/lastmile/decode"
+)
+
+// readAhead is a Client's prefetched blocks, shared by all its files, so
+// that a block fetched for a unit before any decoder opened it (the engine
+// announces the units workers take next, decode.PrefetchUnit) serves the
+// decoder that opens it later. See the package doc for the invariants.
+type readAhead struct {
+	mu     sync.Mutex
+	blocks map[string][]*block // by object URL, sorted by offset
+	sem    chan struct{}       // fetches running at once
+}
+
+// block is one prefetched range of one version of an object. buf and err
+// are written by its fetch goroutine and read only after done is closed;
+// used counts the bytes readers took, and the block is released when it
+// reaches len(buf) or when it goes stale.
+type block struct {
+	etag string
+	off  int64
+	buf  []byte
+	err  error
+	done chan struct{}
+	used atomic.Int64
+	made time.Time
+}
+
+// staleAfter is how long a block nobody finished reading keeps its budget
+// (a unit served from the unit cache, a failed unit, a cancelled job).
+const staleAfter = 30 * time.Second
+
+// prefetch starts fetching ranges of f's object that no block covers yet,
+// merged and split (coalesce), within the budget. It never blocks on the
+// network or on the budget.
+func (c *Client) prefetch(f *File, ranges []decode.Range) {
+	if c.cfg.PrefetchBytes < 0 {
+		return
+	}
+	ra := &c.ahead
+	now := time.Now()
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	c.sweepLocked(now)
+	for _, r := range coalesce(ranges, c.cfg.CoalesceGap, c.cfg.MaxBlock, f.tailOff, f.tail != nil) {
+		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size || ra.coveredLocked(f.name, r) || !c.tryAcquire(r.Len) {
+			continue
+		}
+		b := &block{etag: f.v.etag, off: r.Off, buf: make([]byte, r.Len), done: make(chan struct{}), made: now}
+		if ra.blocks == nil {
+			ra.blocks = map[string][]*block{}
+		}
+		bs := append(ra.blocks[f.name], b)
+		slices.SortFunc(bs, func(x, y *block) int { return int(min(max(x.off-y.off, -1), 1)) })
+		ra.blocks[f.name] = bs
+		go func() {
+			defer close(b.done)
+			ra.sem <- struct{}{}
+			defer func() { <-ra.sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.Retries+1)*c.cfg.RequestTimeout)
+			defer cancel()
+			b.err = f.get(ctx, b.buf, b.off)
+		}()
+	}
+}
+
+// coveredLocked reports whether one block of name covers r.
+func (ra *readAhead) coveredLocked(name string, r decode.Range) bool {
+	for _, b := range ra.blocks[name] {
+		if b.off <= r.Off && r.Off+r.Len <= b.off+int64(len(b.buf)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweepLocked releases the fetched blocks older than staleAfter.
+func (c *Client) sweepLocked(now time.Time) {
+	for name, bs := range c.ahead.blocks {
+		kept := bs[:0]
+		for _, b := range bs {
+			select {
+			case <-b.done:
+				if now.Sub(b.made) > staleAfter {
+					c.release(int64(len(b.buf)))
+					continue
+				}
+			default:
+			}
+			kept = append(kept, b)
+		}
+		if len(kept) == 0 {
+			delete(c.ahead.blocks, name)
+		} else {
+			c.ahead.blocks[name] = kept
+		}
+	}
+}
+
+// take copies p (at off) from prefetched blocks of f's version, waiting
+// for their fetches; it returns how many leading bytes of p it filled
+// (blocks may cover a prefix of p, or none of it).
+func (c *Client) take(f *File, p []byte, off int64) int {
+	n := 0
+	for n < len(p) {
+		b := c.find(f, off+int64(n))
+		if b == nil {
+			return n
+		}
+		<-b.done
+		if b.err != nil {
+			c.remove(f.name, b)
+			return n
+		}
+		k := copy(p[n:], b.buf[off+int64(n)-b.off:])
+		if b.used.Add(int64(k)) >= int64(len(b.buf)) {
+			c.remove(f.name, b)
+		}
+		n += k
+	}
+	return n
+}
+
+// find returns the block of f's version holding the byte at off.
+func (c *Client) find(f *File, off int64) *block {
+	c.ahead.mu.Lock()
+	defer c.ahead.mu.Unlock()
+	for _, b := range c.ahead.blocks[f.name] {
+		if b.etag == f.v.etag && b.off <= off && off < b.off+int64(len(b.buf)) {
+			return b
+		}
+	}
+	return nil
+}
+
+// remove drops b (once) and releases its budget.
+func (c *Client) remove(name string, b *block) {
+	c.ahead.mu.Lock()
+	defer c.ahead.mu.Unlock()
+	bs := c.ahead.blocks[name]
+	i := slices.Index(bs, b)
+	if i < 0 {
+		return
+	}
+	c.ahead.blocks[name] = slices.Delete(bs, i, i+1)
+	if len(c.ahead.blocks[name]) == 0 {
+		delete(c.ahead.blocks, name)
+	}
+	c.release(int64(len(b.buf)))
+}
+
+// coalesce sorts ranges, leaves out what the tail holds, merges ranges
+// less than gap apart and splits the results into pieces of at most
+// maxBlock bytes.
+func coalesce(ranges []decode.Range, gap, maxBlock, tailOff int64, haveTail bool) []decode.Range {
+	rs := make([]decode.Range, 0, len(ranges))
+	for _, r := range ranges {
+		if haveTail && r.Off+r.Len > tailOff {
+			r.Len = tailOff - r.Off
+		}
+		if r.Len > 0 {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b decode.Range) int { return int(min(max(a.Off-b.Off, -1), 1)) })
+	var merged []decode.Range
+	for _, r := range rs {
+		if k := len(merged) - 1; k >= 0 && r.Off <= merged[k].Off+merged[k].Len+gap {
+			merged[k].Len = max(merged[k].Len, r.Off+r.Len-merged[k].Off)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	var out []decode.Range
+	for _, r := range merged {
+		for r.Len > maxBlock {
+			out = append(out, decode.Range{Off: r.Off, Len: maxBlock})
+			r.Off, r.Len = r.Off+maxBlock, r.Len-maxBlock
+		}
+		out = append(out, r)
+	}
+	return out
+}
