@@ -32,12 +32,17 @@ type Layout struct {
 	ByPart bool
 	// Buckets > 0 partitions by bucket[Buckets](key): one file per bucket.
 	Buckets int
+	// URL, if set, is where the table's directory is seen by readers
+	// ("s3://bucket/events"): the locations the metadata holds are under
+	// it. Empty: file:// URLs of the local paths.
+	URL string
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
 // data under Dir/data). Each commit writes a new metadata file.
 type Table struct {
 	Dir    string
+	url    string
 	schema *ice.Schema
 	spec   ice.PartitionSpec
 	meta   iceberg.Metadata
@@ -66,7 +71,7 @@ func New(dir string, l Layout) (*Table, error) {
 	if l.Buckets > 0 {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
-	t := &Table{Dir: dir, schema: schema, spec: ice.NewPartitionSpecID(0, fields...)}
+	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...)}
 	t.meta = iceberg.Metadata{FormatVersion: 2, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	return t, nil
 }
@@ -109,13 +114,25 @@ func (t *Table) Delete() (int64, string, error) {
 	}{{t.live[0].DataFile().FilePath(), 0}}); err != nil {
 		return 0, "", err
 	}
-	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentPosDeletes, "file://"+path, ice.ParquetFile,
+	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentPosDeletes, t.loc(path), ice.ParquetFile,
 		t.live[0].DataFile().Partition(), nil, nil, 1, fileSize(path))
 	if err != nil {
 		return 0, "", err
 	}
 	del := ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())
 	return t.commit(id, seq, t.live, []ice.ManifestEntry{del})
+}
+
+// loc is the location the metadata records for a local path under Dir.
+func (t *Table) loc(path string) string {
+	if t.url == "" {
+		return "file://" + path
+	}
+	rel, err := filepath.Rel(t.Dir, path)
+	if err != nil {
+		panic("BUG: " + err.Error())
+	}
+	return t.url + "/" + filepath.ToSlash(rel)
 }
 
 func (t *Table) partKey(r Row) string {
@@ -163,7 +180,7 @@ func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
 			part[f.FieldID] = int32(Bucket(tr.NumBuckets, rows[0].Key))
 		}
 	}
-	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentData, "file://"+path, ice.ParquetFile, part, nil, nil, int64(len(rows)), fileSize(path))
+	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentData, t.loc(path), ice.ParquetFile, part, nil, nil, int64(len(rows)), fileSize(path))
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +239,7 @@ func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64,
 		if err := w.Close(); err != nil {
 			return err
 		}
-		mf, err := w.ToManifestFile("file://"+path, fileSize(path), ice.WithManifestFileContent(content))
+		mf, err := w.ToManifestFile(t.loc(path), fileSize(path), ice.WithManifestFileContent(content))
 		if err != nil {
 			return err
 		}
@@ -253,7 +270,7 @@ func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64,
 	if err != nil {
 		return 0, "", fmt.Errorf("write manifest list: %w", err)
 	}
-	snap := iceberg.Snapshot{ID: id, ParentID: parent, Sequence: seq, TimestampMs: 1700000000000 + seq, ManifestList: "file://" + list,
+	snap := iceberg.Snapshot{ID: id, ParentID: parent, Sequence: seq, TimestampMs: 1700000000000 + seq, ManifestList: t.loc(list),
 		Summary: map[string]string{"operation": "append"}}
 	t.meta.Snapshots = append(t.meta.Snapshots, snap)
 	cur := id
