@@ -15,40 +15,42 @@
 //     object replaced after planning fails with decode.ErrFileChanged instead
 //     of mixing two versions.
 //   - Prefetch (called by decode.Decoder.Open with a unit's projected column
-//     chunks) merges ranges less than CoalesceGap apart and fetches the
-//     merged blocks in the background, up to Concurrency at a time and within
-//     Client's memory bound (PrefetchBytes, shared by every file of the
-//     Client). ReadAt serves what a block holds and reads anything else on
-//     demand, straight into the caller's buffer.
+//     chunks) and PrefetchUnit (called by the engine for the unit a worker
+//     takes one round from now) merge ranges less than CoalesceGap apart,
+//     split them at MaxBlock and fetch the blocks in the background, up to
+//     Concurrency at a time, within the Client's memory bound
+//     (PrefetchBytes). ReadAt serves what blocks hold and reads anything
+//     else on demand, straight into the caller's buffer.
 //   - Requests are retried with capped exponential backoff and jitter on
 //     throttling (429, 503 SlowDown), other 5xx, timeouts and bodies cut
 //     short; 403, 404 and 416 are not retried, and are errors naming the
 //     object and saying what to check.
 //
-// # The prefetch protocol (file.go)
+// # The read-ahead protocol (prefetch.go)
 //
-// A File belongs to one decode.Decoder, which calls Prefetch, ReadAt and
-// Close from one goroutine; only the fetches run elsewhere. Invariants:
+// Blocks belong to the Client, by object URL and ETag, so a block fetched
+// before any decoder opened its unit serves whichever decoder does.
+// Invariants:
 //   - a block's bytes are written only by its fetch goroutine, and read only
 //     after its done channel is closed (the close is the happens-before
 //     edge); err is set before the close;
-//   - a block holds budget bytes from before its fetch starts until it is
-//     dropped; dropping waits for the fetch to end (it is cancelled first),
-//     so a buffer is never released while a goroutine writes it;
-//   - Prefetch never blocks on the network or on the budget: a block the
-//     budget cannot hold now is not prefetched, and is read on demand.
-//
-// Steps: Prefetch drops the blocks of the previous unit (fully read or not),
-// merges the new ranges, and for each merged block takes budget (TryAcquire)
-// and starts its fetch. ReadAt looks for a block covering [off, off+len);
-// it waits for that block and copies, or reads the range itself.
+//   - a block holds budget bytes from its creation until it is removed, once:
+//     when readers have taken all its bytes, when its fetch failed (the read
+//     then goes on demand, and that read retries and reports), or when it is
+//     done and older than 30s (a unit served from the unit cache or never
+//     decoded); removal is under the lock and idempotent;
+//   - no block covers bytes another block of the same version covers whole
+//     (prefetch skips covered ranges), so bytes are fetched once;
+//   - prefetch never blocks on the network or on the budget: a block the
+//     budget cannot hold now is not made, and its bytes are read on demand.
 //
 // Rejected: one GET per column chunk in ReadAt order (a unit of 40 narrow
 // columns would pay 40 round trips in series); one GET of the whole row
-// group (fetches the columns not projected, defeating projection); an
-// unbounded read-ahead of whole files (a remote dataset is larger than
-// memory); the clients' own retry loops (they hide the error and the count,
-// and a test must be able to see a retry happen).
+// group (fetches the columns not projected, defeating projection); blocks
+// per open file (a unit announced ahead has no open file yet, and workers
+// open files of their own); an unbounded read-ahead of whole files (a
+// remote dataset is larger than memory); the clients' own retry loops (they
+// hide the error and the count, and a test must be able to see a retry).
 //
 // This package imports only decode from lastmile: the engine, daemon and
 // peers reach it through decode.FS.

@@ -100,4 +100,3 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 		return err
 	})
 }
-
