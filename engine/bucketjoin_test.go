@@ -1,13 +1,16 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // An input and a side table, both Iceberg tables partitioned by
@@ -64,6 +67,15 @@ pipeline:
 		if (id%1000)%3 != 0 {
 			t.Fatalf("whole-table join kept id %d", id)
 		}
+	}
+	// Checked before it starts (as lastmiled does), the bucket join fits.
+	job, err := spec.Parse("j.yaml", []byte(fmt.Sprintf("inputs: [%q]\nbatch: {size: 10}\npipeline:\n  - join: {kind: semi, table: %q, on: key, max_memory: 6KiB}\n",
+		"iceberg:"+input, "iceberg:"+bucketed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Check(context.Background(), job, nil, nil); err != nil {
+		t.Errorf("Check of the bucket join: %v", err)
 	}
 	got, err := run(bucketed, "6KiB")
 	if err != nil {

@@ -22,7 +22,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 	if job.Invalid("inputs") || job.Invalid("decode.max_unit_rows") {
 		return parseErr
 	}
-	paths, _, err := inputFiles(ctx, job, fsys)
+	paths, tables, err := inputFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
 		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
@@ -34,7 +34,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 		fe := &spec.FieldError{File: job.File(), Line: job.Line("inputs"), Field: "inputs", Msg: err.Error(), Err: err}
 		return spec.JoinErrors(parseErr, fe)
 	}
-	err = ops.Check(ctx, job, plan.Fields, ops.Env{Seed: job.Seed, FS: fsys})
+	err = ops.Check(ctx, job, plan.Fields, ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables)})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
