@@ -1,13 +1,21 @@
 package daemon
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/lastmile/lastmile/asuser"
+	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/objstore"
+	"github.com/lastmile/lastmile/objstore/s3test"
 )
 
 func TestS3Allow(t *testing.T) {
@@ -55,5 +63,60 @@ func TestS3Allow(t *testing.T) {
 		if _, err := (S3Config{Allow: []S3Grant{bad}}).grants(); err == nil {
 			t.Errorf("grant %+v accepted", bad)
 		}
+	}
+}
+
+// TestS3ReaderFS: a user's job reads s3:// objects through the daemon's
+// own credentials (its environment) within the grants, and is refused
+// outside them before any request.
+func TestS3ReaderFS(t *testing.T) {
+	root := t.TempDir()
+	srv, err := s3test.Start(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, dir := range []string{"data/ctr", "data/other"} {
+		os.MkdirAll(filepath.Join(root, dir), 0o755)
+		writeTinyParquet(t, filepath.Join(root, dir, "a.parquet"))
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.Access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Secret)
+	cfg := DefaultConfig()
+	cfg.S3 = S3Config{Endpoint: srv.Endpoint, PathStyle: true,
+		Allow: []S3Grant{{Prefix: "s3://data/ctr/", Users: []string{"1001"}}}}
+	d, err := New(cfg, nil, nil, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := asuser.Cred{UID: 1001, GID: 1001}
+	ctx := context.Background()
+	p, err := decode.PlanFiles(ctx, []string{"s3://data/ctr/*.parquet"}, decode.PlanOptions{FS: d.readerFS(alice)})
+	if err != nil || len(p.Files) != 1 || p.Rows != 3 {
+		t.Fatalf("granted prefix: %v (%+v)", err, p)
+	}
+	if _, err := decode.PlanFiles(ctx, []string{"s3://data/other/a.parquet"}, decode.PlanOptions{FS: d.readerFS(alice)}); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("outside the grant: %v, want a permission error", err)
+	}
+	if _, err := decode.PlanFiles(ctx, []string{"s3://data/ctr/a.parquet"}, decode.PlanOptions{FS: d.readerFS(asuser.Cred{UID: 1002, GID: 1002})}); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("another user: %v, want a permission error", err)
+	}
+}
+
+func writeTinyParquet(t *testing.T, path string) {
+	t.Helper()
+	type row struct {
+		ID int64 `parquet:"id"`
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf)
+	if _, err := w.Write([]row{{1}, {2}, {3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -97,7 +97,7 @@ func Build(ctx context.Context) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
 	cmd.Dir = dir
 	// GOFLAGS=-mod=mod lets a fresh machine fetch the modules go.sum pins.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("s3test: build the S3 test server in %s: %v\n%s", dir, err, out)
