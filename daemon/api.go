@@ -279,15 +279,18 @@ func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
 
 // jobView is a Job as the API shows it.
 type jobView struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Owner     uint32     `json:"owner"`
-	GID       uint32     `json:"gid"`
-	State     State      `json:"state"`
-	WorldSize int        `json:"world_size"`
-	Epochs    int        `json:"epochs"`
-	Weight    int        `json:"weight"`
-	SpecHash  string     `json:"spec_hash"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Owner     uint32 `json:"owner"`
+	GID       uint32 `json:"gid"`
+	State     State  `json:"state"`
+	WorldSize int    `json:"world_size"`
+	Epochs    int    `json:"epochs"`
+	Weight    int    `json:"weight"`
+	SpecHash  string `json:"spec_hash"`
+	// Snapshots are the Iceberg snapshots the job reads, pinned when it
+	// was accepted.
+	Snapshots []pin      `json:"iceberg_snapshots,omitempty"`
 	Created   time.Time  `json:"created"`
 	Started   *time.Time `json:"started"`
 	Ended     *time.Time `json:"ended"`
@@ -354,7 +357,7 @@ func (j *Job) view() jobView {
 	j.mu.Lock()
 	v := jobView{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, State: j.state, WorldSize: j.spec.WorldSize,
-		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Created: j.created.UTC(),
+		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Snapshots: j.pins, Created: j.created.UTC(),
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
 		Memory: j.footprint, Rings: []ringView{}, Unsaved: unsaved,
 	}
