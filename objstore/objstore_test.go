@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,44 +23,53 @@ import (
 	"github.com/lastmile/lastmile/objstore/s3test"
 )
 
-// One server (and one proxy in front of it) for the package's tests.
+// One server (and one proxy in front of it) for the package's tests,
+// started by the first test that needs it (fuzzing needs none).
 var (
-	server *s3test.Server
-	proxy  *s3test.Proxy
-	bucket string // the bucket's directory
+	server   *s3test.Server
+	proxy    *s3test.Proxy
+	bucket   string // the bucket's directory
+	root     string
+	once     sync.Once
+	setupErr error
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	code := m.Run()
+	if proxy != nil {
+		proxy.Close()
+	}
+	if server != nil {
+		server.Close()
+	}
+	if root != "" {
+		os.RemoveAll(root)
+	}
+	os.Exit(code)
 }
 
-func run(m *testing.M) int {
-	root, err := os.MkdirTemp("", "objstore-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+// setup starts the server and the proxy once.
+func setup(t testing.TB) {
+	t.Helper()
+	once.Do(func() {
+		if root, setupErr = os.MkdirTemp("", "objstore-test"); setupErr != nil {
+			return
+		}
+		t0 := time.Now()
+		if server, setupErr = s3test.Start(context.Background(), root); setupErr != nil {
+			return
+		}
+		if d := time.Since(t0); d > 10*time.Second {
+			fmt.Fprintf(os.Stderr, "objstore: built and started the S3 test server in %v\n", d.Round(time.Second))
+		}
+		if bucket, setupErr = server.Bucket("data"); setupErr != nil {
+			return
+		}
+		proxy, setupErr = s3test.NewProxy(server.Endpoint)
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
 	}
-	defer os.RemoveAll(root)
-	t0 := time.Now()
-	server, err = s3test.Start(context.Background(), root)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer server.Close()
-	if d := time.Since(t0); d > 10*time.Second {
-		fmt.Fprintf(os.Stderr, "objstore: built and started the S3 test server in %v\n", d.Round(time.Second))
-	}
-	if bucket, err = server.Bucket("data"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if proxy, err = s3test.NewProxy(server.Endpoint); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer proxy.Close()
-	return m.Run()
 }
 
 type row struct {
@@ -155,6 +165,7 @@ func sameBatches(t testing.TB, got, want []column.Batch) {
 // TestSameBatchesAsLocal: a job over s3:// inputs (a glob) decodes to
 // batches byte-identical to the same job over the local files.
 func TestSameBatchesAsLocal(t *testing.T) {
+	setup(t)
 	for _, name := range []string{"same/p=1/a.parquet", "same/p=1/b.parquet", "same/p=2/c.parquet"} {
 		writeTable(t, filepath.Join(bucket, name), 45000)
 	}
@@ -181,6 +192,7 @@ func TestSameBatchesAsLocal(t *testing.T) {
 // footer's tail and nothing else, and the footer costs one request (two
 // when it is longer than the first tail read).
 func TestProjectedBytes(t *testing.T) {
+	setup(t)
 	path := filepath.Join(bucket, "proj/t.parquet")
 	writeTable(t, path, 60000)
 	st, _ := os.Stat(path)
@@ -228,6 +240,7 @@ func TestProjectedBytes(t *testing.T) {
 // TestErrors: 404, 403 and truncated objects are clear errors naming the
 // object; an unknown bucket too.
 func TestErrors(t *testing.T) {
+	setup(t)
 	writeTable(t, filepath.Join(bucket, "errs/ok.parquet"), 1000)
 	ctx := context.Background()
 	plan := func(src *objstore.Source, in string) error {
@@ -270,6 +283,7 @@ func TestErrors(t *testing.T) {
 // TestTruncatedAfterPlanning: an object cut short after it was planned
 // fails its next read with an error naming it, not with wrong rows.
 func TestTruncatedAfterPlanning(t *testing.T) {
+	setup(t)
 	path := filepath.Join(bucket, "trunc/t.parquet")
 	writeTable(t, path, 45000)
 	src := newSource(t, objstore.Config{PrefetchBytes: -1})
@@ -297,6 +311,7 @@ func TestTruncatedAfterPlanning(t *testing.T) {
 // retried and the read succeeds; a store that keeps failing gives up with
 // an error that says so.
 func TestRetries(t *testing.T) {
+	setup(t)
 	path := filepath.Join(bucket, "retry/t.parquet")
 	writeTable(t, path, 30000)
 	ctx := context.Background()
@@ -363,6 +378,7 @@ func TestRetries(t *testing.T) {
 // TestPrefetchBudget: with a budget too small for any block, reads still
 // succeed (on demand), and the budget is whole again once files close.
 func TestPrefetchBudget(t *testing.T) {
+	setup(t)
 	writeTable(t, filepath.Join(bucket, "budget/t.parquet"), 45000)
 	ctx := context.Background()
 	for _, budget := range []int64{1, 256 << 20} {
@@ -383,6 +399,7 @@ func TestPrefetchBudget(t *testing.T) {
 // the background, within the budget, and their decoders then make no
 // request of their own.
 func TestPrefetchUnitAhead(t *testing.T) {
+	setup(t)
 	writeTable(t, filepath.Join(bucket, "ahead/t.parquet"), 60000)
 	ctx := context.Background()
 	const budget = 8 << 20
