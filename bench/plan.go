@@ -247,7 +247,11 @@ func (r *PlanReport) fit(ctx context.Context, cfg PlanConfig) error {
 // core: decode's part of a row's cost.
 func (r *PlanReport) decodeAlone(ctx context.Context, cfg PlanConfig) error {
 	job := cfg.Job
-	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows})
+	inputs, err := engine.InputFiles(ctx, job, nil)
+	if err != nil {
+		return err
+	}
+	all, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows})
 	if err != nil {
 		return err
 	}
@@ -255,7 +259,7 @@ func (r *PlanReport) decodeAlone(ctx context.Context, cfg PlanConfig) error {
 	if err != nil {
 		return err
 	}
-	p, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: prog.Needs(), MaxUnitRows: job.Decode.MaxUnitRows})
+	p, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: prog.Needs(), MaxUnitRows: job.Decode.MaxUnitRows})
 	if err != nil {
 		return err
 	}

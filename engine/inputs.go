@@ -63,8 +63,16 @@ func PinInputs(ctx context.Context, job *spec.Job, fsys decode.FS) (*spec.Job, e
 	return c, nil
 }
 
-// inputFiles lists what the planner reads for job: its plain inputs as
-// they are, the data files of its Iceberg tables' snapshots.
+// InputFiles lists what the planner reads for job (nil fsys:
+// decode.OSFS): its plain inputs as they are (files, globs, directories,
+// object prefixes), the data files of its Iceberg tables' snapshots. Code
+// that plans a job's input itself passes these to decode.PlanFiles.
+func InputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, error) {
+	paths, _, err := inputFiles(ctx, job, fsys)
+	return paths, err
+}
+
+// inputFiles is InputFiles, with the Iceberg tables' scans.
 func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, []iceberg.Input, error) {
 	ins, err := iceberg.Opener{FS: fsys}.Expand(ctx, job.Inputs)
 	if err != nil {
