@@ -31,7 +31,7 @@ const nBuckets = 8
 // twice each) and a side table of the even keys 0..3998, both laid out as
 // bucket=B directories of bucket[8](key), two files per input bucket.
 // It returns the input's files.
-func bucketedData(t *testing.T, dir string) []string {
+func bucketedData(t testing.TB, dir string) []string {
 	t.Helper()
 	in := make([][]inRow, nBuckets)
 	for id := range int64(4000) {
@@ -60,7 +60,7 @@ func bucketedData(t *testing.T, dir string) []string {
 // joinAll runs p over every unit of the input files on workers
 // goroutines, units in a shuffled order, as the engine does (BeginUnit,
 // Select, Apply, EndUnit), and returns feat by id (-1: null).
-func joinAll(t *testing.T, p *ops.Program, files []string, workers int) map[int64]int64 {
+func joinAll(t testing.TB, p *ops.Program, files []string, workers int) map[int64]int64 {
 	t.Helper()
 	ctx := context.Background()
 	plan, err := decode.PlanFiles(ctx, files, decode.PlanOptions{Columns: []string{"id", "key"}})
@@ -114,7 +114,7 @@ func joinAll(t *testing.T, p *ops.Program, files []string, workers int) map[int6
 	return got
 }
 
-func inputFields(t *testing.T, files []string) []decode.Field {
+func inputFields(t testing.TB, files []string) []decode.Field {
 	t.Helper()
 	plan, err := decode.PlanFiles(context.Background(), files, decode.PlanOptions{})
 	if err != nil {
@@ -268,4 +268,29 @@ func runUnits(p *ops.Program, files []string) (int, error) {
 		n += out.Rows
 	}
 	return n, nil
+}
+
+// BenchmarkBucketJoin runs the same left join over the same units loading
+// the table whole once (whole) and by bucket within a budget of about two
+// buckets of eight (bucketed), on 4 goroutines: what bucket loads and
+// evictions cost against a table that fits. Compare the two in one run.
+func BenchmarkBucketJoin(b *testing.B) {
+	dir := b.TempDir()
+	files := bucketedData(b, dir)
+	fields := inputFields(b, files)
+	for _, tc := range []struct{ name, step string }{
+		{"whole", "- join: {kind: left, table: side, on: key, columns: [feat]}"},
+		{"bucketed", "- join: {kind: left, table: side, on: key, columns: [feat], buckets: 8, max_memory: 24KiB}"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := ops.Compile(context.Background(), job(b, dir, tc.step), fields, ops.Env{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				joinAll(b, p, files, 4)
+			}
+		})
+	}
 }
