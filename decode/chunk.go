@@ -59,7 +59,7 @@ func (d *Decoder) finishColumn(fi int, col *column.Column) {
 func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
 	c := &d.unit.Chunks[fi]
 	d.resetColumn(fi, dst)
-	d.pr.reset(d.file, c, &d.hdr)
+	d.pr.reset(withContext(d.ctx, d.file), c, &d.hdr)
 	if err := d.decodePages(fi, c, &d.pr, sel, dst); err != nil {
 		return err
 	}

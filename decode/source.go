@@ -122,6 +122,30 @@ func PrefetchUnit(fsys FS, u *Unit) {
 	p.PrefetchUnit(u.File, unitRanges(u, nil))
 }
 
+// ContextReaderAt is implemented by Files whose reads wait on a network:
+// the Decoder reads through ReadAtContext with the context given to Open,
+// so that cancelling a job stops a read in flight (and its retries)
+// instead of waiting out the store's timeouts.
+type ContextReaderAt interface {
+	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
+}
+
+// ctxReader binds a ContextReaderAt to a context.
+type ctxReader struct {
+	ctx context.Context
+	f   ContextReaderAt
+}
+
+func (r ctxReader) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAtContext(r.ctx, p, off) }
+
+// withContext returns f reading under ctx when it can.
+func withContext(ctx context.Context, f File) io.ReaderAt {
+	if c, ok := f.(ContextReaderAt); ok && ctx != nil {
+		return ctxReader{ctx, c}
+	}
+	return f
+}
+
 // WithSchemes returns an FS that sends names beginning with "SCHEME://"
 // to remote[SCHEME] and every other name to local (nil: OSFS). The result
 // is a Lister for the names its remote sources own.

@@ -26,8 +26,9 @@ type File struct {
 }
 
 var (
-	_ decode.File       = (*File)(nil)
-	_ decode.Prefetcher = (*File)(nil)
+	_ decode.File            = (*File)(nil)
+	_ decode.Prefetcher      = (*File)(nil)
+	_ decode.ContextReaderAt = (*File)(nil)
 )
 
 func newFile(c *Client, o Object, name string) *File { return &File{c: c, obj: o, name: name} }
@@ -46,6 +47,12 @@ func (f *File) Close() error {
 // ReadAt reads len(p) bytes at off: from the tail Open fetched, from
 // prefetched blocks, or with a ranged GET straight into p.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	return f.ReadAtContext(context.Background(), p, off)
+}
+
+// ReadAtContext is ReadAt that gives up, with ctx's error, when ctx is
+// done (decode.ContextReaderAt).
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset %d", f.name, off)
 	}
@@ -55,8 +62,10 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	n := int(min(int64(len(p)), f.v.size-off))
 	if f.tail != nil && off >= f.tailOff {
 		copy(p[:n], f.tail[off-f.tailOff:])
-	} else if k := f.c.take(f, p[:n], off); k < n {
-		if err := f.get(context.Background(), p[k:n], off+int64(k)); err != nil {
+	} else if k, err := f.c.take(ctx, f, p[:n], off); err != nil {
+		return 0, err
+	} else if k < n {
+		if err := f.get(ctx, p[k:n], off+int64(k)); err != nil {
 			return 0, err
 		}
 	}

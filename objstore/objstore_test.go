@@ -433,3 +433,28 @@ func TestPrefetchUnitAhead(t *testing.T) {
 		t.Fatalf("%d prefetched bytes still held after every unit was decoded", n)
 	}
 }
+
+// TestCancelStopsRead: cancelling the job's context stops a read the
+// store hangs on, instead of waiting out its timeout and retries.
+func TestCancelStopsRead(t *testing.T) {
+	setup(t)
+	writeTable(t, filepath.Join(bucket, "cancel/t.parquet"), 30000)
+	src := newSource(t, objstore.Config{RequestTimeout: time.Minute, PrefetchBytes: -1})
+	p, err := decode.PlanFiles(context.Background(), []string{"s3://data/cancel/t.parquet"}, decode.PlanOptions{FS: mount(src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.HangFor = time.Minute
+	proxy.Faults = func(int64, *http.Request) s3test.Fault { return s3test.Hang }
+	defer func() { proxy.Faults = nil }()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	d := p.NewDecoder()
+	defer d.Close()
+	var b column.Batch
+	t0 := time.Now()
+	err = d.Decode(ctx, p.Units[0], &b)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 5*time.Second {
+		t.Fatalf("decode of a hung store under a 200ms context: %v after %v", err, time.Since(t0))
+	}
+}

@@ -106,19 +106,23 @@ func (c *Client) sweepLocked(now time.Time) {
 }
 
 // take copies p (at off) from prefetched blocks of f's version, waiting
-// for their fetches; it returns how many leading bytes of p it filled
-// (blocks may cover a prefix of p, or none of it).
-func (c *Client) take(f *File, p []byte, off int64) int {
+// for their fetches (or ctx); it returns how many leading bytes of p it
+// filled (blocks may cover a prefix of p, or none of it).
+func (c *Client) take(ctx context.Context, f *File, p []byte, off int64) (int, error) {
 	n := 0
 	for n < len(p) {
 		b := c.find(f, off+int64(n))
 		if b == nil {
-			return n
+			return n, nil
 		}
-		<-b.done
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
 		if b.err != nil {
 			c.remove(f.name, b)
-			return n
+			return n, nil
 		}
 		k := copy(p[n:], b.buf[off+int64(n)-b.off:])
 		if b.used.Add(int64(k)) >= int64(len(b.buf)) {
@@ -126,7 +130,7 @@ func (c *Client) take(f *File, p []byte, off int64) int {
 		}
 		n += k
 	}
-	return n
+	return n, nil
 }
 
 // find returns the block of f's version holding the byte at off.
