@@ -63,6 +63,7 @@ class _Core:
         # We are the only writer of space_futex while we hold byte 1: keep its value.
         self.space = load_u32(self.a_space_futex)
         self.cache = [None] * geo.slot_count  # _SlotCache per slot index
+        self.leftover = None  # what the ring was when opened, if a leftover (ring-format 6.7)
 
     def slot_offset(self, seq):
         return self.geo.data_offset + (seq % self.geo.slot_count) * self.geo.slot_size

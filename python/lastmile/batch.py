@@ -22,18 +22,29 @@ class Batch(Mapping):
     ragged fields ``Ragged(values, offsets)``, jagged fields (a ``jagged`` op's
     group) ``KeyedJagged(keys, values, lengths, offsets)`` (see :meth:`kjt`);
     bfloat16 fields are uint16 arrays of the raw bits in numpy form
-    (``torch()`` turns them into ``torch.bfloat16``). ``valid[name]`` is the bool
-    validity mask of a nullable field (null dense entries hold 0).
+    (``torch()`` turns them into ``torch.bfloat16``).
+
+    Nulls: ``valid[name]`` is the validity mask of every nullable field, a
+    ``[rows]`` bool array (a ``torch.bool`` tensor after ``torch()``), True
+    for a value and False for a null; ``valid`` has no entry for a field
+    that is not nullable. A null row of a dense field holds 0 and a null
+    row of a ragged field is empty, so only the mask tells a null from a 0
+    or an empty list: ``x[batch.valid["x"]]``, or ``batch.is_null(name)``.
+
+    Padding: with ``batch.last: pad`` the batches that complete an epoch's
+    last step end with copies of earlier rows. ``real_rows`` rows are real,
+    the last ``pad_rows`` are padding: leave them out of the loss and the
+    metrics (``loss[:batch.real_rows]``, or weight by ``batch.row_mask()``).
 
     The arrays are zero-copy views of the ring slot and are valid only until the
     slot is released (the next batch, ``ring.release()``, ``ring.close()``).
     """
 
     __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
-                 "is_torch", "_numpy", "_cache", "__weakref__")
+                 "is_torch", "_numpy", "_cache", "_pad", "__weakref__")
 
     def __init__(self, ring, fields, data, valid, rows, seq, cursor, flags, is_torch=False,
-                 numpy_batch=None, cache=None):
+                 numpy_batch=None, cache=None, pad_rows=None):
         self._cache = cache  # the slot's _SlotCache this batch was built from
         self._ring = ring
         self._fields = fields
@@ -45,6 +56,11 @@ class Batch(Mapping):
         self.flags = flags
         self.is_torch = is_torch
         self._numpy = numpy_batch
+        # pad_rows None: 0 for an unpadded batch, unknown for a padded one
+        # (a format x.0 ring does not say how many rows are padding)
+        if pad_rows is None and not flags & BATCH_PADDED:
+            pad_rows = 0
+        self._pad = pad_rows
 
     # Mapping interface --------------------------------------------------
     def __getitem__(self, name):
@@ -75,6 +91,49 @@ class Batch(Mapping):
     def padded(self) -> bool:
         """Batch flag bit 1: some rows are padding."""
         return bool(self.flags & BATCH_PADDED)
+
+    @property
+    def pad_rows(self):
+        """How many of the batch's last rows are padding (0 without padding);
+        None for a padded batch of a format 1.0/2.0 ring, which does not say."""
+        return self._pad
+
+    @property
+    def real_rows(self):
+        """Rows ``[0, real_rows)`` are real, the rest padding: what a trainer
+        counts in its loss and metrics. None when unknown (see ``pad_rows``)."""
+        return None if self._pad is None else self.rows - self._pad
+
+    def row_mask(self):
+        """A new ``[rows]`` bool array (a torch tensor for a torch batch), True
+        for the real rows and False for padding. Raises ``ValueError`` when the
+        ring does not say how many rows are padding (format 1.0/2.0)."""
+        n = self.real_rows
+        if n is None:
+            raise ValueError("batch %d is padded, but its ring (format %s) does not say how many "
+                             "rows are padding; format 1.1 and 2.1 do (upgrade the producer)"
+                             % (self.seq, "1.0 or 2.0"))
+        m = np.zeros(self.rows, np.bool_)
+        m[:n] = True
+        if self.is_torch:
+            import torch
+
+            return torch.from_numpy(m)
+        return m
+
+    def is_null(self, name):
+        """A new ``[rows]`` bool array (a torch tensor for a torch batch): True
+        where field ``name`` is null; all False for a field that is not nullable."""
+        v = self.valid.get(name)
+        if v is None:
+            self.field(name)  # KeyError for an unknown name
+            n = np.zeros(self.rows, np.bool_)
+            if self.is_torch:
+                import torch
+
+                return torch.from_numpy(n)
+            return n
+        return ~v
 
     @property
     def last_in_epoch(self) -> bool:
@@ -125,7 +184,7 @@ class Batch(Mapping):
             if c.tdirty:
                 c.fill_torch()
             return Batch(self._ring, self._fields, c.tdata, c.tvalid, self.rows,
-                         self.seq, self.cursor, self.flags, True, self)
+                         self.seq, self.cursor, self.flags, True, self, pad_rows=self._pad)
         import torch  # lazily: torch is optional
 
         def conv(arr, code):
@@ -145,7 +204,7 @@ class Batch(Mapping):
                 data[f.name] = conv(v, f.dtype_code)
         valid = {k: torch.from_numpy(v) for k, v in self.valid.items()}
         return Batch(self._ring, self._fields, data, valid, self.rows, self.seq, self.cursor,
-                     self.flags, is_torch=True, numpy_batch=self)
+                     self.flags, is_torch=True, numpy_batch=self, pad_rows=self._pad)
 
     def kjt(self, name):
         """Jagged field ``name`` as a ``torchrec.sparse.jagged_tensor.KeyedJaggedTensor``
@@ -165,8 +224,11 @@ class Batch(Mapping):
 
     def __repr__(self):
         state = ", released" if self.released else ""
-        return "<lastmile.Batch seq=%d rows=%d cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
-            self.seq, self.rows, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
+        pad = ""
+        if self.padded:
+            pad = ", padding %s" % ("unknown" if self._pad is None else self._pad)
+        return "<lastmile.Batch seq=%d rows=%d%s cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
+            self.seq, self.rows, pad, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
             ", last" if self.last_in_epoch else "", list(self._data), state)
 
 
@@ -199,7 +261,7 @@ class _SlotCache:
     """
 
     __slots__ = ("rows", "table", "arrs", "ends", "max_end", "data", "valid",
-                 "rchecks", "ragged", "tdata", "tvalid", "tdirty", "fields", "vbase")
+                 "rchecks", "nchecks", "ragged", "tdata", "tvalid", "tdirty", "fields", "vbase")
 
     def patch(self, table, used, vinfo, runs, mm, so, slot_size):
         """Take ``table`` in place if it differs from this cache's only in the

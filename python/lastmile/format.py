@@ -1,4 +1,4 @@
-"""The lastmile ring format, versions 1.x and 2.x (docs/ring-format.md): constants,
+"""The lastmile ring format, versions 1.x and 2.x, up to 1.1 and 2.1 (docs/ring-format.md): constants,
 errors, the header and schema parsers and the value types of batches.
 
 The consumer protocol is in lastmile.ring, which re-exports every name here.
@@ -21,12 +21,13 @@ import numpy as np
 
 MAGIC = b"LMRING\x00\x01"
 FORMAT_MAJOR = 2  # the newest major read: 1.x and 2.x (2.0 adds jagged fields)
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1  # the newest minor known: 1.1 and 2.1 add pad_rows, ended_unix_ns (docs/ring-format.md 7)
 PAGE = 4096
 SEQ_EMPTY = 2**64 - 1
 MAX_SLOTS = 65536
 MAX_FIELDS = 4096
 MIN_ENTRY_SIZE = 96
+MAX_ENTRY_SIZE = 4096  # entry_size is the stride of the field entries (4)
 MESSAGE_MAX = 1020
 
 # line 0: geometry (3.1)
@@ -37,6 +38,7 @@ OFF_DATA_FUTEX = 136
 OFF_PRODUCER_WAITING = 140
 OFF_PRODUCER_HEARTBEAT = 144
 OFF_STATE = 152
+OFF_ENDED = 160  # ended_unix_ns, format x.1
 # line 2: consumer (3.3)
 OFF_HEAD = 256
 OFF_SPACE_FUTEX = 264
@@ -59,7 +61,7 @@ KEY_ENTRY_SIZE = 64  # a jagged field's key table entry (4.1)
 MAX_KEYS = 4096
 
 # slots (5)
-_SLOT_HEADER = struct.Struct("<QQIIQQII")  # 48 bytes used of 64
+_SLOT_HEADER = struct.Struct("<QQIIQQIII")  # 52 bytes used of 64 (pad_rows at 48: format x.1)
 SLOT_HEADER_SIZE = 64
 _TENSOR = struct.Struct("<HBBB3x4QQQ8x")  # 64 bytes
 TENSOR_ENTRY_SIZE = 64
@@ -395,8 +397,8 @@ def _parse_schema(block: bytes, path) -> tuple:
     count, entry_size = _SCHEMA_HEAD.unpack_from(block, 0)
     if count > MAX_FIELDS:
         raise bad("field_count %d > %d" % (count, MAX_FIELDS))
-    if entry_size < MIN_ENTRY_SIZE:
-        raise bad("entry_size %d < %d" % (entry_size, MIN_ENTRY_SIZE))
+    if not MIN_ENTRY_SIZE <= entry_size <= MAX_ENTRY_SIZE:
+        raise bad("entry_size %d is not in %d..%d" % (entry_size, MIN_ENTRY_SIZE, MAX_ENTRY_SIZE))
     if 8 + count * entry_size > len(block):
         raise bad("%d entries of %d bytes do not fit in schema_len %d" % (count, entry_size, len(block)))
     fields, names = [], set()

@@ -4,7 +4,7 @@ A :class:`lastmile.Batch` from a ring is a zero-copy view of a ring slot,
 valid until the next batch is taken. ``batch.detach()`` and
 ``batch.to(device)`` (or ``lastmile.Dataset(..., copy=True, device=...)``)
 return an :class:`OwnedBatch` instead: the same mapping of names to arrays,
-cursor, rows and validity masks, but its arrays are the batch's own and stay
+cursor, rows, padding and validity masks, but its arrays are the batch's own and stay
 valid for as long as they are kept.
 
 Copies cost memory bandwidth (a host copy of every payload per batch);
@@ -82,7 +82,7 @@ def _map(v, conv):
 
 def _like(batch, data, valid, is_torch):
     return OwnedBatch(None, batch._fields, data, valid, batch.rows, batch.seq, batch.cursor,
-                      batch.flags, is_torch)
+                      batch.flags, is_torch, pad_rows=batch.pad_rows)
 
 
 def detach(batch) -> OwnedBatch:

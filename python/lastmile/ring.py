@@ -1,4 +1,4 @@
-"""Consumer side of the lastmile shared-memory ring (docs/ring-format.md, 1.0).
+"""Consumer side of the lastmile shared-memory ring (docs/ring-format.md, 1.1 and 2.1).
 
 Written from the format document alone. A ring is a single-producer,
 single-consumer queue of batches in a file ``DIR/NAME`` (``DIR`` defaults to
@@ -43,6 +43,7 @@ from ._futex import (FULL_FENCE, fence, futex_wait, futex_wake, load_u32, load_u
                      store_u64)
 
 _less = np.less
+_not_equal = np.not_equal
 _monotonic_ns = time.monotonic_ns
 
 __all__ = [
@@ -64,7 +65,7 @@ __all__ = [
 from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public module)
     MAGIC, FORMAT_MAJOR, FORMAT_MINOR, PAGE, SEQ_EMPTY, MAX_SLOTS, MAX_FIELDS, MIN_ENTRY_SIZE,
     MESSAGE_MAX, _GEOMETRY, OFF_TAIL, OFF_DATA_FUTEX, OFF_PRODUCER_WAITING,
-    OFF_PRODUCER_HEARTBEAT, OFF_STATE, OFF_HEAD, OFF_SPACE_FUTEX, OFF_CONSUMER_WAITING,
+    OFF_PRODUCER_HEARTBEAT, OFF_STATE, OFF_ENDED, OFF_HEAD, OFF_SPACE_FUTEX, OFF_CONSUMER_WAITING,
     OFF_CONSUMER_HEARTBEAT, OFF_CONSUMER_PID, OFF_MESSAGE_LEN, OFF_MESSAGE, STATE_RUNNING,
     STATE_END, STATE_ERROR, _STATE_NAMES, _SCHEMA_HEAD, _FIELD, KIND_DENSE, KIND_RAGGED,
     FIELD_NULLABLE, FIELD_UTF8, _SLOT_HEADER, SLOT_HEADER_SIZE, _TENSOR, TENSOR_ENTRY_SIZE,
@@ -80,6 +81,7 @@ from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public m
 SPIN_SECONDS = 50e-6  # "tens of microseconds" (6.3)
 PARK_SECONDS = 0.1  # FUTEX_WAIT timeout, doubles as the liveness period
 OPEN_RETRY_SECONDS = 0.25  # "not finished: retry briefly" (6.5.1)
+LEFTOVER_POLL_SECONDS = 0.05  # how often open() looks again past a leftover (6.7)
 
 from .batch import Batch, _SlotCache, _torch_conv  # noqa: F401
 
@@ -103,6 +105,15 @@ class Ring:
         complete; it is also the default ``timeout`` of :meth:`next` (and so of
         iteration), where it bounds the wait for each batch. ``None`` fails at
         once when the file is missing and waits for batches forever.
+
+        While waiting, a *leftover* of an earlier run under the name counts as
+        not there yet (docs/ring-format.md 6.7): a ring with no batch left to
+        read whose stream ended, or whose producer died. So a trainer started
+        before its producer gets the new ring, not the old one. When
+        ``timeout`` ends with only a leftover there, it is opened anyway:
+        reading it reports its end (or its producer's death) at once, and
+        :attr:`leftover` says what it is. Without ``timeout`` nothing is
+        waited for and whatever is there is opened.
         ``heartbeat_timeout`` (seconds): while waiting for a batch, raise
         :class:`ProducerHungError` if the producer still holds the ring but its
         heartbeat is older than this. ``None`` relies on the lock probe alone.
@@ -118,8 +129,11 @@ class Ring:
         format_deadline = start + (OPEN_RETRY_SECONDS if timeout is None else max(timeout, 0.0))
         while True:
             try:
-                core = cls._attach(path)
+                core = cls._attach(path, deadline is not None and time.monotonic() < deadline)
                 break
+            except _Leftover:
+                time.sleep(LEFTOVER_POLL_SECONDS)
+                continue
             except FileNotFoundError:
                 if deadline is None:
                     raise FileNotFoundError(
@@ -137,6 +151,11 @@ class Ring:
         self.path = path
         self.timeout = timeout
         self.heartbeat_timeout = heartbeat_timeout
+        self.leftover = None
+        if core.leftover:
+            self.leftover = "ring %s is left from an earlier run: %s%s" % (
+                path, core.leftover,
+                "" if timeout is None else "; no new ring replaced it within %gs" % timeout)
         self._core = core
         self._fields = core.geo.fields
         self._plan = _expected_tensors(self._fields)
@@ -172,7 +191,7 @@ class Ring:
         return self
 
     @staticmethod
-    def _attach(path) -> _Core:
+    def _attach(path, skip_leftover=False) -> _Core:
         # Never follow a symlink planted under the ring's name, and never
         # block on a planted FIFO; what is opened must be a regular file of
         # one link owned by this user or root (docs/daemon-security.md).
@@ -200,12 +219,16 @@ class Ring:
                 if bytes(mm[:8]) != MAGIC:
                     raise _Unfinished(e) from None
                 raise
+            what = _leftover(mm, fd)
+            if what and skip_leftover:
+                raise _Leftover(what)
             if not _try_lock(fd, 1):
                 pid = struct.unpack_from("<i", mm, OFF_CONSUMER_PID)[0]
                 raise RingBusyError(
-                    "ring %s already has a consumer (pid %d); one consumer per ring"
-                    % (path, pid), pid=pid)
+                    "ring %s already has a consumer (%s); one consumer per ring"
+                    % (path, _describe_consumer(pid)), pid=pid)
             core = _Core(fd, mm, geo, path)
+            core.leftover = what
         except BaseException:
             if mm is not None:
                 try:
@@ -484,7 +507,15 @@ class Ring:
         """Validate slot ``k`` (6.5 step 5) and return its batch, reusing the slot's cache."""
         core = self._core
         mm = core.mm
-        _, used, rows, count, epoch, bidx, rank, bflags = _SLOT_HEADER.unpack_from(mm, so)
+        _, used, rows, count, epoch, bidx, rank, bflags, pad = _SLOT_HEADER.unpack_from(mm, so)
+        if pad:  # 5.1: at most rows, and only in a padded batch
+            if pad > rows or not bflags & BATCH_PADDED:
+                raise self._bad(h, "pad_rows %d in a batch of %d rows with batch_flags 0x%x"
+                                % (pad, rows, bflags))
+        elif bflags & BATCH_PADDED:
+            if core.geo.minor >= 1:
+                raise self._bad(h, "padded batch (batch_flags 0x%x) with pad_rows 0" % bflags)
+            pad = None  # format x.0: the count is not written
         if used > core.geo.slot_size:
             raise self._bad(h, "used_bytes %d > slot_size %d" % (used, core.geo.slot_size))
         if count != len(self._plan):
@@ -512,9 +543,15 @@ class Ring:
             if o[0] != 0 or o[-1] != nv or (buf is not None and buf[_less(o1, o0, out=buf).argmax()]):
                 raise self._bad(h, "offsets of ragged field %r are not 0 <= non-decreasing <= %d "
                                    "(first %d, last %d)" % (name, nv, o[0], o[-1]))
+        # Per batch, format x.1: null rows of ragged fields are empty (4).
+        for name, o1, o0, v in c.nchecks:
+            if _not_equal(o1, o0)[~v].any():
+                i = int((_not_equal(o1, o0) & ~v).argmax())
+                raise self._bad(h, "row %d of ragged field %r is null but holds %d values (a null "
+                                   "row is empty)" % (i, name, o1[i] - o0[i]))
         return Batch(self, self._fields, c.data, c.valid, rows, h,
                      Cursor(epoch, bidx, rank, bool(bflags & BATCH_LAST_IN_EPOCH)), bflags,
-                     False, None, c)
+                     False, None, c, pad)
 
     def _build(self, old, h, so, rows, used, table) -> _SlotCache:
         """Validate the entries of ``table`` that differ from ``old``'s and build a new cache."""
@@ -611,6 +648,10 @@ class Ring:
                 valid[name] = arrs[iv]
         c.data, c.valid, c.ragged = data, valid, ragged
         c.rchecks = tuple(ragged.values())
+        c.nchecks = ()
+        if self._core.geo.minor >= 1:
+            c.nchecks = tuple((f.name, arrs[io][1:], arrs[io][:-1], arrs[iv])
+                              for f, i, io, iv in layout if f.kind == "ragged" and iv >= 0)
         c.tdata, c.tvalid, c.tdirty = tdata, tvalid, tuple(dirty)
         return c
 
@@ -633,6 +674,56 @@ class Ring:
             return "<lastmile.Ring %r closed>" % self.name
         return "<lastmile.Ring %r head=%d tail=%d slots=%dx%d state=%s>" % (
             self.name, self.head, self.tail, self.slot_count, self.slot_size, self.state)
+
+
+class _Leftover(Exception):
+    """Internal: the ring under the name is a leftover of an earlier run (6.7)."""
+
+
+def _leftover(mm, fd):
+    """A description of the ring mapped as ``mm`` (file ``fd``) if it is a
+    leftover (docs/ring-format.md 6.7): nothing left to read, and its stream
+    ended or its producer is dead. None otherwise."""
+    u8 = np.frombuffer(mm, dtype=np.uint8)
+    base = u8.ctypes.data
+    del u8
+    state = load_u32(base + OFF_STATE)  # state before tail (6.2)
+    head = load_u64(base + OFF_HEAD)
+    if load_u64(base + OFF_TAIL) != head:
+        return None
+    if state == STATE_RUNNING:
+        if not _lock_free(fd, 0):
+            return None
+        # The lock is free: reload before calling it dead (6.4).
+        state = load_u32(base + OFF_STATE)
+        if load_u64(base + OFF_TAIL) != head:
+            return None
+    if state == STATE_RUNNING:
+        pid = struct.unpack_from("<i", mm, 64)[0]
+        return "its producer (pid %d) died after %d batches, all of them read" % (pid, head)
+    what = "failed" if state == STATE_ERROR else "ended"
+    ended = load_u64(base + OFF_ENDED)
+    if ended:
+        what += " %.0fs ago" % max(0.0, (time.time_ns() - ended) / 1e9)
+    msg = _message(mm)
+    if msg:
+        what += " (%r)" % msg
+    return "its stream %s after %d batches, all of them read" % (what, head)
+
+
+def _describe_consumer(pid):
+    """The holder of a ring's consumer lock, from the pid it recorded (a hint,
+    docs/ring-format.md 3.3)."""
+    if pid <= 0:
+        return "it has not recorded its pid yet"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return ("pid %d recorded it, but that process is gone: a process that inherited its "
+                "descriptor (a fork) holds the lock" % pid)
+    except OSError:
+        pass
+    return "pid %d" % pid
 
 
 class _Unfinished(Exception):
@@ -691,6 +782,7 @@ def inspect(name, dir=None) -> dict:
             info = {"name": name, "path": path, "file_size": size}
             info.update(geo.as_dict())
             head, tail = u64(OFF_HEAD), u64(OFF_TAIL)
+            attached = not _lock_free(fd, 1)
             info.update({
                 "tail": tail,
                 "head": head,
@@ -701,8 +793,11 @@ def inspect(name, dir=None) -> dict:
                 "producer_heartbeat_age": _age(u64(OFF_PRODUCER_HEARTBEAT)),
                 "producer_waiting": u32(OFF_PRODUCER_WAITING),
                 "data_futex": u32(OFF_DATA_FUTEX),
-                "consumer_attached": not _lock_free(fd, 1),
-                "consumer_pid": struct.unpack_from("<i", mm, OFF_CONSUMER_PID)[0],
+                "consumer_attached": attached,
+                # a hint, and only while a consumer is attached (ring-format 3.3)
+                "consumer_pid": struct.unpack_from("<i", mm, OFF_CONSUMER_PID)[0] if attached else 0,
+                "ended_unix_ns": u64(OFF_ENDED),
+                "leftover": _leftover(mm, fd),
                 "consumer_heartbeat_age": _age(u64(OFF_CONSUMER_HEARTBEAT)),
                 "consumer_waiting": u32(OFF_CONSUMER_WAITING),
                 "space_futex": u32(OFF_SPACE_FUTEX),

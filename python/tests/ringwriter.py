@@ -1,4 +1,5 @@
-"""A pure-Python *producer* of lastmile rings, for tests (docs/ring-format.md 1.0).
+"""A pure-Python *producer* of lastmile rings, for tests (docs/ring-format.md 1.0, and 1.1
+with ``version=(1, 1)``: pad_rows, ended_unix_ns).
 
 Written from the format document independently of lastmile.ring (only the
 futex/atomic primitives of lastmile._futex are shared). It follows the
@@ -210,7 +211,7 @@ class RingWriter:
 
     # -- publishing -----------------------------------------------------------
     def write_slot(self, columns, rows, valid=None, epoch=0, batch_index=0, rank=0, last=False,
-                   padded=False, stop_after_payloads=None):
+                   padded=False, stop_after_payloads=None, pad_rows=0):
         """Fill slot ``tail % N`` (6.1 step 2) without publishing it.
 
         ``columns``: name -> ndarray ``[rows, *dims]`` (dense) or ``(values, offsets)``
@@ -260,8 +261,9 @@ class RingWriter:
             struct.pack_into("<HBBB3x4QQQ8x", mm, so + 64 + 64 * n, fi, role, code, a.ndim,
                              *shape, off, a.nbytes)
         flags = (1 if last else 0) | (2 if padded else 0)
-        struct.pack_into("<QIIQQII16x", mm, so + 8, used, rows, len(tensors), epoch,
-                         batch_index, rank, flags)
+        # pad_rows (1.1) at slot offset 48; a 1.0 producer leaves it 0
+        struct.pack_into("<QIIQQIII12x", mm, so + 8, used, rows, len(tensors), epoch,
+                         batch_index, rank, flags, pad_rows)
 
     def commit(self):
         """6.1 steps 3-5 for the slot filled by write_slot."""
@@ -282,6 +284,8 @@ class RingWriter:
             m = message.encode("utf-8")[:1020]
             struct.pack_into("<I", self.mm, 512, len(m))
             self.mm[516 : 516 + len(m)] = m
+        if self.version[1] >= 1:
+            _futex.store_u64(self._base + 160, time.time_ns())  # ended_unix_ns (1.1)
         _futex.store_u32(self._base + 152, state)
         self._bump_data_futex()
 
@@ -291,13 +295,19 @@ class RingWriter:
     def fail(self, message):
         self._set_state(2, message)
 
-    def close(self, unlink=False):
+    def close(self, unlink=False, unmap=False):
+        """Close the descriptor. Python's mmap keeps a duplicate of it, which
+        shares the open file description and so its byte-0 lock: the lock
+        drops only with ``unmap=True`` (or when the mapping is collected)."""
         self.stop_heartbeat()
         if unlink:
             os.unlink(self.path)
         if self.fd is not None:
-            os.close(self.fd)  # drops the byte-0 lock
+            os.close(self.fd)  # drops the byte-0 lock, with the mapping's duplicate
             self.fd = None
+        if unmap and self.mm is not None:
+            self.mm.close()
+            self.mm = None
 
 
 # ---------------------------------------------------------------------------
