@@ -322,7 +322,7 @@ func TestRetries(t *testing.T) {
 		}
 		return decodeAll(t, p)
 	}()
-	defer func() { proxy.Faults = nil }()
+	defer proxy.SetFaults(nil)
 	cases := []struct {
 		desc  string
 		fault func(n int64, r *http.Request) s3test.Fault
@@ -349,8 +349,8 @@ func TestRetries(t *testing.T) {
 	for _, c := range cases {
 		src := newSource(t, objstore.Config{RequestTimeout: 300 * time.Millisecond, RetryBase: time.Millisecond, PrefetchBytes: -1})
 		proxy.Reset()
-		proxy.HangFor = 3 * time.Second
-		proxy.Faults = c.fault
+		proxy.SetHang(3 * time.Second)
+		proxy.SetFaults(c.fault)
 		p, err := decode.PlanFiles(ctx, []string{"s3://data/retry/t.parquet"}, decode.PlanOptions{FS: mount(src)})
 		if err != nil {
 			t.Fatalf("%s: plan: %v", c.desc, err)
@@ -362,7 +362,7 @@ func TestRetries(t *testing.T) {
 	}
 
 	proxy.Reset()
-	proxy.Faults = func(int64, *http.Request) s3test.Fault { return s3test.Status503 }
+	proxy.SetFaults(func(int64, *http.Request) s3test.Fault { return s3test.Status503 })
 	src := newSource(t, objstore.Config{Retries: 2, RetryBase: time.Millisecond})
 	_, err := src.Open("s3://data/retry/t.parquet")
 	if err == nil || !strings.Contains(err.Error(), "SlowDown") || !strings.Contains(err.Error(), "gave up after 3 attempts") ||
@@ -444,9 +444,9 @@ func TestCancelStopsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy.HangFor = time.Minute
-	proxy.Faults = func(int64, *http.Request) s3test.Fault { return s3test.Hang }
-	defer func() { proxy.Faults = nil }()
+	proxy.SetHang(time.Minute)
+	proxy.SetFaults(func(int64, *http.Request) s3test.Fault { return s3test.Hang })
+	defer proxy.SetFaults(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	d := p.NewDecoder()

@@ -30,12 +30,9 @@ const (
 // response body bytes and injects faults chosen per request by Faults.
 type Proxy struct {
 	URL string // http://127.0.0.1:port
-	// Faults, when set, picks each request's fault; n counts requests
-	// from 1. It may be replaced between tests (under no traffic).
-	Faults func(n int64, r *http.Request) Fault
-	// HangFor is how long a Hang fault holds a request; 0 is 10s.
-	HangFor time.Duration
 
+	faults   atomic.Pointer[func(n int64, r *http.Request) Fault]
+	hangFor  atomic.Int64 // nanoseconds; 0 is 10s
 	requests atomic.Int64
 	bytes    atomic.Int64
 	mu       sync.Mutex
@@ -70,8 +67,8 @@ func NewProxy(target string) (*Proxy, error) {
 		p.log = append(p.log, fmt.Sprintf("%s %s %s", r.Method, r.URL.Path, r.Header.Get("Range")))
 		p.mu.Unlock()
 		f := Pass
-		if p.Faults != nil {
-			f = p.Faults(n, r)
+		if fn := p.faults.Load(); fn != nil {
+			f = (*fn)(n, r)
 		}
 		switch f {
 		case Status503:
@@ -80,7 +77,7 @@ func NewProxy(target string) (*Proxy, error) {
 			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
 			return
 		case Hang:
-			d := p.HangFor
+			d := time.Duration(p.hangFor.Load())
 			if d == 0 {
 				d = 10 * time.Second
 			}
@@ -97,6 +94,19 @@ func NewProxy(target string) (*Proxy, error) {
 }
 
 type faultKey struct{}
+
+// SetFaults makes fn pick each request's fault (n counts requests from 1
+// since the last Reset); nil passes every request on.
+func (p *Proxy) SetFaults(fn func(n int64, r *http.Request) Fault) {
+	if fn == nil {
+		p.faults.Store(nil)
+		return
+	}
+	p.faults.Store(&fn)
+}
+
+// SetHang sets how long a Hang fault holds a request (0: 10s).
+func (p *Proxy) SetHang(d time.Duration) { p.hangFor.Store(int64(d)) }
 
 // Close stops the proxy.
 func (p *Proxy) Close() error { return p.srv.Close() }
