@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -92,6 +93,20 @@ func Build(ctx context.Context) (string, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", fmt.Errorf("s3test: %w", err)
+	}
+	// go test runs packages in parallel processes: one builds, the others
+	// wait for it on the lock file, then find the binary.
+	lock, err := os.OpenFile(bin+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("s3test: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("s3test: lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
