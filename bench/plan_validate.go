@@ -48,7 +48,7 @@ func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Targ
 	v := &Validation{Cores: cores, PredictedCapacity: curve.Rate(float64(cores)), TargetRate: t.HostRate(), Limit: cfg.Limit.Method()}
 	cfg.Progress(1, 2, fmt.Sprintf("validate: capacity at %d core(s)", cores))
 	var err error
-	if v.Capacity, err = MeasureAt(ctx, cfg, float64(cores), cores, 0, seconds); err != nil {
+	if v.Capacity, err = measureBest(ctx, cfg, float64(cores), cores, seconds); err != nil {
 		return nil, err
 	}
 	if v.PredictedCapacity > 0 {

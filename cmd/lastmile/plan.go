@@ -44,6 +44,7 @@ type planFlags struct {
 	perGPU, stepMS         float64
 	hostCores, measure     int
 	seconds, warmup        float64
+	repeats                int
 	loads, dist            string
 	peerCores              int
 	peerRate, recvGB, gbps float64
@@ -67,6 +68,7 @@ func addPlanFlags(fs interface {
 	fs.IntVar(&f.hostCores, "host-cores", 0, "cores of a GPU host lastmile may use (default this host's available CPUs)")
 	fs.IntVar(&f.measure, "measure-cores", 0, "measure the scaling curve with 1 to this many cores (default this host's available CPUs)")
 	fs.Float64Var(&f.seconds, "seconds", 3, "seconds of each measurement, after the warm-up")
+	fs.IntVar(&f.repeats, "repeats", 1, "measure each point of the curve, and a validation's capacity, this many times; the fastest counts")
 	fs.Float64Var(&f.warmup, "warmup", 1, "seconds of warm-up before each measurement, from the first batch")
 	fs.StringVar(&f.loads, "loads", "0.5,0.9,1.1", "trainer demands for the stall curve, as shares of the measured capacity")
 	fs.StringVar(&f.dist, "dist", "fixed", "simulated trainers' step times: fixed, exp or uniform (around the mean)")
@@ -138,7 +140,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer limit.Close()
-	cfg := bench.PlanConfig{Job: job, GPUs: f.gpus, MaxCores: f.measure, Seconds: f.seconds, Warmup: f.warmup,
+	cfg := bench.PlanConfig{Job: job, GPUs: f.gpus, MaxCores: f.measure, Seconds: f.seconds, Warmup: f.warmup, Repeats: f.repeats,
 		Loads: loads, Dist: dist, ShmDir: *f.shmDir, Progress: bar.Step, Limit: limit}
 	rep, err := bench.MeasurePlan(ctx, cfg)
 	if err != nil {

@@ -99,19 +99,22 @@ func writePlan(w io.Writer, out planOutput) {
 
 	fmt.Fprintf(w, "\nMeasured on this host (CPU limited by %s; first epoch, no unit cache)\n", r.Limit)
 	tw = newTable(w)
-	fmt.Fprintln(tw, "  CORES\tSAMPLES/S\tINPUT ROWS/S\tUNITS\tSECONDS\tCPU µs/SAMPLE\tPACK ms/BATCH\tCLIENT µs/BATCH")
+	fmt.Fprintln(tw, "  CORES\tSAMPLES/S\tINPUT ROWS/S\tUNITS\tSECONDS\tCPU GOT\tCPU µs/SAMPLE\tPACK ms/BATCH")
 	for _, pt := range r.Points {
 		cpu := 0.0
 		if pt.Samples > 0 {
 			cpu = 1e6 * pt.CPUSeconds / float64(pt.Samples)
 		}
-		fmt.Fprintf(tw, "  %g\t%s\t%s\t%d\t%.1f\t%.2f\t%.3f\t%.1f\n", pt.Cores, commaRate(pt.Rate), commaRate(pt.InputRate), pt.Units, pt.Seconds, cpu, 1e3*pt.PackPerBatch, 1e6*pt.ClientPerBatch)
+		fmt.Fprintf(tw, "  %g\t%s\t%s\t%d\t%.1f\t%s\t%.2f\t%.3f\n", pt.Cores, commaRate(pt.Rate), commaRate(pt.InputRate), pt.Units, pt.Seconds,
+			cpuGot(pt), cpu, 1e3*pt.PackPerBatch)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  fit: samples/s = min(k × %s / (1 + %.3f (k − 1)), %s) for k cores\n", commaRate(m.Curve.PerCore), m.Curve.Serial, ceilingString(m.Curve.Ceiling))
 	fmt.Fprintf(w, "  decode is %.0f%% of a row's CPU (decode alone: %s rows/s on 1 core); %.0f bytes per sample; %s per unit in flight\n",
 		100*m.DecodeShare, commaRate(float64(r.DecodeAlone.Rows)/max(r.DecodeAlone.Seconds, 1e-9)), m.BytesPerSample, bytesString(m.UnitBytes))
-	fmt.Fprintln(w, "  client: the Go consumer's Next for a batch already in the ring (the Python client costs more: lastmile bench -only pipeline, (g))")
+	fmt.Fprintf(w, "  client: %.1f µs per batch in the Go consumer's Next for a batch already in the ring (the Python client costs more: lastmile bench -only pipeline, (g))\n",
+		1e6*m.ClientPerBatch)
+	fmt.Fprintln(w, "  CPU GOT is the CPU the process got over the window: under its quota when other work shares the host")
 
 	fmt.Fprintf(w, "\nSimulated trainers against load (steps %s, %.0fs each; every rank's ring read by its own trainer)\n", distString(r), r.Seconds)
 	tw = newTable(w)
@@ -137,6 +140,8 @@ func writePlan(w io.Writer, out planOutput) {
 			within = "MISSED ±10%"
 		}
 		fmt.Fprintf(w, "  capacity    measured %s samples/s, predicted %s: %+.1f%% (%s)\n", commaRate(v.Capacity.Rate), commaRate(v.PredictedCapacity), 100*v.Error, within)
+		fmt.Fprintf(w, "  cpu         the process got %s cores of the %d; %.2f µs of CPU per sample (the measurement: %.2f)\n",
+			cpuGot(v.Capacity), v.Cores, 1e6*v.Capacity.CPUSeconds/max(float64(v.Capacity.Samples), 1), 1e6*r.CPUPerSample)
 		fmt.Fprintf(w, "  at target   trainers took %s of the %s samples/s target; stall %.2f%% (predicted %.1f%%)\n",
 			commaRate(v.AtTarget.Rate), commaRate(v.TargetRate), 100*v.AtTarget.Stall, 100*v.PredictedStall)
 	}
@@ -197,4 +202,12 @@ func wrap(text string, width int) string {
 		n += l
 	}
 	return b.String()
+}
+
+// cpuGot is the CPU the process got over a point's window, in cores.
+func cpuGot(p bench.PlanPoint) string {
+	if p.Seconds <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", p.CPUSeconds/p.Seconds)
 }
