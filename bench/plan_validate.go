@@ -19,6 +19,16 @@ type Validation struct {
 	PredictedCapacity float64   `json:"predicted_capacity_samples_per_s"`
 	Error             float64   `json:"error"`
 	Within            bool      `json:"within_10_percent"`
+	// A host other work loads gives the process less than its quota, and
+	// not the same share from one run to the next. NormalizedError
+	// compares the rates per core the process got (rate × cores / CPU
+	// got), the measurement's against the validation's: what the
+	// prediction carries over from one run to another whatever the load;
+	// NormalizedWithin whether it is within ±10%.
+	CPUGot           float64 `json:"cpu_got_cores"`
+	MeasureCPUGot    float64 `json:"measure_cpu_got_per_core"`
+	NormalizedError  float64 `json:"normalized_error"`
+	NormalizedWithin bool    `json:"normalized_within_10_percent"`
 	// AtTarget is the job with trainers taking the target rate: its
 	// throughput and stall against the target and PredictedStall.
 	AtTarget       PlanPoint `json:"at_target"`
@@ -31,7 +41,10 @@ type Validation struct {
 // with trainers as fast as they come, then at the target rate, for
 // cfg.Seconds each (seconds > 0 overrides), and sets the result beside
 // what curve predicts.
-func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Target, cores int, seconds float64) (*Validation, error) {
+//
+// gotPerCore is the CPU the process got per core of its quota while the
+// curve was measured (0: unknown), for NormalizedError.
+func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Target, cores int, seconds, gotPerCore float64) (*Validation, error) {
 	cfg.defaults()
 	if cores <= 0 {
 		return nil, fmt.Errorf("validate: %d cores: want at least 1", cores)
@@ -54,6 +67,13 @@ func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Targ
 	if v.PredictedCapacity > 0 {
 		v.Error = (v.Capacity.Rate - v.PredictedCapacity) / v.PredictedCapacity
 		v.Within = math.Abs(v.Error) <= 0.10
+	}
+	if c := v.Capacity; c.Seconds > 0 && c.CPUSeconds > 0 && gotPerCore > 0 && v.PredictedCapacity > 0 {
+		v.CPUGot, v.MeasureCPUGot = c.CPUSeconds/c.Seconds, gotPerCore
+		measured := c.Rate * float64(cores) / v.CPUGot
+		predicted := v.PredictedCapacity / gotPerCore
+		v.NormalizedError = (measured - predicted) / predicted
+		v.NormalizedWithin = math.Abs(v.NormalizedError) <= 0.10
 	}
 	v.PredictedStall = plan.StallAt(t.HostRate() / v.PredictedCapacity)
 	cfg.Progress(2, 2, fmt.Sprintf("validate: simulated trainers at the target, %d core(s)", cores))

@@ -158,7 +158,11 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if cores <= 0 {
 			cores = min(max(pred.CoresPerHost, 1), res.HostCores)
 		}
-		if out.Validation, err = bench.Validate(ctx, cfg, m.Curve, t, cores, f.valSeconds); err != nil {
+		got := 0.0 // the CPU the process got per core of quota at the curve's first point
+		if p := rep.Points[0]; p.Seconds > 0 && p.Cores > 0 {
+			got = p.CPUSeconds / p.Seconds / p.Cores
+		}
+		if out.Validation, err = bench.Validate(ctx, cfg, m.Curve, t, cores, f.valSeconds, got); err != nil {
 			return fmt.Errorf("validate: %w", err)
 		}
 	}

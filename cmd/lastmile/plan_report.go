@@ -140,8 +140,16 @@ func writePlan(w io.Writer, out planOutput) {
 			within = "MISSED ±10%"
 		}
 		fmt.Fprintf(w, "  capacity    measured %s samples/s, predicted %s: %+.1f%% (%s)\n", commaRate(v.Capacity.Rate), commaRate(v.PredictedCapacity), 100*v.Error, within)
-		fmt.Fprintf(w, "  cpu         the process got %s cores of the %d; %.2f µs of CPU per sample (the measurement: %.2f)\n",
-			cpuGot(v.Capacity), v.Cores, 1e6*v.Capacity.CPUSeconds/max(float64(v.Capacity.Samples), 1), 1e6*r.CPUPerSample)
+		fmt.Fprintf(w, "  cpu         the process got %s cores of the %d (measuring: %.2f per core); %.2f µs of CPU per sample (measuring: %.2f)\n",
+			cpuGot(v.Capacity), v.Cores, v.MeasureCPUGot, 1e6*v.Capacity.CPUSeconds/max(float64(v.Capacity.Samples), 1), 1e6*r.CPUPerSample)
+		if v.MeasureCPUGot > 0 {
+			within = "within ±10%"
+			if !v.NormalizedWithin {
+				within = "MISSED ±10%"
+			}
+			fmt.Fprintf(w, "  full quota  measured %s samples/s, predicted %s, each scaled to the whole quota by the CPU got: %+.1f%% (%s)\n",
+				commaRate(v.Capacity.Rate*float64(v.Cores)/v.CPUGot), commaRate(v.PredictedCapacity/v.MeasureCPUGot), 100*v.NormalizedError, within)
+		}
 		fmt.Fprintf(w, "  at target   trainers took %s of the %s samples/s target; stall %.2f%% (predicted %.1f%%)\n",
 			commaRate(v.AtTarget.Rate), commaRate(v.TargetRate), 100*v.AtTarget.Stall, 100*v.PredictedStall)
 	}
