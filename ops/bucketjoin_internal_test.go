@@ -16,7 +16,7 @@ func TestPathBucket(t *testing.T) {
 		{"/d/bucket=x/f.parquet", 8, 0, false},
 		{"/d/f.parquet", 8, 0, false},
 		{"/d/bucket=2/bucket=5/f.parquet", 8, 5, true}, // the innermost
-		{"bucket=1", 8, 0, false},                     // a file name is no directory
+		{"bucket=1", 8, 0, false},                      // a file name is no directory
 	} {
 		got, err := pathBucket(tc.path, tc.n)
 		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
