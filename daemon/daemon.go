@@ -63,6 +63,7 @@ type Daemon struct {
 	advice adviceTracker // stall and headroom per job over a window (advice.go)
 
 	persistFailures atomic.Int64 // job record writes that failed
+	heapLimit       atomic.Int64 // the Go memory limit set (heaplimit.go), 0: none
 
 	gpuInv gpuInventory // the host's GPUs, read at the first job (gpu.go)
 
@@ -349,6 +350,7 @@ func (d *Daemon) monitor() {
 				j.log.Info("job forgotten")
 			}
 		}
+		d.heapLimit.Store(d.setHeapLimit())
 		d.notifyStatus()
 	}
 }

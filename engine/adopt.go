@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lastmile/lastmile/column"
 
 	"github.com/lastmile/lastmile/cpus"
 	"github.com/lastmile/lastmile/decode"
@@ -99,12 +100,44 @@ type Footprint struct {
 	Units     int   // units per epoch
 	// CacheBytes is the job's unit cache bound (cache.max_memory).
 	CacheBytes int64
-	Files      []string // the input files the job reads
+	// ShuffleBytes is the shuffle window (shuffle.buffer rows), SideBytes
+	// the joins' side tables (their decoded size, at most each join's
+	// max_memory).
+	ShuffleBytes int64
+	SideBytes    int64
+	Files        []string // the input files the job reads
 }
 
-// Bytes returns the total: the rings, the in-flight units and the unit
-// cache.
-func (f Footprint) Bytes() int64 { return f.RingBytes + int64(f.InFlight)*f.UnitBytes + f.CacheBytes }
+// Bytes returns the total: the rings, the in-flight units, the shuffle
+// window, the unit cache and the side tables.
+func (f Footprint) Bytes() int64 {
+	return f.RingBytes + int64(f.InFlight)*f.UnitBytes + f.ShuffleBytes + f.CacheBytes + f.SideBytes
+}
+
+// RuntimeOverhead is what a producing process holds beyond its jobs'
+// footprints: the binary, goroutine stacks, decoders' page buffers, the
+// garbage collector's slack under its memory limit. The Go heap gets
+// heapOverhead of it; the rest is the binary's text and data, page
+// tables and what the Go runtime does not count.
+const (
+	RuntimeOverhead = 150 << 20
+	heapOverhead    = 80 << 20
+)
+
+// HeapLimit is the Go soft memory limit (runtime/debug.SetMemoryLimit)
+// for a process producing jobs of these footprints: their heap part (all
+// but the rings, which are shared memory outside the Go heap) plus the
+// heap's share of RuntimeOverhead. Without it the collector lets the heap grow to twice
+// what is live (GOGC=100), and the peak of a run sits hundreds of MB above
+// what its buffers need (docs/benchmarks.md, "Memory"). With it, a run's
+// peak RSS stays within its footprint plus RuntimeOverhead.
+func HeapLimit(fps ...Footprint) int64 {
+	n := int64(heapOverhead)
+	for _, f := range fps {
+		n += f.Bytes() - f.RingBytes
+	}
+	return n
+}
 
 // EstimateFootprint plans job through fsys (nil: decode.OSFS), reading
 // every input file's footer and every side table's, and returns its memory
@@ -120,14 +153,17 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	if err != nil {
 		return Footprint{}, fmt.Errorf("plan job %q: %w", job.Name, err)
 	}
+	var side int64
 	for _, op := range job.Pipeline {
 		if op.Kind != "join" {
 			continue
 		}
 		// Footers only: the pipeline's compile checks the columns.
-		if _, err := ops.PlanTable(ctx, fsys, op.Join.Table, nil); err != nil {
+		tp, err := ops.PlanTable(ctx, fsys, op.Join.Table, nil)
+		if err != nil {
 			return Footprint{}, fmt.Errorf("job %q: %s.table: %w", job.Name, op.Path, err)
 		}
+		side += min(decodedBytes(tp), sideBound(op.Join.MaxMemory))
 	}
 	size := int64(job.Ring.SlotSize)
 	if size == 0 {
@@ -142,9 +178,9 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	if inflight == 0 {
 		inflight = 2 * workers
 	}
-	var maxRows int64
+	var unitBytes int64
 	for _, u := range plan.Units {
-		maxRows = max(maxRows, u.Rows)
+		unitBytes = max(unitBytes, decodedUnitBytes(plan, u))
 	}
 	perRow := slotSize(plan, packFields(planFields(plan), nil), 1024) / 1024
 	files := make([]string, len(plan.Files))
@@ -157,7 +193,61 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	return Footprint{
 		Rings: job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
 		RingBytes: int64(job.WorldSize) * (header + int64(job.Ring.Slots)*size),
-		InFlight:  inflight, UnitBytes: maxRows * max(perRow, 1),
+		InFlight:  inflight, UnitBytes: unitBytes,
+		ShuffleBytes: int64(job.Shuffle.Buffer) * max(perRow, 1), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,
 		Rows: plan.Rows, Units: len(plan.Units), Files: files,
 	}, nil
+}
+
+// decodedUnitBytes estimates the memory a unit's decoded columns take:
+// values, offsets and validity, from the chunk metadata (a unit sliced out
+// of a row group gets its share of the chunk's values), plus the eighth
+// the decoder's buffers may hold beyond what they need.
+func decodedUnitBytes(p *decode.Plan, u decode.Unit) int64 {
+	groupRows := u.Rows // a row group's rows: a scalar chunk's value count
+	for i, f := range p.Fields {
+		if f.Kind == column.Fixed && i < len(u.Chunks) {
+			groupRows = max(groupRows, u.Chunks[i].Values)
+		}
+	}
+	share := float64(u.Rows) / float64(max(groupRows, 1))
+	var n float64
+	for i, f := range p.Fields {
+		if i >= len(u.Chunks) {
+			continue
+		}
+		c := u.Chunks[i]
+		switch f.Kind {
+		case column.Fixed:
+			n += float64(u.Rows * int64(f.DType.Size()))
+		case column.List:
+			n += share*float64(c.Values*int64(f.DType.Size())) + float64(8*(u.Rows+1))
+		default: // Bytes
+			n += share*float64(c.Uncompressed) + float64(8*(u.Rows+1))
+		}
+		if f.Nullable {
+			n += float64(u.Rows)
+		}
+	}
+	return int64(n * 9 / 8)
+}
+
+// decodedBytes estimates a plan's decoded size: its column chunks'
+// uncompressed bytes.
+func decodedBytes(p *decode.Plan) int64 {
+	var n int64
+	for _, u := range p.Units {
+		for _, c := range u.Chunks {
+			n += c.Uncompressed
+		}
+	}
+	return n
+}
+
+// sideBound is a join's max_memory, 1 GiB when unset (spec.Join).
+func sideBound(s spec.Size) int64 {
+	if s <= 0 {
+		return 1 << 30
+	}
+	return int64(s)
 }

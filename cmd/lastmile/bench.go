@@ -53,8 +53,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
 	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
 	pcfg := defaultPipelineConfig()
-	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), s3 (S3 on loopback against local files) or all")
+	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), s3 (S3 on loopback against local files), memory (peak RSS at N and 10N rows) or all")
 	sf := addSpillFlags(fs)
+	memRows := fs.Int64("memory-rows", 400000, "N of the memory measurement: peak RSS over N and 10N rows")
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
 	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd or none")
@@ -100,11 +101,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Pipeline *bench.PipelineReport `json:"pipeline,omitempty"`
 		Spill    *bench.SpillReport    `json:"spill,omitempty"`
 		S3       *bench.S3Report       `json:"s3,omitempty"`
+		Memory   *memoryReport         `json:"memory,omitempty"`
 	}{}
 	switch *only {
-	case "all", "spine", "pipeline", "spill", "s3":
+	case "all", "spine", "pipeline", "spill", "s3", "memory":
 	default:
-		return fmt.Errorf("%w: -only must be spine, pipeline, spill, s3 or all, got %q", errUsage, *only)
+		return fmt.Errorf("%w: -only must be spine, pipeline, spill, s3, memory or all, got %q", errUsage, *only)
+	}
+	if *only == "all" || *only == "memory" {
+		if out.Memory, err = benchMemory(ctx, self, cfg.ShmDir, *memRows, stderr); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
 	}
 	if *only == "all" || *only == "s3" {
 		s3cfg := bench.S3Config{Data: cfg.Data, Rows: cfg.Rows, Compression: cfg.Compression, Log: stderr}
@@ -146,6 +153,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if out.S3 != nil {
 		fmt.Fprintln(stdout)
 		out.S3.WriteTable(stdout)
+	}
+	if out.Memory != nil {
+		fmt.Fprintln(stdout)
+		out.Memory.WriteTable(stdout)
 	}
 	return nil
 }

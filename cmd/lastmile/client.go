@@ -153,8 +153,10 @@ type apiStatus struct {
 		Busy      int `json:"busy"`
 	} `json:"cpu"`
 	Memory struct {
-		Reserved int64 `json:"reserved"`
-		Total    int64 `json:"total"`
+		Reserved  int64 `json:"reserved"`
+		Total     int64 `json:"total"`
+		RSS       int64 `json:"rss"`
+		HeapLimit int64 `json:"heap_limit"`
 	} `json:"memory"`
 }
 

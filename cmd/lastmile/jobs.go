@@ -155,6 +155,13 @@ func printStatus(w io.Writer, st *apiStatus) error {
 		perJob = bytesString(st.Config.MemoryPerJob) + " per job"
 	}
 	fmt.Fprintf(tw, "memory\t%s reserved of %s (%s)\n", bytesString(st.Memory.Reserved), limit, perJob)
+	if st.Memory.RSS > 0 {
+		heap := "heap limit: GOMEMLIMIT"
+		if st.Memory.HeapLimit > 0 {
+			heap = "heap limited to " + bytesString(st.Memory.HeapLimit) + ": reserved + peer budget + runtime"
+		}
+		fmt.Fprintf(tw, "process	%s resident (%s)\n", bytesString(st.Memory.RSS), heap)
+	}
 	printPeers(tw, st)
 	return tw.Flush()
 }

@@ -65,6 +65,7 @@ Flags:`)
 	if err != nil {
 		return err
 	}
+	limitHeap(ctx, job, fsys, log) // a planning error is the run's to report
 	st, err := engine.Run(ctx, job, engine.Options{
 		Logger: log, Linger: *linger, Remove: *remove && !*keep, FS: fsys,
 		Ready: func(rings []string) {
