@@ -36,7 +36,7 @@ type Progress struct {
 	PackNanos            atomic.Int64 // time spent packing batches
 	Epoch                atomic.Int64 // epoch being produced
 
-	perEpoch atomic.Int64 // batches per rank and epoch, plus 1; 0: not known yet
+	perEpoch atomic.Int64  // batches per rank and epoch, plus 1; 0: not known yet
 	stall    atomic.Uint64 // float64 bits: SetStall's last value
 
 	mu    sync.Mutex

@@ -187,7 +187,7 @@ type digest struct {
 	// does not say how many of their rows are padding.
 	Pad, PadUnknown int64
 	order           []string
-	fields               map[string]*fieldDigest
+	fields          map[string]*fieldDigest
 }
 
 type fieldDigest struct {
