@@ -75,17 +75,27 @@ var errChecksFailed = errors.New("GPU self-test failed")
 
 // runGPU is `lastmile gpu check`.
 func runGPU(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: want the subcommand check", errUsage)
+	rest := args
+	switch {
+	case len(args) > 0 && args[0] == "check":
+		rest = args[1:]
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		// lastmile gpu -h: the check's help.
+	default:
+		return fmt.Errorf("%w: want the subcommand check (lastmile gpu check)", errUsage)
 	}
 	fs := newFlags("gpu check", stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	sizes := fs.String("sizes", "1MiB,8MiB,64MiB", "copy sizes, comma separated")
 	iters := fs.Int("iters", 20, "timed copies per measurement")
-	dir := fs.String("dir", "", "directory for the test rings (default $LASTMILE_SHM_DIR or /dev/shm)")
+	dir := shmDirFlag(fs) // where the test rings go
 	libcuda := fs.String("libcuda", "", "path of libcuda.so.1 (default $LASTMILE_LIBCUDA, else the linker's search)")
 	nvmlPath := fs.String("nvml", "", "path of libnvidia-ml.so.1")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lastmile gpu check [flags]\n\nSelf-tests a GPU host: lists its GPUs with their NUMA nodes, then measures\nhost-to-device GB/s from a ring slot registered in place, the same slot\npageable, cuMemAllocHost memory, and a NUMA-remote ring (docs/gpu.md).\n\nFlags:")
+		printFlags(fs, "dir")
+	}
+	if err := fs.Parse(rest); err != nil {
 		return err
 	}
 	cfg := gpu.CheckConfig{CUDA: cuda.Config{Library: *libcuda}, NVML: gpu.Config{NVML: *nvmlPath}, Iters: *iters, Dir: *dir}

@@ -41,7 +41,7 @@ func TestGPUCheckFake(t *testing.T) {
 	cudatest.Build(t)
 	var out, errb bytes.Buffer
 	run(context.Background(), []string{"gpu", "check", "-json", "-iters", "2", "-sizes", "1MiB,2MiB",
-		"-dir", t.TempDir(), "-nvml", filepath.Join(t.TempDir(), "missing.so.1")}, &out, &errb)
+		"-shm-dir", t.TempDir(), "-nvml", filepath.Join(t.TempDir(), "missing.so.1")}, &out, &errb)
 	var r gpu.Report
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("gpu check -json: %v\n%s\n%s", err, out.String(), errb.String())
@@ -50,7 +50,7 @@ func TestGPUCheckFake(t *testing.T) {
 		t.Fatalf("report: %+v", r)
 	}
 	out.Reset()
-	run(context.Background(), []string{"gpu", "check", "-iters", "2", "-sizes", "1MiB", "-dir", t.TempDir()}, &out, &errb)
+	run(context.Background(), []string{"gpu", "check", "-iters", "2", "-sizes", "1MiB", "-shm-dir", t.TempDir()}, &out, &errb)
 	for _, want := range []string{"Fake GPU 0", "ring slot, registered in place", "PASS  gpu 0", "checks"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("gpu check output lacks %q:\n%s", want, out.String())
