@@ -453,6 +453,7 @@ func TestSpillOnAndOff(t *testing.T) {
 	}
 	// The trainers starve until a few units went to the peer, then are
 	// fed, reading a batch every 10 ms so that the run outlasts OffAfter.
+	// (The scripted load, not the pace, is what the policy sees.)
 	starving := func() bool { return sp.Stats().Spilled.Load() < 3 }
 	load := func() engine.Load {
 		if starving() {
@@ -460,9 +461,12 @@ func TestSpillOnAndOff(t *testing.T) {
 		}
 		return engine.Load{LocalWorkers: 1, LocalBusy: 1, RingFill: 1}
 	}
+	// While starving the trainer still takes a little time per batch, so
+	// that the run outlasts OnAfter even on a loaded machine, where the
+	// policy's ticks come late.
 	pace := func() time.Duration {
 		if starving() {
-			return 0
+			return 2 * time.Millisecond
 		}
 		return 10 * time.Millisecond
 	}
