@@ -58,9 +58,21 @@ func bindingString(p plan.Prediction, res plan.Resources) string {
 // writePlan prints the answer, then the prediction, the measurements,
 // the stall curve and the validation as tables.
 func writePlan(w io.Writer, out planOutput) {
-	p, t, r := out.Prediction, out.Target, out.Measured
-	m := r.Measured
 	fmt.Fprintln(w, wrap(out.Answer, 78))
+	writePrediction(w, out)
+	writeMeasured(w, out.Measured)
+	writeStall(w, out.Measured)
+	if out.Validation != nil {
+		writeValidation(w, out.Validation, out.Measured)
+	}
+	if out.Plot != "" {
+		fmt.Fprintf(w, "\nplot: %s\n", out.Plot)
+	}
+}
+
+// writePrediction prints the prediction as a table.
+func writePrediction(w io.Writer, out planOutput) {
+	p, t, m := out.Prediction, out.Target, out.Measured.Measured
 	fmt.Fprintln(w, "\nPrediction")
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  target\t%d GPUs × %s samples/s = %s samples/s\n", t.GPUs, commaRate(t.SamplesPerGPU), commaRate(p.HostRate))
@@ -96,9 +108,13 @@ func writePlan(w io.Writer, out planOutput) {
 	}
 	fmt.Fprintf(tw, "  utilization at target\t%s\n", strings.Join(us, ", "))
 	tw.Flush()
+}
 
+// writeMeasured prints the curve's points and the figures beside them.
+func writeMeasured(w io.Writer, r *bench.PlanReport) {
+	m := r.Measured
 	fmt.Fprintf(w, "\nMeasured on this host (CPU limited by %s; first epoch, no unit cache)\n", r.Limit)
-	tw = newTable(w)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "  CORES\tSAMPLES/S\tINPUT ROWS/S\tUNITS\tSECONDS\tCPU GOT\tCPU µs/SAMPLE\tPACK ms/BATCH")
 	for _, pt := range r.Points {
 		cpu := 0.0
@@ -115,9 +131,12 @@ func writePlan(w io.Writer, out planOutput) {
 	fmt.Fprintf(w, "  client: %.1f µs per batch in the Go consumer's Next for a batch already in the ring (the Python client costs more: lastmile bench -only pipeline, (g))\n",
 		1e6*m.ClientPerBatch)
 	fmt.Fprintln(w, "  CPU GOT is the CPU the process got over the window: under its quota when other work shares the host")
+}
 
+// writeStall prints the simulated trainers' stall against load.
+func writeStall(w io.Writer, r *bench.PlanReport) {
 	fmt.Fprintf(w, "\nSimulated trainers against load (steps %s, %.0fs each; every rank's ring read by its own trainer)\n", distString(r), r.Seconds)
-	tw = newTable(w)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "  LOAD\tSLOTS\tSAMPLES/S\tSTALL\t")
 	for _, s := range r.Stall {
 		check := ""
@@ -133,29 +152,28 @@ func writePlan(w io.Writer, out planOutput) {
 	if r.DepthNeeded > 0 {
 		fmt.Fprintf(w, "  a ring of %d slots suffices at 90%% of capacity (ring: {slots: %d})\n", r.DepthNeeded, r.DepthNeeded)
 	}
-	if v := out.Validation; v != nil {
-		fmt.Fprintf(w, "\nValidation at %d core(s) (CPU limited by %s)\n", v.Cores, v.Limit)
-		within := "within ±10%"
-		if !v.Within {
+}
+
+// writeValidation prints a validation beside the prediction.
+func writeValidation(w io.Writer, v *bench.Validation, r *bench.PlanReport) {
+	fmt.Fprintf(w, "\nValidation at %d core(s) (CPU limited by %s)\n", v.Cores, v.Limit)
+	within := "within ±10%"
+	if !v.Within {
+		within = "MISSED ±10%"
+	}
+	fmt.Fprintf(w, "  capacity    measured %s samples/s, predicted %s: %+.1f%% (%s)\n", commaRate(v.Capacity.Rate), commaRate(v.PredictedCapacity), 100*v.Error, within)
+	fmt.Fprintf(w, "  cpu         the process got %s cores of the %d (measuring: %.2f per core); %.2f µs of CPU per sample (measuring: %.2f)\n",
+		cpuGot(v.Capacity), v.Cores, v.MeasureCPUGot, 1e6*v.Capacity.CPUSeconds/max(float64(v.Capacity.Samples), 1), 1e6*r.CPUPerSample)
+	if v.MeasureCPUGot > 0 {
+		within = "within ±10%"
+		if !v.NormalizedWithin {
 			within = "MISSED ±10%"
 		}
-		fmt.Fprintf(w, "  capacity    measured %s samples/s, predicted %s: %+.1f%% (%s)\n", commaRate(v.Capacity.Rate), commaRate(v.PredictedCapacity), 100*v.Error, within)
-		fmt.Fprintf(w, "  cpu         the process got %s cores of the %d (measuring: %.2f per core); %.2f µs of CPU per sample (measuring: %.2f)\n",
-			cpuGot(v.Capacity), v.Cores, v.MeasureCPUGot, 1e6*v.Capacity.CPUSeconds/max(float64(v.Capacity.Samples), 1), 1e6*r.CPUPerSample)
-		if v.MeasureCPUGot > 0 {
-			within = "within ±10%"
-			if !v.NormalizedWithin {
-				within = "MISSED ±10%"
-			}
-			fmt.Fprintf(w, "  full quota  measured %s samples/s, predicted %s, each scaled to the whole quota by the CPU got: %+.1f%% (%s)\n",
-				commaRate(v.Capacity.Rate*float64(v.Cores)/v.CPUGot), commaRate(v.PredictedCapacity/v.MeasureCPUGot), 100*v.NormalizedError, within)
-		}
-		fmt.Fprintf(w, "  at target   trainers took %s of the %s samples/s target; stall %.2f%% (predicted %.1f%%)\n",
-			commaRate(v.AtTarget.Rate), commaRate(v.TargetRate), 100*v.AtTarget.Stall, 100*v.PredictedStall)
+		fmt.Fprintf(w, "  full quota  measured %s samples/s, predicted %s, each scaled to the whole quota by the CPU got: %+.1f%% (%s)\n",
+			commaRate(v.Capacity.Rate*float64(v.Cores)/v.CPUGot), commaRate(v.PredictedCapacity/v.MeasureCPUGot), 100*v.NormalizedError, within)
 	}
-	if out.Plot != "" {
-		fmt.Fprintf(w, "\nplot: %s\n", out.Plot)
-	}
+	fmt.Fprintf(w, "  at target   trainers took %s of the %s samples/s target; stall %.2f%% (predicted %.1f%%)\n",
+		commaRate(v.AtTarget.Rate), commaRate(v.TargetRate), 100*v.AtTarget.Stall, 100*v.PredictedStall)
 }
 
 func distString(r *bench.PlanReport) string {

@@ -56,6 +56,16 @@ func TestPlanEndToEnd(t *testing.T) {
 	if !strings.HasPrefix(out.Answer, "To feed 2 GPU(s) at 2,000 samples/s each") {
 		t.Errorf("answer %q", out.Answer)
 	}
+	var text bytes.Buffer
+	writePlan(&text, out)
+	for _, section := range []string{"\nPrediction\n", "\nMeasured on this host", "\nSimulated trainers against load", "\nValidation at ", "cores per GPU"} {
+		if !strings.Contains(text.String(), section) {
+			t.Errorf("the table lacks %q:\n%s", section, text.String())
+		}
+	}
+	if !strings.HasPrefix(text.String(), "To feed 2 GPU(s)") {
+		t.Errorf("the answer does not come first:\n%s", text.String())
+	}
 	plot, err := os.ReadFile(svg)
 	if err != nil {
 		t.Fatal(err)
