@@ -154,15 +154,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	out := planOutput{Target: t, Resources: res, Measured: rep, Prediction: pred}
 	if f.validate {
-		cores := f.cores
-		if cores <= 0 {
-			cores = min(max(pred.CoresPerHost, 1), res.HostCores)
-		}
-		got := 0.0 // the CPU the process got per core of quota at the curve's first point
-		if p := rep.Points[0]; p.Seconds > 0 && p.Cores > 0 {
-			got = p.CPUSeconds / p.Seconds / p.Cores
-		}
-		if out.Validation, err = bench.Validate(ctx, cfg, m.Curve, t, cores, f.valSeconds, got); err != nil {
+		if out.Validation, err = validatePlan(ctx, cfg, f, out); err != nil {
 			return fmt.Errorf("validate: %w", err)
 		}
 	}
@@ -233,4 +225,17 @@ func writePlanFiles(out *planOutput, f planFlags) error {
 		}
 	}
 	return nil
+}
+
+// validatePlan runs the job at the predicted size (or -cores).
+func validatePlan(ctx context.Context, cfg bench.PlanConfig, f planFlags, out planOutput) (*bench.Validation, error) {
+	cores := f.cores
+	if cores <= 0 {
+		cores = min(max(out.Prediction.CoresPerHost, 1), out.Resources.HostCores)
+	}
+	got := 0.0 // the CPU the process got per core of quota at the curve's first point
+	if p := out.Measured.Points[0]; p.Seconds > 0 && p.Cores > 0 {
+		got = p.CPUSeconds / p.Seconds / p.Cores
+	}
+	return bench.Validate(ctx, cfg, out.Measured.Measured.Curve, out.Target, cores, f.valSeconds, got)
 }
