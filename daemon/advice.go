@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -29,7 +30,10 @@ import (
 // (Progress.SetStall), where a configured spill policy counts it as
 // starvation (peer/policy.go).
 //
-// A rank without a consumer never waits; its stall is 0.
+// A rank without a consumer never waits; its stall is 0. When production
+// itself waited on a rank's full ring over the window, the ranks starve
+// because that rank's trainer is slower than the others (ranks get equal
+// batch counts): the advice says so instead of asking for CPU.
 
 const (
 	adviceWindow    = 5 * time.Minute
@@ -42,6 +46,7 @@ const (
 type adviceSample struct {
 	at     time.Time
 	waited []int64 // per rank, ns waited on an empty ring so far
+	full   []int64 // per rank, ns production waited on the rank's full ring so far
 	held   time.Duration
 }
 
@@ -80,9 +85,18 @@ func (t *adviceTracker) sample(jobs []*Job, now time.Time) {
 		for r := range j.emptyWait {
 			s.waited[r] = j.emptyWait[r].Load()
 		}
+		s.full = make([]int64, len(j.fullWait))
+		for r, w := range j.fullWait {
+			s.full[r] = int64(w)
+		}
 		var prog *engine.Progress
 		if j.run != nil {
 			prog = j.run.prog
+			for r, st := range prog.RingStats() {
+				if r < len(s.full) {
+					s.full[r] += int64(st.FullWait)
+				}
+			}
 		}
 		j.mu.Unlock()
 		if !running {
@@ -187,7 +201,30 @@ func (t *adviceTracker) view(j *Job, tokens, peerCores int) *adviceView {
 		v.MoreCores, v.Peers = need.MoreCores, need.Peers
 	}
 	v.Advice = need.Advice(win.Round(time.Second), adviceThreshold, v.Headroom)
+	if worst >= adviceThreshold {
+		if slow, share := slowestRank(a, b, secs); share >= adviceThreshold {
+			// Production waited on a full ring: a trainer slower than the
+			// others holds every rank back, and more CPU would not help.
+			v.MoreCores, v.Peers = 0, 0
+			v.Advice = fmt.Sprintf("rank %d waited %.0f%% of the last %s, but production waited %.0f%% of the window on rank %d's full ring: that trainer is slower than the others and holds every rank back; more CPU would not help",
+				rank, 100*worst, win.Round(time.Second), 100*share, slow)
+		}
+	}
 	return v
+}
+
+// slowestRank returns the rank whose full ring production waited on most
+// between a and b, and the share of the window it waited.
+func slowestRank(a, b adviceSample, secs float64) (int, float64) {
+	slow, share := 0, 0.0
+	for r := range b.full {
+		if r < len(a.full) && secs > 0 {
+			if s := float64(b.full[r]-a.full[r]) / 1e9 / secs; s > share {
+				slow, share = r, s
+			}
+		}
+	}
+	return slow, min(share, 1)
 }
 
 var (

@@ -35,6 +35,9 @@ func TestAdviceView(t *testing.T) {
 			[]float64{0.1, 0.5}, 2, 2, 0, "rank 1 waited 50% of the last 10s: about 2 more cores"},
 		{"with peers", []adviceSample{sample(0, 0, 0), sample(10*time.Second, 40*time.Second, 3*time.Second)}, 4,
 			[]float64{0.3}, 4, 2, 1, "rank 0 waited 30% of the last 10s: about 2 more cores or 1 peer"},
+		{"held back by a slow rank", []adviceSample{{at: t0, waited: []int64{0, 0}, full: []int64{0, 0}},
+			{at: t0.Add(10 * time.Second), held: 10 * time.Second, waited: []int64{int64(4 * time.Second), 0}, full: []int64{0, int64(3 * time.Second)}}}, 0,
+			[]float64{0.4, 0}, 1, 0, 0, "rank 0 waited 40% of the last 10s, but production waited 30% of the window on rank 1's full ring: that trainer is slower than the others and holds every rank back; more CPU would not help"},
 		{"fed", []adviceSample{sample(0, 0, 0), sample(10*time.Second, 10*time.Second, 100*time.Millisecond)}, 0,
 			[]float64{0.01}, 1, 0, 0, "fed: no rank waited more than 5% of the last 10s; about 88% of its CPU unused"},
 	}
