@@ -134,7 +134,7 @@ func (r *DeviceRing) DeviceSlot(k int) (cuda.DevicePtr, int64) {
 }
 
 // Announcement returns the bytes that announce the device slots in the
-// ring's page 0, at AnnounceOffset (the layout of docs/gpu.md).
+// ring's page 0, at AnnounceOffset (docs/ring-format.md 3.6.1).
 func (r *DeviceRing) Announcement() ([]byte, error) {
 	a := Announcement{Slots: int(r.slots), PCIBusID: r.busID, Generation: r.generation}
 	var err error
@@ -182,9 +182,10 @@ func (r *DeviceRing) Close() error {
 	return errors.Join(errs...)
 }
 
-// AnnounceOffset is where the announcement lies in page 0 (reserved bytes
-// 1536-4095 of format 1.1).
-const AnnounceOffset = 1536
+// AnnounceOffset is where the device staging block lies in page 0: the
+// announcement area of format 1.2 (docs/ring-format.md 3.6.1), which the
+// daemon writes through shm.Producer.Announce.
+const AnnounceOffset = 1544
 
 // Announcement is the device staging block of a ring's page 0 (docs/gpu.md).
 type Announcement struct {

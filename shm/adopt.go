@@ -305,6 +305,7 @@ func adoptFd(cfg Config, c claim) (*Producer, error) {
 	for i := range p.held {
 		p.held[i].p = p
 	}
+	p.withdrawInherited() // its predecessor's resources died with it (announce.go)
 	go p.heartbeat()
 	return p, nil
 }

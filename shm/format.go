@@ -17,9 +17,9 @@ const (
 	// writes major 1 for a schema without a jagged field (formatVersion),
 	// so that 1.x readers keep reading every ring that does not need 2.x.
 	// A minor version adds the same fields to both majors (§7): this
-	// package writes 1.1 or 2.1.
+	// package writes 1.2 or 2.2 (x.2 adds the announcement, announce.go).
 	VersionMajor = 2
-	VersionMinor = 1
+	VersionMinor = 2
 
 	// MaxSlots is the largest slot count (§3.1).
 	MaxSlots = 65536

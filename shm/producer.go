@@ -98,6 +98,11 @@ func (s *Slot) Seq() uint64 { return s.seq }
 // Cap returns the slot size in bytes.
 func (s *Slot) Cap() int64 { return int64(len(s.mem)) }
 
+// Used returns the bytes filled so far from the slot's start (header,
+// tensor table and payloads): after the last Add, what Publish will
+// store as used_bytes and a copy of the batch must cover.
+func (s *Slot) Used() int64 { return s.used }
+
 // SetRows sets the batch's row count B. Call it before Add.
 func (s *Slot) SetRows(n int) error {
 	if n < 0 || uint64(n) > 1<<32-1 {

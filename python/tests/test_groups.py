@@ -102,7 +102,7 @@ class GoRingGroupsTests(unittest.TestCase):
         return [[int(n["cat_0"][r])], opt, self.ids("seq_0", r)[-5:], seq_opt]
 
     def test_schema(self):
-        self.assertEqual((self.geo.major, self.geo.minor), (2, 1))
+        self.assertEqual((self.geo.major, self.geo.minor), (2, 2))
         f = {x.name: x for x in self.geo.fields}
         self.assertEqual((f["dense"].kind, f["dense"].dims, f["dense"].dtype), ("dense", (3,), "float32"))
         self.assertEqual((f["sparse"].kind, f["sparse"].keys, f["sparse"].dtype),
