@@ -58,6 +58,9 @@ type Options struct {
 	// runs it under a memory policy that allocates the ring's pages on
 	// the NUMA node of the rank's GPU (gpu.OnNode). nil calls it directly.
 	PlaceRing func(rank int, create func() error) error
+	// Stage, if not nil, sees each packed slot before it is published
+	// (stage.go): the daemon's device staging. nil publishes directly.
+	Stage Stager
 }
 
 // Stats sums up a run.
@@ -145,10 +148,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 			}
 		}
 	}()
-	writers := make([]slotWriter, len(rings))
-	for i, r := range rings {
-		writers[i] = r
-	}
+	writers := writersFor(ctx, rings, opts.Stage)
 	prog := opts.Progress
 	if prog == nil {
 		prog = new(Progress)
