@@ -202,7 +202,10 @@ func (t *adviceTracker) view(j *Job, tokens, peerCores int) *adviceView {
 	}
 	v.Advice = need.Advice(win.Round(time.Second), adviceThreshold, v.Headroom)
 	if worst >= adviceThreshold {
-		if slow, share := slowestRank(a, b, secs); share >= adviceThreshold {
+		// Only a rank that does not starve itself can be the slow one: a
+		// fast trainer also makes production wait on its ring in bursts
+		// (a unit's batches outnumber the slots) between its own waits.
+		if slow, share := slowestRank(a, b, secs); share >= adviceThreshold && slow != rank && v.Stall[slow] < adviceThreshold {
 			// Production waited on a full ring: a trainer slower than the
 			// others holds every rank back, and more CPU would not help.
 			v.MoreCores, v.Peers = 0, 0

@@ -38,6 +38,9 @@ func TestAdviceView(t *testing.T) {
 		{"held back by a slow rank", []adviceSample{{at: t0, waited: []int64{0, 0}, full: []int64{0, 0}},
 			{at: t0.Add(10 * time.Second), held: 10 * time.Second, waited: []int64{int64(4 * time.Second), 0}, full: []int64{0, int64(3 * time.Second)}}}, 0,
 			[]float64{0.4, 0}, 1, 0, 0, "rank 0 waited 40% of the last 10s, but production waited 30% of the window on rank 1's full ring: that trainer is slower than the others and holds every rank back; more CPU would not help"},
+		{"a starving rank's own bursts are not a slow rank", []adviceSample{{at: t0, waited: []int64{0}, full: []int64{0}},
+			{at: t0.Add(10 * time.Second), held: 10 * time.Second, waited: []int64{int64(5 * time.Second)}, full: []int64{int64(9 * time.Second)}}}, 0,
+			[]float64{0.5}, 1, 1, 0, "rank 0 waited 50% of the last 10s: about 1 more core"},
 		{"fed", []adviceSample{sample(0, 0, 0), sample(10*time.Second, 10*time.Second, 100*time.Millisecond)}, 0,
 			[]float64{0.01}, 1, 0, 0, "fed: no rank waited more than 5% of the last 10s; about 88% of its CPU unused"},
 	}
