@@ -85,12 +85,30 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 	row := c.FirstRow
 	done := d.ctx.Done()
 	h := pr.h
+	var locs []pageLoc // with a selection, the OffsetIndex's pages
+	k := 0             // next entry of locs
+	if sel != nil && want > 0 && pr.f != nil {
+		var err error
+		if locs, err = d.pageIndex(c); err != nil {
+			return d.errorf(fi, -1, err)
+		}
+	}
 	for dst.Len < want {
 		if done != nil {
 			select {
 			case <-done:
 				return d.ctx.Err()
 			default:
+			}
+		}
+		if locs != nil {
+			next, skip, err := d.skipByIndex(locs, &k, pr, sel, &si, lo, row)
+			if err != nil {
+				return d.errorf(fi, pr.off, err)
+			}
+			if skip {
+				row = next
+				continue
 			}
 		}
 		off, body, ok, err := pr.next()
@@ -136,6 +154,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 				}
 				if si == len(sel) || lo+int64(sel[si]) >= row+nrows {
 					row += nrows
+					d.stats.PagesSkipped++
 					continue
 				}
 			}
@@ -146,6 +165,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		if err := checkCRC(h, body); err != nil {
 			return d.errorf(fi, off, err)
 		}
+		d.stats.Pages++
 		direct := sel == nil && row >= lo
 		if sel != nil && nrows >= 0 && row >= lo && row+nrows <= hi {
 			// A page whose rows are all selected goes straight in.
@@ -213,6 +233,14 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 	}
 	if dst.Len != want {
 		return d.errorf(fi, -1, corruptf("column chunk holds %d of the %d rows wanted", dst.Len, want))
+	}
+	// The pages after the last selected row are not read either.
+	for ; k < len(locs); k++ {
+		if locs[k].off >= pr.off {
+			d.stats.PagesSkipped++
+			d.stats.PagesUnread++
+			d.stats.BytesUnread += locs[k].end - locs[k].off
+		}
 	}
 	return nil
 }

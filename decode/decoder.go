@@ -47,6 +47,10 @@ type Decoder struct {
 	scratchOwn  []byte
 	scratchView bool
 	stash       [][]byte // per field: a Valid buffer set aside while a unit had no nulls
+
+	idxRaw []byte    // an OffsetIndex as read
+	locs   []pageLoc // its pages within the unit's chunk
+	stats  Stats
 }
 
 // NewDecoder returns a decoder for the given fields, normally a plan's

@@ -22,6 +22,9 @@ type pageReader struct {
 	ri     int     // current range
 	off    int64   // file offset of the next page header
 	h      *pageHeader
+	// limit, when past off, bounds what a window reads beyond the bytes
+	// asked for: the end of the pages a selection wants (pageindex.go).
+	limit int64
 }
 
 type span struct{ start, end int64 }
@@ -52,7 +55,11 @@ func (r *pageReader) bytes(off int64, n int) ([]byte, error) {
 	if r.f == nil || off+int64(n) > end {
 		return nil, corruptf("%d bytes at offset %d run past the column chunk (ends at %d)", n, off, end)
 	}
-	size := int(min(max(int64(n), readWindow), end-off))
+	wend := end
+	if r.limit > off {
+		wend = min(end, max(r.limit, off+int64(n)))
+	}
+	size := int(min(max(int64(n), readWindow), wend-off))
 	keep := 0
 	if off >= r.base && off < r.base+int64(len(r.buf)) {
 		keep = copy(r.buf, r.buf[off-r.base:]) // the tail already read
@@ -70,21 +77,36 @@ func (r *pageReader) bytes(off int64, n int) ([]byte, error) {
 	return r.buf[:n], nil
 }
 
-// next parses the next page header into r.h and returns the page's file
-// offset and body. ok is false after the last page.
-func (r *pageReader) next() (off int64, body []byte, ok bool, err error) {
+// settle moves the reader on to the page range once the dictionary range
+// is done, and reports whether a page is left to read.
+func (r *pageReader) settle() bool {
 	for r.off >= r.ranges[r.ri].end {
 		if r.ri == 1 {
-			return 0, nil, false, nil
+			return false
 		}
 		r.ri = 1
 		r.off = r.ranges[1].start
 	}
+	return true
+}
+
+// next parses the next page header into r.h and returns the page's file
+// offset and body. ok is false after the last page.
+func (r *pageReader) next() (off int64, body []byte, ok bool, err error) {
+	if !r.settle() {
+		return 0, nil, false, nil
+	}
 	off = r.off
 	left := r.ranges[r.ri].end - off
 	// Headers are small; ask for a little and more only if that fails.
+	// The first ask stays within limit, so that a small page's header
+	// does not read the skipped page after it.
+	first := int64(256)
+	if r.limit > off {
+		first = min(first, r.limit-off)
+	}
 	var hn int
-	for n := int64(256); ; n *= 16 {
+	for n := first; ; n *= 16 {
 		n = min(n, left)
 		b, err := r.bytes(off, int(n))
 		if err != nil {

@@ -176,10 +176,16 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 	if start < 4 || md.TotalCompressedSize < 0 || end > fileSize-8 || end < start {
 		return Chunk{}, corruptf("column chunk [%d, %d) outside the file of %d bytes", start, end, fileSize)
 	}
-	return Chunk{
+	c := Chunk{
 		Leaf: f.Leaf, Codec: int32(md.Codec), Offset: start, End: end,
 		Values: md.NumValues, Uncompressed: md.TotalUncompressedSize,
-	}, nil
+	}
+	// The OffsetIndex, where it lies inside the file; the decoder reads
+	// it only for selections, and ignores one that does not fit.
+	if cc.OffsetIndexLength > 0 && cc.OffsetIndexOffset >= 4 && cc.OffsetIndexOffset+int64(cc.OffsetIndexLength) <= fileSize-8 {
+		c.Index, c.IndexLen = cc.OffsetIndexOffset, cc.OffsetIndexLength
+	}
+	return c, nil
 }
 
 // sliceRowGroup cuts a row group into units of at most opts.MaxUnitRows

@@ -42,6 +42,11 @@ type Chunk struct {
 	// uncompressed size: sizing hints.
 	Values       int64 `json:"values"`
 	Uncompressed int64 `json:"uncompressed"`
+	// Index and IndexLen locate the chunk's OffsetIndex (the page
+	// index), 0 when it has none: a selection reads only the pages
+	// holding selected rows (pageindex.go).
+	Index    int64 `json:"index,omitempty"`
+	IndexLen int32 `json:"index_len,omitempty"`
 }
 
 // unitVersion is the first byte of a marshaled Unit; the JSON follows.
@@ -84,7 +89,8 @@ func (u *Unit) validate() error {
 		c := &u.Chunks[i]
 		if c.Leaf < 0 || !codecSupported(c.Codec) || c.Offset < 4 || c.End < c.Offset || c.End > u.FileSize ||
 			c.DictLen < 0 || c.DictOffset < 0 || c.DictOffset+c.DictLen > u.FileSize || c.FirstRow < 0 ||
-			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 {
+			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 ||
+			c.Index < 0 || c.IndexLen < 0 || c.Index+int64(c.IndexLen) > u.FileSize || (c.IndexLen > 0 && c.Index < 4) {
 			return fmt.Errorf("invalid chunk %d", i)
 		}
 	}
