@@ -80,6 +80,9 @@ type Stats struct {
 	// filters exclude them by their partition values and statistics.
 	FilesPruned int
 	Rings       []string
+	// Pages counts the data pages the local decoders decoded, and those a
+	// selection skipped (unread where the page index located them).
+	Pages decode.Stats
 }
 
 // Busy is the run's wall time less its waits on trainers (full rings and
@@ -170,6 +173,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	err = produce(ctx, job, proc, runWorkers{local: workers, spill: opts.Spill, slots: slots}, bt, prog, opts.Gate, &st)
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
 	st.Decode = time.Duration(prog.DecodeNanos.Load())
+	for _, w := range proc.workers {
+		st.Pages.Add(w.dec.Stats())
+	}
 	// The batcher's pack time includes Acquire, which sleeps on full rings:
 	// that wait is the trainers' time, counted apart in FullWait.
 	for _, r := range rings {
