@@ -7,12 +7,14 @@ package cudatest
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,22 +32,29 @@ type Fake struct {
 	Log string
 }
 
-// Build compiles the fake with gcc into a fresh directory (a fresh
-// library, so its state and call counts start at zero) and points
-// FAKECUDA_LOG and LASTMILE_LIBCUDA at it for the test (t.Setenv: the
-// test must not be parallel). It skips the test, saying why, when gcc is
-// missing.
+// Build gives the test a fresh copy of the fake (a fresh path, so the
+// process loads it anew and its state and call counts start at zero) and
+// points FAKECUDA_LOG and LASTMILE_LIBCUDA at it for the test (t.Setenv:
+// the test must not be parallel). gcc compiles the fake once per test
+// process; each test copies the result. It skips the test, saying why,
+// when gcc is missing.
 func Build(t testing.TB) *Fake {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found: the fake libcuda tests need gcc to compile cuda/testdata/fakecuda.c (apt-get install gcc)")
+	compiled := compileOnce()
+	if compiled.skip != "" {
+		t.Skip(compiled.skip)
+	}
+	if compiled.err != nil {
+		t.Fatal(compiled.err)
 	}
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libcuda.so.1")
-	out, err := exec.Command(gcc, "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-pthread", "-o", lib, Source()).CombinedOutput()
+	b, err := os.ReadFile(compiled.path)
+	if err == nil {
+		err = os.WriteFile(lib, b, 0o755)
+	}
 	if err != nil {
-		t.Fatalf("compile the fake libcuda: %v\n%s", err, out)
+		t.Fatalf("copy the fake libcuda: %v", err)
 	}
 	f := &Fake{Library: lib, Log: filepath.Join(dir, "calls.log")}
 	t.Setenv("FAKECUDA_LOG", f.Log)
@@ -53,6 +62,39 @@ func Build(t testing.TB) *Fake {
 	t.Setenv("FAKECUDA_DEVICES", "1")
 	t.Setenv("LASTMILE_LIBCUDA", lib)
 	return f
+}
+
+// compiledFake is the fake compiled once per test process.
+type compiledFake struct {
+	once sync.Once
+	path string
+	skip string // why the tests skip (no gcc)
+	err  error
+}
+
+var compiled compiledFake
+
+func compileOnce() *compiledFake {
+	compiled.once.Do(func() {
+		gcc, err := exec.LookPath("gcc")
+		if err != nil {
+			compiled.skip = "gcc not found: the fake libcuda tests need gcc to compile cuda/testdata/fakecuda.c (apt-get install gcc)"
+			return
+		}
+		dir, err := os.MkdirTemp("", "fakecuda-")
+		if err != nil {
+			compiled.err = err
+			return
+		}
+		// The directory outlives the test that compiled it: later tests
+		// copy from it. It is small and in the temporary directory.
+		compiled.path = filepath.Join(dir, "libcuda.so.1")
+		out, err := exec.Command(gcc, "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-pthread", "-o", compiled.path, Source()).CombinedOutput()
+		if err != nil {
+			compiled.err = fmt.Errorf("compile the fake libcuda: %v\n%s", err, out)
+		}
+	})
+	return &compiled
 }
 
 // Fail makes the fake fail calls: "name=code" or "name=code@n", comma
