@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/spec"
@@ -382,6 +383,7 @@ type bucketUse struct {
 	file string
 	cur  *sideTable
 	ent  *bucketEntry
+	idx  int // the unit's bucket, while cur is set
 }
 
 // table returns the table to probe for the current unit.
@@ -403,8 +405,41 @@ func (u *bucketUse) table(whole *sideTable) (*sideTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.cur, u.ent = tab, ent
+	u.cur, u.ent, u.idx = tab, ent, i
 	return tab, nil
+}
+
+// checkKeys fails when a row's key (rows sel of key, all when nil) is
+// not in the unit's bucket: with a declared layout, the input's files
+// are checked as the table's are, since a row in the wrong bucket would
+// silently miss its match. Iceberg layouts, written by Iceberg, are not.
+func (u *bucketUse) checkKeys(whole *sideTable, key *column.Column, sel []int32, n int) error {
+	if u.b == nil || !u.b.verify || u.cur == nil {
+		return nil
+	}
+	for j := range n {
+		r := j
+		if sel != nil {
+			r = int(sel[j])
+		}
+		if key.Valid != nil && key.Valid[r] == 0 {
+			continue
+		}
+		var got int
+		var shown string
+		if whole.intKey {
+			v := intAt(key, r)
+			got, shown = iceberg.BucketInt(u.b.n, v), strconv.FormatInt(v, 10)
+		} else {
+			v := key.Data[key.Offsets[r]:key.Offsets[r+1]]
+			got, shown = iceberg.BucketBytes(u.b.n, v), strconv.Quote(string(v))
+		}
+		if got != u.idx {
+			return u.job.OpError(whole.op, "buckets", "input file %s is in bucket %d, but its key %s is in bucket %d of bucket[%d]: the input is not bucketed as declared (remove buckets: to load the table whole)",
+				u.file, u.idx, shown, got, u.b.n)
+		}
+	}
+	return nil
 }
 
 func (u *bucketUse) begin(ctx context.Context, job *spec.Job, file string) {

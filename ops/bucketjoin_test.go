@@ -239,6 +239,19 @@ func TestBucketJoinErrors(t *testing.T) {
 	f("- join: {kind: semi, table: side, on: key, buckets: 16}", "is not bucketed as declared", true)
 	// A bucket that cannot fit the budget alone.
 	f("- join: {kind: semi, table: side, on: key, buckets: 8, max_memory: 1KiB}", "raise max_memory or use more buckets", false)
+	// An input row whose key lies in another bucket than its file's.
+	var stray int64 = 1
+	for iceberg.BucketInt(nBuckets, stray) == 0 {
+		stray++
+	}
+	bad := filepath.Join(dir, "in", "bucket=0", "stray.parquet")
+	writeTable(t, bad, []inRow{{ID: 9999, Key: stray}})
+	p, err := ops.Compile(ctx, job(t, dir, "- join: {kind: left, table: side, on: key, columns: [feat], buckets: 8}"), fields, ops.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = runUnits(p, []string{bad})
+	wantErr(t, err, "the input is not bucketed as declared")
 	// A side table file outside any bucket directory.
 	writeTable(t, filepath.Join(dir, "side", "stray.parquet"), []sideRow{{Key: 1, Feat: 1}})
 	f("- join: {kind: semi, table: side, on: key, buckets: 8}", "is under no bucket=B directory", false)

@@ -178,6 +178,9 @@ func (s *joinDrop) drop(f *frame, sel []int32) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.use.checkKeys(s.t, f.vals[s.key], sel, n); err != nil {
+		return nil, err
+	}
 	s.idx = growI32(s.idx, n)
 	t.lookup(f.vals[s.key], sel, s.idx)
 	s.out = s.out[:0]
@@ -200,6 +203,9 @@ func (s *joinLeft) clone() step {
 func (s *joinLeft) compute(f *frame) error {
 	t, err := s.use.table(s.t)
 	if err != nil {
+		return err
+	}
+	if err := s.use.checkKeys(s.t, f.vals[s.key], nil, f.rows); err != nil {
 		return err
 	}
 	s.idx = growI32(s.idx, f.rows)
