@@ -16,6 +16,9 @@ type Placement struct {
 	UUID     string `json:"uuid,omitempty"`
 	NUMANode int    `json:"numa_node"` // -1: not bound
 	CPUs     string `json:"cpus,omitempty"`
+	// PCIBusID is the GPU's PCI bus id: device staging finds the CUDA
+	// device by it (NVML's indexes and CUDA's ordinals may differ).
+	PCIBusID string `json:"pci_bus_id,omitempty"`
 	// Why says why a rank is not placed, or how it was mapped.
 	Why string `json:"why,omitempty"`
 }
@@ -77,7 +80,8 @@ func MapRanks(n int, devices []string, visible string, gpus []GPU) ([]Placement,
 			g = &gpus[r%len(gpus)]
 			why = "LOCAL_RANK"
 		}
-		out[r] = Placement{Rank: r, GPU: g.Index, UUID: g.UUID, NUMANode: g.NUMANode, CPUs: CPUList(g.CPUs), Why: why}
+		out[r] = Placement{Rank: r, GPU: g.Index, UUID: g.UUID, NUMANode: g.NUMANode, CPUs: CPUList(g.CPUs),
+			PCIBusID: g.PCIBusID, Why: why}
 	}
 	return out, nil
 }

@@ -506,6 +506,11 @@ func (p *Producer) heartbeat() {
 // Name returns the ring's name.
 func (p *Producer) Name() string { return p.name }
 
+// Fd returns the descriptor of the ring's file, for a caller that maps
+// the ring itself (device staging registers its own mapping): reopen it
+// as /proc/self/fd/N rather than by name. It is valid until Close.
+func (p *Producer) Fd() int { return p.fd }
+
 // Path returns the ring file's path.
 func (p *Producer) Path() string { return p.path }
 
