@@ -1,0 +1,51 @@
+package datagen_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestWritesPageIndex: every column chunk of every file, with v1 and v2
+// data pages, has a column index and an offset index, and the offset
+// index's pages cover the row group from row 0 in increasing order. The
+// decoder's selections skip unread pages by it (decode/pageindex.go).
+func TestWritesPageIndex(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		cfg := testConfig()
+		cfg.DataPageVersion = version
+		for _, path := range write(t, cfg) {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _ := f.Stat()
+			pf, err := parquet.OpenFile(f, st.Size())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ois := pf.OffsetIndexes()
+			k := 0
+			for rg, g := range pf.Metadata().RowGroups {
+				for c, cc := range g.Columns {
+					if cc.OffsetIndexLength <= 0 || cc.ColumnIndexLength <= 0 {
+						t.Fatalf("v%d %s row group %d column %d: no page index", version, path, rg, c)
+					}
+					locs := ois[k].PageLocations
+					k++
+					if len(locs) == 0 || locs[0].FirstRowIndex != 0 {
+						t.Fatalf("v%d row group %d column %d: offset index %v", version, rg, c, locs)
+					}
+					for i := 1; i < len(locs); i++ {
+						if locs[i].FirstRowIndex <= locs[i-1].FirstRowIndex || locs[i].FirstRowIndex >= g.NumRows ||
+							locs[i].Offset < locs[i-1].Offset+int64(locs[i-1].CompressedPageSize) {
+							t.Fatalf("v%d row group %d column %d: page %d of the offset index out of order: %v", version, rg, c, i, locs)
+						}
+					}
+				}
+			}
+			f.Close()
+		}
+	}
+}
