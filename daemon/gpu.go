@@ -15,6 +15,9 @@ type GPUConfig struct {
 	// NVML is the path of libnvidia-ml.so.1; "" is the dynamic linker's
 	// search.
 	NVML string `yaml:"nvml"`
+	// LibCUDA is the path of libcuda.so.1 for device staging; "" is
+	// $LASTMILE_LIBCUDA, else the dynamic linker's search.
+	LibCUDA string `yaml:"libcuda"`
 	// Inventory, if not nil, replaces NVML (tests).
 	Inventory func() ([]gpu.GPU, error) `yaml:"-"`
 }
@@ -108,6 +111,9 @@ type gpuView struct {
 	// to the trainer (host where it has a GPU).
 	Staging   string          `json:"staging"`
 	Placement []gpu.Placement `json:"placement"`
+	// Device is, with staging: device, each rank's device staging in the
+	// current run: "device", or "host" after a fallback, with why.
+	Device []gpu.RankStaging `json:"device_staging,omitempty"`
 }
 
 func (j *Job) gpuView() *gpuView {
@@ -115,9 +121,10 @@ func (j *Job) gpuView() *gpuView {
 	if st == spec.StagingAuto {
 		st = "auto"
 	}
+	dev := j.stagingView()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return &gpuView{Staging: st, Placement: append([]gpu.Placement{}, j.placement...)}
+	return &gpuView{Staging: st, Placement: append([]gpu.Placement{}, j.placement...), Device: dev}
 }
 
 var descRankGPU = prometheus.NewDesc("lastmile_rank_gpu_info",

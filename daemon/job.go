@@ -55,6 +55,7 @@ type Job struct {
 	gid       uint32
 	groups    []uint32         // the owner's supplementary groups: files are opened as owner, gid, groups
 	spill     *cpupeer.Spiller // the current run's, nil without peers
+	stager    *gpu.Stager      // the current run's device staging, nil unless gpu.staging: device (devstage.go)
 	placement []gpu.Placement  // per rank, set at each run's start (gpu.go); under mu
 	specText  string
 	pins      []pin // the Iceberg snapshots the job reads, fixed at submission
@@ -311,6 +312,10 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		FS:        j.fs(),
 		PlaceRing: j.placeRing(), // each rank's ring on its GPU's NUMA node (gpu.go)
 	}
+	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
+	if st != nil {
+		opts.Stage = st
+	}
 	if sp := j.spillFor(); sp != nil {
 		opts.Spill = sp
 		j.mu.Lock()
@@ -329,6 +334,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 				r.prog.FailRings("lastmiled: " + r.err.Error())
 			}
 		}()
+		defer j.closeStager(st) // after the run, before done: its trainers read their last batches from the device slots
 		_, r.err = engine.Run(ctx, j.spec, opts)
 	}()
 	return r

@@ -153,7 +153,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // and the process's.
 func (d *Daemon) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{d}, peerCollector{d}, adviceCollector{d}, gpuCollector{d}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collector{d}, peerCollector{d}, adviceCollector{d}, gpuCollector{d}, stagingCollector{d}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
