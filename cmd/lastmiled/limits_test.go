@@ -106,15 +106,7 @@ func ownBound(t *testing.T, e *env) []net.Conn {
 			return resp.StatusCode == 200 && json.Unmarshal([]byte(body), &st) == nil && st.Control.Connections == 1
 		})
 		time.Sleep(100 * time.Millisecond) // the poll's own connection
-		silent = silent[:0]
-		for range 4 {
-			c, err := net.Dial("unix", e.sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			silent = append(silent, c)
-		}
+		silent = dialSilent(t, e.sock, 4)
 		time.Sleep(100 * time.Millisecond)
 		resp, body, _ := rawRequest(t, e.sock, "GET /v1/status HTTP/1.1\r\nHost: lastmiled\r\n\r\n", nil)
 		if resp.StatusCode == 429 && strings.Contains(body, "control.max_conns_per_uid") {
@@ -128,6 +120,22 @@ func ownBound(t *testing.T, e *env) []net.Conn {
 		}
 	}
 	return silent
+}
+
+// dialSilent opens n connections that send nothing, closed at the
+// test's end.
+func dialSilent(t *testing.T, sock string, n int) []net.Conn {
+	t.Helper()
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 // adminPastBound: uid 65534 holding max_conns_per_uid (4) silent
@@ -145,15 +153,7 @@ func adminPastBound(t *testing.T, e *env) []net.Conn {
 		!strings.Contains(body, "control.max_conns_per_uid") || !strings.Contains(body, "uid 65534 has 4") {
 		t.Errorf("uid 65534's fifth connection: %d %s, want 429 naming control.max_conns_per_uid", code, body)
 	}
-	var silent []net.Conn
-	for range 4 {
-		c, err := net.Dial("unix", e.sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		silent = append(silent, c)
-	}
+	silent := dialSilent(t, e.sock, 4)
 	start := time.Now()
 	resp, body, _ := rawRequest(t, e.sock, "GET /v1/status HTTP/1.1\r\nHost: lastmiled\r\nConnection: close\r\n\r\n", nil)
 	if resp.StatusCode != 200 || time.Since(start) > time.Second {
