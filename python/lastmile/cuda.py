@@ -259,7 +259,7 @@ class HostCopies:
         pass
 
 
-def stager(ring, device, *, staging="host", pool=3, backend=None):
+def stager(ring, device, *, staging="host", pool=3, backend=None, ipc=None):
     """The stager for ``ring`` onto ``device``: :class:`HostStaging`, or
     :class:`HostCopies` when ``staging`` is ``off``, when the device is not a
     CUDA device, or, with a warning, when registration fails."""
@@ -267,15 +267,24 @@ def stager(ring, device, *, staging="host", pool=3, backend=None):
         raise ValueError("staging=%r: want host, device or off" % (staging,))
     if staging == "off" or not str(device).startswith("cuda"):
         return HostCopies(device)
-    if staging == "device":
-        log.warning("lastmile: gpu.staging device is not implemented in this client yet; "
-                    "ring %s uses host staging", ring.name)
     try:
-        return HostStaging(ring, device, pool=pool, backend=backend)
+        host = HostStaging(ring, device, pool=pool, backend=backend)
     except Exception as e:  # registration or mapping failed: copy from the host instead
         log.warning("lastmile: cannot register ring %s with CUDA (%s); falling back to "
                     "host copies (synchronous, from pageable memory)", ring.name, e)
-        return HostCopies(device)
+        host = HostCopies(device)
+    if staging != "device":
+        return host
+    from . import devstage
+    from .format import _lock_free
+
+    try:
+        ipc = ipc if ipc is not None else devstage.DriverIPC(device)
+    except Exception as e:
+        log.warning("lastmile: ring %s: cannot use lastmiled's device slots (%s); "
+                    "staging its batches here instead", ring.name, e)
+        return host
+    return devstage.DeviceStaging(ring, device, ipc, host, lambda: not _lock_free(ring._core.fd, 0))
 
 
 class DatasetStaging:

@@ -1,0 +1,217 @@
+"""Device staging, the trainer's side (docs/gpu.md, "device").
+
+With ``gpu.staging: device`` lastmiled copies each batch to the rank's GPU
+before publishing it and announces, in the ring's page 0 (format 1.2,
+docs/ring-format.md 3.6), one device allocation holding a device slot per
+ring slot and one interprocess event per slot. Per ring, this client:
+
+1. reads the announcement before each batch (one 4-byte load while it does
+   not change); when it changes it closes the handles it had and opens the
+   new ones, once (a new ``generation``: the daemon restarted);
+2. per batch taken while the handles are announced: makes the trainer's
+   current stream wait on the slot's event (no host wait) and returns the
+   batch as views of device slot *k* at the ring slot's payload offsets;
+3. before the next batch releases this one: records an event on the
+   trainer's stream and waits for it, so the producer never copies into a
+   device slot the trainer's kernels still read;
+4. while nothing is announced (the daemon fell back to host staging, or
+   the ring is older than 1.2): the batch is copied by host staging
+   (``fallback``), as every batch is also in the ring slot.
+
+If the producer is dead while its handles are announced, the batch raises
+:class:`DeviceStagingLost` (the handles are closed first; the batch stays
+held, so nothing is lost): iterate again and the client reads the ring
+through host copies until the restarted daemon announces new handles.
+
+The CUDA calls go through a backend (:class:`DriverIPC`, unverified on a
+GPU); tests pass a stand-in.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import struct
+
+log = logging.getLogger("lastmile")
+
+ANNOUNCE_SEQ, ANNOUNCE_LEN, ANNOUNCE = 1536, 1540, 1544
+MAX_SLOTS = 38
+
+
+class DeviceStagingLost(RuntimeError):
+    """The daemon that exported the device slots is gone."""
+
+
+class Announcement:
+    def __init__(self, slots, bus_id, generation, mem, events):
+        self.slots, self.bus_id, self.generation, self.mem, self.events = slots, bus_id, generation, mem, events
+
+
+def read_announcement(mm, minor):
+    """(seq, Announcement or None) under the sequence lock of 3.6."""
+    if minor < 2:
+        return 0, None
+    for _ in range(1000):
+        seq = struct.unpack_from("<I", mm, ANNOUNCE_SEQ)[0]
+        if seq % 2:
+            continue
+        n = struct.unpack_from("<I", mm, ANNOUNCE_LEN)[0]
+        block = bytes(mm[ANNOUNCE : ANNOUNCE + min(n, 4096 - ANNOUNCE)])
+        if struct.unpack_from("<I", mm, ANNOUNCE_SEQ)[0] != seq:
+            continue
+        if n == 0:
+            return seq, None
+        return seq, parse_block(block, n)
+    raise RuntimeError("ring announcement: the producer stayed mid-write (announce_seq odd)")
+
+
+def parse_block(b, n):
+    """The device staging block (docs/ring-format.md 3.6.1); None for another kind."""
+    if n > 4096 - ANNOUNCE or n < 96:
+        raise ValueError("ring announcement: announce_len %d out of range" % n)
+    kind, slots = struct.unpack_from("<II", b, 0)
+    if kind != 1:
+        return None
+    if not 1 <= slots <= MAX_SLOTS or n < 96 + 64 * slots:
+        raise ValueError("ring announcement: %d device slots in %d bytes" % (slots, n))
+    bus = b[8:24].split(b"\0", 1)[0].decode("ascii", "replace")
+    gen = struct.unpack_from("<Q", b, 24)[0]
+    events = [b[96 + 64 * k : 160 + 64 * k] for k in range(slots)]
+    return Announcement(slots, bus, gen, b[32:96], events)
+
+
+class DeviceStaging:
+    """Stages one ring's batches from the daemon's device slots (module doc).
+    Same interface as :class:`lastmile.cuda.HostStaging`."""
+
+    def __init__(self, ring, device, backend, fallback, producer_alive):
+        self.ring, self.device, self.cuda = ring, device, backend
+        self.fallback = fallback  # a host stager, for batches nothing announces
+        self.producer_alive = producer_alive
+        self.seq = None  # announce_seq the handles belong to
+        self.ann = None
+        self.mem = None
+        self.events = None
+        self.mark = None  # event on the trainer's stream after the last batch
+        self.lost = None  # generation whose producer died; not reopened
+
+    def before_next(self):
+        if self.mark is not None:
+            self.cuda.wait(self.mark)  # step 3: the trainer's work on the slot is done
+            self.mark = None
+        self.fallback.before_next()
+
+    def _refresh(self):
+        core = self.ring._core
+        seq, ann = read_announcement(core.mm, core.geo.minor)
+        if seq == self.seq:
+            return
+        self._close_handles()
+        self.seq, self.ann = seq, ann
+        if ann is None or ann.generation == self.lost:
+            self.ann = None
+            return
+        self.mem = self.cuda.open_mem(ann.mem, ann.slots * core.geo.slot_size)
+        self.events = [self.cuda.open_event(h) for h in ann.events]
+        log.info("lastmile: ring %s: device staging by lastmiled on %s (generation %d)",
+                 self.ring.name, ann.bus_id, ann.generation)
+
+    def stage(self, batch):
+        from .owned import OwnedBatch, _map
+
+        self._refresh()
+        if self.ann is None:
+            return self.fallback.stage(batch)
+        if not self.producer_alive():
+            gen = self.ann.generation
+            self._close_handles()
+            self.lost, self.ann = gen, None
+            raise DeviceStagingLost(
+                "ring %s: lastmiled, which staged its batches on the GPU (generation %d), died; its "
+                "device slots are gone. Iterate again: batches continue from the ring with host "
+                "copies, and device staging resumes when a restarted lastmiled announces new handles"
+                % (self.ring.name, gen))
+        core = self.ring._core
+        k = batch.seq % self.ann.slots
+        self.cuda.stream_wait(self.events[k])
+        so = core.slot_offset(batch.seq)
+        dev_off = k * core.geo.slot_size
+        tb = batch.torch()
+        base = core.base + so
+
+        def conv(t):
+            off = t.data_ptr() - base if t.numel() else 0
+            return self.cuda.view(self.mem, dev_off + off, t.numel() * t.element_size(), t.dtype, t.shape)
+
+        data = {n: _map(v, conv) for n, v in tb._data.items()}
+        valid = {n: conv(v) for n, v in tb.valid.items()}
+        self.mark = self.cuda.mark()
+        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True)
+
+    def _close_handles(self):
+        if self.mem is not None:
+            self.cuda.close_mem(self.mem)
+        self.mem, self.events = None, None
+
+    def close(self):
+        if self.mark is not None:
+            self.cuda.wait(self.mark)
+            self.mark = None
+        self._close_handles()
+        self.fallback.close()
+
+
+class DriverIPC:
+    """The CUDA calls of device staging: the driver API through ctypes, in
+    torch's current (primary) context, on torch's current stream.
+    Unverified: no GPU was lent when this was written."""
+
+    def __init__(self, device):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        torch.cuda.init()
+        torch.cuda.set_device(self.device)
+        self.lib = ctypes.CDLL("libcuda.so.1")
+
+    def _check(self, what, r):
+        if r != 0:
+            raise RuntimeError("%s failed: CUresult %d" % (what, r))
+
+    def open_mem(self, handle, nbytes):
+        ptr = ctypes.c_uint64()
+        h = (ctypes.c_char * 64).from_buffer_copy(handle)
+        self._check("cuIpcOpenMemHandle", self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, ctypes.c_uint(1)))
+        return (ptr.value, nbytes)
+
+    def close_mem(self, mem):
+        self._check("cuIpcCloseMemHandle", self.lib.cuIpcCloseMemHandle(ctypes.c_uint64(mem[0])))
+
+    def open_event(self, handle):
+        ev = ctypes.c_void_p()
+        h = (ctypes.c_char * 64).from_buffer_copy(handle)
+        self._check("cuIpcOpenEventHandle", self.lib.cuIpcOpenEventHandle(ctypes.byref(ev), h))
+        return ev
+
+    def stream_wait(self, ev):
+        s = ctypes.c_void_p(self.torch.cuda.current_stream(self.device).cuda_stream)
+        self._check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(s, ev, ctypes.c_uint(0)))
+
+    def mark(self):
+        ev = self.torch.cuda.Event()
+        ev.record(self.torch.cuda.current_stream(self.device))
+        return ev
+
+    def wait(self, ev):
+        ev.synchronize()
+
+    def view(self, mem, offset, nbytes, dtype, shape):
+        t = self.torch
+
+        class _Dev:
+            __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (mem[0] + offset, False),
+                                        "version": 2}
+
+        return t.as_tensor(_Dev(), device=self.device).view(dtype).view(shape)

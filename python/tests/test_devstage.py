@@ -1,0 +1,149 @@
+"""Device staging, the trainer's side, with a stand-in for the CUDA IPC calls."""
+
+import mmap
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import lastmile  # noqa: E402
+import lastmile.cuda as lmcuda  # noqa: E402
+import lastmile.devstage as ds  # noqa: E402
+import ringwriter as rw  # noqa: E402
+from test_cuda import FIELDS, FakeCUDA  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+class FakeIPC:
+    """Device memory is a CPU tensor per opened handle, filled from the ring slot
+    as lastmiled's copy would be."""
+
+    def __init__(self, ring):
+        self.ring, self.calls = ring, []
+
+    def open_mem(self, handle, nbytes):
+        self.calls.append(("open_mem", bytes(handle[:4])))
+        return torch.zeros(nbytes, dtype=torch.uint8)
+
+    def close_mem(self, mem):
+        self.calls.append(("close_mem",))
+
+    def open_event(self, handle):
+        return ("event", handle[0])
+
+    def stream_wait(self, ev):
+        self.calls.append(("stream_wait", ev[1], self.ring._core.held))
+
+    def mark(self):
+        self.calls.append(("mark",))
+        return "mark"
+
+    def wait(self, ev):
+        self.calls.append(("wait", ev, self.ring._core.held))
+
+    def view(self, mem, offset, nbytes, dtype, shape):
+        return mem[offset : offset + nbytes].view(dtype).view(shape)
+
+
+def announce(path, gen, tag, slots=4, seq=None):
+    """Write a device staging block as lastmiled does (format 1.2, 3.6.1)."""
+    with open(path, "r+b") as f:
+        mm = mmap.mmap(f.fileno(), 4096)
+        cur = struct.unpack_from("<I", mm, 1536)[0]
+        block = struct.pack("<II16sQ", 1, slots, b"0000:3b:00.0", gen) + tag * 64
+        block += b"".join(bytes([k]) * 64 for k in range(slots))
+        mm[1536:1540] = struct.pack("<I", cur + 1)
+        mm[1540:1544] = struct.pack("<I", len(block))
+        mm[1544 : 1544 + len(block)] = block
+        mm[1536:1540] = struct.pack("<I", cur + 2)
+        mm.close()
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class DeviceStagingTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="lastmile-devstage-")
+        self.w = rw.RingWriter("dev", self.dir, FIELDS, slot_count=4, slot_size=2 << 20, version=(1, 2))
+        self.w.create()
+        self.ring = lastmile.Ring.open("dev", self.dir, timeout=30)
+        self.ipc = FakeIPC(self.ring)
+        self.alive = True
+        host = lmcuda.HostStaging(self.ring, "cuda:0", backend=FakeCUDA(self.ring))
+        self.st = ds.DeviceStaging(self.ring, "cuda:0", self.ipc, host, lambda: self.alive)
+
+    def tearDown(self):
+        self.st.close()
+        self.ring.close()
+        self.w.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def take(self):
+        self.st.before_next()
+        return self.st.stage(self.ring.next(timeout=10))
+
+    def publish(self, s):
+        cols, valid, rows = rw.make_batch(s, FIELDS)
+        self.w.publish(cols, rows, valid=valid, batch_index=s)
+
+    def test_open_once_wait_per_batch_release_after(self):
+        announce(self.w.path, 7, b"A")
+        for s in range(6):
+            self.publish(s)
+            self.take()
+        calls = self.ipc.calls
+        self.assertEqual([c for c in calls if c[0] == "open_mem"], [("open_mem", b"AAAA")])
+        waits = [c for c in calls if c[0] == "stream_wait"]
+        self.assertEqual([(k, held) for _, k, held in waits], [(s % 4, s) for s in range(6)])
+        # Each batch's slot is still held when the trainer's mark is waited for.
+        host_waits = [c for c in calls if c[0] == "wait"]
+        self.assertEqual([held for _, _, held in host_waits], list(range(5)))
+
+    def test_withdrawn_falls_back_and_generation_reattaches(self):
+        announce(self.w.path, 7, b"A")
+        self.publish(0)
+        self.take()
+        # The daemon withdrew (a fallback): host staging, no stream wait.
+        with open(self.w.path, "r+b") as f:
+            mm = mmap.mmap(f.fileno(), 4096)
+            seq = struct.unpack_from("<I", mm, 1536)[0]
+            mm[1536:1540] = struct.pack("<I", seq + 1)
+            mm[1540:1544] = struct.pack("<I", 0)
+            mm[1536:1540] = struct.pack("<I", seq + 2)
+            mm.close()
+        self.publish(1)
+        self.take()
+        self.assertEqual(len([c for c in self.ipc.calls if c[0] == "stream_wait"]), 1)
+        self.assertIn(("close_mem",), self.ipc.calls)
+        # A restarted daemon announces a new generation: opened once more.
+        announce(self.w.path, 8, b"B")
+        self.publish(2)
+        self.take()
+        self.assertEqual([c for c in self.ipc.calls if c[0] == "open_mem"], [("open_mem", b"AAAA"), ("open_mem", b"BBBB")])
+
+    def test_daemon_died(self):
+        announce(self.w.path, 7, b"A")
+        self.publish(0)
+        self.publish(1)
+        self.take()
+        self.alive = False
+        self.st.before_next()
+        b = self.ring.next(timeout=10)
+        with self.assertRaisesRegex(ds.DeviceStagingLost, "died.*Iterate again"):
+            self.st.stage(b)
+        self.assertIn(("close_mem",), self.ipc.calls)
+        # The same batch again: host copies now, the dead generation not reopened.
+        self.st.stage(b)
+        self.assertEqual(len([c for c in self.ipc.calls if c[0] == "open_mem"]), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
