@@ -14,8 +14,9 @@ import (
 func printJobGPU(w io.Writer, raw json.RawMessage) error {
 	var v struct {
 		GPU *struct {
-			Staging   string          `json:"staging"`
-			Placement []gpu.Placement `json:"placement"`
+			Staging   string            `json:"staging"`
+			Placement []gpu.Placement   `json:"placement"`
+			Device    []gpu.RankStaging `json:"device_staging"`
 		} `json:"gpu"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil || v.GPU == nil {
@@ -33,6 +34,18 @@ func printJobGPU(w io.Writer, raw json.RawMessage) error {
 			where = fmt.Sprintf("GPU %d %s (%s), %s, CPUs %s", p.GPU, p.UUID, p.Why, node, p.CPUs)
 		}
 		fmt.Fprintf(tw, "rank %d\t%s\n", p.Rank, where)
+	}
+	if err := tw.Flush(); err != nil || len(v.GPU.Device) == 0 {
+		return err
+	}
+	// Device staging (gpu.staging: device): a table of its own.
+	tw = newTable(w)
+	for _, d := range v.GPU.Device {
+		what := fmt.Sprintf("on the GPU (%s) by lastmiled, %d batches", d.PCIBusID, d.Staged)
+		if d.Mode != "device" {
+			what = fmt.Sprintf("fell back to host staging after %d batches: %s", d.Staged, d.Why)
+		}
+		fmt.Fprintf(tw, "rank %d staging\t%s\n", d.Rank, what)
 	}
 	return tw.Flush()
 }
