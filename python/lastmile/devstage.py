@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import struct
 
 log = logging.getLogger("lastmile")
@@ -93,13 +94,15 @@ class DeviceStaging:
         self.ann = None
         self.mem = None
         self.events = None
-        self.mark = None  # event on the trainer's stream after the last batch
+        self.handed = False  # a batch of device views is out and its slot held
         self.lost = None  # generation whose producer died; not reopened
 
     def before_next(self):
-        if self.mark is not None:
-            self.cuda.wait(self.mark)  # step 3: the trainer's work on the slot is done
-            self.mark = None
+        """Step 3: before the held slot is released, wait until the trainer's
+        stream has done the work it queued on the device slot since."""
+        if self.handed:
+            self.handed = False
+            self.cuda.wait(self.cuda.mark())
         self.fallback.before_next()
 
     def _refresh(self):
@@ -146,58 +149,107 @@ class DeviceStaging:
 
         data = {n: _map(v, conv) for n, v in tb._data.items()}
         valid = {n: conv(v) for n, v in tb.valid.items()}
-        self.mark = self.cuda.mark()
+        self.handed = True
         return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True)
 
     def _close_handles(self):
-        if self.mem is not None:
-            self.cuda.close_mem(self.mem)
-        self.mem, self.events = None, None
+        try:
+            for ev in self.events or ():
+                self.cuda.close_event(ev)
+            if self.mem is not None:
+                self.cuda.close_mem(self.mem)
+        finally:
+            self.mem, self.events = None, None
 
     def close(self):
-        if self.mark is not None:
-            self.cuda.wait(self.mark)
-            self.mark = None
+        if self.handed:
+            self.handed = False
+            self.cuda.wait(self.cuda.mark())
         self._close_handles()
         self.fallback.close()
 
 
+class _IPCHandle(ctypes.Structure):
+    """CUipcMemHandle / CUipcEventHandle: 64 bytes, passed by value."""
+
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class Driver:
+    """The driver API calls of device staging, through ctypes: ``libcuda.so.1``,
+    or ``$LASTMILE_LIBCUDA`` (tests load the fake of cuda/testdata). The
+    calling thread must have the device's context current (torch's)."""
+
+    def __init__(self, path=None):
+        self.lib = ctypes.CDLL(path or os.environ.get("LASTMILE_LIBCUDA") or "libcuda.so.1")
+        u64p, vp = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_void_p)
+        for name, args in (("cuIpcOpenMemHandle_v2", [u64p, _IPCHandle, ctypes.c_uint]),
+                           ("cuIpcCloseMemHandle", [ctypes.c_uint64]),
+                           ("cuIpcOpenEventHandle", [vp, _IPCHandle]),
+                           ("cuEventDestroy_v2", [ctypes.c_void_p]),
+                           ("cuStreamWaitEvent", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint])):
+            f = getattr(self.lib, name)
+            f.argtypes, f.restype = args, ctypes.c_int
+
+    @staticmethod
+    def _check(what, r):
+        if r != 0:
+            raise RuntimeError("%s failed: CUresult %d" % (what, r))
+
+    def open_mem(self, handle):
+        """The device address of an exported allocation (cuIpcOpenMemHandle,
+        lazy peer access)."""
+        ptr = ctypes.c_uint64()
+        self._check("cuIpcOpenMemHandle", self.lib.cuIpcOpenMemHandle_v2(
+            ctypes.byref(ptr), _IPCHandle.from_buffer_copy(bytes(handle)), 1))
+        return ptr.value
+
+    def close_mem(self, ptr):
+        self._check("cuIpcCloseMemHandle", self.lib.cuIpcCloseMemHandle(ptr))
+
+    def open_event(self, handle):
+        ev = ctypes.c_void_p()
+        self._check("cuIpcOpenEventHandle", self.lib.cuIpcOpenEventHandle(ctypes.byref(ev), _IPCHandle.from_buffer_copy(bytes(handle))))
+        return ev.value
+
+    def destroy_event(self, ev):
+        self._check("cuEventDestroy", self.lib.cuEventDestroy_v2(ev))
+
+    def stream_wait(self, stream, ev):
+        self._check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(stream, ev, 0))
+
+
 class DriverIPC:
-    """The CUDA calls of device staging: the driver API through ctypes, in
-    torch's current (primary) context, on torch's current stream.
+    """Device staging's backend: :class:`Driver` for the IPC calls, torch for
+    the trainer's stream, its events and the tensor views.
     Unverified: no GPU was lent when this was written."""
 
-    def __init__(self, device):
+    def __init__(self, device, driver=None):
         import torch
 
         self.torch = torch
         self.device = torch.device(device)
+        if self.device.type != "cuda" or not torch.cuda.is_available():
+            raise RuntimeError("device staging needs a CUDA device in torch, got %s (available: %s)"
+                               % (self.device, torch.cuda.is_available()))
         torch.cuda.init()
-        torch.cuda.set_device(self.device)
-        self.lib = ctypes.CDLL("libcuda.so.1")
-
-    def _check(self, what, r):
-        if r != 0:
-            raise RuntimeError("%s failed: CUresult %d" % (what, r))
+        torch.cuda.set_device(self.device)  # its primary context current, the one the handles open in
+        self.drv = driver or Driver()
 
     def open_mem(self, handle, nbytes):
-        ptr = ctypes.c_uint64()
-        h = (ctypes.c_char * 64).from_buffer_copy(handle)
-        self._check("cuIpcOpenMemHandle", self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, ctypes.c_uint(1)))
-        return (ptr.value, nbytes)
+        return (self.drv.open_mem(handle), nbytes)
 
     def close_mem(self, mem):
-        self._check("cuIpcCloseMemHandle", self.lib.cuIpcCloseMemHandle(ctypes.c_uint64(mem[0])))
+        self.drv.close_mem(mem[0])
 
     def open_event(self, handle):
-        ev = ctypes.c_void_p()
-        h = (ctypes.c_char * 64).from_buffer_copy(handle)
-        self._check("cuIpcOpenEventHandle", self.lib.cuIpcOpenEventHandle(ctypes.byref(ev), h))
-        return ev
+        return self.drv.open_event(handle)
+
+    def close_event(self, ev):
+        self.drv.destroy_event(ev)
 
     def stream_wait(self, ev):
-        s = ctypes.c_void_p(self.torch.cuda.current_stream(self.device).cuda_stream)
-        self._check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(s, ev, ctypes.c_uint(0)))
+        self.drv.stream_wait(self.torch.cuda.current_stream(self.device).cuda_stream, ev)
 
     def mark(self):
         ev = self.torch.cuda.Event()
@@ -208,10 +260,8 @@ class DriverIPC:
         ev.synchronize()
 
     def view(self, mem, offset, nbytes, dtype, shape):
-        t = self.torch
+        class _Dev:  # a device range, for torch.as_tensor
+            __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "version": 2,
+                                        "data": (mem[0] + offset, False)}
 
-        class _Dev:
-            __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (mem[0] + offset, False),
-                                        "version": 2}
-
-        return t.as_tensor(_Dev(), device=self.device).view(dtype).view(shape)
+        return self.torch.as_tensor(_Dev(), device=self.device).view(dtype).view(shape)

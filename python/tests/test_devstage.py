@@ -1,9 +1,11 @@
 """Device staging, the trainer's side, with a stand-in for the CUDA IPC calls."""
 
+import ctypes
 import mmap
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -39,6 +41,9 @@ class FakeIPC:
 
     def open_event(self, handle):
         return ("event", handle[0])
+
+    def close_event(self, ev):
+        self.calls.append(("close_event", ev[1]))
 
     def stream_wait(self, ev):
         self.calls.append(("stream_wait", ev[1], self.ring._core.held))
@@ -101,11 +106,16 @@ class DeviceStagingTest(unittest.TestCase):
             self.take()
         calls = self.ipc.calls
         self.assertEqual([c for c in calls if c[0] == "open_mem"], [("open_mem", b"AAAA")])
-        waits = [c for c in calls if c[0] == "stream_wait"]
-        self.assertEqual([(k, held) for _, k, held in waits], [(s % 4, s) for s in range(6)])
-        # Each batch's slot is still held when the trainer's mark is waited for.
-        host_waits = [c for c in calls if c[0] == "wait"]
-        self.assertEqual([held for _, _, held in host_waits], list(range(5)))
+        # Per batch: one stream wait on its slot's event while it is held;
+        # then, when the next is asked for, a mark on the trainer's stream
+        # waited for before the release.
+        per = [c for c in calls if c[0] in ("stream_wait", "mark", "wait")]
+        want = []
+        for s in range(6):
+            want.append(("stream_wait", s % 4, s))
+            if s < 5:
+                want += [("mark",), ("wait", "mark", s)]
+        self.assertEqual(per, want)
 
     def test_withdrawn_falls_back_and_generation_reattaches(self):
         announce(self.w.path, 7, b"A")
@@ -123,6 +133,7 @@ class DeviceStagingTest(unittest.TestCase):
         self.take()
         self.assertEqual(len([c for c in self.ipc.calls if c[0] == "stream_wait"]), 1)
         self.assertIn(("close_mem",), self.ipc.calls)
+        self.assertEqual(len([c for c in self.ipc.calls if c[0] == "close_event"]), 4)
         # A restarted daemon announces a new generation: opened once more.
         announce(self.w.path, 8, b"B")
         self.publish(2)
@@ -143,6 +154,67 @@ class DeviceStagingTest(unittest.TestCase):
         # The same batch again: host copies now, the dead generation not reopened.
         self.st.stage(b)
         self.assertEqual(len([c for c in self.ipc.calls if c[0] == "open_mem"]), 1)
+
+    def test_stager_choice(self):
+        # No CUDA in this torch: device staging cannot open handles; the
+        # ring is staged here (host staging), with a warning naming it.
+        with self.assertLogs("lastmile", "WARNING") as logs:
+            st = lmcuda.stager(self.ring, "cuda:0", staging="device", backend=FakeCUDA(self.ring))
+        self.assertIsInstance(st, lmcuda.HostStaging)
+        self.assertIn("ring dev: cannot use lastmiled's device slots", logs.output[0])
+        st.close()
+        st = lmcuda.stager(self.ring, "cuda:0", staging="device", backend=FakeCUDA(self.ring), ipc=FakeIPC(self.ring))
+        self.assertIsInstance(st, ds.DeviceStaging)
+        st.close()
+
+
+FAKECUDA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cuda", "testdata", "fakecuda.c")
+
+
+@unittest.skipIf(shutil.which("gcc") is None, "gcc not found: the fake libcuda needs it")
+class DriverFakeTest(unittest.TestCase):
+    """The ctypes calls of the real backend, against the fake libcuda of
+    cuda/testdata (compiled once): the handles pass by value, errors name
+    the call."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="lastmile-fakecuda-")
+        cls.lib = os.path.join(cls.dir, "libcuda.so.1")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-pthread", "-O1", "-o", cls.lib, FAKECUDA], check=True)
+        cls.log = os.path.join(cls.dir, "calls.log")
+        os.environ["FAKECUDA_LOG"] = cls.log
+        cls.drv = ds.Driver(cls.lib)
+        cls.c = cls.drv.lib
+        assert cls.c.cuInit(0) == 0
+
+    @classmethod
+    def tearDownClass(cls):
+        os.environ.pop("FAKECUDA_LOG", None)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_ipc_calls(self):
+        c = self.c
+        ptr = ctypes.c_uint64()
+        self.assertEqual(c.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(4096)), 0)
+        h = ds._IPCHandle()
+        self.assertEqual(c.cuIpcGetMemHandle(ctypes.byref(h), ptr), 0)
+        self.assertEqual(self.drv.open_mem(bytes(h)), ptr.value)
+        self.drv.close_mem(ptr.value)
+        ev = ctypes.c_void_p()
+        self.assertEqual(c.cuEventCreate(ctypes.byref(ev), 4), 0)  # interprocess
+        eh = ds._IPCHandle()
+        self.assertEqual(c.cuIpcGetEventHandle(ctypes.byref(eh), ev), 0)
+        opened = self.drv.open_event(bytes(eh))
+        self.assertEqual(opened, ev.value)
+        self.drv.stream_wait(None, opened)
+        with self.assertRaisesRegex(RuntimeError, "cuIpcOpenMemHandle failed: CUresult 1"):
+            self.drv.open_mem(b"\0" * 64)
+        self.drv.destroy_event(opened)
+        with open(self.log) as f:
+            log = f.read()
+        self.assertIn("cuIpcOpenMemHandle_v2 flags=1 -> 0", log)
+        self.assertIn("cuStreamWaitEvent", log)
 
 
 if __name__ == "__main__":
