@@ -294,8 +294,12 @@ class Dataset(_Base):
         if not name:
             raise control.ControlError("lastmiled's attach answer has no ring: %r" % (att,))
         try:
+            # The generation the daemon names: a leftover of an earlier job
+            # of the same ring name is not taken for it (ring-format 6.7).
+            gen = att.get("generation")
             ring = Ring.open(name, att.get("dir") or None, timeout=self.open_timeout,
-                             heartbeat_timeout=self.heartbeat_timeout)
+                             heartbeat_timeout=self.heartbeat_timeout,
+                             generation=gen if isinstance(gen, int) and gen else None)
         except RingBusyError as e:
             raise RingBusyError(
                 "rank %d of job %s is already being read (pid %s): one trainer per rank; stop "

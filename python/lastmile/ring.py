@@ -98,7 +98,7 @@ class Ring:
         raise TypeError("use lastmile.Ring.open(name, dir=None, timeout=..., heartbeat_timeout=...)")
 
     @classmethod
-    def open(cls, name, dir=None, *, timeout=None, heartbeat_timeout=None) -> "Ring":
+    def open(cls, name, dir=None, *, timeout=None, heartbeat_timeout=None, generation=None) -> "Ring":
         """Attach to ring ``name`` in ``dir`` (default ``$LASTMILE_SHM_DIR`` or /dev/shm).
 
         ``timeout`` (seconds): how long to wait for the ring to appear and be
@@ -114,6 +114,12 @@ class Ring:
         reading it reports its end (or its producer's death) at once, and
         :attr:`leftover` says what it is. Without ``timeout`` nothing is
         waited for and whatever is there is opened.
+
+        ``generation``: the ring's generation when the caller knows it (the
+        daemon's attach answer gives it). Then a ring of another generation
+        counts as not there yet, and one of this generation is opened even
+        if nothing is left to read in it; when ``timeout`` ends, whatever is
+        there is opened.
         ``heartbeat_timeout`` (seconds): while waiting for a batch, raise
         :class:`ProducerHungError` if the producer still holds the ring but its
         heartbeat is older than this. ``None`` relies on the lock probe alone.
@@ -129,7 +135,8 @@ class Ring:
         format_deadline = start + (OPEN_RETRY_SECONDS if timeout is None else max(timeout, 0.0))
         while True:
             try:
-                core = cls._attach(path, deadline is not None and time.monotonic() < deadline)
+                core = cls._attach(path, deadline is not None and time.monotonic() < deadline,
+                                   generation)
                 break
             except _Leftover:
                 time.sleep(LEFTOVER_POLL_SECONDS)
@@ -191,7 +198,7 @@ class Ring:
         return self
 
     @staticmethod
-    def _attach(path, skip_leftover=False) -> _Core:
+    def _attach(path, skip_leftover=False, generation=None) -> _Core:
         # Never follow a symlink planted under the ring's name, and never
         # block on a planted FIFO; what is opened must be a regular file of
         # one link owned by this user or root (docs/daemon-security.md).
@@ -220,8 +227,8 @@ class Ring:
                     raise _Unfinished(e) from None
                 raise
             what = _leftover(mm, fd)
-            if what and skip_leftover:
-                raise _Leftover(what)
+            if skip_leftover and (what if generation is None else geo.generation != generation):
+                raise _Leftover(what or "generation %d, not %d" % (geo.generation, generation))
             if not _try_lock(fd, 1):
                 pid = struct.unpack_from("<i", mm, OFF_CONSUMER_PID)[0]
                 raise RingBusyError(

@@ -220,7 +220,7 @@ class FakeDaemon:
         old = self.procs.get((job["id"], rank))
         if self.keep and old is not None and old.is_alive():
             return 200, {"job": job["id"], "rank": rank, "ring": name, "dir": self.shm,
-                         "generation": self.generation, "next": {"epoch": e, "batch": i},
+                         "generation": _generation(self.shm, name), "next": {"epoch": e, "batch": i},
                          "restarted": False}
         if old is not None and old.is_alive():
             old.kill()
@@ -235,9 +235,9 @@ class FakeDaemon:
         if not created.wait(60):
             return 500, {"error": "fake producer did not start"}
         self.procs[(job["id"], rank)] = p
-        self.generation += 1
+        self.generation += 1  # restarts so far
         return 200, {"job": job["id"], "rank": rank, "ring": name, "dir": self.shm,
-                     "generation": self.generation,
+                     "generation": _generation(self.shm, name),
                      "next": None if self.no_next else {"epoch": e, "batch": i},
                      "restarted": True}
 
@@ -245,6 +245,13 @@ class FakeDaemon:
         """Bodies of the attach requests, without ``wait``."""
         return [{k: v for k, v in b.items() if k != "wait"}
                 for (m, p, b) in self.requests if p.endswith("/attach")]
+
+
+def _generation(dir, name):
+    """The generation in the header of ring dir/name (ring-format 3.1), as
+    lastmiled's attach answer gives it."""
+    with open(os.path.join(dir, name), "rb") as f:
+        return int.from_bytes(f.read(48)[40:48], "little")
 
 
 def _handler(fake):

@@ -277,6 +277,37 @@ class LeftoverTests(V11Case):
         self.assertIn("all of them read", info["leftover"])
         self.assertGreater(info["ended_unix_ns"], 0)
 
+    def test_generation(self):
+        """With the generation it wants, a reader waits past a ring of
+        another one, and opens its own even when nothing is left in it."""
+        old = self.finished()
+        start = time.monotonic()
+        with lastmile.Ring.open("r", dir=self.dir, timeout=10, generation=old) as ring:
+            self.assertLess(time.monotonic() - start, 5)
+            self.assertIsNone(ring.next())
+        t, out = self.open_async_gen("r", 3, old + 1)
+        t.join(0.4)
+        self.assertTrue(t.is_alive(), "Ring.open opened another generation: %r" % out)
+        w = self.writer()
+        with lastmile.Ring.open("r", dir=self.dir) as ring:
+            new = ring.generation
+        w.close(unmap=True)
+        t.join(1)
+        self.assertTrue(t.is_alive())  # still not the generation it wants
+        t.join(30)  # its timeout ends: it opens what is there
+        with out["ring"] as ring:
+            self.assertEqual(ring.generation, new)
+
+    def open_async_gen(self, name, timeout, gen):
+        out = {}
+
+        def run():
+            out["ring"] = lastmile.Ring.open(name, dir=self.dir, timeout=timeout, generation=gen)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t, out
+
     def test_unread_ring_is_no_leftover(self):
         w = self.writer()
         self.publish(w, 0, 3)
