@@ -8,7 +8,8 @@
 // writes each batch in place: Acquire a slot, Add each tensor of the schema
 // and fill the returned region, Publish. A Consumer (Open) validates the
 // file and returns each batch as zero-copy views (Next), releasing the slot
-// on the next call. ParseHeader, ParseSchema and ParseSlot are the pure
+// on the next call; WaitOpen waits for a ring to appear, taking a leftover
+// of an earlier run under the name for one not there yet (leftover.go). ParseHeader, ParseSchema and ParseSlot are the pure
 // parsers both sides use, fuzzed in this package. RunHandoffProducer,
 // RunHandoffConsumer and MeasureMemcpy are the ring's benchmark, for
 // `lastmile bench`.
