@@ -36,8 +36,8 @@ import (
 // the synchronous wait costs one slot's copy time per batch
 // (unverified: not measured on a GPU).
 //
-// Not wired into the daemon yet: nothing creates a DeviceRing outside
-// tests, and rings carry no announcement (see docs/gpu.md).
+// Stager (stager.go) makes one per rank of a device-staged run and
+// announces it in the ring (format 1.2).
 type DeviceRing struct {
 	c      *cuda.Context
 	f      *os.File

@@ -5,7 +5,9 @@
 // placement of a rank's ring (OnNode: the pages are allocated on the
 // GPU's node when the ring is created), and the host's self-test
 // (`lastmile gpu check`, Check) of host-to-device bandwidth from ring
-// slots registered in place, pageable and pinned memory.
+// slots registered in place, pageable and pinned memory; and device
+// staging's daemon side (DeviceRing for one ring, Stager for a run, the
+// announcement block's layout).
 //
 // Every function here works on a host without a GPU, a driver, NVML or
 // cgo: Inventory then returns an error for which NoGPU is true, and
