@@ -76,3 +76,25 @@ func TestAnnouncement(t *testing.T) {
 		t.Fatalf("after adoption: %q, seq %d, %v; want withdrawn", b, seq, err)
 	}
 }
+
+// FuzzReadAnnouncement: page 0 comes from a file another process writes:
+// any announce_seq, announce_len and block give a copy of at most
+// MaxAnnouncement bytes or an error, never a panic or a hang.
+func FuzzReadAnnouncement(f *testing.F) {
+	f.Add(uint32(2), uint32(5), []byte("hello"))
+	f.Add(uint32(3), uint32(0), []byte{})
+	f.Add(uint32(4), uint32(1<<31), []byte{1})
+	f.Fuzz(func(t *testing.T, seq, n uint32, block []byte) {
+		mem := make([]byte, 4096)
+		binary.LittleEndian.PutUint32(mem[1536:], seq)
+		binary.LittleEndian.PutUint32(mem[1540:], n)
+		copy(mem[1544:], block)
+		b, got, err := shm.ReadAnnouncement(mem)
+		if err != nil {
+			return
+		}
+		if seq%2 == 1 || got != seq || len(b) != int(n) || len(b) > shm.MaxAnnouncement {
+			t.Fatalf("seq %d, len %d: read %d bytes at seq %d", seq, n, len(b), got)
+		}
+	})
+}
