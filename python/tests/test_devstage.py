@@ -168,6 +168,39 @@ class DeviceStagingTest(unittest.TestCase):
         st.close()
 
 
+class AnnouncementParseTest(unittest.TestCase):
+    """The block comes from a file another process writes: random page-0 bytes
+    give an announcement, none, or a ValueError/RuntimeError naming the
+    problem; never another exception."""
+
+    def test_random_pages(self):
+        import random
+
+        rnd = random.Random(13)
+        for i in range(3000):
+            page = bytearray(4096)
+            seq = rnd.choice([0, 1, 2, 4, rnd.getrandbits(32)])
+            n = rnd.choice([0, 95, 96, 160, 96 + 64 * 38, 2552, 2553, rnd.getrandbits(32)])
+            body = bytes(rnd.getrandbits(8) for _ in range(rnd.choice([8, 200])))
+            if rnd.random() < 0.5:
+                body = struct.pack("<II", 1, rnd.choice([0, 1, 2, 38, 39, 2 ** 31])) + body[8:]
+            struct.pack_into("<II", page, 1536, seq, n)
+            page[1544 : 1544 + len(body)] = body
+            try:
+                got, ann = ds.read_announcement(page, 2)
+            except (ValueError, RuntimeError):
+                continue
+            self.assertEqual(got, seq)
+            if ann is not None:
+                self.assertTrue(1 <= ann.slots <= 38 and len(ann.mem) == 64 and len(ann.events) == ann.slots)
+                self.assertTrue(all(len(e) == 64 for e in ann.events))
+
+    def test_old_ring(self):
+        page = bytearray(4096)
+        struct.pack_into("<II", page, 1536, 2, 100)
+        self.assertEqual(ds.read_announcement(page, 1), (0, None))
+
+
 FAKECUDA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cuda", "testdata", "fakecuda.c")
 
 
