@@ -2,13 +2,19 @@ package gpu_test
 
 import (
 	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/lastmile/lastmile/cuda"
 	"github.com/lastmile/lastmile/gpu"
+	"github.com/lastmile/lastmile/shm"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/announcement-1.2.golden")
 
 func TestAnnouncementRoundTrip(t *testing.T) {
 	a := gpu.Announcement{Slots: 3, PCIBusID: "0000:3b:00.0", Generation: 42,
@@ -71,4 +77,55 @@ func FuzzParseAnnouncement(f *testing.F) {
 			t.Fatalf("round trip changed the announcement")
 		}
 	})
+}
+
+// TestAnnouncementGolden pins the bytes a device-staged ring carries at
+// page 0 bytes 1536-4095 (docs/ring-format.md 3.6, 3.6.1), as shm's
+// Announce writes gpu's block: testdata/announcement-1.2.golden, which
+// the Python client's test parses too (python/tests/test_devstage.py), so
+// the two sides cannot drift apart. -update rewrites it.
+func TestAnnouncementGolden(t *testing.T) {
+	a := gpu.Announcement{Slots: 2, PCIBusID: "0000:3b:00.0", Generation: 0x0102030405060708,
+		Events: make([]cuda.IPCEventHandle, 2)}
+	for i := range a.Mem {
+		a.Mem[i] = byte(i)
+	}
+	for k := range a.Events {
+		for i := range a.Events[k] {
+			a.Events[k][i] = byte(0x80 + 16*k + i%16)
+		}
+	}
+	b, err := a.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := shm.Create(shm.Config{Dir: dir, Name: "g", Slots: 2, SlotSize: 4096,
+		Fields: []shm.Field{{Name: "b", Kind: shm.Dense, DType: shm.Uint8}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	defer p.Close()
+	if err := p.Announce(b); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join(dir, "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := file[1536:4096]
+	golden := filepath.Join("testdata", "announcement-1.2.golden")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test -run TestAnnouncementGolden -update ./gpu writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("page 0 bytes 1536-4095 differ from %s: the ring format changed (update docs/ring-format.md and the Python client)", golden)
+	}
 }

@@ -195,6 +195,19 @@ class AnnouncementParseTest(unittest.TestCase):
                 self.assertTrue(1 <= ann.slots <= 38 and len(ann.mem) == 64 and len(ann.events) == ann.slots)
                 self.assertTrue(all(len(e) == 64 for e in ann.events))
 
+    def test_golden(self):
+        # Page 0 bytes 1536-4095 as lastmiled writes them (gpu's
+        # TestAnnouncementGolden pins the same file).
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu", "testdata",
+                            "announcement-1.2.golden")
+        page = bytearray(4096)
+        with open(path, "rb") as f:
+            page[1536:] = f.read()
+        seq, a = ds.read_announcement(page, 2)
+        self.assertEqual((seq, a.slots, a.bus_id, a.generation), (2, 2, "0000:3b:00.0", 0x0102030405060708))
+        self.assertEqual(a.mem, bytes(range(64)))
+        self.assertEqual(a.events, [bytes(0x80 + 16 * k + i % 16 for i in range(64)) for k in range(2)])
+
     def test_old_ring(self):
         page = bytearray(4096)
         struct.pack_into("<II", page, 1536, 2, 100)
