@@ -1,8 +1,10 @@
 // Package bench measures what lastmile can do on this machine, each figure
 // as a ratio to a reference measured in the same run: ring handoff against
 // memcpy into shared memory, decode against decompression of the same
-// pages, two workers against one. `lastmile bench` prints its Report; the
-// capacity planner reads it to size cores per pipeline.
+// pages, two workers against one. `lastmile bench` prints its Report.
+// MeasurePlan and Validate measure a spec's own pipeline for `lastmile
+// plan` (the scaling curve under a CPU limit, simulated trainers), which
+// package plan turns into cores, peers and memory per GPU.
 //
 // bench owns no mutable globals and defines no flags (cmd binds them). It
 // may import engine and the leaf packages; it must never import cmd or
