@@ -425,5 +425,48 @@ class GoProducerTests(unittest.TestCase):
         self.assertEqual(sum(b.padded for bs in got for b in bs), 2)  # 208 real rows + 48, then 256
 
 
+    def test_reader_before_run(self):
+        """A trainer started before `lastmile run`, with the finished ring of
+        an earlier run of the same name still there (-keep, every batch
+        read), waits for the new run's ring and reads all of it."""
+        tmp = tempfile.mkdtemp(prefix="lastmile-v11-go-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        data, rings = os.path.join(tmp, "data"), os.path.join(tmp, "rings")
+        os.mkdir(rings)
+        subprocess.run([BIN, "gen", "-rows", "1000", data], check=True, capture_output=True)
+        spec = os.path.join(tmp, "job.yaml")
+        with open(spec, "w") as f:
+            f.write("inputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\n"
+                    "ring: {dir: %s, name: again, slots: 4}\n" % (data, rings))
+
+        def run():
+            p = subprocess.Popen([BIN, "run", "-keep", spec], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            self.addCleanup(p.kill)
+            return p
+
+        first = run()
+        with lastmile.Ring.open("again", dir=rings, timeout=60) as ring:
+            old = ring.generation
+            self.assertEqual(len(list(ring)), 10)
+        first.communicate(timeout=60)
+        out = {}
+
+        def read():
+            with lastmile.Ring.open("again", dir=rings, timeout=60) as ring:
+                out["gen"] = ring.generation
+                out["ids"] = [int(i) for b in ring for i in b["row_id"]]
+
+        t = threading.Thread(target=read)
+        t.start()
+        t.join(0.5)
+        self.assertTrue(t.is_alive(), "the reader ended on the leftover: %r" % out)
+        second = run()
+        t.join(120)
+        second.communicate(timeout=60)
+        self.assertNotEqual(out["gen"], old)
+        self.assertEqual(sorted(out["ids"]), list(range(1000)))
+
+
 if __name__ == "__main__":
     unittest.main()
