@@ -29,6 +29,10 @@ func planAnswer(name string, out planOutput) string {
 			p.CoresPerHost, p.CoresPerGPU, bytesString(p.MemoryBytes), 100*p.Stall)
 	}
 	fmt.Fprintf(&b, "The binding resource is %s.", bindingString(p, out.Resources))
+	if r := out.Measured; r != nil && len(r.Points) > 0 && p.CoresPerHost > int(r.Points[len(r.Points)-1].Cores) {
+		fmt.Fprintf(&b, " Caution: that is more cores than were measured (%g): the curve beyond is extrapolated, and a part of the job that does not scale shows only in points measured with more cores (-measure-cores).",
+			r.Points[len(r.Points)-1].Cores)
+	}
 	return b.String()
 }
 

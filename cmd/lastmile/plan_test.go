@@ -110,7 +110,8 @@ func TestPlanAnswer(t *testing.T) {
 		want   []string
 	}{
 		{plan.Target{GPUs: 8, SamplesPerGPU: 2500}, plan.Resources{HostCores: 4},
-			[]string{"needs 2 core(s) per host (0.25 per GPU)", "without peers", "The binding resource is decode CPU (50% of the host's 4 cores"}},
+			[]string{"needs 2 core(s) per host (0.25 per GPU)", "without peers", "The binding resource is decode CPU (50% of the host's 4 cores",
+				"Caution: that is more cores than were measured (1)"}},
 		{plan.Target{GPUs: 8, SamplesPerGPU: 20000}, plan.Resources{HostCores: 4, PeerCores: 8},
 			[]string{"needs all 4 of the host's cores plus 2 CPU peer(s) of 8 cores", "the peers take the rest"}},
 		{plan.Target{GPUs: 8, SamplesPerGPU: 20000}, plan.Resources{HostCores: 4},
@@ -120,7 +121,8 @@ func TestPlanAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := planAnswer("ctr", planOutput{Target: tc.target, Resources: tc.res, Prediction: p, Measured: &bench.PlanReport{Measured: m}})
+		got := planAnswer("ctr", planOutput{Target: tc.target, Resources: tc.res, Prediction: p,
+			Measured: &bench.PlanReport{Measured: m, Points: []bench.PlanPoint{{Cores: 1}}}})
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("answer %q lacks %q", got, w)
