@@ -39,7 +39,7 @@ import (
 // Rejected: freeing a failed rank's DeviceRing at once. The trainer may
 // still hold a batch it took before the withdrawal and read it from the
 // device slot; the memory stays until the job's end, when the rings are
-// finished.
+// finished. (A DeviceRing never announced is freed at once.)
 type Stager struct {
 	cfg StagerConfig
 
@@ -68,6 +68,9 @@ type rankStage struct {
 	mode   string // "device" or "host"
 	why    string
 	staged uint64
+	// announced: the trainer may have opened r's handles, so r lives
+	// until Close even after a fallback.
+	announced bool
 }
 
 // RankStaging is one rank's device staging, as status shows it.
@@ -136,6 +139,7 @@ func (st *Stager) open(rank int, ring *shm.Producer, rs *rankStage) error {
 	if err == nil {
 		err = ring.Announce(b)
 	}
+	rs.announced = err == nil
 	return err
 }
 
@@ -181,8 +185,15 @@ func (st *Stager) context(busID string) (*cuda.Context, string, error) {
 // fallback is step 3.
 func (st *Stager) fallback(rank int, ring *shm.Producer, rs *rankStage, cause error) {
 	rs.mode, rs.why = "host", cause.Error()
-	if err := ring.Announce(nil); err != nil {
-		cause = errors.Join(cause, fmt.Errorf("withdraw the announcement: %w", err))
+	if rs.announced {
+		if err := ring.Announce(nil); err != nil {
+			cause = errors.Join(cause, fmt.Errorf("withdraw the announcement: %w", err))
+		}
+	} else if rs.r != nil { // never announced: no trainer can hold its device slots
+		if err := rs.r.Close(); err != nil {
+			cause = errors.Join(cause, fmt.Errorf("free the device slots: %w", err))
+		}
+		rs.r = nil
 	}
 	st.cfg.Log.Warn("device staging failed: the rank falls back to host staging (the trainer copies its batches itself)",
 		"rank", rank, "ring", ring.Name(), "staged_batches", rs.staged, "err", cause)

@@ -214,6 +214,9 @@ func TestStagerFallback(t *testing.T) {
 			if l := rig.log.String(); strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, "falls back to host staging") || !strings.Contains(l, "ring=rank0") {
 				t.Fatalf("log: %s", l)
 			}
+			if calls := rig.f.Calls(t, false); tc.after == 0 && succeeded(cudatest.Find(calls, "cuMemAlloc_v2")) != len(cudatest.Find(calls, "cuMemFree_v2")) {
+				t.Fatalf("device slots never announced are kept after the fallback: %v", cudatest.Names(calls))
+			}
 			rig.st.Close() // errors expected after a sticky failure; must not panic or hang
 			for _, u := range cudatest.Find(rig.f.Calls(t, false), "cuMemHostUnregister") {
 				if u.Args["mapped"] != "1" {
@@ -222,4 +225,14 @@ func TestStagerFallback(t *testing.T) {
 			}
 		})
 	}
+}
+
+func succeeded(calls []cudatest.Call) int {
+	n := 0
+	for _, c := range calls {
+		if c.Result == 0 {
+			n++
+		}
+	}
+	return n
 }
