@@ -18,10 +18,14 @@ ring slot and one interprocess event per slot. Per ring, this client:
    the ring is older than 1.2): the batch is copied by host staging
    (``fallback``), as every batch is also in the ring slot.
 
-If the producer is dead while its handles are announced, the batch raises
-:class:`DeviceStagingLost` (the handles are closed first; the batch stays
-held, so nothing is lost): iterate again and the client reads the ring
-through host copies until the restarted daemon announces new handles.
+If the producer is dead while its handles are open, asking for the next
+batch raises :class:`DeviceStagingLost` (the handles are closed first, and
+no new batch was taken, so nothing is lost): iterate again and the client
+reads the ring through host copies until a restarted daemon announces new
+handles. A batch taken in the moment the daemon dies is served from the
+ring slot (host copies), with a warning; handles a dead daemon left are
+never opened, and handles that fail to open leave the ring to host staging,
+with a warning.
 
 The CUDA calls go through a backend (:class:`DriverIPC`, unverified on a
 GPU); tests pass a stand-in.
@@ -104,6 +108,22 @@ class DeviceStaging:
             self.handed = False
             self.cuda.wait(self.cuda.mark())
         self.fallback.before_next()
+        # Checked here, before the next batch is taken: raising after it
+        # was taken would lose it when the trainer iterates again.
+        if self.ann is not None and not self.producer_alive():
+            gen = self._drop_dead()
+            raise DeviceStagingLost(
+                "ring %s: lastmiled, which staged its batches on the GPU (generation %d), died; its "
+                "device slots are gone. Iterate again: batches continue from the ring with host "
+                "copies, and device staging resumes when a restarted lastmiled announces new handles"
+                % (self.ring.name, gen))
+
+    def _drop_dead(self):
+        """Close the handles of a dead producer; never reopen its generation."""
+        gen = self.ann.generation
+        self._close_handles()
+        self.lost, self.ann = gen, None
+        return gen
 
     def _refresh(self):
         core = self.ring._core
@@ -115,8 +135,20 @@ class DeviceStaging:
         if ann is None or ann.generation == self.lost:
             self.ann = None
             return
-        self.mem = self.cuda.open_mem(ann.mem, ann.slots * core.geo.slot_size)
-        self.events = [self.cuda.open_event(h) for h in ann.events]
+        if not self.producer_alive():  # left by a dead daemon, not yet adopted
+            self._drop_dead()
+            return
+        try:
+            self.mem = self.cuda.open_mem(ann.mem, ann.slots * core.geo.slot_size)
+            self.events = []
+            for h in ann.events:
+                self.events.append(self.cuda.open_event(h))
+        except Exception as e:  # this announcement stays unused; host staging instead
+            self._close_handles()
+            self.ann = None
+            log.warning("lastmile: ring %s: cannot open lastmiled's device slots (%s); "
+                        "staging its batches here instead", self.ring.name, e)
+            return
         log.info("lastmile: ring %s: device staging by lastmiled on %s (generation %d)",
                  self.ring.name, ann.bus_id, ann.generation)
 
@@ -126,15 +158,11 @@ class DeviceStaging:
         self._refresh()
         if self.ann is None:
             return self.fallback.stage(batch)
-        if not self.producer_alive():
-            gen = self.ann.generation
-            self._close_handles()
-            self.lost, self.ann = gen, None
-            raise DeviceStagingLost(
-                "ring %s: lastmiled, which staged its batches on the GPU (generation %d), died; its "
-                "device slots are gone. Iterate again: batches continue from the ring with host "
-                "copies, and device staging resumes when a restarted lastmiled announces new handles"
-                % (self.ring.name, gen))
+        if not self.producer_alive():  # died since before_next: the ring slot is still good
+            gen = self._drop_dead()
+            log.warning("lastmile: ring %s: lastmiled (generation %d) died; its device slots are "
+                        "closed, batches come from the ring with host copies", self.ring.name, gen)
+            return self.fallback.stage(batch)
         core = self.ring._core
         k = batch.seq % self.ann.slots
         self.cuda.stream_wait(self.events[k])

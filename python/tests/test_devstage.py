@@ -142,18 +142,62 @@ class DeviceStagingTest(unittest.TestCase):
 
     def test_daemon_died(self):
         announce(self.w.path, 7, b"A")
+        for s in range(3):
+            self.publish(s)
+        self.take()
+        # lastmiled dies while the trainer works on batch 0: asking for the
+        # next one raises before taking it, with the handles closed.
+        self.alive = False
+        with self.assertRaisesRegex(ds.DeviceStagingLost, "generation 7\\), died.*Iterate again"):
+            self.st.before_next()
+        self.assertIn(("close_mem",), self.ipc.calls)
+        self.assertEqual(self.ring._core.held, 0)
+        # Iterating again: batch 1 from the ring (host staging), no reopen.
+        b = self.take()
+        self.assertEqual(b.seq, 1)
+        self.assertEqual(len([c for c in self.ipc.calls if c[0] in ("open_mem", "stream_wait")]), 2)
+        # A new stager (a new iterator) does not open the dead daemon's handles either.
+        other = ds.DeviceStaging(self.ring, "cuda:0", self.ipc, lmcuda.HostCopies("cpu"), lambda: self.alive)
+        other.before_next()
+        other.stage(self.ring.next(timeout=10))
+        self.assertEqual(len([c for c in self.ipc.calls if c[0] == "open_mem"]), 1)
+        # A restarted daemon announces generation 8: opened, device views again.
+        self.alive = True
+        announce(self.w.path, 8, b"B")
+        self.publish(3)
+        self.take()
+        self.assertEqual([c[1] for c in self.ipc.calls if c[0] == "open_mem"], [b"AAAA", b"BBBB"])
+        self.assertEqual(self.ipc.calls[-1], ("stream_wait", 3, 3))
+
+    def test_dies_between(self):
+        # Dead between before_next and stage: the taken batch is served from
+        # the ring slot, with a warning, not lost to an exception.
+        announce(self.w.path, 7, b"A")
         self.publish(0)
         self.publish(1)
         self.take()
-        self.alive = False
         self.st.before_next()
         b = self.ring.next(timeout=10)
-        with self.assertRaisesRegex(ds.DeviceStagingLost, "died.*Iterate again"):
-            self.st.stage(b)
+        self.alive = False
+        with self.assertLogs("lastmile", "WARNING") as logs:
+            out = self.st.stage(b)
+        self.assertEqual(out.seq, 1)
+        self.assertIn("died", logs.output[0])
+        self.assertEqual([c[1] for c in self.ipc.calls if c[0] == "stream_wait"], [0])
         self.assertIn(("close_mem",), self.ipc.calls)
-        # The same batch again: host copies now, the dead generation not reopened.
-        self.st.stage(b)
-        self.assertEqual(len([c for c in self.ipc.calls if c[0] == "open_mem"]), 1)
+
+    def test_open_fails(self):
+        announce(self.w.path, 7, b"A")
+        self.publish(0)
+
+        def refuse(handle, nbytes):
+            raise RuntimeError("cuIpcOpenMemHandle failed: CUresult 201")
+
+        self.ipc.open_mem = refuse
+        with self.assertLogs("lastmile", "WARNING") as logs:
+            self.take()
+        self.assertIn("cannot open lastmiled's device slots (cuIpcOpenMemHandle failed", logs.output[0])
+        self.assertNotIn("stream_wait", [c[0] for c in self.ipc.calls])
 
     def test_stager_choice(self):
         # No CUDA in this torch: device staging cannot open handles; the
