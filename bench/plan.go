@@ -72,7 +72,11 @@ type PlanReport struct {
 	DepthNeeded int `json:"depth_needed"`
 	// Dist is the simulated trainers' step distribution; Seconds and
 	// Warmup each measurement's window and warm-up.
-	Dist            string  `json:"dist"`
+	Dist string `json:"dist"`
+	// Client is whose cost per batch Measured.ClientPerBatch is: "go"
+	// (the Go consumer, measured with the curve) or "python" (the Python
+	// client, PythonClient).
+	Client          string  `json:"client"`
 	Seconds, Warmup float64 `json:"-"`
 }
 
@@ -140,7 +144,7 @@ func MeasurePlan(ctx context.Context, cfg PlanConfig) (*PlanReport, error) {
 		cfg.Limit = l
 	}
 	r := &PlanReport{Spec: cfg.Job.Name, GPUs: cfg.GPUs, BatchSize: cfg.Job.Batch.Size, Limit: cfg.Limit.Method(), Slots: cfg.Job.Ring.Slots,
-		Dist: cfg.Dist, Seconds: cfg.Seconds, Warmup: cfg.Warmup}
+		Dist: cfg.Dist, Seconds: cfg.Seconds, Warmup: cfg.Warmup, Client: "go"}
 	steps := cfg.MaxCores + 1 + len(cfg.Loads)
 	step := 0
 	for k := 1; k <= cfg.MaxCores; k++ {

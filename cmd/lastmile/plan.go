@@ -48,7 +48,8 @@ type planFlags struct {
 	loads, dist            string
 	peerCores              int
 	peerRate, recvGB, gbps float64
-	validate               bool
+	validate, python       bool
+	pyBatches              int
 	cores                  int
 	valSeconds             float64
 	asJSON                 bool
@@ -76,6 +77,8 @@ func addPlanFlags(fs interface {
 	fs.Float64Var(&f.peerRate, "peer-rate", 0, "samples/s of one peer core (default a local core's: a peer runs the same code)")
 	fs.Float64Var(&f.recvGB, "receive-cpu", 2.74, "this host's CPU seconds to receive a GB of a peer's output (default: lastmile bench -only spill on a 2-vCPU VM, docs/peers.md)")
 	fs.Float64Var(&f.gbps, "network-gbps", 10, "the host's network for peer traffic, Gbit/s")
+	fs.BoolVar(&f.python, "python", true, "measure the Python trainer client's cost per batch ($LASTMILE_PYTHON or /usr/bin/python3, with torch); false: the Go consumer's")
+	fs.IntVar(&f.pyBatches, "python-batches", 200, "batches the Python client takes for its cost (the first ones cost more: torch warms up)")
 	fs.BoolVar(&f.validate, "validate", false, "run the job at the predicted size and report what it does beside the prediction")
 	fs.IntVar(&f.cores, "cores", 0, "with -validate: the size to validate, in cores (default the predicted cores per host)")
 	fs.Float64Var(&f.valSeconds, "validate-seconds", 0, "with -validate: seconds of each validation run (default -seconds)")
@@ -145,6 +148,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rep, err := bench.MeasurePlan(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if f.python {
+		bar.Step(1, 1, "the Python client's cost per batch")
+		if c, err := bench.PythonClient(ctx, cfg, pythonPath(), pythonDir(), max(f.pyBatches, 1)); err != nil {
+			fmt.Fprintf(stderr, "lastmile plan: the Python client's cost was not measured (%v); the Go consumer's is used\n", err)
+		} else {
+			rep.Measured.ClientPerBatch, rep.Client = c, "python"
+		}
 	}
 	m := rep.Measured
 	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9

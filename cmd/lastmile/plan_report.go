@@ -132,8 +132,11 @@ func writeMeasured(w io.Writer, r *bench.PlanReport) {
 	fmt.Fprintf(w, "  fit: samples/s = min(k × %s / (1 + %.3f (k − 1)), %s) for k cores\n", commaRate(m.Curve.PerCore), m.Curve.Serial, ceilingString(m.Curve.Ceiling))
 	fmt.Fprintf(w, "  decode is %.0f%% of a row's CPU (decode alone: %s rows/s on 1 core); %.0f bytes per sample; %s per unit in flight\n",
 		100*m.DecodeShare, commaRate(float64(r.DecodeAlone.Rows)/max(r.DecodeAlone.Seconds, 1e-9)), m.BytesPerSample, bytesString(m.UnitBytes))
-	fmt.Fprintf(w, "  client: %.1f µs per batch in the Go consumer's Next for a batch already in the ring (the Python client costs more: lastmile bench -only pipeline, (g))\n",
-		1e6*m.ClientPerBatch)
+	if r.Client == "python" {
+		fmt.Fprintf(w, "  client: %.1f µs per batch in the Python client's next() and torch() (lastmile cat --torch, batches waiting for it)\n", 1e6*m.ClientPerBatch)
+	} else {
+		fmt.Fprintf(w, "  client: %.1f µs per batch in the Go consumer's Next for a batch already in the ring (-python measures the Python client's)\n", 1e6*m.ClientPerBatch)
+	}
 	fmt.Fprintln(w, "  CPU GOT is the CPU the process got over the window: under its quota when other work shares the host")
 }
 

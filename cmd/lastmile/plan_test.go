@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func TestPlanEndToEnd(t *testing.T) {
 	svg, page := filepath.Join(dir, "plan.svg"), filepath.Join(dir, "plan.html")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"plan", "-json", "-gpus", "2", "-samples-per-gpu", "2000", "-measure-cores", "1",
-		"-seconds", "0.3", "-warmup", "0.2", "-loads", "0.5", "-validate", "-shm-dir", dir, "-svg", svg, "-html", page, specPath}, &stdout, &stderr)
+		"-seconds", "0.3", "-warmup", "0.2", "-loads", "0.5", "-python-batches", "20", "-validate", "-shm-dir", dir, "-svg", svg, "-html", page, specPath}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("plan exited %d: %s", code, stderr.String())
 	}
@@ -42,6 +43,10 @@ func TestPlanEndToEnd(t *testing.T) {
 	m := out.Measured
 	if len(m.Points) != 1 || m.Points[0].Rate <= 0 || m.Measured.Curve.PerCore <= 0 || m.Measured.BytesPerSample <= 0 || m.Measured.UnitBytes <= 0 {
 		t.Errorf("measured %+v", m)
+	}
+	torch := exec.Command(pythonPath(), "-c", "import torch").Run() == nil
+	if torch && (m.Client != "python" || m.Measured.ClientPerBatch <= 0) {
+		t.Errorf("client %q, %g s per batch: want the Python client's cost (stderr: %s)", m.Client, m.Measured.ClientPerBatch, stderr.String())
 	}
 	p := out.Prediction
 	if p.HostRate != 4000 || p.CoresPerHost < 1 || p.Binding == "" || p.MemoryBytes <= 0 {
