@@ -176,8 +176,10 @@ class Dataset(_Base):
     batch that the batch owns; on the CPU only with ``copy``). On a CUDA
     device the batch is staged through the registered ring, one async copy
     per batch into pooled device slots (:mod:`lastmile.cuda`): its tensors
-    stay valid for the next two batches. ``staging``: ``"host"`` or
-    ``"off"`` (per-tensor ``.to(device)`` copies); default: the job's
+    stay valid for the next two batches. ``staging``: ``"host"``,
+    ``"device"`` (lastmiled copies each batch to the GPU and the tensors are
+    views of its device slots: :mod:`lastmile.devstage`) or ``"off"``
+    (per-tensor ``.to(device)`` copies); default: the job's
     ``gpu.staging``. ``copy``:
     batches own their arrays (copies, valid after the next batch) instead
     of being zero-copy views of the ring slot, valid until the next batch.

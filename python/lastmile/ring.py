@@ -340,7 +340,9 @@ class Ring:
 
         With a CUDA ``device`` the tensors are on it, staged through the
         registered ring (one async copy per batch; :mod:`lastmile.cuda`,
-        ``staging="off"`` copies each tensor with ``.to(device)`` instead)."""
+        ``staging="off"`` copies each tensor with ``.to(device)`` instead;
+        ``staging="device"`` takes them from lastmiled's device slots when
+        the ring announces them: :mod:`lastmile.devstage`)."""
         if device is None:
             while True:
                 b = self.next()
