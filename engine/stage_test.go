@@ -81,6 +81,45 @@ ring: {dir: RINGDIR, name: st, slots: 3}
 	}
 }
 
+// cancelStager cancels the run at its n-th call, as a daemon stopping a
+// job does while a copy runs.
+type cancelStager struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelStager) Stage(ctx context.Context, rank int, ring *shm.Producer, slot *shm.Slot) error {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return ctx.Err()
+}
+
+// TestStagerCancel: a run canceled while a slot is being staged stops
+// with the context's error, and the slot is not published.
+func TestStagerCancel(t *testing.T) {
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	job, err := spec.Parse("test.yaml", []byte("inputs: ["+abs+"]\ncolumns: [row_id]\nbatch: {size: 100}\nring: {dir: "+dir+", name: c, slots: 8}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := &cancelStager{n: 3, cancel: cancel}
+	stats, err := engine.Run(ctx, job, engine.Options{Stage: st})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run error %v, want context.Canceled", err)
+	}
+	in, err := shm.Inspect(dir, stats.Rings[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Tail != 2 {
+		t.Fatalf("%d batches published; want 2, the third being staged when the run was canceled", in.Tail)
+	}
+}
+
 func runStaged(t *testing.T, src string, st engine.Stager) (engine.Stats, []got, error) {
 	t.Helper()
 	dir := t.TempDir()
