@@ -44,6 +44,7 @@ from ._futex import (FULL_FENCE, fence, futex_wait, futex_wake, load_u32, load_u
 
 _less = np.less
 _not_equal = np.not_equal
+_greater = np.greater
 _monotonic_ns = time.monotonic_ns
 
 __all__ = [
@@ -553,9 +554,10 @@ class Ring:
                 raise self._bad(h, "offsets of ragged field %r are not 0 <= non-decreasing <= %d "
                                    "(first %d, last %d)" % (name, nv, o[0], o[-1]))
         # Per batch, format x.1: null rows of ragged fields are empty (4).
-        for name, o1, o0, v in c.nchecks:
-            if _not_equal(o1, o0)[~v].any():
-                i = int((_not_equal(o1, o0) & ~v).argmax())
+        for name, o1, o0, v, buf in c.nchecks:
+            # buf = (o1 != o0) > v, that is a non-empty row & not valid, without allocating
+            if _greater(_not_equal(o1, o0, out=buf), v, out=buf).any():
+                i = int(buf.argmax())
                 raise self._bad(h, "row %d of ragged field %r is null but holds %d values (a null "
                                    "row is empty)" % (i, name, o1[i] - o0[i]))
         return Batch(self, self._fields, c.data, c.valid, rows, h,
@@ -659,7 +661,7 @@ class Ring:
         c.rchecks = tuple(ragged.values())
         c.nchecks = ()
         if self._core.geo.minor >= 1:
-            c.nchecks = tuple((f.name, arrs[io][1:], arrs[io][:-1], arrs[iv])
+            c.nchecks = tuple((f.name, arrs[io][1:], arrs[io][:-1], arrs[iv], np.empty(rows, np.bool_))
                               for f, i, io, iv in layout if f.kind == "ragged" and iv >= 0)
         c.tdata, c.tvalid, c.tdirty = tdata, tvalid, tuple(dirty)
         return c
