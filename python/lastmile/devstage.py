@@ -260,24 +260,30 @@ class DriverIPC:
         if self.device.type != "cuda" or not torch.cuda.is_available():
             raise RuntimeError("device staging needs a CUDA device in torch, got %s (available: %s)"
                                % (self.device, torch.cuda.is_available()))
-        torch.cuda.init()
-        torch.cuda.set_device(self.device)  # its primary context current, the one the handles open in
+        # The device's primary context, created now (torch makes it lazily)
+        # and made current around each call: the handles open in it, and
+        # the trainer's own current device is left alone.
+        torch.zeros(1, device=self.device)
         self.drv = driver or Driver()
 
+    def _on(self, f, *args):
+        with self.torch.cuda.device(self.device):
+            return f(*args)
+
     def open_mem(self, handle, nbytes):
-        return (self.drv.open_mem(handle), nbytes)
+        return (self._on(self.drv.open_mem, handle), nbytes)
 
     def close_mem(self, mem):
-        self.drv.close_mem(mem[0])
+        self._on(self.drv.close_mem, mem[0])
 
     def open_event(self, handle):
-        return self.drv.open_event(handle)
+        return self._on(self.drv.open_event, handle)
 
     def close_event(self, ev):
-        self.drv.destroy_event(ev)
+        self._on(self.drv.destroy_event, ev)
 
     def stream_wait(self, ev):
-        self.drv.stream_wait(self.torch.cuda.current_stream(self.device).cuda_stream, ev)
+        self._on(self.drv.stream_wait, self.torch.cuda.current_stream(self.device).cuda_stream, ev)
 
     def mark(self):
         ev = self.torch.cuda.Event()

@@ -306,6 +306,41 @@ class DriverFakeTest(unittest.TestCase):
         self.assertIn("cuIpcOpenMemHandle_v2 flags=1 -> 0", log)
         self.assertIn("cuStreamWaitEvent", log)
 
+    def test_backend_plumbing(self):
+        # DriverIPC's calls through a stub of torch.cuda (no CUDA in this
+        # torch): each runs with the device made current, the trainer's
+        # current stream is the one that waits.
+        import contextlib
+        import types
+
+        entered = []
+
+        @contextlib.contextmanager
+        def device(d):
+            entered.append(d)
+            yield
+
+        stub = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            device=device, current_stream=lambda d: types.SimpleNamespace(cuda_stream=0)))
+        b = ds.DriverIPC.__new__(ds.DriverIPC)
+        b.torch, b.device, b.drv = stub, "cuda:1", self.drv
+        c = self.c
+        ptr = ctypes.c_uint64()
+        self.assertEqual(c.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(4096)), 0)
+        h = ds._IPCHandle()
+        c.cuIpcGetMemHandle(ctypes.byref(h), ptr)
+        ev = ctypes.c_void_p()
+        c.cuEventCreate(ctypes.byref(ev), 4)
+        eh = ds._IPCHandle()
+        c.cuIpcGetEventHandle(ctypes.byref(eh), ev)
+        mem = b.open_mem(bytes(h), 4096)
+        self.assertEqual(mem, (ptr.value, 4096))
+        e = b.open_event(bytes(eh))
+        b.stream_wait(e)
+        b.close_event(e)
+        b.close_mem(mem)
+        self.assertEqual(entered, ["cuda:1"] * 5)
+
 
 if __name__ == "__main__":
     unittest.main()
