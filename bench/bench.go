@@ -213,18 +213,29 @@ func handoff(ctx context.Context, cfg Config, i int) (shm.BenchResult, error) {
 	return res, cerr
 }
 
-func decodeAll(ctx context.Context, cfg Config, r *Report) error {
-	dir := cfg.Data
+// sampleDir returns data, or when it is "" a directory of generated
+// sample data of rows rows, made on first use and kept under $TMPDIR for
+// later runs.
+func sampleDir(ctx context.Context, data string, rows int64, compression string, log io.Writer) (string, error) {
+	dir := data
 	if dir == "" {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-data-%d-%s", cfg.Rows, cfg.Compression))
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-data-%d-%s", rows, compression))
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.parquet")); len(m) == 0 {
 		gc := datagen.DefaultConfig()
-		gc.Rows, gc.Compression = cfg.Rows, cfg.Compression
-		fmt.Fprintf(cfg.Log, "generating %d rows (%s) in %s ...\n", gc.Rows, gc.Compression, dir)
+		gc.Rows, gc.Compression = rows, compression
+		fmt.Fprintf(log, "generating %d rows (%s) in %s ...\n", gc.Rows, gc.Compression, dir)
 		if _, err := datagen.Write(ctx, dir, gc); err != nil {
-			return fmt.Errorf("generate bench data: %w", err)
+			return "", fmt.Errorf("generate bench data: %w", err)
 		}
+	}
+	return dir, nil
+}
+
+func decodeAll(ctx context.Context, cfg Config, r *Report) error {
+	dir, err := sampleDir(ctx, cfg.Data, cfg.Rows, cfg.Compression, cfg.Log)
+	if err != nil {
+		return err
 	}
 	// Whole row groups: a unit is what a worker decodes at once. (Slicing
 	// them at page boundaries would decode straddling pages twice.)

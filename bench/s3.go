@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/lastmile/lastmile/column"
-	"github.com/lastmile/lastmile/datagen"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/objstore"
 	"github.com/lastmile/lastmile/objstore/s3test"
@@ -57,7 +56,7 @@ func RunS3(ctx context.Context, cfg S3Config) (*S3Report, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	dir, err := s3Sample(ctx, cfg)
+	dir, err := sampleDir(ctx, cfg.Data, cfg.Rows, cfg.Compression, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -145,22 +144,6 @@ func (r *S3Report) projected(ctx context.Context, cfg S3Config, local *decode.Pl
 	st := src.Client().Stats()
 	r.Projected, r.FetchedBytes, r.Requests = cols, st.Bytes, st.Requests
 	return nil
-}
-
-func s3Sample(ctx context.Context, cfg S3Config) (string, error) {
-	dir := cfg.Data
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-data-%d-%s", cfg.Rows, cfg.Compression))
-	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "*.parquet")); len(m) == 0 {
-		gc := datagen.DefaultConfig()
-		gc.Rows, gc.Compression = cfg.Rows, cfg.Compression
-		fmt.Fprintf(cfg.Log, "generating %d rows (%s) in %s ...\n", gc.Rows, gc.Compression, dir)
-		if _, err := datagen.Write(ctx, dir, gc); err != nil {
-			return "", fmt.Errorf("generate bench data: %w", err)
-		}
-	}
-	return dir, nil
 }
 
 // copySample puts the sample's files in the bucket directory (hard links
