@@ -110,8 +110,11 @@ def _cat(args):
                   sys.stdout)
         print()
         return 0
-    print("python consumer: ring %s: %d batches, %d rows, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s), zero-copy numpy views"
-          % (args.name, d.batches, d.rows, d.bytes / 1e6, secs, d.rows / secs, d.bytes / 1e6 / secs))
+    pad = " (%d of them padding)" % d.pad if d.pad else ""
+    if d.pad_unknown:
+        pad += " (%d padded batches of a format 1.0 ring, which does not say how many rows are padding)" % d.pad_unknown
+    print("python consumer: ring %s: %d batches, %d rows%s, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s), zero-copy numpy views"
+          % (args.name, d.batches, d.rows, pad, d.bytes / 1e6, secs, d.rows / secs, d.bytes / 1e6 / secs))
     for line in d.field_lines():
         print(line)
     return 0

@@ -39,6 +39,8 @@ class Digest:
         self._len = {}
         self.nulls = {}
         self.ragged_values = {}
+        self.pad = 0  # padding rows (pad_rows), counted in rows too
+        self.pad_unknown = 0  # padded batches of a format 1.0 ring: count not written
 
     def _hash(self, table, name):
         if not self.hashing:
@@ -51,6 +53,10 @@ class Digest:
     def add(self, batch):
         self.batches += 1
         self.rows += batch.rows
+        if batch.pad_rows is None:
+            self.pad_unknown += 1
+        else:
+            self.pad += batch.pad_rows
         for name in batch:
             v = batch[name]
             if isinstance(v, (Ragged, KeyedJagged)):

@@ -109,6 +109,22 @@ class PaddingTests(V11Case):
             self.assertEqual((b.real_rows, b.pad_rows), (2, 3))
             self.assertIsInstance(b.row_mask(), torch.Tensor)
 
+    def test_cat_counts_padding(self):
+        """python3 -m lastmile cat says how many of the rows read are padding."""
+        import contextlib
+        import io
+
+        from lastmile.__main__ import main
+
+        w = self.writer()
+        self.publish(w, 0, 6)
+        self.publish(w, 1, 6, pad=4)
+        w.finish()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            self.assertEqual(main(["cat", "r", "--shm-dir", self.dir]), 0)
+        self.assertIn("2 batches, 12 rows (4 of them padding),", out.getvalue())
+
     def test_format_10_padding_unknown(self):
         """A 1.0 ring flags padded batches without a count: the client says
         unknown rather than counting padding as real."""
