@@ -54,6 +54,9 @@ type PipelineConfig struct {
 	Compression string
 	// SkipBaselines leaves out (f) and (g): only (e) is measured.
 	SkipBaselines bool
+	// SkipV2 leaves out the first epoch on v2 pages with the page index
+	// and the page-skip count (pipeline_skip.go).
+	SkipV2 bool
 }
 
 // BaselineVariant is one way of running the DataLoader baseline.
@@ -96,6 +99,11 @@ type PipelineReport struct {
 	BestRow   map[string]any `json:"best_row_baseline"`
 	BestBatch map[string]any `json:"best_batch_baseline"`
 	Targets   []Target       `json:"targets"`
+	// V2 is the first epoch against decode alone on the same rows with v2
+	// pages and the page index; PageSkip the list pages without a kept
+	// row (pipeline_skip.go).
+	V2       *PipelineVariant `json:"v2_page_index,omitempty"`
+	PageSkip []PageSkip       `json:"page_skip,omitempty"`
 }
 
 // PipelineRun is one measured run of the pipeline into a ring.
@@ -110,6 +118,9 @@ type PipelineRun struct {
 	KeptFrac   float64 `json:"kept_fraction"`
 	DecodeSecs float64 `json:"decode_seconds"` // summed over workers
 	CPUSeconds float64 `json:"cpu_seconds"`    // user+system time of this process over the run (not the trainer's)
+	// Pages are the decoders' page counts: decoded, skipped by a
+	// selection, unread (the page index located them).
+	Pages decode.Stats `json:"pages"`
 }
 
 func (c *PipelineConfig) defaults() {
@@ -218,6 +229,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 			}
 		}
 	}
+	if !cfg.SkipV2 {
+		if r.V2, err = runV2(ctx, cfg, job, r); err != nil {
+			return nil, fmt.Errorf("v2 pages: %w", err)
+		}
+		if r.PageSkip, err = measurePageSkip(ctx, job, parquetDir, cfg.Log); err != nil {
+			return nil, fmt.Errorf("page skip: %w", err)
+		}
+	}
 	if cfg.SkipBaselines {
 		r.evaluate()
 		return r, nil
@@ -306,8 +325,7 @@ func num(v any) float64 {
 }
 
 func genPipelineData(ctx context.Context, cfg PipelineConfig, parquetDir, npyDir, spam string) error {
-	gc := datagen.DefaultConfig()
-	gc.Rows, gc.Files, gc.Compression = cfg.Rows, 4, cfg.Compression
+	gc := pipelineGenConfig(cfg)
 	if m, _ := filepath.Glob(filepath.Join(parquetDir, "*.parquet")); len(m) == 0 {
 		fmt.Fprintf(cfg.Log, "generating %d rows of Parquet in %s ...\n", gc.Rows, parquetDir)
 		if _, err := datagen.Write(ctx, parquetDir, gc); err != nil {
@@ -384,7 +402,7 @@ func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *
 	p.Epochs, p.Seconds, p.OutRows, p.Batches, p.Bytes = int(epochs), secs, st.Rows, st.Batches, st.Bytes
 	p.OutRowsPS, p.InRowsPS = float64(st.Rows)/secs, float64(epochs*r.InputRows)/secs
 	p.KeptFrac = float64(st.Rows) / float64(epochs*r.InputRows)
-	p.DecodeSecs, p.CPUSeconds = st.Decode.Seconds(), cpu
+	p.DecodeSecs, p.CPUSeconds, p.Pages = st.Decode.Seconds(), cpu, st.Pages
 	return tr, nil
 }
 
@@ -422,6 +440,9 @@ func (r *PipelineReport) evaluate() {
 		decodeRate := float64(r.InputRows) / r.DecodeOnly.Seconds
 		add("pipeline throughput / decode of its input columns alone", r.Pipeline.InRowsPS/decodeRate, ">=", 1.0)
 		add("  the same, first epoch (no cached unit)", r.FirstEpoch.InRowsPS/decodeRate, ">=", 1.0)
+	}
+	if r.V2 != nil && r.V2.Ratio(r.InputRows) > 0 {
+		add("  the same, first epoch, v2 pages with the page index", r.V2.Ratio(r.InputRows), ">=", 1.0)
 	}
 	// (f) The issue's baseline is a DataLoader with default_collate, i.e. a
 	// map-style Dataset whose __getitem__ returns one row: the row style.
@@ -486,4 +507,5 @@ func (r *PipelineReport) WriteTable(w io.Writer) {
 	if r.Trainer != nil {
 		fmt.Fprintf(w, "%-52s %23.3f ms/batch CPU\n", "(g) lastmile trainer behind the pipeline, no step", num(r.Trainer["cpu_ms_per_batch"]))
 	}
+	r.writeSkip(w)
 }
