@@ -109,7 +109,8 @@ soak: pydeps
 
 # gpu-test runs the checks that need a real NVIDIA GPU and driver
 # (docs/gpu.md): a registered ring's round trip through the device, the
-# self-test with its thresholds, and host staging through torch. On a host
+# self-test with its thresholds, device staging's daemon side
+# (TestRealGPUStager), and host staging through torch. On a host
 # without a GPU each says so and skips; make test runs the same code
 # against a fake libcuda.
 gpu-test: build pydeps

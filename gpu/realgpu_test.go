@@ -3,12 +3,15 @@
 package gpu_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"strings"
 	"testing"
 
+	"github.com/lastmile/lastmile/cuda"
 	"github.com/lastmile/lastmile/gpu"
+	"github.com/lastmile/lastmile/shm"
 )
 
 var realGPU = flag.Bool("gpu", false, "run the tests that need a real NVIDIA GPU and driver (make gpu-test)")
@@ -36,5 +39,70 @@ func TestRealGPUCheck(t *testing.T) {
 		} else if strings.Contains(c.Name, "pinned") {
 			t.Logf("PASS %s: %s", c.Name, c.Detail)
 		}
+	}
+}
+
+// TestRealGPUStager stages batches of a real ring through the real driver
+// (device staging's daemon side) and reads a device slot back.
+func TestRealGPUStager(t *testing.T) {
+	if !*realGPU {
+		t.Skip("needs a GPU: run with -gpu (make gpu-test)")
+	}
+	d, err := cuda.Open(cuda.Config{})
+	if err != nil {
+		t.Skip(err)
+	}
+	info, err := d.Info(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := shm.Create(shm.Config{Dir: dir, Name: "real", Slots: 3, SlotSize: 8 << 20,
+		Fields: []shm.Field{{Name: "b", Kind: shm.Dense, DType: shm.Uint8}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	defer p.Close()
+	c, err := shm.Open(dir, "real")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := gpu.NewStager(gpu.StagerConfig{Placement: []gpu.Placement{{PCIBusID: info.PCIBusID}}, Generation: 1})
+	ctx := context.Background()
+	for seq := range 5 {
+		s, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetRows(4 << 20)
+		if err := s.AddTensor(0, shm.RoleDense, shm.Uint8, bytes.Repeat([]byte{byte(seq + 1)}, 4<<20), 4<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Stage(ctx, 0, p, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Publish(s); err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn := b.Tensor("b", shm.RoleDense)
+		data := tn.Data
+		cc, ptr, ok := st.DeviceSlot(0, seq%3)
+		if !ok {
+			t.Fatalf("not device-staged: %+v", st.Status())
+		}
+		back := make([]byte, 4<<20)
+		if err := cc.CopyDtoH(back, ptr+cuda.DevicePtr(tn.Offset)); err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("batch %d: the device slot differs from the ring slot (%v)", seq, err)
+		}
+		c.Release()
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -236,3 +236,17 @@ func (st *Stager) Close() error {
 // samePCIBus compares bus ids as the driver and NVML spell them (hex
 // digits of either case).
 func samePCIBus(a, b string) bool { return strings.EqualFold(a, b) }
+
+// DeviceSlot returns rank's device slot k and the context it lives in
+// (tests and checks: the real-GPU test reads it back); ok is false when
+// the rank is not device-staged.
+func (st *Stager) DeviceSlot(rank, k int) (c *cuda.Context, ptr cuda.DevicePtr, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rs := st.ranks[rank]
+	if rs == nil || rs.r == nil || rs.mode != "device" {
+		return nil, 0, false
+	}
+	ptr, _ = rs.r.DeviceSlot(k)
+	return rs.r.c, ptr, true
+}
