@@ -208,3 +208,49 @@ func allValidNil(v []byte) []byte {
 	}
 	return v
 }
+
+// BenchmarkSelectionPages decodes a list column for a selection that
+// keeps runs of rows covering about half the pages, walking the pages by
+// the OffsetIndex (skipped pages unread) and by their headers alone
+// (skipped pages read, not decompressed), and everything with no
+// selection for reference.
+func BenchmarkSelectionPages(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "f.parquet")
+	writeFile(b, p, fileSpec{rows: 100_000, codec: "snappy", pageVersion: 2, pageBytes: 64 << 10})
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"seq_0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := plan.Units[0]
+	var sel []int32
+	for i := int64(0); i < u.Rows; i++ {
+		if i%4000 < 2000 {
+			sel = append(sel, int32(i))
+		}
+	}
+	noIndex := u
+	noIndex.Chunks = slices.Clone(u.Chunks)
+	noIndex.Chunks[0].Index, noIndex.Chunks[0].IndexLen = 0, 0
+	for _, c := range []struct {
+		name string
+		u    Unit
+		sel  []int32
+	}{{"index", u, sel}, {"headers", noIndex, sel}, {"all", u, nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			d := NewDecoder(plan.Fields)
+			defer d.Close()
+			var col column.Column
+			for b.Loop() {
+				if err := d.Open(context.Background(), c.u); err != nil {
+					b.Fatal(err)
+				}
+				if err := d.DecodeColumn(0, c.sel, &col); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := d.Stats()
+			b.ReportMetric(float64(st.PagesUnread)/float64(b.N), "unread/op")
+			b.ReportMetric(float64(st.PagesSkipped)/float64(b.N), "skipped/op")
+		})
+	}
+}
