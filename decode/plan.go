@@ -182,7 +182,7 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 	}
 	// The OffsetIndex, where it lies inside the file; the decoder reads
 	// it only for selections, and ignores one that does not fit.
-	if cc.OffsetIndexLength > 0 && cc.OffsetIndexOffset >= 4 && cc.OffsetIndexOffset+int64(cc.OffsetIndexLength) <= fileSize-8 {
+	if cc.OffsetIndexLength > 0 && cc.OffsetIndexLength <= maxIndexBytes && cc.OffsetIndexOffset >= 4 && cc.OffsetIndexOffset+int64(cc.OffsetIndexLength) <= fileSize-8 {
 		c.Index, c.IndexLen = cc.OffsetIndexOffset, cc.OffsetIndexLength
 	}
 	return c, nil

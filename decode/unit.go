@@ -49,6 +49,10 @@ type Chunk struct {
 	IndexLen int32 `json:"index_len,omitempty"`
 }
 
+// maxIndexBytes bounds an OffsetIndex the decoder reads (about 20 bytes a
+// page): a corrupt unit or footer cannot make it allocate without limit.
+const maxIndexBytes = 16 << 20
+
 // unitVersion is the first byte of a marshaled Unit; the JSON follows.
 const unitVersion = 1
 
@@ -90,7 +94,7 @@ func (u *Unit) validate() error {
 		if c.Leaf < 0 || !codecSupported(c.Codec) || c.Offset < 4 || c.End < c.Offset || c.End > u.FileSize ||
 			c.DictLen < 0 || c.DictOffset < 0 || c.DictOffset+c.DictLen > u.FileSize || c.FirstRow < 0 ||
 			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 ||
-			c.Index < 0 || c.IndexLen < 0 || c.Index+int64(c.IndexLen) > u.FileSize || (c.IndexLen > 0 && c.Index < 4) {
+			c.Index < 0 || c.IndexLen < 0 || c.Index+int64(c.IndexLen) > u.FileSize || (c.IndexLen > 0 && c.Index < 4) || c.IndexLen > maxIndexBytes {
 			return fmt.Errorf("invalid chunk %d", i)
 		}
 	}
