@@ -221,7 +221,8 @@ class HostStaging:
 
         data = {n: _map(v, conv) for n, v in tb._data.items()}
         valid = {n: conv(v) for n, v in tb.valid.items()}
-        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True)
+        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
+                          pad_rows=tb.pad_rows)
 
     def close(self):
         """Wait for the last copy, unregister, then unmap (in that order)."""

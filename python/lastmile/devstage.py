@@ -178,7 +178,8 @@ class DeviceStaging:
         data = {n: _map(v, conv) for n, v in tb._data.items()}
         valid = {n: conv(v) for n, v in tb.valid.items()}
         self.handed = True
-        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True)
+        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
+                          pad_rows=tb.pad_rows)
 
     def _close_handles(self):
         try:
