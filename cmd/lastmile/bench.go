@@ -24,7 +24,9 @@ four parts (-only picks one; all by default):
             to another process, (c) decode per core for each decode path
             (-paths), (d) decompression alone of the same pages
   pipeline  (e) the -pipeline spec end to end against decoding its input
-            columns alone, one epoch and three (unit cache); (f) rows/s
+            columns alone, one epoch and three (unit cache), the first
+            epoch on v2 pages with the page index too, and the list
+            pages holding no kept row (page_skip); (f) rows/s
             against the PyTorch DataLoader baselines (row and batch style,
             0 and 2 workers; -skip-baselines leaves them out); (g) the
             trainer's CPU per batch against the baseline's
