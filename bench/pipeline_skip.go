@@ -110,11 +110,16 @@ func measurePageSkip(ctx context.Context, job *spec.Job, dir string, log io.Writ
 	}
 	early := prog.Early()
 	user := slices.Index(early, "user_id")
-	plan, err := decode.PlanFiles(ctx, []string{dir}, decode.PlanOptions{Columns: slices.Concat(early, []string{"seq_0"})})
+	list := slices.IndexFunc(all.Fields, func(f decode.Field) bool { return f.Kind == column.List })
+	if list < 0 {
+		return nil, fmt.Errorf("no list column in %s", dir)
+	}
+	plan, err := decode.PlanFiles(ctx, []string{dir}, decode.PlanOptions{Columns: slices.Concat(early, []string{all.Fields[list].Name})})
 	if err != nil {
 		return nil, err
 	}
-	// The real page size: rows per 1 MiB page of seq_0, uncompressed.
+	// The real page size: rows per 1 MiB page of the first list column
+	// (seq_0), uncompressed.
 	seq := len(early)
 	u0 := plan.Units[0]
 	real := int(max(1, u0.Rows*int64(datagen.DefaultConfig().PageBytes)/max(1, u0.Chunks[seq].Uncompressed)))
