@@ -357,6 +357,9 @@ func (r *reader) run(ctx context.Context) error {
 
 func (r *reader) read(ctx context.Context, c *shm.Consumer) error {
 	for {
+		if err := ctx.Err(); err != nil { // Next serves a ready batch even after ctx ends
+			return err
+		}
 		b, err := c.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			return nil
