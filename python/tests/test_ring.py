@@ -263,7 +263,11 @@ class WaitingTests(RingTestCase):
 
     def test_ctrl_c_interrupts_wait(self):
         w = self.writer(slot_count=2)  # alive, never publishes
-        code = ("import sys, lastmile; r = lastmile.Ring.open(sys.argv[1], sys.argv[2]); "
+        # A child of a shell's background job inherits SIGINT ignored, and
+        # Python then installs no KeyboardInterrupt handler: put it back, as
+        # a trainer started from a terminal has it.
+        code = ("import signal, sys, lastmile; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "r = lastmile.Ring.open(sys.argv[1], sys.argv[2]); "
                 "print('waiting', flush=True); next(r)")
         p = subprocess.Popen([sys.executable, "-c", code, w.name, self.dir], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
