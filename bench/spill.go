@@ -222,18 +222,8 @@ func pinCores() (local, other int, err error) {
 func PinProcess(cpu int) error {
 	var one unix.CPUSet
 	one.Set(cpu)
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &one); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("pin thread %d to CPU %d: %w", tid, cpu, err)
-		}
+	if err := setAffinity(&one); err != nil {
+		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
 	}
 	return nil
 }
