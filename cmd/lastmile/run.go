@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/lastmile/lastmile/engine"
 )
@@ -21,6 +22,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	workers := fs.Int("workers", -1, "decode workers, 0 for automatic (default: the spec's decode.workers)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this `file`")
+	traceFile := fs.String("trace", "", "write an execution trace of the run to this `file` (go tool trace)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: lastmile run [flags] SPEC
 
@@ -55,6 +57,17 @@ Flags:`)
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	level := slog.LevelWarn
 	if *verbose {
