@@ -164,21 +164,28 @@ func TestDecodeCancel(t *testing.T) {
 	}
 }
 
-// TestSelectionSkipsPages corrupts the first data page of a v2 column and
-// selects only rows after it: the page must be skipped undecompressed.
-// Selecting a row in it must then fail, naming the page.
-func TestSelectionSkipsPages(t *testing.T) {
+// oneColumnFile writes a file of spec, plans its column col, and returns
+// the file's path, the plan, its first unit and the file's bytes.
+func oneColumnFile(t *testing.T, spec fileSpec, col string) (string, *Plan, Unit, []byte) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "f.parquet")
-	writeFile(t, p, fileSpec{rows: 2000, codec: "snappy", pageVersion: 2, pageBytes: 1024})
-	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"seq_0"}})
+	writeFile(t, p, spec)
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{col}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := plan.Units[0]
 	raw, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, plan, plan.Units[0], raw
+}
+
+// TestSelectionSkipsPages corrupts the first data page of a v2 column and
+// selects only rows after it: the page must be skipped undecompressed.
+// Selecting a row in it must then fail, naming the page.
+func TestSelectionSkipsPages(t *testing.T) {
+	p, plan, u, raw := oneColumnFile(t, fileSpec{rows: 2000, codec: "snappy", pageVersion: 2, pageBytes: 1024}, "seq_0")
 	c := u.Chunks[0]
 	var h pageHeader
 	off := int(c.Offset)
@@ -224,7 +231,7 @@ func TestSelectionSkipsPages(t *testing.T) {
 	if diff := diffColumn(&col, &want); diff != "" {
 		t.Fatal(diff)
 	}
-	err = d.DecodeColumn(0, []int32{0}, &col)
+	err := d.DecodeColumn(0, []int32{0}, &col)
 	var e *Error
 	if !errors.As(err, &e) || e.PageOffset != int64(off) || e.Column != "seq_0" {
 		t.Fatalf("selecting row 0: got %v, want an error at page offset %d", err, off)
@@ -254,17 +261,7 @@ func TestSmallReadWindow(t *testing.T) {
 // no decompressor would notice and which keeps the file's size and mtime:
 // decoding the page fails on its CRC, naming the page.
 func TestPageCRC(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f.parquet")
-	writeFile(t, p, fileSpec{rows: 2000, codec: "none", pageVersion: 1, pageBytes: 1024})
-	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"dense_0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := plan.Units[0]
-	raw, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, plan, u, raw := oneColumnFile(t, fileSpec{rows: 2000, codec: "none", pageVersion: 1, pageBytes: 1024}, "dense_0")
 	var h pageHeader
 	off := int(u.Chunks[0].Offset)
 	for {
@@ -287,7 +284,7 @@ func TestPageCRC(t *testing.T) {
 	d := NewDecoder(plan.Fields)
 	defer d.Close()
 	var b column.Batch
-	err = d.Decode(context.Background(), u, &b)
+	err := d.Decode(context.Background(), u, &b)
 	if err == nil || !strings.Contains(err.Error(), "CRC") || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", off)) {
 		t.Fatalf("decode of a page with a flipped byte: %v; want a CRC error naming the page at offset %d", err, off)
 	}
