@@ -297,7 +297,10 @@ func TestPeersSpill(t *testing.T) {
 				Peers struct{ Peers []peer.PeerStats }
 			}
 			cl.gpu.do("GET", "/v1/status", nil, &st)
-			if len(st.Peers.Peers) != 1 || st.Peers.Peers[0].Units == 0 {
+			// A fault may cost every unit the peer had in flight (the peer
+			// killed before it finished one, and back only after the run
+			// ended): only the healthy run must have units from it.
+			if len(st.Peers.Peers) != 1 || c.name == "healthy" && st.Peers.Peers[0].Units == 0 {
 				t.Errorf("the GPU host's peers: %+v", st.Peers.Peers)
 			}
 			t.Logf("peer stats seen by the GPU host: %+v", st.Peers.Peers)
