@@ -14,9 +14,10 @@ import (
 // jagged group as a KeyedJaggedTensor (values key-major, offsets,
 // lengths). No copy of a group exists outside the slot.
 type packField struct {
-	OutField       // the field; a group's Kind is List
-	col      int   // the batch column of a field that is a column
-	members  []int // the batch columns of a group's members, in order
+	OutField            // the field; a group's Kind is List
+	col      int        // the batch column of a field that is a column
+	members  []int      // the batch columns of a group's members, in order
+	parts    []OutField // the members' fields, in order (slot sizing)
 	group    *ops.Group
 }
 
@@ -31,10 +32,11 @@ func packFields(fields []OutField, groups []ops.Group) []packField {
 		}
 		if len(out) > 0 && out[len(out)-1].group == &groups[f.Group-1] {
 			out[len(out)-1].members = append(out[len(out)-1].members, i)
+			out[len(out)-1].parts = append(out[len(out)-1].parts, f)
 			continue
 		}
 		g := &groups[f.Group-1]
-		pf := packField{OutField: OutField{Name: g.Name, Kind: column.Fixed, DType: g.DType, Width: 1}, group: g, members: []int{i}}
+		pf := packField{OutField: OutField{Name: g.Name, Kind: column.Fixed, DType: g.DType, Width: 1}, group: g, members: []int{i}, parts: []OutField{f}}
 		if g.Kind == "jagged" {
 			pf.Kind = column.List
 		}

@@ -17,37 +17,19 @@ func planFields(p *decode.Plan) []OutField {
 
 // slotSize estimates the slot bytes a batch of rows rows of the output
 // fields needs: fixed-width columns exactly; variable-length ones from the
-// plan's chunk statistics, at twice the densest unit's mean values per row
-// plus slack, so that an unlucky batch of long rows still fits. An output
-// list column takes the statistics of the input column of its name, or
-// else the largest of any input list column. A batch that does not fit
-// anyway fails with an error naming both sizes and the spec field to raise.
+// plan's chunk statistics, at twice the densest row group's mean values
+// per row plus slack, so that an unlucky batch of long rows still fits. An
+// output list column takes the statistics of the input column of its
+// name, or else the largest of any input list column. A batch that does
+// not fit anyway fails with an error naming both sizes and the spec field
+// to raise.
 func slotSize(p *decode.Plan, fields []packField, rows int) int64 {
 	const tableEntry, align = 64, 256
-	perRow := map[string]float64{} // input column → values (bytes for text) per row
-	widest := 0.0
-	for i, f := range p.Fields {
-		best := 0.0
-		for _, u := range p.Units {
-			if i >= len(u.Chunks) || u.Rows == 0 {
-				continue
-			}
-			c := u.Chunks[i]
-			v := float64(c.Values) / float64(u.Rows)
-			if f.Kind == column.Bytes && c.Values > 0 {
-				v *= float64(c.Uncompressed) / float64(c.Values)
-			}
-			best = max(best, v)
-		}
-		perRow[f.Name] = best
-		if f.Kind != column.Fixed {
-			widest = max(widest, best*float64(f.DType.Size()))
-		}
-	}
+	perRow, widest := listRowStats(p)
 	n := int64(64)
 	for _, f := range fields {
 		if f.jagged() {
-			n += jaggedSlotSize(perRow, widest, f.group.Keys, rows)
+			n += jaggedSlotSize(perRow, widest, f.group.Keys, f.parts, rows)
 			continue
 		}
 		size := int64(f.DType.Size())
@@ -72,14 +54,56 @@ func slotSize(p *decode.Plan, fields []packField, rows int) int64 {
 	return n
 }
 
+// listRowStats returns, for each input column, its values per row (bytes
+// for text) in the densest row group, and the widest variable-length
+// column's bytes per row. A chunk's value count is its whole row group's,
+// so it is divided by the row group's rows (the sum of its units' rows),
+// never by one unit's: a row group cut into eight units has eight times
+// as many values as any of them.
+func listRowStats(p *decode.Plan) (perRow map[string]float64, widest float64) {
+	type groupKey struct {
+		file  string
+		group int
+	}
+	groupRows := map[groupKey]int64{}
+	for _, u := range p.Units {
+		groupRows[groupKey{u.File, u.RowGroup}] += u.Rows
+	}
+	perRow = map[string]float64{}
+	for i, f := range p.Fields {
+		best := 0.0
+		for _, u := range p.Units {
+			rows := groupRows[groupKey{u.File, u.RowGroup}]
+			if i >= len(u.Chunks) || rows == 0 {
+				continue
+			}
+			c := u.Chunks[i]
+			v := float64(c.Values) / float64(rows)
+			if f.Kind == column.Bytes && c.Values > 0 {
+				v *= float64(c.Uncompressed) / float64(c.Values)
+			}
+			best = max(best, v)
+		}
+		perRow[f.Name] = best
+		if f.Kind != column.Fixed {
+			widest = max(widest, best*float64(f.DType.Size()))
+		}
+	}
+	return perRow, widest
+}
+
 // jaggedSlotSize estimates the bytes of a jagged group of batches of rows
-// rows: each key's ids as slotSize estimates a list column of the key's
-// name (a scalar's statistics say one value a row), then the offsets and
-// lengths.
-func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, rows int) int64 {
+// rows: a scalar member's ids exactly (Width a row), a list member's as
+// slotSize estimates a list column of the key's name, then the offsets
+// and lengths.
+func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, parts []OutField, rows int) int64 {
 	const tableEntry, align = 64, 256
 	var values float64
-	for _, k := range keys {
+	for i, k := range keys {
+		if i < len(parts) && parts[i].Kind == column.Fixed {
+			values += float64(rows * max(parts[i].Width, 1))
+			continue
+		}
 		pr, ok := perRow[k]
 		if !ok {
 			pr = widest / 8
