@@ -20,7 +20,11 @@ type PeerConfig struct {
 	// TLS is required unless Insecure, which is allowed on loopback only.
 	TLS      cpupeer.TLSFiles `yaml:"tls"`
 	Insecure bool             `yaml:"insecure"`
-	// MaxInFlight bounds the units computed at once. Default: the CPUs.
+	// Workers bounds the units computed at once. Default: the daemon's
+	// workers (the CPUs).
+	Workers int `yaml:"workers"`
+	// MaxInFlight bounds the units admitted at once: computing, queued
+	// for a worker, or streaming back. Default: twice Workers.
 	MaxInFlight int `yaml:"max_inflight"`
 	// MaxMemory bounds the unit outputs held at once. Default 1GiB.
 	MaxMemory Bytes `yaml:"max_memory"`
@@ -121,10 +125,10 @@ func (d *Daemon) startPeers(cfg Config) error {
 }
 
 func (d *Daemon) servePeer(pc PeerConfig) error {
-	sc := cpupeer.ServerConfig{Roots: d.roots, Objects: d.peerObjects(), MaxInFlight: pc.MaxInFlight, MaxMemory: int64(pc.MaxMemory),
-		Logger: d.log.With("role", "peer")}
-	if sc.MaxInFlight == 0 {
-		sc.MaxInFlight = d.Config().Workers
+	sc := cpupeer.ServerConfig{Roots: d.roots, Objects: d.peerObjects(), Workers: pc.Workers, MaxInFlight: pc.MaxInFlight,
+		MaxMemory: int64(pc.MaxMemory), Logger: d.log.With("role", "peer")}
+	if sc.Workers == 0 {
+		sc.Workers = d.Config().Workers
 	}
 	if !pc.Insecure {
 		tc, err := pc.TLS.ServerTLS()

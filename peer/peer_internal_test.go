@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -518,5 +519,58 @@ func TestDrain(t *testing.T) {
 	}
 	if s.Stats().RefusedDraining.Load() != 1 || s.Stats().Units.Load() != 1 {
 		t.Errorf("served %d, refused while draining %d", s.Stats().Units.Load(), s.Stats().RefusedDraining.Load())
+	}
+}
+
+// TestWorkersAndAdmission: a peer admits MaxInFlight units but computes
+// Workers at once; the rest wait their turn rather than being refused, and
+// a unit past MaxInFlight is refused at once.
+func TestWorkersAndAdmission(t *testing.T) {
+	f := newFixture(t)
+	var now, most atomic.Int32
+	hold := make(chan struct{})
+	s, addr := f.server(func(s *Server) {
+		s.cfg.Workers, s.cfg.MaxInFlight = 1, 3
+		s.slots, s.work = make(chan struct{}, 3), make(chan struct{}, 1)
+		s.hook = func() {
+			n := now.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-hold
+			now.Add(-1)
+		}
+	})
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	job := f.job("workers")
+	text, err := portableJob(f.roots, f.text(job.Name), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := localPlan(t, f.job("workersplan")).Units[0]
+	unit.File, _ = f.roots.Locate(unit.File)
+	tk, _ := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
+	r := p.pick("")
+	done := make(chan error, 3)
+	for range 3 {
+		go func() {
+			var out column.Batch
+			done <- fetch(context.Background(), r, tk, &out)
+		}()
+	}
+	for s.busy.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	var out column.Batch
+	if err := fetch(context.Background(), r, tk, &out); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a fourth unit: %v, want ResourceExhausted", err)
+	}
+	close(hold)
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Errorf("an admitted unit: %v", err)
+		}
+	}
+	if most.Load() != 1 || s.Stats().Units.Load() != 3 {
+		t.Errorf("%d units computed at once (want 1), %d served (want 3)", most.Load(), s.Stats().Units.Load())
 	}
 }

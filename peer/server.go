@@ -43,10 +43,17 @@ type ServerConfig struct {
 	Roots *roots.Roots
 	// Objects reads the objects of the roots that are object-store
 	// prefixes ("ctr: s3://bucket/ctr"), by URL; nil refuses them.
-	Objects     decode.FS
-	TLS         *tls.Config // nil: plaintext, allowed on loopback listeners only
-	MaxInFlight int         // units computed at once; default 4
-	MaxMemory   int64       // bytes of unit outputs held at once; default 1 GiB
+	Objects decode.FS
+	TLS     *tls.Config // nil: plaintext, allowed on loopback listeners only
+	// Workers is the units computed at once; default 4. MaxInFlight is
+	// the units admitted at once, computing, waiting for a worker or
+	// streaming their output; default twice Workers. Admitting more than
+	// it computes keeps the peer's cores busy while finished units stream
+	// back and the requesters send the next: with one unit a core, each
+	// core idled for a round trip after every unit.
+	Workers     int
+	MaxInFlight int
+	MaxMemory   int64 // bytes of unit outputs held at once; default 1 GiB
 	Logger      *slog.Logger
 }
 
@@ -58,7 +65,8 @@ type Server struct {
 	log    *slog.Logger
 	grpc   *grpc.Server
 	jobs   jobCache
-	slots  chan struct{}
+	slots  chan struct{} // admitted units
+	work   chan struct{} // units computing
 	mem    *budget
 	fair   fairShare
 	drain  atomic.Bool
@@ -66,6 +74,7 @@ type Server struct {
 	stats  ServerStats
 	mangle func(*column.Batch) // tests: corrupt what is sent
 	delay  time.Duration       // tests: a slow peer
+	hook   func()              // tests: runs while a unit holds a worker
 }
 
 // ServerStats counts what a peer did, for metrics and tests.
@@ -78,8 +87,11 @@ type ServerStats struct {
 
 // NewServer returns a peer serving on the listeners given to Serve.
 func NewServer(cfg ServerConfig) *Server {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 4
+		cfg.MaxInFlight = 2 * cfg.Workers
 	}
 	if cfg.MaxMemory <= 0 {
 		cfg.MaxMemory = 1 << 30
@@ -87,7 +99,8 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxInFlight), mem: newBudget(cfg.MaxMemory)}
+	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxInFlight),
+		work: make(chan struct{}, cfg.Workers), mem: newBudget(cfg.MaxMemory)}
 	s.jobs.max = 8
 	s.fair.perClient = map[string]int{}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
@@ -197,7 +210,7 @@ func (s *Server) admit(who string) (func(), error) {
 }
 
 func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream flight.FlightService_DoGetServer) error {
-	up, done, err := s.jobs.get(ctx, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.MaxInFlight)
+	up, done, err := s.jobs.get(ctx, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.Workers)
 	if err != nil {
 		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
 			s.stats.RefusedOutside.Add(1)
@@ -209,8 +222,20 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 	}
 	defer done()
 	var out column.Batch
+	// Admitted units wait here in arrival order (a channel's blocked
+	// senders are woken first in, first out) for one of Workers.
+	select {
+	case s.work <- struct{}{}:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
 	start := time.Now()
-	if err := up.Compute(ctx, t.Unit, &out); err != nil {
+	if s.hook != nil {
+		s.hook()
+	}
+	err = up.Compute(ctx, t.Unit, &out)
+	<-s.work
+	if err != nil {
 		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
 			s.stats.RefusedOutside.Add(1)
 			s.log.Warn("refused a unit outside the data roots", "client", who, "err", err)
