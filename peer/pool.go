@@ -334,7 +334,11 @@ var errCorrupt = errors.New("corrupt unit stream")
 
 // fetch runs one ticket at r and assembles its output into out.
 func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) error {
-	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket})
+	codec := newStreamCodec()
+	// Runs last: the reader and its records, which view the bodies, are
+	// released by then, and the assembler has copied what it needs.
+	defer codec.release()
+	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
 	if err != nil {
 		return err
 	}
