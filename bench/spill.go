@@ -41,7 +41,12 @@ type SpillConfig struct {
 	PeerCommand []string
 	Units       int // units fetched for the receive-cost figures; default 16
 	Repeats     int // runs of each side, alternating; the fastest counts; default 3
-	Log         io.Writer
+	// Consumer starts the process that reads ring dir/name to its end on
+	// CPU cpu (lastmile bench -handoff-consumer): the trainers' stand-in,
+	// out of the requester's process and off its core, as trainers are
+	// off the cores a daemon is given. Nil: a goroutine of this process.
+	Consumer func(dir, name string, cpu int) *exec.Cmd
+	Log      io.Writer
 }
 
 // SpillReport is the spill measurement's result.
@@ -132,7 +137,15 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	// Units exactly as the engine makes them, for the warm-up and the
 	// receive cost: those a spill worker is offered in a run.
 	rec := &recordUnits{n: cfg.Units}
-	if _, err := runDrained(ctx, job, rec); err != nil {
+	var drain drainer
+	if cfg.Consumer != nil {
+		drain = func(dir, name string) *exec.Cmd {
+			cmd := cfg.Consumer(dir, name, peerCPU)
+			cmd.Stderr = cfg.Log
+			return cmd
+		}
+	}
+	if _, err := runDrained(ctx, job, rec, drain); err != nil {
 		return nil, err
 	}
 	sp, pool, rts, err := newBenchSpiller(cfg, tlsFiles, addr, string(text), job)
@@ -151,7 +164,7 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	// as in the rest of bench.
 	for i := range cfg.Repeats {
 		fmt.Fprintf(cfg.Log, "spill: run %d of %d: the pipeline alone, one worker on CPU %d ...\n", i+1, cfg.Repeats, local)
-		st, err := runDrained(ctx, job, nil)
+		st, err := runDrained(ctx, job, nil, drain)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +172,7 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 			r.LocalSeconds = st.Elapsed.Seconds()
 		}
 		fmt.Fprintf(cfg.Log, "spill: run %d of %d: one worker on CPU %d plus the peer on CPU %d ...\n", i+1, cfg.Repeats, local, peerCPU)
-		if err := spillRun(ctx, cfg, job, sp, pool, peerCPUTime, i == 0, r); err != nil {
+		if err := spillRun(ctx, cfg, job, sp, pool, drain, peerCPUTime, i == 0, r); err != nil {
 			return nil, err
 		}
 	}
@@ -174,10 +187,10 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 // spillRun runs the job once with the peer, keeping its figures in r if
 // it is the fastest so far (or first).
 func spillRun(ctx context.Context, cfg SpillConfig, job *spec.Job, sp *peer.Spiller, pool *peer.Pool,
-	peerCPUTime func() float64, first bool, r *SpillReport) error {
+	drain drainer, peerCPUTime func() float64, first bool, r *SpillReport) error {
 	spilled0 := sp.Stats().Spilled.Load()
 	cpu0, peer0 := processCPU(), peerCPUTime()
-	st, err := runDrained(ctx, job, sp)
+	st, err := runDrained(ctx, job, sp, drain)
 	if err != nil {
 		return err
 	}
@@ -384,9 +397,34 @@ func newBenchSpiller(cfg SpillConfig, f peer.TLSFiles, addr, text string, job *s
 	return sp, pool, rts, nil
 }
 
-// runDrained runs job with spill (nil: none) while a consumer on this
-// process drains its rings.
-func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill) (engine.Stats, error) {
+// drainer starts a process that reads ring dir/name to its end; nil
+// drains in a goroutine of this process.
+type drainer func(dir, name string) *exec.Cmd
+
+// runDrained runs job with spill (nil: none) while consumers drain its
+// rings: a process per ring started by drain, or goroutines.
+func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill, drain drainer) (engine.Stats, error) {
+	if drain != nil {
+		var cmds []*exec.Cmd
+		for r := range job.WorldSize {
+			cmd := drain(job.Ring.Dir, job.RingName(r))
+			if err := cmd.Start(); err != nil {
+				return engine.Stats{}, fmt.Errorf("spill: consumer: %w", err)
+			}
+			defer cmd.Process.Kill()
+			cmds = append(cmds, cmd)
+		}
+		st, err := engine.Run(ctx, job, engine.Options{Spill: spill, Linger: true, Remove: true})
+		if err != nil {
+			return st, err
+		}
+		for _, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				return st, fmt.Errorf("spill: consumer: %w", err)
+			}
+		}
+		return st, nil
+	}
 	var wg sync.WaitGroup
 	ready := func(rings []string) {
 		for _, name := range rings {

@@ -18,7 +18,7 @@ import (
 const benchUsage = `usage: lastmile bench [flags]
 
 Measures this machine and checks the targets of docs/benchmarks.md, in
-four parts (-only picks one; all by default):
+parts (-only picks one; all by default):
 
   spine     (a) memcpy into a pre-touched shared mapping, (b) ring handoff
             to another process, (c) decode per core for each decode path
@@ -34,6 +34,11 @@ four parts (-only picks one; all by default):
             peer (a second process on another core, over mutual TLS): the
             speed-up spilling units to a peer gives (target 1.8x), and the
             requester's CPU to receive a GB of unit output
+  copies    every column of a generated file (-copies-rows) into a ring
+            on one worker, read by a consumer process: the producer's
+            CPU per pass against the decode kernel's for the same units
+            (target <= 1.1x)
+  memory    peak RSS of a job at N and 10N rows (-memory-rows)
   s3        the spine's sample decoded over S3 on loopback (the versitygw
             test server, built from internal/testservers/s3 on first use)
             against the local files, and the bytes a projected job fetches
@@ -54,10 +59,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs of each measurement; the best counts")
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
 	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
+	consumerCPU := fs.Int("handoff-cpu", -1, "internal: the CPU the handoff consumer runs on (-1: any)")
 	pcfg := defaultPipelineConfig()
-	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), s3 (S3 on loopback against local files), memory (peak RSS at N and 10N rows) or all")
+	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), copies (all columns: producer CPU against the decode kernel), s3 (S3 on loopback against local files), memory (peak RSS at N and 10N rows) or all")
 	sf := addSpillFlags(fs)
 	memRows := fs.Int64("memory-rows", 400000, "N of the memory measurement: peak RSS over N and 10N rows")
+	var ccfg bench.CopiesConfig
+	fs.Int64Var(&ccfg.Rows, "copies-rows", 2<<20, "rows of generated data for the all-column (copies) measurement")
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
 	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd or none")
@@ -65,7 +73,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
-		printFlags(fs, "dir", "handoff-consumer", "spill-peer", "spill-cpu", "spill-tls", "spill-root")
+		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "spill-peer", "spill-cpu", "spill-tls", "spill-root")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,6 +86,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		i := strings.LastIndexByte(*consumer, '/')
 		if i < 0 {
 			return fmt.Errorf("%w: -handoff-consumer wants DIR/NAME", errUsage)
+		}
+		if *consumerCPU >= 0 {
+			if err := bench.PinProcess(*consumerCPU); err != nil {
+				return err
+			}
 		}
 		_, err := shm.RunHandoffConsumer(ctx, (*consumer)[:i], (*consumer)[i+1:])
 		return err
@@ -104,11 +117,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Spill    *bench.SpillReport    `json:"spill,omitempty"`
 		S3       *bench.S3Report       `json:"s3,omitempty"`
 		Memory   *memoryReport         `json:"memory,omitempty"`
+		Copies   *bench.CopiesReport   `json:"copies,omitempty"`
 	}{}
 	switch *only {
-	case "all", "spine", "pipeline", "spill", "s3", "memory":
+	case "all", "spine", "pipeline", "spill", "copies", "s3", "memory":
 	default:
-		return fmt.Errorf("%w: -only must be spine, pipeline, spill, s3, memory or all, got %q", errUsage, *only)
+		return fmt.Errorf("%w: -only must be spine, pipeline, spill, copies, s3, memory or all, got %q", errUsage, *only)
 	}
 	if *only == "all" || *only == "memory" {
 		if out.Memory, err = benchMemory(ctx, self, cfg.ShmDir, *memRows, stderr); err != nil {
@@ -130,6 +144,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	if *only == "all" || *only == "copies" {
+		ccfg.Compression, ccfg.ShmDir, ccfg.Log, ccfg.Consumer = cfg.Compression, cfg.ShmDir, stderr, cfg.Consumer
+		if out.Copies, err = bench.RunCopies(ctx, ccfg); err != nil {
+			return fmt.Errorf("copies: %w", err)
+		}
+	}
 	if *only == "all" || *only == "pipeline" {
 		if out.Pipeline, err = bench.RunPipeline(ctx, pcfg); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
@@ -140,6 +160,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sf.cfg.Log, sf.cfg.ShmDir = stderr, cfg.ShmDir
 		sf.cfg.Compression = pcfg.Compression
 		sf.cfg.PeerCommand = []string{self, "bench", "-spill-peer"}
+		sf.cfg.Consumer = func(dir, name string, cpu int) *exec.Cmd {
+			return exec.CommandContext(ctx, self, "bench", "-handoff-cpu", fmt.Sprint(cpu), "-handoff-consumer", dir+"/"+name)
+		}
 		if out.Spill, err = bench.RunSpill(ctx, sf.cfg); err != nil {
 			return fmt.Errorf("spill: %w", err)
 		}
@@ -149,8 +172,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	if out.Spine != nil || out.Pipeline != nil || out.Spill != nil {
-		writeBench(stdout, out.Spine, out.Pipeline, out.Spill)
+	if out.Spine != nil || out.Pipeline != nil || out.Spill != nil || out.Copies != nil {
+		writeBench(stdout, out.Spine, out.Pipeline, out.Spill, out.Copies)
 	}
 	if out.S3 != nil {
 		fmt.Fprintln(stdout)
@@ -165,7 +188,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // writeBench prints the answer first, in words, then the measurements,
 // then the developer targets of docs/benchmarks.md in their own section.
-func writeBench(w io.Writer, spine *bench.Report, pipe *bench.PipelineReport, spill *bench.SpillReport) {
+func writeBench(w io.Writer, spine *bench.Report, pipe *bench.PipelineReport, spill *bench.SpillReport, copies *bench.CopiesReport) {
 	fmt.Fprintln(w, "Answer")
 	fmt.Fprintln(w, wrap(bench.Answer(spine, pipe, spill), 78))
 	fmt.Fprintln(w, "\nMeasurements")
@@ -183,6 +206,11 @@ func writeBench(w io.Writer, spine *bench.Report, pipe *bench.PipelineReport, sp
 		fmt.Fprintln(w)
 		spill.WriteTable(w)
 		targets = append(targets, spill.Targets()...)
+	}
+	if copies != nil {
+		fmt.Fprintln(w)
+		copies.WriteTable(w)
+		targets = append(targets, copies.Target)
 	}
 	if len(targets) > 0 {
 		fmt.Fprintln(w, "\nDeveloper targets (docs/benchmarks.md)")

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/lastmile/lastmile/datagen"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// CopiesConfig configures the all-column measurement: what the producer
+// spends beyond the decode kernel to put every column of a file into
+// rings (docs/benchmarks.md, "Copies").
+type CopiesConfig struct {
+	Data        string // generated once; default under $TMPDIR
+	Rows        int64  // default 2 Mi
+	Compression string // default snappy
+	ShmDir      string
+	Repeats     int // runs of each side, alternating; the fastest counts; default 3
+	// Consumer starts the process that reads ring dir/name to its end
+	// (lastmile bench -handoff-consumer): the trainer's stand-in, out of
+	// this process so that its CPU is not counted as the producer's.
+	Consumer func(dir, name string) *exec.Cmd
+	Log      io.Writer
+}
+
+// CopiesReport is the all-column measurement's result.
+type CopiesReport struct {
+	Rows    int64 `json:"rows"`
+	Columns int   `json:"columns"`
+	// KernelCPU is the decode kernel's CPU seconds for every column of
+	// every unit on one worker (decode.Measure, the spine's (c)).
+	KernelCPU float64 `json:"kernel_cpu_seconds"`
+	// ProducerCPU is this process's CPU seconds for a one-worker job of
+	// every column into a ring, with a consumer process reading it.
+	ProducerCPU float64 `json:"producer_cpu_seconds"`
+	// PackSeconds and DecodeSeconds are the run's own split (engine.Stats).
+	PackSeconds   float64 `json:"pack_seconds"`
+	DecodeSeconds float64 `json:"decode_seconds"`
+	Ratio         float64 `json:"ratio"` // ProducerCPU / KernelCPU
+	Target        Target  `json:"target"`
+}
+
+func (c *CopiesConfig) defaults() {
+	if c.Rows <= 0 {
+		c.Rows = 2 << 20
+	}
+	if c.Compression == "" {
+		c.Compression = "snappy"
+	}
+	if c.Data == "" {
+		c.Data = filepath.Join(os.TempDir(), fmt.Sprintf("lastmile-bench-copies-%d-%s", c.Rows, c.Compression))
+	}
+	if c.Repeats <= 0 {
+		c.Repeats = 3
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// RunCopies measures, in one run, the producer's CPU for an all-column
+// job against the decode kernel's for the same units, alternating the two
+// Repeats times; the fastest of each counts.
+func RunCopies(ctx context.Context, cfg CopiesConfig) (*CopiesReport, error) {
+	cfg.defaults()
+	if cfg.Consumer == nil {
+		return nil, fmt.Errorf("copies: no consumer command")
+	}
+	dir := filepath.Join(cfg.Data, "parquet")
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.parquet")); len(m) == 0 {
+		gc := datagen.DefaultConfig()
+		gc.Rows, gc.Files, gc.Compression = cfg.Rows, 1, cfg.Compression
+		fmt.Fprintf(cfg.Log, "generating %d rows of Parquet in %s ...\n", gc.Rows, dir)
+		if _, err := datagen.Write(ctx, dir, gc); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := decode.PlanFiles(ctx, []string{dir}, decode.PlanOptions{})
+	if err != nil {
+		return nil, err
+	}
+	text := fmt.Sprintf("version: 1\nname: copies\ninputs: [%q]\nepochs: 1\nbatch: {size: 4096, last: drop}\n"+
+		"decode: {workers: 1}\nring: {slots: 4, dir: %q, name: lastmile-bench-copies-%d}\n", dir, ringDir(cfg.ShmDir), os.Getpid())
+	job, err := spec.Parse("copies.yaml", []byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("copies: %w", err)
+	}
+	r := &CopiesReport{Rows: plan.Rows, Columns: len(plan.Fields)}
+	for i := range cfg.Repeats {
+		fmt.Fprintf(cfg.Log, "copies: run %d of %d: the decode kernel, %d columns, one worker ...\n", i+1, cfg.Repeats, len(plan.Fields))
+		res, err := decode.Measure(ctx, plan, decode.PathOwn, 1)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 || res.CPUSeconds < r.KernelCPU {
+			r.KernelCPU = res.CPUSeconds
+		}
+		fmt.Fprintf(cfg.Log, "copies: run %d of %d: every column into a ring, one worker, a consumer process ...\n", i+1, cfg.Repeats)
+		if err := copiesRun(ctx, cfg, job, i == 0, r); err != nil {
+			return nil, err
+		}
+	}
+	r.Ratio = r.ProducerCPU / r.KernelCPU
+	r.Target = Target{Name: "all columns: producer CPU per pass / decode kernel CPU", Value: r.Ratio, Op: "<=", Target: 1.1,
+		Met: r.Ratio <= 1.1}
+	return r, nil
+}
+
+// copiesRun runs job once into a ring read by a consumer process and
+// keeps its figures in r if it used the least CPU so far (or is first).
+func copiesRun(ctx context.Context, cfg CopiesConfig, job *spec.Job, first bool, r *CopiesReport) error {
+	cmd := cfg.Consumer(job.Ring.Dir, job.Ring.Name)
+	cmd.Stdout, cmd.Stderr = io.Discard, cfg.Log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("copies: consumer: %w", err)
+	}
+	defer cmd.Process.Kill()
+	cpu0 := processCPU()
+	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true})
+	cpu := processCPU() - cpu0
+	if err != nil {
+		return err
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("copies: consumer: %w", err)
+	}
+	if !first && cpu >= r.ProducerCPU {
+		return nil
+	}
+	r.ProducerCPU, r.PackSeconds, r.DecodeSeconds = cpu, st.Pack.Seconds(), st.Decode.Seconds()
+	return nil
+}
+
+// WriteTable prints the measurement.
+func (r *CopiesReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "copies: %d rows, all %d columns, one worker\n", r.Rows, r.Columns)
+	fmt.Fprintf(w, "  decode kernel                %8.3f CPU s\n", r.KernelCPU)
+	fmt.Fprintf(w, "  producer, end to end         %8.3f CPU s  (decoding %.3f s, packing %.3f s)\n",
+		r.ProducerCPU, r.DecodeSeconds, r.PackSeconds)
+	fmt.Fprintf(w, "  producer / kernel            %8.3f\n", r.Ratio)
+}
