@@ -142,6 +142,10 @@ func NewUnitProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, worker
 	return up, nil
 }
 
+// Units are the job's work units as the engine plans them: what a spill
+// worker sends a peer.
+func (up *UnitProcessor) Units() []decode.Unit { return up.proc.plan.Units }
+
 // Fields is the schema of the processor's output.
 func (up *UnitProcessor) Fields() []OutField { return up.fields }
 

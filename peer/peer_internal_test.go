@@ -574,3 +574,28 @@ func TestWorkersAndAdmission(t *testing.T) {
 		t.Errorf("%d units computed at once (want 1), %d served (want 3)", most.Load(), s.Stats().Units.Load())
 	}
 }
+
+// TestInfo: a peer tells a requester with a certificate its version and
+// workers; other actions are refused.
+func TestInfo(t *testing.T) {
+	f := newFixture(t)
+	_, addr := f.server(func(s *Server) { s.cfg.Workers, s.cfg.MaxInFlight = 3, 6 })
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	in, err := p.Info(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in != (Info{Version: Version, Workers: 3, MaxInFlight: 6}) {
+		t.Errorf("info %+v", in)
+	}
+	if _, err := p.Info(context.Background(), "127.0.0.1:1"); err == nil {
+		t.Error("info of an address outside the pool: no error")
+	}
+	stream, err := p.pick("").client.DoAction(context.Background(), &flight.Action{Type: "drop-everything"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("an unknown action: %v, want Unimplemented", err)
+	}
+}

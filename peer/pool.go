@@ -292,6 +292,7 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, err error) {
 		}
 	case status.Code(err) == codes.ResourceExhausted:
 		r.st.Refused++ // busy, not broken: try again soon
+		r.st.LastError = err.Error()
 		r.excluded = time.Now().Add(50 * time.Millisecond)
 	default:
 		r.st.Failures++
@@ -369,4 +370,31 @@ func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) err
 		return fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
 	}
 	return out.Check()
+}
+
+// Credits is the most units in flight at one peer.
+func (p *Pool) Credits() int { return p.cfg.Credits }
+
+// Info asks the peer at addr, one of the pool's, what it says of itself
+// (InfoAction).
+func (p *Pool) Info(ctx context.Context, addr string) (Info, error) {
+	p.mu.Lock()
+	r := p.peers[addr]
+	p.mu.Unlock()
+	if r == nil {
+		return Info{}, fmt.Errorf("peer %s is not in the pool", addr)
+	}
+	stream, err := r.client.DoAction(ctx, &flight.Action{Type: InfoAction})
+	if err != nil {
+		return Info{}, fmt.Errorf("peer %s: info: %w", addr, err)
+	}
+	res, err := stream.Recv()
+	if err != nil {
+		return Info{}, fmt.Errorf("peer %s: info: %w", addr, err)
+	}
+	var in Info
+	if err := json.Unmarshal(res.GetBody(), &in); err != nil || in.Workers <= 0 {
+		return Info{}, fmt.Errorf("peer %s: info: malformed answer %q", addr, res.GetBody())
+	}
+	return in, nil
 }

@@ -377,12 +377,13 @@ func Checksum(b *column.Batch) uint64 {
 		c := &b.Columns[i]
 		put([]byte(c.Name))
 		put([]byte{byte(c.Kind), byte(c.DType), byte(c.Width), byte(c.Width >> 8), byte(c.Width >> 16)})
+		// The column's rows only: a reused batch may hold more beyond them.
 		put(c.Data[:min(len(c.Data), dataLen(c))])
-		put(int64Bytes(c.Offsets))
+		put(int64Bytes(c.Offsets[:min(len(c.Offsets), c.Len+1)]))
 		if c.Valid == nil {
 			put([]byte("nil"))
 		} else {
-			put(c.Valid)
+			put(c.Valid[:min(len(c.Valid), c.Len)])
 		}
 	}
 	return h.Sum64()

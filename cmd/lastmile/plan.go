@@ -48,6 +48,7 @@ type planFlags struct {
 	loads, dist            string
 	peerCores              int
 	peerRate, recvGB, gbps float64
+	peersConfig            string
 	validate, python       bool
 	pyBatches              int
 	cores                  int
@@ -73,7 +74,8 @@ func addPlanFlags(fs interface {
 	fs.Float64Var(&f.warmup, "warmup", 1, "seconds of warm-up before each measurement, from the first batch")
 	fs.StringVar(&f.loads, "loads", "0.5,0.9,1.1", "trainer demands for the stall curve, as shares of the measured capacity")
 	fs.StringVar(&f.dist, "dist", "fixed", "simulated trainers' step times: fixed, exp or uniform (around the mean)")
-	fs.IntVar(&f.peerCores, "peer-cores", 0, "cores of one CPU peer; 0: no peers configured")
+	fs.IntVar(&f.peerCores, "peer-cores", 0, "cores of one CPU peer; 0: no peers configured (or, with -peers-config, the measured peer's)")
+	fs.StringVar(&f.peersConfig, "peers-config", "", "a lastmiled config `file` whose peers and roots sections reach CPU peers: the first peer is measured on the spec's units (its samples/s per core, this host's CPU to receive its output) in place of -peer-rate and -receive-cpu")
 	fs.Float64Var(&f.peerRate, "peer-rate", 0, "samples/s of one peer core (default a local core's: a peer runs the same code)")
 	fs.Float64Var(&f.recvGB, "receive-cpu", 2.74, "this host's CPU seconds to receive a GB of a peer's output (default: lastmile bench -only spill on a 2-vCPU VM, docs/peers.md)")
 	fs.Float64Var(&f.gbps, "network-gbps", 10, "the host's network for peer traffic, Gbit/s")
@@ -89,13 +91,14 @@ func addPlanFlags(fs interface {
 
 // planOutput is plan's report, as --json prints it.
 type planOutput struct {
-	Answer     string            `json:"answer"`
-	Target     plan.Target       `json:"target"`
-	Resources  plan.Resources    `json:"resources"`
-	Measured   *bench.PlanReport `json:"measured"`
-	Prediction plan.Prediction   `json:"prediction"`
-	Validation *bench.Validation `json:"validation,omitempty"`
-	Plot       string            `json:"plot,omitempty"`
+	Answer     string             `json:"answer"`
+	Target     plan.Target        `json:"target"`
+	Resources  plan.Resources     `json:"resources"`
+	Measured   *bench.PlanReport  `json:"measured"`
+	Prediction plan.Prediction    `json:"prediction"`
+	Validation *bench.Validation  `json:"validation,omitempty"`
+	Peer       *bench.PeerMeasure `json:"peer,omitempty"` // -peers-config
+	Plot       string             `json:"plot,omitempty"`
 }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -136,6 +139,13 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if res.HostCores <= 0 {
 		res.HostCores = cpus.Available()
 	}
+	var peers *peerSetup
+	if f.peersConfig != "" {
+		if peers, err = openPeers(f.peersConfig); err != nil {
+			return fmt.Errorf("-peers-config: %w", err)
+		}
+		defer peers.Close()
+	}
 	bar := newProgressBar(stderr, time.Duration((f.seconds+f.warmup+0.5)*float64(time.Second)))
 	defer bar.Done()
 	limit, err := bench.NewCPULimit()
@@ -159,11 +169,22 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	m := rep.Measured
 	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9
+	var pm *bench.PeerMeasure
+	if peers != nil {
+		bar.Step(1, 1, "a CPU peer's rate and the cost of receiving from it")
+		if pm, err = peers.measure(ctx, cfg, fs.Arg(0)); err != nil {
+			return fmt.Errorf("measure a peer (-peers-config %s): %w", f.peersConfig, err)
+		}
+		m.PeerPerCore, m.ReceiveCPUPerByte = pm.PerCore, pm.ReceiveCPUPerByte
+		if res.PeerCores == 0 {
+			res.PeerCores = pm.Workers
+		}
+	}
 	pred, err := plan.Predict(t, m, res)
 	if err != nil {
 		return err
 	}
-	out := planOutput{Target: t, Resources: res, Measured: rep, Prediction: pred}
+	out := planOutput{Target: t, Resources: res, Measured: rep, Prediction: pred, Peer: pm}
 	if f.validate {
 		if out.Validation, err = validatePlan(ctx, cfg, f, out); err != nil {
 			return fmt.Errorf("validate: %w", err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/lastmile/lastmile/bench"
 	"github.com/lastmile/lastmile/plan"
@@ -21,8 +22,9 @@ func planAnswer(name string, out planOutput) string {
 		fmt.Fprintf(&b, "With %d core(s) it gives %s samples/s (%.0f%% of the target): the trainers would wait about %.0f%% of their time. ",
 			min(p.CoresPerHost, out.Resources.HostCores), commaRate(p.Capacity), 100*p.Capacity/p.HostRate, 100*p.Stall)
 	case p.Peers > 0:
-		fmt.Fprintf(&b, "needs all %d of the host's cores plus %d CPU peer(s) of %d cores, which send %s/s over the network and cost %.1f of the host's cores to receive; ",
-			p.CoresPerHost, p.Peers, out.Resources.PeerCores, bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
+		fmt.Fprintf(&b, "needs all %d of the host's cores plus %s of %s, which send %s/s over the network and cost %.1f of the host's cores to receive; ",
+			p.CoresPerHost, count(p.Peers, "CPU peer", "CPU peers"), count(out.Resources.PeerCores, "core", "cores"),
+			bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
 		fmt.Fprintf(&b, "memory about %s; expected stall %.1f%%. ", bytesString(p.MemoryBytes), 100*p.Stall)
 	default:
 		fmt.Fprintf(&b, "needs %d core(s) per host (%.2f per GPU) and about %s of memory, without peers; expected stall %.1f%%. ",
@@ -91,10 +93,15 @@ func writePrediction(w io.Writer, out planOutput) {
 		peers = "none configured (-peer-cores)"
 	}
 	if p.Peers > 0 {
-		peers = fmt.Sprintf("%d of %d cores: %s samples/s, %s/s over the network, %.2f cores here to receive",
-			p.Peers, out.Resources.PeerCores, commaRate(p.PeerRate), bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
+		peers = fmt.Sprintf("%d of %s: %s samples/s, %s/s over the network, %.2f cores here to receive",
+			p.Peers, count(out.Resources.PeerCores, "core", "cores"), commaRate(p.PeerRate), bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
 	}
 	fmt.Fprintf(tw, "  peers\t%s\n", peers)
+	if pm := out.Peer; pm != nil {
+		fmt.Fprintf(tw, "  peer measured\t%s: %s, %s samples/s (%s per core) with %d units in flight; %.2f CPU s per GB to receive here; round trip %v\n",
+			pm.Addr, count(pm.Workers, "core", "cores"), commaRate(pm.SamplesPerSec), commaRate(pm.PerCore), pm.InFlight, pm.ReceiveCPUPerByte*1e9,
+			pm.RoundTrip.Round(time.Millisecond))
+	}
 	fmt.Fprintf(tw, "  memory\t%s (%d rings of %s, %d units in flight of %s, unit cache %s)\n", bytesString(p.MemoryBytes),
 		t.GPUs, bytesString(m.RingBytesPerGPU), 2*max(p.CoresPerHost, 1), bytesString(m.UnitBytes), bytesString(m.CacheBytes))
 	fmt.Fprintf(tw, "  capacity at that size\t%s samples/s\n", commaRate(p.Capacity))
@@ -243,4 +250,12 @@ func cpuGot(p bench.PlanPoint) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", p.CPUSeconds/p.Seconds)
+}
+
+// count says n things, singular or plural.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/plan"
+	"github.com/lastmile/lastmile/roots"
 )
 
 // TestPlanEndToEnd plans a small job on testdata/small: it measures, fits,
@@ -89,6 +93,76 @@ func TestPlanEndToEnd(t *testing.T) {
 	}
 }
 
+// TestPlanPeer measures a CPU peer named in a lastmiled config: its cores
+// (asked of it), its samples/s, and this host's CPU to receive, which the
+// prediction then uses.
+func TestPlanPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for a few seconds")
+	}
+	dir := t.TempDir()
+	data, _ := filepath.Abs("../../testdata/small")
+	rts, err := roots.New(map[string]string{"small": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rts.Close()
+	srv := peer.NewServer(peer.ServerConfig{Roots: rts, Workers: 2})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Stop()
+	conf := filepath.Join(dir, "lastmiled.yaml")
+	yaml := fmt.Sprintf("roots: {small: %s}\npeers: {addrs: [%q], insecure: true, credits: 2}\n", data, l.Addr().String())
+	specPath := filepath.Join(dir, "job.yaml")
+	src := fmt.Sprintf("version: 1\nname: small\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 250, last: drop}\n"+
+		"ring: {slots: 4}\ndecode: {max_unit_rows: 1000}\npipeline:\n  - filter: \"label == 1 or dense_0 > 0\"\n", data)
+	for path, text := range map[string]string{conf: yaml, specPath: src} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"plan", "-json", "-gpus", "2", "-samples-per-gpu", "2000", "-measure-cores", "1",
+		"-seconds", "0.3", "-warmup", "0.2", "-loads", "0.5", "-python=false", "-shm-dir", dir, "-svg", "",
+		"-peers-config", conf, specPath}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("plan exited %d: %s", code, stderr.String())
+	}
+	var out planOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("plan -json: %v\n%s", err, stdout.String())
+	}
+	pm := out.Peer
+	if pm == nil || pm.Addr != l.Addr().String() || pm.Workers != 2 || pm.InFlight != 2 || pm.SamplesPerSec <= 0 ||
+		pm.PerCore != pm.SamplesPerSec/2 || pm.ReceiveCPUPerByte <= 0 || pm.Units < 1 {
+		t.Fatalf("peer measured %+v", pm)
+	}
+	if out.Resources.PeerCores != 2 {
+		t.Errorf("peer cores %d, want the peer's 2 workers", out.Resources.PeerCores)
+	}
+	if srv.Stats().Units.Load() < int64(pm.Units) {
+		t.Errorf("the peer served %d units, the plan counted %d", srv.Stats().Units.Load(), pm.Units)
+	}
+	var text bytes.Buffer
+	writePlan(&text, out)
+	if !strings.Contains(text.String(), "peer measured") {
+		t.Errorf("the table lacks the measured peer:\n%s", text.String())
+	}
+	// A config without peers is refused, saying so.
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("roots: {small: %s}\n", data)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"plan", "-samples-per-gpu", "2000", "-measure-cores", "1", "-seconds", "0.3",
+		"-python=false", "-shm-dir", dir, "-svg", "", "-peers-config", conf, specPath}, io.Discard, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "lists no peers") {
+		t.Errorf("a config without peers: exit %d, %s", code, stderr.String())
+	}
+}
+
 // TestPlanUsage: a target is required, and only one kind of it.
 func TestPlanUsage(t *testing.T) {
 	for _, args := range [][]string{
@@ -118,7 +192,7 @@ func TestPlanAnswer(t *testing.T) {
 			[]string{"needs 2 core(s) per host (0.25 per GPU)", "without peers", "The binding resource is decode CPU (50% of the host's 4 cores",
 				"Caution: that is more cores than were measured (1)"}},
 		{plan.Target{GPUs: 8, SamplesPerGPU: 20000}, plan.Resources{HostCores: 4, PeerCores: 8},
-			[]string{"needs all 4 of the host's cores plus 2 CPU peer(s) of 8 cores", "the peers take the rest"}},
+			[]string{"needs all 4 of the host's cores plus 2 CPU peers of 8 cores", "the peers take the rest"}},
 		{plan.Target{GPUs: 8, SamplesPerGPU: 20000}, plan.Resources{HostCores: 4},
 			[]string{"cannot be fed on this host", "configure CPU peers", "25% of the target"}},
 	} {

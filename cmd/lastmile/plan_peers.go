@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/daemon"
+	"github.com/lastmile/lastmile/peer"
+	"github.com/lastmile/lastmile/roots"
+)
+
+// peerSetup is what plan needs to measure a CPU peer: the lastmiled
+// config's roots and its pool of peers.
+type peerSetup struct {
+	path  string
+	roots *roots.Roots
+	pool  *peer.Pool
+}
+
+// openPeers reads the lastmiled config at path (its roots and peers
+// sections) and connects to its peers, before anything is measured, so
+// that a config that cannot work is refused at once. It needs what a GPU
+// host's daemon needs to spill: the peers' addresses, a client
+// certificate they trust, and data roots holding the spec's inputs.
+func openPeers(path string) (*peerSetup, error) {
+	dc, err := daemon.LoadConfig(path, false)
+	if err != nil {
+		return nil, err
+	}
+	pc := dc.Peers
+	if len(pc.Addrs) == 0 && pc.DNS == "" {
+		return nil, fmt.Errorf("%s lists no peers (peers.addrs or peers.dns)", path)
+	}
+	if len(dc.Roots) == 0 {
+		return nil, fmt.Errorf("%s names no data roots: units are named by root to peers", path)
+	}
+	poolCfg := peer.PoolConfig{Addrs: pc.Addrs, DNS: pc.DNS, Resolve: pc.Resolve.D(), Credits: pc.Credits}
+	if !pc.Insecure {
+		if poolCfg.TLS, err = pc.TLS.ClientTLS(pc.ServerName); err != nil {
+			return nil, fmt.Errorf("%s: peers.tls: %w", path, err)
+		}
+	}
+	rts, err := roots.New(dc.Roots)
+	if err != nil {
+		return nil, fmt.Errorf("%s: roots: %w", path, err)
+	}
+	pool, err := peer.NewPool(poolCfg)
+	if err != nil {
+		rts.Close()
+		return nil, err
+	}
+	if len(pool.Stats()) == 0 {
+		pool.Close()
+		rts.Close()
+		return nil, fmt.Errorf("%s: no peer address resolved", path)
+	}
+	return &peerSetup{path: path, roots: rts, pool: pool}, nil
+}
+
+func (s *peerSetup) Close() {
+	s.pool.Close()
+	s.roots.Close()
+}
+
+// measure measures the first peer on the spec's units: its samples/s
+// per core and this host's CPU to receive its output.
+func (s *peerSetup) measure(ctx context.Context, cfg bench.PlanConfig, specPath string) (*bench.PeerMeasure, error) {
+	text, err := os.ReadFile(specPath)
+	if err != nil {
+		return nil, err
+	}
+	addr := s.pool.Stats()[0].Addr
+	// Every unit to the peer, whatever it costs to receive: this measures
+	// the peer, and the plan weighs the cost.
+	sp, err := peer.NewSpiller(s.pool, s.roots, string(text), cfg.Job, peer.SpillerConfig{
+		MaxCostRatio: 1e9, Policy: peer.PolicyConfig{Always: true}})
+	if err != nil {
+		return nil, fmt.Errorf("spill the spec's units to %s: %w", addr, err)
+	}
+	m, err := bench.MeasurePeer(ctx, cfg, bench.PeerSource{Spiller: sp, Pool: s.pool, Addr: addr})
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
