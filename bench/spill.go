@@ -74,6 +74,10 @@ type SpillReport struct {
 	// one that binds.
 	LocalBusy float64 `json:"local_busy"`
 	PeerBusy  float64 `json:"peer_busy"`
+	// RoundTripMS is a unit's round trip to the peer, fetched alone;
+	// ComputeMS computing the same unit here.
+	RoundTripMS float64 `json:"round_trip_ms"`
+	ComputeMS   float64 `json:"compute_ms"`
 }
 
 func (c *SpillConfig) defaults() {
@@ -479,6 +483,7 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 	var out column.Batch
 	var bytes, rows int64
 	cpu0 := processCPU()
+	tf := time.Now()
 	for _, u := range units {
 		if ran, err := sp.RunUnit(ctx, u, &out, engine.Load{}); err != nil || !ran {
 			return fmt.Errorf("spill: fetch a unit for the receive cost: ran %v, %v", ran, err)
@@ -487,6 +492,7 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 		rows += u.Rows
 	}
 	recv := processCPU() - cpu0
+	r.RoundTripMS = time.Since(tf).Seconds() * 1000 / float64(max(len(units), 1))
 	cpu0 = processCPU()
 	t0 := time.Now()
 	for _, u := range units {
@@ -495,6 +501,7 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 		}
 	}
 	comp := processCPU() - cpu0
+	r.ComputeMS = time.Since(t0).Seconds() * 1000 / float64(max(len(units), 1))
 	if len(units) > 0 && r.UnitsTotal > 0 && r.LocalSeconds > 0 {
 		perUnit := time.Since(t0).Seconds() / float64(len(units))
 		r.ComputeShare = perUnit * float64(r.UnitsTotal) / r.LocalSeconds
@@ -514,6 +521,7 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "  local 1 core + peer 1 core   %8.2f s  (%d units on the peer)\n", r.SpillSeconds, r.UnitsSpilled)
 	fmt.Fprintf(w, "  speedup                      %8.2fx\n", r.Speedup)
 	fmt.Fprintf(w, "  CPU busy with the peer        local %.2f, peer %.2f  (CPU seconds over the run's wall time)\n", r.LocalBusy, r.PeerBusy)
+	fmt.Fprintf(w, "  a unit alone                 %8.1f ms round trip to the peer, %.1f ms to compute here\n", r.RoundTripMS, r.ComputeMS)
 	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
 		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
 	fmt.Fprintf(w, "  compute share of the local run %5.2f  (the rest stays local: speedup bound %.2fx)\n",
