@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,7 @@ type CPULimit struct {
 	back   string // the cgroup.procs file of the cgroup the process came from
 	set    unix.CPUSet
 	cpus   []int // the CPUs of set, in order
+	procs  int   // GOMAXPROCS before the first Set
 }
 
 const cpuPeriodUS = 20000
@@ -135,11 +137,20 @@ func ownCgroup() (own, v1 string, err error) {
 	return "", "", errors.New("cpu limit: no writable cgroup cpu controller")
 }
 
-// Set limits the process to cores cores (0 or less: the whole CPU set).
+// Set limits the process to cores cores (0 or less: the whole CPU set),
+// and sets GOMAXPROCS to cores rounded up, as the Go runtime sets it for
+// a process started under that quota or CPU set (a daemon under
+// systemd's CPUQuota=): a process moved into a quota keeps the GOMAXPROCS
+// it started with, and more threads than its quota allows run in bursts
+// and are throttled.
 func (l *CPULimit) Set(cores float64) error {
 	if cores <= 0 || math.IsInf(cores, 1) {
 		cores = float64(len(l.cpus))
 	}
+	if l.procs == 0 {
+		l.procs = runtime.GOMAXPROCS(0)
+	}
+	runtime.GOMAXPROCS(min(max(int(math.Ceil(cores-1e-9)), 1), l.procs))
 	switch l.method {
 	case "cgroup v2 cpu.max":
 		v := fmt.Sprintf("%d %d", int(cores*cpuPeriodUS), cpuPeriodUS)
@@ -176,6 +187,9 @@ func setAffinity(set *unix.CPUSet) error {
 // Close lifts the limit: the process goes back to its cgroup (which is
 // removed) or to its CPU set.
 func (l *CPULimit) Close() error {
+	if l.procs != 0 {
+		runtime.GOMAXPROCS(l.procs)
+	}
 	if l.dir == "" {
 		return setAffinity(&l.set)
 	}

@@ -107,6 +107,9 @@ func (t *Trainer) Run(ctx context.Context, dir, name string) error {
 		return fmt.Errorf("simulated trainer: %w", err)
 	}
 	defer c.Close()
+	// The trainer is a goroutine of the measuring process: it must not
+	// hold a core in a futex wait (shm.Consumer.SleepWhileEmpty).
+	c.SleepWhileEmpty()
 	rng := rand.New(rand.NewPCG(t.cfg.Seed, 0x5eed))
 	var end time.Time // when the last step ended
 	var lastWaits uint64

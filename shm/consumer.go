@@ -55,7 +55,20 @@ type Consumer struct {
 	delivered  atomic.Uint64
 	emptyWaits atomic.Uint64
 	emptyWait  atomic.Int64 // ns
+
+	sleepy bool // SleepWhileEmpty
 }
+
+// SleepWhileEmpty makes Next wait for a batch by sleeping in short steps
+// (50 µs, doubling to 1 ms) instead of on the futex. It is for consumers
+// inside a process that also produces or computes, such as lastmile
+// plan's simulated trainers: a goroutine blocked in the futex system call
+// keeps its scheduler slot (P) until the runtime hands it off, idling a
+// core the process was given, while a sleeping goroutine gives it up at
+// once. A batch is seen up to a step late, and the producer is not told
+// that a consumer waits (no futex wake, no stall in lastmiled's sampling).
+// Trainers in their own process keep the futex.
+func (c *Consumer) SleepWhileEmpty() { c.sleepy = true }
 
 // Batch is one batch, read in place: every Data slice is a view into the
 // shared slot, valid until the batch is released (the next call to Next,
@@ -203,7 +216,13 @@ func (c *Consumer) Next(ctx context.Context) (*Batch, error) {
 	r, h := c.r, c.head
 	ready := func() bool { return r.tail.Load() != h || r.state.Load() != uint32(StateRunning) }
 	start := time.Now()
-	parked, err := await(ctx, r.dataFutex, r.consumerWaiting, ready, c.checkProducer)
+	var parked bool
+	var err error
+	if c.sleepy {
+		parked, err = sleepUntil(ctx, ready, c.checkProducer)
+	} else {
+		parked, err = await(ctx, r.dataFutex, r.consumerWaiting, ready, c.checkProducer)
+	}
 	if parked {
 		c.emptyWaits.Add(1)
 		c.emptyWait.Add(int64(time.Since(start)))

@@ -200,6 +200,21 @@ const (
 	offConsumerWaiting = 268
 )
 
+// readWord reads the u32 at off of the ring file (see waitForWord).
+func readWord(t *testing.T, path string, off int64) uint32 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [4]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint32(b[:])
+}
+
 // waitForWord polls the ring file until the u32 at off equals want: the
 // page cache is the mapping's memory, so a pread sees the shared word. It
 // is how a test knows a peer really went to sleep, without timing.

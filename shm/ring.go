@@ -233,6 +233,45 @@ func wake(word, waiting *atomic.Uint32) {
 // not nil); an error from it ends the wait. ctx cancels the wait: the sleep
 // is cut short by waking our own futex word, which is harmless to the peer.
 // It returns whether it had to park, for the wait metrics.
+// sleepUntil is await for a waiter that must not block a thread in the
+// kernel (Consumer.SleepWhileEmpty): after the same spin it sleeps in
+// steps of 50 µs doubling to 1 ms, calling onTimeout about every
+// waitTimeout.
+func sleepUntil(ctx context.Context, ready func() bool, onTimeout func() error) (bool, error) {
+	if ready() {
+		return false, nil
+	}
+	start := time.Now()
+	for time.Since(start) < spinFor {
+		for range 64 {
+			if ready() {
+				return false, nil
+			}
+		}
+	}
+	step, check := 50*time.Microsecond, time.Now().Add(waitTimeout)
+	t := time.NewTimer(step)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-t.C:
+		}
+		if ready() {
+			return true, nil
+		}
+		if now := time.Now(); now.After(check) && onTimeout != nil {
+			if err := onTimeout(); err != nil {
+				return true, err
+			}
+			check = now.Add(waitTimeout)
+		}
+		step = min(2*step, time.Millisecond)
+		t.Reset(step)
+	}
+}
+
 func await(ctx context.Context, word, waiting *atomic.Uint32, ready func() bool, onTimeout func() error) (bool, error) {
 	if ready() {
 		return false, nil

@@ -3,6 +3,7 @@ package shm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -530,5 +531,72 @@ func TestConsumerAttachedAndRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(p2.Path()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("after Remove: %v", err)
+	}
+}
+
+// TestSleepWhileEmpty: a consumer that sleeps while the ring is empty
+// (in-process trainers) gets every batch in order, then the end of the
+// stream as the futex waiter does, stops on a cancelled context, and
+// never tells the producer it waits.
+func TestSleepWhileEmpty(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		end  func(p *shm.Producer) error
+		want func(error) bool
+	}{
+		{"closed", func(p *shm.Producer) error { return p.Close() }, func(err error) bool { return errors.Is(err, io.EOF) }},
+		{"failed", func(p *shm.Producer) error { return p.Fail("disk on fire") }, func(err error) bool {
+			var pe *shm.ProducerError
+			return errors.As(err, &pe) && pe.Message == "disk on fire"
+		}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			name := fmt.Sprintf("sw%d", i)
+			cfg := testConfig(t, name, 2)
+			p := create(t, cfg)
+			c := open(t, cfg.Dir, name)
+			c.SleepWhileEmpty()
+			ctx, cancel := context.WithTimeout(testCtx(t), 60*time.Millisecond)
+			waited := make(chan error, 1)
+			go func() { _, err := c.Next(ctx); waited <- err }()
+			time.Sleep(30 * time.Millisecond)
+			if w := readWord(t, p.Path(), offConsumerWaiting); w != 0 {
+				t.Errorf("consumer_waiting is %d: a sleeping consumer told the producer it waits", w)
+			}
+			if err := <-waited; !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Next on an empty ring with a deadline: %v", err)
+			}
+			cancel()
+			go func() {
+				for seq := range uint64(5) {
+					time.Sleep(3 * time.Millisecond) // the consumer sleeps between batches
+					if err := writeBatch(testCtx(t), p, seq); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if err := tt.end(p); err != nil {
+					t.Error(err)
+				}
+			}()
+			for seq := range uint64(5) {
+				b, err := c.Next(testCtx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := checkBatch(b, seq); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Next(testCtx(t)); !tt.want(err) {
+				t.Fatalf("after the last batch: %v", err)
+			}
+			if c.Stats().EmptyWaits == 0 {
+				t.Error("no empty wait counted")
+			}
+		})
 	}
 }
