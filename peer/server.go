@@ -106,7 +106,8 @@ func NewServer(cfg ServerConfig) *Server {
 		work: make(chan struct{}, cfg.Workers), mem: newBudget(cfg.MaxMemory)}
 	s.jobs.max = 8
 	s.fair.perClient = map[string]int{}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+		grpc.ForceServerCodecV2(newSendCodec())}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
@@ -231,7 +232,9 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 	if out == nil {
 		out = new(column.Batch)
 	}
-	defer s.batches.Put(out)
+	// Back in the pool once gRPC has sent what views it (send.go).
+	lease := newLease(func() { s.batches.Put(out) })
+	defer lease.done()
 	// Admitted units wait here in arrival order (a channel's blocked
 	// senders are woken first in, first out) for one of Workers.
 	select {
@@ -267,7 +270,7 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 		return status.FromContextError(err).Err()
 	}
 	defer s.mem.give(size)
-	if err := sendUnit(stream, out, s.mangle); err != nil {
+	if err := sendUnit(stream, out, lease, s.mangle); err != nil {
 		s.stats.Failures.Add(1)
 		return err
 	}
@@ -284,21 +287,26 @@ type trailer struct {
 
 // sendUnit writes out's records, the last with a trailer holding the
 // checksum. mangle, a test hook, may change out after the checksum.
-func sendUnit(stream flight.FlightService_DoGetServer, out *column.Batch, mangle func(*column.Batch)) error {
+func sendUnit(stream flight.FlightService_DoGetServer, out *column.Batch, lease *batchLease, mangle func(*column.Batch)) error {
 	schema, err := Schema(out)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	ps := &payloadSender{stream: stream, lease: lease}
+	w := ipc.NewWriterWithPayloadWriter(ps, ipc.WithSchema(schema))
 	defer w.Close()
 	meta, _ := json.Marshal(trailer{Rows: out.Rows, Checksum: Checksum(out)})
 	if mangle != nil {
 		mangle(out)
 	}
 	return Records(out, schema, func(rec arrow.RecordBatch, last bool) error {
-		if last {
-			return w.WriteWithAppMetadata(rec, meta)
+		if !last {
+			return w.Write(rec)
 		}
+		// Every payload of this Write carries the trailer (the schema's
+		// too, when the unit is one record), as Flight's own writer does.
+		ps.meta = meta
+		defer func() { ps.meta = nil }()
 		return w.Write(rec)
 	})
 }
