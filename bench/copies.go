@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/lastmile/lastmile/datagen"
 	"github.com/lastmile/lastmile/decode"
@@ -37,14 +38,22 @@ type CopiesReport struct {
 	// KernelCPU is the decode kernel's CPU seconds for every column of
 	// every unit on one worker (decode.Measure, the spine's (c)).
 	KernelCPU float64 `json:"kernel_cpu_seconds"`
-	// ProducerCPU is this process's CPU seconds for a one-worker job of
-	// every column into a ring, with a consumer process reading it.
-	ProducerCPU float64 `json:"producer_cpu_seconds"`
-	// PackSeconds and DecodeSeconds are the run's own split (engine.Stats).
+	// ProducerCPU is this process's CPU seconds for one pass of a
+	// one-worker job of every column into a ring, with a consumer process
+	// reading it: the second pass of three, from the moment the job starts
+	// its second epoch to the moment it starts its third, in the same
+	// steady state as the kernel's figure (decode.Measure decodes a unit
+	// before it starts timing). FirstPassCPU is the first pass, job setup
+	// and the first allocation of every buffer included.
+	ProducerCPU  float64 `json:"producer_cpu_seconds"`
+	FirstPassCPU float64 `json:"first_pass_cpu_seconds"`
+	// PackSeconds and DecodeSeconds are the three-pass run's own split
+	// (engine.Stats), per pass.
 	PackSeconds   float64 `json:"pack_seconds"`
 	DecodeSeconds float64 `json:"decode_seconds"`
 	Ratio         float64 `json:"ratio"` // ProducerCPU / KernelCPU
 	Target        Target  `json:"target"`
+	FirstPass     Target  `json:"first_pass"` // FirstPassCPU / KernelCPU, beside the target
 }
 
 func (c *CopiesConfig) defaults() {
@@ -86,7 +95,7 @@ func RunCopies(ctx context.Context, cfg CopiesConfig) (*CopiesReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	text := fmt.Sprintf("version: 1\nname: copies\ninputs: [%q]\nepochs: 1\nbatch: {size: 4096, last: drop}\n"+
+	text := fmt.Sprintf("version: 1\nname: copies\ninputs: [%q]\nepochs: 3\nbatch: {size: 4096, last: drop}\n"+
 		"decode: {workers: 1}\nring: {slots: 4, dir: %q, name: lastmile-bench-copies-%d}\n", dir, ringDir(cfg.ShmDir), os.Getpid())
 	job, err := spec.Parse("copies.yaml", []byte(text))
 	if err != nil {
@@ -110,11 +119,15 @@ func RunCopies(ctx context.Context, cfg CopiesConfig) (*CopiesReport, error) {
 	r.Ratio = r.ProducerCPU / r.KernelCPU
 	r.Target = Target{Name: "all columns: producer CPU per pass / decode kernel CPU", Value: r.Ratio, Op: "<=", Target: 1.1,
 		Met: r.Ratio <= 1.1}
+	first := r.FirstPassCPU / r.KernelCPU
+	r.FirstPass = Target{Name: "  the same, the first pass (job setup, buffers allocated)", Value: first, Op: "<=", Target: 1.1,
+		Met: first <= 1.1, Info: true}
 	return r, nil
 }
 
-// copiesRun runs job once into a ring read by a consumer process and
-// keeps its figures in r if it used the least CPU so far (or is first).
+// copiesRun runs job (three epochs) once into a ring read by a consumer
+// process, noting this process's CPU as each epoch starts, and keeps its
+// figures in r where they are the least so far (or first).
 func copiesRun(ctx context.Context, cfg CopiesConfig, job *spec.Job, first bool, r *CopiesReport) error {
 	cmd := cfg.Consumer(job.Ring.Dir, job.Ring.Name)
 	cmd.Stdout, cmd.Stderr = io.Discard, cfg.Log
@@ -122,27 +135,57 @@ func copiesRun(ctx context.Context, cfg CopiesConfig, job *spec.Job, first bool,
 		return fmt.Errorf("copies: consumer: %w", err)
 	}
 	defer cmd.Process.Kill()
+	var prog engine.Progress
+	marks := make(chan [3]float64, 1)
+	done := make(chan struct{})
 	cpu0 := processCPU()
-	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true})
-	cpu := processCPU() - cpu0
+	go func() { marks <- epochMarks(&prog, done) }()
+	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true, Progress: &prog})
+	close(done)
+	m := <-marks
 	if err != nil {
 		return err
 	}
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("copies: consumer: %w", err)
 	}
-	if !first && cpu >= r.ProducerCPU {
-		return nil
+	if m[1] == 0 || m[2] == 0 {
+		return fmt.Errorf("copies: the run's epochs were not seen starting (%v)", m)
 	}
-	r.ProducerCPU, r.PackSeconds, r.DecodeSeconds = cpu, st.Pack.Seconds(), st.Decode.Seconds()
+	firstPass, later := m[1]-cpu0, m[2]-m[1]
+	if first || firstPass < r.FirstPassCPU {
+		r.FirstPassCPU = firstPass
+	}
+	if first || later < r.ProducerCPU {
+		r.ProducerCPU, r.PackSeconds, r.DecodeSeconds = later, st.Pack.Seconds()/3, st.Decode.Seconds()/3
+	}
 	return nil
+}
+
+// epochMarks polls prog every millisecond until done and returns this
+// process's CPU when epochs 1 and 2 (counted from 0) were first seen
+// being produced.
+func epochMarks(prog *engine.Progress, done <-chan struct{}) [3]float64 {
+	var m [3]float64
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return m
+		case <-t.C:
+		}
+		if e := prog.Epoch.Load(); e >= 1 && e <= 2 && m[e] == 0 {
+			m[e] = processCPU()
+		}
+	}
 }
 
 // WriteTable prints the measurement.
 func (r *CopiesReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "copies: %d rows, all %d columns, one worker\n", r.Rows, r.Columns)
 	fmt.Fprintf(w, "  decode kernel                %8.3f CPU s\n", r.KernelCPU)
-	fmt.Fprintf(w, "  producer, end to end         %8.3f CPU s  (decoding %.3f s, packing %.3f s)\n",
-		r.ProducerCPU, r.DecodeSeconds, r.PackSeconds)
+	fmt.Fprintf(w, "  producer, end to end         %8.3f CPU s a pass  (decoding %.3f s, packing %.3f s; the first pass %.3f s)\n",
+		r.ProducerCPU, r.DecodeSeconds, r.PackSeconds, r.FirstPassCPU)
 	fmt.Fprintf(w, "  producer / kernel            %8.3f\n", r.Ratio)
 }

@@ -195,6 +195,44 @@ func RunHandoffProducer(ctx context.Context, cfg HandoffConfig) (BenchResult, er
 	return res, h.Close()
 }
 
+// waitOpen attaches to ring dir/name, waiting for it to exist.
+func waitOpen(ctx context.Context, dir, name string) (*Consumer, error) {
+	for {
+		c, err := Open(dir, name)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// RunDrainConsumer attaches to ring dir/name (waiting for it to exist) and
+// releases every batch unread until the end of the stream: a trainer's
+// stand-in whose own cost should be next to nothing, where the trainer's
+// reading is not what is measured.
+func RunDrainConsumer(ctx context.Context, dir, name string) error {
+	c, err := waitOpen(ctx, dir, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		if _, err := c.Next(ctx); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 // sink keeps the consumer's reads from being optimized away.
 var sink byte
 
@@ -203,20 +241,9 @@ var sink byte
 // releases it, and returns at the end of the stream. Elapsed runs from the
 // first batch to the end.
 func RunHandoffConsumer(ctx context.Context, dir, name string) (BenchResult, error) {
-	var c *Consumer
-	for {
-		var err error
-		if c, err = Open(dir, name); err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return BenchResult{}, err
-		}
-		select {
-		case <-ctx.Done():
-			return BenchResult{}, err
-		case <-time.After(time.Millisecond):
-		}
+	c, err := waitOpen(ctx, dir, name)
+	if err != nil {
+		return BenchResult{}, err
 	}
 	defer c.Close()
 	var res BenchResult

@@ -60,6 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
 	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
 	consumerCPU := fs.Int("handoff-cpu", -1, "internal: the CPU the handoff consumer runs on (-1: any)")
+	consumerTouch := fs.Bool("handoff-touch", true, "internal: the handoff consumer reads every batch (false: releases it unread)")
 	pcfg := defaultPipelineConfig()
 	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), copies (all columns: producer CPU against the decode kernel), s3 (S3 on loopback against local files), memory (peak RSS at N and 10N rows) or all")
 	sf := addSpillFlags(fs)
@@ -73,7 +74,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
-		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "spill-peer", "spill-cpu", "spill-tls", "spill-root")
+		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "handoff-touch", "spill-peer", "spill-cpu", "spill-tls", "spill-root")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,6 +92,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err := bench.PinProcess(*consumerCPU); err != nil {
 				return err
 			}
+		}
+		if !*consumerTouch {
+			return shm.RunDrainConsumer(ctx, (*consumer)[:i], (*consumer)[i+1:])
 		}
 		_, err := shm.RunHandoffConsumer(ctx, (*consumer)[:i], (*consumer)[i+1:])
 		return err
@@ -161,7 +165,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sf.cfg.Compression = pcfg.Compression
 		sf.cfg.PeerCommand = []string{self, "bench", "-spill-peer"}
 		sf.cfg.Consumer = func(dir, name string, cpu int) *exec.Cmd {
-			return exec.CommandContext(ctx, self, "bench", "-handoff-cpu", fmt.Sprint(cpu), "-handoff-consumer", dir+"/"+name)
+			return exec.CommandContext(ctx, self, "bench", "-handoff-cpu", fmt.Sprint(cpu), "-handoff-touch=false", "-handoff-consumer", dir+"/"+name)
 		}
 		if out.Spill, err = bench.RunSpill(ctx, sf.cfg); err != nil {
 			return fmt.Errorf("spill: %w", err)
@@ -210,7 +214,7 @@ func writeBench(w io.Writer, spine *bench.Report, pipe *bench.PipelineReport, sp
 	if copies != nil {
 		fmt.Fprintln(w)
 		copies.WriteTable(w)
-		targets = append(targets, copies.Target)
+		targets = append(targets, copies.Target, copies.FirstPass)
 	}
 	if len(targets) > 0 {
 		fmt.Fprintln(w, "\nDeveloper targets (docs/benchmarks.md)")
