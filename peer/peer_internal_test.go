@@ -479,20 +479,31 @@ func TestSpillOnAndOff(t *testing.T) {
 	}
 }
 
+// ticket is the ticket of the first unit of a job named name, as a
+// requester sends it.
+func (f *fixture) ticket(name string) []byte {
+	f.t.Helper()
+	job := f.job(name)
+	text, err := portableJob(f.roots, f.text(job.Name), job)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	unit := localPlan(f.t, f.job(name+"plan")).Units[0]
+	unit.File, _ = f.roots.Locate(unit.File)
+	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tk
+}
+
 // TestDrain: a draining peer finishes the units in flight and refuses new
 // ones with Unavailable, so that requesters run them elsewhere.
 func TestDrain(t *testing.T) {
 	f := newFixture(t)
 	s, addr := f.server(func(s *Server) { s.delay = 300 * time.Millisecond })
 	p := f.pool(f.ca.issue("gpu-host"), addr)
-	job := f.job("drain")
-	text, err := portableJob(f.roots, f.text(job.Name), job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := localPlan(t, f.job("drainplan")).Units[0]
-	unit.File, _ = f.roots.Locate(unit.File)
-	tk, _ := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
+	tk := f.ticket("drain")
 	r := p.pick("")
 	inflight := make(chan error, 1)
 	go func() {
@@ -541,14 +552,7 @@ func TestWorkersAndAdmission(t *testing.T) {
 		}
 	})
 	p := f.pool(f.ca.issue("gpu-host"), addr)
-	job := f.job("workers")
-	text, err := portableJob(f.roots, f.text(job.Name), job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := localPlan(t, f.job("workersplan")).Units[0]
-	unit.File, _ = f.roots.Locate(unit.File)
-	tk, _ := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
+	tk := f.ticket("workers")
 	r := p.pick("")
 	done := make(chan error, 3)
 	for range 3 {

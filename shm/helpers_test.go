@@ -220,18 +220,9 @@ func readWord(t *testing.T, path string, off int64) uint32 {
 // is how a test knows a peer really went to sleep, without timing.
 func waitForWord(t *testing.T, path string, off int64, want uint32) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b [4]byte
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := f.ReadAt(b[:], off); err != nil {
-			t.Fatal(err)
-		}
-		if binary.LittleEndian.Uint32(b[:]) == want {
+		if readWord(t, path, off) == want {
 			return
 		}
 		if time.Now().After(deadline) {

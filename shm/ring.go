@@ -233,21 +233,29 @@ func wake(word, waiting *atomic.Uint32) {
 // not nil); an error from it ends the wait. ctx cancels the wait: the sleep
 // is cut short by waking our own futex word, which is harmless to the peer.
 // It returns whether it had to park, for the wait metrics.
-// sleepUntil is await for a waiter that must not block a thread in the
-// kernel (Consumer.SleepWhileEmpty): after the same spin it sleeps in
-// steps of 50 µs doubling to 1 ms, calling onTimeout about every
-// waitTimeout.
-func sleepUntil(ctx context.Context, ready func() bool, onTimeout func() error) (bool, error) {
+// spin polls ready for up to spinFor and reports whether it became true.
+func spin(ready func() bool) bool {
 	if ready() {
-		return false, nil
+		return true
 	}
 	start := time.Now()
 	for time.Since(start) < spinFor {
 		for range 64 {
 			if ready() {
-				return false, nil
+				return true
 			}
 		}
+	}
+	return false
+}
+
+// sleepUntil is await for a waiter that must not block a thread in the
+// kernel (Consumer.SleepWhileEmpty): after the same spin it sleeps in
+// steps of 50 µs doubling to 1 ms, calling onTimeout about every
+// waitTimeout.
+func sleepUntil(ctx context.Context, ready func() bool, onTimeout func() error) (bool, error) {
+	if spin(ready) {
+		return false, nil
 	}
 	step, check := 50*time.Microsecond, time.Now().Add(waitTimeout)
 	t := time.NewTimer(step)
@@ -273,16 +281,8 @@ func sleepUntil(ctx context.Context, ready func() bool, onTimeout func() error) 
 }
 
 func await(ctx context.Context, word, waiting *atomic.Uint32, ready func() bool, onTimeout func() error) (bool, error) {
-	if ready() {
+	if spin(ready) {
 		return false, nil
-	}
-	start := time.Now()
-	for time.Since(start) < spinFor {
-		for range 64 {
-			if ready() {
-				return false, nil
-			}
-		}
 	}
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { futexWake(word, 1<<30) })
