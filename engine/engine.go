@@ -302,7 +302,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				buf = spare.get()
 			}
 			if worker >= rw.local {
-				if done, err := rw.spillUnit(ctx, proc, prog, fields, plan.Units[units[i]], buf); done || err != nil {
+				if done, err := rw.spillUnit(ctx, proc, prog, fields, plan.Units[units[i]], len(units)-i-1, buf); done || err != nil {
 					return buf, err
 				}
 				// Declined or failed: computed here, like any local unit.

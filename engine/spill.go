@@ -76,6 +76,11 @@ type Load struct {
 	// measures it): what the trainers feel, where RingFill is what the
 	// producer sees.
 	Stall float64
+	// UnitsLeft is how many units of the epoch are not yet claimed, the
+	// one offered not counted: near the end of an epoch the local workers
+	// are about to run out of work, and a unit queued behind others at a
+	// peer may finish later than it would here.
+	UnitsLeft int
 }
 
 // load snapshots the local side for the Spill's decision.
@@ -190,11 +195,13 @@ type runWorkers struct {
 // spillUnit is a spill worker's attempt at unit u: from the unit cache,
 // or on a peer. done is false when the worker must compute u locally.
 func (rw runWorkers) spillUnit(ctx context.Context, proc *processor, prog *Progress, fields []OutField,
-	u decode.Unit, buf *column.Batch) (done bool, err error) {
+	u decode.Unit, unitsLeft int, buf *column.Batch) (done bool, err error) {
 	if proc.cache.get(u.Seq, buf) {
 		return true, nil
 	}
-	ran, err := rw.spill.RunUnit(ctx, u, buf, prog.load(rw.local))
+	load := prog.load(rw.local)
+	load.UnitsLeft = unitsLeft
+	ran, err := rw.spill.RunUnit(ctx, u, buf, load)
 	if err == nil && ran {
 		err = checkOutput(buf, fields, u)
 	}

@@ -91,3 +91,27 @@ func TestPolicyStall(t *testing.T) {
 		t.Fatal("spill still on after the stall ended and the rings stayed full")
 	}
 }
+
+// TestPeerSooner: near the end of an epoch a unit stays local when the
+// peer's queue is longer than the local workers' remaining share.
+func TestPeerSooner(t *testing.T) {
+	tests := []struct {
+		queued, local, left int
+		want                bool
+	}{
+		{0, 1, 0, true},   // the last unit, an idle peer
+		{2, 1, 10, true},  // mid-epoch
+		{2, 1, 2, true},   // the peer's two and this one end with the local two
+		{2, 1, 1, false},  // queued behind two, with one unit left here
+		{3, 4, 11, false}, // 11 left over 4 local workers: under 3 each
+		{3, 4, 12, true},  // 12 over 4: 3 each
+		{-1, 1, 0, true},  // no healthy peer: picking says why
+		{5, 0, 0, true},   // no local workers to compare with
+	}
+	for _, tt := range tests {
+		got := peerSooner(tt.queued, engine.Load{LocalWorkers: tt.local, UnitsLeft: tt.left})
+		if got != tt.want {
+			t.Errorf("queued %d, %d local workers, %d units left: %v, want %v", tt.queued, tt.local, tt.left, got, tt.want)
+		}
+	}
+}

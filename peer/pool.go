@@ -248,6 +248,23 @@ func (p *Pool) pick(exclude string) *remote {
 	return best
 }
 
+// leastInFlight is the fewest units in flight at any peer that could be
+// picked now, credits aside, or -1 when there is none.
+func (p *Pool) leastInFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now, least := time.Now(), -1
+	for _, r := range p.peers {
+		if r.gone || now.Before(r.excluded) {
+			continue
+		}
+		if least < 0 || r.inflight < least {
+			least = r.inflight
+		}
+	}
+	return least
+}
+
 // pickWait is pick, waiting up to wait for a credit to be returned when
 // every healthy peer is at its credits: a spill worker's unit is better
 // sent to a peer that is about to be free than computed on the CPUs the

@@ -198,6 +198,10 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 		s.stats.decline("costs more to receive than to compute")
 		return false, nil
 	}
+	if !peerSooner(s.pool.leastInFlight(), load) {
+		s.stats.decline("the local workers finish it sooner")
+		return false, nil
+	}
 	pu := u
 	pu.File = name
 	ticket, err := json.Marshal(Ticket{Version: Version, Job: s.job, Hash: s.hash, Unit: pu})
@@ -291,6 +295,23 @@ func (s *Spiller) learn(perRow float64) {
 			return
 		}
 	}
+}
+
+// peerSooner reports whether a unit sent now to a peer with queued
+// units already there (-1: no healthy peer) is expected to be done no
+// later than if the local workers took it. At the end of an epoch the
+// local workers run out of units while a peer still works through its
+// queue: a unit queued behind q others there finishes after about q+1
+// units' time, and here after the UnitsLeft after it, shared among the
+// local workers, and itself. Peer and local units are taken to cost the
+// same (the same code on the same units), so the rule is
+// q ≤ UnitsLeft / LocalWorkers. Without local workers to compare with,
+// or a healthy peer (picking one says why not), it does not decline.
+func peerSooner(queued int, load engine.Load) bool {
+	if load.LocalWorkers <= 0 || queued < 0 {
+		return true
+	}
+	return queued*load.LocalWorkers <= load.UnitsLeft
 }
 
 // worth reports whether receiving u's output is expected to cost this
