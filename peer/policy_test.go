@@ -92,26 +92,32 @@ func TestPolicyStall(t *testing.T) {
 	}
 }
 
-// TestPeerSooner: near the end of an epoch a unit stays local when the
-// peer's queue is longer than the local workers' remaining share.
+// TestPeerSooner: at the end of an epoch a unit stays local when it
+// would be done here sooner than behind the peer's queue; mid-epoch it
+// goes to the peer.
 func TestPeerSooner(t *testing.T) {
 	tests := []struct {
-		queued, local, left int
-		want                bool
+		name                      string
+		queued, local, busy, left int
+		want                      bool
 	}{
-		{0, 1, 0, true},   // the last unit, an idle peer
-		{2, 1, 10, true},  // mid-epoch
-		{2, 1, 2, true},   // the peer's two and this one end with the local two
-		{2, 1, 1, false},  // queued behind two, with one unit left here
-		{3, 4, 11, false}, // 11 left over 4 local workers: under 3 each
-		{3, 4, 12, true},  // 12 over 4: 3 each
-		{-1, 1, 0, true},  // no healthy peer: picking says why
-		{5, 0, 0, true},   // no local workers to compare with
+		{"mid-epoch", 2, 1, 1, 10, true},
+		{"the last unit, an idle peer", 0, 1, 1, 0, true},
+		{"ending, the local worker has one unit", 2, 1, 1, 1, false},
+		{"ending, the local core already has two", 2, 1, 2, 1, true},
+		{"ending, a full peer queue", 3, 1, 2, 0, false},
+		{"ending, as busy here as there", 3, 1, 3, 0, true},
+		{"four local workers, 11 left, queue of 3", 3, 4, 4, 11, false},
+		{"four local workers, 12 left", 3, 4, 4, 12, true},
+		{"no healthy peer: picking says why", -1, 1, 1, 0, true},
+		{"no local workers to compare with", 5, 0, 0, 0, true},
 	}
 	for _, tt := range tests {
-		got := peerSooner(tt.queued, engine.Load{LocalWorkers: tt.local, UnitsLeft: tt.left})
-		if got != tt.want {
-			t.Errorf("queued %d, %d local workers, %d units left: %v, want %v", tt.queued, tt.local, tt.left, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			got := peerSooner(tt.queued, engine.Load{LocalWorkers: tt.local, LocalBusy: tt.busy, UnitsLeft: tt.left})
+			if got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -297,21 +297,27 @@ func (s *Spiller) learn(perRow float64) {
 	}
 }
 
-// peerSooner reports whether a unit sent now to a peer with queued
-// units already there (-1: no healthy peer) is expected to be done no
-// later than if the local workers took it. At the end of an epoch the
-// local workers run out of units while a peer still works through its
-// queue: a unit queued behind q others there finishes after about q+1
-// units' time, and here after the UnitsLeft after it, shared among the
-// local workers, and itself. Peer and local units are taken to cost the
-// same (the same code on the same units), so the rule is
-// q ≤ UnitsLeft / LocalWorkers. Without local workers to compare with,
-// or a healthy peer (picking one says why not), it does not decline.
+// peerSooner reports whether a unit offered now should go to a peer with
+// queued units already there (-1: no healthy peer) rather than stay
+// here. Mid-epoch it should: both sides stay busy whichever takes it.
+// At the end of an epoch the local workers run out of units while a peer
+// still works through its queue, and the epoch ends with the last unit
+// done. A unit queued behind q others at a peer is done after about q+1
+// units' time; here, computed beside the LocalBusy units already claimed
+// on LocalWorkers cores, after (LocalBusy+1)/LocalWorkers. Peer and local
+// units are taken to cost the same (the same code on the same units). So
+// a unit stays here when the epoch is ending (fewer units left than the
+// peer's queue would take the local workers: UnitsLeft < q·LocalWorkers)
+// and it would be done here sooner. Without local workers to compare
+// with, or a healthy peer (picking one says why not), it does not
+// decline.
 func peerSooner(queued int, load engine.Load) bool {
 	if load.LocalWorkers <= 0 || queued < 0 {
 		return true
 	}
-	return queued*load.LocalWorkers <= load.UnitsLeft
+	ending := load.UnitsLeft < queued*load.LocalWorkers
+	localSooner := load.LocalBusy+1 < (queued+1)*load.LocalWorkers
+	return !(ending && localSooner)
 }
 
 // worth reports whether receiving u's output is expected to cost this
