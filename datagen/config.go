@@ -9,7 +9,7 @@ import (
 // fields: Write and Validate use a Config as given, so a zero field means
 // zero, not "default". Only Rows, Seed, the feature counts, the sequence
 // lengths and the null settings change the values; Files, RowGroupRows,
-// Compression, DataPageVersion, PageBytes and Prefix change only how they are laid out.
+// Compression, DataPageVersion, PageBytes, PageRows and Prefix change only how they are laid out.
 type Config struct {
 	Rows         int64   // total rows, >= 0 (default 1_000_000)
 	RowGroupRows int64   // rows per row group, >= 1; the last of a file may be short (default 131072)
@@ -36,6 +36,13 @@ type Config struct {
 	// somewhat over. Small values give many pages per column chunk, which
 	// decoder tests want.
 	PageBytes int
+
+	// PageRows, when above 0, also closes a data page of every column
+	// once it holds that many rows, counted from the start of the row
+	// group, as parquet-java (Spark's writer) and arrow-rs do by default
+	// at 20,000. 0 (the default) closes pages by PageBytes alone, so a
+	// row group's 8-byte scalar column of up to 131,072 rows is one page.
+	PageRows int `json:",omitempty"`
 }
 
 // Limits on Config fields, checked by Validate.
@@ -120,6 +127,8 @@ func (c Config) Validate() error {
 		return bad("DataPageVersion", c.DataPageVersion, "1 or 2")
 	case c.PageBytes < MinPageBytes || c.PageBytes > MaxPageBytes:
 		return bad("PageBytes", c.PageBytes, fmt.Sprintf("%d..%d", MinPageBytes, MaxPageBytes))
+	case c.PageRows < 0:
+		return bad("PageRows", c.PageRows, "0 (pages closed by size alone) or more")
 	}
 	return nil
 }

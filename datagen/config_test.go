@@ -68,6 +68,8 @@ func TestValidate(t *testing.T) {
 	f("page version 2", "", func(c *datagen.Config) { c.DataPageVersion = 2 })
 	f("tiny pages", "PageBytes", func(c *datagen.Config) { c.PageBytes = datagen.MinPageBytes - 1 })
 	f("huge pages", "PageBytes", func(c *datagen.Config) { c.PageBytes = datagen.MaxPageBytes + 1 })
+	f("negative page rows", "PageRows", func(c *datagen.Config) { c.PageRows = -1 })
+	f("pages of 20000 rows", "", func(c *datagen.Config) { c.PageRows = 20000 })
 }
 
 func TestConfigErrorMessage(t *testing.T) {

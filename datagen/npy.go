@@ -83,7 +83,7 @@ func npyFilesOf(c ColumnInfo) []NPYFile {
 // per column as NPYFiles describes, and then the manifest NPYManifest.
 // The files are NPY format version 1.0, little-endian, C order, 1-D, so
 // numpy.load(path, mmap_mode="r") maps them. Files, RowGroupRows,
-// Compression, DataPageVersion, PageBytes and Prefix do not matter.
+// Compression, DataPageVersion, PageBytes, PageRows and Prefix do not matter.
 //
 // Each column is generated and written in chunks of npyChunkRows rows by
 // one of GOMAXPROCS workers, so memory stays at a few chunk buffers per

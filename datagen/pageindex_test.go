@@ -49,3 +49,50 @@ func TestWritesPageIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestPageRows: with PageRows, every column's pages start at every
+// multiple of it within a row group and hold at most that many rows,
+// scalar columns whose pages would otherwise hold the whole row group
+// included; the size limit still closes pages between.
+func TestPageRows(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		cfg := testConfig()
+		cfg.DataPageVersion, cfg.PageBytes, cfg.PageRows = version, 1<<20, 300
+		for _, path := range write(t, cfg) {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _ := f.Stat()
+			pf, err := parquet.OpenFile(f, st.Size())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ois := pf.OffsetIndexes()
+			k := 0
+			for rg, g := range pf.Metadata().RowGroups {
+				for c := range g.Columns {
+					locs := ois[k].PageLocations
+					k++
+					starts := map[int64]bool{}
+					for i, l := range locs {
+						starts[l.FirstRowIndex] = true
+						end := g.NumRows
+						if i+1 < len(locs) {
+							end = locs[i+1].FirstRowIndex
+						}
+						if end-l.FirstRowIndex > int64(cfg.PageRows) {
+							t.Fatalf("v%d row group %d column %d: page %d holds %d rows", version, rg, c, i, end-l.FirstRowIndex)
+						}
+					}
+					for r := int64(0); r < g.NumRows; r += int64(cfg.PageRows) {
+						if !starts[r] {
+							t.Fatalf("v%d row group %d column %d: no page starts at row %d: %v", version, rg, c, r, locs)
+						}
+					}
+				}
+			}
+			f.Close()
+		}
+	}
+}

@@ -239,8 +239,8 @@ func QueryString(q int) string { return queryStrings()[q] }
 
 // A Generator computes the values of one Config. Its methods are pure
 // functions of (Config, row id) and safe for concurrent use. Values do not
-// depend on Files, RowGroupRows, Compression, DataPageVersion, PageBytes or
-// Prefix.
+// depend on Files, RowGroupRows, Compression, DataPageVersion, PageBytes,
+// PageRows or Prefix.
 //
 // A Generator does not validate its Config; give it one that Validate
 // accepts.

@@ -346,18 +346,29 @@ func (b *builder) rowGroup(ctx context.Context, o *outFile, t task, tokens <-cha
 	if len(cws) != len(b.plan) {
 		panic(fmt.Sprintf("BUG: datagen: %d column writers for %d columns", len(cws), len(b.plan)))
 	}
-	batch := batchRows(b.g.cfg.PageBytes)
-	for r0 := t.first; r0 < t.end; r0 += batch {
+	batch, pageRows := batchRows(b.g.cfg.PageBytes), int64(b.g.cfg.PageRows)
+	for r0 := t.first; r0 < t.end; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		r1 := min(r0+batch, t.end)
+		if pageRows > 0 { // end the batch where a page must end
+			r1 = min(r1, t.first+((r0-t.first)/pageRows+1)*pageRows)
+		}
 		for c := range b.plan {
 			b.vals = b.column(b.vals[:0], c, r0, r1)
 			if _, err := cws[c].WriteRowValues(b.vals); err != nil {
 				return fmt.Errorf("write column %s of %s: %w", b.plan[c].name, o.path, err)
 			}
 		}
+		if pageRows > 0 && (r1-t.first)%pageRows == 0 && r1 < t.end {
+			for c := range b.plan {
+				if err := cws[c].Flush(); err != nil {
+					return fmt.Errorf("close a page of column %s of %s: %w", b.plan[c].name, o.path, err)
+				}
+			}
+		}
+		r0 = r1
 	}
 	clear(b.vals[:cap(b.vals)]) // drop references to query strings
 	return o.done(t.group, rg, tokens)

@@ -56,6 +56,8 @@ func TestWriteReadBack(t *testing.T) {
 		{"all sequences full", func(c *datagen.Config) { c.SeqMeanLen, c.SeqMaxLen = 7, 7 }},
 		{"one row per group", func(c *datagen.Config) { c.Rows, c.RowGroupRows = 40, 1 }},
 		{"one row per file", func(c *datagen.Config) { c.Rows, c.Files = 200, 200 }},
+		{"pages of at most 300 rows", func(c *datagen.Config) { c.PageRows = 300 }},
+		{"pages of 1 row", func(c *datagen.Config) { c.Rows, c.PageRows = 400, 1 }},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			cfg := testConfig()

@@ -24,6 +24,7 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&cfg.Nullable, "nullable", cfg.Nullable, "add nullable columns (dense_opt, cat_opt, seq_opt, query_opt)")
 	fs.Float64Var(&cfg.NullFraction, "null-fraction", cfg.NullFraction, "fraction of nulls in nullable columns")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed: the same seed gives the same rows")
+	fs.IntVar(&cfg.PageRows, "page-rows", cfg.PageRows, "also close every column's data page at this many rows, as parquet-java (Spark) and arrow-rs do at 20000; 0: by size alone (1 MiB)")
 	fs.IntVar(&cfg.DataPageVersion, "page-version", cfg.DataPageVersion, "Parquet data page version, 1 or 2 (either way every file carries the page index: a column and an offset index per column chunk)")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "file name prefix")
 	npyDir := fs.String("npy", "", "also write the same rows as NumPy .npy files (one per column part, and manifest.json)\ninto this `directory`, for the DataLoader baseline (bench/baseline); DIR may then be omitted")
