@@ -158,7 +158,7 @@ func DefaultConfig() Config {
 		Limits: LimitsConfig{JobsPerUser: 16},
 		Log:    LogConfig{Level: "info", Format: "text"},
 		Peer:   PeerConfig{MaxMemory: 1 << 30},
-		Peers: PeersConfig{Resolve: Duration(30 * time.Second), Credits: 4, RecvSecondsPerGB: 0.9, Spill: "auto",
+		Peers: PeersConfig{Resolve: Duration(30 * time.Second), Credits: 4, RecvSecondsPerGB: 1.5, Spill: "auto",
 			Deadline: Duration(10 * time.Second)},
 		S3: S3Config{RequestTimeout: Duration(30 * time.Second), Retries: 5, PrefetchBytes: 256 << 20},
 	}

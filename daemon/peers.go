@@ -46,7 +46,7 @@ type PeersConfig struct {
 	// Credits is the most units in flight at one peer. Default 4.
 	Credits int `yaml:"credits"`
 	// RecvSecondsPerGB is this host's CPU cost of receiving unit output
-	// (lastmile bench measures it). Default 0.9.
+	// (lastmile bench -only spill measures it). Default 1.5.
 	RecvSecondsPerGB float64 `yaml:"recv_seconds_per_gb"`
 	// Deadline is the least time a peer gets for a unit before the unit
 	// runs here instead (a hung or partitioned peer); 8 times the peer's

@@ -31,8 +31,8 @@ type SpillerConfig struct {
 	// pool's credits times its peers, at most 32.
 	Slots int
 	// RecvSecondsPerGB is what receiving a unit's output costs this host's
-	// CPU, per GB; default 0.9 (stock Flight, SPILL-NOTES.md; lastmile
-	// bench measures it). A unit spills only when receiving it is
+	// CPU, per GB; default 1.5 (this package's receive path with mutual
+	// TLS, measured by lastmile bench -only spill on a 2-vCPU VM: 1.3-1.6). A unit spills only when receiving it is
 	// expected to cost less than MaxCostRatio of computing it here.
 	RecvSecondsPerGB float64
 	MaxCostRatio     float64 // default 0.8
@@ -101,7 +101,7 @@ func NewSpiller(pool *Pool, r *roots.Roots, text string, job *spec.Job, cfg Spil
 		pool.mu.Unlock()
 	}
 	if cfg.RecvSecondsPerGB <= 0 {
-		cfg.RecvSecondsPerGB = 0.9
+		cfg.RecvSecondsPerGB = 1.5
 	}
 	if cfg.MaxCostRatio <= 0 {
 		cfg.MaxCostRatio = 0.8

@@ -77,7 +77,7 @@ func addPlanFlags(fs interface {
 	fs.IntVar(&f.peerCores, "peer-cores", 0, "cores of one CPU peer; 0: no peers configured (or, with -peers-config, the measured peer's)")
 	fs.StringVar(&f.peersConfig, "peers-config", "", "a lastmiled config `file` whose peers and roots sections reach CPU peers: the first peer is measured on the spec's units (its samples/s per core, this host's CPU to receive its output) in place of -peer-rate and -receive-cpu")
 	fs.Float64Var(&f.peerRate, "peer-rate", 0, "samples/s of one peer core (default a local core's: a peer runs the same code)")
-	fs.Float64Var(&f.recvGB, "receive-cpu", 2.74, "this host's CPU seconds to receive a GB of a peer's output (default: lastmile bench -only spill on a 2-vCPU VM, docs/peers.md)")
+	fs.Float64Var(&f.recvGB, "receive-cpu", 1.5, "this host's CPU seconds to receive a GB of a peer's output (default: lastmile bench -only spill on a 2-vCPU VM, docs/peers.md; -peers-config measures it)")
 	fs.Float64Var(&f.gbps, "network-gbps", 10, "the host's network for peer traffic, Gbit/s")
 	fs.BoolVar(&f.python, "python", true, "measure the Python trainer client's cost per batch ($LASTMILE_PYTHON or /usr/bin/python3, with torch); false: the Go consumer's")
 	fs.IntVar(&f.pyBatches, "python-batches", 200, "batches the Python client takes for its cost (the first ones cost more: torch warms up)")
