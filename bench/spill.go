@@ -64,11 +64,11 @@ type SpillReport struct {
 	RecvCPUPerGB  float64 `json:"recv_cpu_seconds_per_gb"`  // the requester's CPU to receive a GB of unit output
 	LocalCPUPerGB float64 `json:"local_cpu_seconds_per_gb"` // the CPU to compute a GB of the same output here
 	OutputRatio   float64 `json:"output_bytes_per_input_row"`
-	// ComputeShare is the part of the local run spent computing units
-	// (decode and row-local ops, what a peer can take); the rest (packing
-	// batches, the rings) stays local, which bounds the speedup at
-	// 1/(1-ComputeShare), or 2 with one equal peer.
-	ComputeShare float64 `json:"compute_share"`
+	// Bound is the speedup of a perfectly balanced run with a peer as
+	// fast as this core: (c + c - r) / c = 2 - RecvCPUPerGB/LocalCPUPerGB,
+	// with c a unit's CPU here and r the CPU to receive its output
+	// (docs/peers.md, "Measured"). The local packing does not enter it.
+	Bound float64 `json:"bound"`
 	// LocalBusy and PeerBusy are the CPU seconds each side used during
 	// the run with the peer, over its wall time: the side near 1 is the
 	// one that binds.
@@ -502,14 +502,13 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 	}
 	comp := processCPU() - cpu0
 	r.ComputeMS = time.Since(t0).Seconds() * 1000 / float64(max(len(units), 1))
-	if len(units) > 0 && r.UnitsTotal > 0 && r.LocalSeconds > 0 {
-		perUnit := time.Since(t0).Seconds() / float64(len(units))
-		r.ComputeShare = perUnit * float64(r.UnitsTotal) / r.LocalSeconds
-	}
 	if bytes > 0 {
 		r.RecvCPUPerGB = recv / (float64(bytes) / 1e9)
 		r.LocalCPUPerGB = comp / (float64(bytes) / 1e9)
 		r.OutputRatio = float64(bytes) / float64(rows)
+		if r.LocalCPUPerGB > 0 {
+			r.Bound = 2 - r.RecvCPUPerGB/r.LocalCPUPerGB
+		}
 	}
 	return nil
 }
@@ -524,6 +523,5 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "  a unit alone                 %8.1f ms round trip to the peer, %.1f ms to compute here\n", r.RoundTripMS, r.ComputeMS)
 	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
 		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
-	fmt.Fprintf(w, "  compute share of the local run %5.2f  (the rest stays local: speedup bound %.2fx)\n",
-		r.ComputeShare, min(2, 1/max(1-r.ComputeShare, 0.01)))
+	fmt.Fprintf(w, "  bound, a peer as fast as here %7.2fx  (2 - receive/compute: a perfectly balanced run)\n", r.Bound)
 }
