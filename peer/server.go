@@ -68,7 +68,7 @@ type Server struct {
 	slots chan struct{} // admitted units
 	work  chan struct{} // units computing
 	// batches holds unit output batches for reuse; a batch is back only
-	// after its unit is sent (gRPC has copied what it sends by then).
+	// when gRPC has freed every buffer viewing it (send.go's lease).
 	batches sync.Pool
 	mem     *budget
 	fair    fairShare
@@ -225,9 +225,8 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 		return status.Error(codes.InvalidArgument, fmt.Sprintf("compile job: %v", err))
 	}
 	defer done()
-	// Output batches are reused: a fresh one grew every column from
-	// nothing, copying and faulting in memory for every unit (a fifth of
-	// a unit's CPU on the spill measurement's peer).
+	// Output batches are reused, as the engine reuses its units' buffers:
+	// a fresh one grows every column from nothing for every unit.
 	out, _ := s.batches.Get().(*column.Batch)
 	if out == nil {
 		out = new(column.Batch)

@@ -32,7 +32,8 @@ type SpillerConfig struct {
 	Slots int
 	// RecvSecondsPerGB is what receiving a unit's output costs this host's
 	// CPU, per GB; default 1.5 (this package's receive path with mutual
-	// TLS, measured by lastmile bench -only spill on a 2-vCPU VM: 1.3-1.6). A unit spills only when receiving it is
+	// TLS, as lastmile bench -only spill measures it on a 2-vCPU VM:
+	// 1.3-1.6). A unit spills only when receiving it is
 	// expected to cost less than MaxCostRatio of computing it here.
 	RecvSecondsPerGB float64
 	MaxCostRatio     float64 // default 0.8
