@@ -227,12 +227,6 @@ func wake(word, waiting *atomic.Uint32) {
 	}
 }
 
-// await blocks until ready returns true, following §6.3: spin briefly,
-// then announce waiting, load the futex word, re-check, and sleep on the
-// word for at most waitTimeout. After every timeout it calls onTimeout (if
-// not nil); an error from it ends the wait. ctx cancels the wait: the sleep
-// is cut short by waking our own futex word, which is harmless to the peer.
-// It returns whether it had to park, for the wait metrics.
 // spin polls ready for up to spinFor and reports whether it became true.
 func spin(ready func() bool) bool {
 	if ready() {
@@ -280,6 +274,12 @@ func sleepUntil(ctx context.Context, ready func() bool, onTimeout func() error) 
 	}
 }
 
+// await blocks until ready returns true, following §6.3: spin briefly,
+// then announce waiting, load the futex word, re-check, and sleep on the
+// word for at most waitTimeout. After every timeout it calls onTimeout (if
+// not nil); an error from it ends the wait. ctx cancels the wait: the sleep
+// is cut short by waking our own futex word, which is harmless to the peer.
+// It returns whether it had to park, for the wait metrics.
 func await(ctx context.Context, word, waiting *atomic.Uint32, ready func() bool, onTimeout func() error) (bool, error) {
 	if spin(ready) {
 		return false, nil
