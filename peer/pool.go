@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/column"
@@ -219,7 +220,8 @@ func (p *Pool) dial(r *remote, serverName string) error {
 	// output per peer are in flight.
 	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(creds),
 		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(int32(min(int64(streamWindow)*int64(p.cfg.Credits), 1<<30))),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
+		experimental.WithBufferPool(frames))
 	if err != nil {
 		return fmt.Errorf("peer %s: %w", r.addr, err)
 	}

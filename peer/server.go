@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -107,7 +108,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.jobs.max = 8
 	s.fair.perClient = map[string]int{}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
-		grpc.ForceServerCodecV2(newSendCodec())}
+		grpc.ForceServerCodecV2(newSendCodec()), experimental.BufferPool(frames)}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
