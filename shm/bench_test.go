@@ -78,3 +78,27 @@ func TestHandoffFunctions(t *testing.T) {
 		t.Errorf("MeasureMemcpy: %v, %v", m, err)
 	}
 }
+
+// TestDrainConsumer: the trainers' stand-in of the spill and plan
+// benchmarks releases every batch of a ring smaller than the stream (the
+// producer would block otherwise), without parsing a slot, and returns
+// nil at the end of the stream.
+func TestDrainConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cfg := testConfig(t, "drain", 2)
+	p := create(t, cfg)
+	done := make(chan error, 1)
+	go func() { done <- shm.RunDrainConsumer(ctx, cfg.Dir, "drain") }()
+	for seq := uint64(0); seq < 20; seq++ {
+		if err := writeBatch(ctx, p, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("drain consumer: %v", err)
+	}
+}

@@ -57,6 +57,10 @@ type Consumer struct {
 	emptyWait  atomic.Int64 // ns
 
 	sleepy bool // SleepWhileEmpty
+	// unread delivers batches with their sequence only, the slot neither
+	// parsed nor touched: RunDrainConsumer's, whose reading is not what
+	// is measured.
+	unread bool
 }
 
 // SleepWhileEmpty makes Next wait for a batch by sleeping in short steps
@@ -261,6 +265,12 @@ func (c *Consumer) take(h, tail uint64) (*Batch, error) {
 		c.err = fmt.Errorf("%w: ring %q: slot %d holds sequence %d, want %d (tail %d); the slot was not read",
 			ErrProtocol, c.name, h%r.slotCount, int64(seq), h, tail)
 		return nil, c.err
+	}
+	if c.unread {
+		c.batch = Batch{Seq: h}
+		c.held = true
+		c.delivered.Add(1)
+		return &c.batch, nil
 	}
 	mem := r.slot(h)
 	sh, tensors, err := parseSlot(mem, c.hdr.Fields, c.batch.Tensors, c.hdr.VersionMinor)
