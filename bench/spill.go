@@ -39,8 +39,12 @@ type SpillConfig struct {
 	// PeerCommand runs a peer serving root "bench" = Data on the address
 	// given as its last argument (lastmile bench -spill-peer).
 	PeerCommand []string
-	Units       int // units fetched for the receive-cost figures; default 16
-	Repeats     int // runs of each side, alternating; the fastest counts; default 3
+	// ContendCommand runs RunContender with the flags -spill-cpu,
+	// -spill-pipeline and -spill-root appended (lastmile bench
+	// -spill-contend); nil: contention is not measured.
+	ContendCommand []string
+	Units          int // units fetched for the receive-cost figures; default 16
+	Repeats        int // runs of each side, alternating; the fastest counts; default 3
 	// Consumer starts the process that reads ring dir/name to its end on
 	// CPU cpu (lastmile bench -handoff-consumer): the trainers' stand-in,
 	// out of the requester's process and off its core, as trainers are
@@ -78,6 +82,13 @@ type SpillReport struct {
 	// ComputeMS computing the same unit here.
 	RoundTripMS float64 `json:"round_trip_ms"`
 	ComputeMS   float64 `json:"compute_ms"`
+	// AloneCPU and ContendedCPU are the CPU seconds of a pass over the
+	// job's units on this core, alone and while the other core computes
+	// the same units; Ceiling = 2 × AloneCPU / ContendedCPU is the most
+	// any run on the two cores can get here (spill_contend.go).
+	AloneCPU     float64 `json:"alone_cpu_seconds,omitempty"`
+	ContendedCPU float64 `json:"contended_cpu_seconds,omitempty"`
+	Ceiling      float64 `json:"ceiling,omitempty"`
 }
 
 func (c *SpillConfig) defaults() {
@@ -184,6 +195,12 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	r.Met = r.Speedup >= r.Target
 	if err := receiveCost(ctx, job, sp, rec.units, r); err != nil {
 		return nil, err
+	}
+	if r.AloneCPU, r.ContendedCPU, err = contention(ctx, cfg, job, peerCPU); err != nil {
+		return nil, err
+	}
+	if r.ContendedCPU > 0 {
+		r.Ceiling = 2 * r.AloneCPU / r.ContendedCPU
 	}
 	return r, nil
 }
@@ -524,4 +541,8 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
 		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
 	fmt.Fprintf(w, "  bound, a peer as fast as here %7.2fx  (2 - receive/compute: a perfectly balanced run)\n", r.Bound)
+	if r.Ceiling > 0 {
+		fmt.Fprintf(w, "  two cores computing apart    %8.2fx  (a pass over the units: %.2f CPU s alone, %.2f beside the same on the other core)\n",
+			r.Ceiling, r.AloneCPU, r.ContendedCPU)
+	}
 }

@@ -74,7 +74,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
-		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "handoff-touch", "spill-peer", "spill-cpu", "spill-tls", "spill-root")
+		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "handoff-touch", "spill-peer", "spill-contend", "spill-cpu", "spill-tls", "spill-root")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -82,6 +82,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.ShmDir = *shmDir
 	if *sf.peer {
 		return sf.servePeer(ctx, fs.Args())
+	}
+	if *sf.contend {
+		return sf.runContender(ctx, stdout)
 	}
 	if *consumer != "" {
 		i := strings.LastIndexByte(*consumer, '/')
@@ -164,6 +167,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sf.cfg.Log, sf.cfg.ShmDir = stderr, cfg.ShmDir
 		sf.cfg.Compression = pcfg.Compression
 		sf.cfg.PeerCommand = []string{self, "bench", "-spill-peer"}
+		sf.cfg.ContendCommand = []string{self, "bench", "-spill-contend"}
 		sf.cfg.Consumer = func(dir, name string, cpu int) *exec.Cmd {
 			return exec.CommandContext(ctx, self, "bench", "-handoff-cpu", fmt.Sprint(cpu), "-handoff-touch=false", "-handoff-consumer", dir+"/"+name)
 		}

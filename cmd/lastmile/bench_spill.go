@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/lastmile/lastmile/bench"
@@ -13,11 +14,12 @@ import (
 // spillFlags are bench's flags for the spill measurement, and the hidden
 // ones of its peer process.
 type spillFlags struct {
-	cfg  bench.SpillConfig
-	peer *bool
-	cpu  *int
-	tls  *string
-	root *string
+	cfg     bench.SpillConfig
+	peer    *bool
+	contend *bool
+	cpu     *int
+	tls     *string
+	root    *string
 }
 
 func addSpillFlags(fs *flag.FlagSet) *spillFlags {
@@ -26,6 +28,7 @@ func addSpillFlags(fs *flag.FlagSet) *spillFlags {
 	fs.IntVar(&s.cfg.Repeats, "spill-repeats", 3, "runs of each side of the spill measurement, alternating; the fastest of each counts")
 	fs.StringVar(&s.cfg.Spec, "spill-pipeline", "examples/ctr-8rank.yaml", "pipeline spec of the spill measurement")
 	s.peer = fs.Bool("spill-peer", false, "internal: serve as the spill measurement's peer on the address given as argument")
+	s.contend = fs.Bool("spill-contend", false, "internal: compute the spill measurement's units on -spill-cpu until killed")
 	s.cpu = fs.Int("spill-cpu", 1, "internal: the CPU the spill measurement's peer runs on")
 	s.tls = fs.String("spill-tls", "", "internal: CA,CERT,KEY of the spill measurement's peer")
 	s.root = fs.String("spill-root", "", "internal: the data root of the spill measurement's peer")
@@ -39,4 +42,12 @@ func (s *spillFlags) servePeer(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: -spill-peer wants -spill-tls CA,CERT,KEY -spill-root DIR ADDR", errUsage)
 	}
 	return bench.ServePeer(ctx, args[0], *s.root, *s.cpu, peer.TLSFiles{CA: parts[0], Cert: parts[1], Key: parts[2]})
+}
+
+// runContender computes the measurement's units until ctx ends.
+func (s *spillFlags) runContender(ctx context.Context, stdout io.Writer) error {
+	if *s.root == "" {
+		return fmt.Errorf("%w: -spill-contend wants -spill-root DIR", errUsage)
+	}
+	return bench.RunContender(ctx, s.cfg.Spec, *s.root, *s.cpu, stdout)
 }
