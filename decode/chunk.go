@@ -79,8 +79,10 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		want = len(sel)
 	}
 	si := 0 // next entry of sel to place
+	d.want = want
 	if sel != nil {
 		d.reserveSel(f, c, dst, len(sel))
+		d.want = 0
 	}
 	row := c.FirstRow
 	done := d.ctx.Done()

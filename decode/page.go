@@ -137,7 +137,7 @@ func (d *Decoder) appendFlatPage(f *Field, n int, pv *pageValues, col *column.Co
 	} else {
 		size := f.DType.Size()
 		start := len(col.Data)
-		col.Data = extend(col.Data, n*size)
+		col.Data = d.growData(col, n*size, col.Len+n)
 		region := col.Data[start:]
 		if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 			return 0, err
@@ -268,7 +268,7 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 	slots := int(cur - base)
 	size := f.DType.Size()
 	start := len(col.Data)
-	col.Data = extend(col.Data, slots*size)
+	col.Data = d.growData(col, slots*size, col.Len)
 	region := col.Data[start:]
 	if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 		return 0, err
@@ -381,7 +381,7 @@ func (d *Decoder) appendListStarts(f *Field, n int, pv *pageValues, col *column.
 	if ok, err := d.viewValues(col, pv, nonNull); ok || err != nil {
 		return rows, err
 	}
-	col.Data = extend(col.Data, nonNull*size)
+	col.Data = d.growData(col, nonNull*size, col.Len)
 	if err := pv.fixedAt(col.Data, start, nonNull); err != nil {
 		return 0, err
 	}
