@@ -1,6 +1,8 @@
 package decode
 
 import (
+	"math"
+
 	"github.com/lastmile/lastmile/column"
 )
 
@@ -79,7 +81,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		want = len(sel)
 	}
 	si := 0 // next entry of sel to place
-	d.want = want
+	d.want, d.wantMax = want, int(min(c.Values, math.MaxInt32))*f.DType.Size()
 	if sel != nil {
 		d.reserveSel(f, c, dst, len(sel))
 		d.want = 0

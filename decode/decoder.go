@@ -48,9 +48,10 @@ type Decoder struct {
 	scratchView bool
 	stash       [][]byte // per field: a Valid buffer set aside while a unit had no nulls
 	// want is the rows the column being decoded will hold when it is the
-	// unit's own and every row of the unit goes in (0: not known); see
-	// growData.
-	want int
+	// unit's own and every row of the unit goes in (0: not known), and
+	// wantMax the most bytes its values can take (the chunk's level
+	// count times the value size); see growData.
+	want, wantMax int
 
 	idxRaw []byte    // an OffsetIndex as read
 	locs   []pageLoc // its pages within the unit's chunk
@@ -229,15 +230,18 @@ func extend(b []byte, n int) []byte {
 // 1.25x steps): in an all-column job, 6% of the CPU of its first epoch
 // (pprof; docs/benchmarks.md, "Copies"). When the unit's own column must
 // grow, it is sized once for all the unit's rows at the bytes per row
-// seen so far, and an eighth more.
+// seen so far, and an eighth more, but never past what the whole column
+// chunk's values can take: a first page of long lists must not size the
+// column for a unit of them.
 func (d *Decoder) growData(col *column.Column, n, rows int) []byte {
 	l := len(col.Data) + n
-	if cap(col.Data) >= l || col == &d.scratch || rows <= 0 || d.want <= rows {
+	if cap(col.Data) >= l || col == &d.scratch || rows <= 0 || d.want <= rows || d.wantMax <= 0 {
 		return extend(col.Data, n)
 	}
-	est := int(int64(l) * int64(d.want) / int64(rows))
+	est := int64(l) * int64(d.want) / int64(rows)
 	est += est / 8
-	nb := make([]byte, l, max(est, l))
+	est = min(est, int64(len(col.Data))+int64(d.wantMax))
+	nb := make([]byte, l, max(int(est), l))
 	copy(nb, col.Data)
 	return nb
 }
