@@ -105,8 +105,9 @@ func (d *Daemon) Config() Config {
 	return d.cfg
 }
 
-// Start loads the persisted jobs and resumes the unfinished ones (adopting
-// their rings), then listens on the socket and the metrics address.
+// Start starts the peer role and the peer pool the config asks for, loads
+// the persisted jobs and resumes the unfinished ones (adopting their
+// rings), then listens on the socket and the metrics address.
 func (d *Daemon) Start() error {
 	cfg := d.Config()
 	st, err := openStore(cfg.StateDir)
@@ -121,12 +122,15 @@ func (d *Daemon) Start() error {
 	for _, err := range errs {
 		d.log.Error("skip unreadable job record", "err", err)
 	}
+	// Peers and roots first: a resumed job's supervisor reads them as it
+	// starts its run (spillFor), and a job resumed before them would both
+	// race with their setting and run without its peers.
+	if err := d.startPeers(cfg); err != nil {
+		return err
+	}
 	sort.Slice(recs, func(a, b int) bool { return recs[a].Created.Before(recs[b].Created) })
 	for _, rec := range recs {
 		d.restore(rec)
-	}
-	if err := d.startPeers(cfg); err != nil {
-		return err
 	}
 	if err := d.listen(cfg); err != nil {
 		return err
