@@ -396,3 +396,88 @@ func TestEventNotReady(t *testing.T) {
 		t.Fatalf("second Done = %v, %v", done, err)
 	}
 }
+
+// shmTempDir is a temporary directory on tmpfs, where rings live and
+// where the driver can pin them (skips where /dev/shm is not tmpfs).
+func shmTempDir(t *testing.T) string {
+	t.Helper()
+	if err := cuda.PinnableDir("/dev/shm"); err != nil {
+		t.Skipf("no tmpfs at /dev/shm: %v", err)
+	}
+	d, err := os.MkdirTemp("/dev/shm", "lastmile-cuda-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// TestRegisterNamesTheFilesystem: a refused registration of a ring on a
+// disk filesystem says why (the kernel will not pin such pages) and what
+// to do; one on tmpfs is the driver's error alone.
+func TestRegisterNamesTheFilesystem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		hint bool
+	}{
+		{"tmpfs", shmTempDir, false},
+		{"disk", func(t *testing.T) string {
+			d := t.TempDir()
+			if cuda.PinnableDir(d) == nil {
+				t.Skipf("%s is on tmpfs here", d)
+			}
+			return d
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir(t)
+			f := cudatest.Build(t)
+			f.Fail(t, "cuMemHostRegister_v2=1")
+			d, err := cuda.Open(cuda.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := d.Retain(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fh, err := os.Create(filepath.Join(dir, "ring"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			if err := fh.Truncate(2 << 20); err != nil {
+				t.Fatal(err)
+			}
+			m, err := cuda.Map(int(fh.Fd()), 2<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			_, err = m.Register(c, 0)
+			var ce *cuda.Error
+			if !errors.As(err, &ce) || ce.Code != 1 {
+				t.Fatalf("error %v: want the driver's CUDA_ERROR_INVALID_VALUE wrapped", err)
+			}
+			if got := strings.Contains(err.Error(), "put rings on tmpfs"); got != tc.hint {
+				t.Errorf("hint %v, want %v: %v", got, tc.hint, err)
+			}
+		})
+	}
+}
+
+func TestPinnableDir(t *testing.T) {
+	if err := cuda.PinnableDir(shmTempDir(t)); err != nil {
+		t.Errorf("tmpfs: %v", err)
+	}
+	if err := cuda.PinnableDir(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "statfs") {
+		t.Errorf("a missing directory: %v, want the statfs error", err)
+	}
+	if d := t.TempDir(); cuda.PinnableDir(d) != nil {
+		err := cuda.PinnableDir(d)
+		if !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), "/dev/shm") {
+			t.Errorf("a disk directory: %v, want it named and /dev/shm suggested", err)
+		}
+	}
+}

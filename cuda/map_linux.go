@@ -13,6 +13,7 @@ type Mapping struct {
 	// Bytes is the mapped file, from offset 0.
 	Bytes []byte
 	reg   *Registration
+	fs    int64 // statfs magic of the file's filesystem, 0 if unknown
 }
 
 // Map maps size bytes of fd, shared and read-write, at a 2 MiB-aligned
@@ -42,7 +43,7 @@ func Map(fd int, size int64) (*Mapping, error) {
 	if tail := base + uintptr(span) - end; tail > 0 {
 		unix.MunmapPtr(ptrAt(end), tail)
 	}
-	return &Mapping{Bytes: unsafeBytes(addr, size)}, nil
+	return &Mapping{Bytes: unsafeBytes(addr, size), fs: fdFSType(fd)}, nil
 }
 
 // Register registers the whole mapping with c (see Context.Register).
@@ -53,6 +54,10 @@ func (m *Mapping) Register(c *Context, flags int) (*Registration, error) {
 	}
 	reg, err := c.Register(m.Bytes, flags)
 	if err != nil {
+		if m.fs != 0 && !pinnable(m.fs) {
+			// the driver's INVALID_VALUE names nothing of the cause
+			return nil, fmt.Errorf("%w: the ring's file is on %s: %w", err, fsName(m.fs), errNotPinnable)
+		}
 		return nil, err
 	}
 	m.reg = reg

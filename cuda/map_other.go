@@ -16,3 +16,4 @@ func Map(fd int, size int64) (*Mapping, error) { return nil, errNotLinux }
 
 func (m *Mapping) Register(c *Context, flags int) (*Registration, error) { return nil, errNotLinux }
 func (m *Mapping) Close() error                                          { return nil }
+func PinnableDir(dir string) error                                       { return errNotLinux }

@@ -5,6 +5,8 @@ package cuda_test
 import (
 	"bytes"
 	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/lastmile/lastmile/cuda"
@@ -32,7 +34,7 @@ func TestRealGPU(t *testing.T) {
 	}
 	defer c.Release()
 	const size = 8 << 20
-	m, err := cuda.Map(ringFile(t, size), size)
+	m, err := cuda.Map(shmRingFile(t, size), size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,4 +67,19 @@ func TestRealGPU(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shmRingFile is ringFile on tmpfs: the kernel pins no shared mapping of a
+// disk file for the driver (pinfs_linux.go), and rings live on tmpfs.
+func shmRingFile(t *testing.T, size int64) int {
+	t.Helper()
+	fh, err := os.Create(filepath.Join(shmTempDir(t), "ring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fh.Close() })
+	if err := fh.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return int(fh.Fd())
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/lastmile/lastmile/cuda"
 	"github.com/lastmile/lastmile/gpu"
 	"github.com/lastmile/lastmile/spec"
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,10 @@ func (d *Daemon) gpus() ([]gpu.GPU, error) {
 			d.log.Warn("no GPU on this host: ring pages are not placed (this warning is not repeated)")
 		default:
 			d.log.Info("GPUs found", "count", len(inv.gpus))
+			if err := cuda.PinnableDir(d.Config().ShmDir); err != nil {
+				// staging falls back, rank by rank; say why once, here
+				d.log.Warn("rings cannot be registered with CUDA: host and device staging will fall back to copies from pageable memory (this warning is not repeated)", "err", err)
+			}
 		}
 	})
 	return inv.gpus, inv.err

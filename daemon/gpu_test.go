@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/lastmile/lastmile/cuda"
 	"github.com/lastmile/lastmile/gpu"
 	"github.com/lastmile/lastmile/spec"
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,5 +145,53 @@ func TestGPUPlacementWithoutNVML(t *testing.T) {
 	}
 	if p := j.gpuView().Placement[0]; p.NUMANode != -1 || !strings.Contains(logs.String(), "creating it unplaced") {
 		t.Fatalf("rank 0 after a refused policy: %+v\n%s", p, logs)
+	}
+}
+
+// TestGPUsWarnWhenRingsCannotBePinned: with GPUs present and shm_dir on a
+// disk filesystem, whose shared pages the kernel will not pin for CUDA,
+// lastmiled says once that staging will fall back, and why; on tmpfs it
+// says nothing.
+func TestGPUsWarnWhenRingsCannotBePinned(t *testing.T) {
+	const warning = "rings cannot be registered with CUDA"
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		want int
+	}{
+		{"disk", func(t *testing.T) string {
+			d := t.TempDir()
+			if cuda.PinnableDir(d) == nil {
+				t.Skipf("%s is on tmpfs here", d)
+			}
+			return d
+		}, 1},
+		{"tmpfs", func(t *testing.T) string {
+			if cuda.PinnableDir("/dev/shm") != nil {
+				t.Skip("no tmpfs at /dev/shm")
+			}
+			d, err := os.MkdirTemp("/dev/shm", "lastmile-daemon-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, logs := gpuDaemon(t, func() ([]gpu.GPU, error) { return []gpu.GPU{{Index: 0, UUID: "GPU-a", NUMANode: -1}}, nil })
+			d.cfg.ShmDir = tc.dir(t)
+			for _, id := range []string{"a", "b"} {
+				if _, err := d.gpus(); err != nil {
+					t.Fatalf("job %s: %v", id, err)
+				}
+			}
+			if n := strings.Count(logs.String(), warning); n != tc.want {
+				t.Fatalf("%d warnings, want %d:\n%s", n, tc.want, logs)
+			}
+			if tc.want > 0 && !strings.Contains(logs.String(), "/dev/shm") {
+				t.Errorf("the warning does not say where rings can go:\n%s", logs)
+			}
+		})
 	}
 }

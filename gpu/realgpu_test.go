@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"os"
 	"strings"
 	"testing"
 
@@ -56,7 +57,12 @@ func TestRealGPUStager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	// on tmpfs, as rings are: the kernel pins no shared disk-file pages
+	dir, err := os.MkdirTemp(shm.DefaultDir(), "lastmile-gpu-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
 	p, err := shm.Create(shm.Config{Dir: dir, Name: "real", Slots: 3, SlotSize: 8 << 20,
 		Fields: []shm.Field{{Name: "b", Kind: shm.Dense, DType: shm.Uint8}}})
 	if err != nil {
