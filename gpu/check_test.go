@@ -42,7 +42,7 @@ func TestCheckWithFake(t *testing.T) {
 	f := cudatest.Build(t)
 	dir := t.TempDir()
 	sizes := []int64{1 << 20, 2 << 20}
-	r, err := gpu.Check(context.Background(), gpu.CheckConfig{NVML: noNVML, Sizes: sizes, Iters: 3, Dir: dir})
+	r, err := gpu.Check(context.Background(), gpu.CheckConfig{NVML: noNVML, Sizes: sizes, Iters: 3, Rounds: 2, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +81,10 @@ func TestCheckWithFake(t *testing.T) {
 		pinned[c.Args["pinned"]]++
 	}
 	// 5 copies per size (2 untimed) from each source: pageable ones
-	// unpinned; registered and cuMemAllocHost ones pinned.
-	if per := 5 * len(sizes); pinned["0"] != per || pinned["1"] != 2*per {
-		t.Fatalf("copies by pinned-ness %v, want %d pageable and %d pinned", pinned, per, 2*per)
+	// unpinned, one round; registered and cuMemAllocHost ones pinned, in
+	// two alternating rounds, each keeping one measurement per size.
+	if per := 5 * len(sizes); pinned["0"] != per || pinned["1"] != 2*2*per {
+		t.Fatalf("copies by pinned-ness %v, want %d pageable and %d pinned", pinned, per, 4*per)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("the self-test left %d files in the ring directory", len(left))

@@ -32,9 +32,24 @@ func (b *bench) run(ctx context.Context, source string, src []byte, node int) er
 		if err != nil {
 			return fmt.Errorf("%s, %d bytes: %w", source, size, err)
 		}
-		b.r.Measurements = append(b.r.Measurements, Measurement{CUDADevice: b.dev, Source: source, NUMANode: node, Bytes: size, GBps: gbps})
+		b.record(Measurement{CUDADevice: b.dev, Source: source, NUMANode: node, Bytes: size, GBps: gbps})
 	}
 	return nil
+}
+
+// record keeps the best of a source's measurements at a size: the check
+// runs the sources it compares in alternating rounds, and the fastest
+// round of each is the one least disturbed by the rest of the host.
+func (b *bench) record(m Measurement) {
+	for i, o := range b.r.Measurements {
+		if o.CUDADevice == m.CUDADevice && o.Source == m.Source && o.Bytes == m.Bytes {
+			if m.GBps > o.GBps {
+				b.r.Measurements[i] = m
+			}
+			return
+		}
+	}
+	b.r.Measurements = append(b.r.Measurements, m)
 }
 
 // time copies src 2 times untimed, then iters times, and returns GB/s.
