@@ -73,6 +73,11 @@ func OpenDeviceRing(c *cuda.Context, path, busID string, generation uint64) (r *
 	if r.f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
 		return r, err
 	}
+	// held until Close: the trainer's sign that the slots outlive the
+	// producer's close (a finished run) but not lastmiled's death
+	if err = shm.LockDeviceSlots(int(r.f.Fd())); err != nil {
+		return r, err
+	}
 	st, err := r.f.Stat()
 	if err != nil {
 		return r, err

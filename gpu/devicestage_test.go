@@ -14,6 +14,7 @@ import (
 	"github.com/lastmile/lastmile/cuda/cudatest"
 	"github.com/lastmile/lastmile/gpu"
 	"github.com/lastmile/lastmile/shm"
+	"golang.org/x/sys/unix"
 )
 
 // deviceRing makes a real 4-slot ring and opens the fake driver on it.
@@ -76,8 +77,14 @@ func TestDeviceRing(t *testing.T) {
 		t.Fatalf("opened %v, %v", o, err)
 	}
 	o.Free()
+	if !deviceSlotsLocked(t, path) {
+		t.Fatal("byte 2 (device slots) is not locked while the device ring is open")
+	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if deviceSlotsLocked(t, path) {
+		t.Fatal("byte 2 (device slots) is still locked after Close")
 	}
 	calls := f.Calls(t, false)
 	reg, unreg := cudatest.Find(calls, "cuMemHostRegister_v2"), cudatest.Find(calls, "cuMemHostUnregister")
@@ -181,3 +188,19 @@ func TestDeviceRingFailures(t *testing.T) {
 }
 
 func openRW(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }
+
+// deviceSlotsLocked probes byte 2 of the ring as a trainer does (§6.4):
+// another open file holds it while the device slots are valid.
+func deviceSlotsLocked(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Start: 2, Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	return lk.Type != unix.F_UNLCK
+}

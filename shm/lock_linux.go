@@ -2,6 +2,7 @@ package shm
 
 import (
 	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +17,23 @@ import (
 const (
 	producerLockByte = 0
 	consumerLockByte = 1
+	// deviceSlotsLockByte is held by whoever holds the ring's announced
+	// device slots (lastmiled's device staging, §3.6.1), from before the
+	// announcement until the slots are freed: past the producer's close,
+	// while the trainer still reads its last batches from them.
+	deviceSlotsLockByte = 2
 )
+
+// LockDeviceSlots takes the device-slots lock (byte 2, §6.4) on fd's open
+// file; closing that file, or the holder's death, drops it. A trainer that
+// finds byte 0 free (the producer closed) but byte 2 held knows the device
+// slots of the announcement are still there.
+func LockDeviceSlots(fd int) error {
+	if err := lockByte(fd, deviceSlotsLockByte); err != nil {
+		return fmt.Errorf("lock byte %d of the ring (device slots): %w", deviceSlotsLockByte, err)
+	}
+	return nil
+}
 
 var errLocked = errors.New("byte is locked by another open file")
 

@@ -75,7 +75,36 @@ class TorchCUDA:
     def _check(self, what, r):
         code = int(getattr(r, "value", r))
         if code != 0:
+            self._clear_last_error()
             raise StagingError("%s failed: cudaError %d" % (what, code))
+
+    def _clear_last_error(self):
+        """Reset the CUDA runtime's last error after a call of ours failed.
+
+        The runtime keeps a failed call's error as the thread's last error,
+        and torch's next check after a kernel launch or copy reports it as
+        its own failure: on an H100, a refused ``cudaHostRegister`` made the
+        fallback's first ``Tensor.to("cuda")`` raise "CUDA error: invalid
+        argument". torch's ``cudart()`` does not bind ``cudaGetLastError``,
+        so call it in the runtime torch loaded; failing that, let a tiny
+        launch take the stale error, as torch's own check resets it.
+        """
+        path = None
+        try:
+            with open("/proc/self/maps") as f:
+                path = next((ln.split()[-1] for ln in f if "libcudart" in ln and "/" in ln), None)
+        except OSError:
+            pass
+        try:
+            if path:
+                ctypes.CDLL(path).cudaGetLastError()
+                return
+        except (OSError, AttributeError):
+            pass
+        try:
+            self.torch.empty(1, device=self.device).zero_()
+        except RuntimeError:
+            pass  # the stale error, now taken
 
     def register(self, addr, nbytes):
         self._check("cudaHostRegister(%#x, %d)" % (addr, nbytes),
@@ -119,6 +148,39 @@ class TorchCUDA:
 
     def view(self, dst, offset, nbytes, dtype, shape):
         return dst[offset : offset + nbytes].view(dtype).view(shape)
+
+
+_TMPFS, _HUGETLBFS = 0x01021994, 0x958458F6
+_FS_NAMES = {_TMPFS: "tmpfs", _HUGETLBFS: "hugetlbfs", 0xEF53: "ext2/3/4", 0x58465342: "xfs",
+             0x9123683E: "btrfs", 0x794C7630: "overlayfs", 0x6969: "nfs", 0x65735546: "fuse"}
+
+
+def fs_type(fd):
+    """The statfs magic of ``fd``'s filesystem (``f_type``), or None."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
+        if libc.fstatfs(fd, buf) != 0:
+            return None
+        return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF  # f_type comes first
+    except (OSError, AttributeError):
+        return None
+
+
+def unpinnable(fd):
+    """Why CUDA cannot register the file ``fd`` in place, or None.
+
+    Linux 6.5 and later refuse the long-term pin that registration takes of
+    a shared, writable mapping of a file on a filesystem with writeback
+    (ext4, xfs, NFS, ...): the driver answers only "invalid value". tmpfs
+    (/dev/shm, where lastmiled puts rings) and hugetlbfs pin.
+    """
+    t = fs_type(fd)
+    if t is None or t in (_TMPFS, _HUGETLBFS):
+        return None
+    return ("the ring's file is on %s, whose shared mappings Linux (6.5 and later) does not pin for "
+            "CUDA; put rings on tmpfs (/dev/shm, lastmiled's default shm_dir)"
+            % _FS_NAMES.get(t, "filesystem type %#x" % t))
 
 
 class _AlignedMapping:
@@ -176,6 +238,12 @@ class HostStaging:
         self.map = _AlignedMapping(ring._core.fd, os.fstat(ring._core.fd).st_size)
         try:
             self.cuda.register(self.map.addr, self.map.size)
+        except StagingError as e:
+            self.map.close()
+            why = unpinnable(ring._core.fd)
+            if why:
+                raise StagingError("%s: %s" % (e, why)) from e
+            raise
         except BaseException:
             self.map.close()
             raise
@@ -277,7 +345,6 @@ def stager(ring, device, *, staging="host", pool=3, backend=None, ipc=None):
     if staging != "device":
         return host
     from . import devstage
-    from .format import _lock_free
 
     try:
         ipc = ipc if ipc is not None else devstage.DriverIPC(device)
@@ -285,7 +352,7 @@ def stager(ring, device, *, staging="host", pool=3, backend=None, ipc=None):
         log.warning("lastmile: ring %s: cannot use lastmiled's device slots (%s); "
                     "staging its batches here instead", ring.name, e)
         return host
-    return devstage.DeviceStaging(ring, device, ipc, host, lambda: not _lock_free(ring._core.fd, 0))
+    return devstage.DeviceStaging(ring, device, ipc, host, lambda: devstage.slots_alive(ring._core.fd))
 
 
 class DatasetStaging:

@@ -38,6 +38,8 @@ import logging
 import os
 import struct
 
+from .format import _lock_free
+
 log = logging.getLogger("lastmile")
 
 ANNOUNCE_SEQ, ANNOUNCE_LEN, ANNOUNCE = 1536, 1540, 1544
@@ -84,6 +86,17 @@ def parse_block(b, n):
     gen = struct.unpack_from("<Q", b, 24)[0]
     events = [b[96 + 64 * k : 160 + 64 * k] for k in range(slots)]
     return Announcement(slots, bus, gen, b[32:96], events)
+
+
+DEVICE_SLOTS_LOCK_BYTE = 2  # held by lastmiled while the announced device slots exist (6.4)
+
+
+def slots_alive(fd):
+    """Whether the announced device slots still exist: the producer is alive
+    (byte 0 locked), or, after it closed the ring at the end of a run,
+    lastmiled still holds the slots for the trainer's last batches (byte 2
+    locked until it frees them). Both locks go when lastmiled dies."""
+    return not _lock_free(fd, 0) or not _lock_free(fd, DEVICE_SLOTS_LOCK_BYTE)
 
 
 class DeviceStaging:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -16,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import lastmile  # noqa: E402
 import lastmile.cuda as lmcuda  # noqa: E402
 import lastmile.devstage as ds  # noqa: E402
+import lastmile.format  # noqa: E402
 import ringwriter as rw  # noqa: E402
 from test_cuda import FIELDS, FakeCUDA  # noqa: E402
 
@@ -200,9 +202,13 @@ class DeviceStagingTest(unittest.TestCase):
         self.assertNotIn("stream_wait", [c[0] for c in self.ipc.calls])
 
     def test_stager_choice(self):
-        # No CUDA in this torch: device staging cannot open handles; the
-        # ring is staged here (host staging), with a warning naming it.
-        with self.assertLogs("lastmile", "WARNING") as logs:
+        # Device staging cannot open handles (no CUDA in torch, no driver):
+        # the ring is staged here (host staging), with a warning naming it.
+        # Forced, so that a machine with a GPU takes the same path.
+        def no_driver(device):
+            raise lmcuda.StagingError("no CUDA driver (test)")
+
+        with mock.patch.object(ds, "DriverIPC", no_driver), self.assertLogs("lastmile", "WARNING") as logs:
             st = lmcuda.stager(self.ring, "cuda:0", staging="device", backend=FakeCUDA(self.ring))
         self.assertIsInstance(st, lmcuda.HostStaging)
         self.assertIn("ring dev: cannot use lastmiled's device slots", logs.output[0])
@@ -210,6 +216,39 @@ class DeviceStagingTest(unittest.TestCase):
         st = lmcuda.stager(self.ring, "cuda:0", staging="device", backend=FakeCUDA(self.ring), ipc=FakeIPC(self.ring))
         self.assertIsInstance(st, ds.DeviceStaging)
         st.close()
+
+
+class SlotsAliveTest(unittest.TestCase):
+    """The trainer's probe of lastmiled's device slots, with real record locks
+    held through other open files, as lastmiled holds them (6.4)."""
+
+    def test_locks(self):
+        import fcntl
+
+        fd, path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, path)
+        self.addCleanup(os.close, fd)
+        os.ftruncate(fd, 4096)
+
+        def holder(byte):
+            h = os.open(path, os.O_RDWR)  # another open file description
+            fcntl.fcntl(h, fcntl.F_OFD_SETLK, lastmile.format._FLOCK.pack(fcntl.F_WRLCK, 0, byte, 1, 0))
+            return h
+
+        for name, bytes_held, alive in [
+            ("lastmiled gone", [], False),
+            ("the producer runs", [0], True),
+            ("the run ended; the slots serve its last batches", [2], True),
+            ("running, slots held", [0, 2], True),
+            ("only a consumer attached", [1], False),
+        ]:
+            with self.subTest(name):
+                hs = [holder(b) for b in bytes_held]
+                try:
+                    self.assertEqual(ds.slots_alive(fd), alive)
+                finally:
+                    for h in hs:
+                        os.close(h)
 
 
 class AnnouncementParseTest(unittest.TestCase):
