@@ -103,8 +103,9 @@ def to_device(batch, device, *, non_blocking=False, copy=False) -> Batch:
     """``batch``'s tensors on ``device`` (a torch device or its name).
 
     The result owns its tensors when they were copied: always for another
-    device than the CPU, and with ``copy=True`` for the CPU too. On the CPU
-    without ``copy`` the batch itself is returned (its zero-copy views).
+    device than the one they are on, and with ``copy=True`` for the CPU
+    too. A CPU batch asked for on the CPU without ``copy`` is returned
+    itself (its zero-copy views); a staged batch on a GPU is copied back.
     A numpy batch is taken as tensors first. ``non_blocking``: see
     ``torch.Tensor.to``; the copy must have completed (synchronize) before
     the ring's next batch is taken, since its source is the ring slot.
@@ -113,9 +114,9 @@ def to_device(batch, device, *, non_blocking=False, copy=False) -> Batch:
 
     batch._check()
     dev = torch.device(device)
-    if dev.type == "cpu" and not copy:
-        return batch.torch()
     src = batch.torch()
+    if dev.type == "cpu" and not copy and _on_cpu(src, torch):
+        return src
 
     def conv(t):
         return t.to(dev, non_blocking=non_blocking, copy=True)
@@ -123,6 +124,27 @@ def to_device(batch, device, *, non_blocking=False, copy=False) -> Batch:
     data = {n: _map(v, conv) for n, v in src._data.items()}
     valid = {n: conv(v) for n, v in src.valid.items()}
     return _like(src, data, valid, True)
+
+
+def _on_cpu(b, torch):
+    """Whether batch ``b``'s tensors are on the CPU (all are on one device)."""
+    for v in b._data.values():
+        t = _first_tensor(v, torch)
+        if t is not None:
+            return t.device.type == "cpu"
+    return True
+
+
+def _first_tensor(v, torch):
+    """``v`` if a tensor, else the first tensor of a named tuple (Ragged)."""
+    if isinstance(v, torch.Tensor):
+        return v
+    if isinstance(v, tuple):
+        for x in v:
+            t = _first_tensor(x, torch)
+            if t is not None:
+                return t
+    return None
 
 
 def _clone(t):

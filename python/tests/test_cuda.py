@@ -105,8 +105,10 @@ class FakeCUDA:
 
 @unittest.skipIf(torch is None, "torch is not installed")
 class HostStagingTest(unittest.TestCase):
+    RING_DIR = None  # where the test ring is made (None: the temp directory)
+
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="lastmile-cuda-test-")
+        self.dir = tempfile.mkdtemp(prefix="lastmile-cuda-test-", dir=self.RING_DIR)
         self.w = rw.RingWriter("stage", self.dir, FIELDS, slot_count=4, slot_size=2 << 20)
         self.w.create()
         # Tests that stop early publish no more than the ring holds, so
@@ -206,6 +208,17 @@ class HostStagingTest(unittest.TestCase):
         # The mapping made for the registration is gone again.
         self.assertFalse(mapped(self.fake.calls[0][1]))
 
+    def test_register_fails_on_disk_says_why(self):
+        """A ring on a disk filesystem cannot be registered (Linux 6.5 and
+        later): the fallback's warning says so and where rings belong."""
+        if lmcuda.unpinnable(self.ring._core.fd) is None:
+            self.skipTest("the test ring is on tmpfs here")
+        self.fake.fail_register = True
+        with self.assertLogs("lastmile", logging.WARNING) as logs:
+            st = lmcuda.stager(self.ring, "cuda:0", backend=self.fake)
+        self.assertIsInstance(st, lmcuda.HostCopies)
+        self.assertIn("put rings on tmpfs (/dev/shm", logs.output[0])
+
     def test_off_and_cpu_copy(self):
         self.assertIsInstance(lmcuda.stager(self.ring, "cuda:0", staging="off"), lmcuda.HostCopies)
         st = lmcuda.stager(self.ring, "cpu")
@@ -215,10 +228,49 @@ class HostStagingTest(unittest.TestCase):
             lmcuda.stager(self.ring, "cuda:0", staging="pinned")
 
 
+class UnpinnableTest(unittest.TestCase):
+    """Which ring files CUDA can register in place, by their filesystem."""
+
+    def test_filesystems(self):
+        for d in ("/dev/shm", tempfile.gettempdir()):
+            if not os.path.isdir(d):
+                continue
+            with tempfile.NamedTemporaryFile(dir=d) as f:
+                t, why = lmcuda.fs_type(f.fileno()), lmcuda.unpinnable(f.fileno())
+                self.assertIsNotNone(t)
+                if t == 0x01021994:  # tmpfs
+                    self.assertIsNone(why, d)
+                else:
+                    self.assertIn("put rings on tmpfs", why, d)
+                    self.assertIn("Linux (6.5 and later)", why)
+
+
 @unittest.skipUnless(os.environ.get("LASTMILE_GPU_TEST") and torch is not None and torch.cuda.is_available(),
                      "needs a CUDA GPU and LASTMILE_GPU_TEST=1 (make gpu-test)")
 class RealGPUTest(HostStagingTest):
     """The same ring staged onto a real GPU through torch (make gpu-test)."""
+
+    RING_DIR = "/dev/shm"  # rings live on tmpfs: the kernel pins no disk file's shared pages
+
+    def test_registers_in_place(self):
+        st = lmcuda.stager(self.ring, "cuda:0")
+        self.assertIsInstance(st, lmcuda.HostStaging, "registration fell back to host copies")
+        for s in range(3):
+            st.before_next()
+            b = st.stage(self.ring.next())
+            self.assertEqual(b["id"].device.type, "cuda")
+            torch.cuda.synchronize()
+            self.check_batch(b.to("cpu"), s)
+        st.close()
+
+    def test_failed_call_leaves_torch_usable(self):
+        """A refused registration must not poison torch's next CUDA call: the
+        runtime keeps the error as the thread's last one until cleared."""
+        cu = lmcuda.TorchCUDA("cuda:0")
+        with self.assertRaises(lmcuda.StagingError):
+            cu.register(4096, 4096)  # nothing is mapped at page 1
+        x = torch.arange(16).to("cuda:0", non_blocking=True)
+        self.assertEqual(int(x.sum().item()), 120)
 
     def test_real_device(self):
         s = 0
@@ -231,6 +283,7 @@ class RealGPUTest(HostStagingTest):
 
     # The stand-in's tests do not run again here.
     test_protocol = test_close_midway = test_register_fails_falls_back = test_off_and_cpu_copy = None
+    test_register_fails_on_disk_says_why = None
 
 
 @unittest.skipIf(torch is None, "torch is not installed")

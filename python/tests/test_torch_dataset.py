@@ -185,6 +185,15 @@ class TestTorchDataset(FakeDaemonCase):
         batches = list(ds)
         self.assertEqual(ids_of(batches), self.want(1))
         self.assertTrue(all(b["x"].device.type == "cpu" for b in batches))
+        # A batch on another device (a GPU-staged one; "meta" here) is not
+        # "on the CPU already": .to("cpu") copies it back instead of
+        # returning it (the bug an H100 found).
+        from lastmile import owned
+
+        other = owned._like(batches[0], {n: owned._map(v, lambda t: t.to("meta"))
+                                         for n, v in batches[0]._data.items()}, {}, True)
+        self.assertFalse(owned._on_cpu(other, torch))
+        self.assertTrue(owned._on_cpu(batches[0], torch))
         if torch.cuda.is_available():  # pragma: no cover - no GPU in CI
             ds = self.dataset(1, device="cuda", cursor=(0, 0))
             b = ds.next()
