@@ -110,12 +110,14 @@ soak: pydeps
 # gpu-test runs the checks that need a real NVIDIA GPU and driver
 # (docs/gpu.md): a registered ring's round trip through the device, the
 # self-test with its thresholds, device staging's daemon side
-# (TestRealGPUStager), and host staging through torch. On a host
-# without a GPU each says so and skips; make test runs the same code
-# against a fake libcuda.
+# (TestRealGPUStager), host staging through torch, and every staging
+# mode end to end through lastmiled (test_gpu_e2e.py). On a host without
+# a GPU each says so and skips; make test runs the same code against a
+# fake libcuda.
 gpu-test: build pydeps
 	$(GO) test -count=1 -v -run 'RealGPU' ./cuda/ ./gpu/ -args -gpu
 	LASTMILE_GPU_TEST=1 $(PYTHON) -m unittest discover -s python/tests -t python -p 'test_cuda.py' -v
+	LASTMILE_GPU_TEST=1 $(PYTHON) -m unittest discover -s python/tests -t python -p 'test_gpu_e2e.py' -v
 	$(BIN)/lastmile gpu check
 
 tidy-check:

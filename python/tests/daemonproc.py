@@ -28,15 +28,16 @@ SMALL = os.path.join(REPO, "testdata", "small")  # 10,000 rows, row_id 0..9999
 
 class Lastmiled:
     """A lastmiled process over ``dir``: ``dir/d.sock``, ``dir/state``,
-    ``dir/shm``; log in ``dir/lastmiled.log`` (appended across restarts)."""
+    ``dir/shm`` (or ``shm``); log in ``dir/lastmiled.log`` (appended across
+    restarts)."""
 
-    def __init__(self, dir, binary=LASTMILED, extra=(), wrapper=(), socket=None):
+    def __init__(self, dir, binary=LASTMILED, extra=(), wrapper=(), socket=None, shm=None):
         self.dir = dir
         self.binary = binary
         self.wrapper = list(wrapper)  # e.g. setpriv ... to run as another user
         self.socket = socket or os.path.join(dir, "d.sock")
         self.state = os.path.join(dir, "state")
-        self.shm = os.path.join(dir, "shm")
+        self.shm = shm or os.path.join(dir, "shm")  # tmpfs (/dev/shm) for rings CUDA registers
         self.logpath = os.path.join(dir, "lastmiled.log")
         self.extra = list(extra)
         self.proc = None

@@ -1,0 +1,106 @@
+"""End to end on a real GPU (make gpu-test): the real lastmiled, a job for
+each ``gpu.staging`` mode, and a trainer that reads its batches as CUDA
+tensors through ``lastmile.Dataset(..., device="cuda:0")``.
+
+Every mode must give the batches a host-only read gives, byte for byte, and
+device staging must really be done by lastmiled (its status counts the
+batches it copied). The trainer's CPU per batch in each mode is printed,
+not asserted: it is a figure for docs/gpu.md, measured on whatever GPU
+machine runs this.
+
+Skipped unless LASTMILE_GPU_TEST=1, torch sees a CUDA device and
+bin/lastmiled is built.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+
+from . import daemonproc
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - torch is a test dependency
+    torch = None
+
+sys.path.insert(0, daemonproc.PYROOT)
+import lastmile  # noqa: E402
+
+ON_GPU = bool(os.environ.get("LASTMILE_GPU_TEST")) and torch is not None and torch.cuda.is_available()
+
+
+@unittest.skipUnless(ON_GPU and os.access(daemonproc.LASTMILED, os.X_OK),
+                     "needs a CUDA GPU, LASTMILE_GPU_TEST=1 and bin/lastmiled (make gpu-test)")
+class RealGPUDatasetTest(unittest.TestCase):
+    FIELDS = ("row_id", "dense_0")
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lm-gpu-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        # rings on tmpfs: the kernel pins no shared pages of a disk file for CUDA
+        shm = tempfile.mkdtemp(prefix="lm-gpu-", dir="/dev/shm")
+        self.addCleanup(shutil.rmtree, shm, True)
+        self.d = daemonproc.Lastmiled(self.tmp, shm=shm)
+        self.addCleanup(self.d.kill)
+        self.d.start()
+
+    def spec(self, name, staging):
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write("version: 1\nname: %s\ninputs: [%s]\ncolumns: [%s]\nbatch: {size: 250}\n"
+                    "epochs: 2\nring: {slots: 4}\ngpu: {staging: %s}\n"
+                    % (name, daemonproc.SMALL, ", ".join(self.FIELDS), staging))
+        return path
+
+    def read(self, spec, device=None):
+        """Every batch of rank 0 of a 1-rank job, as CPU tensors, with the
+        trainer's CPU seconds per batch (the clones' launches included)."""
+        ds = lastmile.Dataset(spec, 0, 1, socket=self.d.socket, device=device, timeout=120,
+                              open_timeout=60)
+        kept, n = [], 0
+        cpu0 = time.process_time()
+        for b in ds:
+            if device is not None:
+                self.assertEqual(b["row_id"].device.type, "cuda", "batch %d is not on the GPU" % n)
+            # clones: a staged batch's tensors are reused pool batches later
+            kept.append({k: b[k].clone() for k in self.FIELDS})
+            n += 1
+        if device is not None:
+            torch.cuda.synchronize()
+        per_batch = (time.process_time() - cpu0) / max(n, 1)
+        job = self.d_job(ds.job_id)
+        ds.close()
+        return [{k: v.cpu() for k, v in b.items()} for b in kept], per_batch, job
+
+    def d_job(self, job_id):
+        return lastmile.Client(self.d.socket, timeout=10).job(job_id)
+
+    def assert_same(self, want, got, mode):
+        self.assertEqual(len(got), len(want), "%s: batch count" % mode)
+        for i, (w, g) in enumerate(zip(want, got)):
+            for k in self.FIELDS:
+                self.assertEqual(w[k].dtype, g[k].dtype, "%s: batch %d field %s" % (mode, i, k))
+                self.assertTrue(torch.equal(w[k], g[k]), "%s: batch %d field %s differs" % (mode, i, k))
+
+    def test_every_mode_gives_the_host_batches(self):
+        want, host_cpu, _ = self.read(self.spec("ref", "off"))
+        self.assertEqual(sum(len(b["row_id"]) for b in want), 20000)
+        figures = {"host read (no device)": host_cpu}
+        for mode in ("off", "host", "device"):
+            got, cpu, job = self.read(self.spec("gpu-" + mode, mode), device="cuda:0")
+            self.assert_same(want, got, mode)
+            figures[mode] = cpu
+            if mode == "device":
+                staged = (job.get("gpu") or {}).get("device_staging") or []
+                self.assertEqual(len(staged), 1, "device staging status: %r\n%s" % (job.get("gpu"), self.d.log()))
+                self.assertEqual(staged[0]["mode"], "device", "rank fell back: %r\n%s" % (staged[0], self.d.log()))
+                self.assertEqual(staged[0]["staged_batches"], len(want), staged[0])
+        for mode, cpu in figures.items():
+            print("gpu e2e: staging %-22s trainer CPU %7.1f us per batch" % (mode, cpu * 1e6), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
