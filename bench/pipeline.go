@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,7 +41,8 @@ type PipelineConfig struct {
 	Epochs int
 	// ShmDir holds the ring ("" is the default).
 	ShmDir string
-	// Python runs the trainer client and the baseline; PythonPath is the
+	// Python runs the trainer client and the baseline (default
+	// $LASTMILE_PYTHON, else /usr/bin/python3); PythonPath is the
 	// directory holding the lastmile package; Baseline the path of
 	// bench/baseline/dataloader.py.
 	Python, PythonPath, Baseline string
@@ -146,7 +148,7 @@ func (c *PipelineConfig) defaults() {
 		c.Epochs = 3
 	}
 	if c.Python == "" {
-		c.Python = "/usr/bin/python3"
+		c.Python = cmp.Or(os.Getenv("LASTMILE_PYTHON"), "/usr/bin/python3")
 	}
 	if c.Baseline == "" {
 		c.Baseline = "bench/baseline/dataloader.py"
