@@ -12,8 +12,10 @@ Skipped unless LASTMILE_GPU_TEST=1, torch sees a CUDA device and
 bin/lastmiled is built.
 """
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +31,7 @@ except ImportError:  # pragma: no cover - torch is a test dependency
 sys.path.insert(0, daemonproc.PYROOT)
 import lastmile  # noqa: E402
 
+BIN = os.environ.get("LASTMILE_BIN", os.path.join(daemonproc.REPO, "bin", "lastmile"))
 ON_GPU = bool(os.environ.get("LASTMILE_GPU_TEST")) and torch is not None and torch.cuda.is_available()
 
 
@@ -100,6 +103,79 @@ class RealGPUDatasetTest(unittest.TestCase):
                 self.assertEqual(staged[0]["staged_batches"], len(want), staged[0])
         for mode, cpu in figures.items():
             print("gpu e2e: staging %-22s trainer CPU %7.1f us per batch" % (mode, cpu * 1e6), file=sys.stderr)
+
+
+# A trainer rank for the 2-rank test, run as its own process (CUDA is not
+# forked): reads its rank as CUDA tensors, sums row_id on the GPU, and
+# prints one JSON line: rows, row_id sum, batches, CPU and wall seconds.
+RANK_READER = """
+import json, sys, time
+sys.path.insert(0, %(pyroot)r)
+import torch, lastmile
+ds = lastmile.Dataset(%(spec)r, %(rank)d, 2, socket=%(socket)r, device=%(device)r, timeout=120)
+rows, total, n = 0, torch.zeros((), dtype=torch.int64, device="cuda:0"), 0
+c0, w0 = time.process_time(), time.monotonic()
+for b in ds:
+    total += b["row_id"].sum()  # a kernel on every batch, as a step would queue
+    rows += b.rows
+    n += 1
+torch.cuda.synchronize()
+out = dict(rows=rows, sum=int(total.item()), batches=n, cpu=time.process_time() - c0,
+           wall=time.monotonic() - w0, on=str(b["row_id"].device))
+ds.close()
+print(json.dumps(out))
+"""
+
+
+@unittest.skipUnless(ON_GPU and os.access(daemonproc.LASTMILED, os.X_OK) and os.access(BIN, os.X_OK),
+                     "needs a CUDA GPU, LASTMILE_GPU_TEST=1, bin/lastmiled and bin/lastmile (make gpu-test)")
+class RealGPUTwoRanksTest(unittest.TestCase):
+    """A 2-rank job of every generated column (dense floats, ids, list
+    sequences) in batches of 4096, both ranks on GPU 0, with staging off,
+    host and device: every row once across the ranks in each mode, and the
+    trainers' CPU per batch and rows per second printed for docs/gpu.md."""
+
+    ROWS = 262144
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lm-gpu2-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        shm = tempfile.mkdtemp(prefix="lm-gpu2-", dir="/dev/shm")
+        self.addCleanup(shutil.rmtree, shm, True)
+        self.data = os.path.join(self.tmp, "ctr")
+        subprocess.run([BIN, "gen", "--rows", str(self.ROWS), "--files", "2", self.data], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.d = daemonproc.Lastmiled(self.tmp, shm=shm)
+        self.addCleanup(self.d.kill)
+        self.d.start()
+
+    def run_job(self, mode):
+        spec = os.path.join(self.tmp, "two-%s.yaml" % mode)
+        with open(spec, "w") as f:
+            f.write("version: 1\nname: two-%s\ninputs: [%s]\nbatch: {size: 4096}\nepochs: 1\n"
+                    "world_size: 2\nring: {slots: 4}\ngpu: {staging: %s, devices: [\"0\", \"0\"]}\n"
+                    % (mode, self.data, mode))
+        procs = [subprocess.Popen([sys.executable, "-c", RANK_READER % dict(
+            pyroot=daemonproc.PYROOT, spec=spec, rank=r, socket=self.d.socket, device="cuda:0")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+        res = []
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, "%s rank failed:\n%s\n%s" % (mode, err, self.d.log()))
+            res.append(json.loads(out.strip().splitlines()[-1]))
+        return res
+
+    def test_two_ranks_every_mode(self):
+        want = self.ROWS * (self.ROWS - 1) // 2  # row_id is 0..ROWS-1
+        for mode in ("off", "host", "device"):
+            res = self.run_job(mode)
+            self.assertEqual(sum(r["rows"] for r in res), self.ROWS, "%s: %r" % (mode, res))
+            self.assertEqual(sum(r["sum"] for r in res), want, "%s: row_id sum %r" % (mode, res))
+            self.assertTrue(all(r["on"] == "cuda:0" for r in res), res)
+            for rank, r in enumerate(res):
+                print("gpu e2e 2 ranks: staging %-6s rank %d  %3d batches  trainer CPU %7.1f us per batch  "
+                      "%9.0f rows/s" % (mode, rank, r["batches"], r["cpu"] / r["batches"] * 1e6,
+                                        r["rows"] / r["wall"]), file=sys.stderr)
 
 
 if __name__ == "__main__":
