@@ -113,6 +113,7 @@ class DeviceStaging:
         self.events = None
         self.handed = False  # a batch of device views is out and its slot held
         self.lost = None  # generation whose producer died; not reopened
+        self.device_batches = 0  # batches handed out as views of lastmiled's device slots
 
     def before_next(self):
         """Step 3: before the held slot is released, wait until the trainer's
@@ -191,6 +192,7 @@ class DeviceStaging:
         data = {n: _map(v, conv) for n, v in tb._data.items()}
         valid = {n: conv(v) for n, v in tb.valid.items()}
         self.handed = True
+        self.device_batches += 1
         return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
                           pad_rows=tb.pad_rows)
 

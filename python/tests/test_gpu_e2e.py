@@ -75,6 +75,8 @@ class RealGPUDatasetTest(unittest.TestCase):
             torch.cuda.synchronize()
         per_batch = (time.process_time() - cpu0) / max(n, 1)
         job = self.d_job(ds.job_id)
+        st = ds._gpu.st if ds._gpu is not None else None
+        job["trainer_device_batches"] = getattr(st, "device_batches", 0)
         ds.close()
         return [{k: v.cpu() for k, v in b.items()} for b in kept], per_batch, job
 
@@ -101,6 +103,8 @@ class RealGPUDatasetTest(unittest.TestCase):
                 self.assertEqual(len(staged), 1, "device staging status: %r\n%s" % (job.get("gpu"), self.d.log()))
                 self.assertEqual(staged[0]["mode"], "device", "rank fell back: %r\n%s" % (staged[0], self.d.log()))
                 self.assertEqual(staged[0]["staged_batches"], len(want), staged[0])
+                # and the trainer took them as views of lastmiled's device slots
+                self.assertEqual(job["trainer_device_batches"], len(want), "trainer used host staging")
         for mode, cpu in figures.items():
             print("gpu e2e: staging %-22s trainer CPU %7.1f us per batch" % (mode, cpu * 1e6), file=sys.stderr)
 
@@ -176,6 +180,100 @@ class RealGPUTwoRanksTest(unittest.TestCase):
                 print("gpu e2e 2 ranks: staging %-6s rank %d  %3d batches  trainer CPU %7.1f us per batch  "
                       "%9.0f rows/s" % (mode, rank, r["batches"], r["cpu"] / r["batches"] * 1e6,
                                         r["rows"] / r["wall"]), file=sys.stderr)
+
+
+# A trainer that survives lastmiled's death in device mode: it catches
+# DeviceStagingLost and iterates again, as docs/gpu.md tells trainers to.
+# After each batch it writes "rows lost views" to the progress file, and
+# at the end it prints its row ids, how often it was told, and how many
+# batches came as views of lastmiled's device slots. A batch read from
+# freed device memory would show as row ids lost, repeated or wrong.
+SURVIVOR = """
+import json, os, sys, time
+sys.path.insert(0, %(pyroot)r)
+import torch, lastmile
+from lastmile.devstage import DeviceStagingLost
+ds = lastmile.Dataset(%(spec)r, 0, 1, socket=%(socket)r, device="cuda:0", timeout=120,
+                      reconnect_timeout=120)
+rows, lost, lost_at = [], 0, None
+def views():
+    return getattr(ds._gpu.st, "device_batches", 0)
+def progress():
+    with open(%(progress)r + ".tmp", "w") as f:
+        f.write("%%d %%d %%d" %% (len(rows), lost, views()))
+    os.replace(%(progress)r + ".tmp", %(progress)r)
+while True:
+    try:
+        for b in ds:
+            rows += b["row_id"].cpu().tolist()
+            progress()
+            time.sleep(0.1)
+        break
+    except DeviceStagingLost:
+        lost += 1
+        lost_at = views()
+        progress()
+print(json.dumps(dict(rows=rows, lost=lost, views=views(), views_when_lost=lost_at,
+                      stager=type(ds._gpu.st).__name__)))
+"""
+
+
+@unittest.skipUnless(ON_GPU and os.access(daemonproc.LASTMILED, os.X_OK),
+                     "needs a CUDA GPU, LASTMILE_GPU_TEST=1 and bin/lastmiled (make gpu-test)")
+class RealGPUDaemonDeathTest(unittest.TestCase):
+    """lastmiled killed with SIGKILL mid-run while it device-stages a
+    trainer's batches: the trainer is told (DeviceStagingLost) before its
+    next batch, iterates again with host copies from the ring, takes device
+    views again from the restarted daemon, and gets every row of the epoch
+    exactly once."""
+
+    def progress(self, path):
+        try:
+            with open(path) as f:
+                return [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            return [0, 0, 0]
+
+    def wait_for(self, p, d, prog, what, cond, timeout=120):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if p.poll() is not None or time.monotonic() > deadline:
+                p.kill()
+                _, err = p.communicate()
+                self.fail("%s did not happen (progress: rows, lost, views %r); trainer's stderr:\n%s\n"
+                          "lastmiled's log:\n%s" % (what, self.progress(prog), err[-3000:], d.log()[-4000:]))
+            time.sleep(0.01)
+
+    def test_kill9_mid_run(self):
+        tmp = tempfile.mkdtemp(prefix="lm-gpu-kill-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        shm = tempfile.mkdtemp(prefix="lm-gpu-kill-", dir="/dev/shm")
+        self.addCleanup(shutil.rmtree, shm, True)
+        d = daemonproc.Lastmiled(tmp, shm=shm)
+        self.addCleanup(d.kill)
+        d.start()
+        spec = os.path.join(tmp, "kill.yaml")
+        with open(spec, "w") as f:
+            f.write("version: 1\nname: kill\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\n"
+                    "epochs: 1\nring: {slots: 4}\ngpu: {staging: device}\n" % daemonproc.SMALL)
+        prog = os.path.join(tmp, "progress")
+        p = subprocess.Popen([sys.executable, "-c", SURVIVOR % dict(
+            pyroot=daemonproc.PYROOT, spec=spec, socket=d.socket, progress=prog)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(p.kill)
+        self.wait_for(p, d, prog, "20 batches as device views", lambda: self.progress(prog)[2] >= 20)
+        d.kill()  # SIGKILL, and reaped: its locks are gone, the ring holds batches
+        self.wait_for(p, d, prog, "DeviceStagingLost", lambda: self.progress(prog)[1] >= 1, timeout=30)
+        d.start()
+        out, err = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0, "trainer failed:\n%s\n%s" % (err, d.log()))
+        r = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(sorted(r["rows"]), list(range(10000)), "rows lost or repeated: %d rows" % len(r["rows"]))
+        summary = {k: v for k, v in r.items() if k != "rows"}
+        self.assertEqual(r["lost"], 1, summary)
+        self.assertGreater(r["views"], r["views_when_lost"], "device staging did not resume: %r" % summary)
+        self.assertIn("adopting ring", d.log())
+        print("gpu e2e kill -9: %r" % summary, file=sys.stderr)
 
 
 if __name__ == "__main__":
