@@ -129,9 +129,10 @@ class CTRModel(nn.Module):
 
 
 def to_device(batch, device):
-    """Copy a batch's tensors to ``device``: batches are views of a ring slot,
-    valid only until the next batch is taken (on CPU this is no copy, which
-    is fine because each step finishes before the next batch is asked for)."""
+    """Copy a batch's tensors to ``device`` (the CPU path: on a GPU the
+    Dataset stages them): batches are views of a ring slot, valid only until
+    the next batch is taken (on CPU this is no copy, which is fine because
+    each step finishes before the next batch is asked for)."""
     out = {}
     for name in batch:
         v = batch[name]
@@ -168,7 +169,10 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
 
     # Submit or join the job, attach to this rank's ring (at first batch).
-    ds = lastmile.Dataset(args.spec)
+    # On a GPU the batches arrive staged (docs/gpu.md): one DMA copy of the
+    # ring slot per batch, from the ring registered in place, and device
+    # tensors valid for the next two batches, longer than a step needs.
+    ds = lastmile.Dataset(args.spec, device=device if device.type == "cuda" else None)
     ckpt = None
     if os.path.exists(args.checkpoint):
         ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
@@ -204,7 +208,7 @@ def main():
 
     t0, rows, loss_sum = time.monotonic(), 0, 0.0
     for batch in itertools.chain([first], batches):
-        b = to_device(batch, device)
+        b = batch if device.type == "cuda" else to_device(batch, device)
         logits = ddp(b)
         y = b[LABEL].float()
         w = b[WEIGHT].float() if WEIGHT in b else torch.ones_like(y)
