@@ -38,7 +38,13 @@ func open(t *testing.T) (*cudatest.Fake, *cuda.Driver, *cuda.Context) {
 // ringFile makes a file of size bytes to map, as a ring is.
 func ringFile(t *testing.T, size int64) int {
 	t.Helper()
-	fh, err := os.Create(filepath.Join(t.TempDir(), "ring"))
+	return ringFileIn(t, t.TempDir(), size)
+}
+
+// ringFileIn is ringFile in directory dir.
+func ringFileIn(t *testing.T, dir string, size int64) int {
+	t.Helper()
+	fh, err := os.Create(filepath.Join(dir, "ring"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,25 +438,9 @@ func TestRegisterNamesTheFilesystem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tc.dir(t)
-			f := cudatest.Build(t)
+			f, _, c := open(t)
 			f.Fail(t, "cuMemHostRegister_v2=1")
-			d, err := cuda.Open(cuda.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := d.Retain(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fh, err := os.Create(filepath.Join(dir, "ring"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fh.Close()
-			if err := fh.Truncate(2 << 20); err != nil {
-				t.Fatal(err)
-			}
-			m, err := cuda.Map(int(fh.Fd()), 2<<20)
+			m, err := cuda.Map(ringFileIn(t, dir, 2<<20), 2<<20)
 			if err != nil {
 				t.Fatal(err)
 			}

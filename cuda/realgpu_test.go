@@ -5,8 +5,6 @@ package cuda_test
 import (
 	"bytes"
 	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/lastmile/lastmile/cuda"
@@ -73,13 +71,5 @@ func TestRealGPU(t *testing.T) {
 // disk file for the driver (pinfs_linux.go), and rings live on tmpfs.
 func shmRingFile(t *testing.T, size int64) int {
 	t.Helper()
-	fh, err := os.Create(filepath.Join(shmTempDir(t), "ring"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fh.Close() })
-	if err := fh.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	return int(fh.Fd())
+	return ringFileIn(t, shmTempDir(t), size)
 }
