@@ -84,6 +84,11 @@ func TestUnitFile(t *testing.T) {
 		"\nStateDirectory=lastmile\n",
 		"\nUser=lastmile\n",
 		"\nReadWritePaths=/dev/shm\n",
+		// the GPUs (NVML, the CUDA driver) and NUMA placement (docs/daemon-security.md)
+		"\nPrivateDevices=no\n",
+		"\nDeviceAllow=char-nvidia-frontend rw\n",
+		"\nDeviceAllow=char-nvidia-uvm rw\n",
+		"\nSystemCallFilter=~@resources\nSystemCallFilter=set_mempolicy\n",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("unit lacks %q", strings.TrimSpace(want))
