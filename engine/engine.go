@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"runtime"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -324,6 +325,13 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 			// decodes (within the source's memory bound; nothing locally).
 			if next := i + rw.local; next < len(units) {
 				decode.PrefetchUnit(plan.FS(), &plan.Units[units[next]])
+			}
+			if rw.slots > 0 {
+				// Let the spill workers' sends go out before this unit's
+				// compute holds the CPU: on a requester of one CPU, gRPC's
+				// writer otherwise waits for the scheduler's preemption
+				// (docs/peers.md, "Two cores are not twice one core").
+				runtime.Gosched()
 			}
 			t := time.Now()
 			err := proc.run(ctx, worker, plan.Units[units[i]], buf)
