@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
