@@ -464,10 +464,10 @@ func TestPinnableDir(t *testing.T) {
 	if err := cuda.PinnableDir(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "statfs") {
 		t.Errorf("a missing directory: %v, want the statfs error", err)
 	}
-	if d := t.TempDir(); cuda.PinnableDir(d) != nil {
-		err := cuda.PinnableDir(d)
-		if !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), "/dev/shm") {
-			t.Errorf("a disk directory: %v, want it named and /dev/shm suggested", err)
-		}
+	d := t.TempDir()
+	if err := cuda.PinnableDir(d); err == nil {
+		t.Logf("%s is on tmpfs here: the disk case is not checked", d)
+	} else if !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), "/dev/shm") {
+		t.Errorf("a disk directory: %v, want it named and /dev/shm suggested", err)
 	}
 }

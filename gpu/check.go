@@ -21,7 +21,7 @@ type CheckConfig struct {
 	// Rounds is how often the registered ring and the pinned reference
 	// are measured, alternately (default 5); each keeps its fastest. One
 	// round of each, back to back, read 0.89x on an H100 where five
-	// alternating rounds read 0.98-1.03x.
+	// alternating rounds read 0.98-1.00x in five runs.
 	Rounds int
 	// Dir is where the test rings are made; default shm.DefaultDir().
 	Dir string
