@@ -85,6 +85,8 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 	if sel != nil {
 		d.reserveSel(f, c, dst, len(sel))
 		d.want = 0
+	} else {
+		d.reserveWhole(f, c, dst)
 	}
 	row := c.FirstRow
 	done := d.ctx.Done()
@@ -248,6 +250,38 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 	}
 	return nil
 }
+
+// reserveWhole sizes dst's values once, before the first page, when the
+// unit is its row group whole and dst cannot hold the chunk's values.
+// The chunk's level count times the value size is then the values'
+// size, exactly for a column without nulls (a bound with them), so a
+// unit's column is allocated once and never copied to grow. A thirty-
+// second more lets a buffer that later units reuse (pool.Run circulates
+// them) take one a little larger without reallocating. Grown page by page
+// instead, a reused buffer ended up to a quarter larger than any unit it
+// held, and was regrown, its old self left as garbage, whenever a larger
+// unit came (docs/benchmarks.md, "Memory").
+//
+// The level count is the unit's word, so the reservation is also bounded
+// by what the chunk's stored bytes can expand to; a column whose values
+// expand more (long runs of one dictionary index) grows page by page past
+// it as before.
+func (d *Decoder) reserveWhole(f *Field, c *Chunk, dst *column.Column) {
+	if f.Kind == column.Bytes || dst == &d.scratch || !d.whole || d.wantMax <= 0 || cap(dst.Data) >= d.wantMax {
+		return
+	}
+	n := int64(d.wantMax) + int64(d.wantMax)/32
+	n = min(n, maxExpansion*(c.End-c.Offset+c.DictLen)+1<<16)
+	if n <= int64(cap(dst.Data)) {
+		return
+	}
+	dst.Data = make([]byte, 0, n)
+}
+
+// maxExpansion bounds reserveWhole's trust in a chunk's level count: the
+// values of a chunk reserved at once are at most this many times its
+// stored bytes.
+const maxExpansion = 8
 
 // reserveSel makes room in dst for k selected rows, so that a selection
 // grows dst's buffers once (to about their final size) rather than by

@@ -52,6 +52,9 @@ type Decoder struct {
 	// wantMax the most bytes its values can take (the chunk's level
 	// count times the value size); see growData.
 	want, wantMax int
+	// whole is whether the open unit is its row group whole, so that a
+	// chunk's level count is its own (reserveWhole).
+	whole bool
 
 	idxRaw []byte    // an OffsetIndex as read
 	locs   []pageLoc // its pages within the unit's chunk
@@ -108,11 +111,28 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 		return fail(fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, size, mtime, u.FileSize, u.ModTime))
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
+	d.whole = wholeGroup(&u, d.fields)
 	if p, ok := f.(Prefetcher); ok {
 		d.ranges = unitRanges(&u, d.ranges)
 		p.Prefetch(d.ranges)
 	}
 	return nil
+}
+
+// wholeGroup reports whether u is every row of its row group: it starts
+// at the group's first row, and a flat field's chunk (whose level count
+// is the group's row count) counts as many rows as the unit. With only
+// list fields it cannot tell, and says no.
+func wholeGroup(u *Unit, fields []Field) bool {
+	if u.RowStart != 0 {
+		return false
+	}
+	for i := range fields {
+		if fields[i].Kind != column.List && i < len(u.Chunks) {
+			return u.Chunks[i].Values == u.Rows
+		}
+	}
+	return false
 }
 
 // statFile returns f's size and modification time (unix nanoseconds). A

@@ -1,8 +1,10 @@
 package decode
 
 import (
+	"cmp"
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -86,5 +88,145 @@ func TestGrowData(t *testing.T) {
 				t.Errorf("len %d cap %d, want len %d, cap in [%d, %d]", len(got), cap(got), tc.have+tc.n, tc.minCap, tc.maxCap)
 			}
 		})
+	}
+}
+
+// TestReservedForTheWholeChunk: a unit that is its row group whole has
+// each column sized before its first page, from the chunk's level count,
+// a thirty-second over; a buffer reused for a later unit up to that much
+// larger is not reallocated. A unit cut from a row group is not sized
+// that way (its share of the chunk's values is not known).
+func TestReservedForTheWholeChunk(t *testing.T) {
+	ctx := context.Background()
+	cfg := datagen.DefaultConfig()
+	cfg.Rows, cfg.RowGroupRows, cfg.PageRows = 60000, 20000, 2000
+	dir := t.TempDir()
+	if _, err := datagen.Write(ctx, dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := PlanFiles(ctx, []string{dir}, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The unit with the fewest list values first, then the largest that
+	// is within a thirty-second of it.
+	units := append([]Unit(nil), plan.Units...)
+	slices.SortStableFunc(units, func(a, b Unit) int { return cmp.Compare(listValues(plan, a), listValues(plan, b)) })
+	a, b := units[0], units[0]
+	for _, u := range units[1:] {
+		if fitsIn(plan, u, a) {
+			b = u
+		}
+	}
+	if listValues(plan, b) == listValues(plan, a) {
+		t.Fatal("no unit a little larger than the smallest: change the generated data")
+	}
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	var batch column.Batch
+	if err := d.Decode(ctx, a, &batch); err != nil {
+		t.Fatal(err)
+	}
+	if !d.whole {
+		t.Fatal("a unit of a whole row group not taken as whole")
+	}
+	first := map[string]*byte{}
+	for i, c := range batch.Columns {
+		if c.Kind == column.Bytes {
+			continue
+		}
+		want := int(a.Chunks[i].Values) * c.DType.Size()
+		if cap(c.Data) != want+want/32 {
+			t.Errorf("%s: cap %d for %d bytes, want %d", c.Name, cap(c.Data), len(c.Data), want+want/32)
+		}
+		first[c.Name] = &c.Data[:1][0]
+	}
+	if err := d.Decode(ctx, b, &batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range batch.Columns {
+		if p, ok := first[c.Name]; ok && p != &c.Data[:1][0] {
+			t.Errorf("%s reallocated for a unit a little larger (cap %d, len %d)", c.Name, cap(c.Data), len(c.Data))
+		}
+	}
+
+	sliced, err := PlanFiles(ctx, []string{dir}, PlanOptions{MaxUnitRows: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range sliced.Units[:2] {
+		if err := d.Open(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		if d.whole {
+			t.Errorf("a unit of rows [%d, %d) of a row group taken as whole", u.RowStart, u.RowStart+u.Rows)
+		}
+	}
+}
+
+// listValues is the level count of u's list chunks.
+func listValues(plan *Plan, u Unit) int64 {
+	var n int64
+	for i, f := range plan.Fields {
+		if f.Kind == column.List {
+			n += u.Chunks[i].Values
+		}
+	}
+	return n
+}
+
+// fitsIn reports whether every chunk of u has at most a thirty-second
+// more values than a's.
+func fitsIn(plan *Plan, u, a Unit) bool {
+	for i := range plan.Fields {
+		if v := a.Chunks[i].Values; u.Chunks[i].Values > v+v/32 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestReserveTrustsTheStoredBytes: a unit whose chunk claims far more
+// values than its stored bytes can hold (a hostile or corrupt plan sent
+// to a peer) does not make the decoder reserve for the claim.
+func TestReserveTrustsTheStoredBytes(t *testing.T) {
+	ctx := context.Background()
+	cfg := datagen.DefaultConfig()
+	cfg.Rows, cfg.RowGroupRows, cfg.PageRows = 20000, 20000, 2000
+	dir := t.TempDir()
+	if _, err := datagen.Write(ctx, dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := PlanFiles(ctx, []string{dir}, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := plan.Units[0]
+	u.Chunks = append([]Chunk(nil), u.Chunks...)
+	li := -1
+	for i, f := range plan.Fields {
+		if f.Kind == column.List {
+			li = i
+			break
+		}
+	}
+	if li < 0 {
+		t.Fatal("no list field in the generated data")
+	}
+	c := &u.Chunks[li]
+	c.Values = 1 << 40
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	if err := d.Open(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	var col column.Column
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = d.DecodeColumn(li, nil, &col)
+	runtime.ReadMemStats(&after)
+	stored := c.End - c.Offset + c.DictLen
+	if alloc := int64(after.TotalAlloc - before.TotalAlloc); alloc > 3*maxExpansion*stored {
+		t.Errorf("%d bytes allocated for a chunk of %d stored bytes (err %v)", alloc, stored, err)
 	}
 }
