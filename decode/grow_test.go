@@ -19,16 +19,7 @@ import (
 // hold; sized once, to a little over it.
 func TestUnitColumnGrowsOnce(t *testing.T) {
 	ctx := context.Background()
-	cfg := datagen.DefaultConfig()
-	cfg.Rows, cfg.RowGroupRows, cfg.PageRows = 60000, 60000, 2000
-	dir := t.TempDir()
-	if _, err := datagen.Write(ctx, dir, cfg); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := PlanFiles(ctx, []string{dir}, PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, _ := generatedPlan(t, 60000, 60000, 2000)
 	if len(plan.Units) != 1 {
 		t.Fatalf("%d units, want 1", len(plan.Units))
 	}
@@ -98,16 +89,7 @@ func TestGrowData(t *testing.T) {
 // that way (its share of the chunk's values is not known).
 func TestReservedForTheWholeChunk(t *testing.T) {
 	ctx := context.Background()
-	cfg := datagen.DefaultConfig()
-	cfg.Rows, cfg.RowGroupRows, cfg.PageRows = 60000, 20000, 2000
-	dir := t.TempDir()
-	if _, err := datagen.Write(ctx, dir, cfg); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := PlanFiles(ctx, []string{dir}, PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, dir := generatedPlan(t, 60000, 20000, 2000)
 	// The unit with the fewest list values first, then the largest that
 	// is within a thirty-second of it.
 	units := append([]Unit(nil), plan.Units...)
@@ -191,16 +173,7 @@ func fitsIn(plan *Plan, u, a Unit) bool {
 // to a peer) does not make the decoder reserve for the claim.
 func TestReserveTrustsTheStoredBytes(t *testing.T) {
 	ctx := context.Background()
-	cfg := datagen.DefaultConfig()
-	cfg.Rows, cfg.RowGroupRows, cfg.PageRows = 20000, 20000, 2000
-	dir := t.TempDir()
-	if _, err := datagen.Write(ctx, dir, cfg); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := PlanFiles(ctx, []string{dir}, PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, _ := generatedPlan(t, 20000, 20000, 2000)
 	u := plan.Units[0]
 	u.Chunks = append([]Chunk(nil), u.Chunks...)
 	li := -1
@@ -223,10 +196,27 @@ func TestReserveTrustsTheStoredBytes(t *testing.T) {
 	var col column.Column
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	err = d.DecodeColumn(li, nil, &col)
+	err := d.DecodeColumn(li, nil, &col)
 	runtime.ReadMemStats(&after)
 	stored := c.End - c.Offset + c.DictLen
 	if alloc := int64(after.TotalAlloc - before.TotalAlloc); alloc > 3*maxExpansion*stored {
 		t.Errorf("%d bytes allocated for a chunk of %d stored bytes (err %v)", alloc, stored, err)
 	}
+}
+
+// generatedPlan writes rows of `lastmile gen` data in row groups and
+// pages of the given rows into a temporary directory and plans it.
+func generatedPlan(t *testing.T, rows, groupRows, pageRows int64) (*Plan, string) {
+	t.Helper()
+	cfg := datagen.DefaultConfig()
+	cfg.Rows, cfg.RowGroupRows, cfg.PageRows = rows, groupRows, int(pageRows)
+	dir := t.TempDir()
+	if _, err := datagen.Write(context.Background(), dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := PlanFiles(context.Background(), []string{dir}, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, dir
 }
