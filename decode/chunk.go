@@ -262,25 +262,25 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 // held, and was regrown, its old self left as garbage, whenever a larger
 // unit came (docs/benchmarks.md, "Memory").
 //
-// The level count is the unit's word, so the reservation is also bounded
-// by what the chunk's stored bytes can expand to; a column whose values
-// expand more (long runs of one dictionary index) grows page by page past
-// it as before.
+// The level count is the unit's word (a peer decodes units that other
+// hosts planned), so a chunk whose values would take more than
+// maxExpansion times its stored bytes is not reserved for: it grows from
+// its pages, sized by what they hold (growData), as before. Real chunks
+// that expand that much (long runs of one dictionary index, pages of
+// zeros) lose only the reservation.
 func (d *Decoder) reserveWhole(f *Field, c *Chunk, dst *column.Column) {
 	if f.Kind == column.Bytes || dst == &d.scratch || !d.whole || d.wantMax <= 0 || cap(dst.Data) >= d.wantMax {
 		return
 	}
 	n := int64(d.wantMax) + int64(d.wantMax)/32
-	n = min(n, maxExpansion*(c.End-c.Offset+c.DictLen)+1<<16)
-	if n <= int64(cap(dst.Data)) {
+	if n > maxExpansion*(c.End-c.Offset+c.DictLen)+1<<16 {
 		return
 	}
 	dst.Data = make([]byte, 0, n)
 }
 
-// maxExpansion bounds reserveWhole's trust in a chunk's level count: the
-// values of a chunk reserved at once are at most this many times its
-// stored bytes.
+// maxExpansion bounds reserveWhole's trust in a chunk's level count: it
+// reserves for at most this many times the chunk's stored bytes.
 const maxExpansion = 8
 
 // reserveSel makes room in dst for k selected rows, so that a selection

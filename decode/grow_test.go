@@ -170,7 +170,8 @@ func fitsIn(plan *Plan, u, a Unit) bool {
 
 // TestReserveTrustsTheStoredBytes: a unit whose chunk claims far more
 // values than its stored bytes can hold (a hostile or corrupt plan sent
-// to a peer) does not make the decoder reserve for the claim.
+// to a peer) does not make the decoder reserve for the claim: the chunk
+// grows from what its pages hold.
 func TestReserveTrustsTheStoredBytes(t *testing.T) {
 	ctx := context.Background()
 	plan, _ := generatedPlan(t, 20000, 20000, 2000)
