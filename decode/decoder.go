@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Decoder decodes units into column batches. Make one per worker and reuse
@@ -52,6 +53,9 @@ type Decoder struct {
 	// wantMax the most bytes its values can take (the chunk's level
 	// count times the value size); see growData.
 	want, wantMax int
+	// verify makes Open check units against their files' footers
+	// (VerifyUnits).
+	verify bool
 	// whole is whether the open unit is its row group whole, so that a
 	// chunk's level count is its own (reserveWhole).
 	whole bool
@@ -109,6 +113,11 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	if size != u.FileSize || mtime != u.ModTime {
 		d.files.drop(u.File)
 		return fail(fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, size, mtime, u.FileSize, u.ModTime))
+	}
+	if d.verify {
+		if err := d.checkUnit(f, &u, size); err != nil {
+			return fail(err)
+		}
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
 	d.whole = wholeGroup(&u, d.fields)
@@ -285,6 +294,27 @@ type fileEntry struct {
 	path string
 	f    File
 	used uint64
+	meta *format.FileMetaData // its footer, once a verifying decoder read it
+}
+
+// footer returns the footer of path, open as f with size bytes, reading it
+// once per time the file is open.
+func (c *fileCache) footer(path string, f File, size int64) (*format.FileMetaData, error) {
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.path != path {
+			continue
+		}
+		if e.meta == nil {
+			md, err := readFooter(f, size)
+			if err != nil {
+				return nil, err
+			}
+			e.meta = md
+		}
+		return e.meta, nil
+	}
+	return readFooter(f, size)
 }
 
 func (c *fileCache) get(path string) (File, error) {

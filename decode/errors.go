@@ -20,6 +20,9 @@ var (
 	ErrFileChanged = errors.New("file changed since it was planned")
 	// ErrCorrupt: the file's bytes do not form valid Parquet.
 	ErrCorrupt = errors.New("corrupt parquet")
+	// ErrBadUnit: a unit does not match its file's own footer (a decoder
+	// told to VerifyUnits, as a CPU peer's are, checks).
+	ErrBadUnit = errors.New("unit does not match its file")
 )
 
 // Error is the error of a failed decode: it names the file and, where

@@ -133,12 +133,18 @@ type UnitProcessor struct {
 // NewUnitProcessor plans job's inputs through fsys (a peer passes its data
 // roots), compiles its pipeline, and returns a processor with workers
 // workers. A job whose inputs are a single file of the job's is enough:
-// the schema is what matters, and every file of a job agrees on it.
+// the schema is what matters, and every file of a job agrees on it. The
+// units it computes come from another host's plan, so its decoders check
+// each against its file's footer (decode.VerifyUnits): a unit that does
+// not match fails with decode.ErrBadUnit.
 func NewUnitProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, workers int) (*UnitProcessor, error) {
 	workers = max(workers, 1)
 	proc, err := newProcessor(ctx, job, workers, fsys)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range proc.workers {
+		w.dec.VerifyUnits()
 	}
 	up := &UnitProcessor{proc: proc, free: make(chan int, workers), fields: proc.outFields()}
 	for i := range workers {

@@ -370,6 +370,10 @@ func TestPeerRefusals(t *testing.T) {
 			t.Job = replaceTable(t.Job, "data/part-00002.parquet", "data/../secret.parquet")
 			t.Hash = jobHash([]byte(t.Job))
 		}), codes.PermissionDenied},
+		{"values not the file's", ticket(func(t *Ticket) {
+			t.Unit.Chunks = append([]decode.Chunk(nil), t.Unit.Chunks...)
+			t.Unit.Chunks[0].Values *= 1000
+		}), codes.InvalidArgument},
 		{"version", ticket(func(t *Ticket) { t.Version = Version + 1 }), codes.FailedPrecondition},
 		{"bad hash", ticket(func(t *Ticket) { t.Hash = "00" }), codes.InvalidArgument},
 		{"garbage", []byte("{not json"), codes.InvalidArgument},
@@ -384,7 +388,7 @@ func TestPeerRefusals(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 2 {
+	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 3 {
 		t.Errorf("refusals counted: outside %d version %d bad %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(), st.RefusedBad.Load())
 	}
 	// A job whose side table is outside every root does not spill at all.

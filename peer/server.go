@@ -254,6 +254,11 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 			s.log.Warn("refused a unit outside the data roots", "client", who, "err", err)
 			return status.Error(codes.PermissionDenied, err.Error())
 		}
+		if errors.Is(err, decode.ErrBadUnit) {
+			s.stats.RefusedBad.Add(1)
+			s.log.Warn("refused a unit that does not match its file", "client", who, "err", err)
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
 		s.stats.Failures.Add(1)
 		return status.Error(codes.Internal, fmt.Sprintf("unit %s row group %d: %v", t.Unit.File, t.Unit.RowGroup, err))
 	}

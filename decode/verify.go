@@ -1,0 +1,59 @@
+package decode
+
+import "fmt"
+
+// VerifyUnits makes every later Open check its unit against the unit's
+// file's own footer before anything is decoded: the row group exists and
+// holds the unit's rows, and each chunk is the planned field's column
+// chunk of that row group, with its level count, sizes and codec, and
+// byte ranges inside it. A CPU peer decodes units that other hosts
+// planned; their figures size its buffers (reserveWhole, growData) and
+// bound its reads, so a peer takes them from the file, not from the
+// requester. Each file's footer is read once while the decoder keeps the
+// file open. A unit that does not match fails Open with ErrBadUnit.
+func (d *Decoder) VerifyUnits() { d.verify = true }
+
+// checkUnit compares u with the footer of f (size bytes).
+func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
+	md, err := d.files.footer(u.File, f, size)
+	if err != nil {
+		return err
+	}
+	if u.RowGroup >= len(md.RowGroups) {
+		return fmt.Errorf("%w: row group %d of a file of %d", ErrBadUnit, u.RowGroup, len(md.RowGroups))
+	}
+	g := &md.RowGroups[u.RowGroup]
+	if u.RowStart+u.Rows > g.NumRows {
+		return fmt.Errorf("%w: rows [%d, %d) of a row group of %d", ErrBadUnit, u.RowStart, u.RowStart+u.Rows, g.NumRows)
+	}
+	for i := range u.Chunks {
+		want, err := chunkOf(g, &d.fields[i], size)
+		if err != nil {
+			return err
+		}
+		if err := sameChunk(&u.Chunks[i], &want); err != nil {
+			return fmt.Errorf("%w: column %q: %v", ErrBadUnit, d.fields[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// sameChunk checks a unit's chunk c against the footer's whole chunk w.
+// A unit cut from a row group may start and end its pages inside the
+// chunk (the OffsetIndex told the planner where), and read its
+// dictionary page apart; everything else is the footer's.
+func sameChunk(c, w *Chunk) error {
+	switch {
+	case c.Leaf != w.Leaf || c.Codec != w.Codec:
+		return fmt.Errorf("leaf %d codec %d, the file has leaf %d codec %d", c.Leaf, c.Codec, w.Leaf, w.Codec)
+	case c.Values != w.Values || c.Uncompressed != w.Uncompressed:
+		return fmt.Errorf("%d values in %d bytes, the file has %d in %d", c.Values, c.Uncompressed, w.Values, w.Uncompressed)
+	case c.Offset < w.Offset || c.End > w.End || c.Offset > c.End:
+		return fmt.Errorf("pages [%d, %d) outside the chunk [%d, %d)", c.Offset, c.End, w.Offset, w.End)
+	case c.DictLen > 0 && (c.DictOffset < w.Offset || c.DictOffset+c.DictLen > w.End):
+		return fmt.Errorf("dictionary [%d, %d) outside the chunk [%d, %d)", c.DictOffset, c.DictOffset+c.DictLen, w.Offset, w.End)
+	case c.IndexLen > 0 && (c.Index != w.Index || c.IndexLen != w.IndexLen):
+		return fmt.Errorf("offset index at %d (%d bytes), the file's at %d (%d)", c.Index, c.IndexLen, w.Index, w.IndexLen)
+	}
+	return nil
+}
