@@ -10,8 +10,8 @@ import (
 // whole row groups and slices of them, and refuses a unit whose figures
 // are not its file's.
 func TestVerifyUnits(t *testing.T) {
-	ctx := context.Background()
 	plan, dir := generatedPlan(t, 30000, 10000, 1000)
+	ctx := context.Background()
 	sliced, err := PlanFiles(ctx, []string{dir}, PlanOptions{MaxUnitRows: 2500})
 	if err != nil {
 		t.Fatal(err)
