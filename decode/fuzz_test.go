@@ -150,7 +150,7 @@ func FuzzUnitUnmarshal(f *testing.F) {
 	})
 }
 
-func mustMarshal(t *testing.T, u Unit) []byte {
+func mustMarshal(t testing.TB, u Unit) []byte {
 	b, err := u.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -186,4 +186,44 @@ func FuzzSnappyPrefix(f *testing.F) {
 func chunkBytes(d *Decoder, c *Chunk) ([]byte, error) {
 	b := make([]byte, c.End-c.Offset)
 	return b, readFull(d.file, b, c.Offset)
+}
+
+// FuzzVerifiedUnit mutates units of a real file: a decoder that verifies
+// units (a CPU peer's) either refuses one or opens one whose row range
+// and chunk figures are the file's own, and then decodes it or fails
+// with an error.
+func FuzzVerifiedUnit(f *testing.F) {
+	plan := fuzzSeeds(f)[0]
+	for _, u := range plan.Units {
+		f.Add(mustMarshal(f, u))
+	}
+	d := NewDecoder(plan.Fields)
+	d.VerifyUnits()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var u Unit
+		if err := u.UnmarshalBinary(b); err != nil || u.File != plan.Units[0].File {
+			return
+		}
+		if err := d.Open(context.Background(), u); err != nil {
+			return
+		}
+		var ref *Unit
+		for i := range plan.Units {
+			if plan.Units[i].RowGroup == u.RowGroup {
+				ref = &plan.Units[i]
+			}
+		}
+		if ref == nil || u.RowStart+u.Rows > ref.RowStart+ref.Rows {
+			t.Fatalf("opened rows [%d, %d) of row group %d, which the plan does not have", u.RowStart, u.RowStart+u.Rows, u.RowGroup)
+		}
+		for i, c := range u.Chunks {
+			w := ref.Chunks[i]
+			if c.Values != w.Values || c.Uncompressed != w.Uncompressed || c.Leaf != w.Leaf || c.Codec != w.Codec ||
+				c.Offset < w.Offset || c.End > w.End {
+				t.Fatalf("opened chunk %d as %+v; the file's is %+v", i, c, w)
+			}
+		}
+		var batch column.Batch
+		_ = d.Decode(context.Background(), u, &batch)
+	})
 }
