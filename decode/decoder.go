@@ -128,20 +128,10 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	return nil
 }
 
-// wholeGroup reports whether u is every row of its row group: it starts
-// at the group's first row, and a flat field's chunk (whose level count
-// is the group's row count) counts as many rows as the unit. With only
+// wholeGroup reports whether u is every row of its row group. With only
 // list fields it cannot tell, and says no.
 func wholeGroup(u *Unit, fields []Field) bool {
-	if u.RowStart != 0 {
-		return false
-	}
-	for i := range fields {
-		if fields[i].Kind != column.List && i < len(u.Chunks) {
-			return u.Chunks[i].Values == u.Rows
-		}
-	}
-	return false
+	return u.RowStart == 0 && u.GroupRows(fields) == u.Rows
 }
 
 // statFile returns f's size and modification time (unix nanoseconds). A

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/lastmile/lastmile/column"
 )
 
 // Unit is one piece of work: rows [RowStart, RowStart+Rows) of one row
@@ -21,6 +23,18 @@ type Unit struct {
 	Rows     int64   `json:"rows"`      // rows in the unit, > 0
 	Ordinal  int64   `json:"ordinal"`   // plan-wide index of the unit's first row
 	Chunks   []Chunk `json:"chunks"`    // one per plan field, in field order
+}
+
+// GroupRows is the row count of u's row group as its chunks tell it: a
+// flat (not list) chunk's level count is one per row. It is 0 when every
+// field is a list.
+func (u *Unit) GroupRows(fields []Field) int64 {
+	for i := range fields {
+		if fields[i].Kind != column.List && i < len(u.Chunks) {
+			return u.Chunks[i].Values
+		}
+	}
+	return 0
 }
 
 // Chunk locates one field's pages for a unit.

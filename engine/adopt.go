@@ -204,12 +204,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 // of a row group gets its share of the chunk's values), plus the eighth
 // the decoder's buffers may hold beyond what they need.
 func decodedUnitBytes(p *decode.Plan, u decode.Unit) int64 {
-	groupRows := u.Rows // a row group's rows: a scalar chunk's value count
-	for i, f := range p.Fields {
-		if f.Kind == column.Fixed && i < len(u.Chunks) {
-			groupRows = max(groupRows, u.Chunks[i].Values)
-		}
-	}
+	groupRows := max(u.Rows, u.GroupRows(p.Fields))
 	share := float64(u.Rows) / float64(max(groupRows, 1))
 	var n float64
 	for i, f := range p.Fields {
