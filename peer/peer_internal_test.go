@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -534,4 +535,69 @@ func TestDrain(t *testing.T) {
 	if s.Stats().RefusedDraining.Load() != 1 || s.Stats().Units.Load() != 1 {
 		t.Errorf("served %d, refused while draining %d", s.Stats().Units.Load(), s.Stats().RefusedDraining.Load())
 	}
+}
+
+// TestWireForms: a ticket that names no wire form (an older requester's,
+// or a stock Flight client's) gets the plain form, one that asks for the
+// compact form gets that, and both assemble to the same output.
+func TestWireForms(t *testing.T) {
+	f := newFixture(t)
+	_, addr := f.server(nil)
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	r := p.pick("")
+	plain := f.ticket("forms")
+	var tk Ticket
+	if err := json.Unmarshal(plain, &tk); err != nil {
+		t.Fatal(err)
+	}
+	tk.Wire = WireCompact
+	compact, _ := json.Marshal(tk)
+	var outs [2]column.Batch
+	var sizes [2]int
+	for i, tk := range [][]byte{plain, compact} {
+		if err := fetch(context.Background(), r, tk, &outs[i]); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := r.client.DoGet(context.Background(), &flight.Ticket{Ticket: tk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd, err := flight.NewRecordReader(stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		large := 0
+		for _, fd := range rd.Schema().Fields() {
+			if largeOffsets(fd.Type) {
+				large++
+			}
+		}
+		if (large > 0) != (i == 0) {
+			t.Errorf("ticket %d: %d fields with int64 offsets: %v", i, large, rd.Schema())
+		}
+		for rd.Next() {
+			for _, col := range rd.RecordBatch().Columns() {
+				sizes[i] += bufferBytes(col.Data())
+			}
+		}
+		rd.Release()
+	}
+	sameBatch(t, &outs[1], &outs[0])
+	if outs[0].Rows == 0 || sizes[1] >= sizes[0] {
+		t.Errorf("%d rows; %d bytes of records in the plain form, %d in the compact one", outs[0].Rows, sizes[0], sizes[1])
+	}
+	t.Logf("%d rows; %d bytes of records in the plain form, %d in the compact one", outs[0].Rows, sizes[0], sizes[1])
+}
+
+func bufferBytes(d arrow.ArrayData) int {
+	n := 0
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += b.Len()
+		}
+	}
+	for _, c := range d.Children() {
+		n += bufferBytes(c)
+	}
+	return n
 }

@@ -71,6 +71,7 @@ type Server struct {
 	// batches holds unit output batches for reuse; a batch is back only
 	// when gRPC has freed every buffer viewing it (send.go's lease).
 	batches sync.Pool
+	wires   sync.Pool // *wireUnit, each leased with a batch
 	mem     *budget
 	fair    fairShare
 	drain   atomic.Bool
@@ -227,13 +228,18 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 	}
 	defer done()
 	// Output batches are reused, as the engine reuses its units' buffers:
-	// a fresh one grows every column from nothing for every unit.
+	// a fresh one grows every column from nothing for every unit. So are
+	// their wire forms' buffers (compact.go).
 	out, _ := s.batches.Get().(*column.Batch)
 	if out == nil {
 		out = new(column.Batch)
 	}
-	// Back in the pool once gRPC has sent what views it (send.go).
-	lease := newLease(func() { s.batches.Put(out) })
+	wire, _ := s.wires.Get().(*wireUnit)
+	if wire == nil {
+		wire = new(wireUnit)
+	}
+	// Back in the pools once gRPC has sent what views them (send.go).
+	lease := newLease(func() { s.batches.Put(out); s.wires.Put(wire) })
 	defer lease.done()
 	// Admitted units wait here in arrival order (a channel's blocked
 	// senders are woken first in, first out) for one of Workers.
@@ -270,17 +276,18 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	size := int64(out.Bytes())
+	wire.encode(out, t.Wire >= WireCompact)
+	size := int64(out.Bytes() + wire.extra())
 	if err := s.mem.take(ctx, size); err != nil {
 		return status.FromContextError(err).Err()
 	}
 	defer s.mem.give(size)
-	if err := sendUnit(stream, out, lease, s.mangle); err != nil {
+	if err := sendUnit(stream, wire, lease, s.mangle); err != nil {
 		s.stats.Failures.Add(1)
 		return err
 	}
 	s.stats.Units.Add(1)
-	s.stats.Bytes.Add(size)
+	s.stats.Bytes.Add(int64(out.Bytes()))
 	return nil
 }
 
@@ -290,21 +297,22 @@ type trailer struct {
 	Checksum uint64 `json:"checksum"`
 }
 
-// sendUnit writes out's records, the last with a trailer holding the
-// checksum. mangle, a test hook, may change out after the checksum.
-func sendUnit(stream flight.FlightService_DoGetServer, out *column.Batch, lease *batchLease, mangle func(*column.Batch)) error {
-	schema, err := Schema(out)
+// sendUnit writes a unit's output, laid out in wire, as records, the
+// last with a trailer holding the output's checksum. mangle, a test hook,
+// may change what is sent after the checksum.
+func sendUnit(stream flight.FlightService_DoGetServer, wire *wireUnit, lease *batchLease, mangle func(*column.Batch)) error {
+	schema, err := wire.schema()
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
 	ps := &payloadSender{stream: stream, lease: lease}
 	w := ipc.NewWriterWithPayloadWriter(ps, ipc.WithSchema(schema))
 	defer w.Close()
-	meta, _ := json.Marshal(trailer{Rows: out.Rows, Checksum: Checksum(out)})
+	meta, _ := json.Marshal(trailer{Rows: wire.src.Rows, Checksum: Checksum(wire.src)})
 	if mangle != nil {
-		mangle(out)
+		mangle(&wire.batch)
 	}
-	return Records(out, schema, func(rec arrow.RecordBatch, last bool) error {
+	return Records(&wire.batch, schema, func(rec arrow.RecordBatch, last bool) error {
 		if !last {
 			return w.Write(rec)
 		}

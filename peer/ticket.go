@@ -20,6 +20,10 @@ type Ticket struct {
 	Job     string      `json:"job"`  // the job's spec, inputs and side tables as ROOT/REL names
 	Hash    string      `json:"hash"` // sha256 of Job, the key of the peer's compiled jobs
 	Unit    decode.Unit `json:"unit"` // File as ROOT/REL
+	// Wire is the most compact wire form the requester reads (WirePlain
+	// or WireCompact, compact.go). A peer that knows no such field sends
+	// the plain form, which every requester reads.
+	Wire int `json:"wire,omitempty"`
 }
 
 func jobHash(job []byte) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -60,37 +61,62 @@ func storage(d column.DType) (arrow.DataType, error) {
 	return nil, fmt.Errorf("dtype %v has no wire form", d)
 }
 
-// Schema returns the Arrow schema of b's wire form.
+// Schema returns the Arrow schema of b's plain wire form.
 func Schema(b *column.Batch) (*arrow.Schema, error) {
+	var w wireUnit
+	w.encode(b, false)
+	return w.schema()
+}
+
+// schema returns the Arrow schema of w: each field's type says how its
+// column travels (compact.go), its metadata the column's own kind, dtype
+// and width, and whether its rows were trimmed.
+func (w *wireUnit) schema() (*arrow.Schema, error) {
 	var fields []arrow.Field
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		st, err := storage(c.DType)
+	for i := range w.src.Columns {
+		c := &w.src.Columns[i]
+		t, err := arrowType(&w.batch.Columns[i], w.compact)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", c.Name, err)
 		}
-		var t arrow.DataType
-		switch c.Kind {
-		case column.Fixed:
-			t = st
-			if c.Width > 1 {
-				t = arrow.FixedSizeListOfNonNullable(int32(c.Width), st)
-			}
-		case column.List:
-			t = arrow.LargeListOfNonNullable(st)
-		case column.Bytes:
-			t = arrow.BinaryTypes.LargeBinary
-		default:
-			return nil, fmt.Errorf("column %q: kind %v has no wire form", c.Name, c.Kind)
+		keys := []string{"lastmile.kind", "lastmile.dtype", "lastmile.width"}
+		vals := []string{strconv.Itoa(int(c.Kind)), strconv.Itoa(int(c.DType)), strconv.Itoa(c.Width)}
+		if tr := w.forms[i].trim; tr != trimNone {
+			keys, vals = append(keys, "lastmile.trim"), append(vals, trimNames[tr])
 		}
-		md := arrow.NewMetadata([]string{"lastmile.kind", "lastmile.dtype", "lastmile.width"},
-			[]string{strconv.Itoa(int(c.Kind)), strconv.Itoa(int(c.DType)), strconv.Itoa(c.Width)})
-		fields = append(fields, arrow.Field{Name: c.Name, Type: t, Metadata: md})
+		fields = append(fields, arrow.Field{Name: c.Name, Type: t, Metadata: arrow.NewMetadata(keys, vals)})
 		if c.Valid != nil {
 			fields = append(fields, arrow.Field{Name: c.Name + validSuffix, Type: arrow.PrimitiveTypes.Uint8})
 		}
 	}
 	return arrow.NewSchema(fields, nil), nil
+}
+
+// arrowType is the Arrow type c travels as: in the compact form, lists
+// and bytes with int32 offsets.
+func arrowType(c *column.Column, compact bool) (arrow.DataType, error) {
+	st, err := storage(c.DType)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Kind {
+	case column.Fixed:
+		if c.Width > 1 {
+			return arrow.FixedSizeListOfNonNullable(int32(c.Width), st), nil
+		}
+		return st, nil
+	case column.List:
+		if compact {
+			return arrow.ListOfNonNullable(st), nil
+		}
+		return arrow.LargeListOfNonNullable(st), nil
+	case column.Bytes:
+		if compact {
+			return arrow.BinaryTypes.Binary, nil
+		}
+		return arrow.BinaryTypes.LargeBinary, nil
+	}
+	return nil, fmt.Errorf("kind %v has no wire form", c.Kind)
 }
 
 // Records cuts b into record batches of whole rows, each at most about
@@ -166,18 +192,14 @@ func slice(b *column.Batch, schema *arrow.Schema, lo, hi int) arrow.RecordBatch 
 				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
 			}
 		default:
+			ob, n := offsetsBuffer(c.Offsets[lo:hi+1], f.Type)
 			base := c.Offsets[lo]
-			offs := make([]int64, hi-lo+1)
-			for j := range offs {
-				offs[j] = c.Offsets[lo+j] - base
-			}
-			ob := memory.NewBufferBytes(int64Bytes(offs))
-			vals := memory.NewBufferBytes(c.Data[base*int64(size) : c.Offsets[hi]*int64(size)])
+			vals := memory.NewBufferBytes(c.Data[base*int64(size) : (base+n)*int64(size)])
 			if c.Kind == column.Bytes {
 				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil, ob, vals}, nil, 0, 0)
 			} else {
-				st := f.Type.(*arrow.LargeListType).Elem()
-				child := array.NewData(st, int(offs[hi-lo]), []*memory.Buffer{nil, vals}, nil, 0, 0)
+				st := f.Type.(arrow.ListLikeType).Elem()
+				child := array.NewData(st, int(n), []*memory.Buffer{nil, vals}, nil, 0, 0)
 				d = array.NewData(f.Type, hi-lo, []*memory.Buffer{nil, ob}, []arrow.ArrayData{child}, 0, 0)
 				child.Release()
 			}
@@ -199,6 +221,34 @@ func slice(b *column.Batch, schema *arrow.Schema, lo, hi int) arrow.RecordBatch 
 	return rec
 }
 
+// offsetsBuffer rebases offs to start at 0, as int64 for a large list or
+// binary type and int32 otherwise, and returns them with the elements
+// they span.
+func offsetsBuffer(offs []int64, t arrow.DataType) (*memory.Buffer, int64) {
+	base, n := offs[0], offs[len(offs)-1]-offs[0]
+	if largeOffsets(t) {
+		o := make([]int64, len(offs))
+		for j, v := range offs {
+			o[j] = v - base
+		}
+		return memory.NewBufferBytes(int64Bytes(o)), n
+	}
+	o := make([]int32, len(offs))
+	for j, v := range offs {
+		o[j] = int32(v - base)
+	}
+	return memory.NewBufferBytes(unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*len(o))), n
+}
+
+// largeOffsets says whether lists or bytes of type t have int64 offsets.
+func largeOffsets(t arrow.DataType) bool {
+	switch t.(type) {
+	case *arrow.LargeListType, *arrow.LargeBinaryType:
+		return true
+	}
+	return false
+}
+
 func int64Bytes(v []int64) []byte {
 	if len(v) == 0 {
 		return nil
@@ -214,14 +264,24 @@ func bytesInt64(b []byte) []int64 {
 }
 
 // Assembler rebuilds a unit's output from its records, appending each to
-// the batch it was given: one copy of the bytes, into buffers the batch
-// already owns once it has been used.
+// the batch it was given: one copy of the bytes (sign-extending narrowed
+// values, padding trimmed rows back), into buffers the batch already owns
+// once it has been used. It reads the plain and the compact form alike.
 type Assembler struct {
 	out  *column.Batch
-	cols []colMap // per output column: its wire field and validity field
+	cols []colMap // per output column: how it travels
+	tmp  []int64  // a record's int32 offsets, widened
 }
 
-type colMap struct{ field, valid int }
+// colMap is how one output column travels: its wire field and validity
+// field, the dtype its values travel in, whether its offsets are int64,
+// and how its rows were trimmed.
+type colMap struct {
+	field, valid int
+	elem         column.DType
+	wide         bool
+	trim         int
+}
 
 // NewAssembler starts rebuilding into out, which is reset; schema is the
 // stream's.
@@ -247,16 +307,20 @@ func NewAssembler(schema *arrow.Schema, out *column.Batch) (*Assembler, error) {
 			continue
 		}
 		c := &out.Columns[k]
-		kind, dtype, width, err := fieldMeta(f)
+		kind, dtype, width, trim, err := fieldMeta(f)
 		if err != nil {
 			return nil, err
+		}
+		m := colMap{field: i, valid: -1, trim: trim}
+		if m.elem, m.wide, err = travelsAs(f.Type, kind, dtype, width, trim); err != nil {
+			return nil, fmt.Errorf("wire field %q: %w", f.Name, err)
 		}
 		*c = column.Column{Name: f.Name, Kind: kind, DType: dtype, Width: width,
 			Data: c.Data[:0], Offsets: c.Offsets[:0], Valid: nil}
 		if kind != column.Fixed {
 			c.Offsets = append(c.Offsets, 0)
 		}
-		a.cols = append(a.cols, colMap{field: i, valid: -1})
+		a.cols = append(a.cols, m)
 		k++
 	}
 	for i := range a.cols {
@@ -267,7 +331,7 @@ func NewAssembler(schema *arrow.Schema, out *column.Batch) (*Assembler, error) {
 	return a, nil
 }
 
-func fieldMeta(f arrow.Field) (column.Kind, column.DType, int, error) {
+func fieldMeta(f arrow.Field) (kind column.Kind, dtype column.DType, width, trim int, err error) {
 	get := func(key string) (int, error) {
 		i := f.Metadata.FindKey(key)
 		if i < 0 {
@@ -275,16 +339,73 @@ func fieldMeta(f arrow.Field) (column.Kind, column.DType, int, error) {
 		}
 		return strconv.Atoi(f.Metadata.Values()[i])
 	}
-	kind, err1 := get("lastmile.kind")
-	dtype, err2 := get("lastmile.dtype")
+	k, err1 := get("lastmile.kind")
+	d, err2 := get("lastmile.dtype")
 	width, err3 := get("lastmile.width")
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	if kind < 0 || kind > int(column.Bytes) || column.DType(dtype).Size() == 0 || width < 0 || width > 1<<20 {
-		return 0, 0, 0, fmt.Errorf("wire field %q: kind %d dtype %d width %d", f.Name, kind, dtype, width)
+	if k < 0 || k > int(column.Bytes) || column.DType(d).Size() == 0 || width < 0 || width > 1<<20 {
+		return 0, 0, 0, 0, fmt.Errorf("wire field %q: kind %d dtype %d width %d", f.Name, k, d, width)
 	}
-	return column.Kind(kind), column.DType(dtype), width, nil
+	if i := f.Metadata.FindKey("lastmile.trim"); i >= 0 {
+		if trim = slices.Index(trimNames[:], f.Metadata.Values()[i]); trim <= trimNone {
+			return 0, 0, 0, 0, fmt.Errorf("wire field %q: trimmed %q", f.Name, f.Metadata.Values()[i])
+		}
+	}
+	return column.Kind(k), column.DType(d), width, trim, nil
+}
+
+// travelsAs checks that a field of Arrow type t can carry a column of
+// kind, dtype and width, trimmed as trim says, and returns the dtype its
+// values travel in and whether its offsets are int64.
+func travelsAs(t arrow.DataType, kind column.Kind, dtype column.DType, width, trim int) (column.DType, bool, error) {
+	want, err := storage(dtype)
+	if err != nil {
+		return 0, false, err
+	}
+	trimmed := kind == column.Fixed && width > 1 && trim != trimNone
+	var vt arrow.DataType // the values' type
+	ok := trim == trimNone || trimmed
+	switch t := t.(type) {
+	case *arrow.FixedSizeListType:
+		ok = ok && !trimmed && kind == column.Fixed && width > 1 && int(t.Len()) == width
+		vt = t.Elem()
+	case *arrow.ListType, *arrow.LargeListType:
+		ok = ok && (kind == column.List || trimmed)
+		vt = t.(arrow.ListLikeType).Elem()
+	case *arrow.BinaryType, *arrow.LargeBinaryType:
+		ok = ok && kind == column.Bytes
+		vt = want
+	default:
+		ok = ok && kind == column.Fixed && width <= 1
+		vt = t
+	}
+	if !ok {
+		return 0, false, fmt.Errorf("type %v does not carry a column of kind %v, width %d, trim %d", t, kind, width, trim)
+	}
+	if arrow.TypeEqual(vt, want) {
+		return dtype, largeOffsets(t), nil
+	}
+	if n := narrowed(vt); n != 0 && n.Size() < dtype.Size() && narrowed(want) != 0 {
+		return n, largeOffsets(t), nil
+	}
+	return 0, false, fmt.Errorf("values of type %v do not carry %v", vt, dtype)
+}
+
+// narrowed is the dtype of a signed integer Arrow type, 0 for any other.
+func narrowed(t arrow.DataType) column.DType {
+	switch t.ID() {
+	case arrow.INT8:
+		return column.Int8
+	case arrow.INT16:
+		return column.Int16
+	case arrow.INT32:
+		return column.Int32
+	case arrow.INT64:
+		return column.Int64
+	}
+	return 0
 }
 
 // Add appends rec's rows.
@@ -292,7 +413,7 @@ func (a *Assembler) Add(rec arrow.RecordBatch) error {
 	rows := int(rec.NumRows())
 	for i, m := range a.cols {
 		c := &a.out.Columns[i]
-		if err := appendArray(c, rec.Column(m.field), rows); err != nil {
+		if err := a.appendArray(c, m, rec.Column(m.field), rows); err != nil {
 			return fmt.Errorf("column %q: %w", c.Name, err)
 		}
 		if m.valid >= 0 && rows > 0 {
@@ -308,16 +429,15 @@ func (a *Assembler) Add(rec arrow.RecordBatch) error {
 	return nil
 }
 
-// appendArray appends an array's bytes to c, checking them against c's
+// appendArray appends an array's rows to c, checking them against c's
 // layout.
-func appendArray(c *column.Column, arr arrow.Array, rows int) error {
+func (a *Assembler) appendArray(c *column.Column, m colMap, arr arrow.Array, rows int) error {
 	d := arr.Data()
 	if d.Len() != rows || d.Offset() != 0 {
 		return fmt.Errorf("array of %d rows at offset %d in a record of %d", d.Len(), d.Offset(), rows)
 	}
-	size := c.DType.Size()
-	switch c.Kind {
-	case column.Fixed:
+	es := m.elem.Size()
+	if c.Kind == column.Fixed && m.trim == trimNone {
 		vd := d
 		if c.Width > 1 {
 			if len(d.Children()) != 1 {
@@ -325,19 +445,19 @@ func appendArray(c *column.Column, arr arrow.Array, rows int) error {
 			}
 			vd = d.Children()[0]
 		}
-		n := rows * c.Width * size
-		if len(vd.Buffers()) < 2 || vd.Buffers()[1] == nil && n > 0 || vd.Buffers()[1] != nil && vd.Buffers()[1].Len() < n {
+		n := rows * c.Width
+		if len(vd.Buffers()) < 2 || vd.Buffers()[1] == nil && n > 0 || vd.Buffers()[1] != nil && vd.Buffers()[1].Len() < n*es {
 			return errors.New("short values")
 		}
 		if n > 0 {
-			c.Data = append(c.Data, vd.Buffers()[1].Bytes()[:n]...)
+			appendValues(c, vd.Buffers()[1].Bytes()[:n*es], m.elem, n)
 		}
 		return nil
 	}
-	if len(d.Buffers()) < 2 || d.Buffers()[1] == nil || d.Buffers()[1].Len() < 8*(rows+1) {
-		return errors.New("short offsets")
+	offs, err := a.offsets(d, rows, m.wide)
+	if err != nil {
+		return err
 	}
-	offs := bytesInt64(d.Buffers()[1].Bytes())[:rows+1]
 	var vals []byte
 	if c.Kind == column.Bytes {
 		if len(d.Buffers()) > 2 && d.Buffers()[2] != nil {
@@ -346,18 +466,82 @@ func appendArray(c *column.Column, arr arrow.Array, rows int) error {
 	} else if len(d.Children()) == 1 && len(d.Children()[0].Buffers()) > 1 && d.Children()[0].Buffers()[1] != nil {
 		vals = d.Children()[0].Buffers()[1].Bytes()
 	}
+	if offs[0] < 0 || offs[rows] > int64(len(vals)/es) {
+		return fmt.Errorf("offsets reach element %d of %d", offs[rows], len(vals)/es)
+	}
+	if c.Kind == column.Fixed {
+		return expandRows(c, vals, m.elem, offs, m.trim == trimHead)
+	}
 	base := c.Offsets[len(c.Offsets)-1]
 	for j := 1; j <= rows; j++ {
-		if offs[j] < offs[j-1] {
-			return fmt.Errorf("offsets decrease at row %d", j)
-		}
 		c.Offsets = append(c.Offsets, base+offs[j]-offs[0])
 	}
-	lo, hi := offs[0]*int64(size), offs[rows]*int64(size)
-	if lo < 0 || hi > int64(len(vals)) {
-		return fmt.Errorf("offsets reach byte %d of %d", hi, len(vals))
+	appendValues(c, vals[offs[0]*int64(es):offs[rows]*int64(es)], m.elem, int(offs[rows]-offs[0]))
+	return nil
+}
+
+// offsets returns the rows+1 offsets of d, int64 or int32 on the wire,
+// as int64, checking that they never decrease.
+func (a *Assembler) offsets(d arrow.ArrayData, rows int, wide bool) ([]int64, error) {
+	size := 4
+	if wide {
+		size = 8
 	}
-	c.Data = append(c.Data, vals[lo:hi]...)
+	if len(d.Buffers()) < 2 || d.Buffers()[1] == nil || d.Buffers()[1].Len() < size*(rows+1) {
+		return nil, errors.New("short offsets")
+	}
+	var offs []int64
+	if wide {
+		offs = bytesInt64(d.Buffers()[1].Bytes())[:rows+1]
+	} else {
+		a.tmp = a.tmp[:0]
+		for _, v := range asSlice[int32](d.Buffers()[1].Bytes())[:rows+1] {
+			a.tmp = append(a.tmp, int64(v))
+		}
+		offs = a.tmp
+	}
+	for j := 1; j <= rows; j++ {
+		if offs[j] < offs[j-1] {
+			return nil, fmt.Errorf("offsets decrease at row %d", j)
+		}
+	}
+	return offs, nil
+}
+
+// appendValues appends n values of dtype elem in src to c, sign-extending
+// them to c's dtype if elem is narrower.
+func appendValues(c *column.Column, src []byte, elem column.DType, n int) {
+	if elem == c.DType {
+		c.Data = append(c.Data, src...)
+		return
+	}
+	at := len(c.Data)
+	c.Data = slices.Grow(c.Data, n*c.DType.Size())[:at+n*c.DType.Size()]
+	convert(c.Data[at:], c.DType, src, elem)
+}
+
+// expandRows appends the rows of a trimmed fixed column: row j's elements
+// are vals[offs[j]:offs[j+1]] (of dtype elem), at the start of the row, or
+// at its end if head, and the rest of the row is zero.
+func expandRows(c *column.Column, vals []byte, elem column.DType, offs []int64, head bool) error {
+	rows, size, es := len(offs)-1, c.DType.Size(), elem.Size()
+	rowBytes := c.Width * size
+	start := len(c.Data)
+	c.Data = slices.Grow(c.Data, rows*rowBytes)[:start+rows*rowBytes]
+	for j := range rows {
+		k := int(offs[j+1] - offs[j])
+		if k > c.Width {
+			return fmt.Errorf("row %d holds %d elements, more than its width %d", j, k, c.Width)
+		}
+		row := c.Data[start+j*rowBytes : start+(j+1)*rowBytes]
+		at := 0
+		if head {
+			at = (c.Width - k) * size
+		}
+		convert(row[at:at+k*size], c.DType, vals[int(offs[j])*es:int(offs[j+1])*es], elem)
+		clear(row[:at])
+		clear(row[at+k*size:])
+	}
 	return nil
 }
 
