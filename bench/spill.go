@@ -68,6 +68,10 @@ type SpillReport struct {
 	RecvCPUPerGB  float64 `json:"recv_cpu_seconds_per_gb"`  // the requester's CPU to receive a GB of unit output
 	LocalCPUPerGB float64 `json:"local_cpu_seconds_per_gb"` // the CPU to compute a GB of the same output here
 	OutputRatio   float64 `json:"output_bytes_per_input_row"`
+	// WireRatio is the bytes received for those units over their output
+	// bytes: below 1 where the compact wire form narrows or trims them
+	// (peer/compact.go).
+	WireRatio float64 `json:"wire_bytes_per_output_byte"`
 	// Bound is the speedup of a perfectly balanced run with a peer as
 	// fast as this core: (c + c - r) / c = 2 - RecvCPUPerGB/LocalCPUPerGB,
 	// with c a unit's CPU here and r the CPU to receive its output
@@ -193,8 +197,12 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	}
 	r.Speedup = r.LocalSeconds / r.SpillSeconds
 	r.Met = r.Speedup >= r.Target
+	before := pool.Stats()[0]
 	if err := receiveCost(ctx, job, sp, rec.units, r); err != nil {
 		return nil, err
+	}
+	if after := pool.Stats()[0]; after.Bytes > before.Bytes {
+		r.WireRatio = float64(after.WireBytes-before.WireBytes) / float64(after.Bytes-before.Bytes)
 	}
 	if r.AloneCPU, r.ContendedCPU, err = contention(ctx, cfg, job, peerCPU); err != nil {
 		return nil, err
@@ -540,6 +548,7 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "  a unit alone                 %8.1f ms round trip to the peer, %.1f ms to compute here\n", r.RoundTripMS, r.ComputeMS)
 	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
 		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
+	fmt.Fprintf(w, "  on the wire                  %8.3f bytes a byte of output\n", r.WireRatio)
 	fmt.Fprintf(w, "  bound, a peer as fast as here %7.2fx  (2 - receive/compute: a perfectly balanced run)\n", r.Bound)
 	if r.Ceiling > 0 {
 		fmt.Fprintf(w, "  two cores computing apart    %8.2fx  (a pass over the units: %.2f CPU s alone, %.2f beside the same on the other core)\n",

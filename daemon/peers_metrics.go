@@ -11,6 +11,7 @@ var (
 	peerLabels       = []string{"peer"}
 	descPeerUnits    = prometheus.NewDesc("lastmile_peer_units_total", "Units this host spilled that the peer computed.", peerLabels, nil)
 	descPeerBytes    = prometheus.NewDesc("lastmile_peer_bytes_total", "Output bytes received from the peer.", peerLabels, nil)
+	descPeerWire     = prometheus.NewDesc("lastmile_peer_wire_bytes_total", "Bytes received from the peer for those outputs, as they travelled (compact wire form).", peerLabels, nil)
 	descPeerFailures = prometheus.NewDesc("lastmile_peer_failures_total", "Spilled units the peer failed (died, hung, cut off, corrupt, refused for a reason other than being busy); each ran here or elsewhere.", peerLabels, nil)
 	descPeerCorrupt  = prometheus.NewDesc("lastmile_peer_corrupt_total", "Unit streams from the peer whose checksum or shape was wrong.", peerLabels, nil)
 	descPeerBusy     = prometheus.NewDesc("lastmile_peer_busy_total", "Units the peer refused because it was full.", peerLabels, nil)
@@ -33,7 +34,7 @@ var (
 type peerCollector struct{ d *Daemon }
 
 func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerFailures, descPeerCorrupt, descPeerBusy,
+	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerWire, descPeerFailures, descPeerCorrupt, descPeerBusy,
 		descPeerRecv, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes, descSpillLocal,
 		descSpillKept, descSpillOn, descSpillFlips, descServed, descServedBytes, descServedCPU, descRefused} {
 		ch <- d
@@ -49,6 +50,7 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range d.pool.Stats() {
 			m(descPeerUnits, prometheus.CounterValue, float64(p.Units), p.Addr)
 			m(descPeerBytes, prometheus.CounterValue, float64(p.Bytes), p.Addr)
+			m(descPeerWire, prometheus.CounterValue, float64(p.WireBytes), p.Addr)
 			m(descPeerFailures, prometheus.CounterValue, float64(p.Failures), p.Addr)
 			m(descPeerCorrupt, prometheus.CounterValue, float64(p.Corrupt), p.Addr)
 			m(descPeerBusy, prometheus.CounterValue, float64(p.Refused), p.Addr)

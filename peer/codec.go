@@ -39,6 +39,7 @@ import (
 type streamCodec struct {
 	proto  encoding.CodecV2
 	bodies [][]byte
+	wire   int64 // bytes of FlightData received
 }
 
 func newStreamCodec() *streamCodec { return &streamCodec{proto: encoding.GetCodecV2("proto")} }
@@ -52,6 +53,7 @@ func (c *streamCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.proto.Unmarshal(data, v)
 	}
+	c.wire += int64(data.Len())
 	r := data.Reader()
 	defer r.Close()
 	if err := unmarshalFlightData(r, data.Len(), fd, c.body); err != nil {

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -485,14 +484,17 @@ func TestSpillOnAndOff(t *testing.T) {
 
 // ticket is the ticket of the first unit of a job named name, as a
 // requester sends it.
-func (f *fixture) ticket(name string) []byte {
+func (f *fixture) ticket(name string) []byte { return f.ticketFor(name, 0) }
+
+// ticketFor is the ticket of the job's unit i.
+func (f *fixture) ticketFor(name string, i int) []byte {
 	f.t.Helper()
 	job := f.job(name)
 	text, err := portableJob(f.roots, f.text(job.Name), job)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	unit := localPlan(f.t, f.job(name+"plan")).Units[0]
+	unit := localPlan(f.t, f.job(name+"plan")).Units[i]
 	unit.File, _ = f.roots.Locate(unit.File)
 	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
 	if err != nil {
@@ -512,7 +514,8 @@ func TestDrain(t *testing.T) {
 	inflight := make(chan error, 1)
 	go func() {
 		var out column.Batch
-		inflight <- fetch(context.Background(), r, tk, &out)
+		_, err := fetch(context.Background(), r, tk, &out)
+		inflight <- err
 	}()
 	for s.busy.Load() == 0 {
 		time.Sleep(time.Millisecond)
@@ -523,7 +526,7 @@ func TestDrain(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	var out column.Batch
-	if err := fetch(context.Background(), r, tk, &out); status.Code(err) != codes.Unavailable {
+	if _, err := fetch(context.Background(), r, tk, &out); status.Code(err) != codes.Unavailable {
 		t.Errorf("a new unit while draining: %v, want Unavailable", err)
 	}
 	if err := <-inflight; err != nil {
@@ -545,7 +548,12 @@ func TestWireForms(t *testing.T) {
 	_, addr := f.server(nil)
 	p := f.pool(f.ca.issue("gpu-host"), addr)
 	r := p.pick("")
-	plain := f.ticket("forms")
+	// A unit of the anti-join's own table keeps no row: take one of
+	// another file.
+	plain := f.ticketFor("forms", 0)
+	if strings.Contains(string(plain), "part-00002") {
+		plain = f.ticketFor("forms", len(localPlan(t, f.job("formsplan")).Units)-1)
+	}
 	var tk Ticket
 	if err := json.Unmarshal(plain, &tk); err != nil {
 		t.Fatal(err)
@@ -555,9 +563,11 @@ func TestWireForms(t *testing.T) {
 	var outs [2]column.Batch
 	var sizes [2]int
 	for i, tk := range [][]byte{plain, compact} {
-		if err := fetch(context.Background(), r, tk, &outs[i]); err != nil {
+		wire, err := fetch(context.Background(), r, tk, &outs[i])
+		if err != nil {
 			t.Fatal(err)
 		}
+		sizes[i] = int(wire)
 		stream, err := r.client.DoGet(context.Background(), &flight.Ticket{Ticket: tk})
 		if err != nil {
 			t.Fatal(err)
@@ -575,29 +585,11 @@ func TestWireForms(t *testing.T) {
 		if (large > 0) != (i == 0) {
 			t.Errorf("ticket %d: %d fields with int64 offsets: %v", i, large, rd.Schema())
 		}
-		for rd.Next() {
-			for _, col := range rd.RecordBatch().Columns() {
-				sizes[i] += bufferBytes(col.Data())
-			}
-		}
 		rd.Release()
 	}
 	sameBatch(t, &outs[1], &outs[0])
 	if outs[0].Rows == 0 || sizes[1] >= sizes[0] {
-		t.Errorf("%d rows; %d bytes of records in the plain form, %d in the compact one", outs[0].Rows, sizes[0], sizes[1])
+		t.Errorf("%d rows; %d bytes received in the plain form, %d in the compact one", outs[0].Rows, sizes[0], sizes[1])
 	}
-	t.Logf("%d rows; %d bytes of records in the plain form, %d in the compact one", outs[0].Rows, sizes[0], sizes[1])
-}
-
-func bufferBytes(d arrow.ArrayData) int {
-	n := 0
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += b.Len()
-		}
-	}
-	for _, c := range d.Children() {
-		n += bufferBytes(c)
-	}
-	return n
+	t.Logf("%d rows; %d bytes received in the plain form, %d in the compact one", outs[0].Rows, sizes[0], sizes[1])
 }

@@ -70,7 +70,8 @@ type PeerStats struct {
 	Healthy      bool          `json:"healthy"`
 	InFlight     int           `json:"in_flight"`
 	Units        int64         `json:"units"`
-	Bytes        int64         `json:"bytes"`
+	Bytes        int64         `json:"bytes"`      // output bytes of the units received
+	WireBytes    int64         `json:"wire_bytes"` // the same units' bytes as received (compact.go)
 	Failures     int64         `json:"failures"`
 	Corrupt      int64         `json:"corrupt"`
 	Refused      int64         `json:"refused"`
@@ -292,7 +293,7 @@ func (p *Pool) pickWait(ctx context.Context, exclude string, wait time.Duration)
 }
 
 // done returns r's credit and records how its unit went.
-func (p *Pool) done(r *remote, took time.Duration, bytes int64, err error) {
+func (p *Pool) done(r *remote, took time.Duration, bytes, wire int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r.inflight--
@@ -303,6 +304,7 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, err error) {
 	case err == nil:
 		r.st.Units++
 		r.st.Bytes += bytes
+		r.st.WireBytes += wire
 		r.backoff = 0
 		if r.latency == 0 {
 			r.latency = took
@@ -352,12 +354,18 @@ func (p *Pool) Stats() []PeerStats {
 
 var errCorrupt = errors.New("corrupt unit stream")
 
-// fetch runs one ticket at r and assembles its output into out.
-func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) error {
+// fetch runs one ticket at r and assembles its output into out. It
+// returns the bytes received for it.
+func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (int64, error) {
 	codec := newStreamCodec()
 	// Runs last: the reader and its records, which view the bodies, are
 	// released by then, and the assembler has copied what it needs.
 	defer codec.release()
+	err := fetchWith(ctx, codec, r, ticket, out)
+	return codec.wire, err
+}
+
+func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch) error {
 	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
 	if err != nil {
 		return err

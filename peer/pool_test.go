@@ -50,9 +50,9 @@ func TestPoolPicksShortestQueue(t *testing.T) {
 	if c == nil || d == nil || p.pick("") != nil {
 		t.Fatal("credits: want 2 per peer, then none")
 	}
-	p.done(a, time.Millisecond, 10, nil)
-	p.done(b, time.Millisecond, 10, nil)
-	p.done(c, time.Millisecond, 0, errCorrupt)
+	p.done(a, time.Millisecond, 10, 0, nil)
+	p.done(b, time.Millisecond, 10, 0, nil)
+	p.done(c, time.Millisecond, 0, 0, errCorrupt)
 	if r := p.pick(""); r == nil || r.addr == c.addr {
 		t.Fatalf("after a failure at %s: picked %v, want the other peer", c.addr, r)
 	}

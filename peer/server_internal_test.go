@@ -38,14 +38,15 @@ func TestWorkersAndAdmission(t *testing.T) {
 	for range 3 {
 		go func() {
 			var out column.Batch
-			done <- fetch(context.Background(), r, tk, &out)
+			_, err := fetch(context.Background(), r, tk, &out)
+			done <- err
 		}()
 	}
 	for s.busy.Load() < 3 {
 		time.Sleep(time.Millisecond)
 	}
 	var out column.Batch
-	if err := fetch(context.Background(), r, tk, &out); status.Code(err) != codes.ResourceExhausted {
+	if _, err := fetch(context.Background(), r, tk, &out); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a fourth unit: %v, want ResourceExhausted", err)
 	}
 	close(hold)

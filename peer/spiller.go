@@ -260,7 +260,7 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	deadline := max(s.cfg.MinDeadline, 8*lat)
 	cctx, cancel := context.WithTimeout(ctx, deadline)
 	t0 := time.Now()
-	err := fetch(cctx, r, ticket, out)
+	wire, err := fetch(cctx, r, ticket, out)
 	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	bytes := int64(0)
@@ -272,7 +272,7 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	default:
 		err = fmt.Errorf("peer %s: %w", r.addr, err)
 	}
-	s.pool.done(r, time.Since(t0), bytes, err)
+	s.pool.done(r, time.Since(t0), bytes, wire, err)
 	if err != nil {
 		s.log.Debug("spilled unit failed", "peer", r.addr, "file", u.File, "row_group", u.RowGroup, "err", err)
 		return err
