@@ -322,3 +322,24 @@ func FuzzCompactRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWireForms: a unit's output of the shapes the compact form is
+// for, encoded, written as an Arrow IPC stream and assembled again, in
+// each form (no TLS, no gRPC: the bytes those would carry are reported).
+func BenchmarkWireForms(b *testing.B) {
+	batch := compactable(rand.New(rand.NewPCG(9, 10)), 4096)
+	for _, form := range []struct {
+		name    string
+		compact bool
+	}{{"plain", false}, {"compact", true}} {
+		b.Run(form.name, func(b *testing.B) {
+			out := &column.Batch{}
+			var wire int
+			b.SetBytes(int64(batch.Bytes()))
+			for b.Loop() {
+				_, wire = sendThrough(b, batch, form.compact, out)
+			}
+			b.ReportMetric(float64(wire)/float64(batch.Bytes()), "wire/output")
+		})
+	}
+}
