@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -484,17 +485,18 @@ func TestSpillOnAndOff(t *testing.T) {
 
 // ticket is the ticket of the first unit of a job named name, as a
 // requester sends it.
-func (f *fixture) ticket(name string) []byte { return f.ticketFor(name, 0) }
+func (f *fixture) ticket(name string) []byte {
+	return f.ticketFor(name, localPlan(f.t, f.job(name+"plan")).Units[0])
+}
 
-// ticketFor is the ticket of the job's unit i.
-func (f *fixture) ticketFor(name string, i int) []byte {
+// ticketFor is the ticket of a unit of the job named name.
+func (f *fixture) ticketFor(name string, unit decode.Unit) []byte {
 	f.t.Helper()
 	job := f.job(name)
 	text, err := portableJob(f.roots, f.text(job.Name), job)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	unit := localPlan(f.t, f.job(name+"plan")).Units[i]
 	unit.File, _ = f.roots.Locate(unit.File)
 	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
 	if err != nil {
@@ -550,10 +552,12 @@ func TestWireForms(t *testing.T) {
 	r := p.pick("")
 	// A unit of the anti-join's own table keeps no row: take one of
 	// another file.
-	plain := f.ticketFor("forms", 0)
-	if strings.Contains(string(plain), "part-00002") {
-		plain = f.ticketFor("forms", len(localPlan(t, f.job("formsplan")).Units)-1)
+	units := localPlan(t, f.job("formsplan")).Units
+	i := slices.IndexFunc(units, func(u decode.Unit) bool { return !strings.Contains(u.File, "part-00002") })
+	if i < 0 {
+		t.Fatal("every unit recorded is of the anti-join's table")
 	}
+	plain := f.ticketFor("forms", units[i])
 	var tk Ticket
 	if err := json.Unmarshal(plain, &tk); err != nil {
 		t.Fatal(err)
