@@ -352,7 +352,7 @@ func printPeers(w io.Writer, st *apiStatus) {
 		if !x.Healthy {
 			health = "EXCLUDED until " + x.ExcludedTill.Local().Format("15:04:05") + ": " + oneLine(x.LastError)
 		}
-		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %d units, %s received, %d failed (%d corrupt), latency %v\n",
-			x.Addr, health, x.InFlight, x.Units, bytesString(x.Bytes), x.Failures, x.Corrupt, x.Latency.Round(time.Millisecond))
+		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %d units, %s received (%s on the wire), %d failed (%d corrupt), latency %v\n",
+			x.Addr, health, x.InFlight, x.Units, bytesString(x.Bytes), bytesString(x.WireBytes), x.Failures, x.Corrupt, x.Latency.Round(time.Millisecond))
 	}
 }

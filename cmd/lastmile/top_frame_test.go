@@ -23,7 +23,7 @@ func topSamples(t *testing.T) (prev, cur *topSample) {
 		st.Memory.Reserved, st.Memory.Total = 782<<20+123456, 118<<30+1
 		st.Jobs.Running, st.Jobs.Pending = 2, 11
 		st.Peers = &apiStatusPeers{Peers: []peer.PeerStats{{Addr: "10.20.30.40:7941", Healthy: true, InFlight: 12,
-			Units: int64(100 * k), Bytes: int64(9e8 * k)}}}
+			Units: int64(100 * k), Bytes: int64(9e8 * k), WireBytes: int64(3.5e8 * k)}}}
 		ring := func(rank, occ, held int, next int) apiRing {
 			return apiRing{Rank: rank, State: "running", Slots: 4, Occupancy: occ, Held: held, ConsumerAttached: true,
 				Next: &apiCursor{Epoch: 12, Batch: uint64(next)}}

@@ -6,8 +6,9 @@ import (
 )
 
 // peerLines are top's lines for the daemon's CPU peers: health, units in
-// flight, units/s and MB/s received, and the share of all units computed
-// on peers over the interval; and what the daemon serves as a peer.
+// flight, units/s and MB/s of output received, the share of all units
+// computed on peers over the interval and the bytes their output took on
+// the wire for each byte; and what the daemon serves as a peer.
 func (f *topFrame) peerLines() []string {
 	cur, prev := f.cur.status.Peers, (*apiStatusPeers)(nil)
 	if f.prev != nil && f.prev.status != nil {
@@ -22,17 +23,18 @@ func (f *topFrame) peerLines() []string {
 		lines = append(lines, fmt.Sprintf("serving as peer on %s: %d units, %s sent, refused %d busy, %d outside roots",
 			cur.Serving, s.Units, bytesString(s.Bytes), s.RefusedBusy, s.RefusedOutside))
 	}
-	before := map[string][2]int64{}
+	before := map[string][3]int64{}
 	if prev != nil {
 		for _, p := range prev.Peers {
-			before[p.Addr] = [2]int64{p.Units, p.Bytes}
+			before[p.Addr] = [3]int64{p.Units, p.Bytes, p.WireBytes}
 		}
 	}
-	var peerUnits float64
+	var peerUnits, out, wire float64
 	for _, p := range cur.Peers {
 		b := before[p.Addr]
 		ups, mbps := float64(p.Units-b[0])/secs, float64(p.Bytes-b[1])/secs/1e6
 		peerUnits += float64(p.Units - b[0])
+		out, wire = out+float64(p.Bytes-b[1]), wire+float64(p.WireBytes-b[2])
 		health := "healthy"
 		if !p.Healthy {
 			health = "EXCLUDED"
@@ -47,7 +49,11 @@ func (f *topFrame) peerLines() []string {
 		if ok1 && ok2 && now > then {
 			share = peerUnits / (now - then)
 		}
-		lines = append(lines, "spill share "+pct(share)+" of units on peers")
+		line := "spill share " + pct(share) + " of units on peers"
+		if out > 0 {
+			line += fmt.Sprintf(", %.2f wire bytes an output byte", wire/out)
+		}
+		lines = append(lines, line)
 	}
 	return lines
 }
