@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -245,11 +246,28 @@ func TestPeersSpill(t *testing.T) {
 	lj := local.submit(clusterSpec(smallData), nil)
 	want, wantRows := digests(t, local, lj.ID, 2)
 
+	// The link flips a bit in the first large chunk (units' records, past
+	// the TLS handshake) that each of the first three connections carries
+	// back from the peer; or it delays every chunk. Under mutual TLS a
+	// flipped bit fails the connection (bad record MAC); the unit checksum
+	// that catches what TLS would not is tested in package peer.
+	var flips [4]atomic.Bool
+	var flipped atomic.Int64
+	corrupt := func(conn int64, p []byte) {
+		if conn < int64(len(flips)) && len(p) > 4096 && flips[conn].CompareAndSwap(false, true) {
+			flipped.Add(1)
+			p[len(p)/2] ^= 0x40
+		}
+	}
+	slow := func(int64, []byte) { time.Sleep(15 * time.Millisecond) }
 	for _, c := range []struct {
-		name  string
-		fault func(cl *cluster, stop <-chan struct{})
+		name   string
+		fault  func(cl *cluster, stop <-chan struct{})
+		tamper func(conn int64, p []byte)
 	}{
-		{"healthy", nil},
+		{"healthy", nil, nil},
+		{"corrupted stream", nil, corrupt},
+		{"slow link", nil, slow},
 		{"GPU host killed mid-run, resumed", func(cl *cluster, stop <-chan struct{}) {
 			for cl.peerUnits() < 3 {
 				select {
@@ -260,7 +278,7 @@ func TestPeersSpill(t *testing.T) {
 			}
 			cl.gpu.kill9()
 			cl.gpu.start("-workers", "1")
-		}},
+		}, nil},
 		{"peer killed mid-run, then back", func(cl *cluster, stop <-chan struct{}) {
 			for cl.peerUnits() < 2 {
 				select {
@@ -272,10 +290,13 @@ func TestPeersSpill(t *testing.T) {
 			cl.cpu.kill9()
 			time.Sleep(300 * time.Millisecond)
 			cl.cpu.start("-workers", "1")
-		}},
+		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl := newCluster(t, "always", "", "")
+			if c.tamper != nil {
+				cl.via(relay(t, cl.peerAddr, c.tamper))
+			}
 			cl.start()
 			j := cl.gpu.submit(clusterSpec(cl.data), nil)
 			faulted, stop := make(chan struct{}), make(chan struct{})
@@ -302,6 +323,11 @@ func TestPeersSpill(t *testing.T) {
 			// ended): only the healthy run must have units from it.
 			if len(st.Peers.Peers) != 1 || c.name == "healthy" && st.Peers.Peers[0].Units == 0 {
 				t.Errorf("the GPU host's peers: %+v", st.Peers.Peers)
+			}
+			if p := st.Peers.Peers[0]; c.name == "corrupted stream" && (flipped.Load() == 0 || p.Failures == 0) {
+				t.Errorf("%d bytes flipped, %d units failed", flipped.Load(), p.Failures)
+			} else if c.name == "slow link" && (p.Units == 0 || p.Latency < 15*time.Millisecond) {
+				t.Errorf("over the slow link: %d units, a round trip of %v", p.Units, p.Latency)
 			}
 			t.Logf("peer stats seen by the GPU host: %+v", st.Peers.Peers)
 		})
