@@ -3,7 +3,6 @@ package peer
 import (
 	"bytes"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -112,23 +111,7 @@ func TestWireRoundTrip(t *testing.T) {
 			if n < c.minRecs {
 				t.Errorf("%d records, want at least %d", n, c.minRecs)
 			}
-			if err := out.Check(); err != nil {
-				t.Fatal(err)
-			}
-			if out.Rows != b.Rows || len(out.Columns) != len(b.Columns) {
-				t.Fatalf("rows %d columns %d, want %d %d", out.Rows, len(out.Columns), b.Rows, len(b.Columns))
-			}
-			for i := range b.Columns {
-				g, w := &out.Columns[i], &b.Columns[i]
-				if g.Name != w.Name || g.Kind != w.Kind || g.DType != w.DType || g.Width != w.Width || g.Len != w.Len ||
-					!bytes.Equal(g.Data, w.Data) || !reflect.DeepEqual(nilIfEmpty(g.Offsets), nilIfEmpty(w.Offsets)) ||
-					(g.Valid == nil) != (w.Valid == nil) || !bytes.Equal(g.Valid, w.Valid) {
-					t.Fatalf("column %s differs after the round trip", w.Name)
-				}
-			}
-			if Checksum(out) != Checksum(b) {
-				t.Fatal("checksums differ")
-			}
+			sameBatch(t, out, b)
 		})
 	}
 }
