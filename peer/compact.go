@@ -29,8 +29,9 @@ import (
 //     without that run, and is padded back with zeros on arrival; it is
 //     trimmed only when that drops at least an eighth of its elements,
 //     and at the end or the start, whichever drops more;
-//   - list and bytes offsets travel as int32 (a record holds at most
-//     maxRecordBytes, far below 2^31 elements).
+//   - list and bytes offsets travel as int32: a record holds at most
+//     maxRecordBytes, or one row alone, and gRPC refuses messages past
+//     64 MiB (maxMessage), far below 2^31 elements.
 //
 // A zero element is one whose bytes are all zero, so a float -0.0 is
 // kept: what arrives is byte for byte what the peer computed, and the

@@ -135,6 +135,7 @@ func compactable(r *rand.Rand, rows int) *column.Batch {
 		fixedInts("padded right", column.Int64, 16, rows, seq),
 		fixedInts("padded left", column.Int64, 16, rows, func(j, k int) int64 { return seq(j, 15-k) }),
 		fixedInts("dense", column.Int64, 16, rows, func(j, k int) int64 { return int64(r.Uint64()) | 1 }),
+		fixedInts("small wide", column.Int64, 4, rows, func(j, k int) int64 { return int64(1 + r.IntN(30000)) }),
 	)
 	// Float rows padded with zeros, some ending in -0.0, which is not zero
 	// bytes and must travel.
@@ -187,6 +188,7 @@ func TestCompactRoundTrip(t *testing.T) {
 			"padded right": {elem: column.Int32, trim: trimTail},
 			"padded left":  {elem: column.Int32, trim: trimHead},
 			"dense":        {elem: column.Int64},
+			"small wide":   {elem: column.Int16},
 			"float padded": {elem: column.Float32, trim: trimTail},
 			"history":      {elem: column.Int32},
 		}
