@@ -77,8 +77,9 @@ bench: build
 	$(BIN)/lastmile bench
 
 # fuzz runs each fuzzer of outside input for 30s (go test fuzzes one
-# target per run): specs, ring headers and slots, Parquet pages, and the
-# control API (handlers, and raw bytes on a running daemon's socket).
+# target per run): specs, ring headers and slots, Parquet pages, the
+# control API (handlers, and raw bytes on a running daemon's socket), and
+# what peers send and are sent (Flight messages, unit outputs, units).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzControlAPI$$' -fuzztime 30s ./daemon/
@@ -90,6 +91,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s ./gpu/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s ./shm/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime 30s ./objstore/
+	$(GO) test -run '^$$' -fuzz '^FuzzStreamCodec$$' -fuzztime 30s ./peer/
+	$(GO) test -run '^$$' -fuzz '^FuzzAssemble$$' -fuzztime 30s ./peer/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerifiedUnit$$' -fuzztime 30s ./decode/
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm

@@ -345,7 +345,7 @@ func fieldMeta(f arrow.Field) (kind column.Kind, dtype column.DType, width, trim
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return 0, 0, 0, 0, err
 	}
-	if k < 0 || k > int(column.Bytes) || column.DType(d).Size() == 0 || width < 0 || width > 1<<20 {
+	if k < 0 || k > int(column.Bytes) || column.DType(d).Size() == 0 || width < 0 || width > 1<<20 || k == int(column.Fixed) && width < 1 {
 		return 0, 0, 0, 0, fmt.Errorf("wire field %q: kind %d dtype %d width %d", f.Name, k, d, width)
 	}
 	if i := f.Metadata.FindKey("lastmile.trim"); i >= 0 {
