@@ -93,6 +93,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime 30s ./objstore/
 	$(GO) test -run '^$$' -fuzz '^FuzzStreamCodec$$' -fuzztime 30s ./peer/
 	$(GO) test -run '^$$' -fuzz '^FuzzAssemble$$' -fuzztime 30s ./peer/
+	$(GO) test -run '^$$' -fuzz '^FuzzMessageHeader$$' -fuzztime 30s ./peer/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerifiedUnit$$' -fuzztime 30s ./decode/
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random

@@ -370,9 +370,9 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 	if err != nil {
 		return err
 	}
-	rd, err := flight.NewRecordReader(stream)
+	rd, err := flight.NewRecordReader(checkedStream{stream})
 	if err != nil {
-		return err
+		return corrupt(err)
 	}
 	defer rd.Release()
 	a, err := NewAssembler(rd.Schema(), out)
@@ -387,7 +387,7 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 		meta = append(meta[:0], rd.LatestAppMetadata()...)
 	}
 	if err := rd.Err(); err != nil {
-		return err
+		return corrupt(err)
 	}
 	var tr trailer
 	if err := json.Unmarshal(meta, &tr); err != nil {
@@ -397,6 +397,15 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 		return fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
 	}
 	return out.Check()
+}
+
+// corrupt marks an error of a malformed message header as a corrupt
+// stream (counted as such); any other error passes as it is.
+func corrupt(err error) error {
+	if errors.Is(err, errBadHeader) {
+		return fmt.Errorf("%w: %w", errCorrupt, err)
+	}
+	return err
 }
 
 // Credits is the most units in flight at one peer.
