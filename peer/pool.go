@@ -365,6 +365,8 @@ func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (in
 	return codec.wire, err
 }
 
+// fetchWith is fetch, receiving through codec, whose buffers the caller
+// releases after it returns.
 func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch) error {
 	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
 	if err != nil {
