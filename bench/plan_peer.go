@@ -29,6 +29,9 @@ type PeerMeasure struct {
 	// unit output, to receive units fetched one at a time.
 	ReceiveCPUPerByte float64 `json:"receive_cpu_s_per_byte"`
 	BytesPerSample    float64 `json:"bytes_per_sample"`
+	// WirePerByte is the bytes those units took on the wire per byte of
+	// their output (the compact form, peer/compact.go).
+	WirePerByte float64 `json:"wire_bytes_per_byte"`
 	// RoundTrip is a unit's mean round trip when fetched alone.
 	RoundTrip time.Duration `json:"round_trip_ns"`
 	Units     int           `json:"units"`   // units fetched for the rate
@@ -93,6 +96,7 @@ func MeasurePeer(ctx context.Context, cfg PlanConfig, src PeerSource) (PeerMeasu
 	}
 	var bytes, rows int64
 	n := min(len(units), 8)
+	wire0 := wireBytes(src)
 	cpu0, t0 := processCPU(), time.Now()
 	for _, u := range units[:n] {
 		if err := fetch(u, &out); err != nil {
@@ -104,6 +108,7 @@ func MeasurePeer(ctx context.Context, cfg PlanConfig, src PeerSource) (PeerMeasu
 	m.RoundTrip = time.Since(t0) / time.Duration(n)
 	if bytes > 0 {
 		m.ReceiveCPUPerByte = (processCPU() - cpu0) / float64(bytes)
+		m.WirePerByte = float64(wireBytes(src)-wire0) / float64(bytes)
 	}
 	if rows > 0 {
 		m.BytesPerSample = float64(bytes) / float64(rows)
@@ -111,6 +116,17 @@ func MeasurePeer(ctx context.Context, cfg PlanConfig, src PeerSource) (PeerMeasu
 	m.Units, m.Seconds, m.SamplesPerSec, err = peerRate(ctx, fetch, units, m.InFlight, cfg.Seconds)
 	m.PerCore = m.SamplesPerSec / float64(max(m.Workers, 1))
 	return m, err
+}
+
+// wireBytes is what the measured peer's units have taken on the wire so
+// far.
+func wireBytes(src PeerSource) int64 {
+	for _, st := range src.Pool.Stats() {
+		if st.Addr == src.Addr {
+			return st.WireBytes
+		}
+	}
+	return 0
 }
 
 // peerRate fetches units round robin on credits goroutines for about

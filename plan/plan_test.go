@@ -186,6 +186,17 @@ func TestPredictPeersArithmetic(t *testing.T) {
 	if p.CoresPerGPU != 0.5 {
 		t.Errorf("cores per GPU %g, want 0.5", p.CoresPerGPU)
 	}
+	// Output that takes 0.4 bytes on the wire a byte (the compact form)
+	// loads the network 0.4 times as much, and nothing else.
+	m.WirePerByte = 0.4
+	q, err := plan.Predict(plan.Target{GPUs: 8, SamplesPerGPU: 20000}, m, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(q.NetworkBytesPerSec, y*400, 1e-9) || q.PeerRate != p.PeerRate || q.ReceiveCores != p.ReceiveCores || q.Peers != p.Peers {
+		t.Errorf("with 0.4 wire bytes a byte: network %g, want %g; peers %d, rate %g, receive cores %g, as without: %d, %g, %g",
+			q.NetworkBytesPerSec, y*400, q.Peers, q.PeerRate, q.ReceiveCores, p.Peers, p.PeerRate, p.ReceiveCores)
+	}
 }
 
 func TestPredictErrors(t *testing.T) {

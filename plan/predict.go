@@ -55,6 +55,10 @@ type Measured struct {
 	// ReceiveCPUPerByte is the requester's CPU, in seconds per byte, to
 	// receive a peer's output.
 	ReceiveCPUPerByte float64 `json:"receive_cpu_s_per_byte"`
+	// WirePerByte is the bytes a peer's output takes on the network per
+	// byte of it (below 1 in the compact wire form, docs/peers.md); 0 is
+	// taken as 1.
+	WirePerByte float64 `json:"wire_bytes_per_byte"`
 }
 
 // Resources are what a GPU host, and its peers, offer.
@@ -191,7 +195,11 @@ func (p *Prediction) withPeers(m Measured, res Resources) {
 	peer := Curve{PerCore: per, Serial: m.Curve.Serial}.Rate(float64(res.PeerCores))
 	p.Peers = RoundUp(y / peer)
 	p.PeerRate = y
-	p.NetworkBytesPerSec = y * m.BytesPerSample
+	wire := m.WirePerByte
+	if wire <= 0 {
+		wire = 1
+	}
+	p.NetworkBytesPerSec = y * m.BytesPerSample * wire
 	p.ReceiveCores = y * recv
 	p.LocalRate = h - y
 	spilled := float64(p.Peers) * peer

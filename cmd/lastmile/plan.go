@@ -175,7 +175,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if pm, err = peers.measure(ctx, cfg, fs.Arg(0)); err != nil {
 			return fmt.Errorf("measure a peer (-peers-config %s): %w", f.peersConfig, err)
 		}
-		m.PeerPerCore, m.ReceiveCPUPerByte = pm.PerCore, pm.ReceiveCPUPerByte
+		m.PeerPerCore, m.ReceiveCPUPerByte, m.WirePerByte = pm.PerCore, pm.ReceiveCPUPerByte, pm.WirePerByte
 		if res.PeerCores == 0 {
 			res.PeerCores = pm.Workers
 		}

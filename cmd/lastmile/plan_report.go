@@ -98,9 +98,9 @@ func writePrediction(w io.Writer, out planOutput) {
 	}
 	fmt.Fprintf(tw, "  peers\t%s\n", peers)
 	if pm := out.Peer; pm != nil {
-		fmt.Fprintf(tw, "  peer measured\t%s: %s, %s samples/s (%s per core) with %d units in flight; %.2f CPU s per GB to receive here; round trip %v\n",
+		fmt.Fprintf(tw, "  peer measured\t%s: %s, %s samples/s (%s per core) with %d units in flight; %.2f CPU s per GB to receive here; %.2f bytes on the wire a byte of output; round trip %v\n",
 			pm.Addr, count(pm.Workers, "core", "cores"), commaRate(pm.SamplesPerSec), commaRate(pm.PerCore), pm.InFlight, pm.ReceiveCPUPerByte*1e9,
-			pm.RoundTrip.Round(time.Millisecond))
+			pm.WirePerByte, pm.RoundTrip.Round(time.Millisecond))
 	}
 	fmt.Fprintf(tw, "  memory\t%s (%d rings of %s, %d units in flight of %s, unit cache %s)\n", bytesString(p.MemoryBytes),
 		t.GPUs, bytesString(m.RingBytesPerGPU), 2*max(p.CoresPerHost, 1), bytesString(m.UnitBytes), bytesString(m.CacheBytes))

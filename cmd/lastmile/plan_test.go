@@ -137,7 +137,7 @@ func TestPlanPeer(t *testing.T) {
 	}
 	pm := out.Peer
 	if pm == nil || pm.Addr != l.Addr().String() || pm.Workers != 2 || pm.InFlight != 2 || pm.SamplesPerSec <= 0 ||
-		pm.PerCore != pm.SamplesPerSec/2 || pm.ReceiveCPUPerByte <= 0 || pm.Units < 1 {
+		pm.PerCore != pm.SamplesPerSec/2 || pm.ReceiveCPUPerByte <= 0 || pm.Units < 1 || pm.WirePerByte <= 0 || pm.WirePerByte >= 1.1 {
 		t.Fatalf("peer measured %+v", pm)
 	}
 	if out.Resources.PeerCores != 2 {
