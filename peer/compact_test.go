@@ -20,10 +20,10 @@ import (
 
 // sendThrough encodes b in the given form, writes it as an Arrow IPC
 // stream, as a peer would, and rebuilds it into out. It returns the
-// stream's bytes.
-func sendThrough(t testing.TB, b *column.Batch, compact bool, out *column.Batch) (*wireUnit, int) {
+// stream's bytes and records.
+func sendThrough(t testing.TB, b *column.Batch, compact bool, out *column.Batch) (w *wireUnit, size, records int) {
 	t.Helper()
-	w := new(wireUnit)
+	w = new(wireUnit)
 	w.encode(b, compact)
 	schema, err := w.schema()
 	if err != nil {
@@ -31,15 +31,15 @@ func sendThrough(t testing.TB, b *column.Batch, compact bool, out *column.Batch)
 	}
 	var buf bytes.Buffer
 	iw := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	if err := Records(&w.batch, schema, func(rec arrow.RecordBatch, _ bool) error { return iw.Write(rec) }); err != nil {
+	if err := Records(&w.batch, schema, func(rec arrow.RecordBatch, _ bool) error { records++; return iw.Write(rec) }); err != nil {
 		t.Fatal(err)
 	}
 	iw.Close()
-	size := buf.Len()
+	size = buf.Len()
 	if err := assemble(&buf, out); err != nil {
 		t.Fatal(err)
 	}
-	return w, size
+	return w, size, records
 }
 
 func assemble(buf *bytes.Buffer, out *column.Batch) error {
@@ -170,9 +170,9 @@ func TestCompactRoundTrip(t *testing.T) {
 	out := &column.Batch{}
 	for _, rows := range []int{0, 1, 1000, 20000} {
 		b := compactable(r, rows)
-		_, plain := sendThrough(t, b, false, out)
+		_, plain, _ := sendThrough(t, b, false, out)
 		sameBatch(t, out, b)
-		w, compact := sendThrough(t, b, true, out)
+		w, compact, _ := sendThrough(t, b, true, out)
 		sameBatch(t, out, b)
 		if rows == 0 {
 			continue
@@ -339,7 +339,7 @@ func BenchmarkWireForms(b *testing.B) {
 			var wire int
 			b.SetBytes(int64(batch.Bytes()))
 			for b.Loop() {
-				_, wire = sendThrough(b, batch, form.compact, out)
+				_, wire, _ = sendThrough(b, batch, form.compact, out)
 			}
 			b.ReportMetric(float64(wire)/float64(batch.Bytes()), "wire/output")
 		})

@@ -61,13 +61,6 @@ func storage(d column.DType) (arrow.DataType, error) {
 	return nil, fmt.Errorf("dtype %v has no wire form", d)
 }
 
-// Schema returns the Arrow schema of b's plain wire form.
-func Schema(b *column.Batch) (*arrow.Schema, error) {
-	var w wireUnit
-	w.encode(b, false)
-	return w.schema()
-}
-
 // schema returns the Arrow schema of w: each field's type says how its
 // column travels (compact.go), its metadata the column's own kind, dtype
 // and width, and whether its rows were trimmed.

@@ -1,12 +1,8 @@
 package peer
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/lastmile/lastmile/column"
 )
@@ -56,41 +52,6 @@ func randomBatch(r *rand.Rand, rows int, bigLists bool) *column.Batch {
 	return b
 }
 
-// roundTrip sends b through its wire form and an Arrow IPC stream, as
-// Flight would, and rebuilds it into out.
-func roundTrip(t *testing.T, b, out *column.Batch) int {
-	t.Helper()
-	schema, err := Schema(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	records := 0
-	if err := Records(b, schema, func(rec arrow.RecordBatch, _ bool) error { records++; return w.Write(rec) }); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	rd, err := ipc.NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Release()
-	a, err := NewAssembler(rd.Schema(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rd.Next() {
-		if err := a.Add(rd.RecordBatch()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rd.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return records
-}
-
 func TestWireRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	out := &column.Batch{} // reused across cases, as a worker's buffer is
@@ -107,7 +68,7 @@ func TestWireRoundTrip(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := randomBatch(r, c.rows, c.big)
-			n := roundTrip(t, b, out)
+			_, _, n := sendThrough(t, b, false, out)
 			if n < c.minRecs {
 				t.Errorf("%d records, want at least %d", n, c.minRecs)
 			}
