@@ -472,96 +472,115 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 	if err := slot.SetRows(rows); err != nil {
 		return err
 	}
-	for i, f := range b.fields {
-		if f.group != nil {
-			if err := fillGroup(slot, i, &f, spans, rows); err != nil {
-				return err
+	for i := range b.fields {
+		f := &b.fields[i]
+		var err error
+		switch {
+		case f.group != nil:
+			err = fillGroup(slot, i, f, spans, rows)
+		case f.Kind == column.Fixed:
+			err = fillFixed(slot, i, f, spans, rows)
+		default:
+			err = fillList(slot, i, f, spans, rows)
+		}
+		if err == nil && f.group == nil && f.Nullable {
+			err = fillValidity(slot, i, f.col, spans, rows)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillFixed packs fixed-width field i (column f.col of the spans) into
+// the slot as a dense [rows] or [rows, width] array.
+func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+	shape := []int64{int64(rows)}
+	if f.Width > 1 {
+		shape = append(shape, int64(f.Width))
+	}
+	dst, err := slot.Add(i, shm.RoleDense, shm.DType(f.DType), shape...)
+	if err != nil {
+		return err
+	}
+	ci, w, off := f.col, f.DType.Size()*f.Width, 0
+	for _, sp := range spans {
+		if sp.idx == nil {
+			off += copy(dst[off:], sp.b.Columns[ci].Data[sp.lo*w:sp.hi*w])
+			continue
+		}
+		off += gatherRows(dst[off:], sp.b.Columns[ci].Data, sp.idx[sp.lo:sp.hi], w)
+	}
+	return nil
+}
+
+// fillList packs list or bytes field i into the slot as its values and
+// rows+1 int64 offsets, rebased to start at 0.
+func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+	ci, dt, es := f.col, shm.DType(f.DType), f.DType.Size()
+	if f.Kind == column.Bytes {
+		dt = shm.DType(column.Uint8)
+	}
+	var v int64
+	for _, sp := range spans {
+		v += sp.values(ci)
+	}
+	vals, err := slot.Add(i, shm.RoleValues, dt, v)
+	if err != nil {
+		return err
+	}
+	ob, err := slot.Add(i, shm.RoleOffsets, shm.DType(column.Int64), int64(rows+1))
+	if err != nil {
+		return err
+	}
+	offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ob))), rows+1)
+	voff, base, k := 0, int64(0), 0
+	offs[0] = 0
+	for _, sp := range spans {
+		c := &sp.b.Columns[ci]
+		if sp.idx != nil {
+			for _, r := range sp.idx[sp.lo:sp.hi] {
+				lo, hi := c.Offsets[r], c.Offsets[r+1]
+				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+				base += hi - lo
+				k++
+				offs[k] = base
 			}
 			continue
 		}
-		ci := f.col
-		dt := shm.DType(f.DType)
-		es := f.DType.Size()
-		switch f.Kind {
-		case column.Fixed:
-			shape := []int64{int64(rows)}
-			if f.Width > 1 {
-				shape = append(shape, int64(f.Width))
-			}
-			dst, err := slot.Add(i, shm.RoleDense, dt, shape...)
-			if err != nil {
-				return err
-			}
-			w := es * f.Width
-			off := 0
-			for _, sp := range spans {
-				if sp.idx == nil {
-					off += copy(dst[off:], sp.b.Columns[ci].Data[sp.lo*w:sp.hi*w])
-					continue
-				}
-				off += gatherRows(dst[off:], sp.b.Columns[ci].Data, sp.idx[sp.lo:sp.hi], w)
-			}
-		default:
-			if f.Kind == column.Bytes {
-				dt = shm.DType(column.Uint8)
-			}
-			var v int64
-			for _, sp := range spans {
-				v += sp.values(ci)
-			}
-			vals, err := slot.Add(i, shm.RoleValues, dt, v)
-			if err != nil {
-				return err
-			}
-			ob, err := slot.Add(i, shm.RoleOffsets, shm.DType(column.Int64), int64(rows+1))
-			if err != nil {
-				return err
-			}
-			offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ob))), rows+1)
-			voff, base, k := 0, int64(0), 0
-			offs[0] = 0
-			for _, sp := range spans {
-				c := &sp.b.Columns[ci]
-				if sp.idx != nil {
-					for _, r := range sp.idx[sp.lo:sp.hi] {
-						lo, hi := c.Offsets[r], c.Offsets[r+1]
-						voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
-						base += hi - lo
-						k++
-						offs[k] = base
-					}
-					continue
-				}
-				lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
-				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
-				for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
-					k++
-					offs[k] = base + o - lo
-				}
-				base += hi - lo
-			}
+		lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
+		voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+		for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
+			k++
+			offs[k] = base + o - lo
 		}
-		if f.Nullable {
-			dst, err := slot.Add(i, shm.RoleValidity, shm.DType(column.Uint8), int64(rows))
-			if err != nil {
-				return err
-			}
-			off := 0
-			for _, sp := range spans {
-				c := &sp.b.Columns[ci]
-				if c.Valid != nil && sp.idx != nil {
-					off += gatherRows(dst[off:], c.Valid, sp.idx[sp.lo:sp.hi], 1)
-					continue
-				}
-				if c.Valid != nil {
-					off += copy(dst[off:], c.Valid[sp.lo:sp.hi])
-					continue
-				}
-				for j := sp.lo; j < sp.hi; j++ {
-					dst[off] = 1
-					off++
-				}
-			}
+		base += hi - lo
+	}
+	return nil
+}
+
+// fillValidity packs the validity bytes of nullable field i (column ci):
+// 1 for every row of a span whose column has no nulls.
+func fillValidity(slot *shm.Slot, i, ci int, spans []span, rows int) error {
+	dst, err := slot.Add(i, shm.RoleValidity, shm.DType(column.Uint8), int64(rows))
+	if err != nil {
+		return err
+	}
+	off := 0
+	for _, sp := range spans {
+		c := &sp.b.Columns[ci]
+		if c.Valid != nil && sp.idx != nil {
+			off += gatherRows(dst[off:], c.Valid, sp.idx[sp.lo:sp.hi], 1)
+			continue
+		}
+		if c.Valid != nil {
+			off += copy(dst[off:], c.Valid[sp.lo:sp.hi])
+			continue
+		}
+		for j := sp.lo; j < sp.hi; j++ {
+			dst[off] = 1
+			off++
 		}
 	}
 	return nil

@@ -111,20 +111,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if opts.Spill != nil {
 		slots = opts.Spill.Slots()
 	}
-	// One snapshot of every Iceberg table for all epochs of the run.
-	pinned, err := PinInputs(ctx, job, opts.FS)
+	job, proc, err := planRun(ctx, job, opts.FS, workers+slots, log)
 	if err != nil {
-		return st, fmt.Errorf("job %q: %w", job.Name, err)
-	}
-	for i, in := range pinned.Inputs {
-		if in != job.Inputs[i] {
-			log.Info("iceberg snapshot pinned", "input", job.Inputs[i], "as", in)
-		}
-	}
-	job = pinned
-	proc, err := newProcessor(ctx, job, workers+slots, opts.FS)
-	if err != nil {
-		return st, fmt.Errorf("job %q: %w", job.Name, err)
+		return st, err
 	}
 	st.FilesPruned = proc.pruned
 	defer proc.close()
@@ -172,6 +161,40 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
 	err = produce(ctx, job, proc, runWorkers{local: workers, spill: opts.Spill, slots: slots}, bt, prog, opts.Gate, &st)
+	collectStats(&st, prog, proc, rings)
+	if err != nil {
+		bt.abort()
+		failRings(rings, err)
+		st.Elapsed = time.Since(start)
+		return st, err
+	}
+	closeRings(ctx, rings, opts.Linger, &st, log)
+	st.Elapsed = time.Since(start)
+	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
+	return st, nil
+}
+
+// planRun pins one snapshot of every Iceberg input for all epochs of the
+// run, then plans the job and compiles its pipeline for workers workers.
+func planRun(ctx context.Context, job *spec.Job, fsys decode.FS, workers int, log *slog.Logger) (*spec.Job, *processor, error) {
+	pinned, err := PinInputs(ctx, job, fsys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("job %q: %w", job.Name, err)
+	}
+	for i, in := range pinned.Inputs {
+		if in != job.Inputs[i] {
+			log.Info("iceberg snapshot pinned", "input", job.Inputs[i], "as", in)
+		}
+	}
+	proc, err := newProcessor(ctx, pinned, workers, fsys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("job %q: %w", pinned.Name, err)
+	}
+	return pinned, proc, nil
+}
+
+// collectStats fills st with a finished (or failed) run's counts.
+func collectStats(st *Stats, prog *Progress, proc *processor, rings []*shm.Producer) {
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
 	st.Decode = time.Duration(prog.DecodeNanos.Load())
 	for _, w := range proc.workers {
@@ -183,20 +206,12 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		st.FullWait += r.Stats().FullWait
 	}
 	st.Pack = max(time.Duration(prog.PackNanos.Load())-st.FullWait, 0)
-	if err != nil {
-		bt.abort()
-		msg := err.Error()
-		if errors.Is(err, context.Canceled) {
-			msg = "job canceled"
-		}
-		for _, r := range rings {
-			r.Fail(msg)
-			r.Close()
-		}
-		st.Elapsed = time.Since(start)
-		return st, err
-	}
-	if opts.Linger {
+}
+
+// closeRings ends a finished run's rings: with linger, after the
+// trainers have drained them (the wait counted in st.Drain).
+func closeRings(ctx context.Context, rings []*shm.Producer, linger bool, st *Stats, log *slog.Logger) {
+	if linger {
 		t := time.Now()
 		for _, r := range rings {
 			if err := r.WaitDrained(ctx); err != nil {
@@ -211,9 +226,19 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 			log.Warn("close ring", "ring", r.Name(), "err", err)
 		}
 	}
-	st.Elapsed = time.Since(start)
-	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
-	return st, nil
+}
+
+// failRings tells the trainers on rings that the run failed with err,
+// and closes the rings.
+func failRings(rings []*shm.Producer, err error) {
+	msg := err.Error()
+	if errors.Is(err, context.Canceled) {
+		msg = "job canceled"
+	}
+	for _, r := range rings {
+		r.Fail(msg)
+		r.Close()
+	}
 }
 
 func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uint32,
@@ -297,54 +322,12 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				return fmt.Errorf("epoch %d: resume: %w", e, err)
 			}
 		}
-		units := order[first:]
-		work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
-			if buf == nil {
-				buf = spare.get()
-			}
-			if worker >= rw.local {
-				if done, err := rw.spillUnit(ctx, proc, prog, fields, plan.Units[units[i]], len(units)-i-1, buf); done || err != nil {
-					return buf, err
-				}
-				// Declined or failed: computed here, like any local unit.
-			}
-			// Claimed for local work: waiting for a CPU or computing.
-			prog.localClaimed.Add(1)
-			defer prog.localClaimed.Add(-1)
-			if gate != nil {
-				release, err := gate(ctx)
-				if err != nil {
-					return buf, err
-				}
-				defer release()
-			}
-			prog.UnitsInFlight.Add(1)
-			defer prog.UnitsInFlight.Add(-1)
-			// Remote inputs: start fetching the unit handed out one round
-			// of workers from now, so its bytes arrive while this one
-			// decodes (within the source's memory bound; nothing locally).
-			if next := i + rw.local; next < len(units) {
-				decode.PrefetchUnit(plan.FS(), &plan.Units[units[next]])
-			}
-			if rw.slots > 0 {
-				// Let the spill workers' sends go out before this unit's
-				// compute holds the CPU: on a requester of one CPU, gRPC's
-				// writer otherwise waits for the scheduler's preemption
-				// (docs/peers.md, "Two cores are not twice one core").
-				runtime.Gosched()
-			}
-			t := time.Now()
-			err := proc.run(ctx, worker, plan.Units[units[i]], buf)
-			prog.DecodeNanos.Add(int64(time.Since(t)))
-			prog.LocalRows.Add(plan.Units[units[i]].Rows)
-			prog.UnitsDone.Add(1)
-			return buf, err
-		}
+		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: gate, fields: fields, spare: &spare, units: order[first:]}
 		emit := func(i int, b *column.Batch) error {
 			spare.seen(b)
 			return bt.add(ctx, b)
 		}
-		err := pool.Run(ctx, cfg, len(units), work, emit)
+		err := pool.Run(ctx, cfg, len(ur.units), ur.work, emit)
 		spare.reclaim()
 		if err != nil {
 			var ue *pool.UnitError
@@ -356,10 +339,69 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		if err := bt.endEpoch(ctx); err != nil {
 			return fmt.Errorf("epoch %d: %w", e, err)
 		}
-		st.Units += len(units)
+		st.Units += len(ur.units)
 		st.Epochs++
 	}
 	return nil
+}
+
+// unitRun is what an epoch's workers share: the units in the epoch's
+// order, and where each goes (a peer, the unit cache, or here).
+type unitRun struct {
+	rw     runWorkers
+	proc   *processor
+	prog   *Progress
+	gate   func(context.Context) (func(), error)
+	fields []OutField
+	spare  *batchPool
+	units  []int32
+}
+
+// work computes the epoch's i-th unit into buf (a spare batch when nil):
+// a spill worker's on a peer or from the cache when it can, any other
+// unit here.
+func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+	rw, proc, prog, units, plan := ur.rw, ur.proc, ur.prog, ur.units, ur.proc.plan
+	if buf == nil {
+		buf = ur.spare.get()
+	}
+	if worker >= rw.local {
+		if done, err := rw.spillUnit(ctx, proc, prog, ur.fields, plan.Units[units[i]], len(units)-i-1, buf); done || err != nil {
+			return buf, err
+		}
+		// Declined or failed: computed here, like any local unit.
+	}
+	// Claimed for local work: waiting for a CPU or computing.
+	prog.localClaimed.Add(1)
+	defer prog.localClaimed.Add(-1)
+	if ur.gate != nil {
+		release, err := ur.gate(ctx)
+		if err != nil {
+			return buf, err
+		}
+		defer release()
+	}
+	prog.UnitsInFlight.Add(1)
+	defer prog.UnitsInFlight.Add(-1)
+	// Remote inputs: start fetching the unit handed out one round
+	// of workers from now, so its bytes arrive while this one
+	// decodes (within the source's memory bound; nothing locally).
+	if next := i + rw.local; next < len(units) {
+		decode.PrefetchUnit(plan.FS(), &plan.Units[units[next]])
+	}
+	if rw.slots > 0 {
+		// Let the spill workers' sends go out before this unit's
+		// compute holds the CPU: on a requester of one CPU, gRPC's
+		// writer otherwise waits for the scheduler's preemption
+		// (docs/peers.md, "Two cores are not twice one core").
+		runtime.Gosched()
+	}
+	t := time.Now()
+	err := proc.run(ctx, worker, plan.Units[units[i]], buf)
+	prog.DecodeNanos.Add(int64(time.Since(t)))
+	prog.LocalRows.Add(plan.Units[units[i]].Rows)
+	prog.UnitsDone.Add(1)
+	return buf, err
 }
 
 // batchesPerEpoch is how many batches each rank gets from an epoch of rows
