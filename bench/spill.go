@@ -31,9 +31,13 @@ import (
 // SpillConfig configures the spill measurement: the pipeline alone on one
 // core, against one core plus a CPU peer on another core (docs/peers.md).
 type SpillConfig struct {
-	Spec        string // default examples/ctr-8rank.yaml
-	Data        string // generated once; default under $TMPDIR
-	Rows        int64  // default 1 Mi
+	Spec string // default examples/ctr-8rank.yaml
+	Data string // generated once; default under $TMPDIR
+	// Rows is the size of the generated input; default 4 Mi rows, 288
+	// units: a run of several seconds, so that what every run pays once
+	// (planning, the ring, the last unit's wait) weighs little, as in a
+	// real epoch (docs/peers.md, "Runs long enough to measure a rate").
+	Rows        int64
 	Compression string // default snappy
 	ShmDir      string
 	// PeerCommand runs a peer serving root "bench" = Data on the address
@@ -100,7 +104,7 @@ func (c *SpillConfig) defaults() {
 		c.Spec = "examples/ctr-8rank.yaml"
 	}
 	if c.Rows <= 0 {
-		c.Rows = 1 << 20
+		c.Rows = 4 << 20
 	}
 	if c.Compression == "" {
 		c.Compression = "snappy"
@@ -179,21 +183,8 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	if ran, err := sp.RunUnit(ctx, rec.units[0], &warm, engine.Load{}); err != nil || !ran {
 		return nil, fmt.Errorf("spill: warm the peer up: ran %v, %v", ran, err)
 	}
-	// The two runs alternate, Repeats times; the fastest of each counts,
-	// as in the rest of bench.
-	for i := range cfg.Repeats {
-		fmt.Fprintf(cfg.Log, "spill: run %d of %d: the pipeline alone, one worker on CPU %d ...\n", i+1, cfg.Repeats, local)
-		st, err := runDrained(ctx, job, nil, drain)
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 || st.Elapsed.Seconds() < r.LocalSeconds {
-			r.LocalSeconds = st.Elapsed.Seconds()
-		}
-		fmt.Fprintf(cfg.Log, "spill: run %d of %d: one worker on CPU %d plus the peer on CPU %d ...\n", i+1, cfg.Repeats, local, peerCPU)
-		if err := spillRun(ctx, cfg, job, sp, pool, drain, peerCPUTime, i == 0, r); err != nil {
-			return nil, err
-		}
+	if err := alternate(ctx, cfg, job, sp, pool, drain, peerCPUTime, local, peerCPU, r); err != nil {
+		return nil, err
 	}
 	r.Speedup = r.LocalSeconds / r.SpillSeconds
 	r.Met = r.Speedup >= r.Target
@@ -211,6 +202,27 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 		r.Ceiling = 2 * r.AloneCPU / r.ContendedCPU
 	}
 	return r, nil
+}
+
+// alternate runs the job alone and with the peer, in turn, Repeats times;
+// the fastest of each counts, as in the rest of bench.
+func alternate(ctx context.Context, cfg SpillConfig, job *spec.Job, sp *peer.Spiller, pool *peer.Pool,
+	drain drainer, peerCPUTime func() float64, local, peerCPU int, r *SpillReport) error {
+	for i := range cfg.Repeats {
+		fmt.Fprintf(cfg.Log, "spill: run %d of %d: the pipeline alone, one worker on CPU %d ...\n", i+1, cfg.Repeats, local)
+		st, err := runDrained(ctx, job, nil, drain)
+		if err != nil {
+			return err
+		}
+		if i == 0 || st.Elapsed.Seconds() < r.LocalSeconds {
+			r.LocalSeconds = st.Elapsed.Seconds()
+		}
+		fmt.Fprintf(cfg.Log, "spill: run %d of %d: one worker on CPU %d plus the peer on CPU %d ...\n", i+1, cfg.Repeats, local, peerCPU)
+		if err := spillRun(ctx, cfg, job, sp, pool, drain, peerCPUTime, i == 0, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // spillRun runs the job once with the peer, keeping its figures in r if
@@ -414,11 +426,13 @@ func newBenchSpiller(cfg SpillConfig, f peer.TLSFiles, addr, text string, job *s
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	pool, err := peer.NewPool(peer.PoolConfig{Addrs: []string{addr}, TLS: tc, Credits: 3})
+	// The pool's and the spiller's defaults, as lastmiled's: 4 credits,
+	// and as many spill workers.
+	pool, err := peer.NewPool(peer.PoolConfig{Addrs: []string{addr}, TLS: tc})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{Slots: 3, Policy: peer.PolicyConfig{Always: true}})
+	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{Policy: peer.PolicyConfig{Always: true}})
 	if err != nil {
 		pool.Close()
 		return nil, nil, nil, err
