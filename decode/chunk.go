@@ -76,36 +76,19 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 	d.dict.reset()
 	lo := d.unit.RowStart
 	hi := lo + d.unit.Rows
-	want := int(d.unit.Rows)
-	if sel != nil {
-		want = len(sel)
-	}
+	want := d.reserveColumn(f, c, sel, dst)
 	si := 0 // next entry of sel to place
-	d.want, d.wantMax = want, int(min(c.Values, math.MaxInt32))*f.DType.Size()
-	if sel != nil {
-		d.reserveSel(f, c, dst, len(sel))
-		d.want = 0
-	} else {
-		d.reserveWhole(f, c, dst)
-	}
 	row := c.FirstRow
 	done := d.ctx.Done()
 	h := pr.h
-	var locs []pageLoc // with a selection, the OffsetIndex's pages
-	k := 0             // next entry of locs
-	if sel != nil && want > 0 && pr.f != nil {
-		var err error
-		if locs, err = d.pageIndex(c); err != nil {
-			return d.errorf(fi, -1, err)
-		}
+	locs, err := d.selPageIndex(c, pr, sel, want) // with a selection, the OffsetIndex's pages
+	if err != nil {
+		return d.errorf(fi, -1, err)
 	}
+	k := 0 // next entry of locs
 	for dst.Len < want {
-		if done != nil {
-			select {
-			case <-done:
-				return d.ctx.Err()
-			default:
-			}
+		if err := d.canceled(done); err != nil {
+			return err
 		}
 		if locs != nil {
 			next, skip, err := d.skipByIndex(locs, &k, pr, sel, &si, lo, row)
@@ -124,46 +107,18 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		if !ok {
 			break
 		}
-		if h.uncompressed > maxPageBytes || (c.Uncompressed > 0 && int64(h.uncompressed) > c.Uncompressed) ||
-			(c.Values > 0 && int64(h.numValues) > c.Values) {
-			return d.errorf(fi, off, corruptf("page of %d bytes and %d values exceeds its column chunk's %d and %d",
-				h.uncompressed, h.numValues, c.Uncompressed, c.Values))
+		data, err := d.pageKind(f, c, h, body)
+		if err != nil {
+			return d.errorf(fi, off, err)
 		}
-		switch h.typ {
-		case pageDictionary:
-			if err := checkCRC(h, body); err != nil {
-				return d.errorf(fi, off, err)
-			}
-			if err := d.readDict(f, c, h, body); err != nil {
-				return d.errorf(fi, off, err)
-			}
+		if !data {
 			continue
-		case pageData, pageDataV2:
-		default:
-			continue // index pages and unknown page types carry no rows
 		}
 		// Rows in the page, when the header tells.
-		nrows := int64(-1)
-		if h.typ == pageDataV2 {
-			nrows = int64(h.numRows)
-		} else if f.MaxRep == 0 {
-			nrows = int64(h.numValues)
-		}
-		if nrows >= 0 {
-			if row+nrows <= lo {
-				row += nrows
-				continue
-			}
-			if sel != nil {
-				for si < len(sel) && lo+int64(sel[si]) < row {
-					si++
-				}
-				if si == len(sel) || lo+int64(sel[si]) >= row+nrows {
-					row += nrows
-					d.stats.PagesSkipped++
-					continue
-				}
-			}
+		nrows := pageRows(f, h)
+		if nrows >= 0 && d.skipPage(sel, &si, lo, row, nrows) {
+			row += nrows
+			continue
 		}
 		if row >= hi {
 			break
@@ -172,68 +127,9 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 			return d.errorf(fi, off, err)
 		}
 		d.stats.Pages++
-		direct := sel == nil && row >= lo
-		if sel != nil && nrows >= 0 && row >= lo && row+nrows <= hi {
-			// A page whose rows are all selected goes straight in.
-			first := int64(sel[si]) + lo
-			if first == row && si+int(nrows) <= len(sel) && lo+int64(sel[si+int(nrows)-1]) == row+nrows-1 {
-				direct = true
-			}
-		}
-		if direct {
-			n, err := d.appendPage(f, c, h, body, dst)
-			if err != nil {
-				return d.errorf(fi, off, err)
-			}
-			if sel != nil {
-				si += n
-			}
-			row += int64(n)
-			if over := row - hi; over > 0 {
-				truncateColumn(dst, dst.Len-int(over))
-			}
-			continue
-		}
-		s := &d.scratch
-		s.Kind, s.DType, s.Width, s.Len = f.Kind, f.DType, 1, 0
-		if d.scratchView {
-			s.Data, d.scratchOwn, d.scratchView = d.scratchOwn, nil, false
-		}
-		s.Data = s.Data[:0]
-		if f.Kind != column.Fixed {
-			s.Offsets = append(s.Offsets[:0], 0)
-		}
-		if f.Nullable {
-			s.Valid = s.Valid[:0]
-		} else {
-			s.Valid = nil
-		}
-		n, err := d.appendPage(f, c, h, body, s)
-		if err != nil {
+		var n int
+		if n, si, err = d.appendDataPage(f, c, h, body, dst, sel, si, lo, hi, row, nrows); err != nil {
 			return d.errorf(fi, off, err)
-		}
-		if sel == nil {
-			a := max(lo-row, 0)
-			b := min(hi-row, int64(n))
-			if a < b {
-				appendRows(dst, s, int(a), int(b))
-			}
-		} else {
-			rows := d.rows[:0]
-			for si < len(sel) {
-				r := lo + int64(sel[si]) - row
-				if r < 0 {
-					si++
-					continue
-				}
-				if r >= int64(n) {
-					break
-				}
-				rows = append(rows, int32(r))
-				si++
-			}
-			d.rows = rows
-			appendSelected(dst, s, rows)
 		}
 		row += int64(n)
 	}
@@ -241,14 +137,202 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		return d.errorf(fi, -1, corruptf("column chunk holds %d of the %d rows wanted", dst.Len, want))
 	}
 	// The pages after the last selected row are not read either.
-	for ; k < len(locs); k++ {
-		if locs[k].off >= pr.off {
-			d.stats.PagesSkipped++
-			d.stats.PagesUnread++
-			d.stats.BytesUnread += locs[k].end - locs[k].off
+	d.countUnread(locs[k:], pr.off)
+	return nil
+}
+
+// reserveColumn sets d.want and d.wantMax for the chunk's column and
+// reserves room in dst for its rows, returning how many rows dst is to
+// hold: the unit's, or the selected ones.
+func (d *Decoder) reserveColumn(f *Field, c *Chunk, sel []int32, dst *column.Column) int {
+	want := int(d.unit.Rows)
+	if sel != nil {
+		want = len(sel)
+	}
+	d.want, d.wantMax = want, int(min(c.Values, math.MaxInt32))*f.DType.Size()
+	if sel != nil {
+		d.reserveSel(f, c, dst, len(sel))
+		d.want = 0
+	} else {
+		d.reserveWhole(f, c, dst)
+	}
+	return want
+}
+
+// selPageIndex returns the chunk's pages from its OffsetIndex when a
+// selection is read from a file, so that pages holding no selected row
+// can go unread; otherwise, or when the chunk has no index, nil.
+func (d *Decoder) selPageIndex(c *Chunk, pr *pageReader, sel []int32, want int) ([]pageLoc, error) {
+	if sel != nil && want > 0 && pr.f != nil {
+		return d.pageIndex(c)
+	}
+	return nil, nil
+}
+
+// canceled returns the unit's context's error once done (its Done
+// channel, nil for a context that cannot be canceled) is closed, and nil
+// until then. It is checked between pages.
+func (d *Decoder) canceled(done <-chan struct{}) error {
+	if done != nil {
+		select {
+		case <-done:
+			return d.ctx.Err()
+		default:
 		}
 	}
 	return nil
+}
+
+// pageKind checks a page's sizes against its chunk's and reads it when it
+// is the dictionary page. It reports whether the page is a data page, the
+// only kind that holds rows.
+func (d *Decoder) pageKind(f *Field, c *Chunk, h *pageHeader, body []byte) (bool, error) {
+	if h.uncompressed > maxPageBytes || (c.Uncompressed > 0 && int64(h.uncompressed) > c.Uncompressed) ||
+		(c.Values > 0 && int64(h.numValues) > c.Values) {
+		return false, corruptf("page of %d bytes and %d values exceeds its column chunk's %d and %d",
+			h.uncompressed, h.numValues, c.Uncompressed, c.Values)
+	}
+	switch h.typ {
+	case pageDictionary:
+		if err := checkCRC(h, body); err != nil {
+			return false, err
+		}
+		if err := d.readDict(f, c, h, body); err != nil {
+			return false, err
+		}
+		return false, nil
+	case pageData, pageDataV2:
+		return true, nil
+	default:
+		return false, nil // index pages and unknown page types carry no rows
+	}
+}
+
+// pageRows returns the number of rows in a data page when its header
+// tells (v2 pages, and v1 pages of non-repeated columns, whose values are
+// rows), or -1.
+func pageRows(f *Field, h *pageHeader) int64 {
+	nrows := int64(-1)
+	if h.typ == pageDataV2 {
+		nrows = int64(h.numRows)
+	} else if f.MaxRep == 0 {
+		nrows = int64(h.numValues)
+	}
+	return nrows
+}
+
+// skipPage reports whether the data page of nrows rows starting at row can
+// be passed over undecoded: it ends before the unit's first row lo, or
+// (with a selection) holds no selected row. It moves *si past the selected
+// rows before the page.
+func (d *Decoder) skipPage(sel []int32, si *int, lo, row, nrows int64) bool {
+	if row+nrows <= lo {
+		return true
+	}
+	if sel != nil {
+		for *si < len(sel) && lo+int64(sel[*si]) < row {
+			*si++
+		}
+		if *si == len(sel) || lo+int64(sel[*si]) >= row+nrows {
+			d.stats.PagesSkipped++
+			return true
+		}
+	}
+	return false
+}
+
+// appendDataPage decodes a data page starting at row and appends its
+// wanted rows to dst: rows [lo, hi) of the row group, or with a selection
+// those of sel from entry si on. It returns the page's rows and the next
+// entry of sel.
+//
+// A page wanted whole from its first row is decoded straight into dst,
+// rows past hi then cut off; any other is decoded into d.scratch and its
+// wanted rows copied.
+func (d *Decoder) appendDataPage(f *Field, c *Chunk, h *pageHeader, body []byte, dst *column.Column,
+	sel []int32, si int, lo, hi, row, nrows int64) (int, int, error) {
+	direct := sel == nil && row >= lo
+	if sel != nil && nrows >= 0 && row >= lo && row+nrows <= hi {
+		// A page whose rows are all selected goes straight in.
+		first := int64(sel[si]) + lo
+		if first == row && si+int(nrows) <= len(sel) && lo+int64(sel[si+int(nrows)-1]) == row+nrows-1 {
+			direct = true
+		}
+	}
+	if direct {
+		n, err := d.appendPage(f, c, h, body, dst)
+		if err != nil {
+			return 0, si, err
+		}
+		if sel != nil {
+			si += n
+		}
+		if over := row + int64(n) - hi; over > 0 {
+			truncateColumn(dst, dst.Len-int(over))
+		}
+		return n, si, nil
+	}
+	s := d.resetScratch(f)
+	n, err := d.appendPage(f, c, h, body, s)
+	if err != nil {
+		return 0, si, err
+	}
+	if sel == nil {
+		a := max(lo-row, 0)
+		b := min(hi-row, int64(n))
+		if a < b {
+			appendRows(dst, s, int(a), int(b))
+		}
+		return n, si, nil
+	}
+	rows := d.rows[:0]
+	for si < len(sel) {
+		r := lo + int64(sel[si]) - row
+		if r < 0 {
+			si++
+			continue
+		}
+		if r >= int64(n) {
+			break
+		}
+		rows = append(rows, int32(r))
+		si++
+	}
+	d.rows = rows
+	appendSelected(dst, s, rows)
+	return n, si, nil
+}
+
+// resetScratch empties d.scratch to receive a page of field f, taking back
+// its own buffer when it viewed the last page's values, and returns it.
+func (d *Decoder) resetScratch(f *Field) *column.Column {
+	s := &d.scratch
+	s.Kind, s.DType, s.Width, s.Len = f.Kind, f.DType, 1, 0
+	if d.scratchView {
+		s.Data, d.scratchOwn, d.scratchView = d.scratchOwn, nil, false
+	}
+	s.Data = s.Data[:0]
+	if f.Kind != column.Fixed {
+		s.Offsets = append(s.Offsets[:0], 0)
+	}
+	if f.Nullable {
+		s.Valid = s.Valid[:0]
+	} else {
+		s.Valid = nil
+	}
+	return s
+}
+
+// countUnread counts the pages of locs at or after off, those no selected
+// row needed, as skipped and unread.
+func (d *Decoder) countUnread(locs []pageLoc, off int64) {
+	for _, l := range locs {
+		if l.off >= off {
+			d.stats.PagesSkipped++
+			d.stats.PagesUnread++
+			d.stats.BytesUnread += l.end - l.off
+		}
+	}
 }
 
 // reserveWhole sizes dst's values once, before the first page, when the

@@ -33,38 +33,11 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 		repB, defB, vals, valsLen, compressed = rb, db, body, int(h.uncompressed)-lead, true
 		pvLead = lead
 	} else {
-		page := body
-		if c.Codec != codecNone && h.encoding == encPlain && f.Kind != column.Bytes && f.DType != column.Bool {
-			// Decompress the page where its values go; once the levels
-			// are read, the values move down over them (in cache) rather
-			// than being copied from a scratch buffer.
-			start := len(col.Data)
-			col.Data = reserve(col.Data, max(int(h.uncompressed), n*f.DType.Size()))
-			page = col.Data[start : start+int(h.uncompressed)]
-			if err := d.z.decompress(c.Codec, page, body); err != nil {
-				return 0, corrupt(err)
-			}
-		} else if c.Codec != codecNone {
-			d.page = growBytes(d.page, int(h.uncompressed))
-			if err := d.z.decompress(c.Codec, d.page, body); err != nil {
-				return 0, corrupt(err)
-			}
-			page = d.page
-		} else if len(body) != int(h.uncompressed) {
-			return 0, corruptf("uncompressed page of %d bytes, header says %d", len(body), h.uncompressed)
-		}
 		var err error
-		if f.MaxRep > 0 {
-			if repB, page, err = v1Levels(page, h.repEncoding); err != nil {
-				return 0, err
-			}
+		if repB, defB, vals, err = d.v1Page(f, c, h, body, col); err != nil {
+			return 0, err
 		}
-		if f.MaxDef > 0 {
-			if defB, page, err = v1Levels(page, h.defEncoding); err != nil {
-				return 0, err
-			}
-		}
-		vals, valsLen = page, len(page)
+		valsLen = len(vals)
 	}
 	// Lists of required elements (the common case) need only the row
 	// starts, not every repetition level.
@@ -94,6 +67,43 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 		return d.appendListPage(f, n, &pv, col)
 	}
 	return d.appendFlatPage(f, n, &pv, col)
+}
+
+// v1Page decompresses a v1 data page that v1Direct cannot place and
+// splits it into its repetition levels, definition levels and values.
+func (d *Decoder) v1Page(f *Field, c *Chunk, h *pageHeader, body []byte, col *column.Column) (repB, defB, vals []byte, err error) {
+	n := int(h.numValues)
+	page := body
+	if c.Codec != codecNone && h.encoding == encPlain && f.Kind != column.Bytes && f.DType != column.Bool {
+		// Decompress the page where its values go; once the levels
+		// are read, the values move down over them (in cache) rather
+		// than being copied from a scratch buffer.
+		start := len(col.Data)
+		col.Data = reserve(col.Data, max(int(h.uncompressed), n*f.DType.Size()))
+		page = col.Data[start : start+int(h.uncompressed)]
+		if err := d.z.decompress(c.Codec, page, body); err != nil {
+			return nil, nil, nil, corrupt(err)
+		}
+	} else if c.Codec != codecNone {
+		d.page = growBytes(d.page, int(h.uncompressed))
+		if err := d.z.decompress(c.Codec, d.page, body); err != nil {
+			return nil, nil, nil, corrupt(err)
+		}
+		page = d.page
+	} else if len(body) != int(h.uncompressed) {
+		return nil, nil, nil, corruptf("uncompressed page of %d bytes, header says %d", len(body), h.uncompressed)
+	}
+	if f.MaxRep > 0 {
+		if repB, page, err = v1Levels(page, h.repEncoding); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if f.MaxDef > 0 {
+		if defB, page, err = v1Levels(page, h.defEncoding); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return repB, defB, page, nil
 }
 
 // v1Levels splits a v1 page's length-prefixed RLE levels from the rest.
@@ -183,13 +193,7 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 	// offs[L] is the running end of the last row; a new row writes the end
 	// of the previous one at its start.
 	L := col.Len
-	need := L + n + 1
-	if cap(col.Offsets) < need {
-		no := make([]int64, len(col.Offsets), max(need, 2*cap(col.Offsets)))
-		copy(no, col.Offsets)
-		col.Offsets = no
-	}
-	offs := col.Offsets[:need]
+	offs := growOffsets(col, L+n+1)
 	cur := offs[L]
 	base := cur
 	maxDef, rowDef := uint8(f.MaxDef), uint8(f.RowDef)
@@ -199,6 +203,7 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 		col.Valid = extend(col.Valid, n)[:L]
 		valid = col.Valid[:L+n]
 	}
+	var err error
 	switch {
 	case def == nil || allEqual(def, maxDef):
 		// Every level is a value: rows start where rep is 0.
@@ -209,54 +214,13 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 			fill(valid[col.Len:L], 1)
 		}
 	case maxDef == rowDef+1:
-		// No null elements: a level is a value iff it is maxDef. Skip
-		// eight levels at a time while they neither start a row nor
-		// lack a value.
-		const ones = 0x0101010101010101
-		full := uint64(maxDef) * ones
-		i := 0
-		for ; i < n; i++ {
-			if i&7 == 0 && i+8 <= n {
-				if binary.LittleEndian.Uint64(rep[i:]) == ones && binary.LittleEndian.Uint64(def[i:]) == full {
-					cur += 8
-					i += 7
-					continue
-				}
-			}
-			l := def[i]
-			if l > maxDef {
-				return 0, corruptf("definition level %d above the maximum %d", l, maxDef)
-			}
-			if rep[i] == 0 {
-				offs[L] = cur
-				if valid != nil {
-					valid[L] = b2u8(l >= rowDef)
-				}
-				L++
-			}
-			cur += int64(b2u8(l == maxDef))
-		}
+		L, cur, err = listLevelsRequired(rep, def, offs, valid, L, cur, maxDef, rowDef)
 		nonNull = int(cur - base)
 	default:
-		for i, r := range rep {
-			l := def[i]
-			if l > maxDef {
-				return 0, corruptf("definition level %d above the maximum %d", l, maxDef)
-			}
-			if r == 0 {
-				offs[L] = cur
-				if valid != nil {
-					valid[L] = b2u8(l >= rowDef)
-				}
-				L++
-			}
-			if l > rowDef {
-				cur++
-				if l == maxDef {
-					nonNull++
-				}
-			}
-		}
+		L, cur, nonNull, err = listLevels(rep, def, offs, valid, L, cur, maxDef, rowDef)
+	}
+	if err != nil {
+		return 0, err
 	}
 	offs[L] = cur
 	rows := L - col.Len
@@ -277,6 +241,80 @@ func (d *Decoder) appendListPage(f *Field, n int, pv *pageValues, col *column.Co
 		spread(region, size, def, maxDef, rowDef+1, nonNull)
 	}
 	return rows, nil
+}
+
+// growOffsets makes room for need offsets in col.Offsets, at least
+// doubling its capacity when it must grow, and returns them.
+func growOffsets(col *column.Column, need int) []int64 {
+	if cap(col.Offsets) < need {
+		no := make([]int64, len(col.Offsets), max(need, 2*cap(col.Offsets)))
+		copy(no, col.Offsets)
+		col.Offsets = no
+	}
+	return col.Offsets[:need]
+}
+
+// listLevelsRequired is appendListPage's walk of the levels rep and def
+// of a list whose elements cannot be null: from row L, whose values end
+// at cur, it records each row's start in offs (and its validity in valid,
+// when not nil) and returns the new row count and running end.
+func listLevelsRequired(rep, def []uint8, offs []int64, valid []uint8, L int, cur int64, maxDef, rowDef uint8) (int, int64, error) {
+	n := len(rep)
+	// No null elements: a level is a value iff it is maxDef. Skip
+	// eight levels at a time while they neither start a row nor
+	// lack a value.
+	const ones = 0x0101010101010101
+	full := uint64(maxDef) * ones
+	i := 0
+	for ; i < n; i++ {
+		if i&7 == 0 && i+8 <= n {
+			if binary.LittleEndian.Uint64(rep[i:]) == ones && binary.LittleEndian.Uint64(def[i:]) == full {
+				cur += 8
+				i += 7
+				continue
+			}
+		}
+		l := def[i]
+		if l > maxDef {
+			return 0, 0, corruptf("definition level %d above the maximum %d", l, maxDef)
+		}
+		if rep[i] == 0 {
+			offs[L] = cur
+			if valid != nil {
+				valid[L] = b2u8(l >= rowDef)
+			}
+			L++
+		}
+		cur += int64(b2u8(l == maxDef))
+	}
+	return L, cur, nil
+}
+
+// listLevels is appendListPage's walk of the levels of a list whose
+// elements may be null, as listLevelsRequired; it also returns how many
+// of the element slots hold values.
+func listLevels(rep, def []uint8, offs []int64, valid []uint8, L int, cur int64, maxDef, rowDef uint8) (int, int64, int, error) {
+	nonNull := 0
+	for i, r := range rep {
+		l := def[i]
+		if l > maxDef {
+			return 0, 0, 0, corruptf("definition level %d above the maximum %d", l, maxDef)
+		}
+		if r == 0 {
+			offs[L] = cur
+			if valid != nil {
+				valid[L] = b2u8(l >= rowDef)
+			}
+			L++
+		}
+		if l > rowDef {
+			cur++
+			if l == maxDef {
+				nonNull++
+			}
+		}
+	}
+	return L, cur, nonNull, nil
 }
 
 func allEqual(b []uint8, v uint8) bool {

@@ -139,6 +139,9 @@ func (r *thriftReader) field(last int16) (int16, byte, error) {
 	return int16(id), typ, nil
 }
 
+// skip moves past a value of thrift type typ, nested depth deep, without
+// decoding it. The depth bound keeps a corrupt header from recursing
+// without limit.
 func (r *thriftReader) skip(typ byte, depth int) error {
 	if depth > 16 {
 		return errThrift
@@ -169,70 +172,88 @@ func (r *thriftReader) skip(typ byte, depth int) error {
 		r.pos += int(n)
 		return nil
 	case tList, tSet:
-		c, err := r.byte()
-		if err != nil {
-			return err
-		}
-		n := uint64(c >> 4)
-		if n == 15 {
-			if n, err = r.uvarint(); err != nil {
-				return err
-			}
-		}
-		if n > uint64(len(r.b)-r.pos) { // every element takes a byte at least
-			return errThrift
-		}
-		et := c & 0x0f
-		for i := uint64(0); i < n; i++ {
-			if et == tTrue || et == tFalse { // bools in lists take a byte
-				if _, err := r.byte(); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := r.skip(et, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.skipList(depth)
 	case tMap:
-		n, err := r.uvarint()
-		if err != nil || n == 0 {
-			return err
-		}
-		if n > uint64(len(r.b)-r.pos) {
-			return errThrift
-		}
-		kv, err := r.byte()
-		if err != nil {
-			return err
-		}
-		for i := uint64(0); i < n; i++ {
-			if err := r.skip(kv>>4, depth+1); err != nil {
-				return err
-			}
-			if err := r.skip(kv&0x0f, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.skipMap(depth)
 	case tStruct:
-		var last int16
-		for {
-			id, t, err := r.field(last)
-			if err != nil {
-				return err
-			}
-			if t == tStop {
-				return nil
-			}
-			if err := r.skip(t, depth+1); err != nil {
-				return err
-			}
-			last = id
-		}
+		return r.skipStruct(depth)
 	}
 	return errThrift
+}
+
+// skipList moves past a list or set, whose elements are one level deeper
+// than depth.
+func (r *thriftReader) skipList(depth int) error {
+	c, err := r.byte()
+	if err != nil {
+		return err
+	}
+	n := uint64(c >> 4)
+	if n == 15 {
+		if n, err = r.uvarint(); err != nil {
+			return err
+		}
+	}
+	if n > uint64(len(r.b)-r.pos) { // every element takes a byte at least
+		return errThrift
+	}
+	et := c & 0x0f
+	for i := uint64(0); i < n; i++ {
+		if et == tTrue || et == tFalse { // bools in lists take a byte
+			if _, err := r.byte(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(et, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipMap moves past a map, whose keys and values are one level deeper
+// than depth.
+func (r *thriftReader) skipMap(depth int) error {
+	n, err := r.uvarint()
+	if err != nil || n == 0 {
+		return err
+	}
+	if n > uint64(len(r.b)-r.pos) {
+		return errThrift
+	}
+	kv, err := r.byte()
+	if err != nil {
+		return err
+	}
+	for i := uint64(0); i < n; i++ {
+		if err := r.skip(kv>>4, depth+1); err != nil {
+			return err
+		}
+		if err := r.skip(kv&0x0f, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipStruct moves past a struct up to and including its stop field; its
+// fields are one level deeper than depth.
+func (r *thriftReader) skipStruct(depth int) error {
+	var last int16
+	for {
+		id, t, err := r.field(last)
+		if err != nil {
+			return err
+		}
+		if t == tStop {
+			return nil
+		}
+		if err := r.skip(t, depth+1); err != nil {
+			return err
+		}
+		last = id
+	}
 }
 
 // structI32s reads a struct whose interesting fields are all i32 or bool,
@@ -266,27 +287,19 @@ func parsePageHeader(b []byte, h *pageHeader) (int, error) {
 	*h = pageHeader{isCompressed: true, typ: -1}
 	r := thriftReader{b: b}
 	var seen uint32
-	i32 := func(typ byte, dst *int32) (bool, error) {
-		if typ != tI32 {
-			return false, nil
-		}
-		v, err := r.i32()
-		*dst = v
-		return true, err
-	}
 	err := r.structFields(func(id int16, typ byte) (bool, error) {
 		switch id {
 		case 1:
 			seen |= 1
-			return i32(typ, &h.typ)
+			return r.i32Field(typ, &h.typ)
 		case 2:
 			seen |= 2
-			return i32(typ, &h.uncompressed)
+			return r.i32Field(typ, &h.uncompressed)
 		case 3:
 			seen |= 4
-			return i32(typ, &h.compressed)
+			return r.i32Field(typ, &h.compressed)
 		case 4:
-			ok, err := i32(typ, &h.crc)
+			ok, err := r.i32Field(typ, &h.crc)
 			h.hasCRC = ok
 			return ok, err
 		case 5: // DataPageHeader
@@ -294,89 +307,111 @@ func parsePageHeader(b []byte, h *pageHeader) (int, error) {
 				return false, nil
 			}
 			seen |= 8
-			return true, r.structFields(func(id int16, typ byte) (bool, error) {
-				switch id {
-				case 1:
-					return i32(typ, &h.numValues)
-				case 2:
-					return i32(typ, &h.encoding)
-				case 3:
-					return i32(typ, &h.defEncoding)
-				case 4:
-					return i32(typ, &h.repEncoding)
-				}
-				return false, nil
-			})
+			return true, r.dataPageHeader(h)
 		case 7: // DictionaryPageHeader
 			if typ != tStruct {
 				return false, nil
 			}
 			seen |= 16
-			return true, r.structFields(func(id int16, typ byte) (bool, error) {
-				switch id {
-				case 1:
-					return i32(typ, &h.numValues)
-				case 2:
-					return i32(typ, &h.encoding)
-				}
-				return false, nil
-			})
+			return true, r.dictPageHeader(h)
 		case 8: // DataPageHeaderV2
 			if typ != tStruct {
 				return false, nil
 			}
 			seen |= 32
-			return true, r.structFields(func(id int16, typ byte) (bool, error) {
-				switch id {
-				case 1:
-					return i32(typ, &h.numValues)
-				case 2:
-					return i32(typ, &h.numNulls)
-				case 3:
-					return i32(typ, &h.numRows)
-				case 4:
-					return i32(typ, &h.encoding)
-				case 5:
-					return i32(typ, &h.defLen)
-				case 6:
-					return i32(typ, &h.repLen)
-				case 7:
-					if typ == tTrue || typ == tFalse {
-						h.isCompressed = typ == tTrue
-						return true, nil
-					}
-				}
-				return false, nil
-			})
+			return true, r.dataPageHeaderV2(h)
 		}
 		return false, nil
 	})
 	if err != nil {
 		return 0, err
 	}
+	if err := checkPageHeader(h, seen); err != nil {
+		return 0, err
+	}
+	return r.pos, nil
+}
+
+// i32Field reads an i32 field into dst and reports that it did; a field
+// of another type is left for the caller to skip.
+func (r *thriftReader) i32Field(typ byte, dst *int32) (bool, error) {
+	if typ != tI32 {
+		return false, nil
+	}
+	v, err := r.i32()
+	*dst = v
+	return true, err
+}
+
+// i32At reads field id into fields[id-1] when it is an i32 field and
+// fields has a place for it; any other field is left for the caller to
+// skip.
+func (r *thriftReader) i32At(fields []*int32, id int16, typ byte) (bool, error) {
+	if id < 1 || int(id) > len(fields) {
+		return false, nil
+	}
+	return r.i32Field(typ, fields[id-1])
+}
+
+// dataPageHeader reads a DataPageHeader (v1) struct's fields into h:
+// num_values, encoding, definition and repetition level encodings.
+func (r *thriftReader) dataPageHeader(h *pageHeader) error {
+	ints := [...]*int32{&h.numValues, &h.encoding, &h.defEncoding, &h.repEncoding}
+	return r.structFields(func(id int16, typ byte) (bool, error) {
+		return r.i32At(ints[:], id, typ)
+	})
+}
+
+// dictPageHeader reads a DictionaryPageHeader struct's fields into h:
+// num_values and encoding.
+func (r *thriftReader) dictPageHeader(h *pageHeader) error {
+	ints := [...]*int32{&h.numValues, &h.encoding}
+	return r.structFields(func(id int16, typ byte) (bool, error) {
+		return r.i32At(ints[:], id, typ)
+	})
+}
+
+// dataPageHeaderV2 reads a DataPageHeaderV2 struct's fields into h: six
+// i32s, then is_compressed.
+func (r *thriftReader) dataPageHeaderV2(h *pageHeader) error {
+	ints := [...]*int32{&h.numValues, &h.numNulls, &h.numRows, &h.encoding, &h.defLen, &h.repLen}
+	return r.structFields(func(id int16, typ byte) (bool, error) {
+		if id == 7 && (typ == tTrue || typ == tFalse) {
+			h.isCompressed = typ == tTrue
+			return true, nil
+		}
+		return r.i32At(ints[:], id, typ)
+	})
+}
+
+// checkPageHeader checks a parsed header for what the decoder relies on:
+// the type and sizes present and not negative, the struct its page type
+// needs present (seen holds a bit per field parsePageHeader read), and a
+// v2 page's level lengths within the page.
+func checkPageHeader(h *pageHeader, seen uint32) error {
 	if seen&7 != 7 {
-		return 0, fmt.Errorf("%w: missing type or sizes", errThrift)
+		return fmt.Errorf("%w: missing type or sizes", errThrift)
 	}
 	if h.uncompressed < 0 || h.compressed < 0 || h.numValues < 0 {
-		return 0, fmt.Errorf("%w: negative size", errThrift)
+		return fmt.Errorf("%w: negative size", errThrift)
 	}
 	switch h.typ {
 	case pageData:
 		if seen&8 == 0 {
-			return 0, fmt.Errorf("%w: data page without DataPageHeader", errThrift)
+			return fmt.Errorf("%w: data page without DataPageHeader", errThrift)
 		}
 	case pageDictionary:
 		if seen&16 == 0 {
-			return 0, fmt.Errorf("%w: dictionary page without DictionaryPageHeader", errThrift)
+			return fmt.Errorf("%w: dictionary page without DictionaryPageHeader", errThrift)
 		}
 	case pageDataV2:
 		if seen&32 == 0 {
-			return 0, fmt.Errorf("%w: v2 data page without DataPageHeaderV2", errThrift)
+			return fmt.Errorf("%w: v2 data page without DataPageHeaderV2", errThrift)
 		}
 		if h.numNulls < 0 || h.numRows < 0 || h.defLen < 0 || h.repLen < 0 ||
 			h.numNulls > h.numValues || int64(h.defLen)+int64(h.repLen) > int64(h.compressed) {
-			return 0, fmt.Errorf("%w: inconsistent v2 data page header", errThrift)
+			return fmt.Errorf("%w: inconsistent v2 data page header", errThrift)
 		}
 	}
-	return r.pos, nil
+	return nil
 }

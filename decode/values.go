@@ -100,64 +100,11 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 		copy(dst, src[:need])
 		return nil
 	case encRLE:
-		if f.DType != column.Bool {
-			return fmt.Errorf("%w: RLE encoding for %v values", ErrUnsupported, f.DType)
-		}
-		src, err := pv.plain()
-		if err != nil {
-			return err
-		}
-		if len(src) < 4 {
-			return corruptf("RLE booleans without a length")
-		}
-		l := binary.LittleEndian.Uint32(src)
-		if uint64(l) > uint64(len(src)-4) {
-			return corruptf("RLE booleans of %d bytes in %d", l, len(src)-4)
-		}
-		if _, err := decodeLevels(dst[:n], src[4:4+l], 1); err != nil {
-			return corruptf("RLE booleans: %v", err)
-		}
-		return nil
+		return pv.rleBools(dst, n)
 	case encByteStreamSplt:
-		if f.DType == column.Bool {
-			return fmt.Errorf("%w: BYTE_STREAM_SPLIT for booleans", ErrUnsupported)
-		}
-		src, err := pv.plain()
-		if err != nil {
-			return err
-		}
-		if len(src) < n*size {
-			return corruptf("%d values of %d bytes in %d bytes", n, size, len(src))
-		}
-		// Byte j of value i is at src[j*n+i].
-		for j := range size {
-			stream := src[j*n : (j+1)*n]
-			for i, b := range stream {
-				dst[i*size+j] = b
-			}
-		}
-		return nil
+		return pv.byteStreamSplit(dst, n)
 	case encDeltaBinary:
-		if f.DType != column.Int32 && f.DType != column.Int64 {
-			return fmt.Errorf("%w: DELTA_BINARY_PACKED for %v values", ErrUnsupported, f.DType)
-		}
-		src, err := pv.plain()
-		if err != nil {
-			return err
-		}
-		v, _, err := pv.d.deltaInts(n, src)
-		if err != nil {
-			return corrupt(err)
-		}
-		if f.DType == column.Int64 {
-			copy(asSlice[int64](dst), v)
-		} else {
-			out := asSlice[int32](dst)
-			for i, x := range v {
-				out[i] = int32(x)
-			}
-		}
-		return nil
+		return pv.deltaFixed(dst, n)
 	case encRLEDict, encPlainDict:
 		idx, err := pv.indexes(n)
 		if err != nil {
@@ -167,6 +114,81 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 		return nil
 	}
 	return fmt.Errorf("%w: encoding %s", ErrUnsupported, encodingName(pv.h.encoding))
+}
+
+// rleBools writes the page's n RLE-encoded booleans into dst, one byte
+// each. RLE is valid only for booleans.
+func (pv *pageValues) rleBools(dst []byte, n int) error {
+	f := pv.f
+	if f.DType != column.Bool {
+		return fmt.Errorf("%w: RLE encoding for %v values", ErrUnsupported, f.DType)
+	}
+	src, err := pv.plain()
+	if err != nil {
+		return err
+	}
+	if len(src) < 4 {
+		return corruptf("RLE booleans without a length")
+	}
+	l := binary.LittleEndian.Uint32(src)
+	if uint64(l) > uint64(len(src)-4) {
+		return corruptf("RLE booleans of %d bytes in %d", l, len(src)-4)
+	}
+	if _, err := decodeLevels(dst[:n], src[4:4+l], 1); err != nil {
+		return corruptf("RLE booleans: %v", err)
+	}
+	return nil
+}
+
+// byteStreamSplit writes the page's n BYTE_STREAM_SPLIT values into dst,
+// interleaving the per-byte streams back into whole values.
+func (pv *pageValues) byteStreamSplit(dst []byte, n int) error {
+	f := pv.f
+	size := f.DType.Size()
+	if f.DType == column.Bool {
+		return fmt.Errorf("%w: BYTE_STREAM_SPLIT for booleans", ErrUnsupported)
+	}
+	src, err := pv.plain()
+	if err != nil {
+		return err
+	}
+	if len(src) < n*size {
+		return corruptf("%d values of %d bytes in %d bytes", n, size, len(src))
+	}
+	// Byte j of value i is at src[j*n+i].
+	for j := range size {
+		stream := src[j*n : (j+1)*n]
+		for i, b := range stream {
+			dst[i*size+j] = b
+		}
+	}
+	return nil
+}
+
+// deltaFixed writes the page's n DELTA_BINARY_PACKED integers into dst,
+// narrowing them to int32 for an Int32 column.
+func (pv *pageValues) deltaFixed(dst []byte, n int) error {
+	f := pv.f
+	if f.DType != column.Int32 && f.DType != column.Int64 {
+		return fmt.Errorf("%w: DELTA_BINARY_PACKED for %v values", ErrUnsupported, f.DType)
+	}
+	src, err := pv.plain()
+	if err != nil {
+		return err
+	}
+	v, _, err := pv.d.deltaInts(n, src)
+	if err != nil {
+		return corrupt(err)
+	}
+	if f.DType == column.Int64 {
+		copy(asSlice[int64](dst), v)
+	} else {
+		out := asSlice[int32](dst)
+		for i, x := range v {
+			out[i] = int32(x)
+		}
+	}
+	return nil
 }
 
 // indexes decodes n dictionary indexes, checked against the dictionary.
