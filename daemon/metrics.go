@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lastmile/lastmile/shm"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -64,87 +65,111 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	d := c.d
-	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
-	}
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
+	m := metricSink(ch)
 	capacity, busy := d.sched.Stats()
-	gauge(descTokens, float64(capacity))
-	gauge(descTokensBusy, float64(busy))
+	m.gauge(descTokens, float64(capacity))
+	m.gauge(descTokensBusy, float64(busy))
 	d.mu.Lock()
 	reserved := d.reservedLocked()
 	d.mu.Unlock()
-	gauge(descMemReserved, float64(reserved))
-	gauge(descMemTotal, float64(d.Config().Memory.Total))
-	counter(descPersistFail, float64(d.persistFailures.Load()))
-	gauge(descUp, float64(d.started.UnixNano())/1e9, d.version)
-	gauge(descBuild, 1, d.version, runtime.Version())
+	m.gauge(descMemReserved, float64(reserved))
+	m.gauge(descMemTotal, float64(d.Config().Memory.Total))
+	m.counter(descPersistFail, float64(d.persistFailures.Load()))
+	m.gauge(descUp, float64(d.started.UnixNano())/1e9, d.version)
+	m.gauge(descBuild, 1, d.version, runtime.Version())
 
 	for _, j := range d.jobsSnapshot() {
-		infos, ok := j.ringInfos()
-		j.mu.Lock()
-		tot := j.base
-		published := append([]uint64(nil), j.published...)
-		fullWait := append([]time.Duration(nil), j.fullWait...)
-		var inFlight int64
-		if r := j.run; r != nil {
-			tot.add(r.prog)
-			inFlight = r.prog.UnitsInFlight.Load()
-			for i, st := range r.prog.RingStats() {
-				if i < len(published) {
-					published[i] += st.Published
-					fullWait[i] += st.FullWait
-				}
+		c.collectJob(m, j)
+	}
+}
+
+// metricSink sends constant metrics, made at scrape time, to a Collect
+// channel.
+type metricSink chan<- prometheus.Metric
+
+// counter sends a counter of value v.
+func (ch metricSink) counter(desc *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
+}
+
+// gauge sends a gauge of value v.
+func (ch metricSink) gauge(desc *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+}
+
+// collectJob sends the metrics of one job. It reads the job's counters
+// under j.mu, adding the current run's to those of the runs before it,
+// and sends them once the lock is released.
+func (c collector) collectJob(m metricSink, j *Job) {
+	d := c.d
+	infos, ok := j.ringInfos()
+	j.mu.Lock()
+	tot := j.base
+	published := append([]uint64(nil), j.published...)
+	fullWait := append([]time.Duration(nil), j.fullWait...)
+	var inFlight int64
+	if r := j.run; r != nil {
+		tot.add(r.prog)
+		inFlight = r.prog.UnitsInFlight.Load()
+		for i, st := range r.prog.RingStats() {
+			if i < len(published) {
+				published[i] += st.Published
+				fullWait[i] += st.FullWait
 			}
 		}
-		state, errs, restarts, mem := j.state, j.runErrors, j.restarts, j.chargedLocked()
-		opRows := j.opRowsLocked()
-		j.mu.Unlock()
-		for _, o := range opRows {
-			counter(descOpIn, float64(o.In), j.name, j.id, o.Op)
-			counter(descOpOut, float64(o.Out), j.name, j.id, o.Op)
+	}
+	state, errs, restarts, mem := j.state, j.runErrors, j.restarts, j.chargedLocked()
+	opRows := j.opRowsLocked()
+	j.mu.Unlock()
+	for _, o := range opRows {
+		m.counter(descOpIn, float64(o.In), j.name, j.id, o.Op)
+		m.counter(descOpOut, float64(o.Out), j.name, j.id, o.Op)
+	}
+	l := []string{j.name, j.id}
+	m.counter(descRows, float64(tot.rows), l...)
+	m.counter(descBytes, float64(tot.bytes), l...)
+	m.counter(descUnits, float64(tot.units), l...)
+	m.gauge(descInFlight, float64(inFlight), l...)
+	m.counter(descStage, tot.decode.Seconds(), j.name, j.id, "decode")
+	m.counter(descStage, tot.pack.Seconds(), j.name, j.id, "pack")
+	m.counter(descErrors, float64(errs), l...)
+	m.counter(descRestarts, float64(restarts), l...)
+	for _, s := range []State{Pending, Running, Done, Failed, Canceled} {
+		v := 0.0
+		if s == state {
+			v = 1
 		}
-		l := []string{j.name, j.id}
-		counter(descRows, float64(tot.rows), l...)
-		counter(descBytes, float64(tot.bytes), l...)
-		counter(descUnits, float64(tot.units), l...)
-		gauge(descInFlight, float64(inFlight), l...)
-		counter(descStage, tot.decode.Seconds(), j.name, j.id, "decode")
-		counter(descStage, tot.pack.Seconds(), j.name, j.id, "pack")
-		counter(descErrors, float64(errs), l...)
-		counter(descRestarts, float64(restarts), l...)
-		for _, s := range []State{Pending, Running, Done, Failed, Canceled} {
-			v := 0.0
-			if s == state {
-				v = 1
+		m.gauge(descState, v, j.name, j.id, string(s))
+	}
+	cs := j.client.Stats()
+	m.counter(descCPUWait, cs.WaitTime.Seconds(), l...)
+	m.counter(descCPUHeld, cs.HoldTime.Seconds(), l...)
+	m.gauge(descWeight, float64(d.weightOf(j)), l...)
+	m.gauge(descMemory, float64(mem), l...)
+	c.collectRanks(m, j, published, fullWait, infos, ok)
+}
+
+// collectRanks sends the metrics of each rank of job j: published and
+// fullWait are its counters by rank as read under j.mu, infos its rings
+// (where ok says they could be read).
+func (c collector) collectRanks(m metricSink, j *Job, published []uint64, fullWait []time.Duration, infos []shm.RingInfo, ok []bool) {
+	for r := range published {
+		rl := []string{j.name, j.id, strconv.Itoa(r)}
+		m.counter(descBatches, float64(published[r]), rl...)
+		m.counter(descFullWait, fullWait[r].Seconds(), rl...)
+		m.counter(descEmptyWait, time.Duration(j.emptyWait[r].Load()).Seconds(), rl...)
+		w := c.d.waits.rank(j, r)
+		n, sum, buckets := w.histogram()
+		m <- prometheus.MustNewConstHistogram(descBatchWait, n, sum, buckets, rl...)
+		if r < len(infos) && ok[r] {
+			in := infos[r]
+			m.gauge(descOccupancy, float64(in.Occupancy()), rl...)
+			m.gauge(descSlots, float64(in.Slots), rl...)
+			att := 0.0
+			if in.ConsumerAttached {
+				att = 1
 			}
-			gauge(descState, v, j.name, j.id, string(s))
-		}
-		cs := j.client.Stats()
-		counter(descCPUWait, cs.WaitTime.Seconds(), l...)
-		counter(descCPUHeld, cs.HoldTime.Seconds(), l...)
-		gauge(descWeight, float64(d.weightOf(j)), l...)
-		gauge(descMemory, float64(mem), l...)
-		for r := range published {
-			rl := []string{j.name, j.id, strconv.Itoa(r)}
-			counter(descBatches, float64(published[r]), rl...)
-			counter(descFullWait, fullWait[r].Seconds(), rl...)
-			counter(descEmptyWait, time.Duration(j.emptyWait[r].Load()).Seconds(), rl...)
-			w := d.waits.rank(j, r)
-			n, sum, buckets := w.histogram()
-			ch <- prometheus.MustNewConstHistogram(descBatchWait, n, sum, buckets, rl...)
-			if r < len(infos) && ok[r] {
-				in := infos[r]
-				gauge(descOccupancy, float64(in.Occupancy()), rl...)
-				gauge(descSlots, float64(in.Slots), rl...)
-				att := 0.0
-				if in.ConsumerAttached {
-					att = 1
-				}
-				gauge(descAttached, att, rl...)
-			}
+			m.gauge(descAttached, att, rl...)
 		}
 	}
 }

@@ -8,78 +8,17 @@ func apply(nd *node, a []*vec, n int) {
 	case opCast:
 		applyCast(nd, a[0], n)
 	case opNeg, opAbs:
-		x := a[0]
-		switch x.kind {
-		case Int32:
-			unary(o, nd.outI32(n), x.i32)
-		case Int64:
-			unary(o, nd.outI64(n), x.i64)
-		case Float32:
-			unary(o, nd.outF32(n), x.f32)
-		case Float64:
-			unary(o, nd.outF64(n), x.f64)
-		}
-		nd.out.valid = x.valid
+		applyUnary(nd, a[0], n)
 	case opAdd, opSub, opMul, opDiv, opMod, opMin, opMax:
 		applyArith(nd, a[0], a[1], n)
 	case opEq, opNe, opLt, opLe, opGt, opGe:
-		x, y := a[0], a[1]
-		out := nd.outBool(n)
-		switch x.kind {
-		case Int32:
-			compare(o, out, x.i32, y.i32, x.cst, y.cst)
-		case Int64:
-			compare(o, out, x.i64, y.i64, x.cst, y.cst)
-		case Float32:
-			compare(o, out, x.f32, y.f32, x.cst, y.cst)
-		case Float64:
-			compare(o, out, x.f64, y.f64, x.cst, y.cst)
-		case String:
-			compareStrings(o, out, x, y)
-		case Bool:
-			compareBools(o, out, x, y)
-		}
-		nd.falseWhereNull(out, x, 0)
-		nd.falseWhereNull(out, y, 1)
+		applyCompare(nd, a[0], a[1], n)
 	case opIn, opNotIn:
-		x, s := a[0], &nd.set
-		out := nd.outBool(n)
-		want := b2u(o == opIn)
-		switch {
-		case x.kind == Int32 && s.bitmap != nil:
-			inBitmap(out, x.i32, s, want)
-		case x.kind == Int64 && s.bitmap != nil:
-			inBitmap(out, x.i64, s, want)
-		case x.kind == Int32:
-			inNums(out, x.i32, s.i32, want)
-		case x.kind == Int64:
-			inNums(out, x.i64, s.i64, want)
-		case x.kind == Float32:
-			inNums(out, x.f32, s.f32, want)
-		case x.kind == Float64:
-			inNums(out, x.f64, s.f64, want)
-		case x.kind == String:
-			inStrings(out, x, s, want)
-		}
-		nd.falseWhereNull(out, x, 0)
+		applyIn(nd, a[0], n)
 	case opAnd, opOr, opNot:
-		out := nd.outBool(n)
-		x := plainBool(a[0], n, &nd.tmp[0])
-		var y []byte
-		if o != opNot {
-			y = plainBool(a[1], n, &nd.tmp[1])
-		}
-		logicOp(o, out, x, y)
+		applyLogic(nd, a, n)
 	case opIsNull:
-		out := nd.outBool(n)
-		v := validOf(a[0], n, &nd.tmp[0])
-		if v == nil {
-			clear(out)
-		} else {
-			for i, b := range v[:n] {
-				out[i] = 1 ^ b
-			}
-		}
+		applyIsNull(nd, a[0], n)
 	case opFillNull:
 		x, v := a[0], a[1]
 		if x.valid == nil {
@@ -95,51 +34,157 @@ func apply(nd *node, a []*vec, n int) {
 		startsWith(out, a[0], nd.prefix)
 		nd.falseWhereNull(out, a[0], 0)
 	case opLog1p, opLog, opExp, opSqrt:
-		x := a[0]
-		if x.kind == Float32 {
-			mathF64(o, nd.outF32(n), x.f32)
-		} else {
-			mathF64(o, nd.outF64(n), x.f64)
-		}
-		nd.out.valid = x.valid
+		applyMath(nd, a[0], n)
 	case opBucketize:
-		x, b := a[0], &nd.bounds
-		out := nd.outI32(n)
-		switch x.kind {
-		case Int32:
-			bucketize(out, x.i32, b.i64)
-		case Int64:
-			bucketize(out, x.i64, b.i64)
-		case Float32:
-			bucketize(out, x.f32, b.f32)
-		case Float64:
-			bucketize(out, x.f64, b.f64)
-		}
-		nd.out.valid = x.valid
+		applyBucketize(nd, a[0], n)
 	case opHashMod:
-		x := a[0]
-		out := nd.outI64(n)
-		switch x.kind {
-		case Int32:
-			hashModInts(out, x.i32, &nd.mod)
-		case Int64:
-			hashModInts(out, x.i64, &nd.mod)
-		case Float32:
-			hashModFloats(out, x.f32, &nd.mod)
-		case Float64:
-			hashModFloats(out, x.f64, &nd.mod)
-		case Bool:
-			hashModBools(out, x.b, &nd.mod)
-		case String:
-			hashModStrings(out, x, &nd.mod)
-		}
-		nd.out.valid = x.valid
+		applyHashMod(nd, a[0], n)
 	case opLen:
 		lengths(nd.outI32(n), a[0])
 		nd.out.valid = a[0].valid
 	default:
 		panic("BUG: apply " + o.String())
 	}
+}
+
+// applyUnary computes neg or abs of x; the result is null where x is.
+func applyUnary(nd *node, x *vec, n int) {
+	o := nd.op
+	switch x.kind {
+	case Int32:
+		unary(o, nd.outI32(n), x.i32)
+	case Int64:
+		unary(o, nd.outI64(n), x.i64)
+	case Float32:
+		unary(o, nd.outF32(n), x.f32)
+	case Float64:
+		unary(o, nd.outF64(n), x.f64)
+	}
+	nd.out.valid = x.valid
+}
+
+// applyCompare computes a comparison of x and y (of the same kind). The
+// result is false, not null, where either side is null.
+func applyCompare(nd *node, x, y *vec, n int) {
+	o := nd.op
+	out := nd.outBool(n)
+	switch x.kind {
+	case Int32:
+		compare(o, out, x.i32, y.i32, x.cst, y.cst)
+	case Int64:
+		compare(o, out, x.i64, y.i64, x.cst, y.cst)
+	case Float32:
+		compare(o, out, x.f32, y.f32, x.cst, y.cst)
+	case Float64:
+		compare(o, out, x.f64, y.f64, x.cst, y.cst)
+	case String:
+		compareStrings(o, out, x, y)
+	case Bool:
+		compareBools(o, out, x, y)
+	}
+	nd.falseWhereNull(out, x, 0)
+	nd.falseWhereNull(out, y, 1)
+}
+
+// applyIn computes in / not in of x against the node's constant set,
+// through its bitmap when it has one. The result is false where x is null.
+func applyIn(nd *node, x *vec, n int) {
+	o, s := nd.op, &nd.set
+	out := nd.outBool(n)
+	want := b2u(o == opIn)
+	switch {
+	case x.kind == Int32 && s.bitmap != nil:
+		inBitmap(out, x.i32, s, want)
+	case x.kind == Int64 && s.bitmap != nil:
+		inBitmap(out, x.i64, s, want)
+	case x.kind == Int32:
+		inNums(out, x.i32, s.i32, want)
+	case x.kind == Int64:
+		inNums(out, x.i64, s.i64, want)
+	case x.kind == Float32:
+		inNums(out, x.f32, s.f32, want)
+	case x.kind == Float64:
+		inNums(out, x.f64, s.f64, want)
+	case x.kind == String:
+		inStrings(out, x, s, want)
+	}
+	nd.falseWhereNull(out, x, 0)
+}
+
+// applyLogic computes and, or (of a[0] and a[1]) or not (of a[0]) over
+// their plain bool values.
+func applyLogic(nd *node, a []*vec, n int) {
+	o := nd.op
+	out := nd.outBool(n)
+	x := plainBool(a[0], n, &nd.tmp[0])
+	var y []byte
+	if o != opNot {
+		y = plainBool(a[1], n, &nd.tmp[1])
+	}
+	logicOp(o, out, x, y)
+}
+
+// applyIsNull computes is null of x: 1 where x is not valid.
+func applyIsNull(nd *node, x *vec, n int) {
+	out := nd.outBool(n)
+	v := validOf(x, n, &nd.tmp[0])
+	if v == nil {
+		clear(out)
+	} else {
+		for i, b := range v[:n] {
+			out[i] = 1 ^ b
+		}
+	}
+}
+
+// applyMath computes a float function of x in x's precision; the result
+// is null where x is.
+func applyMath(nd *node, x *vec, n int) {
+	if x.kind == Float32 {
+		mathF64(nd.op, nd.outF32(n), x.f32)
+	} else {
+		mathF64(nd.op, nd.outF64(n), x.f64)
+	}
+	nd.out.valid = x.valid
+}
+
+// applyBucketize computes the bucket of x among the node's bounds; the
+// result is null where x is.
+func applyBucketize(nd *node, x *vec, n int) {
+	b := &nd.bounds
+	out := nd.outI32(n)
+	switch x.kind {
+	case Int32:
+		bucketize(out, x.i32, b.i64)
+	case Int64:
+		bucketize(out, x.i64, b.i64)
+	case Float32:
+		bucketize(out, x.f32, b.f32)
+	case Float64:
+		bucketize(out, x.f64, b.f64)
+	}
+	nd.out.valid = x.valid
+}
+
+// applyHashMod computes the hash of x modulo the node's modulus; the
+// result is null where x is.
+func applyHashMod(nd *node, x *vec, n int) {
+	out := nd.outI64(n)
+	switch x.kind {
+	case Int32:
+		hashModInts(out, x.i32, &nd.mod)
+	case Int64:
+		hashModInts(out, x.i64, &nd.mod)
+	case Float32:
+		hashModFloats(out, x.f32, &nd.mod)
+	case Float64:
+		hashModFloats(out, x.f64, &nd.mod)
+	case Bool:
+		hashModBools(out, x.b, &nd.mod)
+	case String:
+		hashModStrings(out, x, &nd.mod)
+	}
+	nd.out.valid = x.valid
 }
 
 func unary[T number](o op, out, x []T) {

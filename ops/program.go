@@ -128,8 +128,22 @@ func (c *compiler) op(ctx context.Context, op *spec.Op) error {
 // plan decides where every step runs (see doc.go, "Select and Apply"),
 // drops steps whose results nobody reads and works out the input columns.
 func (p *Program) plan() {
-	n := len(p.vals)
-	live := make([]bool, n)
+	stepLive := p.liveSteps()
+	stepEarly := p.earlySteps()
+	p.placeSteps(stepEarly, stepLive)
+
+	// Inputs.
+	selIn, appIn := p.stepInputs()
+	p.planOutputs(appIn)
+	p.moves()
+	p.listInputs(selIn, appIn)
+}
+
+// liveSteps reports, by step, whether anything needs it: drops and checks
+// always run, other steps only when an output or a needed step reads what
+// they write.
+func (p *Program) liveSteps() []bool {
+	live := make([]bool, len(p.vals))
 	stepLive := make([]bool, len(p.steps))
 	for _, e := range p.outputs {
 		live[e.vid] = true
@@ -152,7 +166,14 @@ func (p *Program) plan() {
 			}
 		}
 	}
+	return stepLive
+}
 
+// earlySteps reports, by step, whether it runs in Select: the row-dropping
+// steps that must or may run there, and the steps that compute what they
+// read.
+func (p *Program) earlySteps() []bool {
+	n := len(p.vals)
 	// Values the row-dropping steps of Select read, and the steps that
 	// compute them.
 	early := make([]bool, n)
@@ -198,7 +219,13 @@ func (p *Program) plan() {
 			}
 		}
 	}
+	return stepEarly
+}
 
+// placeSteps files every step, in spec order, under the phase that runs
+// it: Select, Apply's first or late drops, its checks or its computing
+// steps; a computing step may run in both. It also collects the filters.
+func (p *Program) placeSteps(stepEarly, stepLive []bool) {
 	for i, s := range p.steps {
 		switch s.(type) {
 		case dropper:
@@ -224,10 +251,14 @@ func (p *Program) plan() {
 			p.filters = append(p.filters, f)
 		}
 	}
+}
 
-	// Inputs.
-	selIn := make([]bool, n)
-	appIn := make([]bool, n)
+// stepInputs reports, by value, whether a step of Select reads it and
+// whether a step of Apply does.
+func (p *Program) stepInputs() (selIn, appIn []bool) {
+	n := len(p.vals)
+	selIn = make([]bool, n)
+	appIn = make([]bool, n)
 	for _, i := range p.selectSteps {
 		for _, r := range p.steps[i].base().reads {
 			selIn[r] = true
@@ -240,7 +271,13 @@ func (p *Program) plan() {
 			}
 		}
 	}
-	p.home = make([]int, n)
+	return selIn, appIn
+}
+
+// planOutputs works out the output schema and every value's first output
+// position, and marks the output values in appIn: Apply outputs them.
+func (p *Program) planOutputs(appIn []bool) {
+	p.home = make([]int, len(p.vals))
 	for v := range p.home {
 		p.home[v] = -1
 	}
@@ -252,7 +289,11 @@ func (p *Program) plan() {
 		v := &p.vals[e.vid]
 		p.out = append(p.out, OutField{Name: e.name, Kind: v.kind, DType: v.dtype, Width: v.width, Nullable: e.nullable, Group: e.group})
 	}
-	p.moves()
+}
+
+// listInputs lists the input values Select and Apply read, and the input
+// columns to decode early and at all, in input value order.
+func (p *Program) listInputs(selIn, appIn []bool) {
 	for v := range p.vals {
 		if p.vals[v].producer >= 0 {
 			continue

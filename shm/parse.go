@@ -254,45 +254,14 @@ func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor,
 // on, pad_rows is set exactly when batch_flags bit 1 is, and null rows of
 // ragged fields are empty; an x.0 producer promised neither.
 func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16) (SlotHeader, []Tensor, error) {
-	var sh SlotHeader
 	dst = dst[:0]
-	if len(slot) < slotHeaderSize {
-		return sh, dst, fmt.Errorf("%w: slot of %d bytes, shorter than its header", ErrTruncated, len(slot))
+	sh, count, tableBytes, err := parseSlotHeader(slot, fields, minor)
+	if err != nil {
+		return sh, dst, err
 	}
 	le := binary.LittleEndian
-	sh.Seq = le.Uint64(slot[slotOffSeq:])
-	used := le.Uint64(slot[slotOffUsed:])
-	rows := le.Uint32(slot[slotOffRows:])
-	count := le.Uint32(slot[slotOffTensors:])
-	sh.Cursor = Cursor{
-		Epoch:      le.Uint64(slot[slotOffEpoch:]),
-		BatchIndex: le.Uint64(slot[slotOffBatchIndex:]),
-		Rank:       le.Uint32(slot[slotOffRank:]),
-		Flags:      le.Uint32(slot[slotOffFlags:]),
-	}
-	pad := le.Uint32(slot[slotOffPadRows:])
-	if used > uint64(len(slot)) {
-		return sh, dst, corruptf("slot %d: used_bytes %d exceeds the slot size %d", sh.Seq, used, len(slot))
-	}
-	padded := sh.Cursor.Flags&FlagPadded != 0
-	if pad > rows || (pad > 0 && !padded) || (minor >= 1 && padded && pad == 0) {
-		return sh, dst, corruptf("slot %d: pad_rows %d in a batch of %d rows with batch_flags %#x (want 1 to rows with bit 1 set, else 0)",
-			sh.Seq, pad, rows, sh.Cursor.Flags)
-	}
-	if want := TensorCount(fields); int64(count) != int64(want) {
-		return sh, dst, corruptf("slot %d: tensor_count %d, the schema needs %d", sh.Seq, count, want)
-	}
-	tableBytes := uint64(slotHeaderSize) + uint64(count)*tensorEntrySize
-	if tableBytes > used {
-		return sh, dst, corruptf("slot %d: tensor table of %d entries ends at %d, past used_bytes %d", sh.Seq, count, tableBytes, used)
-	}
-	sh.UsedBytes = int64(used)
-	sh.Rows = int(rows)
-	sh.PadRows = int(pad)
-
 	it := planIter{fields: fields}
-	var values int64   // shape[0] of the last values tensor
-	var offsets []byte // payload of the last offsets tensor
+	var rc raggedCheck
 	for k := 0; k < int(count); k++ {
 		e := slot[slotHeaderSize+k*tensorEntrySize:]
 		wantField, wantRole, _ := it.next()
@@ -307,87 +276,11 @@ func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16) (SlotHea
 		// through the error paths' formatting of its shape.
 		dst = append(dst, Tensor{Field: field, Name: f.Name, Role: role, DType: DType(e[tensorOffDType])})
 		t := &dst[len(dst)-1]
-		if want := roleDType(f, role); t.DType != want {
-			return sh, dst, corruptf("slot %d: %q %v tensor has dtype %v, want %v", sh.Seq, f.Name, role, t.DType, want)
+		if err := parseTensor(slot, e, &sh, f, t, tableBytes); err != nil {
+			return sh, dst, err
 		}
-		ndim := int(e[tensorOffNDim])
-		wantNDim := 1
-		if role == RoleDense {
-			wantNDim = 1 + len(f.Dims)
-		}
-		if ndim != wantNDim {
-			return sh, dst, corruptf("slot %d: %q %v tensor has %d dimensions, want %d", sh.Seq, f.Name, role, ndim, wantNDim)
-		}
-		elems := uint64(1)
-		for j := 0; j < maxTensorDims; j++ {
-			d := le.Uint64(e[tensorOffShape+8*j:])
-			if j >= ndim {
-				if d != 0 && !(f.Kind == Jagged && j == 0) { // a jagged field's dims[0] is its keys' offset
-					return sh, dst, corruptf("slot %d: %q %v tensor: unused dimension %d is %d", sh.Seq, f.Name, role, j, d)
-				}
-				continue
-			}
-			if d > maxSlotSize {
-				return sh, dst, corruptf("slot %d: %q %v tensor: dimension %d is %d", sh.Seq, f.Name, role, j, d)
-			}
-			t.shape[j] = int64(d)
-			hi, lo := bits.Mul64(elems, d)
-			if hi != 0 {
-				return sh, dst, corruptf("slot %d: %q %v tensor: shape overflows", sh.Seq, f.Name, role)
-			}
-			elems = lo
-		}
-		var wantLead int64
-		switch role {
-		case RoleDense:
-			wantLead = int64(rows)
-			for j, d := range f.Dims {
-				if t.shape[1+j] != d {
-					return sh, dst, corruptf("slot %d: %q shape %v, want trailing dimensions %v", sh.Seq, f.Name, t.shape[:ndim], f.Dims)
-				}
-			}
-		case RoleValues:
-			wantLead = t.shape[0]
-		case RoleOffsets:
-			wantLead = int64(rows)*f.rowsPer() + 1
-		case RoleLengths:
-			wantLead = int64(rows) * f.rowsPer()
-		case RoleValidity:
-			wantLead = int64(rows)
-		}
-		if t.shape[0] != wantLead {
-			return sh, dst, corruptf("slot %d: %q %v tensor has %d rows, want %d (batch of %d rows)", sh.Seq, f.Name, role, t.shape[0], wantLead, rows)
-		}
-		hi, nbytes := bits.Mul64(elems, uint64(t.DType.Size()))
-		if hi != 0 || nbytes != le.Uint64(e[tensorOffNBytes:]) {
-			return sh, dst, corruptf("slot %d: %q %v tensor: nbytes %d, shape %v of %v needs %d",
-				sh.Seq, f.Name, role, le.Uint64(e[tensorOffNBytes:]), t.shape[:ndim], t.DType, nbytes)
-		}
-		off := le.Uint64(e[tensorOffOffset:])
-		if off%PayloadAlign != 0 || off < tableBytes || off > used || nbytes > used-off {
-			return sh, dst, corruptf("slot %d: %q %v tensor at offset %d, %d bytes: not %d-aligned after the table (%d) and within used_bytes %d",
-				sh.Seq, f.Name, role, off, nbytes, PayloadAlign, tableBytes, used)
-		}
-		t.Offset = int64(off)
-		t.Data = slot[off : off+nbytes : off+nbytes]
-		switch role {
-		case RoleValues:
-			values = t.shape[0]
-		case RoleOffsets:
-			if err := checkOffsets(t.Data, values); err != nil {
-				return sh, dst, corruptf("slot %d: %q offsets: %v", sh.Seq, f.Name, err)
-			}
-			offsets = t.Data
-		case RoleLengths:
-			if err := checkLengths(t.Data, offsets); err != nil {
-				return sh, dst, corruptf("slot %d: %q lengths: %v", sh.Seq, f.Name, err)
-			}
-		case RoleValidity:
-			if f.Kind == Ragged && minor >= 1 {
-				if err := checkNullRows(t.Data, offsets); err != nil {
-					return sh, dst, corruptf("slot %d: %q: %v", sh.Seq, f.Name, err)
-				}
-			}
+		if err := rc.check(t, f, sh.Seq, minor); err != nil {
+			return sh, dst, err
 		}
 	}
 	for i := range dst {
@@ -399,6 +292,182 @@ func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16) (SlotHea
 		t.Shape = t.shape[:n]
 	}
 	return sh, dst, nil
+}
+
+// parseSlotHeader parses and checks the fixed slot header: used_bytes,
+// pad_rows against batch_flags, tensor_count against the schema, and that
+// the tensor table fits within used_bytes. It returns the tensor count and
+// where the table ends. On error, sh holds only Seq and Cursor (as far as
+// they were read), as callers of parseSlot have always seen.
+func parseSlotHeader(slot []byte, fields []Field, minor uint16) (sh SlotHeader, count uint32, tableBytes uint64, err error) {
+	if len(slot) < slotHeaderSize {
+		return sh, 0, 0, fmt.Errorf("%w: slot of %d bytes, shorter than its header", ErrTruncated, len(slot))
+	}
+	le := binary.LittleEndian
+	sh.Seq = le.Uint64(slot[slotOffSeq:])
+	used := le.Uint64(slot[slotOffUsed:])
+	rows := le.Uint32(slot[slotOffRows:])
+	count = le.Uint32(slot[slotOffTensors:])
+	sh.Cursor = Cursor{
+		Epoch:      le.Uint64(slot[slotOffEpoch:]),
+		BatchIndex: le.Uint64(slot[slotOffBatchIndex:]),
+		Rank:       le.Uint32(slot[slotOffRank:]),
+		Flags:      le.Uint32(slot[slotOffFlags:]),
+	}
+	pad := le.Uint32(slot[slotOffPadRows:])
+	if used > uint64(len(slot)) {
+		return sh, 0, 0, corruptf("slot %d: used_bytes %d exceeds the slot size %d", sh.Seq, used, len(slot))
+	}
+	padded := sh.Cursor.Flags&FlagPadded != 0
+	if pad > rows || (pad > 0 && !padded) || (minor >= 1 && padded && pad == 0) {
+		return sh, 0, 0, corruptf("slot %d: pad_rows %d in a batch of %d rows with batch_flags %#x (want 1 to rows with bit 1 set, else 0)",
+			sh.Seq, pad, rows, sh.Cursor.Flags)
+	}
+	if want := TensorCount(fields); int64(count) != int64(want) {
+		return sh, 0, 0, corruptf("slot %d: tensor_count %d, the schema needs %d", sh.Seq, count, want)
+	}
+	tableBytes = uint64(slotHeaderSize) + uint64(count)*tensorEntrySize
+	if tableBytes > used {
+		return sh, 0, 0, corruptf("slot %d: tensor table of %d entries ends at %d, past used_bytes %d", sh.Seq, count, tableBytes, used)
+	}
+	sh.UsedBytes = int64(used)
+	sh.Rows = int(rows)
+	sh.PadRows = int(pad)
+	return sh, count, tableBytes, nil
+}
+
+// parseTensor checks tensor table entry e, whose field, role and dtype t
+// already holds, against field f and the slot header sh: dtype, shape,
+// leading dimension, nbytes, and a payload offset that is aligned, after
+// the table (which ends at tableBytes) and within used_bytes. It fills in
+// t's shape, Offset and Data (a view into slot).
+func parseTensor(slot, e []byte, sh *SlotHeader, f *Field, t *Tensor, tableBytes uint64) error {
+	le := binary.LittleEndian
+	role := t.Role
+	used := uint64(sh.UsedBytes)
+	if want := roleDType(f, role); t.DType != want {
+		return corruptf("slot %d: %q %v tensor has dtype %v, want %v", sh.Seq, f.Name, role, t.DType, want)
+	}
+	ndim, elems, err := tensorShape(e, sh.Seq, f, t)
+	if err != nil {
+		return err
+	}
+	if err := checkLead(sh, f, t, ndim); err != nil {
+		return err
+	}
+	hi, nbytes := bits.Mul64(elems, uint64(t.DType.Size()))
+	if hi != 0 || nbytes != le.Uint64(e[tensorOffNBytes:]) {
+		return corruptf("slot %d: %q %v tensor: nbytes %d, shape %v of %v needs %d",
+			sh.Seq, f.Name, role, le.Uint64(e[tensorOffNBytes:]), t.shape[:ndim], t.DType, nbytes)
+	}
+	off := le.Uint64(e[tensorOffOffset:])
+	if off%PayloadAlign != 0 || off < tableBytes || off > used || nbytes > used-off {
+		return corruptf("slot %d: %q %v tensor at offset %d, %d bytes: not %d-aligned after the table (%d) and within used_bytes %d",
+			sh.Seq, f.Name, role, off, nbytes, PayloadAlign, tableBytes, used)
+	}
+	t.Offset = int64(off)
+	t.Data = slot[off : off+nbytes : off+nbytes]
+	return nil
+}
+
+// tensorShape reads the dimensions of tensor table entry e into t.shape,
+// checking their count against what t's role needs, that unused ones are
+// zero and that none is absurd. It returns the number of dimensions and
+// of elements, refusing a shape whose element count overflows.
+func tensorShape(e []byte, seq uint64, f *Field, t *Tensor) (ndim int, elems uint64, err error) {
+	le := binary.LittleEndian
+	role := t.Role
+	ndim = int(e[tensorOffNDim])
+	wantNDim := 1
+	if role == RoleDense {
+		wantNDim = 1 + len(f.Dims)
+	}
+	if ndim != wantNDim {
+		return 0, 0, corruptf("slot %d: %q %v tensor has %d dimensions, want %d", seq, f.Name, role, ndim, wantNDim)
+	}
+	elems = uint64(1)
+	for j := 0; j < maxTensorDims; j++ {
+		d := le.Uint64(e[tensorOffShape+8*j:])
+		if j >= ndim {
+			if d != 0 && !(f.Kind == Jagged && j == 0) { // a jagged field's dims[0] is its keys' offset
+				return 0, 0, corruptf("slot %d: %q %v tensor: unused dimension %d is %d", seq, f.Name, role, j, d)
+			}
+			continue
+		}
+		if d > maxSlotSize {
+			return 0, 0, corruptf("slot %d: %q %v tensor: dimension %d is %d", seq, f.Name, role, j, d)
+		}
+		t.shape[j] = int64(d)
+		hi, lo := bits.Mul64(elems, d)
+		if hi != 0 {
+			return 0, 0, corruptf("slot %d: %q %v tensor: shape overflows", seq, f.Name, role)
+		}
+		elems = lo
+	}
+	return ndim, elems, nil
+}
+
+// checkLead checks t's leading dimension against the batch's row count
+// as its role requires (and a dense tensor's trailing dimensions against
+// the schema), so that callers can index rows without further checks.
+func checkLead(sh *SlotHeader, f *Field, t *Tensor, ndim int) error {
+	rows := uint32(sh.Rows)
+	var wantLead int64
+	switch t.Role {
+	case RoleDense:
+		wantLead = int64(rows)
+		for j, d := range f.Dims {
+			if t.shape[1+j] != d {
+				return corruptf("slot %d: %q shape %v, want trailing dimensions %v", sh.Seq, f.Name, t.shape[:ndim], f.Dims)
+			}
+		}
+	case RoleValues:
+		wantLead = t.shape[0]
+	case RoleOffsets:
+		wantLead = int64(rows)*f.rowsPer() + 1
+	case RoleLengths:
+		wantLead = int64(rows) * f.rowsPer()
+	case RoleValidity:
+		wantLead = int64(rows)
+	}
+	if t.shape[0] != wantLead {
+		return corruptf("slot %d: %q %v tensor has %d rows, want %d (batch of %d rows)", sh.Seq, f.Name, t.Role, t.shape[0], wantLead, rows)
+	}
+	return nil
+}
+
+// raggedCheck carries what the payload checks of one field's later
+// tensors need from its earlier ones, in table order: offsets are checked
+// against the values before them, lengths and null rows against the
+// offsets before them.
+type raggedCheck struct {
+	values  int64  // shape[0] of the last values tensor
+	offsets []byte // payload of the last offsets tensor
+}
+
+// check checks the payload of t, a tensor of field f, as its role needs
+// and remembers what later tensors are checked against.
+func (rc *raggedCheck) check(t *Tensor, f *Field, seq uint64, minor uint16) error {
+	switch t.Role {
+	case RoleValues:
+		rc.values = t.shape[0]
+	case RoleOffsets:
+		if err := checkOffsets(t.Data, rc.values); err != nil {
+			return corruptf("slot %d: %q offsets: %v", seq, f.Name, err)
+		}
+		rc.offsets = t.Data
+	case RoleLengths:
+		if err := checkLengths(t.Data, rc.offsets); err != nil {
+			return corruptf("slot %d: %q lengths: %v", seq, f.Name, err)
+		}
+	case RoleValidity:
+		if f.Kind == Ragged && minor >= 1 {
+			if err := checkNullRows(t.Data, rc.offsets); err != nil {
+				return corruptf("slot %d: %q: %v", seq, f.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // checkLengths checks a jagged lengths payload against its offsets (one

@@ -284,120 +284,140 @@ func (j *Job) validatePipeline(d *Decoder) {
 			}
 			d.Errorf(nil, fp, format, args...)
 		}
-		switch op.Kind {
-		case "filter":
-			if strings.TrimSpace(op.Filter.Expr) == "" {
-				bad("", "want a boolean expression, such as \"label == 1\"")
-			}
-		case "sample":
-			s := op.Sample
-			if s.Key == "" {
-				bad("key", "required: the column whose hash decides which rows are kept")
-			}
-			if len(s.Rates) == 0 {
-				bad("rates", "required: a list of {when: EXPR, rate: R}; a last entry without when is the default")
-			}
-			for k, r := range s.Rates {
-				if math.IsNaN(r.Rate) || r.Rate <= 0 || r.Rate > 1 {
-					bad(fmt.Sprintf("rates[%d].rate", k), "want a rate in (0, 1], got %v", r.Rate)
-				}
-				if r.When == "" && k != len(s.Rates)-1 {
-					bad(fmt.Sprintf("rates[%d]", k), "only the last rule may omit when (it matches every row, so later rules would never apply)")
-				}
-			}
-		case "join":
-			jn := op.Join
-			switch jn.Kind {
-			case "semi", "anti":
-				if len(jn.Columns) > 0 {
-					bad("columns", "a %s join adds no columns; use kind: left", jn.Kind)
-				}
-			case "left":
-			default:
-				bad("kind", "want semi, anti or left, got %q", jn.Kind)
-			}
-			if jn.Table == "" {
-				bad("table", "required: the side table's Parquet file or directory")
-			}
-			if jn.On == "" {
-				bad("on", "required: the key column")
-			}
-			if jn.MaxMemory == 0 {
-				jn.MaxMemory = 1 << 30
-			}
-			if jn.TableKey == "" {
-				jn.TableKey = jn.On
-			}
-			jn.Table = anchor(j.dir, jn.Table)
-			if jn.Buckets < 0 || jn.Buckets > MaxBuckets {
-				bad("buckets", "want 0 (found from Iceberg partitions) to %d, got %d", MaxBuckets, jn.Buckets)
-			}
-		case "sequence":
-			s := op.Sequence
-			if s.Column == "" {
-				bad("column", "required: the list column to shape")
-			}
-			if s.Length < 0 || s.Length > 1<<20 {
-				bad("length", "want 0 (keep ragged) to 1048576, got %d", s.Length)
-			}
-			if s.Truncate == "" {
-				s.Truncate = "left"
-			}
-			if s.Truncate != "left" && s.Truncate != "right" {
-				bad("truncate", "want left or right, got %q", s.Truncate)
-			}
-			if s.PadSide == "" {
-				s.PadSide = "right"
-			}
-			if s.PadSide != "left" && s.PadSide != "right" {
-				bad("pad_side", "want left or right, got %q", s.PadSide)
-			}
-			if s.OnLong == "" {
-				s.OnLong = "truncate"
-			}
-			if s.OnLong != "truncate" && s.OnLong != "error" && s.OnLong != "skip" {
-				bad("on_long", "want truncate, error or skip, got %q", s.OnLong)
-			}
-			if s.Length == 0 && s.OnLong != "truncate" && s.MaxLength == 0 {
-				bad("on_long", "a ragged sequence (length 0) needs max_length for on_long: %s", s.OnLong)
-			}
-			if s.Output == "" {
-				s.Output = s.Column
-			}
-		case "cast":
-			for _, a := range op.Cast {
-				switch a.Value {
-				case "int32", "int64", "float32", "float64", "bfloat16":
-				default:
-					bad(a.Name, "want int32, int64, float32, float64 or bfloat16, got %q", a.Value)
-				}
-			}
-		case "nulls":
-			switch op.Nulls.Policy {
-			case "error", "skip", "fill":
-			default:
-				bad("policy", "want error, skip or fill, got %q", op.Nulls.Policy)
-			}
-		case "stack":
-			validateStack(op.Stack, bad)
-		case "jagged":
-			validateJagged(op.Jagged, bad)
-		case "select", "drop":
-			list := op.Select
-			if op.Kind == "drop" {
-				list = op.Drop
-			}
-			if len(list) == 0 {
-				bad("", "want a list of column names")
-			}
-		case "map", "rename":
-			if len(op.Map)+len(op.Rename) == 0 {
-				bad("", "want a mapping of column: value")
-			}
-		}
+		j.validateOp(op, bad)
 	}
 	if j.Shuffle.Buffer < 0 || j.Shuffle.Buffer > 1<<26 {
 		d.Errorf(nil, "shuffle.buffer", "want 0 (no buffer) to 67108864 rows, got %d", j.Shuffle.Buffer)
+	}
+}
+
+// validateOp checks one op as its kind requires and fills in its defaults.
+func (j *Job) validateOp(op *Op, bad badFunc) {
+	switch op.Kind {
+	case "filter":
+		if strings.TrimSpace(op.Filter.Expr) == "" {
+			bad("", "want a boolean expression, such as \"label == 1\"")
+		}
+	case "sample":
+		validateSample(op.Sample, bad)
+	case "join":
+		validateJoin(op.Join, j.dir, bad)
+	case "sequence":
+		validateSequence(op.Sequence, bad)
+	case "cast":
+		for _, a := range op.Cast {
+			switch a.Value {
+			case "int32", "int64", "float32", "float64", "bfloat16":
+			default:
+				bad(a.Name, "want int32, int64, float32, float64 or bfloat16, got %q", a.Value)
+			}
+		}
+	case "nulls":
+		switch op.Nulls.Policy {
+		case "error", "skip", "fill":
+		default:
+			bad("policy", "want error, skip or fill, got %q", op.Nulls.Policy)
+		}
+	case "stack":
+		validateStack(op.Stack, bad)
+	case "jagged":
+		validateJagged(op.Jagged, bad)
+	case "select", "drop":
+		list := op.Select
+		if op.Kind == "drop" {
+			list = op.Drop
+		}
+		if len(list) == 0 {
+			bad("", "want a list of column names")
+		}
+	case "map", "rename":
+		if len(op.Map)+len(op.Rename) == 0 {
+			bad("", "want a mapping of column: value")
+		}
+	}
+}
+
+// validateSample checks a sample op: a key, and rates in (0, 1] of which
+// only the last may match every row.
+func validateSample(s *Sample, bad badFunc) {
+	if s.Key == "" {
+		bad("key", "required: the column whose hash decides which rows are kept")
+	}
+	if len(s.Rates) == 0 {
+		bad("rates", "required: a list of {when: EXPR, rate: R}; a last entry without when is the default")
+	}
+	for k, r := range s.Rates {
+		if math.IsNaN(r.Rate) || r.Rate <= 0 || r.Rate > 1 {
+			bad(fmt.Sprintf("rates[%d].rate", k), "want a rate in (0, 1], got %v", r.Rate)
+		}
+		if r.When == "" && k != len(s.Rates)-1 {
+			bad(fmt.Sprintf("rates[%d]", k), "only the last rule may omit when (it matches every row, so later rules would never apply)")
+		}
+	}
+}
+
+// validateJoin checks a join op and fills in its defaults; its table,
+// relative to the spec, is anchored to dir, the spec's directory.
+func validateJoin(jn *Join, dir string, bad badFunc) {
+	switch jn.Kind {
+	case "semi", "anti":
+		if len(jn.Columns) > 0 {
+			bad("columns", "a %s join adds no columns; use kind: left", jn.Kind)
+		}
+	case "left":
+	default:
+		bad("kind", "want semi, anti or left, got %q", jn.Kind)
+	}
+	if jn.Table == "" {
+		bad("table", "required: the side table's Parquet file or directory")
+	}
+	if jn.On == "" {
+		bad("on", "required: the key column")
+	}
+	if jn.MaxMemory == 0 {
+		jn.MaxMemory = 1 << 30
+	}
+	if jn.TableKey == "" {
+		jn.TableKey = jn.On
+	}
+	jn.Table = anchor(dir, jn.Table)
+	if jn.Buckets < 0 || jn.Buckets > MaxBuckets {
+		bad("buckets", "want 0 (found from Iceberg partitions) to %d, got %d", MaxBuckets, jn.Buckets)
+	}
+}
+
+// validateSequence checks a sequence op and fills in its defaults, each
+// before the check that reads it.
+func validateSequence(s *Sequence, bad badFunc) {
+	if s.Column == "" {
+		bad("column", "required: the list column to shape")
+	}
+	if s.Length < 0 || s.Length > 1<<20 {
+		bad("length", "want 0 (keep ragged) to 1048576, got %d", s.Length)
+	}
+	if s.Truncate == "" {
+		s.Truncate = "left"
+	}
+	if s.Truncate != "left" && s.Truncate != "right" {
+		bad("truncate", "want left or right, got %q", s.Truncate)
+	}
+	if s.PadSide == "" {
+		s.PadSide = "right"
+	}
+	if s.PadSide != "left" && s.PadSide != "right" {
+		bad("pad_side", "want left or right, got %q", s.PadSide)
+	}
+	if s.OnLong == "" {
+		s.OnLong = "truncate"
+	}
+	if s.OnLong != "truncate" && s.OnLong != "error" && s.OnLong != "skip" {
+		bad("on_long", "want truncate, error or skip, got %q", s.OnLong)
+	}
+	if s.Length == 0 && s.OnLong != "truncate" && s.MaxLength == 0 {
+		bad("on_long", "a ragged sequence (length 0) needs max_length for on_long: %s", s.OnLong)
+	}
+	if s.Output == "" {
+		s.Output = s.Column
 	}
 }
 
