@@ -173,63 +173,16 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 	if err := genPipelineData(ctx, cfg, parquetDir, npyDir, spam); err != nil {
 		return nil, err
 	}
-	job, err := spec.ReadFile(cfg.Spec)
+	job, err := pipelineJob(cfg, parquetDir, spam)
 	if err != nil {
 		return nil, err
-	}
-	job.Inputs, job.WorldSize = []string{parquetDir}, 1
-	job.Decode.Workers = cfg.Workers
-	job.Ring.Dir, job.Ring.Name = cfg.ShmDir, fmt.Sprintf("lastmile-bench-pipeline-%d", os.Getpid())
-	for i := range job.Pipeline {
-		if j := job.Pipeline[i].Join; j != nil {
-			j.Table = spam
-		}
 	}
 	r := &PipelineReport{Spec: cfg.Spec, Workers: cfg.Workers}
-
-	// The reference: decoding every input column the pipeline reads.
-	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{})
-	if err != nil {
+	if err := measureDecodeOnly(ctx, cfg, job, r); err != nil {
 		return nil, err
 	}
-	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed})
-	if err != nil {
+	if err := measurePipelineRuns(ctx, cfg, job, r); err != nil {
 		return nil, err
-	}
-	r.Columns = prog.Needs()
-	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: r.Columns})
-	if err != nil {
-		return nil, err
-	}
-	r.InputRows = plan.Rows
-	for i := 0; i < cfg.Repeats; i++ {
-		fmt.Fprintf(cfg.Log, "(e) decode alone of the pipeline's %d input columns, %d workers ...\n", len(r.Columns), cfg.Workers)
-		res, err := decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
-		if err != nil {
-			return nil, err
-		}
-		if r.DecodeOnly.Seconds == 0 || res.Seconds < r.DecodeOnly.Seconds {
-			r.DecodeOnly = res
-		}
-	}
-
-	for i := 0; i < cfg.Repeats; i++ {
-		for _, epochs := range []int{1, cfg.Epochs} {
-			fmt.Fprintf(cfg.Log, "(e) the pipeline into a ring, %d epoch(s), read by a Python trainer process ...\n", epochs)
-			e := epochs
-			job.Epochs = &e
-			run := &r.Pipeline
-			if epochs == 1 {
-				run = &r.FirstEpoch
-			}
-			tr, err := runPipelineOnce(ctx, cfg, job, r, run)
-			if err != nil {
-				return nil, err
-			}
-			if epochs == cfg.Epochs {
-				r.Trainer = tr
-			}
-		}
 	}
 	if !cfg.SkipV2 {
 		if r.V2, err = runV2(ctx, cfg, job, r); err != nil {
@@ -243,6 +196,94 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 		r.evaluate()
 		return r, nil
 	}
+	if err := measureTrainerCPU(ctx, cfg, job, r); err != nil {
+		return nil, err
+	}
+	if err := measureBaselines(ctx, cfg, job, r, npyDir, spam); err != nil {
+		return nil, err
+	}
+	r.evaluate()
+	return r, nil
+}
+
+// pipelineJob reads cfg.Spec and points it at the generated data: its
+// inputs and join tables, one rank, cfg.Workers decode workers and a ring
+// named after this process, so that runs on one host do not collide.
+func pipelineJob(cfg PipelineConfig, parquetDir, spam string) (*spec.Job, error) {
+	job, err := spec.ReadFile(cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	job.Inputs, job.WorldSize = []string{parquetDir}, 1
+	job.Decode.Workers = cfg.Workers
+	job.Ring.Dir, job.Ring.Name = cfg.ShmDir, fmt.Sprintf("lastmile-bench-pipeline-%d", os.Getpid())
+	for i := range job.Pipeline {
+		if j := job.Pipeline[i].Join; j != nil {
+			j.Table = spam
+		}
+	}
+	return job, nil
+}
+
+// measureDecodeOnly fills r's input columns, input rows and DecodeOnly
+// (the fastest of cfg.Repeats runs): the reference the pipeline is held to.
+func measureDecodeOnly(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
+	// The reference: decoding every input column the pipeline reads.
+	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{})
+	if err != nil {
+		return err
+	}
+	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed})
+	if err != nil {
+		return err
+	}
+	r.Columns = prog.Needs()
+	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: r.Columns})
+	if err != nil {
+		return err
+	}
+	r.InputRows = plan.Rows
+	for i := 0; i < cfg.Repeats; i++ {
+		fmt.Fprintf(cfg.Log, "(e) decode alone of the pipeline's %d input columns, %d workers ...\n", len(r.Columns), cfg.Workers)
+		res, err := decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
+		if err != nil {
+			return err
+		}
+		if r.DecodeOnly.Seconds == 0 || res.Seconds < r.DecodeOnly.Seconds {
+			r.DecodeOnly = res
+		}
+	}
+	return nil
+}
+
+// measurePipelineRuns runs the pipeline into a ring read by a Python
+// trainer, one epoch (r.FirstEpoch) and cfg.Epochs (r.Pipeline), cfg.Repeats
+// times each; the trainer's report of the last many-epoch run is r.Trainer.
+func measurePipelineRuns(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
+	for i := 0; i < cfg.Repeats; i++ {
+		for _, epochs := range []int{1, cfg.Epochs} {
+			fmt.Fprintf(cfg.Log, "(e) the pipeline into a ring, %d epoch(s), read by a Python trainer process ...\n", epochs)
+			e := epochs
+			job.Epochs = &e
+			run := &r.Pipeline
+			if epochs == 1 {
+				run = &r.FirstEpoch
+			}
+			tr, err := runPipelineOnce(ctx, cfg, job, r, run)
+			if err != nil {
+				return err
+			}
+			if epochs == cfg.Epochs {
+				r.Trainer = tr
+			}
+		}
+	}
+	return nil
+}
+
+// measureTrainerCPU fills r.TrainerReady and r.TrainerStep. It leaves job
+// at one epoch, its ring as it was.
+func measureTrainerCPU(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
 	// (g) the trainer's CPU per batch: with batches waiting for it (a ring
 	// that holds an epoch, 3 epochs so that every slot is reused), then
 	// with a training step after each batch.
@@ -254,7 +295,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 	tr, err := runPipelineOnce(ctx, cfg, job, r, &scratch, "--ready")
 	job.Ring = ring
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.TrainerReady = tr
 	r.StepMS = 30
@@ -262,30 +303,23 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 	job.Epochs = &one
 	fmt.Fprintf(cfg.Log, "(g) the trainer's CPU per batch with a %.0f ms training step ...\n", r.StepMS)
 	if r.TrainerStep, err = runPipelineOnce(ctx, cfg, job, r, &scratch, "--step-ms", fmt.Sprint(r.StepMS)); err != nil {
-		return nil, err
+		return err
 	}
-	baseline := func(v BaselineVariant, extra ...string) (map[string]any, error) {
-		args := append([]string{cfg.Baseline, "--npy", npyDir, "--spam", spam,
-			"--batch", fmt.Sprint(job.Batch.Size), "--workers", fmt.Sprint(v.Workers), "--style", v.Style,
-			"--seed", fmt.Sprint(job.Seed), "--json"}, extra...)
-		out, err := exec.CommandContext(ctx, cfg.Python, args...).Output()
-		if err != nil {
-			return nil, fmt.Errorf("baseline %s/%d: %w", v.Style, v.Workers, exitDetail(err))
-		}
-		var m map[string]any
-		if err := json.Unmarshal(out, &m); err != nil {
-			return nil, fmt.Errorf("baseline output %q: %w", out, err)
-		}
-		return m, nil
-	}
+	return nil
+}
+
+// measureBaselines runs each of cfg.BaselineVariants (f), keeping the best
+// overall and of each style, then the best of each style again with the
+// training step of r.StepMS (g).
+func measureBaselines(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport, npyDir, spam string) error {
 	better := func(a, b map[string]any) bool {
 		return b == nil || num(a["steady_rows_per_s"]) > num(b["steady_rows_per_s"])
 	}
 	for _, v := range cfg.BaselineVariants {
 		fmt.Fprintf(cfg.Log, "(f) baseline: DataLoader, %s style, num_workers %d ...\n", v.Style, v.Workers)
-		m, err := baseline(v)
+		m, err := runBaseline(ctx, cfg, job, v, npyDir, spam)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Baselines = append(r.Baselines, m)
 		if better(m, r.Best) {
@@ -304,14 +338,31 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 		}
 		v := BaselineVariant{Style: fmt.Sprint(b["style"]), Workers: int(num(b["workers"]))}
 		fmt.Fprintf(cfg.Log, "(g) baseline: DataLoader, %s style, num_workers %d, %.0f ms step ...\n", v.Style, v.Workers, r.StepMS)
-		m, err := baseline(v, "--step-ms", fmt.Sprint(r.StepMS))
+		m, err := runBaseline(ctx, cfg, job, v, npyDir, spam, "--step-ms", fmt.Sprint(r.StepMS))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.BaselinesStep = append(r.BaselinesStep, m)
 	}
-	r.evaluate()
-	return r, nil
+	return nil
+}
+
+// runBaseline runs the DataLoader baseline script once in variant v on the
+// .npy copy of the data, with job's batch size and seed, and returns its
+// JSON report.
+func runBaseline(ctx context.Context, cfg PipelineConfig, job *spec.Job, v BaselineVariant, npyDir, spam string, extra ...string) (map[string]any, error) {
+	args := append([]string{cfg.Baseline, "--npy", npyDir, "--spam", spam,
+		"--batch", fmt.Sprint(job.Batch.Size), "--workers", fmt.Sprint(v.Workers), "--style", v.Style,
+		"--seed", fmt.Sprint(job.Seed), "--json"}, extra...)
+	out, err := exec.CommandContext(ctx, cfg.Python, args...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("baseline %s/%d: %w", v.Style, v.Workers, exitDetail(err))
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		return nil, fmt.Errorf("baseline output %q: %w", out, err)
+	}
+	return m, nil
 }
 
 func exitDetail(err error) error {

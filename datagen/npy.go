@@ -109,6 +109,32 @@ func WriteNPY(ctx context.Context, dir string, cfg Config) error {
 	plan := planOf(cols)
 	gen := NewGenerator(cfg)
 
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	written := writeNPYColumns(ctx, cancel, dir, gen, cols, plan)
+
+	var all []*npyStream
+	for _, s := range written {
+		all = append(all, s...)
+	}
+	fail := func(err error) error {
+		for _, s := range all {
+			s.remove()
+		}
+		return err
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fail(err)
+	}
+	if err := commitNPY(dir, cfg, all); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// npyColumnOrder returns the order in which WriteNPY's workers take the
+// columns.
+func npyColumnOrder(cols []ColumnInfo) []int {
 	// One task per column; the costliest (lists, then strings) first so
 	// that the tail of the run stays parallel.
 	order := make([]int, len(cols))
@@ -125,9 +151,14 @@ func WriteNPY(ctx context.Context, dir string, cfg Config) error {
 		return 0
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cost(cols[b]) - cost(cols[a]) })
+	return order
+}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+// writeNPYColumns writes every column's files with GOMAXPROCS workers and
+// returns the streams of each column, by column. The first error cancels
+// ctx with that error as its cause; the caller checks it.
+func writeNPYColumns(ctx context.Context, cancel context.CancelCauseFunc, dir string, gen *Generator, cols []ColumnInfo, plan []colPlan) [][]*npyStream {
+	order := npyColumnOrder(cols)
 	var (
 		mu      sync.Mutex
 		written [][]*npyStream // by column
@@ -160,20 +191,13 @@ dispatch:
 	}
 	close(queue)
 	wg.Wait()
+	return written
+}
 
-	var all []*npyStream
-	for _, s := range written {
-		all = append(all, s...)
-	}
-	fail := func(err error) error {
-		for _, s := range all {
-			s.remove()
-		}
-		return err
-	}
-	if err := context.Cause(ctx); err != nil {
-		return fail(err)
-	}
+// commitNPY renames the finished streams to their names and then writes
+// the manifest, whose presence says the directory is complete. The caller
+// removes the streams on error.
+func commitNPY(dir string, cfg Config, all []*npyStream) error {
 	manifest := struct {
 		Format string    `json:"format"`
 		Rows   int64     `json:"rows"`
@@ -185,21 +209,17 @@ dispatch:
 	}
 	for _, s := range all {
 		if err := s.rename(); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	data, err := json.MarshalIndent(manifest, "", "  ")
 	if err != nil {
-		return fail(fmt.Errorf("BUG: marshal manifest: %w", err))
+		return fmt.Errorf("BUG: marshal manifest: %w", err)
 	}
-	err = writeAtomic(filepath.Join(dir, NPYManifest), func(f *os.File) error {
+	return writeAtomic(filepath.Join(dir, NPYManifest), func(f *os.File) error {
 		_, err := f.Write(append(data, '\n'))
 		return err
 	})
-	if err != nil {
-		return fail(err)
-	}
-	return nil
 }
 
 // npyHeader returns the NPY 1.0 header of a 1-D little-endian array of n
@@ -337,96 +357,32 @@ type npyColumnWriter struct {
 	seq []int64
 }
 
+// npyColumn is one column's streams while it is written.
+type npyColumn struct {
+	data, offsets, valid *npyStream // data, values or bytes; offsets and valid may be nil
+	off                  int64      // elements so far, for offsets
+}
+
 // column writes every file of column c. It returns the streams it created,
 // finished or not, so that the caller can rename or remove them.
 func (w *npyColumnWriter) column(ctx context.Context, dir string, g *Generator, c ColumnInfo, p colPlan) ([]*npyStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	files := npyFilesOf(c)
-	streams := make([]*npyStream, 0, len(files))
-	for _, info := range files {
-		s, err := createNPY(dir, info)
-		if s != nil {
-			streams = append(streams, s)
-		}
-		if err != nil {
-			return streams, err
-		}
+	streams, err := createNPYStreams(dir, c)
+	if err != nil {
+		return streams, err
 	}
-	data := streams[0] // data, values or bytes
-	var offsets, valid *npyStream
-	for _, s := range streams {
-		switch s.info.Part {
-		case "offsets":
-			offsets = s
-		case "valid":
-			valid = s
-		}
-	}
-	var off int64 // elements so far, for offsets
-	if offsets != nil {
-		offsets.i64(0)
+	col := npyColumnOf(streams)
+	if col.offsets != nil {
+		col.offsets.i64(0)
 	}
 	rows := g.cfg.Rows
 	for r0 := int64(0); r0 < rows; r0 += npyChunkRows {
 		if err := ctx.Err(); err != nil {
 			return streams, err
 		}
-		r1 := min(r0+npyChunkRows, rows)
-		for r := r0; r < r1; r++ {
-			switch p.kind {
-			case kRowID:
-				data.i64(r)
-			case kUserID:
-				data.i64(g.UserID(r))
-			case kItemID:
-				data.i64(g.ItemID(r))
-			case kLabel:
-				data.i32(g.Label(r))
-			case kDense:
-				data.f32(g.Dense(r, p.j))
-			case kCat:
-				data.i64(g.Cat(r, p.j))
-			case kSeq:
-				w.seq = g.AppendSeq(w.seq[:0], r, p.j)
-				for _, v := range w.seq {
-					data.i64(v)
-				}
-				off += int64(len(w.seq))
-				offsets.i64(off)
-			case kQuery:
-				q := g.Query(r)
-				data.buf = append(data.buf, q...)
-				off += int64(len(q))
-				offsets.i64(off)
-			case kDenseOpt:
-				v, ok := g.DenseOpt(r)
-				data.f32(v)
-				valid.u8(ok)
-			case kCatOpt:
-				v, ok := g.CatOpt(r)
-				data.i64(v)
-				valid.u8(ok)
-			case kSeqOpt:
-				var ok bool
-				w.seq, ok = g.AppendSeqOpt(w.seq[:0], r)
-				for _, v := range w.seq {
-					data.i64(v)
-				}
-				off += int64(len(w.seq))
-				offsets.i64(off)
-				valid.u8(ok)
-			case kQueryOpt:
-				q, ok := g.QueryOpt(r)
-				data.buf = append(data.buf, q...)
-				off += int64(len(q))
-				offsets.i64(off)
-				valid.u8(ok)
-			default:
-				panic("BUG: datagen: unknown column kind")
-			}
-		}
+		w.appendRows(g, p, &col, r0, min(r0+npyChunkRows, rows))
 		for _, s := range streams {
 			if err := s.flush(); err != nil {
 				return streams, err
@@ -439,4 +395,95 @@ func (w *npyColumnWriter) column(ctx context.Context, dir string, g *Generator, 
 		}
 	}
 	return streams, nil
+}
+
+// createNPYStreams creates the files of column c. It returns the streams
+// it created even on error, so that the caller can remove them.
+func createNPYStreams(dir string, c ColumnInfo) ([]*npyStream, error) {
+	files := npyFilesOf(c)
+	streams := make([]*npyStream, 0, len(files))
+	for _, info := range files {
+		s, err := createNPY(dir, info)
+		if s != nil {
+			streams = append(streams, s)
+		}
+		if err != nil {
+			return streams, err
+		}
+	}
+	return streams, nil
+}
+
+// npyColumnOf sorts a column's streams by part.
+func npyColumnOf(streams []*npyStream) npyColumn {
+	col := npyColumn{data: streams[0]}
+	for _, s := range streams {
+		switch s.info.Part {
+		case "offsets":
+			col.offsets = s
+		case "valid":
+			col.valid = s
+		}
+	}
+	return col
+}
+
+// appendRows appends rows [r0, r1) of the column p plans to col's
+// buffers. The running offset is kept in a local for the loop's sake.
+func (w *npyColumnWriter) appendRows(g *Generator, p colPlan, col *npyColumn, r0, r1 int64) {
+	data, offsets, valid, off := col.data, col.offsets, col.valid, col.off
+	for r := r0; r < r1; r++ {
+		switch p.kind {
+		case kRowID:
+			data.i64(r)
+		case kUserID:
+			data.i64(g.UserID(r))
+		case kItemID:
+			data.i64(g.ItemID(r))
+		case kLabel:
+			data.i32(g.Label(r))
+		case kDense:
+			data.f32(g.Dense(r, p.j))
+		case kCat:
+			data.i64(g.Cat(r, p.j))
+		case kSeq:
+			w.seq = g.AppendSeq(w.seq[:0], r, p.j)
+			for _, v := range w.seq {
+				data.i64(v)
+			}
+			off += int64(len(w.seq))
+			offsets.i64(off)
+		case kQuery:
+			q := g.Query(r)
+			data.buf = append(data.buf, q...)
+			off += int64(len(q))
+			offsets.i64(off)
+		case kDenseOpt:
+			v, ok := g.DenseOpt(r)
+			data.f32(v)
+			valid.u8(ok)
+		case kCatOpt:
+			v, ok := g.CatOpt(r)
+			data.i64(v)
+			valid.u8(ok)
+		case kSeqOpt:
+			var ok bool
+			w.seq, ok = g.AppendSeqOpt(w.seq[:0], r)
+			for _, v := range w.seq {
+				data.i64(v)
+			}
+			off += int64(len(w.seq))
+			offsets.i64(off)
+			valid.u8(ok)
+		case kQueryOpt:
+			q, ok := g.QueryOpt(r)
+			data.buf = append(data.buf, q...)
+			off += int64(len(q))
+			offsets.i64(off)
+			valid.u8(ok)
+		default:
+			panic("BUG: datagen: unknown column kind")
+		}
+	}
+	col.off = off
 }

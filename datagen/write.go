@@ -63,24 +63,57 @@ func Write(ctx context.Context, dir string, cfg Config) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	meta, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("BUG: marshal config: %w", err)
-	}
 	cols := Schema(cfg)
-	options := []parquet.WriterOption{
-		parquetSchema(cols),
-		parquet.Compression(codec(cfg.Compression)),
-		parquet.DataPageVersion(cfg.DataPageVersion),
-		parquet.PageBufferSize(cfg.PageBytes),
-		parquet.CreatedBy("parquet-go", parquetGoVersion, "lastmile datagen"),
-		parquet.KeyValueMetadata(MetadataKey, string(meta)),
+	options, err := writerOptions(cfg, cols)
+	if err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	fail := func(err error) { cancel(err) }
 
+	files, paths, tasks := outFilesOf(dir, cfg, options)
+	runTasks(ctx, fail, NewGenerator(cfg), cols, files, tasks)
+
+	if ctx.Err() == nil {
+		for _, f := range files {
+			if len(f.groups) == 0 { // Rows == 0: an empty file
+				if err := f.finish(); err != nil {
+					fail(err)
+					break
+				}
+			}
+		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		cleanup(files)
+		return nil, err
+	}
+	return paths, nil
+}
+
+// writerOptions are the Parquet writer options of every file Write
+// writes: cols' schema, cfg's codec and page settings, and cfg itself as
+// metadata.
+func writerOptions(cfg Config, cols []ColumnInfo) ([]parquet.WriterOption, error) {
+	meta, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("BUG: marshal config: %w", err)
+	}
+	return []parquet.WriterOption{
+		parquetSchema(cols),
+		parquet.Compression(codec(cfg.Compression)),
+		parquet.DataPageVersion(cfg.DataPageVersion),
+		parquet.PageBufferSize(cfg.PageBytes),
+		parquet.CreatedBy("parquet-go", parquetGoVersion, "lastmile datagen"),
+		parquet.KeyValueMetadata(MetadataKey, string(meta)),
+	}, nil
+}
+
+// outFilesOf lays out Write's output: each file of cfg in dir, its path,
+// and one task per row group, in file and row order.
+func outFilesOf(dir string, cfg Config, options []parquet.WriterOption) ([]*outFile, []string, []task) {
 	files := make([]*outFile, cfg.Files)
 	paths := make([]string, cfg.Files)
 	var tasks []task
@@ -94,13 +127,18 @@ func Write(ctx context.Context, dir string, cfg Config) ([]string, error) {
 			tasks = append(tasks, task{file: i, group: r, first: lo, end: min(lo+cfg.RowGroupRows, end)})
 		}
 	}
+	return files, paths, tasks
+}
+
+// runTasks builds and commits every row group with GOMAXPROCS workers,
+// handing each error to fail, and returns when the workers have stopped.
+func runTasks(ctx context.Context, fail func(error), gen *Generator, cols []ColumnInfo, files []*outFile, tasks []task) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(tasks)))
 	// tokens bounds the row groups generated but not yet committed. Tokens
 	// are taken in task order, so the row group every other one waits on
 	// always holds one and the pipeline cannot deadlock.
 	tokens := make(chan struct{}, workers+1)
 	queue := make(chan task)
-	gen := NewGenerator(cfg)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -127,22 +165,6 @@ dispatch:
 	}
 	close(queue)
 	wg.Wait()
-
-	if ctx.Err() == nil {
-		for _, f := range files {
-			if len(f.groups) == 0 { // Rows == 0: an empty file
-				if err := f.finish(); err != nil {
-					fail(err)
-					break
-				}
-			}
-		}
-	}
-	if err := context.Cause(ctx); err != nil {
-		cleanup(files)
-		return nil, err
-	}
-	return paths, nil
 }
 
 type task struct {

@@ -47,26 +47,91 @@ parts (-only picks one; all by default):
 Flags:
 `
 
+// benchOptions are bench's flags once parsed.
+type benchOptions struct {
+	cfg           bench.Config
+	pcfg          bench.PipelineConfig
+	ccfg          bench.CopiesConfig
+	sf            *spillFlags
+	asJSON        bool
+	paths, only   string
+	consumer      string
+	consumerCPU   int
+	consumerTouch bool
+	memRows       int64
+	args          []string // after the flags
+}
+
+// benchOutput is everything bench measured, as -json prints it.
+type benchOutput struct {
+	Spine    *bench.Report         `json:"spine,omitempty"`
+	Pipeline *bench.PipelineReport `json:"pipeline,omitempty"`
+	Spill    *bench.SpillReport    `json:"spill,omitempty"`
+	S3       *bench.S3Report       `json:"s3,omitempty"`
+	Memory   *memoryReport         `json:"memory,omitempty"`
+	Copies   *bench.CopiesReport   `json:"copies,omitempty"`
+}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseBenchFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if *o.sf.peer {
+		return o.sf.servePeer(ctx, o.args)
+	}
+	if *o.sf.contend {
+		return o.sf.runContender(ctx, stdout)
+	}
+	if o.consumer != "" {
+		return o.runHandoffConsumer(ctx)
+	}
+	if err := o.parsePaths(); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.cfg.Consumer = func(dir, name string) *exec.Cmd {
+		return exec.CommandContext(ctx, self, "bench", "-handoff-consumer", dir+"/"+name)
+	}
+	o.cfg.Log, o.pcfg.Log, o.pcfg.ShmDir = stderr, stderr, o.cfg.ShmDir
+	switch o.only {
+	case "all", "spine", "pipeline", "spill", "copies", "s3", "memory":
+	default:
+		return fmt.Errorf("%w: -only must be spine, pipeline, spill, copies, s3, memory or all, got %q", errUsage, o.only)
+	}
+	out, err := o.measure(ctx, self, stderr)
+	if err != nil {
+		return err
+	}
+	return writeBenchOutput(stdout, out, o.asJSON)
+}
+
+// parseBenchFlags parses bench's flags, the hidden ones of its helper
+// processes included.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs := newFlags("bench", stderr)
-	cfg := bench.DefaultConfig()
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	o := &benchOptions{cfg: bench.DefaultConfig()}
+	cfg := &o.cfg
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&cfg.Data, "data", "", "sample Parquet directory (default: generated once under $TMPDIR)")
 	fs.Int64Var(&cfg.Rows, "rows", cfg.Rows, "rows to generate when there is no data")
 	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression of generated data: snappy, zstd or none")
 	shmDir := shmDirFlag(fs)
 	fs.IntVar(&cfg.Payload, "payload", cfg.Payload, "bytes per handed-off batch")
 	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs of each measurement; the best counts")
-	paths := fs.String("paths", "own,parquetgo,arrow", "decode paths to compare")
-	consumer := fs.String("handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
-	consumerCPU := fs.Int("handoff-cpu", -1, "internal: the CPU the handoff consumer runs on (-1: any)")
-	consumerTouch := fs.Bool("handoff-touch", true, "internal: the handoff consumer reads every batch (false: releases it unread)")
-	pcfg := defaultPipelineConfig()
-	only := fs.String("only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), copies (all columns: producer CPU against the decode kernel), s3 (S3 on loopback against local files), memory (peak RSS at N and 10N rows) or all")
-	sf := addSpillFlags(fs)
-	memRows := fs.Int64("memory-rows", 400000, "N of the memory measurement: peak RSS over N and 10N rows")
-	var ccfg bench.CopiesConfig
-	fs.Int64Var(&ccfg.Rows, "copies-rows", 2<<20, "rows of generated data for the all-column (copies) measurement")
+	fs.StringVar(&o.paths, "paths", "own,parquetgo,arrow", "decode paths to compare")
+	fs.StringVar(&o.consumer, "handoff-consumer", "", "internal: run as the handoff consumer of ring DIR/NAME")
+	fs.IntVar(&o.consumerCPU, "handoff-cpu", -1, "internal: the CPU the handoff consumer runs on (-1: any)")
+	fs.BoolVar(&o.consumerTouch, "handoff-touch", true, "internal: the handoff consumer reads every batch (false: releases it unread)")
+	o.pcfg = defaultPipelineConfig()
+	pcfg := &o.pcfg
+	fs.StringVar(&o.only, "only", "all", "what to measure: spine (a-d), pipeline (e-g), spill (the pipeline on 1 core against 1 core plus a CPU peer), copies (all columns: producer CPU against the decode kernel), s3 (S3 on loopback against local files), memory (peak RSS at N and 10N rows) or all")
+	o.sf = addSpillFlags(fs)
+	fs.Int64Var(&o.memRows, "memory-rows", 400000, "N of the memory measurement: peak RSS over N and 10N rows")
+	fs.Int64Var(&o.ccfg.Rows, "copies-rows", 2<<20, "rows of generated data for the all-column (copies) measurement")
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
 	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd or none")
@@ -77,105 +142,110 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "handoff-touch", "spill-peer", "spill-contend", "spill-cpu", "spill-tls", "spill-root")
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	cfg.ShmDir = *shmDir
-	if *sf.peer {
-		return sf.servePeer(ctx, fs.Args())
+	o.args = fs.Args()
+	return o, nil
+}
+
+// runHandoffConsumer is the hidden -handoff-consumer mode: the other end
+// of the spine's ring handoff, started by bench itself.
+func (o *benchOptions) runHandoffConsumer(ctx context.Context) error {
+	i := strings.LastIndexByte(o.consumer, '/')
+	if i < 0 {
+		return fmt.Errorf("%w: -handoff-consumer wants DIR/NAME", errUsage)
 	}
-	if *sf.contend {
-		return sf.runContender(ctx, stdout)
+	if o.consumerCPU >= 0 {
+		if err := bench.PinProcess(o.consumerCPU); err != nil {
+			return err
+		}
 	}
-	if *consumer != "" {
-		i := strings.LastIndexByte(*consumer, '/')
-		if i < 0 {
-			return fmt.Errorf("%w: -handoff-consumer wants DIR/NAME", errUsage)
-		}
-		if *consumerCPU >= 0 {
-			if err := bench.PinProcess(*consumerCPU); err != nil {
-				return err
-			}
-		}
-		if !*consumerTouch {
-			return shm.RunDrainConsumer(ctx, (*consumer)[:i], (*consumer)[i+1:])
-		}
-		_, err := shm.RunHandoffConsumer(ctx, (*consumer)[:i], (*consumer)[i+1:])
-		return err
+	if !o.consumerTouch {
+		return shm.RunDrainConsumer(ctx, o.consumer[:i], o.consumer[i+1:])
 	}
-	cfg.Paths = nil
-	for _, p := range strings.Split(*paths, ",") {
+	_, err := shm.RunHandoffConsumer(ctx, o.consumer[:i], o.consumer[i+1:])
+	return err
+}
+
+// parsePaths reads -paths into the spine's decode paths.
+func (o *benchOptions) parsePaths() error {
+	o.cfg.Paths = nil
+	for _, p := range strings.Split(o.paths, ",") {
 		path, err := decode.ParsePath(strings.TrimSpace(p))
 		if err != nil {
 			return fmt.Errorf("%w: -paths: %v", errUsage, err)
 		}
-		cfg.Paths = append(cfg.Paths, path)
+		o.cfg.Paths = append(o.cfg.Paths, path)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cfg.Consumer = func(dir, name string) *exec.Cmd {
-		return exec.CommandContext(ctx, self, "bench", "-handoff-consumer", dir+"/"+name)
-	}
-	cfg.Log, pcfg.Log, pcfg.ShmDir = stderr, stderr, cfg.ShmDir
-	out := struct {
-		Spine    *bench.Report         `json:"spine,omitempty"`
-		Pipeline *bench.PipelineReport `json:"pipeline,omitempty"`
-		Spill    *bench.SpillReport    `json:"spill,omitempty"`
-		S3       *bench.S3Report       `json:"s3,omitempty"`
-		Memory   *memoryReport         `json:"memory,omitempty"`
-		Copies   *bench.CopiesReport   `json:"copies,omitempty"`
-	}{}
-	switch *only {
-	case "all", "spine", "pipeline", "spill", "copies", "s3", "memory":
-	default:
-		return fmt.Errorf("%w: -only must be spine, pipeline, spill, copies, s3, memory or all, got %q", errUsage, *only)
-	}
-	if *only == "all" || *only == "memory" {
-		if out.Memory, err = benchMemory(ctx, self, cfg.ShmDir, *memRows, stderr); err != nil {
-			return fmt.Errorf("memory: %w", err)
+	return nil
+}
+
+// measure runs the parts -only picks, in this order. self is this binary,
+// which the measurements start again as their helper processes.
+func (o *benchOptions) measure(ctx context.Context, self string, stderr io.Writer) (*benchOutput, error) {
+	var out benchOutput
+	var err error
+	cfg, only := o.cfg, o.only
+	if only == "all" || only == "memory" {
+		if out.Memory, err = benchMemory(ctx, self, cfg.ShmDir, o.memRows, stderr); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
 		}
 	}
-	if *only == "all" || *only == "s3" {
+	if only == "all" || only == "s3" {
 		s3cfg := bench.S3Config{Data: cfg.Data, Rows: cfg.Rows, Compression: cfg.Compression, Log: stderr}
 		out.S3, err = bench.RunS3(ctx, s3cfg)
-		if err != nil && *only == "s3" {
-			return fmt.Errorf("s3: %w", err)
+		if err != nil && only == "s3" {
+			return nil, fmt.Errorf("s3: %w", err)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "s3: not measured: %v\n", err)
 		}
 	}
-	if *only == "all" || *only == "spine" {
+	if only == "all" || only == "spine" {
 		if out.Spine, err = bench.Run(ctx, cfg); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if *only == "all" || *only == "copies" {
+	if only == "all" || only == "copies" {
+		ccfg := o.ccfg
 		ccfg.Compression, ccfg.ShmDir, ccfg.Log, ccfg.Consumer = cfg.Compression, cfg.ShmDir, stderr, cfg.Consumer
 		if out.Copies, err = bench.RunCopies(ctx, ccfg); err != nil {
-			return fmt.Errorf("copies: %w", err)
+			return nil, fmt.Errorf("copies: %w", err)
 		}
 	}
-	if *only == "all" || *only == "pipeline" {
-		if out.Pipeline, err = bench.RunPipeline(ctx, pcfg); err != nil {
-			return fmt.Errorf("pipeline: %w", err)
+	if only == "all" || only == "pipeline" {
+		if out.Pipeline, err = bench.RunPipeline(ctx, o.pcfg); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
 		}
 	}
-	if *only == "all" || *only == "spill" {
+	if only == "all" || only == "spill" {
 		// Last: it pins this process to one CPU.
-		sf.cfg.Log, sf.cfg.ShmDir = stderr, cfg.ShmDir
-		sf.cfg.Compression = pcfg.Compression
-		sf.cfg.PeerCommand = []string{self, "bench", "-spill-peer"}
-		sf.cfg.ContendCommand = []string{self, "bench", "-spill-contend"}
-		sf.cfg.Consumer = func(dir, name string, cpu int) *exec.Cmd {
-			return exec.CommandContext(ctx, self, "bench", "-handoff-cpu", fmt.Sprint(cpu), "-handoff-touch=false", "-handoff-consumer", dir+"/"+name)
-		}
-		if out.Spill, err = bench.RunSpill(ctx, sf.cfg); err != nil {
-			return fmt.Errorf("spill: %w", err)
+		if out.Spill, err = bench.RunSpill(ctx, o.spillConfig(ctx, self, stderr)); err != nil {
+			return nil, fmt.Errorf("spill: %w", err)
 		}
 	}
-	if *asJSON {
+	return &out, nil
+}
+
+// spillConfig completes the spill measurement's config: its helper
+// processes are this binary (self) in bench's hidden modes.
+func (o *benchOptions) spillConfig(ctx context.Context, self string, stderr io.Writer) bench.SpillConfig {
+	sf := o.sf
+	sf.cfg.Log, sf.cfg.ShmDir = stderr, o.cfg.ShmDir
+	sf.cfg.Compression = o.pcfg.Compression
+	sf.cfg.PeerCommand = []string{self, "bench", "-spill-peer"}
+	sf.cfg.ContendCommand = []string{self, "bench", "-spill-contend"}
+	sf.cfg.Consumer = func(dir, name string, cpu int) *exec.Cmd {
+		return exec.CommandContext(ctx, self, "bench", "-handoff-cpu", fmt.Sprint(cpu), "-handoff-touch=false", "-handoff-consumer", dir+"/"+name)
+	}
+	return sf.cfg
+}
+
+// writeBenchOutput prints what bench measured: as JSON, or as tables with
+// the answer and targets first.
+func writeBenchOutput(stdout io.Writer, out *benchOutput, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)

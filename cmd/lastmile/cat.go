@@ -21,26 +21,33 @@ import (
 	"github.com/lastmile/lastmile/shm"
 )
 
+// catOptions are cat's flags and argument once parsed.
+type catOptions struct {
+	dir    string
+	max    int // batches; 0 reads to the end of the stream
+	wait   time.Duration
+	digest bool
+	ring   string
+}
+
+// catRead is what cat read from a ring.
+type catRead struct {
+	d           *digest
+	first, last shm.Cursor
+	elapsed     time.Duration
+	st          shm.ConsumerStats
+	err         error // the stream's error, returned after the report
+}
+
 func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cat", stderr)
-	dir := shmDirFlag(fs)
-	max := fs.Int("n", 0, "stop after this many batches (0: read to the end of the stream)")
-	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the ring to appear (a ring left from an earlier run, finished and read, counts as not there yet)")
-	digest := fs.Bool("digest", false, "print a JSON digest of every column (row count, SHA-256 of values, lengths and validity) instead of the summary")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lastmile cat [flags] RING\n\nAttaches to a ring as its consumer, reads its batches and summarizes them.\n\nFlags:")
-		printFlags(fs, "dir")
-	}
-	if err := fs.Parse(args); err != nil {
+	o, err := parseCatFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one ring name, got %d arguments", errUsage, fs.NArg())
-	}
-	if err := rankRingsHint(*dir, fs.Arg(0)); err != nil {
+	if err := rankRingsHint(o.dir, o.ring); err != nil {
 		return err
 	}
-	c, err := shm.WaitOpen(ctx, *dir, fs.Arg(0), shm.OpenOptions{}, *wait)
+	c, err := shm.WaitOpen(ctx, o.dir, o.ring, shm.OpenOptions{}, o.wait)
 	if err != nil {
 		return err
 	}
@@ -49,42 +56,77 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "lastmile cat: %s\n", l)
 	}
 
-	d := newDigest()
+	r := readRing(ctx, c, o.max)
+	if o.digest {
+		if err := json.NewEncoder(stdout).Encode(r.d.result()); err != nil {
+			return err
+		}
+		return r.err
+	}
+	writeCatSummary(stdout, c, r)
+	return r.err
+}
+
+// parseCatFlags parses cat's flags and its one argument, the ring name.
+func parseCatFlags(args []string, stderr io.Writer) (*catOptions, error) {
+	fs := newFlags("cat", stderr)
+	o := &catOptions{}
+	dir := shmDirFlag(fs)
+	fs.IntVar(&o.max, "n", 0, "stop after this many batches (0: read to the end of the stream)")
+	fs.DurationVar(&o.wait, "wait", 10*time.Second, "how long to wait for the ring to appear (a ring left from an earlier run, finished and read, counts as not there yet)")
+	fs.BoolVar(&o.digest, "digest", false, "print a JSON digest of every column (row count, SHA-256 of values, lengths and validity) instead of the summary")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lastmile cat [flags] RING\n\nAttaches to a ring as its consumer, reads its batches and summarizes them.\n\nFlags:")
+		printFlags(fs, "dir")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, fmt.Errorf("%w: want one ring name, got %d arguments", errUsage, fs.NArg())
+	}
+	o.dir, o.ring = *dir, fs.Arg(0)
+	return o, nil
+}
+
+// readRing reads batches from c until the stream ends, an error, or
+// maxBatches (0: no limit), digesting each, then releases the last one.
+func readRing(ctx context.Context, c *shm.Consumer, maxBatches int) catRead {
+	r := catRead{d: newDigest()}
 	start := time.Now()
-	var first, lastCursor shm.Cursor
-	var streamErr error
-	for *max == 0 || d.Batches < int64(*max) {
+	for maxBatches == 0 || r.d.Batches < int64(maxBatches) {
 		b, err := c.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			streamErr = err
+			r.err = err
 			break
 		}
-		if d.Batches == 0 {
-			first = b.Cursor
+		if r.d.Batches == 0 {
+			r.first = b.Cursor
 		}
-		lastCursor = b.Cursor
-		d.add(b)
+		r.last = b.Cursor
+		r.d.add(b)
 	}
 	c.Release()
-	elapsed := time.Since(start)
-	st := c.Stats()
-	if *digest {
-		if err := json.NewEncoder(stdout).Encode(d.result()); err != nil {
-			return err
-		}
-		return streamErr
-	}
-	secs := elapsed.Seconds()
+	r.elapsed = time.Since(start)
+	r.st = c.Stats()
+	return r
+}
+
+// writeCatSummary prints cat's report of what it read: the stream's
+// totals and rates, its cursors, the consumer's waits and each field.
+func writeCatSummary(stdout io.Writer, c *shm.Consumer, r catRead) {
+	d := r.d
+	secs := r.elapsed.Seconds()
 	fmt.Fprintf(stdout, "ring %s: %d batches, %d rows%s, %.1f MB in %.2fs (%.0f rows/s, %.0f MB/s)\n",
 		c.Name(), d.Batches, d.Rows, d.padding(), float64(d.Bytes)/1e6, secs, float64(d.Rows)/secs, float64(d.Bytes)/1e6/secs)
 	if d.Batches > 0 {
 		fmt.Fprintf(stdout, "cursor: first epoch %d batch %d rank %d, last epoch %d batch %d rank %d\n",
-			first.Epoch, first.BatchIndex, first.Rank, lastCursor.Epoch, lastCursor.BatchIndex, lastCursor.Rank)
+			r.first.Epoch, r.first.BatchIndex, r.first.Rank, r.last.Epoch, r.last.BatchIndex, r.last.Rank)
 	}
-	fmt.Fprintf(stdout, "waited on an empty ring %d times, %.3fs in all\n", st.EmptyWaits, st.EmptyWait.Seconds())
+	fmt.Fprintf(stdout, "waited on an empty ring %d times, %.3fs in all\n", r.st.EmptyWaits, r.st.EmptyWait.Seconds())
 	for _, f := range c.Header().Fields {
 		fd := d.fields[f.Name]
 		if fd == nil {
@@ -106,7 +148,6 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if msg := c.Message(); msg != "" {
 		fmt.Fprintf(stdout, "producer says: %s\n", msg)
 	}
-	return streamErr
 }
 
 // rankRingsHint returns an error listing the rings of a job's ranks

@@ -13,6 +13,7 @@ import (
 	"github.com/lastmile/lastmile/bench"
 	"github.com/lastmile/lastmile/cpus"
 	"github.com/lastmile/lastmile/plan"
+	"github.com/lastmile/lastmile/spec"
 )
 
 const planUsage = `usage: lastmile plan [flags] SPEC
@@ -102,42 +103,17 @@ type planOutput struct {
 }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", stderr)
-	var f planFlags
-	addPlanFlags(fs, &f)
-	f.shmDir = shmDirFlag(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, planUsage)
-		printFlags(fs, "dir")
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one job spec file, got %d arguments", errUsage, fs.NArg())
-	}
-	job, err := readJob(ctx, fs.Arg(0))
+	f, specPath, err := parsePlanFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if f.gpus <= 0 {
-		f.gpus = job.WorldSize
-	}
-	t, err := f.target(job.Batch.Size)
+	job, err := readJob(ctx, specPath)
 	if err != nil {
 		return err
 	}
-	loads, err := parseLoads(f.loads)
+	s, err := f.setup(job)
 	if err != nil {
 		return err
-	}
-	dist, err := bench.ParseDist(f.dist)
-	if err != nil {
-		return fmt.Errorf("%w: -dist: %v", errUsage, err)
-	}
-	res := plan.Resources{HostCores: f.hostCores, PeerCores: f.peerCores, NetworkBytesPerSec: f.gbps * 1e9 / 8}
-	if res.HostCores <= 0 {
-		res.HostCores = cpus.Available()
 	}
 	var peers *peerSetup
 	if f.peersConfig != "" {
@@ -154,45 +130,19 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer limit.Close()
 	cfg := bench.PlanConfig{Job: job, GPUs: f.gpus, MaxCores: f.measure, Seconds: f.seconds, Warmup: f.warmup, Repeats: f.repeats,
-		Loads: loads, Dist: dist, ShmDir: *f.shmDir, Progress: bar.Step, Limit: limit}
-	rep, err := bench.MeasurePlan(ctx, cfg)
+		Loads: s.loads, Dist: s.dist, ShmDir: *f.shmDir, Progress: bar.Step, Limit: limit}
+	out, err := measurePlan(ctx, cfg, f, s, peers, specPath, stderr)
 	if err != nil {
 		return err
 	}
-	if f.python {
-		bar.Step(1, 1, "the Python client's cost per batch")
-		if c, err := bench.PythonClient(ctx, cfg, pythonPath(), pythonDir(), max(f.pyBatches, 1)); err != nil {
-			fmt.Fprintf(stderr, "lastmile plan: the Python client's cost was not measured (%v); the Go consumer's is used\n", err)
-		} else {
-			rep.Measured.ClientPerBatch, rep.Client = c, "python"
-		}
-	}
-	m := rep.Measured
-	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9
-	var pm *bench.PeerMeasure
-	if peers != nil {
-		bar.Step(1, 1, "a CPU peer's rate and the cost of receiving from it")
-		if pm, err = peers.measure(ctx, cfg, fs.Arg(0)); err != nil {
-			return fmt.Errorf("measure a peer (-peers-config %s): %w", f.peersConfig, err)
-		}
-		m.PeerPerCore, m.ReceiveCPUPerByte, m.WirePerByte = pm.PerCore, pm.ReceiveCPUPerByte, pm.WirePerByte
-		if res.PeerCores == 0 {
-			res.PeerCores = pm.Workers
-		}
-	}
-	pred, err := plan.Predict(t, m, res)
-	if err != nil {
-		return err
-	}
-	out := planOutput{Target: t, Resources: res, Measured: rep, Prediction: pred, Peer: pm}
 	if f.validate {
-		if out.Validation, err = validatePlan(ctx, cfg, f, out); err != nil {
+		if out.Validation, err = validatePlan(ctx, cfg, *f, out); err != nil {
 			return fmt.Errorf("validate: %w", err)
 		}
 	}
 	bar.Done()
 	out.Answer = planAnswer(job.Name, out)
-	if err := writePlanFiles(&out, f); err != nil {
+	if err := writePlanFiles(&out, *f); err != nil {
 		return err
 	}
 	if f.asJSON {
@@ -202,6 +152,95 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	writePlan(stdout, out)
 	return nil
+}
+
+// parsePlanFlags parses plan's flags and returns them with the path of
+// the job spec, its one argument.
+func parsePlanFlags(args []string, stderr io.Writer) (*planFlags, string, error) {
+	fs := newFlags("plan", stderr)
+	var f planFlags
+	addPlanFlags(fs, &f)
+	f.shmDir = shmDirFlag(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, planUsage)
+		printFlags(fs, "dir")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	if fs.NArg() != 1 {
+		return nil, "", fmt.Errorf("%w: want one job spec file, got %d arguments", errUsage, fs.NArg())
+	}
+	return &f, fs.Arg(0), nil
+}
+
+// planSetup is what plan reads from its flags and the spec before it
+// measures anything.
+type planSetup struct {
+	target plan.Target
+	loads  []float64
+	dist   string
+	res    plan.Resources
+}
+
+// setup checks the flags against job, whose world size is the default
+// -gpus, so that a bad flag is refused before minutes of measuring.
+func (f *planFlags) setup(job *spec.Job) (planSetup, error) {
+	var s planSetup
+	if f.gpus <= 0 {
+		f.gpus = job.WorldSize
+	}
+	var err error
+	if s.target, err = f.target(job.Batch.Size); err != nil {
+		return s, err
+	}
+	if s.loads, err = parseLoads(f.loads); err != nil {
+		return s, err
+	}
+	if s.dist, err = bench.ParseDist(f.dist); err != nil {
+		return s, fmt.Errorf("%w: -dist: %v", errUsage, err)
+	}
+	s.res = plan.Resources{HostCores: f.hostCores, PeerCores: f.peerCores, NetworkBytesPerSec: f.gbps * 1e9 / 8}
+	if s.res.HostCores <= 0 {
+		s.res.HostCores = cpus.Available()
+	}
+	return s, nil
+}
+
+// measurePlan measures the pipeline (and the Python client, and a peer
+// when peers is not nil) and predicts what the target needs from it.
+func measurePlan(ctx context.Context, cfg bench.PlanConfig, f *planFlags, s planSetup, peers *peerSetup, specPath string, stderr io.Writer) (planOutput, error) {
+	rep, err := bench.MeasurePlan(ctx, cfg)
+	if err != nil {
+		return planOutput{}, err
+	}
+	if f.python {
+		cfg.Progress(1, 1, "the Python client's cost per batch")
+		if c, err := bench.PythonClient(ctx, cfg, pythonPath(), pythonDir(), max(f.pyBatches, 1)); err != nil {
+			fmt.Fprintf(stderr, "lastmile plan: the Python client's cost was not measured (%v); the Go consumer's is used\n", err)
+		} else {
+			rep.Measured.ClientPerBatch, rep.Client = c, "python"
+		}
+	}
+	m := rep.Measured
+	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9
+	res := s.res
+	var pm *bench.PeerMeasure
+	if peers != nil {
+		cfg.Progress(1, 1, "a CPU peer's rate and the cost of receiving from it")
+		if pm, err = peers.measure(ctx, cfg, specPath); err != nil {
+			return planOutput{}, fmt.Errorf("measure a peer (-peers-config %s): %w", f.peersConfig, err)
+		}
+		m.PeerPerCore, m.ReceiveCPUPerByte, m.WirePerByte = pm.PerCore, pm.ReceiveCPUPerByte, pm.WirePerByte
+		if res.PeerCores == 0 {
+			res.PeerCores = pm.Workers
+		}
+	}
+	pred, err := plan.Predict(s.target, m, res)
+	if err != nil {
+		return planOutput{}, err
+	}
+	return planOutput{Target: s.target, Resources: res, Measured: rep, Prediction: pred, Peer: pm}, nil
 }
 
 // target reads the target flags.

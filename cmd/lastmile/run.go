@@ -13,16 +13,80 @@ import (
 	"github.com/lastmile/lastmile/engine"
 )
 
+// runOptions are run's flags and argument once parsed.
+type runOptions struct {
+	linger, keep, remove bool
+	asJSON, verbose      bool
+	workers              int
+	cpuProfile           string
+	traceFile            string
+	specPath             string
+}
+
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	job, err := readJob(ctx, o.specPath)
+	if err != nil {
+		return err
+	}
+	if o.workers >= 0 {
+		job.Decode.Workers = o.workers
+	}
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	stopTrace, err := startTrace(o.traceFile)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("job", job.Name)
+	fsys, err := inputFS()
+	if err != nil {
+		return err
+	}
+	limitHeap(ctx, job, fsys, log) // a planning error is the run's to report
+	st, err := engine.Run(ctx, job, engine.Options{
+		Logger: log, Linger: o.linger, Remove: o.remove && !o.keep, FS: fsys,
+		Ready: func(rings []string) {
+			for _, r := range rings {
+				fmt.Fprintf(stderr, "ring ready: %s\n", r)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	_, err = fmt.Fprintln(stdout, runSummary(st))
+	return err
+}
+
+// parseRunFlags parses run's flags and its one argument, the job spec.
+func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs := newFlags("run", stderr)
-	linger := fs.Bool("linger", true, "after the last batch, wait until consumers have released every batch")
-	keep := fs.Bool("keep", false, "leave the rings in the ring directory when done, for consumers that come later")
-	remove := fs.Bool("remove", true, "") // hidden: -remove=false is the old spelling of -keep
-	asJSON := fs.Bool("json", false, "print the run's statistics as JSON")
-	verbose := fs.Bool("v", false, "log progress to stderr")
-	workers := fs.Int("workers", -1, "decode workers, 0 for automatic (default: the spec's decode.workers)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this `file`")
-	traceFile := fs.String("trace", "", "write an execution trace of the run to this `file` (go tool trace)")
+	o := &runOptions{}
+	fs.BoolVar(&o.linger, "linger", true, "after the last batch, wait until consumers have released every batch")
+	fs.BoolVar(&o.keep, "keep", false, "leave the rings in the ring directory when done, for consumers that come later")
+	fs.BoolVar(&o.remove, "remove", true, "") // hidden: -remove=false is the old spelling of -keep
+	fs.BoolVar(&o.asJSON, "json", false, "print the run's statistics as JSON")
+	fs.BoolVar(&o.verbose, "v", false, "log progress to stderr")
+	fs.IntVar(&o.workers, "workers", -1, "decode workers, 0 for automatic (default: the spec's decode.workers)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this `file`")
+	fs.StringVar(&o.traceFile, "trace", "", "write an execution trace of the run to this `file` (go tool trace)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: lastmile run [flags] SPEC
 
@@ -35,68 +99,45 @@ Flags:`)
 		printFlags(fs, "remove")
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one job spec file, got %d arguments", errUsage, fs.NArg())
+		return nil, fmt.Errorf("%w: want one job spec file, got %d arguments", errUsage, fs.NArg())
 	}
-	job, err := readJob(ctx, fs.Arg(0))
+	o.specPath = fs.Arg(0)
+	return o, nil
+}
+
+// startCPUProfile starts -cpuprofile's profile into path ("" for none);
+// stop ends it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	return startToFile(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// startTrace starts -trace's execution trace into path ("" for none);
+// stop ends it and closes the file.
+func startTrace(path string) (stop func(), err error) {
+	return startToFile(path, trace.Start, trace.Stop)
+}
+
+// startToFile creates path and starts a recorder writing to it; the
+// function it returns stops the recorder, then closes the file.
+func startToFile(path string, start func(io.Writer) error, end func()) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if *workers >= 0 {
-		job.Decode.Workers = *workers
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if *traceFile != "" {
-		f, err := os.Create(*traceFile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return err
-		}
-		defer trace.Stop()
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("job", job.Name)
-	fsys, err := inputFS()
-	if err != nil {
-		return err
-	}
-	limitHeap(ctx, job, fsys, log) // a planning error is the run's to report
-	st, err := engine.Run(ctx, job, engine.Options{
-		Logger: log, Linger: *linger, Remove: *remove && !*keep, FS: fsys,
-		Ready: func(rings []string) {
-			for _, r := range rings {
-				fmt.Fprintf(stderr, "ring ready: %s\n", r)
-			}
-		},
-	})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	_, err = fmt.Fprintln(stdout, runSummary(st))
-	return err
+	return func() {
+		end()
+		f.Close()
+	}, nil
 }
 
 // runSummary is run's one-line report. Rates are over the time production
