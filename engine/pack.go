@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/shm"
+)
+
+// Packing: a batch's rows, given as spans of unit outputs (in order, or
+// gathered through a shuffle window's permutation), written field by
+// field into a ring slot. It is the last copy of a row before the
+// trainer's tensors view it; with a shuffle window the row was copied
+// once before, into the window (batcher.add).
+
+// pack writes rows from spans into a slot of ring w and returns the slot,
+// filled but not published.
+func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int) (*shm.Slot, error) {
+	start := time.Now()
+	sizes := b.sizes[:0]
+	var total int64
+	for _, f := range b.fields {
+		if f.group != nil {
+			sizes = groupSizes(sizes, &f, spans, rows)
+			continue
+		}
+		es := int64(f.DType.Size())
+		switch f.Kind {
+		case column.Fixed:
+			sizes = append(sizes, int64(rows*f.Width)*es)
+		default:
+			var v int64
+			for _, sp := range spans {
+				v += sp.values(f.col)
+			}
+			sizes = append(sizes, v*es, int64(rows+1)*8)
+		}
+		if f.Nullable {
+			sizes = append(sizes, int64(rows))
+		}
+	}
+	for _, s := range sizes {
+		total += s
+	}
+	b.sizes = sizes
+	if _, err := w.Need(sizes); err != nil {
+		var tl *shm.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, fmt.Errorf("%w: a batch of %d rows needs %d bytes; set ring.slot_size to at least %d, or lower batch.size",
+				err, rows, tl.Need, tl.Need)
+		}
+		return nil, err
+	}
+	slot, err := w.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.fill(slot, spans, rows); err != nil {
+		w.Discard(slot)
+		return nil, fmt.Errorf("pack batch for ring %q: %w", w.Name(), err)
+	}
+	b.prog.Rows.Add(int64(rows))
+	b.prog.Batches.Add(1)
+	b.prog.Bytes.Add(total)
+	b.lastBytes = total
+	b.prog.PackNanos.Add(int64(time.Since(start)))
+	return slot, nil
+}
+
+func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
+	if err := slot.SetRows(rows); err != nil {
+		return err
+	}
+	for i := range b.fields {
+		f := &b.fields[i]
+		var err error
+		switch {
+		case f.group != nil:
+			err = fillGroup(slot, i, f, spans, rows)
+		case f.Kind == column.Fixed:
+			err = fillFixed(slot, i, f, spans, rows)
+		default:
+			err = fillList(slot, i, f, spans, rows)
+		}
+		if err == nil && f.group == nil && f.Nullable {
+			err = fillValidity(slot, i, f.col, spans, rows)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillFixed packs fixed-width field i (column f.col of the spans) into
+// the slot as a dense [rows] or [rows, width] array.
+func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+	shape := []int64{int64(rows)}
+	if f.Width > 1 {
+		shape = append(shape, int64(f.Width))
+	}
+	dst, err := slot.Add(i, shm.RoleDense, shm.DType(f.DType), shape...)
+	if err != nil {
+		return err
+	}
+	ci, w, off := f.col, f.DType.Size()*f.Width, 0
+	for _, sp := range spans {
+		if sp.idx == nil {
+			off += copy(dst[off:], sp.b.Columns[ci].Data[sp.lo*w:sp.hi*w])
+			continue
+		}
+		off += gatherRows(dst[off:], sp.b.Columns[ci].Data, sp.idx[sp.lo:sp.hi], w)
+	}
+	return nil
+}
+
+// fillList packs list or bytes field i into the slot as its values and
+// rows+1 int64 offsets, rebased to start at 0.
+func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+	ci, dt, es := f.col, shm.DType(f.DType), f.DType.Size()
+	if f.Kind == column.Bytes {
+		dt = shm.DType(column.Uint8)
+	}
+	var v int64
+	for _, sp := range spans {
+		v += sp.values(ci)
+	}
+	vals, err := slot.Add(i, shm.RoleValues, dt, v)
+	if err != nil {
+		return err
+	}
+	ob, err := slot.Add(i, shm.RoleOffsets, shm.DType(column.Int64), int64(rows+1))
+	if err != nil {
+		return err
+	}
+	offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ob))), rows+1)
+	voff, base, k := 0, int64(0), 0
+	offs[0] = 0
+	for _, sp := range spans {
+		c := &sp.b.Columns[ci]
+		if sp.idx != nil {
+			for _, r := range sp.idx[sp.lo:sp.hi] {
+				lo, hi := c.Offsets[r], c.Offsets[r+1]
+				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+				base += hi - lo
+				k++
+				offs[k] = base
+			}
+			continue
+		}
+		lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
+		voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+		for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
+			k++
+			offs[k] = base + o - lo
+		}
+		base += hi - lo
+	}
+	return nil
+}
+
+// fillValidity packs the validity bytes of nullable field i (column ci):
+// 1 for every row of a span whose column has no nulls.
+func fillValidity(slot *shm.Slot, i, ci int, spans []span, rows int) error {
+	dst, err := slot.Add(i, shm.RoleValidity, shm.DType(column.Uint8), int64(rows))
+	if err != nil {
+		return err
+	}
+	off := 0
+	for _, sp := range spans {
+		c := &sp.b.Columns[ci]
+		if c.Valid != nil && sp.idx != nil {
+			off += gatherRows(dst[off:], c.Valid, sp.idx[sp.lo:sp.hi], 1)
+			continue
+		}
+		if c.Valid != nil {
+			off += copy(dst[off:], c.Valid[sp.lo:sp.hi])
+			continue
+		}
+		for j := sp.lo; j < sp.hi; j++ {
+			dst[off] = 1
+			off++
+		}
+	}
+	return nil
+}
+
+// gatherRows copies the rows of w bytes of src listed in idx to the front
+// of dst and returns the bytes written.
+func gatherRows(dst, src []byte, idx []int32, w int) int {
+	n := len(idx) * w
+	dst = dst[:n]
+	switch w {
+	case 8:
+		d := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx))
+		s := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/8)
+		for j, r := range idx {
+			d[j] = s[r]
+		}
+	case 4:
+		d := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx))
+		s := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/4)
+		for j, r := range idx {
+			d[j] = s[r]
+		}
+	case 1:
+		for j, r := range idx {
+			dst[j] = src[r]
+		}
+	default:
+		for j, r := range idx {
+			copy(dst[j*w:(j+1)*w], src[int(r)*w:int(r+1)*w])
+		}
+	}
+	return n
+}
