@@ -160,7 +160,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
-	err = produce(ctx, job, proc, runWorkers{local: workers, spill: opts.Spill, slots: slots}, bt, prog, opts.Gate, &st)
+	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, opts.Gate, &st)
 	collectStats(&st, prog, proc, rings)
 	if err != nil {
 		bt.abort()
@@ -361,23 +361,55 @@ type unitRun struct {
 // a spill worker's on a peer or from the cache when it can, any other
 // unit here.
 func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
-	rw, proc, prog, units, plan := ur.rw, ur.proc, ur.prog, ur.units, ur.proc.plan
 	if buf == nil {
 		buf = ur.spare.get()
 	}
-	if worker >= rw.local {
-		if done, err := rw.spillUnit(ctx, proc, prog, ur.fields, plan.Units[units[i]], len(units)-i-1, buf); done || err != nil {
-			return buf, err
+	if worker >= ur.rw.local {
+		out, done, err := ur.spillUnit(ctx, worker, i, buf)
+		if done || err != nil {
+			return out, err
 		}
-		// Declined or failed: computed here, like any local unit.
+		buf = out // declined or failed: computed here, like any local unit
 	}
-	// Claimed for local work: waiting for a CPU or computing.
-	prog.localClaimed.Add(1)
-	defer prog.localClaimed.Add(-1)
+	release, err := ur.claimHere(ctx)
+	if err != nil {
+		return buf, err
+	}
+	defer release()
+	took, err := ur.computeHere(ctx, worker, i, buf)
+	if err == nil {
+		ur.countLocal(ur.proc.plan.Units[ur.units[i]], took)
+	}
+	return buf, err
+}
+
+// claimHere claims a local worker's place for a unit about to be
+// computed here, waiting for one where hedges share them (hedge.go), and
+// returns the function that gives it back.
+func (ur *unitRun) claimHere(ctx context.Context) (release func(), err error) {
+	// Claimed for local work: waiting for a place, a CPU, or computing.
+	ur.prog.localClaimed.Add(1)
+	if ur.rw.here == nil {
+		return func() { ur.prog.localClaimed.Add(-1) }, nil
+	}
+	select {
+	case ur.rw.here <- struct{}{}:
+		return func() { <-ur.rw.here; ur.prog.localClaimed.Add(-1) }, nil
+	case <-ctx.Done():
+		ur.prog.localClaimed.Add(-1)
+		return nil, ctx.Err()
+	}
+}
+
+// computeHere computes the epoch's i-th unit into buf on this host's
+// CPUs, the caller having claimed it (localClaimed), and returns how long
+// the computing took, waits for a CPU aside.
+func (ur *unitRun) computeHere(ctx context.Context, worker, i int, buf *column.Batch) (time.Duration, error) {
+	rw, proc, prog, units, plan := ur.rw, ur.proc, ur.prog, ur.units, ur.proc.plan
 	if ur.gate != nil {
 		release, err := ur.gate(ctx)
 		if err != nil {
-			return buf, err
+			return 0, err
 		}
 		defer release()
 	}
@@ -398,10 +430,15 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 	}
 	t := time.Now()
 	err := proc.run(ctx, worker, plan.Units[units[i]], buf)
-	prog.DecodeNanos.Add(int64(time.Since(t)))
-	prog.LocalRows.Add(plan.Units[units[i]].Rows)
-	prog.UnitsDone.Add(1)
-	return buf, err
+	return time.Since(t), err
+}
+
+// countLocal counts unit u as computed here in took: its time and rows
+// feed the spill decision's cost of a row here (Load.SecondsPerRow).
+func (ur *unitRun) countLocal(u decode.Unit, took time.Duration) {
+	ur.prog.DecodeNanos.Add(int64(took))
+	ur.prog.LocalRows.Add(u.Rows)
+	ur.prog.UnitsDone.Add(1)
 }
 
 // batchesPerEpoch is how many batches each rank gets from an epoch of rows
@@ -474,6 +511,14 @@ func (p *batchPool) get() *column.Batch {
 		return b
 	}
 	return new(column.Batch)
+}
+
+// put gives back a buffer that was never emitted: a hedged unit's
+// losing result (hedge.go).
+func (p *batchPool) put(b *column.Batch) {
+	p.mu.Lock()
+	p.free = append(p.free, b)
+	p.mu.Unlock()
 }
 
 // seen notes a buffer in circulation (called by emit, one goroutine).

@@ -29,12 +29,16 @@ type Progress struct {
 	Rows, Batches, Bytes atomic.Int64 // packed into rings, padding included
 	UnitsDone            atomic.Int64 // units decoded, all epochs
 	UnitsSpilled         atomic.Int64 // of them, computed on CPU peers
-	LocalRows            atomic.Int64 // input rows of the units computed here
-	localClaimed         atomic.Int64 // units claimed for local work: waiting for a CPU token or computing
-	UnitsInFlight        atomic.Int64 // units being decoded now
-	DecodeNanos          atomic.Int64 // time workers spent decoding, summed
-	PackNanos            atomic.Int64 // time spent packing batches
-	Epoch                atomic.Int64 // epoch being produced
+	// UnitsHedged counts spilled units that were also started here
+	// because their peer was slow (hedge.go); HedgesWon, those whose
+	// local run finished first and was used.
+	UnitsHedged, HedgesWon atomic.Int64
+	LocalRows              atomic.Int64 // input rows of the units computed here
+	localClaimed           atomic.Int64 // units claimed for local work: waiting for a CPU token or computing
+	UnitsInFlight          atomic.Int64 // units being decoded now
+	DecodeNanos            atomic.Int64 // time workers spent decoding, summed
+	PackNanos              atomic.Int64 // time spent packing batches
+	Epoch                  atomic.Int64 // epoch being produced
 
 	perEpoch atomic.Int64  // batches per rank and epoch, plus 1; 0: not known yet
 	stall    atomic.Uint64 // float64 bits: SetStall's last value

@@ -84,6 +84,13 @@ func TestS3JobSameAsLocal(t *testing.T) {
 // bytes concatenated.
 func runTensors(t *testing.T, src string, fsys decode.FS) [][][]byte {
 	t.Helper()
+	return runTensorsWith(t, src, engine.Options{FS: fsys})
+}
+
+// runTensorsWith is runTensors with the run's options (Linger and Ready
+// are set here).
+func runTensorsWith(t *testing.T, src string, opts engine.Options) [][][]byte {
+	t.Helper()
 	dir := t.TempDir()
 	job, err := spec.Parse("test.yaml", []byte(strings.ReplaceAll(src, "RINGDIR", dir)))
 	if err != nil {
@@ -94,7 +101,8 @@ func runTensors(t *testing.T, src string, fsys decode.FS) [][][]byte {
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err = engine.Run(ctx, job, engine.Options{Linger: true, FS: fsys, Ready: func(rings []string) {
+	opts.Linger = true
+	opts.Ready = func(rings []string) {
 		for r, name := range rings {
 			wg.Add(1)
 			go func() {
@@ -102,7 +110,8 @@ func runTensors(t *testing.T, src string, fsys decode.FS) [][][]byte {
 				res[r], errs[r] = readTensors(ctx, dir, name)
 			}()
 		}
-	}})
+	}
+	_, err = engine.Run(ctx, job, opts)
 	if err != nil {
 		cancel()
 	}

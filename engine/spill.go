@@ -196,20 +196,50 @@ type runWorkers struct {
 	local int
 	spill Spill
 	slots int
+	// here holds a token for each unit computing here, at most local at
+	// once, when the run has spill workers: those that compute a unit
+	// here (declined, failed, or hedging) take a local worker's place
+	// rather than crowd its CPUs. nil without spill workers.
+	here chan struct{}
 }
 
-// spillUnit is a spill worker's attempt at unit u: from the unit cache,
-// or on a peer. done is false when the worker must compute u locally.
-func (rw runWorkers) spillUnit(ctx context.Context, proc *processor, prog *Progress, fields []OutField,
-	u decode.Unit, unitsLeft int, buf *column.Batch) (done bool, err error) {
-	if proc.cache.get(u.Seq, buf) {
-		return true, nil
+func newRunWorkers(local int, spill Spill, slots int) runWorkers {
+	rw := runWorkers{local: local, spill: spill, slots: slots}
+	if slots > 0 {
+		rw.here = make(chan struct{}, local)
 	}
-	load := prog.load(rw.local)
-	load.UnitsLeft = unitsLeft
-	ran, err := rw.spill.RunUnit(ctx, u, buf, load)
+	return rw
+}
+
+// spillUnit is a spill worker's attempt at the epoch's i-th unit: from
+// the unit cache, or on a peer, hedged here when the peer is slow
+// (hedge.go). done is false when the worker must compute the unit here,
+// into the batch returned.
+func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Batch) (out *column.Batch, done bool, err error) {
+	u := ur.proc.plan.Units[ur.units[i]]
+	if ur.proc.cache.get(u.Seq, buf) {
+		return buf, true, nil
+	}
+	load := ur.prog.load(ur.rw.local)
+	load.UnitsLeft = len(ur.units) - i - 1
+	if after := ur.rw.hedgeAfter(); after > 0 {
+		return ur.hedged(ctx, worker, i, buf, load, after)
+	}
+	if ok, err := ur.onPeer(ctx, u, buf, load); !ok || err != nil {
+		return buf, false, err
+	}
+	ur.acceptSpilled(u, buf)
+	return buf, true, nil
+}
+
+// onPeer runs u on a peer into buf and checks its output against the
+// run's schema. ok is false when no peer ran it, or what came back does
+// not fit: the unit must then be computed here. err is ctx's error once
+// ctx is done, and nil otherwise.
+func (ur *unitRun) onPeer(ctx context.Context, u decode.Unit, buf *column.Batch, load Load) (ok bool, err error) {
+	ran, err := ur.rw.spill.RunUnit(ctx, u, buf, load)
 	if err == nil && ran {
-		err = checkOutput(buf, fields, u)
+		err = checkOutput(buf, ur.fields, u)
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -217,10 +247,15 @@ func (rw runWorkers) spillUnit(ctx context.Context, proc *processor, prog *Progr
 	case err != nil || !ran:
 		return false, nil
 	}
-	if proc.fill.Load() {
-		proc.cache.put(u.Seq, buf)
-	}
-	prog.UnitsDone.Add(1)
-	prog.UnitsSpilled.Add(1)
 	return true, nil
+}
+
+// acceptSpilled makes a peer's output of u the unit's: cached for later
+// epochs when the cache is filling, and counted.
+func (ur *unitRun) acceptSpilled(u decode.Unit, buf *column.Batch) {
+	if ur.proc.fill.Load() {
+		ur.proc.cache.put(u.Seq, buf)
+	}
+	ur.prog.UnitsDone.Add(1)
+	ur.prog.UnitsSpilled.Add(1)
 }

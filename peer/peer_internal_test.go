@@ -278,6 +278,16 @@ func TestSpillByteIdentical(t *testing.T) {
 					t.Error("no unit fell back from the slow peer")
 				}
 			}},
+		{"slow peer, hedged here", func(s *Server) { s.delay = 2 * time.Second },
+			SpillerConfig{MinDeadline: 30 * time.Second, Hedge: 20 * time.Millisecond},
+			func(t *testing.T, s *Server, sp *Spiller, p *Pool) {
+				// Every unit the peer took was hedged and won here; the
+				// peer was given up on, not failed.
+				st := p.Stats()[0]
+				if st.Abandoned == 0 || st.Failures != 0 || !st.Healthy || sp.Stats().Fallbacks.Load() != 0 {
+					t.Errorf("the slow peer: %+v; %d fell back", st, sp.Stats().Fallbacks.Load())
+				}
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -66,15 +66,18 @@ type remote struct {
 
 // PeerStats counts one peer's work for metrics and `lastmile status`.
 type PeerStats struct {
-	Addr         string        `json:"addr"`
-	Healthy      bool          `json:"healthy"`
-	InFlight     int           `json:"in_flight"`
-	Units        int64         `json:"units"`
-	Bytes        int64         `json:"bytes"`      // output bytes of the units received
-	WireBytes    int64         `json:"wire_bytes"` // the same units' bytes as received (compact.go)
-	Failures     int64         `json:"failures"`
-	Corrupt      int64         `json:"corrupt"`
-	Refused      int64         `json:"refused"`
+	Addr      string `json:"addr"`
+	Healthy   bool   `json:"healthy"`
+	InFlight  int    `json:"in_flight"`
+	Units     int64  `json:"units"`
+	Bytes     int64  `json:"bytes"`      // output bytes of the units received
+	WireBytes int64  `json:"wire_bytes"` // the same units' bytes as received (compact.go)
+	Failures  int64  `json:"failures"`
+	Corrupt   int64  `json:"corrupt"`
+	Refused   int64  `json:"refused"`
+	// Abandoned counts units given up on here before the peer answered:
+	// a local hedge finished first, or the job stopped. Not failures.
+	Abandoned    int64         `json:"abandoned"`
 	RecvSeconds  float64       `json:"recv_seconds"` // wall time spent receiving and assembling
 	Latency      time.Duration `json:"latency_ns"`
 	LastError    string        `json:"last_error,omitempty"`
@@ -331,6 +334,41 @@ func (p *Pool) done(r *remote, took time.Duration, bytes, wire int64, err error)
 	if r.gone && r.inflight == 0 {
 		p.dropLocked(r)
 	}
+}
+
+// abandon returns r's credit for a unit given up on here, without
+// holding it against the peer.
+func (p *Pool) abandon(r *remote) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.inflight--
+	close(p.freed)
+	p.freed = make(chan struct{})
+	r.st.Abandoned++
+	if r.gone && r.inflight == 0 {
+		p.dropLocked(r)
+	}
+}
+
+// usualLatency is the mean of the healthy peers' usual round trips, or 0
+// while none has answered yet.
+func (p *Pool) usualLatency() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	var sum time.Duration
+	n := 0
+	for _, r := range p.peers {
+		if r.gone || now.Before(r.excluded) || r.latency == 0 {
+			continue
+		}
+		sum += r.latency
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / time.Duration(n)
 }
 
 // Stats returns each peer's counters, sorted by address.

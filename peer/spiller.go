@@ -41,8 +41,13 @@ type SpillerConfig struct {
 	// unit is run locally instead; default 10s. The deadline is 8 times
 	// the peer's usual round trip when that is longer.
 	MinDeadline time.Duration
-	Policy      PolicyConfig
-	Logger      *slog.Logger
+	// Hedge is how long a unit may wait on its peer before the engine
+	// starts it here as well, when a local worker is idle (engine.Hedger;
+	// the first complete result wins). 0: three times the peers' usual
+	// round trip, at least 50ms, once one is known; negative: never.
+	Hedge  time.Duration
+	Policy PolicyConfig
+	Logger *slog.Logger
 }
 
 // Spiller is one job's engine.Spill: it names units portably, decides
@@ -237,6 +242,25 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	return false, lastErr
 }
 
+var _ engine.Hedger = (*Spiller)(nil)
+
+// HedgeAfter implements engine.Hedger (SpillerConfig.Hedge). A peer's
+// usual round trip includes its queue, so a unit waits that long as a
+// matter of course; three times it is a peer slower than it was.
+func (s *Spiller) HedgeAfter() time.Duration {
+	switch {
+	case s.cfg.Hedge < 0:
+		return 0
+	case s.cfg.Hedge > 0:
+		return s.cfg.Hedge
+	}
+	lat := s.pool.usualLatency()
+	if lat <= 0 {
+		return 0
+	}
+	return max(3*lat, 50*time.Millisecond)
+}
+
 // creditWait is how long a spill worker waits for a peer's credit before
 // computing its unit locally: about a unit's round trip to the peers, at
 // least 20 ms and at most 1 s.
@@ -263,6 +287,12 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	wire, err := fetch(cctx, r, ticket, out)
 	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
+	if ctx.Err() != nil {
+		// Given up here (a hedge won, the job stopped): not the peer's
+		// failure, and what it sent is discarded.
+		s.pool.abandon(r)
+		return ctx.Err()
+	}
 	bytes := int64(0)
 	switch {
 	case err == nil:
