@@ -59,9 +59,12 @@ type remote struct {
 	inflight int
 	excluded time.Time // until then, not picked
 	backoff  time.Duration
-	gone     bool          // no longer listed: closed when idle
-	latency  time.Duration // moving average of a unit's round trip
-	st       PeerStats
+	// suspect: the peer failed, and gets units again only once it has
+	// answered a probe (probe) after its exclusion; probing: one is out.
+	suspect, probing bool
+	gone             bool          // no longer listed: closed when idle
+	latency          time.Duration // moving average of a unit's round trip
+	st               PeerStats
 }
 
 // PeerStats counts one peer's work for metrics and `lastmile status`.
@@ -241,7 +244,11 @@ func (p *Pool) pick(exclude string) *remote {
 	now := time.Now()
 	var best *remote
 	for _, r := range p.peers {
-		if r.gone || r.addr == exclude || now.Before(r.excluded) || r.inflight >= p.cfg.Credits {
+		if r.suspect && !r.probing && !r.gone && !now.Before(r.excluded) {
+			r.probing = true
+			go p.probe(r)
+		}
+		if !r.usable(now) || r.addr == exclude || r.inflight >= p.cfg.Credits {
 			continue
 		}
 		if best == nil || r.inflight < best.inflight || r.inflight == best.inflight && r.latency < best.latency {
@@ -261,7 +268,7 @@ func (p *Pool) leastInFlight() int {
 	defer p.mu.Unlock()
 	now, least := time.Now(), -1
 	for _, r := range p.peers {
-		if r.gone || now.Before(r.excluded) {
+		if !r.usable(now) {
 			continue
 		}
 		if least < 0 || r.inflight < least {
@@ -270,6 +277,54 @@ func (p *Pool) leastInFlight() int {
 	}
 	return least
 }
+
+// usable reports whether r may be given units now: listed, not
+// excluded, and not failed since it last answered.
+func (r *remote) usable(now time.Time) bool {
+	return !r.gone && !r.suspect && !now.Before(r.excluded)
+}
+
+// probe asks a peer that failed, once its exclusion is over, whether it
+// answers again (InfoAction, within probeTimeout) and speaks this
+// version: then it is re-admitted; otherwise it is excluded for twice as
+// long. A hung or partitioned peer so costs a probe, not a unit's
+// deadline, each time its exclusion ends.
+func (p *Pool) probe(r *remote) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	// Waiting for the connection gives gRPC's reconnection to a peer that
+	// came back the probe's time, rather than failing at once.
+	in, err := r.info(ctx, grpc.WaitForReady(true))
+	cancel()
+	if err == nil && in.Version != Version {
+		err = fmt.Errorf("peer %s speaks protocol version %d, this host %d: upgrade one of them", r.addr, in.Version, Version)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.probing = false
+	if err != nil {
+		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
+		if in.Version != 0 && in.Version != Version {
+			r.backoff = versionBackoff
+		}
+		r.excluded = time.Now().Add(r.backoff)
+		r.st.LastError = err.Error()
+		p.log.Debug("peer still not answering", "peer", r.addr, "for", r.backoff, "err", err)
+		return
+	}
+	r.suspect = false
+	close(p.freed) // waiting spill workers may pick it now
+	p.freed = make(chan struct{})
+	p.log.Info("peer answers again; re-admitted", "peer", r.addr)
+}
+
+// probeTimeout bounds a probe of a failed peer; the exclusions after
+// failures grow from 1s to maxBackoff (versionBackoff for a peer of
+// another protocol version, which an operator must upgrade).
+const (
+	probeTimeout   = 2 * time.Second
+	maxBackoff     = 30 * time.Second
+	versionBackoff = 10 * time.Minute
+)
 
 // pickWait is pick, waiting up to wait for a credit to be returned when
 // every healthy peer is at its credits: a spill worker's unit is better
@@ -324,11 +379,12 @@ func (p *Pool) done(r *remote, took time.Duration, bytes, wire int64, err error)
 			r.st.Corrupt++
 		}
 		r.st.LastError = err.Error()
-		r.backoff = min(max(2*r.backoff, time.Second), 30*time.Second)
+		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
 		if status.Code(err) == codes.FailedPrecondition {
-			r.backoff = 10 * time.Minute // another protocol version: an operator must act
+			r.backoff = versionBackoff // another protocol version: an operator must act
 		}
 		r.excluded = time.Now().Add(r.backoff)
+		r.suspect = true
 		p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
 	}
 	if r.gone && r.inflight == 0 {
@@ -359,7 +415,7 @@ func (p *Pool) usualLatency() time.Duration {
 	var sum time.Duration
 	n := 0
 	for _, r := range p.peers {
-		if r.gone || now.Before(r.excluded) || r.latency == 0 {
+		if !r.usable(now) || r.latency == 0 {
 			continue
 		}
 		sum += r.latency
@@ -380,8 +436,8 @@ func (p *Pool) Stats() []PeerStats {
 	for _, r := range p.peers {
 		s := r.st
 		s.InFlight, s.Latency = r.inflight, r.latency
-		s.Healthy = !now.Before(r.excluded)
-		if !s.Healthy {
+		s.Healthy = !r.suspect && !now.Before(r.excluded)
+		if now.Before(r.excluded) {
 			s.ExcludedTill = r.excluded
 		}
 		out = append(out, s)
@@ -460,17 +516,22 @@ func (p *Pool) Info(ctx context.Context, addr string) (Info, error) {
 	if r == nil {
 		return Info{}, fmt.Errorf("peer %s is not in the pool", addr)
 	}
-	stream, err := r.client.DoAction(ctx, &flight.Action{Type: InfoAction})
+	return r.info(ctx)
+}
+
+// info asks r for its Info.
+func (r *remote) info(ctx context.Context, opts ...grpc.CallOption) (Info, error) {
+	stream, err := r.client.DoAction(ctx, &flight.Action{Type: InfoAction}, opts...)
 	if err != nil {
-		return Info{}, fmt.Errorf("peer %s: info: %w", addr, err)
+		return Info{}, fmt.Errorf("peer %s: info: %w", r.addr, err)
 	}
 	res, err := stream.Recv()
 	if err != nil {
-		return Info{}, fmt.Errorf("peer %s: info: %w", addr, err)
+		return Info{}, fmt.Errorf("peer %s: info: %w", r.addr, err)
 	}
 	var in Info
 	if err := json.Unmarshal(res.GetBody(), &in); err != nil || in.Workers <= 0 {
-		return Info{}, fmt.Errorf("peer %s: info: malformed answer %q", addr, res.GetBody())
+		return Info{}, fmt.Errorf("peer %s: info: malformed answer %q", r.addr, res.GetBody())
 	}
 	return in, nil
 }

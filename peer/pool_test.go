@@ -1,9 +1,15 @@
 package peer
 
 import (
+	"encoding/json"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
 )
 
 // TestPoolResolvesDNS: a DNS name that resolves to several peers (here
@@ -60,5 +66,107 @@ func TestPoolPicksShortestQueue(t *testing.T) {
 		if s.Addr == c.addr && (s.Healthy || s.Corrupt != 1 || s.Units != 1) {
 			t.Errorf("failed peer's stats: %+v", s)
 		}
+	}
+}
+
+// infoServer is a Flight server that answers InfoAction as a peer of
+// version speaks, and nothing else.
+type infoServer struct {
+	flight.BaseFlightServer
+	version int
+}
+
+func (s *infoServer) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	b, _ := json.Marshal(Info{Version: s.version, Workers: 1, MaxInFlight: 2})
+	return stream.Send(&flight.Result{Body: b})
+}
+
+// serveInfo serves an infoServer on addr ("127.0.0.1:0" for any port) and
+// returns its address and a function that stops it.
+func serveInfo(t *testing.T, addr string, version int) (string, func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	flight.RegisterFlightServiceServer(g, &infoServer{version: version})
+	go g.Serve(l)
+	return l.Addr().String(), g.Stop
+}
+
+// TestFailedPeerReadmittedByProbe: a peer that failed gets no unit until,
+// its exclusion over, it answers a probe in this protocol version; one
+// that does not answer, or speaks another version, stays out for longer.
+func TestFailedPeerReadmittedByProbe(t *testing.T) {
+	addr, stop := serveInfo(t, "127.0.0.1:0", Version)
+	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r := p.pick("")
+	p.done(r, time.Millisecond, 0, 0, errCorrupt)
+	stop()
+	expire := func() {
+		p.mu.Lock()
+		r.excluded = time.Now()
+		p.mu.Unlock()
+	}
+	// Excluded, then unanswered: a probe fails and the exclusion doubles.
+	expire()
+	if p.pick("") != nil {
+		t.Fatal("a failed peer was picked before answering a probe")
+	}
+	eventually(t, "the failed probe", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !r.probing && r.backoff == 2*time.Second && r.suspect
+	})
+	// Back, answering: re-admitted by the next probe, then picked.
+	_, stop = serveInfo(t, addr, Version)
+	defer stop()
+	expire()
+	p.pick("")
+	eventually(t, "re-admission", func() bool { return p.Stats()[0].Healthy })
+	if got := p.pick(""); got != r {
+		t.Fatalf("re-admitted peer not picked: %v", got)
+	}
+}
+
+// TestProbeRefusesAnotherVersion: a peer that answers the probe in
+// another protocol version stays excluded, for versionBackoff, saying so.
+func TestProbeRefusesAnotherVersion(t *testing.T) {
+	addr, stop := serveInfo(t, "127.0.0.1:0", Version+1)
+	defer stop()
+	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r := p.pick("")
+	p.done(r, time.Millisecond, 0, 0, errCorrupt)
+	p.mu.Lock()
+	r.excluded = time.Now()
+	p.mu.Unlock()
+	p.pick("")
+	eventually(t, "the probe", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !r.probing && r.backoff == versionBackoff
+	})
+	if st := p.Stats()[0]; st.Healthy || !strings.Contains(st.LastError, "protocol version") {
+		t.Fatalf("a peer of another version: %+v", st)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
