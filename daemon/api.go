@@ -312,6 +312,17 @@ type jobView struct {
 	// Advice is what the job needs, from its trainers' stalls (advice.go);
 	// null until the job has run two seconds.
 	Advice *adviceView `json:"advice"`
+	// Spill is the current run's spill decision; null without peers.
+	Spill *spillView `json:"spill,omitempty"`
+}
+
+// spillView is a job's spill decision (docs/peers.md, "When a unit
+// spills"): on or off, since when, why, and how often it switched.
+type spillView struct {
+	On       bool      `json:"on"`
+	Since    time.Time `json:"since"`
+	Reason   string    `json:"reason"`
+	Switches int64     `json:"switches"`
 }
 
 type ringView struct {
@@ -333,11 +344,17 @@ type ringView struct {
 }
 
 type progressView struct {
-	Epoch           int64   `json:"epoch"`
-	Rows            int64   `json:"rows"`
-	Batches         int64   `json:"batches"`
-	Bytes           int64   `json:"bytes"`
-	UnitsDone       int64   `json:"units_done"`
+	Epoch     int64 `json:"epoch"`
+	Rows      int64 `json:"rows"`
+	Batches   int64 `json:"batches"`
+	Bytes     int64 `json:"bytes"`
+	UnitsDone int64 `json:"units_done"`
+	// UnitsSpilled are the units of UnitsDone computed on CPU peers;
+	// UnitsHedged, spilled units also started here because their peer was
+	// slow, and HedgesWon those whose local run was used.
+	UnitsSpilled    int64   `json:"units_spilled"`
+	UnitsHedged     int64   `json:"units_hedged"`
+	HedgesWon       int64   `json:"hedges_won"`
 	UnitsInFlight   int64   `json:"units_in_flight"`
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	PackSeconds     float64 `json:"pack_seconds"`
@@ -386,6 +403,11 @@ func (j *Job) view() jobView {
 		v.BatchesPerEpoch = &n
 	}
 	v.Progress.Rows, v.Progress.Batches, v.Progress.Bytes, v.Progress.UnitsDone = tot.rows, tot.batches, tot.bytes, tot.units
+	v.Progress.UnitsSpilled, v.Progress.UnitsHedged, v.Progress.HedgesWon = tot.spilled, tot.hedged, tot.hedgesWon
+	if sp := j.spill; sp != nil {
+		on, since, why, switches := sp.PolicyState()
+		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}
+	}
 	v.Progress.DecodeSeconds, v.Progress.PackSeconds = tot.decode.Seconds(), tot.pack.Seconds()
 	v.Progress.FullWaitSeconds = fullWait.Seconds()
 	ranks := append([]rankRec(nil), j.ranks...)

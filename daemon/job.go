@@ -119,6 +119,7 @@ type run struct {
 
 type progressTotals struct {
 	rows, batches, bytes, units int64
+	spilled, hedged, hedgesWon  int64
 	decode, pack                time.Duration
 }
 
@@ -127,6 +128,9 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.batches += p.Batches.Load()
 	t.bytes += p.Bytes.Load()
 	t.units += p.UnitsDone.Load()
+	t.spilled += p.UnitsSpilled.Load()
+	t.hedged += p.UnitsHedged.Load()
+	t.hedgesWon += p.HedgesWon.Load()
 	t.decode += time.Duration(p.DecodeNanos.Load())
 	// The engine's pack time includes its sleeps on full rings, which
 	// lastmile_producer_full_wait_seconds_total counts apart.

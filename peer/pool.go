@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -64,6 +65,7 @@ type remote struct {
 	suspect, probing bool
 	gone             bool          // no longer listed: closed when idle
 	latency          time.Duration // moving average of a unit's round trip
+	rate             rate          // units and output bytes received, per second
 	st               PeerStats
 }
 
@@ -80,8 +82,12 @@ type PeerStats struct {
 	Refused   int64  `json:"refused"`
 	// Abandoned counts units given up on here before the peer answered:
 	// a local hedge finished first, or the job stopped. Not failures.
-	Abandoned    int64         `json:"abandoned"`
-	RecvSeconds  float64       `json:"recv_seconds"` // wall time spent receiving and assembling
+	Abandoned   int64   `json:"abandoned"`
+	RecvSeconds float64 `json:"recv_seconds"` // wall time spent receiving and assembling
+	// UnitsPerSec and BytesPerSec are the units and output bytes received
+	// from the peer per second, over about the last rateWindow.
+	UnitsPerSec  float64       `json:"units_per_sec"`
+	BytesPerSec  float64       `json:"bytes_per_sec"`
 	Latency      time.Duration `json:"latency_ns"`
 	LastError    string        `json:"last_error,omitempty"`
 	ExcludedTill time.Time     `json:"excluded_until,omitzero"`
@@ -363,6 +369,7 @@ func (p *Pool) done(r *remote, took time.Duration, bytes, wire int64, err error)
 		r.st.Units++
 		r.st.Bytes += bytes
 		r.st.WireBytes += wire
+		r.rate.add(time.Now(), bytes)
 		r.backoff = 0
 		if r.latency == 0 {
 			r.latency = took
@@ -436,6 +443,7 @@ func (p *Pool) Stats() []PeerStats {
 	for _, r := range p.peers {
 		s := r.st
 		s.InFlight, s.Latency = r.inflight, r.latency
+		s.UnitsPerSec, s.BytesPerSec = r.rate.at(now)
 		s.Healthy = !r.suspect && !now.Before(r.excluded)
 		if now.Before(r.excluded) {
 			s.ExcludedTill = r.excluded
@@ -534,4 +542,31 @@ func (r *remote) info(ctx context.Context, opts ...grpc.CallOption) (Info, error
 		return Info{}, fmt.Errorf("peer %s: info: malformed answer %q", r.addr, res.GetBody())
 	}
 	return in, nil
+}
+
+// rateWindow is the time constant of a peer's rates: a rate falls to
+// 1/e of itself after rateWindow without a unit.
+const rateWindow = 10 * time.Second
+
+// rate is an exponentially decaying rate of units and bytes per second.
+type rate struct {
+	units, bytes float64 // per second, as of last
+	last         time.Time
+}
+
+// add counts a unit of b bytes at now.
+func (r *rate) add(now time.Time, b int64) {
+	r.units, r.bytes = r.at(now)
+	r.units += 1 / rateWindow.Seconds()
+	r.bytes += float64(b) / rateWindow.Seconds()
+	r.last = now
+}
+
+// at returns the rates as of now.
+func (r *rate) at(now time.Time) (units, bytes float64) {
+	if r.last.IsZero() {
+		return 0, 0
+	}
+	f := math.Exp(-now.Sub(r.last).Seconds() / rateWindow.Seconds())
+	return r.units * f, r.bytes * f
 }

@@ -170,3 +170,24 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestRate: a steady stream of units reads as its rate once the window
+// has filled, and decays once it stops.
+func TestRate(t *testing.T) {
+	var r rate
+	t0 := time.Unix(1000, 0)
+	for i := range 600 { // 10 units/s of 1 MB each, for a minute
+		r.add(t0.Add(time.Duration(i)*100*time.Millisecond), 1e6)
+	}
+	end := t0.Add(60 * time.Second)
+	u, b := r.at(end)
+	if u < 9.5 || u > 10.5 || b < 9.5e6 || b > 10.5e6 {
+		t.Fatalf("steady 10 units/s of 1 MB: read %.2f units/s, %.0f B/s", u, b)
+	}
+	if u2, _ := r.at(end.Add(rateWindow)); u2 > u/2.5 || u2 < u/3 {
+		t.Fatalf("a window after the stream stopped: %.2f units/s, from %.2f", u2, u)
+	}
+	if u, b := (&rate{}).at(end); u != 0 || b != 0 {
+		t.Fatal("an empty rate is not 0")
+	}
+}

@@ -80,10 +80,21 @@ type apiProgress struct {
 	Batches         int64   `json:"batches"`
 	Bytes           int64   `json:"bytes"`
 	UnitsDone       int64   `json:"units_done"`
+	UnitsSpilled    int64   `json:"units_spilled"`
+	UnitsHedged     int64   `json:"units_hedged"`
+	HedgesWon       int64   `json:"hedges_won"`
 	UnitsInFlight   int64   `json:"units_in_flight"`
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	PackSeconds     float64 `json:"pack_seconds"`
 	FullWaitSeconds float64 `json:"full_wait_seconds"`
+}
+
+// apiSpill is a Job's spill decision; nil without peers.
+type apiSpill struct {
+	On       bool      `json:"on"`
+	Since    time.Time `json:"since"`
+	Reason   string    `json:"reason"`
+	Switches int64     `json:"switches"`
 }
 
 // apiJob is the Job object.
@@ -106,6 +117,7 @@ type apiJob struct {
 	MemoryBytes        int64       `json:"memory_bytes"`
 	Rings              []apiRing   `json:"rings"`
 	Progress           apiProgress `json:"progress"`
+	Spill              *apiSpill   `json:"spill"`
 }
 
 // apiStatus is GET /v1/status.

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/lastmile/lastmile/peer"
 )
 
 // now is the clock of the commands' ages and uptimes; tests set it.
@@ -195,6 +198,9 @@ func printJob(w io.Writer, j *apiJob) error {
 	fmt.Fprintf(tw, "produced\tepoch %d: %s rows, %d batches, %s\n", p.Epoch, countString(p.Rows), p.Batches, bytesString(p.Bytes))
 	fmt.Fprintf(tw, "work\t%d units done, %d in flight; decode %.1fs, pack %.1fs, waited on full rings %.1fs\n",
 		p.UnitsDone, p.UnitsInFlight, p.DecodeSeconds, p.PackSeconds, p.FullWaitSeconds)
+	if line := spillLine(j); line != "" {
+		fmt.Fprintf(tw, "spill\t%s\n", line)
+	}
 	fmt.Fprintf(tw, "memory\t%s\n", bytesString(j.MemoryBytes))
 	fmt.Fprintf(tw, "restarts\t%d\n", j.GenerationRestarts)
 	if err := tw.Flush(); err != nil {
@@ -348,11 +354,46 @@ func printPeers(w io.Writer, st *apiStatus) {
 			p.Serving, s.Units, bytesString(s.Bytes), s.Failures, s.RefusedBusy, s.RefusedOutside, s.RefusedBad)
 	}
 	for _, x := range p.Peers {
-		health := "healthy"
-		if !x.Healthy {
-			health = "EXCLUDED until " + x.ExcludedTill.Local().Format("15:04:05") + ": " + oneLine(x.LastError)
-		}
-		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %d units, %s received (%s on the wire), %d failed (%d corrupt), latency %v\n",
-			x.Addr, health, x.InFlight, x.Units, bytesString(x.Bytes), bytesString(x.WireBytes), x.Failures, x.Corrupt, x.Latency.Round(time.Millisecond))
+		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %.1f units/s, %s/s; in all %d units, %s received (%s on the wire), %d failed (%d corrupt), %d abandoned; latency %v\n",
+			x.Addr, peerHealth(x), x.InFlight, x.UnitsPerSec, bytesString(int64(x.BytesPerSec)), x.Units, bytesString(x.Bytes),
+			bytesString(x.WireBytes), x.Failures, x.Corrupt, x.Abandoned, x.Latency.Round(time.Millisecond))
 	}
+}
+
+// peerHealth says whether a peer gets units, and if not, until when and
+// why.
+func peerHealth(x peer.PeerStats) string {
+	switch {
+	case x.Healthy:
+		return "healthy"
+	case !x.ExcludedTill.IsZero():
+		return "EXCLUDED until " + x.ExcludedTill.Local().Format("15:04:05") + ": " + oneLine(x.LastError)
+	default:
+		return "EXCLUDED until it answers a probe: " + oneLine(x.LastError)
+	}
+}
+
+// spillLine is a job's spill decision and share, or "" without peers.
+func spillLine(j *apiJob) string {
+	s, p := j.Spill, j.Progress
+	if s == nil {
+		return ""
+	}
+	state := "off"
+	if s.On {
+		state = "on"
+	}
+	line := fmt.Sprintf("%s since %s (%s; %d switches); %s of units on peers (%d of %d)", state,
+		s.Since.Local().Format("15:04:05"), s.Reason, s.Switches, pct(ratio(p.UnitsSpilled, p.UnitsDone)), p.UnitsSpilled, p.UnitsDone)
+	if p.UnitsHedged > 0 {
+		line += fmt.Sprintf(", %d hedged here (%d won here)", p.UnitsHedged, p.HedgesWon)
+	}
+	return line
+}
+
+func ratio(a, b int64) float64 {
+	if b <= 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/peer"
+)
+
+// TestStatusPeers: `lastmile status` shows each peer's health, units in
+// flight and throughput, and a job's spill decision and share.
+func TestStatusPeers(t *testing.T) {
+	until := time.Now().Add(time.Minute)
+	st := &apiStatus{Peers: &apiStatusPeers{Peers: []peer.PeerStats{
+		{Addr: "10.0.0.2:7941", Healthy: true, InFlight: 3, Units: 120, Bytes: 3 << 30, UnitsPerSec: 4.25, BytesPerSec: 52e6},
+		{Addr: "10.0.0.3:7941", ExcludedTill: until, LastError: "peer 10.0.0.3:7941: connection refused", Failures: 2},
+		{Addr: "10.0.0.4:7941", LastError: "corrupt unit stream", Failures: 1, Corrupt: 1},
+	}}}
+	var b bytes.Buffer
+	printPeers(&b, st)
+	out := b.String()
+	for _, want := range []string{
+		"peer 10.0.0.2:7941\thealthy; 3 in flight, 4.2 units/s, 49.6 MiB/s; in all 120 units, 3.0 GiB received",
+		"peer 10.0.0.3:7941\tEXCLUDED until " + until.Local().Format("15:04:05") + ": peer 10.0.0.3:7941: connection refused",
+		"peer 10.0.0.4:7941\tEXCLUDED until it answers a probe: corrupt unit stream",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+
+	since := time.Date(2026, 11, 27, 9, 30, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		job  apiJob
+		want string
+	}{
+		{"no peers", apiJob{}, ""},
+		{"spilling", apiJob{Spill: &apiSpill{On: true, Since: since, Reason: "trainers wait on empty rings", Switches: 3},
+			Progress: apiProgress{UnitsDone: 200, UnitsSpilled: 90, UnitsHedged: 4, HedgesWon: 3}},
+			"on since " + since.Local().Format("15:04:05") + " (trainers wait on empty rings; 3 switches); 45% of units on peers (90 of 200), 4 hedged here (3 won here)"},
+		{"off, nothing done", apiJob{Spill: &apiSpill{Since: since, Reason: "rings full"}},
+			"off since " + since.Local().Format("15:04:05") + " (rings full; 0 switches); - of units on peers (0 of 0)"},
+	}
+	for _, c := range cases {
+		if got := spillLine(&c.job); got != c.want {
+			t.Errorf("%s: spill line\n%q, want\n%q", c.name, got, c.want)
+		}
+	}
+}
