@@ -59,19 +59,23 @@ type SpillConfig struct {
 
 // SpillReport is the spill measurement's result.
 type SpillReport struct {
-	Spec          string  `json:"spec"`
-	InputRows     int64   `json:"input_rows"`
-	Cores         string  `json:"cores"` // how the two sides were pinned
-	LocalSeconds  float64 `json:"local_seconds"`
-	SpillSeconds  float64 `json:"spill_seconds"`
-	Speedup       float64 `json:"speedup"` // local+peer rows/s over local alone
-	Target        float64 `json:"target"`
-	Met           bool    `json:"met"`
-	UnitsSpilled  int64   `json:"units_spilled"`
-	UnitsTotal    int     `json:"units_total"`
-	RecvCPUPerGB  float64 `json:"recv_cpu_seconds_per_gb"`  // the requester's CPU to receive a GB of unit output
-	LocalCPUPerGB float64 `json:"local_cpu_seconds_per_gb"` // the CPU to compute a GB of the same output here
-	OutputRatio   float64 `json:"output_bytes_per_input_row"`
+	Spec         string  `json:"spec"`
+	InputRows    int64   `json:"input_rows"`
+	Cores        string  `json:"cores"` // how the two sides were pinned
+	LocalSeconds float64 `json:"local_seconds"`
+	SpillSeconds float64 `json:"spill_seconds"`
+	Speedup      float64 `json:"speedup"` // local+peer rows/s over local alone
+	Target       float64 `json:"target"`
+	Met          bool    `json:"met"`
+	UnitsSpilled int64   `json:"units_spilled"`
+	UnitsTotal   int     `json:"units_total"`
+	RecvCPUPerGB float64 `json:"recv_cpu_seconds_per_gb"` // the requester's CPU to receive a GB of unit output
+	// RecvOwnCPUPerGB is the part of RecvCPUPerGB that lastmiled measures
+	// as it runs (the receiving goroutines', PeerStats.RecvCPUSeconds):
+	// the rest is gRPC's transport goroutine.
+	RecvOwnCPUPerGB float64 `json:"recv_own_cpu_seconds_per_gb"`
+	LocalCPUPerGB   float64 `json:"local_cpu_seconds_per_gb"` // the CPU to compute a GB of the same output here
+	OutputRatio     float64 `json:"output_bytes_per_input_row"`
 	// WireRatio is the bytes received for those units over their output
 	// bytes: below 1 where the compact wire form narrows or trims them
 	// (peer/compact.go).
@@ -521,6 +525,7 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 	defer up.Close()
 	var out column.Batch
 	var bytes, rows int64
+	own0 := sp.Stats().RecvCPUNanos.Load()
 	cpu0 := processCPU()
 	tf := time.Now()
 	for _, u := range units {
@@ -531,6 +536,7 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 		rows += u.Rows
 	}
 	recv := processCPU() - cpu0
+	own := time.Duration(sp.Stats().RecvCPUNanos.Load() - own0).Seconds()
 	r.RoundTripMS = time.Since(tf).Seconds() * 1000 / float64(max(len(units), 1))
 	cpu0 = processCPU()
 	t0 := time.Now()
@@ -543,6 +549,7 @@ func receiveCost(ctx context.Context, job *spec.Job, sp *peer.Spiller, units []d
 	r.ComputeMS = time.Since(t0).Seconds() * 1000 / float64(max(len(units), 1))
 	if bytes > 0 {
 		r.RecvCPUPerGB = recv / (float64(bytes) / 1e9)
+		r.RecvOwnCPUPerGB = own / (float64(bytes) / 1e9)
 		r.LocalCPUPerGB = comp / (float64(bytes) / 1e9)
 		r.OutputRatio = float64(bytes) / float64(rows)
 		if r.LocalCPUPerGB > 0 {
@@ -562,6 +569,7 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "  a unit alone                 %8.1f ms round trip to the peer, %.1f ms to compute here\n", r.RoundTripMS, r.ComputeMS)
 	fmt.Fprintf(w, "  receive CPU per GB of output %8.3f s  (computing it here: %.3f s; %.1f output bytes per input row)\n",
 		r.RecvCPUPerGB, r.LocalCPUPerGB, r.OutputRatio)
+	fmt.Fprintf(w, "    of which lastmiled counts  %8.3f s  (its receiving goroutines' own; the rest is gRPC's transport)\n", r.RecvOwnCPUPerGB)
 	fmt.Fprintf(w, "  on the wire                  %8.3f bytes a byte of output\n", r.WireRatio)
 	fmt.Fprintf(w, "  bound, a peer as fast as here %7.2fx  (2 - receive/compute: a perfectly balanced run)\n", r.Bound)
 	if r.Ceiling > 0 {

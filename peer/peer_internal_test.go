@@ -577,11 +577,14 @@ func TestWireForms(t *testing.T) {
 	var outs [2]column.Batch
 	var sizes [2]int
 	for i, tk := range [][]byte{plain, compact} {
-		wire, err := fetch(context.Background(), r, tk, &outs[i])
+		got, err := fetch(context.Background(), r, tk, &outs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
-		sizes[i] = int(wire)
+		if got.cpu <= 0 {
+			t.Errorf("ticket %d: receiving took %v of CPU", i, got.cpu)
+		}
+		sizes[i] = int(got.wire)
 		stream, err := r.client.DoGet(context.Background(), &flight.Ticket{Ticket: tk})
 		if err != nil {
 			t.Fatal(err)

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -83,7 +85,11 @@ type PeerStats struct {
 	// Abandoned counts units given up on here before the peer answered:
 	// a local hedge finished first, or the job stopped. Not failures.
 	Abandoned   int64   `json:"abandoned"`
-	RecvSeconds float64 `json:"recv_seconds"` // wall time spent receiving and assembling
+	RecvSeconds float64 `json:"recv_seconds"` // wall time from ticket to checked unit, the peer's work included
+	// RecvCPUSeconds is this host's CPU receiving the units: the
+	// receiving goroutines' own (reading messages, assembling, checking),
+	// gRPC's transport goroutine not included (fetch).
+	RecvCPUSeconds float64 `json:"recv_cpu_seconds"`
 	// UnitsPerSec and BytesPerSec are the units and output bytes received
 	// from the peer per second, over about the last rateWindow.
 	UnitsPerSec  float64       `json:"units_per_sec"`
@@ -357,13 +363,15 @@ func (p *Pool) pickWait(ctx context.Context, exclude string, wait time.Duration)
 }
 
 // done returns r's credit and records how its unit went.
-func (p *Pool) done(r *remote, took time.Duration, bytes, wire int64, err error) {
+func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r.inflight--
 	close(p.freed)
 	p.freed = make(chan struct{})
+	wire := got.wire
 	r.st.RecvSeconds += took.Seconds()
+	r.st.RecvCPUSeconds += got.cpu.Seconds()
 	switch {
 	case err == nil:
 		r.st.Units++
@@ -458,13 +466,37 @@ var errCorrupt = errors.New("corrupt unit stream")
 
 // fetch runs one ticket at r and assembles its output into out. It
 // returns the bytes received for it.
-func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (int64, error) {
+func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (received, error) {
+	// The fetching goroutine keeps its thread, so that the thread's CPU
+	// clock counts its work alone: reading the stream's messages, Arrow's
+	// reader, assembling and checking the unit. gRPC's transport
+	// goroutine (TLS, HTTP/2 frames) is not counted; lastmile bench -only
+	// spill measures the whole receive.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
 	codec := newStreamCodec()
-	// Runs last: the reader and its records, which view the bodies, are
-	// released by then, and the assembler has copied what it needs.
-	defer codec.release()
 	err := fetchWith(ctx, codec, r, ticket, out)
-	return codec.wire, err
+	// The reader and its records, which view the bodies, are released
+	// by now, and the assembler has copied what it needs.
+	codec.release()
+	return received{wire: codec.wire, cpu: threadCPU() - cpu0}, err
+}
+
+// received is what receiving a unit took: its bytes on the wire, and the
+// CPU of the goroutine that received it (fetch).
+type received struct {
+	wire int64
+	cpu  time.Duration
+}
+
+// threadCPU is the CPU time of the calling thread.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // fetchWith is fetch, receiving through codec, whose buffers the caller

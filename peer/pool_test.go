@@ -56,9 +56,9 @@ func TestPoolPicksShortestQueue(t *testing.T) {
 	if c == nil || d == nil || p.pick("") != nil {
 		t.Fatal("credits: want 2 per peer, then none")
 	}
-	p.done(a, time.Millisecond, 10, 0, nil)
-	p.done(b, time.Millisecond, 10, 0, nil)
-	p.done(c, time.Millisecond, 0, 0, errCorrupt)
+	p.done(a, time.Millisecond, 10, received{}, nil)
+	p.done(b, time.Millisecond, 10, received{}, nil)
+	p.done(c, time.Millisecond, 0, received{}, errCorrupt)
 	if r := p.pick(""); r == nil || r.addr == c.addr {
 		t.Fatalf("after a failure at %s: picked %v, want the other peer", c.addr, r)
 	}
@@ -106,7 +106,7 @@ func TestFailedPeerReadmittedByProbe(t *testing.T) {
 	}
 	defer p.Close()
 	r := p.pick("")
-	p.done(r, time.Millisecond, 0, 0, errCorrupt)
+	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
 	stop()
 	expire := func() {
 		p.mu.Lock()
@@ -145,7 +145,7 @@ func TestProbeRefusesAnotherVersion(t *testing.T) {
 	}
 	defer p.Close()
 	r := p.pick("")
-	p.done(r, time.Millisecond, 0, 0, errCorrupt)
+	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
 	p.mu.Lock()
 	r.excluded = time.Now()
 	p.mu.Unlock()

@@ -67,6 +67,9 @@ type Spiller struct {
 // SpillStats counts one job's spilling.
 type SpillStats struct {
 	Spilled, Bytes, Fallbacks atomic.Int64
+	// RecvCPUNanos is this host's CPU receiving the spilled units, as
+	// PeerStats.RecvCPUSeconds counts it.
+	RecvCPUNanos atomic.Int64
 	mu                        sync.Mutex
 	declined                  map[string]int64
 }
@@ -284,7 +287,7 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	deadline := max(s.cfg.MinDeadline, 8*lat)
 	cctx, cancel := context.WithTimeout(ctx, deadline)
 	t0 := time.Now()
-	wire, err := fetch(cctx, r, ticket, out)
+	got, err := fetch(cctx, r, ticket, out)
 	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if ctx.Err() != nil {
@@ -302,7 +305,8 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	default:
 		err = fmt.Errorf("peer %s: %w", r.addr, err)
 	}
-	s.pool.done(r, time.Since(t0), bytes, wire, err)
+	s.pool.done(r, time.Since(t0), bytes, got, err)
+	s.stats.RecvCPUNanos.Add(int64(got.cpu))
 	if err != nil {
 		s.log.Debug("spilled unit failed", "peer", r.addr, "file", u.File, "row_group", u.RowGroup, "err", err)
 		return err
@@ -353,13 +357,25 @@ func peerSooner(queued int, load engine.Load) bool {
 
 // worth reports whether receiving u's output is expected to cost this
 // host less CPU than computing u: SPILL-NOTES.md's rule. Until both sides
-// have been measured, it is.
+// have been measured, it is. The cost of receiving a GB is the larger of
+// the configured figure (which lastmile bench measures whole) and what
+// this host's receiving goroutines have measured of their own part.
 func (s *Spiller) worth(u decode.Unit, load engine.Load) bool {
 	perRow := float64frombits(s.outRow.Load())
 	if perRow == 0 || load.SecondsPerRow == 0 {
 		return true
 	}
-	recv := perRow * float64(u.Rows) / 1e9 * s.cfg.RecvSecondsPerGB
+	recv := perRow * float64(u.Rows) / 1e9 * max(s.cfg.RecvSecondsPerGB, s.measuredRecvPerGB())
 	local := load.SecondsPerRow * float64(u.Rows)
 	return recv < s.cfg.MaxCostRatio*local
+}
+
+// measuredRecvPerGB is the receiving goroutines' CPU seconds per GB of
+// unit output received so far, or 0 before the first GB's tenth.
+func (s *Spiller) measuredRecvPerGB() float64 {
+	b := s.stats.Bytes.Load()
+	if b < 1e8 {
+		return 0
+	}
+	return float64(s.stats.RecvCPUNanos.Load()) / float64(b)
 }
