@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -33,7 +34,9 @@ import (
 //     beside a full set of local workers, where it would only slow them;
 //     a local worker that wants its place back waits for the hedge.
 //   - A canceled peer run is abandoned, not failed: the Spill returns
-//     its credit without excluding the peer.
+//     its credit without excluding the peer for it. The cancellation's
+//     cause is ErrHedged when the hedge won, so that a Spill can exclude
+//     a peer whose units are all won here (a link that answers nothing).
 //
 // Steps: start the peer run on its own goroutine; every HedgeAfter,
 // while it has not answered, try to claim an idle local worker; once one
@@ -45,6 +48,11 @@ import (
 // peer under load would have every unit computed twice); and sending the
 // unit to a second peer instead (the peers are what is slow or far; the
 // second try on another peer is the Spill's, after its deadline).
+
+// ErrHedged is the cause (context.Cause) of a peer run's context when a
+// hedge here finished first: a Spill may hold it against a peer that is
+// hedged this way again and again.
+var ErrHedged = errors.New("the unit's hedge here finished first")
 
 // Hedger is implemented by a Spill whose slow units may be hedged here.
 type Hedger interface {
@@ -94,8 +102,8 @@ type localResult struct {
 func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch, load Load,
 	after time.Duration) (*column.Batch, bool, error) {
 	u := ur.proc.plan.Units[ur.units[i]]
-	pctx, cancelPeer := context.WithCancel(ctx)
-	defer cancelPeer()
+	pctx, cancelPeer := context.WithCancelCause(ctx)
+	defer cancelPeer(nil)
 	peer := make(chan peerResult, 1)
 	go func() {
 		ok, err := ur.onPeer(pctx, u, buf, load)
@@ -136,7 +144,7 @@ func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch,
 		return ur.localWon(u, mine, l)
 	case l := <-local:
 		if l.err == nil || ctx.Err() != nil {
-			cancelPeer()
+			cancelPeer(ErrHedged)
 		}
 		// A local run that failed leaves the unit to the peer, if it
 		// answers (a local-only run would have failed here).

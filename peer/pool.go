@@ -65,6 +65,7 @@ type remote struct {
 	// suspect: the peer failed, and gets units again only once it has
 	// answered a probe (probe) after its exclusion; probing: one is out.
 	suspect, probing bool
+	slow             int           // units lost to hedges in a row (abandon)
 	gone             bool          // no longer listed: closed when idle
 	latency          time.Duration // moving average of a unit's round trip
 	rate             rate          // units and output bytes received, per second
@@ -378,7 +379,7 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 		r.st.Bytes += bytes
 		r.st.WireBytes += wire
 		r.rate.add(time.Now(), bytes)
-		r.backoff = 0
+		r.backoff, r.slow = 0, 0
 		if r.latency == 0 {
 			r.latency = took
 		} else {
@@ -393,32 +394,51 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 		if errors.Is(err, errCorrupt) {
 			r.st.Corrupt++
 		}
-		r.st.LastError = err.Error()
-		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
-		if status.Code(err) == codes.FailedPrecondition {
-			r.backoff = versionBackoff // another protocol version: an operator must act
-		}
-		r.excluded = time.Now().Add(r.backoff)
-		r.suspect = true
-		p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
+		p.excludeLocked(r, err)
 	}
 	if r.gone && r.inflight == 0 {
 		p.dropLocked(r)
 	}
 }
 
-// abandon returns r's credit for a unit given up on here, without
-// holding it against the peer.
-func (p *Pool) abandon(r *remote) {
+// abandon returns r's credit for a unit given up on here (hedged: a hedge
+// here finished first). One such unit is not held against the peer; a
+// peer whose units are hedged and lost slowLimit times in a row, with no
+// answer between, is as good as hung (a link that holds connections open
+// and carries nothing does just that): it is excluded and probed like a
+// failed one.
+func (p *Pool) abandon(r *remote, hedged bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r.inflight--
 	close(p.freed)
 	p.freed = make(chan struct{})
 	r.st.Abandoned++
+	if hedged {
+		if r.slow++; r.slow >= slowLimit && !r.suspect {
+			p.excludeLocked(r, fmt.Errorf("peer %s: the last %d units sent to it were done here first", r.addr, r.slow))
+		}
+	}
 	if r.gone && r.inflight == 0 {
 		p.dropLocked(r)
 	}
+}
+
+// slowLimit is how many units in a row a peer may lose to hedges before
+// it is excluded.
+const slowLimit = 3
+
+// excludeLocked excludes r after a failure, err, for its next backoff; it
+// gets units again once it answers a probe.
+func (p *Pool) excludeLocked(r *remote, err error) {
+	r.st.LastError = err.Error()
+	r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
+	if status.Code(err) == codes.FailedPrecondition {
+		r.backoff = versionBackoff // another protocol version: an operator must act
+	}
+	r.excluded = time.Now().Add(r.backoff)
+	r.suspect, r.slow = true, 0
+	p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
 }
 
 // usualLatency is the mean of the healthy peers' usual round trips, or 0

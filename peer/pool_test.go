@@ -191,3 +191,32 @@ func TestRate(t *testing.T) {
 		t.Fatal("an empty rate is not 0")
 	}
 }
+
+// TestHedgedAwayPeerExcluded: a peer whose units are all done here first
+// (a link that carries nothing) is excluded after slowLimit in a row; an
+// answer between resets the count, and a unit given up on because the
+// job stopped does not count.
+func TestHedgedAwayPeerExcluded(t *testing.T) {
+	p, err := NewPool(PoolConfig{Addrs: []string{"127.0.0.1:1"}, Credits: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	lose := func(n int, hedged bool) {
+		for range n {
+			p.abandon(p.pick(""), hedged)
+		}
+	}
+	lose(slowLimit-1, true)
+	lose(3, false)
+	p.done(p.pick(""), time.Millisecond, 10, received{}, nil)
+	lose(slowLimit-1, true)
+	if st := p.Stats()[0]; !st.Healthy || st.Abandoned != int64(2*(slowLimit-1)+3) {
+		t.Fatalf("after runs shorter than %d: %+v", slowLimit, st)
+	}
+	lose(1, true)
+	st := p.Stats()[0]
+	if st.Healthy || !strings.Contains(st.LastError, "done here first") || p.pick("") != nil {
+		t.Fatalf("after %d units in a row lost to hedges: %+v", slowLimit, st)
+	}
+}

@@ -293,7 +293,7 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	if ctx.Err() != nil {
 		// Given up here (a hedge won, the job stopped): not the peer's
 		// failure, and what it sent is discarded.
-		s.pool.abandon(r)
+		s.pool.abandon(r, errors.Is(context.Cause(ctx), engine.ErrHedged))
 		return ctx.Err()
 	}
 	bytes := int64(0)
