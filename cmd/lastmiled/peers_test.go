@@ -239,7 +239,10 @@ func checkEpochs(t *testing.T, what string, got, want map[uint64][]int64) {
 // TestPeersSpill: a job on a GPU host whose daemon spills to a peer gives
 // batches byte-identical to the same job on a daemon without peers, with
 // every epoch's rows exactly once, also when the peer is killed with
-// SIGKILL mid-run and when it comes back.
+// SIGKILL mid-run and when it comes back, and when the GPU host's daemon
+// is. Each kill is asserted to have landed mid-run: the peer's with
+// units in flight at it, which must fail; the GPU host's before its job
+// ended, which must restart it.
 func TestPeersSpill(t *testing.T) {
 	local := newEnv(t)
 	local.start("-workers", "1")
@@ -260,37 +263,57 @@ func TestPeersSpill(t *testing.T) {
 		}
 	}
 	slow := func(int64, []byte) { time.Sleep(15 * time.Millisecond) }
+	// The kills must land mid-run, and each case asserts that they did:
+	// a test whose fault came after the run ended would pass without
+	// testing anything. The GPU host, killed mid-run, resumes its job
+	// (a restart of the job counted); the peer is frozen (SIGSTOP) until
+	// the GPU host has units in flight at it, then killed, so that those
+	// units are lost with it and must fail.
+	var gpuKilled atomic.Bool
+	var heldAtKill atomic.Int64
 	for _, c := range []struct {
 		name   string
 		fault  func(cl *cluster, stop <-chan struct{})
 		tamper func(conn int64, p []byte)
+		check  func(t *testing.T, cl *cluster, j jobJSON, p peer.PeerStats)
 	}{
-		{"healthy", nil, nil},
-		{"corrupted stream", nil, corrupt},
-		{"slow link", nil, slow},
+		{"healthy", nil, nil, nil},
+		{"corrupted stream", nil, corrupt, nil},
+		{"slow link", nil, slow, nil},
 		{"GPU host killed mid-run, resumed", func(cl *cluster, stop <-chan struct{}) {
-			for cl.peerUnits() < 3 {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
+			if !until(stop, 30*time.Second, func() bool { return cl.peerUnits() >= 3 }) {
+				return
 			}
 			cl.gpu.kill9()
+			gpuKilled.Store(true)
 			cl.gpu.start("-workers", "1")
-		}, nil},
+		}, nil, func(t *testing.T, cl *cluster, j jobJSON, p peer.PeerStats) {
+			if !gpuKilled.Load() {
+				t.Fatal("the GPU host was not killed: the run ended before the peer had done 3 units")
+			}
+			if j.Restarts == 0 {
+				t.Fatalf("the GPU host was killed after its job ended: no restart of it counted (%+v)", j)
+			}
+		}},
 		{"peer killed mid-run, then back", func(cl *cluster, stop <-chan struct{}) {
-			for cl.peerUnits() < 2 {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
+			if !until(stop, 30*time.Second, func() bool { return cl.peerUnits() >= 2 }) {
+				return
+			}
+			cl.cpu.freeze()
+			if until(stop, 10*time.Second, func() bool { return peersOf(cl.gpu)[cl.peerAddr].InFlight >= 1 }) {
+				heldAtKill.Store(int64(peersOf(cl.gpu)[cl.peerAddr].InFlight))
 			}
 			cl.cpu.kill9()
 			time.Sleep(300 * time.Millisecond)
 			cl.cpu.start("-workers", "1")
-		}, nil},
+		}, nil, func(t *testing.T, cl *cluster, j jobJSON, p peer.PeerStats) {
+			if heldAtKill.Load() < 1 {
+				t.Fatal("the peer was not killed while the GPU host had units in flight at it (the run ended first?)")
+			}
+			if p.Failures < 1 {
+				t.Fatalf("the GPU host had %d units at the peer when it was killed, and no failure counted: %+v", heldAtKill.Load(), p)
+			}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl := newCluster(t, "always", "", "")
@@ -309,9 +332,6 @@ func TestPeersSpill(t *testing.T) {
 			got, rows := digests(t, cl.gpu, j.ID, 2)
 			close(stop)
 			<-faulted
-			if c.name != "healthy" && cl.gpu.job(j.ID).Restarts == 0 && cl.cpu.cur != nil && cl.peerUnits() == 0 {
-				t.Log("the fault came after the run ended")
-			}
 			checkEpochs(t, c.name, rows, wantRows)
 			sameBatches(t, got, want)
 			var st struct {
@@ -330,6 +350,9 @@ func TestPeersSpill(t *testing.T) {
 				t.Errorf("over the slow link: %d units, a round trip of %v", p.Units, p.Latency)
 			}
 			t.Logf("peer stats seen by the GPU host: %+v", st.Peers.Peers)
+			if c.check != nil {
+				c.check(t, cl, cl.gpu.job(j.ID), st.Peers.Peers[0])
+			}
 		})
 	}
 }
