@@ -93,3 +93,89 @@ func TestStore(t *testing.T) {
 		t.Fatalf("after remove: %+v", recs)
 	}
 }
+
+// TestValidatePeers: every refusal of the peer: and peers: sections names
+// its field and says what to do, and the configurations that work pass.
+func TestValidatePeers(t *testing.T) {
+	const (
+		roots  = "roots: {ctr: /mnt/datasets/ctr}\n"
+		tls    = "{ca: /c/ca.pem, cert: /c/h.pem, key: /c/h-key.pem}"
+		peer   = roots + "peer: {listen: \":7941\", tls: " + tls + "}\n"
+		peers  = roots + "peers: {addrs: [\"10.0.0.7:7941\"], tls: " + tls + "}\n"
+		loFix  = "or listen on a loopback address"
+		tlsFix = "configure peers.tls"
+	)
+	for _, c := range []struct {
+		name, yaml string
+		field      string // "": valid
+		says       string // in the error
+	}{
+		{"a peer with TLS", peer, "", ""},
+		{"a peer with TLS on an address", roots + "peer: {listen: \"10.0.0.7:7941\", tls: " + tls + "}\n", "", ""},
+		{"an insecure peer on 127.0.0.1", roots + "peer: {listen: \"127.0.0.1:7941\", insecure: true}\n", "", ""},
+		{"an insecure peer on ::1", roots + "peer: {listen: \"[::1]:7941\", insecure: true}\n", "", ""},
+		{"an insecure peer on localhost", roots + "peer: {listen: \"localhost:7941\", insecure: true}\n", "", ""},
+		{"peers with TLS", peers, "", ""},
+		{"peers by DNS with TLS", roots + "peers: {dns: \"peers.ml.svc:7941\", tls: " + tls + ", spill: always}\n", "", ""},
+		{"insecure loopback peers", roots + "peers: {addrs: [\"127.0.0.1:7941\", \"localhost:7942\", \"[::1]:7943\"], insecure: true}\n", "", ""},
+		{"insecure peers by DNS of localhost", roots + "peers: {dns: \"localhost:7941\", insecure: true}\n", "", ""},
+		{"both sides", peer + "peers: {addrs: [\"10.0.0.7:7941\"], tls: " + tls + "}\n", "", ""},
+
+		{"a bad root name", "roots: {.ctr: /mnt/x}\n", "roots", "must not start with '.'"},
+		{"listen without a port", roots + "peer: {listen: \"10.0.0.7\", tls: " + tls + "}\n", "peer.listen", "want host:port"},
+		{"a peer without TLS", roots + "peer: {listen: \":7941\"}\n", "peer.tls", "needs ca, cert and key"},
+		{"a peer without a key", roots + "peer: {listen: \":7941\", tls: {ca: /c/ca.pem, cert: /c/h.pem}}\n", "peer.tls", "needs ca, cert and key"},
+		{"a peer without roots", "peer: {listen: \":7941\", tls: " + tls + "}\n", "roots", "list them"},
+		{"an insecure peer on every interface", roots + "peer: {listen: \":7941\", insecure: true}\n", "peer.insecure", loFix},
+		{"an insecure peer on 0.0.0.0", roots + "peer: {listen: \"0.0.0.0:7941\", insecure: true}\n", "peer.insecure", loFix},
+		{"an insecure peer on an address", roots + "peer: {listen: \"10.0.0.7:7941\", insecure: true}\n", "peer.insecure", "configure peer.tls"},
+		{"an insecure peer on a name", roots + "peer: {listen: \"cpu-7.peers.svc:7941\", insecure: true}\n", "peer.insecure", loFix},
+		{"an unknown spill", roots + "peers: {spill: sometimes}\n", "peers.spill", `"auto" or "always"`},
+		{"peers without TLS", roots + "peers: {addrs: [\"10.0.0.7:7941\"]}\n", "peers.tls", "needs ca, cert and key"},
+		{"peers without roots", "peers: {addrs: [\"10.0.0.7:7941\"], tls: " + tls + "}\n", "roots", "list the roots"},
+		{"a peer address without a port", roots + "peers: {addrs: [\"10.0.0.7\"], tls: " + tls + "}\n", "peers.addrs", "want host:port"},
+		{"a DNS name without a port", roots + "peers: {dns: \"peers.ml.svc\", tls: " + tls + "}\n", "peers.dns", "want host:port"},
+		{"insecure peers elsewhere", roots + "peers: {addrs: [\"127.0.0.1:7941\", \"10.0.0.7:7941\"], insecure: true}\n", "peers.insecure", tlsFix},
+		{"insecure peers by DNS", roots + "peers: {dns: \"peers.ml.svc:7941\", insecure: true}\n", "peers.insecure", "may resolve outside loopback"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseConfig(strings.NewReader(c.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.Validate()
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if fields := configFields(err); len(fields) != 1 || fields[0] != c.field {
+				t.Fatalf("errors %v name %v, want only %s", err, fields, c.field)
+			}
+			if !strings.Contains(err.Error(), c.says) {
+				t.Errorf("%v: does not say %q", err, c.says)
+			}
+		})
+	}
+}
+
+// configFields is the fields Validate's joined errors name.
+func configFields(err error) []string {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
+	}
+	var fields []string
+	for _, e := range errs {
+		var ce *ConfigError
+		if errors.As(e, &ce) {
+			fields = append(fields, ce.Field)
+		} else {
+			fields = append(fields, "?"+e.Error())
+		}
+	}
+	return fields
+}

@@ -70,6 +70,9 @@ func (c *Config) validatePeers(bad func(field string, v any, format string, args
 	if p := c.Peer; p.Listen != "" {
 		if _, _, err := net.SplitHostPort(p.Listen); err != nil {
 			bad("peer.listen", p.Listen, "want host:port (e.g. :7941)")
+		} else if p.Insecure && !loopbackHostPort(p.Listen) {
+			bad("peer.insecure", p.Insecure, "peer.listen %q is not a loopback address, and plaintext is allowed only on loopback (tests): "+
+				"configure peer.tls (ca, cert, key) and remove insecure, or listen on a loopback address such as 127.0.0.1:7941", p.Listen)
 		}
 		if !p.Insecure && (p.TLS.CA == "" || p.TLS.Cert == "" || p.TLS.Key == "") {
 			bad("peer.tls", p.TLS, "a peer needs ca, cert and key (peers trust nobody without a certificate); insecure: true is for loopback tests only")
@@ -82,6 +85,7 @@ func (c *Config) validatePeers(bad func(field string, v any, format string, args
 		bad("peers.spill", s, `want "auto" or "always"`)
 	}
 	if p := c.Peers; p.enabled() {
+		c.validatePeerAddrs(bad)
 		if !p.Insecure && (p.TLS.CA == "" || p.TLS.Cert == "" || p.TLS.Key == "") {
 			bad("peers.tls", p.TLS, "spilling needs ca, cert and key; insecure: true is for loopback tests only")
 		}
@@ -89,6 +93,41 @@ func (c *Config) validatePeers(bad func(field string, v any, format string, args
 			bad("roots", c.Roots, "units are named by data root to peers: list the roots this host's inputs lie in")
 		}
 	}
+}
+
+// validatePeerAddrs checks peers.addrs and peers.dns: host:port each,
+// and loopback only when insecure (the pool refuses plaintext to any
+// other address, but only once it runs).
+func (c *Config) validatePeerAddrs(bad func(field string, v any, format string, args ...any)) {
+	p := c.Peers
+	const fix = "plaintext is allowed only to loopback peers (tests): configure peers.tls (ca, cert, key) and remove insecure"
+	for _, a := range p.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("peers.addrs", a, "want host:port (e.g. 10.0.0.7:7941)")
+		} else if p.Insecure && !loopbackHostPort(a) {
+			bad("peers.insecure", p.Insecure, "peers.addrs has %q, which is not a loopback address; %s", a, fix)
+		}
+	}
+	if p.DNS == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(p.DNS); err != nil {
+		bad("peers.dns", p.DNS, "want host:port (e.g. lastmile-peers.ml.svc.cluster.local:7941)")
+	} else if p.Insecure && !loopbackHostPort(p.DNS) {
+		bad("peers.insecure", p.Insecure, "peers.dns %q may resolve outside loopback; %s", p.DNS, fix)
+	}
+}
+
+// loopbackHostPort says whether host:port a names a loopback address: a
+// loopback IP or "localhost". An empty host (every interface) and other
+// names are not.
+func loopbackHostPort(a string) bool {
+	host, _, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
 }
 
 // startPeers starts the peer server and the pool the config asks for.

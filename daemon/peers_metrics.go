@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	cpupeer "github.com/lastmile/lastmile/peer"
 )
 
 // Metrics of spilling and serving (docs/peers.md lists them).
@@ -28,7 +30,7 @@ var (
 	descServed       = prometheus.NewDesc("lastmile_peer_served_units_total", "Units this host computed as a peer.", nil, nil)
 	descServedBytes  = prometheus.NewDesc("lastmile_peer_served_bytes_total", "Output bytes this host sent as a peer.", nil, nil)
 	descServedCPU    = prometheus.NewDesc("lastmile_peer_compute_seconds_total", "Time this host spent computing units as a peer.", nil, nil)
-	descRefused      = prometheus.NewDesc("lastmile_peer_refused_total", "Units this host refused as a peer, by reason.", []string{"reason"}, nil)
+	descRefused      = prometheus.NewDesc("lastmile_peer_refused_total", "Units and TLS handshakes this host refused as a peer, by reason.", []string{"reason"}, nil)
 )
 
 type peerCollector struct{ d *Daemon }
@@ -84,7 +86,9 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		m(descServedBytes, prometheus.CounterValue, float64(st.Bytes.Load()))
 		m(descServedCPU, prometheus.CounterValue, time.Duration(st.ComputeNanos.Load()).Seconds())
 		for reason, n := range map[string]int64{"busy": st.RefusedBusy.Load(), "outside_roots": st.RefusedOutside.Load(),
-			"version": st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load()} {
+			"version": st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load(),
+			cpupeer.ReasonNoCertificate: st.RefusedNoCert.Load(), cpupeer.ReasonUntrusted: st.RefusedUntrusted.Load(),
+			cpupeer.ReasonHandshake: st.RefusedHandshake.Load(), cpupeer.ReasonNoHello: st.RefusedNoHello.Load()} {
 			m(descRefused, prometheus.CounterValue, float64(n), reason)
 		}
 	}

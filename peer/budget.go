@@ -2,16 +2,37 @@ package peer
 
 import (
 	"context"
+	"math"
 	"sync"
+
+	"github.com/lastmile/lastmile/decode"
 )
+
+// The memory bound of a peer (ServerConfig.MaxMemory). A unit's memory
+// is its decoded columns and the buffers its ops fill while it computes,
+// then its output while that streams back. Its output's size is known
+// only once it is computed, and taking the budget only then bounds
+// nothing: the memory is in use by then. So a unit reserves an estimate
+// before it computes (cachedJob.estimate: its columns' uncompressed
+// bytes for its rows, plus the job's last output per input row times its
+// rows), and once computed holds its output's real size instead
+// (budget.resize, which does not wait: the output exists, and waiting
+// would not free it). An estimate is capped at the whole budget, and a
+// take larger than what is free waits only while others hold some: a
+// unit larger than the budget runs alone, it never waits forever.
+//
+// The estimate's figures come from the requester's ticket, which the
+// decoder checks against the file's footer only as it computes: a
+// requester that lies makes its unit run alone, no worse.
 
 // budget is a counting semaphore of bytes. A request larger than the whole
 // budget is let through alone, so that one huge unit cannot wedge a peer.
 type budget struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	limit int64
-	used  int64
+	mu      sync.Mutex
+	cond    *sync.Cond
+	limit   int64
+	used    int64
+	waiting int // takes waiting now (tests)
 }
 
 func newBudget(limit int64) *budget {
@@ -29,10 +50,30 @@ func (b *budget) take(ctx context.Context, n int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		b.waiting++
 		b.cond.Wait()
+		b.waiting--
 	}
 	b.used += n
 	return nil
+}
+
+// resize changes a holding of from bytes to to bytes at once, without
+// waiting: the used bytes may pass the limit until they are given back.
+func (b *budget) resize(from, to int64) {
+	b.mu.Lock()
+	b.used += to - from
+	if to < from {
+		b.cond.Broadcast()
+	}
+	b.mu.Unlock()
+}
+
+// waiters returns the takes waiting now.
+func (b *budget) waiters() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting
 }
 
 func (b *budget) give(n int64) {
@@ -70,4 +111,48 @@ func (f *fairShare) give(who string) {
 	if f.perClient[who]--; f.perClient[who] <= 0 {
 		delete(f.perClient, who)
 	}
+}
+
+// estimate is the memory unit u is expected to need while it computes:
+// its columns decoded (unitInputBytes) and its output, at the job's last
+// output bytes per input row.
+func (j *cachedJob) estimate(u *decode.Unit) int64 {
+	perRow := math.Float64frombits(j.outPerRow.Load())
+	return clampBytes(float64(unitInputBytes(u)) + perRow*float64(max(u.Rows, 0)))
+}
+
+// learn records a computed unit's output bytes per input row.
+func (j *cachedJob) learn(rows int64, outBytes int) {
+	if rows > 0 {
+		j.outPerRow.Store(math.Float64bits(float64(outBytes) / float64(rows)))
+	}
+}
+
+// unitInputBytes estimates unit u's columns decoded: each column chunk's
+// uncompressed size, prorated to the unit's share of its row group's
+// rows. A flat chunk's level count is the row group's rows, a list
+// chunk's at least as many, so the least level count is the row group's
+// rows when any field is flat (the unit alone does not say which).
+func unitInputBytes(u *decode.Unit) int64 {
+	var total float64
+	groupRows := int64(0)
+	for _, c := range u.Chunks {
+		total += float64(max(c.Uncompressed, 0))
+		if c.Values > 0 && (groupRows == 0 || c.Values < groupRows) {
+			groupRows = c.Values
+		}
+	}
+	if groupRows > 0 && u.Rows > 0 && u.Rows < groupRows {
+		total *= float64(u.Rows) / float64(groupRows)
+	}
+	return clampBytes(total)
+}
+
+// clampBytes converts a byte estimate to int64, at most 1<<62 (figures
+// from a ticket may be anything).
+func clampBytes(f float64) int64 {
+	if !(f > 0) {
+		return 0
+	}
+	return int64(min(f, 1<<62))
 }

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/column"
@@ -54,8 +53,12 @@ type ServerConfig struct {
 	// core idled for a round trip after every unit.
 	Workers     int
 	MaxInFlight int
-	MaxMemory   int64 // bytes of unit outputs held at once; default 1 GiB
-	Logger      *slog.Logger
+	// MaxMemory bounds the bytes units hold at once, computing and
+	// streaming back; default 1 GiB. A unit reserves an estimate before
+	// it computes, and holds its output's size while it streams
+	// (budget.go).
+	MaxMemory int64
+	Logger    *slog.Logger
 }
 
 // Server is a CPU peer: it computes units for requesters and streams
@@ -77,9 +80,11 @@ type Server struct {
 	drain   atomic.Bool
 	busy    atomic.Int64 // units admitted and not yet answered
 	stats   ServerStats
-	mangle  func(*column.Batch) // tests: corrupt what is sent
-	delay   time.Duration       // tests: a slow peer
-	hook    func()              // tests: runs while a unit holds a worker
+	// handshakeLog rate-limits the log lines of refused handshakes.
+	handshakeLog logEvery
+	mangle       func(*column.Batch) // tests: corrupt what is sent
+	delay        time.Duration       // tests: a slow peer
+	hook         func()              // tests: runs while a unit holds a worker and its memory
 }
 
 // ServerStats counts what a peer did, for metrics and tests.
@@ -88,6 +93,11 @@ type ServerStats struct {
 	RefusedBusy, RefusedVersion, RefusedBad   atomic.Int64
 	RefusedOutside, RefusedDraining, Failures atomic.Int64
 	ComputeNanos                              atomic.Int64
+	// Refused TLS handshakes, by reason (handshake.go): no certificate,
+	// one the CA did not sign (or expired), another failure, and a
+	// connection closed before it sent anything.
+	RefusedNoCert, RefusedUntrusted  atomic.Int64
+	RefusedHandshake, RefusedNoHello atomic.Int64
 }
 
 // NewServer returns a peer serving on the listeners given to Serve.
@@ -111,7 +121,8 @@ func NewServer(cfg ServerConfig) *Server {
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
 		grpc.ForceServerCodecV2(newSendCodec()), experimental.BufferPool(frames)}
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		creds := &handshakeCreds{TransportCredentials: credentials.NewTLS(cfg.TLS), refused: s.refuseHandshake}
+		opts = append(opts, grpc.Creds(creds))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(s.grpc, s)
@@ -156,24 +167,11 @@ func isLoopback(a net.Addr) bool {
 	return ok && t.IP.IsLoopback()
 }
 
-// clientName names the requester: its certificate's subject, else its
-// address.
-func clientName(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return "unknown"
-	}
-	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
-		return ti.State.PeerCertificates[0].Subject.CommonName
-	}
-	host, _, _ := net.SplitHostPort(p.Addr.String())
-	return host
-}
-
 // DoGet computes the unit a ticket names and streams its output.
 func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	ctx := stream.Context()
-	who := clientName(ctx)
+	who := requesterOf(ctx)
+	log := s.log.With("client", who.name, "addr", who.host)
 	if s.drain.Load() {
 		s.stats.RefusedDraining.Add(1)
 		return status.Error(codes.Unavailable, "peer is draining: run the unit elsewhere")
@@ -182,25 +180,26 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 	if err != nil {
 		if errors.Is(err, errVersion) {
 			s.stats.RefusedVersion.Add(1)
-			s.log.Warn("refused a unit of another protocol version", "client", who, "err", err)
+			log.Warn("refused a unit of another protocol version", "err", err)
 			return status.Error(codes.FailedPrecondition, err.Error())
 		}
 		s.stats.RefusedBad.Add(1)
-		s.log.Warn("refused a bad ticket", "client", who, "err", err)
+		log.Warn("refused a bad ticket", "err", err)
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	release, err := s.admit(who)
+	release, err := s.admit(who.key())
 	if err != nil {
 		s.stats.RefusedBusy.Add(1)
 		return err
 	}
 	defer release()
-	return s.serveUnit(ctx, who, t, stream)
+	return s.serveUnit(ctx, log, t, stream)
 }
 
-// admit takes a unit slot for client who, refusing at once when the peer
-// or the client's fair share of it is full: the requester then tries
-// another peer or runs the unit itself, which is better than queueing.
+// admit takes a unit slot for the requester whose key is who, refusing
+// at once when the peer or the requester's fair share of it is full: the
+// requester then tries another peer or runs the unit itself, which is
+// better than queueing.
 func (s *Server) admit(who string) (func(), error) {
 	if !s.fair.take(who, s.cfg.MaxInFlight) {
 		return nil, status.Error(codes.ResourceExhausted, "peer: this requester's share of units in flight is taken")
@@ -215,12 +214,12 @@ func (s *Server) admit(who string) (func(), error) {
 	return func() { <-s.slots; s.fair.give(who); s.busy.Add(-1) }, nil
 }
 
-func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream flight.FlightService_DoGetServer) error {
-	up, done, err := s.jobs.get(ctx, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.Workers)
+func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, stream flight.FlightService_DoGetServer) error {
+	j, done, err := s.jobs.get(ctx, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.Workers)
 	if err != nil {
 		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
 			s.stats.RefusedOutside.Add(1)
-			s.log.Warn("refused a unit outside the data roots", "client", who, "err", err)
+			log.Warn("refused a unit outside the data roots", "err", err)
 			return status.Error(codes.PermissionDenied, err.Error())
 		}
 		s.stats.Failures.Add(1)
@@ -241,34 +240,11 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 	// Back in the pools once gRPC has sent what views them (send.go).
 	lease := newLease(func() { s.batches.Put(out); s.wires.Put(wire) })
 	defer lease.done()
-	// Admitted units wait here in arrival order (a channel's blocked
-	// senders are woken first in, first out) for one of Workers.
-	select {
-	case s.work <- struct{}{}:
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	start := time.Now()
-	if s.hook != nil {
-		s.hook()
-	}
-	err = up.Compute(ctx, t.Unit, out)
-	<-s.work
+	held, err := s.compute(ctx, log, j, t, out)
+	defer func() { s.mem.give(held) }()
 	if err != nil {
-		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
-			s.stats.RefusedOutside.Add(1)
-			s.log.Warn("refused a unit outside the data roots", "client", who, "err", err)
-			return status.Error(codes.PermissionDenied, err.Error())
-		}
-		if errors.Is(err, decode.ErrBadUnit) {
-			s.stats.RefusedBad.Add(1)
-			s.log.Warn("refused a unit that does not match its file", "client", who, "err", err)
-			return status.Error(codes.InvalidArgument, err.Error())
-		}
-		s.stats.Failures.Add(1)
-		return status.Error(codes.Internal, fmt.Sprintf("unit %s row group %d: %v", t.Unit.File, t.Unit.RowGroup, err))
+		return err
 	}
-	s.stats.ComputeNanos.Add(int64(time.Since(start)))
 	if s.delay > 0 {
 		select {
 		case <-time.After(s.delay):
@@ -277,11 +253,11 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 		}
 	}
 	wire.encode(out, t.Wire >= WireCompact)
+	// The output exists now: hold its size, not the estimate, while it
+	// streams. Growing does not wait, since waiting would not free it.
 	size := int64(out.Bytes() + wire.extra())
-	if err := s.mem.take(ctx, size); err != nil {
-		return status.FromContextError(err).Err()
-	}
-	defer s.mem.give(size)
+	s.mem.resize(held, size)
+	held = size
 	if err := sendUnit(stream, wire, lease, s.mangle); err != nil {
 		s.stats.Failures.Add(1)
 		return err
@@ -289,6 +265,52 @@ func (s *Server) serveUnit(ctx context.Context, who string, t *Ticket, stream fl
 	s.stats.Units.Add(1)
 	s.stats.Bytes.Add(int64(out.Bytes()))
 	return nil
+}
+
+// compute computes t's unit into out once one of Workers and an estimate
+// of the unit's memory are free (budget.go), and returns the bytes of the
+// memory budget it holds, which the caller gives back, error or not.
+// Admitted units wait for a worker in arrival order (a channel's blocked
+// senders are woken first in, first out); a unit waits for memory
+// holding its worker, so that the units computing are the ones whose
+// memory is reserved.
+func (s *Server) compute(ctx context.Context, log *slog.Logger, j *cachedJob, t *Ticket, out *column.Batch) (int64, error) {
+	select {
+	case s.work <- struct{}{}:
+	case <-ctx.Done():
+		return 0, status.FromContextError(ctx.Err()).Err()
+	}
+	defer func() { <-s.work }()
+	est := min(j.estimate(&t.Unit), s.mem.limit)
+	if err := s.mem.take(ctx, est); err != nil {
+		return 0, status.FromContextError(err).Err()
+	}
+	start := time.Now()
+	if s.hook != nil {
+		s.hook()
+	}
+	if err := j.up.Compute(ctx, t.Unit, out); err != nil {
+		return est, s.computeError(log, t, err)
+	}
+	s.stats.ComputeNanos.Add(int64(time.Since(start)))
+	j.learn(t.Unit.Rows, out.Bytes())
+	return est, nil
+}
+
+// computeError counts a unit's failure and returns its status.
+func (s *Server) computeError(log *slog.Logger, t *Ticket, err error) error {
+	if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
+		s.stats.RefusedOutside.Add(1)
+		log.Warn("refused a unit outside the data roots", "err", err)
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	if errors.Is(err, decode.ErrBadUnit) {
+		s.stats.RefusedBad.Add(1)
+		log.Warn("refused a unit that does not match its file", "err", err)
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	s.stats.Failures.Add(1)
+	return status.Error(codes.Internal, fmt.Sprintf("unit %s row group %d: %v", t.Unit.File, t.Unit.RowGroup, err))
 }
 
 // trailer is the app metadata of a unit stream's last message.
@@ -339,12 +361,15 @@ type cachedJob struct {
 	used    int64
 	refs    int  // callers using up now
 	evicted bool // out of the cache: closed when refs drops to 0
+	// outPerRow is the float64 bits of the last unit's output bytes per
+	// input row: part of the next unit's memory estimate (budget.go).
+	outPerRow atomic.Uint64
 }
 
 // get returns the compiled job of t, compiling it (once, whatever the
 // number of concurrent callers) against t's unit's file, and the function
 // to call when done with it.
-func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, func(), error) {
+func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (*cachedJob, func(), error) {
 	if _, _, err := roots.Split(t.Unit.File); err != nil {
 		return nil, nil, fmt.Errorf("unit file: %w", err)
 	}
@@ -389,7 +414,7 @@ func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (
 			done()
 			return nil, nil, j.err
 		}
-		return j.up, done, nil
+		return j, done, nil
 	case <-ctx.Done():
 		done()
 		return nil, nil, ctx.Err()

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +83,78 @@ func TestInfo(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("an unknown action: %v, want Unimplemented", err)
+	}
+}
+
+// TestMemoryBoundsComputing: a unit reserves an estimate of its memory
+// before it computes, so that with a small max_memory units wait for
+// each other rather than all computing at once; a unit larger than the
+// whole budget still runs, alone.
+func TestMemoryBoundsComputing(t *testing.T) {
+	f := newFixture(t)
+	units := localPlan(t, f.job("memoryplan")).Units
+	u := units[0]
+	est := unitInputBytes(&u)
+	if est <= 0 {
+		t.Fatalf("unit %+v: estimate %d", u, est)
+	}
+	tk := f.ticketFor("memory", u)
+	for _, c := range []struct {
+		name   string
+		budget int64
+		most   int32 // units computing at once
+	}{
+		{"room for one", est + est/2, 1},
+		{"room for two", 2*est + est/2, 2},
+		{"less than one unit", 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var now, most atomic.Int32
+			hold := make(chan struct{})
+			var release sync.Once
+			free := func() { release.Do(func() { close(hold) }) }
+			t.Cleanup(free) // a failed test's held units end too
+			s, addr := f.server(func(s *Server) {
+				s.cfg.Workers, s.cfg.MaxInFlight = 4, 4
+				s.slots, s.work = make(chan struct{}, 4), make(chan struct{}, 4)
+				s.mem = newBudget(c.budget)
+				s.hook = func() {
+					n := now.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					<-hold
+					now.Add(-1)
+				}
+			})
+			r := f.pool(f.ca.issue("gpu-host"), addr).pick("")
+			done := make(chan error, 4)
+			for range 4 {
+				go func() {
+					var out column.Batch
+					_, err := fetch(context.Background(), r, tk, &out)
+					done <- err
+				}()
+			}
+			waitFor(t, "units computing or waiting for memory", func() bool {
+				if now.Load() > c.most {
+					t.Fatalf("%d units computing at once, want at most %d", now.Load(), c.most)
+				}
+				return now.Load() == c.most && s.mem.waiters() == 4-int(c.most)
+			})
+			free()
+			for range 4 {
+				if err := <-done; err != nil {
+					t.Errorf("a unit: %v", err)
+				}
+			}
+			if most.Load() != c.most {
+				t.Errorf("%d units computed at once, want %d", most.Load(), c.most)
+			}
+			waitFor(t, "the budget given back", func() bool {
+				s.mem.mu.Lock()
+				defer s.mem.mu.Unlock()
+				return s.mem.used == 0 && s.Stats().Units.Load() == 4
+			})
+		})
 	}
 }
