@@ -52,6 +52,11 @@ type PeersConfig struct {
 	// runs here instead (a hung or partitioned peer); 8 times the peer's
 	// usual round trip when that is longer. Default 10s.
 	Deadline Duration `yaml:"deadline"`
+	// Hedge is how long a unit may wait on its peer before it is started
+	// here as well, when a local worker's place is free; the first
+	// complete result is used (docs/peers.md). Default 0: three times the
+	// peers' usual round trip, at least 50ms. Negative: never.
+	Hedge Duration `yaml:"hedge"`
 	// Spill is "auto" (default: only while trainers starve with every
 	// local worker busy, docs/peers.md) or "always" (whenever a peer has
 	// credit: for benchmarks and tests).
@@ -207,7 +212,7 @@ func (j *Job) spillFor() *cpupeer.Spiller {
 	}
 	cfg := d.Config()
 	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
-		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, MinDeadline: cfg.Peers.Deadline.D(), Logger: j.log,
+		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, MinDeadline: cfg.Peers.Deadline.D(), Hedge: cfg.Peers.Hedge.D(), Logger: j.log,
 		Policy: cpupeer.PolicyConfig{Always: cfg.Peers.Spill == "always"},
 	})
 	if err != nil {

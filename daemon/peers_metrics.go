@@ -17,7 +17,9 @@ var (
 	descPeerFailures = prometheus.NewDesc("lastmile_peer_failures_total", "Spilled units the peer failed (died, hung, cut off, corrupt, refused for a reason other than being busy); each ran here or elsewhere.", peerLabels, nil)
 	descPeerCorrupt  = prometheus.NewDesc("lastmile_peer_corrupt_total", "Unit streams from the peer whose checksum or shape was wrong.", peerLabels, nil)
 	descPeerBusy     = prometheus.NewDesc("lastmile_peer_busy_total", "Units the peer refused because it was full.", peerLabels, nil)
-	descPeerRecv     = prometheus.NewDesc("lastmile_peer_receive_seconds_total", "Wall time spent waiting for and assembling the peer's units.", peerLabels, nil)
+	descPeerRecv     = prometheus.NewDesc("lastmile_peer_receive_seconds_total", "Wall time from each unit's ticket to its checked output, the peer's work included.", peerLabels, nil)
+	descPeerRecvCPU  = prometheus.NewDesc("lastmile_peer_receive_cpu_seconds_total", "This host's CPU receiving the peer's units: the receiving goroutines' own (messages, assembly, checksum), gRPC's transport goroutine not included.", peerLabels, nil)
+	descPeerAbandon  = prometheus.NewDesc("lastmile_peer_abandoned_total", "Units given up on at the peer before it answered: a hedge here finished first, or the job stopped. Not failures.", peerLabels, nil)
 	descPeerLatency  = prometheus.NewDesc("lastmile_peer_latency_seconds", "Moving mean of a unit's round trip to the peer.", peerLabels, nil)
 	descPeerInFlight = prometheus.NewDesc("lastmile_peer_units_in_flight", "Units at the peer now.", peerLabels, nil)
 	descPeerHealthy  = prometheus.NewDesc("lastmile_peer_healthy", "1 unless the peer is excluded after a failure.", peerLabels, nil)
@@ -27,6 +29,7 @@ var (
 	descSpillKept    = prometheus.NewDesc("lastmile_spill_declined_total", "The job's units a spill worker kept local, by reason.", []string{"job", "job_id", "reason"}, nil)
 	descSpillOn      = prometheus.NewDesc("lastmile_spill_on", "1 while the job spills; reason: why it last switched.", []string{"job", "job_id", "reason"}, nil)
 	descSpillFlips   = prometheus.NewDesc("lastmile_spill_switches_total", "Times the job's spill decision switched.", jobLabels, nil)
+	descSpillHedged  = prometheus.NewDesc("lastmile_spill_hedged_total", "The job's spilled units also started here because their peer was slow, by which side's result was used.", []string{"job", "job_id", "winner"}, nil)
 	descServed       = prometheus.NewDesc("lastmile_peer_served_units_total", "Units this host computed as a peer.", nil, nil)
 	descServedBytes  = prometheus.NewDesc("lastmile_peer_served_bytes_total", "Output bytes this host sent as a peer.", nil, nil)
 	descServedCPU    = prometheus.NewDesc("lastmile_peer_compute_seconds_total", "Time this host spent computing units as a peer.", nil, nil)
@@ -37,8 +40,9 @@ type peerCollector struct{ d *Daemon }
 
 func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerWire, descPeerFailures, descPeerCorrupt, descPeerBusy,
-		descPeerRecv, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes, descSpillLocal,
-		descSpillKept, descSpillOn, descSpillFlips, descServed, descServedBytes, descServedCPU, descRefused} {
+		descPeerRecv, descPeerRecvCPU, descPeerAbandon, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes,
+		descSpillLocal, descSpillKept, descSpillOn, descSpillFlips, descSpillHedged, descServed, descServedBytes, descServedCPU,
+		descRefused} {
 		ch <- d
 	}
 }
@@ -57,6 +61,8 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 			m(descPeerCorrupt, prometheus.CounterValue, float64(p.Corrupt), p.Addr)
 			m(descPeerBusy, prometheus.CounterValue, float64(p.Refused), p.Addr)
 			m(descPeerRecv, prometheus.CounterValue, p.RecvSeconds, p.Addr)
+			m(descPeerRecvCPU, prometheus.CounterValue, p.RecvCPUSeconds, p.Addr)
+			m(descPeerAbandon, prometheus.CounterValue, float64(p.Abandoned), p.Addr)
 			m(descPeerLatency, prometheus.GaugeValue, p.Latency.Seconds(), p.Addr)
 			m(descPeerInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Addr)
 			m(descPeerHealthy, prometheus.GaugeValue, b2f(p.Healthy), p.Addr)
@@ -65,10 +71,17 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, j := range d.jobsSnapshot() {
 		j.mu.Lock()
 		sp := j.spill
+		var hedged, won int64
+		if j.run != nil {
+			hedged, won = j.run.prog.UnitsHedged.Load(), j.run.prog.HedgesWon.Load()
+		}
+		hedged, won = hedged+j.base.hedged, won+j.base.hedgesWon
 		j.mu.Unlock()
 		if sp == nil {
 			continue
 		}
+		m(descSpillHedged, prometheus.CounterValue, float64(won), j.name, j.id, "here")
+		m(descSpillHedged, prometheus.CounterValue, float64(hedged-won), j.name, j.id, "peer")
 		st := sp.Stats()
 		m(descSpilled, prometheus.CounterValue, float64(st.Spilled.Load()), j.name, j.id)
 		m(descSpillBytes, prometheus.CounterValue, float64(st.Bytes.Load()), j.name, j.id)

@@ -70,8 +70,8 @@ type SpillStats struct {
 	// RecvCPUNanos is this host's CPU receiving the spilled units, as
 	// PeerStats.RecvCPUSeconds counts it.
 	RecvCPUNanos atomic.Int64
-	mu                        sync.Mutex
-	declined                  map[string]int64
+	mu           sync.Mutex
+	declined     map[string]int64
 }
 
 // Declined returns how many units were kept local, by reason.

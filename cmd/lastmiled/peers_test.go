@@ -344,6 +344,9 @@ func TestPeersSpill(t *testing.T) {
 			if len(st.Peers.Peers) != 1 || c.name == "healthy" && st.Peers.Peers[0].Units == 0 {
 				t.Errorf("the GPU host's peers: %+v", st.Peers.Peers)
 			}
+			if c.name == "healthy" {
+				checkSpillMetrics(t, cl, j.ID)
+			}
 			if p := st.Peers.Peers[0]; c.name == "corrupted stream" && (flipped.Load() == 0 || p.Failures == 0) {
 				t.Errorf("%d bytes flipped, %d units failed", flipped.Load(), p.Failures)
 			} else if c.name == "slow link" && (p.Units == 0 || p.Latency < 15*time.Millisecond) {
@@ -354,5 +357,45 @@ func TestPeersSpill(t *testing.T) {
 				c.check(t, cl, cl.gpu.job(j.ID), st.Peers.Peers[0])
 			}
 		})
+	}
+}
+
+// checkSpillMetrics: the GPU host's /metrics has the spill figures of a
+// run that spilled: units, bytes and receive CPU per peer, the job's
+// spilled units and its hedges by winner; and its job status agrees.
+func checkSpillMetrics(t *testing.T, cl *cluster, id string) {
+	t.Helper()
+	text := metricsOf(cl.gpu)
+	for _, c := range []struct {
+		name     string
+		labels   []string
+		positive bool
+	}{
+		{"lastmile_peer_units_total", nil, true},
+		{"lastmile_peer_bytes_total", nil, true},
+		{"lastmile_peer_receive_cpu_seconds_total", nil, true},
+		{"lastmile_peer_abandoned_total", nil, false},
+		{"lastmile_spill_units_total", []string{`job_id="` + id + `"`}, true},
+		{"lastmile_spill_hedged_total", []string{`job_id="` + id + `"`, `winner="here"`}, false},
+		{"lastmile_spill_hedged_total", []string{`job_id="` + id + `"`, `winner="peer"`}, false},
+	} {
+		v, ok := metricValue(text, c.name, c.labels...)
+		if !ok || c.positive && v <= 0 {
+			t.Errorf("/metrics: %s%v = %v (present: %v)", c.name, c.labels, v, ok)
+		}
+	}
+	var j struct {
+		Progress struct {
+			Done    int64 `json:"units_done"`
+			Spilled int64 `json:"units_spilled"`
+		}
+		Spill *struct {
+			On     bool   `json:"on"`
+			Reason string `json:"reason"`
+		}
+	}
+	cl.gpu.do("GET", "/v1/jobs/"+id, nil, &j)
+	if j.Spill == nil || j.Spill.Reason == "" || j.Progress.Spilled == 0 || j.Progress.Spilled > j.Progress.Done {
+		t.Errorf("job status: spill %+v, %d of %d units spilled", j.Spill, j.Progress.Spilled, j.Progress.Done)
 	}
 }
