@@ -582,8 +582,8 @@ func TestWireForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.cpu <= 0 {
-			t.Errorf("ticket %d: receiving took %v of CPU", i, got.cpu)
+		if got.cpu <= 0 || got.queue < 1 {
+			t.Errorf("ticket %d: receiving took %v of CPU; the peer had %d units admitted", i, got.cpu, got.queue)
 		}
 		sizes[i] = int(got.wire)
 		stream, err := r.client.DoGet(context.Background(), &flight.Ticket{Ticket: tk})

@@ -65,11 +65,15 @@ type remote struct {
 	// suspect: the peer failed, and gets units again only once it has
 	// answered a probe (probe) after its exclusion; probing: one is out.
 	suspect, probing bool
-	slow             int           // units lost to hedges in a row (abandon)
-	gone             bool          // no longer listed: closed when idle
-	latency          time.Duration // moving average of a unit's round trip
-	rate             rate          // units and output bytes received, per second
-	st               PeerStats
+	slow             int // units lost to hedges in a row (abandon)
+	// others is the units other requesters had at the peer by its last
+	// answer (trailer.Queue less ours then), as of othersAt.
+	others   int
+	othersAt time.Time
+	gone     bool          // no longer listed: closed when idle
+	latency  time.Duration // moving average of a unit's round trip
+	rate     rate          // units and output bytes received, per second
+	st       PeerStats
 }
 
 // PeerStats counts one peer's work for metrics and `lastmile status`.
@@ -264,7 +268,7 @@ func (p *Pool) pick(exclude string) *remote {
 		if !r.usable(now) || r.addr == exclude || r.inflight >= p.cfg.Credits {
 			continue
 		}
-		if best == nil || r.inflight < best.inflight || r.inflight == best.inflight && r.latency < best.latency {
+		if best == nil || r.queued(now) < best.queued(now) || r.queued(now) == best.queued(now) && r.latency < best.latency {
 			best = r
 		}
 	}
@@ -284,11 +288,21 @@ func (p *Pool) leastInFlight() int {
 		if !r.usable(now) {
 			continue
 		}
-		if least < 0 || r.inflight < least {
-			least = r.inflight
+		if q := r.queued(now); least < 0 || q < least {
+			least = q
 		}
 	}
 	return least
+}
+
+// queued is the units in r's queue as this host knows it: its own in
+// flight, and other requesters' as r last said (for a second, or two of
+// its round trips if longer; after that it may have changed entirely).
+func (r *remote) queued(now time.Time) int {
+	if now.Sub(r.othersAt) > max(time.Second, 2*r.latency) {
+		return r.inflight
+	}
+	return r.inflight + r.others
 }
 
 // usable reports whether r may be given units now: listed, not
@@ -380,6 +394,9 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 		r.st.WireBytes += wire
 		r.rate.add(time.Now(), bytes)
 		r.backoff, r.slow = 0, 0
+		// Ours at the peer as it sent this unit: those in flight now, and
+		// this one (r.inflight was decremented above).
+		r.others, r.othersAt = max(got.queue-(r.inflight+1), 0), time.Now()
 		if r.latency == 0 {
 			r.latency = took
 		} else {
@@ -496,18 +513,20 @@ func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (re
 	defer runtime.UnlockOSThread()
 	cpu0 := threadCPU()
 	codec := newStreamCodec()
-	err := fetchWith(ctx, codec, r, ticket, out)
+	queue, err := fetchWith(ctx, codec, r, ticket, out)
 	// The reader and its records, which view the bodies, are released
 	// by now, and the assembler has copied what it needs.
 	codec.release()
-	return received{wire: codec.wire, cpu: threadCPU() - cpu0}, err
+	return received{wire: codec.wire, cpu: threadCPU() - cpu0, queue: queue}, err
 }
 
 // received is what receiving a unit took: its bytes on the wire, and the
-// CPU of the goroutine that received it (fetch).
+// CPU of the goroutine that received it (fetch); and the units the peer
+// had admitted as it sent it (trailer.Queue).
 type received struct {
-	wire int64
-	cpu  time.Duration
+	wire  int64
+	cpu   time.Duration
+	queue int
 }
 
 // threadCPU is the CPU time of the calling thread.
@@ -520,39 +539,39 @@ func threadCPU() time.Duration {
 }
 
 // fetchWith is fetch, receiving through codec, whose buffers the caller
-// releases after it returns.
-func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch) error {
+// releases after it returns. It returns the trailer's Queue.
+func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch) (int, error) {
 	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rd, err := flight.NewRecordReader(checkedStream{stream})
 	if err != nil {
-		return corrupt(err)
+		return 0, corrupt(err)
 	}
 	defer rd.Release()
 	a, err := NewAssembler(rd.Schema(), out)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errCorrupt, err)
+		return 0, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
 	var meta []byte
 	for rd.Next() {
 		if err := a.Add(rd.RecordBatch()); err != nil {
-			return fmt.Errorf("%w: %v", errCorrupt, err)
+			return 0, fmt.Errorf("%w: %v", errCorrupt, err)
 		}
 		meta = append(meta[:0], rd.LatestAppMetadata()...)
 	}
 	if err := rd.Err(); err != nil {
-		return corrupt(err)
+		return 0, corrupt(err)
 	}
 	var tr trailer
 	if err := json.Unmarshal(meta, &tr); err != nil {
-		return fmt.Errorf("%w: no trailer (stream cut short?)", errCorrupt)
+		return 0, fmt.Errorf("%w: no trailer (stream cut short?)", errCorrupt)
 	}
 	if tr.Rows != out.Rows || tr.Checksum != Checksum(out) {
-		return fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
+		return 0, fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
 	}
-	return out.Check()
+	return tr.Queue, out.Check()
 }
 
 // corrupt marks an error of a malformed message header as a corrupt

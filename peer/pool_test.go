@@ -220,3 +220,36 @@ func TestHedgedAwayPeerExcluded(t *testing.T) {
 		t.Fatalf("after %d units in a row lost to hedges: %+v", slowLimit, st)
 	}
 }
+
+// TestPickCountsOtherRequesters: a peer's answer says how many units it
+// had admitted from every requester; the pick counts other requesters'
+// units, for a while, beside this host's own, and prefers the peer whose
+// whole queue is shorter.
+func TestPickCountsOtherRequesters(t *testing.T) {
+	p, err := NewPool(PoolConfig{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, Credits: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a, b := p.pick(""), p.pick("")
+	// a answers with 6 units admitted: ours (1) and 5 of other hosts'.
+	p.done(a, time.Millisecond, 10, received{queue: 6}, nil)
+	p.done(b, time.Millisecond, 10, received{queue: 1}, nil)
+	if got := p.pick(""); got != b {
+		t.Fatalf("picked %s, want %s: the other's queue holds 5 units of other hosts", got.addr, b.addr)
+	}
+	if q := p.leastInFlight(); q != 1 {
+		t.Fatalf("least queued %d, want 1 (b, with ours)", q)
+	}
+	// Ours now: b 1 of 1 (others 0), a 0 (others 5). Two more go to b.
+	if p.pick("") != b || p.pick("") != b {
+		t.Fatal("want b while its whole queue is shorter")
+	}
+	// A second later, others' units are no longer counted.
+	p.mu.Lock()
+	a.othersAt = time.Now().Add(-2 * time.Second)
+	p.mu.Unlock()
+	if got := p.pick(""); got != a {
+		t.Fatalf("picked %s with others' units stale, want %s", got.addr, a.addr)
+	}
+}

@@ -258,7 +258,7 @@ func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, str
 	size := int64(out.Bytes() + wire.extra())
 	s.mem.resize(held, size)
 	held = size
-	if err := sendUnit(stream, wire, lease, s.mangle); err != nil {
+	if err := sendUnit(stream, wire, lease, int(s.busy.Load()), s.mangle); err != nil {
 		s.stats.Failures.Add(1)
 		return err
 	}
@@ -317,12 +317,17 @@ func (s *Server) computeError(log *slog.Logger, t *Ticket, err error) error {
 type trailer struct {
 	Rows     int    `json:"rows"`
 	Checksum uint64 `json:"checksum"`
+	// Queue is the units the peer had admitted, from every requester,
+	// as it sent this one (this one included): what a requester that
+	// knows only its own units in flight needs to pick the peer with the
+	// shortest queue. 0 from peers that do not say.
+	Queue int `json:"queue,omitempty"`
 }
 
 // sendUnit writes a unit's output, laid out in wire, as records, the
 // last with a trailer holding the output's checksum. mangle, a test hook,
 // may change what is sent after the checksum.
-func sendUnit(stream flight.FlightService_DoGetServer, wire *wireUnit, lease *batchLease, mangle func(*column.Batch)) error {
+func sendUnit(stream flight.FlightService_DoGetServer, wire *wireUnit, lease *batchLease, queue int, mangle func(*column.Batch)) error {
 	schema, err := wire.schema()
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
@@ -330,7 +335,7 @@ func sendUnit(stream flight.FlightService_DoGetServer, wire *wireUnit, lease *ba
 	ps := &payloadSender{stream: stream, lease: lease}
 	w := ipc.NewWriterWithPayloadWriter(ps, ipc.WithSchema(schema))
 	defer w.Close()
-	meta, _ := json.Marshal(trailer{Rows: wire.src.Rows, Checksum: Checksum(wire.src)})
+	meta, _ := json.Marshal(trailer{Rows: wire.src.Rows, Checksum: Checksum(wire.src), Queue: queue})
 	if mangle != nil {
 		mangle(&wire.batch)
 	}
