@@ -172,7 +172,7 @@ func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 			return cmd
 		}
 	}
-	if _, err := runDrained(ctx, job, rec, drain); err != nil {
+	if _, err := runDrained(ctx, job, rec, drain, nil); err != nil {
 		return nil, err
 	}
 	sp, pool, rts, err := newBenchSpiller(cfg, tlsFiles, addr, string(text), job)
@@ -214,7 +214,7 @@ func alternate(ctx context.Context, cfg SpillConfig, job *spec.Job, sp *peer.Spi
 	drain drainer, peerCPUTime func() float64, local, peerCPU int, r *SpillReport) error {
 	for i := range cfg.Repeats {
 		fmt.Fprintf(cfg.Log, "spill: run %d of %d: the pipeline alone, one worker on CPU %d ...\n", i+1, cfg.Repeats, local)
-		st, err := runDrained(ctx, job, nil, drain)
+		st, err := runDrained(ctx, job, nil, drain, nil)
 		if err != nil {
 			return err
 		}
@@ -235,15 +235,17 @@ func spillRun(ctx context.Context, cfg SpillConfig, job *spec.Job, sp *peer.Spil
 	drain drainer, peerCPUTime func() float64, first bool, r *SpillReport) error {
 	spilled0 := sp.Stats().Spilled.Load()
 	cpu0, peer0 := processCPU(), peerCPUTime()
-	st, err := runDrained(ctx, job, sp, drain)
+	var prog engine.Progress
+	st, err := runDrained(ctx, job, sp, drain, &prog)
 	if err != nil {
 		return err
 	}
 	secs := st.Elapsed.Seconds()
 	spilled := sp.Stats().Spilled.Load() - spilled0
 	for _, ps := range pool.Stats() {
-		fmt.Fprintf(cfg.Log, "spill: %.2f s; peer %s: mean round trip %v, %d failures; %d of %d units computed here; kept local: %v\n",
-			secs, ps.Addr, ps.Latency.Round(time.Millisecond), ps.Failures, int64(st.Units)-spilled, st.Units, sp.Stats().Declined())
+		fmt.Fprintf(cfg.Log, "spill: %.2f s; peer %s: mean round trip %v, %d failures; %d of %d units computed here; kept local: %v; hedged %d, won here %d\n",
+			secs, ps.Addr, ps.Latency.Round(time.Millisecond), ps.Failures, int64(st.Units)-spilled, st.Units, sp.Stats().Declined(),
+			prog.UnitsHedged.Load(), prog.HedgesWon.Load())
 	}
 	if !first && secs >= r.SpillSeconds {
 		return nil
@@ -450,7 +452,7 @@ type drainer func(dir, name string) *exec.Cmd
 
 // runDrained runs job with spill (nil: none) while consumers drain its
 // rings: a process per ring started by drain, or goroutines.
-func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill, drain drainer) (engine.Stats, error) {
+func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill, drain drainer, prog *engine.Progress) (engine.Stats, error) {
 	if drain != nil {
 		var cmds []*exec.Cmd
 		for r := range job.WorldSize {
@@ -461,7 +463,7 @@ func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill, drain dr
 			defer cmd.Process.Kill()
 			cmds = append(cmds, cmd)
 		}
-		st, err := engine.Run(ctx, job, engine.Options{Spill: spill, Linger: true, Remove: true})
+		st, err := engine.Run(ctx, job, engine.Options{Spill: spill, Linger: true, Remove: true, Progress: prog})
 		if err != nil {
 			return st, err
 		}
@@ -492,7 +494,7 @@ func runDrained(ctx context.Context, job *spec.Job, spill engine.Spill, drain dr
 			}()
 		}
 	}
-	st, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true})
+	st, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true, Progress: prog})
 	wg.Wait()
 	return st, err
 }

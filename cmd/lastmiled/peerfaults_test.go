@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,7 +22,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/peer"
-	"github.com/lastmile/lastmile/shm"
 )
 
 // Faults between a GPU host and its peers, each injected while the run
@@ -434,45 +430,4 @@ func TestPeerDrainMidRun(t *testing.T) {
 	if p.Failures == at.Failures {
 		t.Errorf("no unit offered to the draining peer was turned away: %+v", p)
 	}
-}
-
-// pacedDigests is digests with a trainer whose pace the test sets: each
-// rank sleeps pace() after each batch, before releasing its slot.
-func pacedDigests(t *testing.T, e *env, job string, world int, pace func() time.Duration) ([][][32]byte, map[uint64][]int64) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	out := make([][][32]byte, world)
-	rows := map[uint64][]int64{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for r := range world {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var next *cursor
-			for {
-				err := readRank(ctx, e, job, r, &next, func(b *shm.Batch) {
-					d, ids := batchDigest(b)
-					mu.Lock()
-					out[r] = append(out[r], d)
-					rows[b.Cursor.Epoch] = append(rows[b.Cursor.Epoch], ids...)
-					mu.Unlock()
-					if d := pace(); d > 0 {
-						time.Sleep(d)
-					}
-				})
-				if errors.Is(err, shm.ErrProducerDied) || errors.Is(err, errRestarting) {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				if err != nil {
-					t.Errorf("rank %d: %v", r, err)
-				}
-				return
-			}
-		}()
-	}
-	wg.Wait()
-	return out, rows
 }

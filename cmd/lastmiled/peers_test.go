@@ -106,6 +106,14 @@ pipeline:
 // restart) and returns each rank's batch digests and row ids per epoch.
 func digests(t *testing.T, e *env, job string, world int) ([][][32]byte, map[uint64][]int64) {
 	t.Helper()
+	return pacedDigests(t, e, job, world, nil)
+}
+
+// pacedDigests is digests with a trainer whose pace the test sets: each
+// rank sleeps pace() after each batch, before releasing its slot (nil:
+// not at all).
+func pacedDigests(t *testing.T, e *env, job string, world int, pace func() time.Duration) ([][][32]byte, map[uint64][]int64) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	out := make([][][32]byte, world)
@@ -124,6 +132,12 @@ func digests(t *testing.T, e *env, job string, world int) ([][][32]byte, map[uin
 					out[r] = append(out[r], d)
 					rows[b.Cursor.Epoch] = append(rows[b.Cursor.Epoch], ids...)
 					mu.Unlock()
+					if pace == nil {
+						return
+					}
+					if d := pace(); d > 0 {
+						time.Sleep(d)
+					}
 				})
 				if errors.Is(err, shm.ErrProducerDied) || errors.Is(err, errRestarting) {
 					time.Sleep(20 * time.Millisecond) // the daemon restarts: attach again at the next batch
