@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -38,10 +39,14 @@ import (
 //     cause is ErrHedged when the hedge won, so that a Spill can exclude
 //     a peer whose units are all won here (a link that answers nothing).
 //
-// Steps: start the peer run on its own goroutine; every HedgeAfter,
-// while it has not answered, try to claim an idle local worker; once one
-// is claimed, compute here on the spill worker's own decoder (the peer
-// run needs none) and take whichever finishes first.
+// Steps: the spill worker runs the unit on its peer while a timer fires
+// every HedgeAfter until it answers; each time, the timer's goroutine
+// tries to claim an idle local worker's place, and once it has one it
+// computes the unit here on the spill worker's own decoder (the peer run
+// needs none), canceling the peer's run if it finishes first. When the
+// peer's run returns, the worker stops the timer and, if the hedge had
+// started, takes whichever result came first. A unit that is never
+// hedged costs a timer: no goroutine, no channel.
 //
 // Rejected: hedging whenever a peer is slow, local workers busy or not
 // (the hedge then takes CPU from units that are not late, and a slow
@@ -84,97 +89,108 @@ func (ur *unitRun) claimIdle() (release func(), ok bool) {
 	}
 }
 
-type peerResult struct {
-	ok  bool
-	err error
-}
-
 type localResult struct {
 	took time.Duration
 	err  error
 }
 
-// hedged runs the epoch's i-th unit on a peer into buf, and here as well
-// once it has waited after with a local worker idle. It returns the
-// winner's batch; done is false when neither produced the unit (the peer
-// declined or failed before a hedge started) and the worker must compute
-// it here, into the batch returned.
+// hedged runs the epoch's i-th unit on a peer into buf, on this
+// goroutine, and here as well, on a timer's, once it has waited after
+// with a local worker idle. It returns the winner's batch; done is false
+// when neither produced the unit (the peer declined or failed before a
+// hedge started) and the worker must compute it here, into the batch
+// returned. A unit that is not hedged costs a timer, nothing more.
 func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch, load Load,
 	after time.Duration) (*column.Batch, bool, error) {
 	u := ur.proc.plan.Units[ur.units[i]]
 	pctx, cancelPeer := context.WithCancelCause(ctx)
 	defer cancelPeer(nil)
-	peer := make(chan peerResult, 1)
-	go func() {
-		ok, err := ur.onPeer(pctx, u, buf, load)
-		peer <- peerResult{ok, err}
-	}()
-	release, r := ur.waitToHedge(peer, after)
-	if release == nil {
-		if r.ok {
+	h := &hedge{ur: ur, ctx: ctx, worker: worker, i: i, after: after, cancelPeer: cancelPeer, local: make(chan localResult, 1)}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(after, h.try)
+	h.mu.Unlock()
+	ok, err := ur.onPeer(pctx, u, buf, load)
+	if !h.stop() {
+		if ok {
 			ur.acceptSpilled(u, buf)
 		}
-		return buf, r.ok, r.err
+		return buf, ok, err
 	}
-	defer release()
-	ur.prog.UnitsHedged.Add(1)
-	lctx, cancelLocal := context.WithCancel(ctx)
-	defer cancelLocal()
-	mine := ur.spare.get()
-	local := make(chan localResult, 1)
-	go func() {
-		took, err := ur.computeHere(lctx, worker, i, mine)
-		local <- localResult{took, err}
-	}()
-	select {
-	case r := <-peer:
-		if r.ok || r.err != nil {
-			// The peer's answer came first (or the run is stopping).
-			cancelLocal()
-			<-local
-			ur.spare.put(mine)
-			if r.ok {
-				ur.acceptSpilled(u, buf)
-			}
-			return buf, r.ok, r.err
-		}
-		// The peer gave up: the local run is the unit's.
-		l := <-local
-		ur.spare.put(buf)
-		return ur.localWon(u, mine, l)
-	case l := <-local:
-		if l.err == nil || ctx.Err() != nil {
-			cancelPeer(ErrHedged)
-		}
-		// A local run that failed leaves the unit to the peer, if it
-		// answers (a local-only run would have failed here).
-		if r := <-peer; l.err != nil && r.ok {
-			ur.spare.put(mine)
-			ur.acceptSpilled(u, buf)
-			return buf, true, nil
-		}
-		ur.spare.put(buf)
-		return ur.localWon(u, mine, l)
+	defer h.release()
+	switch {
+	case ctx.Err() != nil: // the run is stopping
+		h.cancelLocal()
+		<-h.local
+		ur.spare.put(h.mine)
+		return buf, false, ctx.Err()
+	case ok:
+		// The peer's answer came first: the local run is discarded.
+		h.cancelLocal()
+		<-h.local
+		ur.spare.put(h.mine)
+		ur.acceptSpilled(u, buf)
+		return buf, true, nil
 	}
+	// The local run won (and canceled the peer's), or the peer gave up:
+	// the local run is the unit's.
+	l := <-h.local
+	ur.spare.put(buf)
+	return ur.localWon(u, h.mine, l)
 }
 
-// waitToHedge waits for the peer's answer (which comes once ctx ends, at
-// the latest), trying every after to claim an idle local worker for a
-// hedge. It returns the claim's release, or nil and the peer's result
-// when that came first.
-func (ur *unitRun) waitToHedge(peer <-chan peerResult, after time.Duration) (release func(), r peerResult) {
-	tick := time.NewTicker(after)
-	defer tick.Stop()
-	for {
-		select {
-		case r := <-peer:
-			return nil, r
-		case <-tick.C:
-			if release, ok := ur.claimIdle(); ok {
-				return release, peerResult{}
-			}
-		}
+// hedge is a unit's local run beside its peer's (hedged): started by a
+// timer once a local worker's place is free, and stopped, if it has not
+// started, when the peer's run returns.
+type hedge struct {
+	ur         *unitRun
+	ctx        context.Context
+	worker, i  int
+	after      time.Duration
+	cancelPeer context.CancelCauseFunc
+	local      chan localResult // the local run's result, once started
+
+	mu          sync.Mutex
+	timer       *time.Timer
+	stopped     bool
+	started     bool
+	release     func()             // gives back the local place, once started
+	cancelLocal context.CancelFunc // once started
+	mine        *column.Batch      // the local run's output, once started
+}
+
+// try starts the local run if a local worker's place is free, and
+// otherwise tries again after h.after. It runs on the timer's goroutine,
+// which computes the unit.
+func (h *hedge) try() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
 	}
+	release, ok := h.ur.claimIdle()
+	if !ok {
+		h.timer.Reset(h.after)
+		h.mu.Unlock()
+		return
+	}
+	lctx, cancel := context.WithCancel(h.ctx)
+	h.started, h.release, h.cancelLocal, h.mine = true, release, cancel, h.ur.spare.get()
+	h.mu.Unlock()
+	h.ur.prog.UnitsHedged.Add(1)
+	took, err := h.ur.computeHere(lctx, h.worker, h.i, h.mine)
+	if err == nil {
+		h.cancelPeer(ErrHedged) // first: the peer's run is given up
+	}
+	h.local <- localResult{took, err}
+}
+
+// stop stops the timer and reports whether the local run had started.
+func (h *hedge) stop() (started bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.timer.Stop()
+	return h.started
 }
 
 // localWon makes the hedge's local run, into mine, the unit's output.

@@ -18,7 +18,10 @@ import (
 // after it are the same as in a local run. A spill worker asks the Spill to
 // run its unit on a peer; the Spill may decline (spill is off, no peer has
 // credit, the unit's file is outside every data root), and then the worker
-// computes the unit locally, through the CPU gate like any local worker.
+// computes the unit locally, in one of the local workers' places
+// (runWorkers.here: at most as many units compute here as there are local
+// workers) and through the CPU gate, like any local worker. A unit slow
+// to come back from its peer may be hedged here (hedge.go).
 //
 // Invariants:
 //   - A unit is done only when its output is in this process, complete and
