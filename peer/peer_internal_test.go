@@ -282,10 +282,10 @@ func TestSpillByteIdentical(t *testing.T) {
 			SpillerConfig{MinDeadline: 30 * time.Second, Hedge: 20 * time.Millisecond},
 			func(t *testing.T, s *Server, sp *Spiller, p *Pool) {
 				// Every unit the peer took was hedged and won here: given
-				// up on, not failed, until slowLimit in a row exclude it.
+				// up on, not failed; and the peer, slow but answering its
+				// checks, stays.
 				st := p.Stats()[0]
-				if st.Abandoned < slowLimit || st.Failures != 0 || st.Healthy || !strings.Contains(st.LastError, "done here first") ||
-					sp.Stats().Fallbacks.Load() != 0 {
+				if st.Abandoned < slowLimit || st.Failures != 0 || !st.Healthy || sp.Stats().Fallbacks.Load() != 0 {
 					t.Errorf("the slow peer: %+v; %d fell back", st, sp.Stats().Fallbacks.Load())
 				}
 			}},

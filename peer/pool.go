@@ -261,10 +261,7 @@ func (p *Pool) pick(exclude string) *remote {
 	now := time.Now()
 	var best *remote
 	for _, r := range p.peers {
-		if r.suspect && !r.probing && !r.gone && !now.Before(r.excluded) {
-			r.probing = true
-			go p.probe(r)
-		}
+		p.probeLocked(r, now)
 		if !r.usable(now) || r.addr == exclude || r.inflight >= p.cfg.Credits {
 			continue
 		}
@@ -311,6 +308,31 @@ func (r *remote) usable(now time.Time) bool {
 	return !r.gone && !r.suspect && !now.Before(r.excluded)
 }
 
+// probeLocked starts a probe of r if it failed, its exclusion is over
+// and none is out. A timer set at the exclusion calls it when the
+// exclusion ends, so that a peer is re-admitted as soon as it answers,
+// whether or not a job is spilling; pick calls it too.
+func (p *Pool) probeLocked(r *remote, now time.Time) {
+	if r.suspect && !r.probing && !r.gone && !now.Before(r.excluded) {
+		select {
+		case <-p.stop:
+			return // closed
+		default:
+		}
+		r.probing = true
+		go p.probe(r)
+	}
+}
+
+// probeWhenDue calls probeLocked once r's exclusion is over.
+func (p *Pool) probeWhenDue(r *remote) {
+	time.AfterFunc(time.Until(r.excluded), func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.probeLocked(r, time.Now())
+	})
+}
+
 // probe asks a peer that failed, once its exclusion is over, whether it
 // answers again (InfoAction, within probeTimeout) and speaks this
 // version: then it is re-admitted; otherwise it is excluded for twice as
@@ -336,6 +358,7 @@ func (p *Pool) probe(r *remote) {
 		r.excluded = time.Now().Add(r.backoff)
 		r.st.LastError = err.Error()
 		p.log.Debug("peer still not answering", "peer", r.addr, "for", r.backoff, "err", err)
+		p.probeWhenDue(r)
 		return
 	}
 	r.suspect = false
@@ -349,6 +372,7 @@ func (p *Pool) probe(r *remote) {
 // another protocol version, which an operator must upgrade).
 const (
 	probeTimeout   = 2 * time.Second
+	checkTimeout   = time.Second
 	maxBackoff     = 30 * time.Second
 	versionBackoff = 10 * time.Minute
 )
@@ -419,11 +443,12 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 }
 
 // abandon returns r's credit for a unit given up on here (hedged: a hedge
-// here finished first). One such unit is not held against the peer; a
+// here finished first). Such a unit is not held against the peer. But a
 // peer whose units are hedged and lost slowLimit times in a row, with no
-// answer between, is as good as hung (a link that holds connections open
-// and carries nothing does just that): it is excluded and probed like a
-// failed one.
+// answer between, may be hung, or behind a link that holds connections
+// open and carries nothing: it is asked (check) whether it answers at
+// all, and excluded if it does not. A peer that is only slow answers,
+// and keeps its units.
 func (p *Pool) abandon(r *remote, hedged bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -432,8 +457,9 @@ func (p *Pool) abandon(r *remote, hedged bool) {
 	p.freed = make(chan struct{})
 	r.st.Abandoned++
 	if hedged {
-		if r.slow++; r.slow >= slowLimit && !r.suspect {
-			p.excludeLocked(r, fmt.Errorf("peer %s: the last %d units sent to it were done here first", r.addr, r.slow))
+		if r.slow++; r.slow >= slowLimit && !r.suspect && !r.probing {
+			r.slow, r.probing = 0, true
+			go p.check(r, slowLimit)
 		}
 	}
 	if r.gone && r.inflight == 0 {
@@ -442,8 +468,33 @@ func (p *Pool) abandon(r *remote, hedged bool) {
 }
 
 // slowLimit is how many units in a row a peer may lose to hedges before
-// it is excluded.
+// it is checked.
 const slowLimit = 3
+
+// check asks r, whose last lost units were all done here first, whether
+// it answers (InfoAction, within checkTimeout: a peer answers it at once
+// however busy its workers are), and excludes it if it does not.
+func (p *Pool) check(r *remote, lost int) {
+	p.mu.Lock()
+	units := r.st.Units
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	_, err := r.info(ctx)
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.probing = false
+	if r.suspect {
+		// Excluded meanwhile, by a failure: its timer found this check
+		// out and started no probe, so start one when it is due.
+		p.probeWhenDue(r)
+		return
+	}
+	// A unit that came back meanwhile is an answer too.
+	if err != nil && r.st.Units == units {
+		p.excludeLocked(r, fmt.Errorf("peer %s: the last %d units sent to it were done here first, and it does not answer: %w", r.addr, lost, err))
+	}
+}
 
 // excludeLocked excludes r after a failure, err, for its next backoff; it
 // gets units again once it answers a probe.
@@ -456,6 +507,7 @@ func (p *Pool) excludeLocked(r *remote, err error) {
 	r.excluded = time.Now().Add(r.backoff)
 	r.suspect, r.slow = true, 0
 	p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
+	p.probeWhenDue(r)
 }
 
 // usualLatency is the mean of the healthy peers' usual round trips, or 0

@@ -193,31 +193,48 @@ func TestRate(t *testing.T) {
 }
 
 // TestHedgedAwayPeerExcluded: a peer whose units are all done here first
-// (a link that carries nothing) is excluded after slowLimit in a row; an
-// answer between resets the count, and a unit given up on because the
-// job stopped does not count.
+// is checked after slowLimit in a row and excluded when it does not
+// answer; one that answers keeps its units. An answer between resets the
+// count, and a unit given up on because the job stopped does not count.
 func TestHedgedAwayPeerExcluded(t *testing.T) {
-	p, err := NewPool(PoolConfig{Addrs: []string{"127.0.0.1:1"}, Credits: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	lose := func(n int, hedged bool) {
-		for range n {
-			p.abandon(p.pick(""), hedged)
+	up, stop := serveInfo(t, "127.0.0.1:0", Version)
+	defer stop()
+	for _, c := range []struct {
+		name     string
+		addr     string
+		excluded bool
+	}{
+		{"a peer that answers", up, false},
+		{"a peer that does not", "127.0.0.1:1", true},
+	} {
+		p, err := NewPool(PoolConfig{Addrs: []string{c.addr}, Credits: 8})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	lose(slowLimit-1, true)
-	lose(3, false)
-	p.done(p.pick(""), time.Millisecond, 10, received{}, nil)
-	lose(slowLimit-1, true)
-	if st := p.Stats()[0]; !st.Healthy || st.Abandoned != int64(2*(slowLimit-1)+3) {
-		t.Fatalf("after runs shorter than %d: %+v", slowLimit, st)
-	}
-	lose(1, true)
-	st := p.Stats()[0]
-	if st.Healthy || !strings.Contains(st.LastError, "done here first") || p.pick("") != nil {
-		t.Fatalf("after %d units in a row lost to hedges: %+v", slowLimit, st)
+		lose := func(n int, hedged bool) {
+			for range n {
+				p.abandon(p.pick(""), hedged)
+			}
+		}
+		lose(slowLimit-1, true)
+		lose(3, false)
+		p.done(p.pick(""), time.Millisecond, 10, received{}, nil)
+		lose(slowLimit-1, true)
+		if st := p.Stats()[0]; !st.Healthy || st.Abandoned != int64(2*(slowLimit-1)+3) {
+			t.Fatalf("%s: after runs shorter than %d: %+v", c.name, slowLimit, st)
+		}
+		lose(1, true)
+		checked := func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return !p.peers[c.addr].probing
+		}
+		eventually(t, "the check", checked)
+		st := p.Stats()[0]
+		if st.Healthy == c.excluded || c.excluded && !strings.Contains(st.LastError, "done here first, and it does not answer") {
+			t.Errorf("%s, after %d units in a row lost to hedges: %+v", c.name, slowLimit, st)
+		}
+		p.Close()
 	}
 }
 

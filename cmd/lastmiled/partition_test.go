@@ -112,9 +112,19 @@ func TestPeerPartition(t *testing.T) {
 	if len(st.Peers.Peers) != 1 || st.Peers.Peers[0].Failures+st.Peers.Peers[0].Abandoned == 0 {
 		t.Fatalf("nothing stuck behind the partition was given up on: %+v", st.Peers.Peers)
 	}
-	// Recovery: once its backoff ends the peer answers a probe and is
-	// re-admitted, and the next job spills to it again.
-	time.Sleep(time.Until(st.Peers.Peers[0].ExcludedTill) + 100*time.Millisecond)
+	// Recovery: once its backoff ends the peer answers a probe (once TCP
+	// has retransmitted what the partition dropped) and is re-admitted,
+	// and the next job spills to it again.
+	deadline := time.Now().Add(15 * time.Second)
+	for !peersOf(gpu)[cl.peerAddr].Healthy {
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer was not re-admitted within 15 s of the partition: %+v", peersOf(gpu)[cl.peerAddr])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(gpu.log.String(), "peer answers again; re-admitted") {
+		t.Error("the peer is healthy again without a probe's answer")
+	}
 	before := cl.peerUnits()
 	j2 := gpu.submit(strings.Replace(long(data), "name: job", "name: job2", 1), nil)
 	got, rows = digests(t, gpu, j2.ID, 2)
