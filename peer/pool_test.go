@@ -134,6 +134,29 @@ func TestFailedPeerReadmittedByProbe(t *testing.T) {
 	}
 }
 
+// TestExcludedPeerProbedWhenDue: a failed peer is probed as soon as its
+// exclusion ends, with no pick to start the probe (no job need be
+// spilling), and re-admitted once it answers.
+func TestExcludedPeerProbedWhenDue(t *testing.T) {
+	addr, stop := serveInfo(t, "127.0.0.1:0", Version)
+	defer stop()
+	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r := p.pick("")
+	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
+	if st := p.Stats()[0]; st.Healthy {
+		t.Fatalf("a failed peer is still healthy: %+v", st)
+	}
+	start := time.Now()
+	eventually(t, "re-admission without a pick", func() bool { return p.Stats()[0].Healthy })
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("re-admitted after %v, before its 1 s exclusion ended", took)
+	}
+}
+
 // TestProbeRefusesAnotherVersion: a peer that answers the probe in
 // another protocol version stays excluded, for versionBackoff, saying so.
 func TestProbeRefusesAnotherVersion(t *testing.T) {
