@@ -95,18 +95,26 @@ func serveInfo(t *testing.T, addr string, version int) (string, func()) {
 	return l.Addr().String(), g.Stop
 }
 
+// failedPeer returns a pool of the one peer at addr, which it picked and
+// then failed (a corrupt unit): excluded for its first backoff.
+func failedPeer(t *testing.T, addr string) (*Pool, *remote) {
+	t.Helper()
+	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r := p.pick("")
+	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
+	return p, r
+}
+
 // TestFailedPeerReadmittedByProbe: a peer that failed gets no unit until,
 // its exclusion over, it answers a probe in this protocol version; one
 // that does not answer, or speaks another version, stays out for longer.
 func TestFailedPeerReadmittedByProbe(t *testing.T) {
 	addr, stop := serveInfo(t, "127.0.0.1:0", Version)
-	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	r := p.pick("")
-	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
+	p, r := failedPeer(t, addr)
 	stop()
 	expire := func() {
 		p.mu.Lock()
@@ -140,13 +148,7 @@ func TestFailedPeerReadmittedByProbe(t *testing.T) {
 func TestExcludedPeerProbedWhenDue(t *testing.T) {
 	addr, stop := serveInfo(t, "127.0.0.1:0", Version)
 	defer stop()
-	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	r := p.pick("")
-	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
+	p, _ := failedPeer(t, addr)
 	if st := p.Stats()[0]; st.Healthy {
 		t.Fatalf("a failed peer is still healthy: %+v", st)
 	}
@@ -162,13 +164,7 @@ func TestExcludedPeerProbedWhenDue(t *testing.T) {
 func TestProbeRefusesAnotherVersion(t *testing.T) {
 	addr, stop := serveInfo(t, "127.0.0.1:0", Version+1)
 	defer stop()
-	p, err := NewPool(PoolConfig{Addrs: []string{addr}, Credits: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	r := p.pick("")
-	p.done(r, time.Millisecond, 0, received{}, errCorrupt)
+	p, r := failedPeer(t, addr)
 	p.mu.Lock()
 	r.excluded = time.Now()
 	p.mu.Unlock()

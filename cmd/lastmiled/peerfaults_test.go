@@ -277,51 +277,13 @@ func cutRelay(t *testing.T, target string, conns int64) (string, *atomic.Int64) 
 	t.Helper()
 	var cuts atomic.Int64
 	cut := make([]atomic.Bool, conns+1)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	var n atomic.Int64
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			id := n.Add(1)
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() {
-					io.Copy(up, c)
-					up.(*net.TCPConn).CloseWrite()
-				}()
-				buf := make([]byte, 32<<10)
-				for {
-					k, err := up.Read(buf)
-					if k > 4096 && id <= conns && cut[id].CompareAndSwap(false, true) {
-						c.Write(buf[:k/2])
-						cuts.Add(1)
-						return // both ends close
-					}
-					if k > 0 {
-						if _, err := c.Write(buf[:k]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
+	return relay(t, target, func(id int64, p []byte) int {
+		if len(p) > 4096 && id <= conns && cut[id].CompareAndSwap(false, true) {
+			cuts.Add(1)
+			return len(p) / 2
 		}
-	}()
-	return l.Addr().String(), &cuts
+		return len(p)
+	}), &cuts
 }
 
 // TestPeerTruncatedStream: the link between the GPU host and its peer

@@ -270,13 +270,14 @@ func TestPeersSpill(t *testing.T) {
 	// that catches what TLS would not is tested in package peer.
 	var flips [4]atomic.Bool
 	var flipped atomic.Int64
-	corrupt := func(conn int64, p []byte) {
+	corrupt := func(conn int64, p []byte) int {
 		if conn < int64(len(flips)) && len(p) > 4096 && flips[conn].CompareAndSwap(false, true) {
 			flipped.Add(1)
 			p[len(p)/2] ^= 0x40
 		}
+		return len(p)
 	}
-	slow := func(int64, []byte) { time.Sleep(15 * time.Millisecond) }
+	slow := func(_ int64, p []byte) int { time.Sleep(15 * time.Millisecond); return len(p) }
 	// The kills must land mid-run, and each case asserts that they did:
 	// a test whose fault came after the run ended would pass without
 	// testing anything. The GPU host, killed mid-run, resumes its job
@@ -288,7 +289,7 @@ func TestPeersSpill(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		fault  func(cl *cluster, stop <-chan struct{})
-		tamper func(conn int64, p []byte)
+		tamper func(conn int64, p []byte) int
 		check  func(t *testing.T, cl *cluster, j jobJSON, p peer.PeerStats)
 	}{
 		{"healthy", nil, nil, nil},

@@ -13,9 +13,11 @@ import (
 // relay stands for the network between a GPU host and its peer: it
 // forwards TCP connections from a loopback port to target and passes
 // every chunk the target sends back through tamper first, which may
-// change its bytes (a corrupted stream) or sleep (a slow link). conn
-// numbers the connections from 1.
-func relay(t *testing.T, target string, tamper func(conn int64, p []byte)) string {
+// change its bytes (a corrupted stream) or sleep (a slow link). It
+// returns how many of p's bytes to forward: fewer than all forwards
+// those and then closes the connection both ways (a stream cut short).
+// conn numbers the connections from 1.
+func relay(t *testing.T, target string, tamper func(conn int64, p []byte) int) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,7 +37,7 @@ func relay(t *testing.T, target string, tamper func(conn int64, p []byte)) strin
 	return l.Addr().String()
 }
 
-func forward(c net.Conn, target string, id int64, tamper func(int64, []byte)) {
+func forward(c net.Conn, target string, id int64, tamper func(int64, []byte) int) {
 	defer c.Close()
 	up, err := net.Dial("tcp", target)
 	if err != nil {
@@ -50,9 +52,9 @@ func forward(c net.Conn, target string, id int64, tamper func(int64, []byte)) {
 	for {
 		n, err := up.Read(buf)
 		if n > 0 {
-			tamper(id, buf[:n])
-			if _, err := c.Write(buf[:n]); err != nil {
-				return
+			keep := tamper(id, buf[:n])
+			if _, err := c.Write(buf[:keep]); err != nil || keep < n {
+				return // both ends close
 			}
 		}
 		if err != nil {
