@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,10 +40,7 @@ func connectFrom(t *testing.T, files TLSFiles, addr, local string) *remote {
 // requester with one share.
 func TestFairShareByHost(t *testing.T) {
 	f := newFixture(t)
-	hold := make(chan struct{})
-	var release sync.Once
-	free := func() { release.Do(func() { close(hold) }) }
-	t.Cleanup(free) // a failed test's held units end too
+	hold, free := held(t)
 	s, addr := f.server(func(s *Server) {
 		s.cfg.Workers, s.cfg.MaxInFlight = 6, 6
 		s.slots, s.work = make(chan struct{}, 6), make(chan struct{}, 6)

@@ -119,6 +119,17 @@ func (f *fixture) server(tweak func(*Server)) (*Server, string) {
 	return s, l.Addr().String()
 }
 
+// held returns a channel that a test server's units wait on in its hook,
+// and the func that frees them, once; a failed test's held units end
+// too.
+func held(t *testing.T) (<-chan struct{}, func()) {
+	hold := make(chan struct{})
+	var release sync.Once
+	free := func() { release.Do(func() { close(hold) }) }
+	t.Cleanup(free)
+	return hold, free
+}
+
 func (f *fixture) pool(tlsFiles TLSFiles, addrs ...string) *Pool {
 	f.t.Helper()
 	tc, err := tlsFiles.ClientTLS("")

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,10 +109,7 @@ func TestMemoryBoundsComputing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var now, most atomic.Int32
-			hold := make(chan struct{})
-			var release sync.Once
-			free := func() { release.Do(func() { close(hold) }) }
-			t.Cleanup(free) // a failed test's held units end too
+			hold, free := held(t)
 			s, addr := f.server(func(s *Server) {
 				s.cfg.Workers, s.cfg.MaxInFlight = 4, 4
 				s.slots, s.work = make(chan struct{}, 4), make(chan struct{}, 4)
