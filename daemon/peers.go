@@ -259,8 +259,10 @@ type peersStatus struct {
 }
 
 type servedStatus struct {
+	InFlight                                int64 // admitted, not yet answered
 	Units, Bytes, Failures                  int64
 	RefusedBusy, RefusedOutside, RefusedBad int64
+	RefusedDraining                         int64
 	ComputeSeconds                          float64
 }
 
@@ -271,10 +273,12 @@ func (d *Daemon) peersStatus() *peersStatus {
 	ps := &peersStatus{Serving: d.PeerAddr()}
 	if d.peerSrv != nil {
 		st := d.peerSrv.Stats()
-		ps.Served = &servedStatus{Units: st.Units.Load(), Bytes: st.Bytes.Load(), Failures: st.Failures.Load(),
+		ps.Served = &servedStatus{InFlight: d.peerSrv.InFlight(),
+			Units: st.Units.Load(), Bytes: st.Bytes.Load(), Failures: st.Failures.Load(),
 			RefusedBusy: st.RefusedBusy.Load(), RefusedOutside: st.RefusedOutside.Load(),
-			RefusedBad:     st.RefusedBad.Load() + st.RefusedVersion.Load(),
-			ComputeSeconds: time.Duration(st.ComputeNanos.Load()).Seconds()}
+			RefusedBad:      st.RefusedBad.Load() + st.RefusedVersion.Load(),
+			RefusedDraining: st.RefusedDraining.Load(),
+			ComputeSeconds:  time.Duration(st.ComputeNanos.Load()).Seconds()}
 	}
 	if d.pool != nil {
 		ps.Peers = d.pool.Stats()

@@ -34,6 +34,8 @@ var (
 	descServedBytes  = prometheus.NewDesc("lastmile_peer_served_bytes_total", "Output bytes this host sent as a peer.", nil, nil)
 	descServedCPU    = prometheus.NewDesc("lastmile_peer_compute_seconds_total", "Time this host spent computing units as a peer.", nil, nil)
 	descRefused      = prometheus.NewDesc("lastmile_peer_refused_total", "Units and TLS handshakes this host refused as a peer, by reason.", []string{"reason"}, nil)
+	descServing      = prometheus.NewDesc("lastmile_peer_serving_units", "Units this host has admitted as a peer and not yet answered.", nil, nil)
+	descCanceled     = prometheus.NewDesc("lastmile_peer_canceled_total", "Units this host admitted as a peer whose requester gave them up before the answer.", nil, nil)
 )
 
 type peerCollector struct{ d *Daemon }
@@ -42,7 +44,7 @@ func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerWire, descPeerFailures, descPeerCorrupt, descPeerBusy,
 		descPeerRecv, descPeerRecvCPU, descPeerAbandon, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes,
 		descSpillLocal, descSpillKept, descSpillOn, descSpillFlips, descSpillHedged, descServed, descServedBytes, descServedCPU,
-		descRefused} {
+		descRefused, descServing, descCanceled} {
 		ch <- d
 	}
 }
@@ -98,6 +100,8 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		m(descServed, prometheus.CounterValue, float64(st.Units.Load()))
 		m(descServedBytes, prometheus.CounterValue, float64(st.Bytes.Load()))
 		m(descServedCPU, prometheus.CounterValue, time.Duration(st.ComputeNanos.Load()).Seconds())
+		m(descServing, prometheus.GaugeValue, float64(d.peerSrv.InFlight()))
+		m(descCanceled, prometheus.CounterValue, float64(st.Canceled.Load()))
 		for reason, n := range map[string]int64{"busy": st.RefusedBusy.Load(), "outside_roots": st.RefusedOutside.Load(),
 			"version": st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load(),
 			cpupeer.ReasonNoCertificate: st.RefusedNoCert.Load(), cpupeer.ReasonUntrusted: st.RefusedUntrusted.Load(),

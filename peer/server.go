@@ -92,7 +92,10 @@ type ServerStats struct {
 	Units, Bytes                              atomic.Int64
 	RefusedBusy, RefusedVersion, RefusedBad   atomic.Int64
 	RefusedOutside, RefusedDraining, Failures atomic.Int64
-	ComputeNanos                              atomic.Int64
+	// Canceled units: their requester gave up on them (hedged, or gone)
+	// before they were answered.
+	Canceled     atomic.Int64
+	ComputeNanos atomic.Int64
 	// Refused TLS handshakes, by reason (handshake.go): no certificate,
 	// one the CA did not sign (or expired), another failure, and a
 	// connection closed before it sent anything.
@@ -141,9 +144,21 @@ func (s *Server) Serve(l net.Listener) error {
 	return s.grpc.Serve(l)
 }
 
+// InFlight is how many units the server has admitted and not yet
+// answered.
+func (s *Server) InFlight() int64 { return s.busy.Load() }
+
 // Drain refuses new units, waits for those in flight (or ctx), and stops.
+// It logs how many it held when it began and how many it answered.
 func (s *Server) Drain(ctx context.Context) error {
 	s.drain.Store(true)
+	held, start := s.busy.Load(), time.Now()
+	answered, canceled := s.stats.Units.Load(), s.stats.Canceled.Load()
+	s.log.Info("peer draining: refusing new units, finishing those in flight", "units_in_flight", held)
+	defer func() {
+		s.log.Info("peer drained", "units_answered", s.stats.Units.Load()-answered,
+			"units_canceled", s.stats.Canceled.Load()-canceled, "took", time.Since(start).Round(time.Millisecond))
+	}()
 	// A unit admitted just before the flag was seen is counted in busy
 	// before its handler checks again; polling busy is enough, and
 	// GracefulStop then waits for the handlers' last writes.
@@ -193,7 +208,11 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		return err
 	}
 	defer release()
-	return s.serveUnit(ctx, log, t, stream)
+	err = s.serveUnit(ctx, log, t, stream)
+	if err != nil && ctx.Err() != nil {
+		s.stats.Canceled.Add(1)
+	}
+	return err
 }
 
 // admit takes a unit slot for the requester whose key is who, refusing
@@ -259,7 +278,9 @@ func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, str
 	s.mem.resize(held, size)
 	held = size
 	if err := sendUnit(stream, wire, lease, int(s.busy.Load()), s.mangle); err != nil {
-		s.stats.Failures.Add(1)
+		if ctx.Err() == nil {
+			s.stats.Failures.Add(1)
+		}
 		return err
 	}
 	s.stats.Units.Add(1)

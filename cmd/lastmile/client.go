@@ -124,12 +124,18 @@ type apiJob struct {
 // apiStatusPeers is /v1/status's peers: what the daemon serves as a CPU
 // peer, and its own peers.
 type apiStatusPeers struct {
-	Serving string `json:"serving"`
-	Served  *struct {
-		Units, Bytes, Failures                  int64
-		RefusedBusy, RefusedOutside, RefusedBad int64
-	} `json:"served"`
-	Peers []peer.PeerStats `json:"peers"`
+	Serving string           `json:"serving"`
+	Served  *apiServed       `json:"served"`
+	Peers   []peer.PeerStats `json:"peers"`
+}
+
+// apiServed is what the daemon has served as a CPU peer: units in flight
+// now, units answered, and units refused, by reason.
+type apiServed struct {
+	InFlight                                int64
+	Units, Bytes, Failures                  int64
+	RefusedBusy, RefusedOutside, RefusedBad int64
+	RefusedDraining                         int64
 }
 
 type apiStatus struct {

@@ -350,8 +350,8 @@ func printPeers(w io.Writer, st *apiStatus) {
 		return
 	}
 	if s := p.Served; p.Serving != "" && s != nil {
-		fmt.Fprintf(w, "serving as peer\ton %s: %d units, %s sent, %d failed; refused: %d busy, %d outside roots, %d bad tickets\n",
-			p.Serving, s.Units, bytesString(s.Bytes), s.Failures, s.RefusedBusy, s.RefusedOutside, s.RefusedBad)
+		fmt.Fprintf(w, "serving as peer\ton %s: %d in flight; %d units, %s sent, %d failed; refused: %d busy, %d draining, %d outside roots, %d bad tickets\n",
+			p.Serving, s.InFlight, s.Units, bytesString(s.Bytes), s.Failures, s.RefusedBusy, s.RefusedDraining, s.RefusedOutside, s.RefusedBad)
 	}
 	for _, x := range p.Peers {
 		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %.1f units/s, %s/s; in all %d units, %s received (%s on the wire), %d failed (%d corrupt), %d abandoned; latency %v\n",

@@ -9,8 +9,9 @@ import (
 	"github.com/lastmile/lastmile/peer"
 )
 
-// TestStatusPeers: `lastmile status` shows each peer's health, units in
-// flight and throughput, and a job's spill decision and share.
+// TestStatusPeers: `lastmile status` shows what the daemon serves as a
+// peer, each peer's health, units in flight and throughput, and a job's
+// spill decision and share.
 func TestStatusPeers(t *testing.T) {
 	until := time.Now().Add(time.Minute)
 	st := &apiStatus{Peers: &apiStatusPeers{Peers: []peer.PeerStats{
@@ -18,10 +19,13 @@ func TestStatusPeers(t *testing.T) {
 		{Addr: "10.0.0.3:7941", ExcludedTill: until, LastError: "peer 10.0.0.3:7941: connection refused", Failures: 2},
 		{Addr: "10.0.0.4:7941", LastError: "corrupt unit stream", Failures: 1, Corrupt: 1},
 	}}}
+	st.Peers.Serving = "10.0.0.1:7941"
+	st.Peers.Served = &apiServed{InFlight: 2, Units: 40, Bytes: 1 << 30, RefusedBusy: 5, RefusedDraining: 1, RefusedOutside: 3}
 	var b bytes.Buffer
 	printPeers(&b, st)
 	out := b.String()
 	for _, want := range []string{
+		"serving as peer\ton 10.0.0.1:7941: 2 in flight; 40 units, 1.0 GiB sent, 0 failed; refused: 5 busy, 1 draining, 3 outside roots, 0 bad tickets",
 		"peer 10.0.0.2:7941\thealthy; 3 in flight, 4.2 units/s, 49.6 MiB/s; in all 120 units, 3.0 GiB received",
 		"peer 10.0.0.3:7941\tEXCLUDED until " + until.Local().Format("15:04:05") + ": peer 10.0.0.3:7941: connection refused",
 		"peer 10.0.0.4:7941\tEXCLUDED until it answers a probe: corrupt unit stream",

@@ -20,8 +20,8 @@ func (f *topFrame) peerLines() []string {
 	secs := f.dt.Seconds()
 	var lines []string
 	if s := cur.Served; cur.Serving != "" && s != nil {
-		lines = append(lines, fmt.Sprintf("serving as peer on %s: %d units, %s sent, refused %d busy, %d outside roots",
-			cur.Serving, s.Units, bytesString(s.Bytes), s.RefusedBusy, s.RefusedOutside))
+		lines = append(lines, fmt.Sprintf("serving as peer on %s: %d in flight, %d units, %s sent, refused %d busy, %d draining, %d outside roots",
+			cur.Serving, s.InFlight, s.Units, bytesString(s.Bytes), s.RefusedBusy, s.RefusedDraining, s.RefusedOutside))
 	}
 	before := map[string][3]int64{}
 	if prev != nil {

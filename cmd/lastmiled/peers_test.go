@@ -399,6 +399,27 @@ func checkSpillMetrics(t *testing.T, cl *cluster, id string) {
 			t.Errorf("/metrics: %s%v = %v (present: %v)", c.name, c.labels, v, ok)
 		}
 	}
+	// The peer's side: what it computed, and, once its last handler has
+	// returned, nothing left admitted.
+	var ptext string
+	until(nil, 5*time.Second, func() bool {
+		ptext = metricsOf(cl.cpu)
+		v, ok := metricValue(ptext, "lastmile_peer_serving_units")
+		return ok && v == 0
+	})
+	for _, c := range []struct {
+		name string
+		want func(float64) bool
+	}{
+		{"lastmile_peer_served_units_total", func(v float64) bool { return v > 0 }},
+		{"lastmile_peer_compute_seconds_total", func(v float64) bool { return v > 0 }},
+		{"lastmile_peer_serving_units", func(v float64) bool { return v == 0 }},
+		{"lastmile_peer_canceled_total", func(v float64) bool { return v >= 0 }},
+	} {
+		if v, ok := metricValue(ptext, c.name); !ok || !c.want(v) {
+			t.Errorf("the peer's /metrics: %s = %v (present: %v)", c.name, v, ok)
+		}
+	}
 	var j struct {
 		Progress struct {
 			Done    int64 `json:"units_done"`
