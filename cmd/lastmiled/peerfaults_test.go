@@ -173,20 +173,26 @@ func (c *cluster) addPeer() (*env, string) {
 // the units it holds at the kill are known, and the surviving peer must
 // do units after the kill.
 func TestPeerKilledOneOfTwo(t *testing.T) {
-	want, wantRows := localRun(t, clusterSpec(smallData))
+	// Eight epochs, not three: long enough that the kill lands mid-run.
+	spec := func(inputs string) string { return strings.Replace(clusterSpec(inputs), "epochs: 3", "epochs: 8", 1) }
+	want, wantRows := localRun(t, spec(smallData))
 	cl := newCluster(t, "always", "", "")
 	b, bAddr := cl.addPeer()
 	cl.start()
 	b.start("-workers", "1")
 	a, aAddr := cl.cpu, cl.peerAddr
-	j := cl.gpu.submit(clusterSpec(cl.data), nil)
+	j := cl.gpu.submit(spec(cl.data), nil)
 
 	var killedWith int          // units the killed peer held
 	var bUnitsAtKill int64 = -1 // the survivor's units at the kill
 	stop, faulted := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(faulted)
-		if !until(stop, 30*time.Second, func() bool { return servedBy(a) >= 2 && servedBy(b) >= 1 }) {
+		// Stop a while the GPU host has units at it; it sends more, which
+		// wait there, until the kill.
+		if !until(stop, 30*time.Second, func() bool {
+			return servedBy(a) >= 2 && servedBy(b) >= 1 && peersOf(cl.gpu)[aAddr].InFlight >= 1
+		}) {
 			return
 		}
 		a.freeze()
