@@ -311,7 +311,9 @@ func TestPeersSpill(t *testing.T) {
 			}
 		}},
 		{"peer killed mid-run, then back", func(cl *cluster, stop <-chan struct{}) {
-			if !until(stop, 30*time.Second, func() bool { return cl.peerUnits() >= 2 }) {
+			if !until(stop, 30*time.Second, func() bool {
+				return cl.peerUnits() >= 2 && peersOf(cl.gpu)[cl.peerAddr].InFlight >= 1
+			}) {
 				return
 			}
 			cl.cpu.freeze()
