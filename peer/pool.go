@@ -367,8 +367,9 @@ func (p *Pool) probe(r *remote) {
 	p.log.Info("peer answers again; re-admitted", "peer", r.addr)
 }
 
-// probeTimeout bounds a probe of a failed peer; the exclusions after
-// failures grow from 1s to maxBackoff (versionBackoff for a peer of
+// probeTimeout bounds a probe of a failed peer, and checkTimeout a check
+// of a peer whose units were all done here first (check); the exclusions
+// after failures grow from 1s to maxBackoff (versionBackoff for a peer of
 // another protocol version, which an operator must upgrade).
 const (
 	probeTimeout   = 2 * time.Second
