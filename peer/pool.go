@@ -9,22 +9,18 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
-
-	"github.com/lastmile/lastmile/column"
 )
 
 // PoolConfig lists a GPU host's peers and how to reach them.
@@ -308,76 +304,6 @@ func (r *remote) usable(now time.Time) bool {
 	return !r.gone && !r.suspect && !now.Before(r.excluded)
 }
 
-// probeLocked starts a probe of r if it failed, its exclusion is over
-// and none is out. A timer set at the exclusion calls it when the
-// exclusion ends, so that a peer is re-admitted as soon as it answers,
-// whether or not a job is spilling; pick calls it too.
-func (p *Pool) probeLocked(r *remote, now time.Time) {
-	if r.suspect && !r.probing && !r.gone && !now.Before(r.excluded) {
-		select {
-		case <-p.stop:
-			return // closed
-		default:
-		}
-		r.probing = true
-		go p.probe(r)
-	}
-}
-
-// probeWhenDue calls probeLocked once r's exclusion is over.
-func (p *Pool) probeWhenDue(r *remote) {
-	time.AfterFunc(time.Until(r.excluded), func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.probeLocked(r, time.Now())
-	})
-}
-
-// probe asks a peer that failed, once its exclusion is over, whether it
-// answers again (InfoAction, within probeTimeout) and speaks this
-// version: then it is re-admitted; otherwise it is excluded for twice as
-// long. A hung or partitioned peer so costs a probe, not a unit's
-// deadline, each time its exclusion ends.
-func (p *Pool) probe(r *remote) {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	// Waiting for the connection gives gRPC's reconnection to a peer that
-	// came back the probe's time, rather than failing at once.
-	in, err := r.info(ctx, grpc.WaitForReady(true))
-	cancel()
-	if err == nil && in.Version != Version {
-		err = fmt.Errorf("peer %s speaks protocol version %d, this host %d: upgrade one of them", r.addr, in.Version, Version)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.probing = false
-	if err != nil {
-		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
-		if in.Version != 0 && in.Version != Version {
-			r.backoff = versionBackoff
-		}
-		r.excluded = time.Now().Add(r.backoff)
-		r.st.LastError = err.Error()
-		p.log.Debug("peer still not answering", "peer", r.addr, "for", r.backoff, "err", err)
-		p.probeWhenDue(r)
-		return
-	}
-	r.suspect = false
-	close(p.freed) // waiting spill workers may pick it now
-	p.freed = make(chan struct{})
-	p.log.Info("peer answers again; re-admitted", "peer", r.addr)
-}
-
-// probeTimeout bounds a probe of a failed peer, and checkTimeout a check
-// of a peer whose units were all done here first (check); the exclusions
-// after failures grow from 1s to maxBackoff (versionBackoff for a peer of
-// another protocol version, which an operator must upgrade).
-const (
-	probeTimeout   = 2 * time.Second
-	checkTimeout   = time.Second
-	maxBackoff     = 30 * time.Second
-	versionBackoff = 10 * time.Minute
-)
-
 // pickWait is pick, waiting up to wait for a credit to be returned when
 // every healthy peer is at its credits: a spill worker's unit is better
 // sent to a peer that is about to be free than computed on the CPUs the
@@ -468,49 +394,6 @@ func (p *Pool) abandon(r *remote, hedged bool) {
 	}
 }
 
-// slowLimit is how many units in a row a peer may lose to hedges before
-// it is checked.
-const slowLimit = 3
-
-// check asks r, whose last lost units were all done here first, whether
-// it answers (InfoAction, within checkTimeout: a peer answers it at once
-// however busy its workers are), and excludes it if it does not.
-func (p *Pool) check(r *remote, lost int) {
-	p.mu.Lock()
-	units := r.st.Units
-	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	_, err := r.info(ctx)
-	cancel()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.probing = false
-	if r.suspect {
-		// Excluded meanwhile, by a failure: its timer found this check
-		// out and started no probe, so start one when it is due.
-		p.probeWhenDue(r)
-		return
-	}
-	// A unit that came back meanwhile is an answer too.
-	if err != nil && r.st.Units == units {
-		p.excludeLocked(r, fmt.Errorf("peer %s: the last %d units sent to it were done here first, and it does not answer: %w", r.addr, lost, err))
-	}
-}
-
-// excludeLocked excludes r after a failure, err, for its next backoff; it
-// gets units again once it answers a probe.
-func (p *Pool) excludeLocked(r *remote, err error) {
-	r.st.LastError = err.Error()
-	r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
-	if status.Code(err) == codes.FailedPrecondition {
-		r.backoff = versionBackoff // another protocol version: an operator must act
-	}
-	r.excluded = time.Now().Add(r.backoff)
-	r.suspect, r.slow = true, 0
-	p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
-	p.probeWhenDue(r)
-}
-
 // usualLatency is the mean of the healthy peers' usual round trips, or 0
 // while none has answered yet.
 func (p *Pool) usualLatency() time.Duration {
@@ -550,90 +433,6 @@ func (p *Pool) Stats() []PeerStats {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	return out
-}
-
-var errCorrupt = errors.New("corrupt unit stream")
-
-// fetch runs one ticket at r and assembles its output into out. It
-// returns the bytes received for it.
-func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (received, error) {
-	// The fetching goroutine keeps its thread, so that the thread's CPU
-	// clock counts its work alone: reading the stream's messages, Arrow's
-	// reader, assembling and checking the unit. gRPC's transport
-	// goroutine (TLS, HTTP/2 frames) is not counted; lastmile bench -only
-	// spill measures the whole receive.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	cpu0 := threadCPU()
-	codec := newStreamCodec()
-	queue, err := fetchWith(ctx, codec, r, ticket, out)
-	// The reader and its records, which view the bodies, are released
-	// by now, and the assembler has copied what it needs.
-	codec.release()
-	return received{wire: codec.wire, cpu: threadCPU() - cpu0, queue: queue}, err
-}
-
-// received is what receiving a unit took: its bytes on the wire, and the
-// CPU of the goroutine that received it (fetch); and the units the peer
-// had admitted as it sent it (trailer.Queue).
-type received struct {
-	wire  int64
-	cpu   time.Duration
-	queue int
-}
-
-// threadCPU is the CPU time of the calling thread.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
-}
-
-// fetchWith is fetch, receiving through codec, whose buffers the caller
-// releases after it returns. It returns the trailer's Queue.
-func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch) (int, error) {
-	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
-	if err != nil {
-		return 0, err
-	}
-	rd, err := flight.NewRecordReader(checkedStream{stream})
-	if err != nil {
-		return 0, corrupt(err)
-	}
-	defer rd.Release()
-	a, err := NewAssembler(rd.Schema(), out)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errCorrupt, err)
-	}
-	var meta []byte
-	for rd.Next() {
-		if err := a.Add(rd.RecordBatch()); err != nil {
-			return 0, fmt.Errorf("%w: %v", errCorrupt, err)
-		}
-		meta = append(meta[:0], rd.LatestAppMetadata()...)
-	}
-	if err := rd.Err(); err != nil {
-		return 0, corrupt(err)
-	}
-	var tr trailer
-	if err := json.Unmarshal(meta, &tr); err != nil {
-		return 0, fmt.Errorf("%w: no trailer (stream cut short?)", errCorrupt)
-	}
-	if tr.Rows != out.Rows || tr.Checksum != Checksum(out) {
-		return 0, fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
-	}
-	return tr.Queue, out.Check()
-}
-
-// corrupt marks an error of a malformed message header as a corrupt
-// stream (counted as such); any other error passes as it is.
-func corrupt(err error) error {
-	if errors.Is(err, errBadHeader) {
-		return fmt.Errorf("%w: %w", errCorrupt, err)
-	}
-	return err
 }
 
 // Credits is the most units in flight at one peer.
