@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
 	"github.com/lastmile/lastmile/datagen"
 	"github.com/lastmile/lastmile/decode"
@@ -135,14 +134,16 @@ func copiesRun(ctx context.Context, cfg CopiesConfig, job *spec.Job, first bool,
 		return fmt.Errorf("copies: consumer: %w", err)
 	}
 	defer cmd.Process.Kill()
-	var prog engine.Progress
-	marks := make(chan [3]float64, 1)
-	done := make(chan struct{})
+	// The CPU as epochs 1 and 2 (counted from 0) start, taken by the
+	// engine's own hook: a poller would spend CPU that counts here.
+	var m [3]float64
 	cpu0 := processCPU()
-	go func() { marks <- epochMarks(&prog, done) }()
-	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true, Progress: &prog})
-	close(done)
-	m := <-marks
+	mark := func(e uint64) {
+		if e >= 1 && e <= 2 {
+			m[e] = processCPU()
+		}
+	}
+	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true, EpochStart: mark})
 	if err != nil {
 		return err
 	}
@@ -160,25 +161,6 @@ func copiesRun(ctx context.Context, cfg CopiesConfig, job *spec.Job, first bool,
 		r.ProducerCPU, r.PackSeconds, r.DecodeSeconds = later, st.Pack.Seconds()/3, st.Decode.Seconds()/3
 	}
 	return nil
-}
-
-// epochMarks polls prog every millisecond until done and returns this
-// process's CPU when epochs 1 and 2 (counted from 0) were first seen
-// being produced.
-func epochMarks(prog *engine.Progress, done <-chan struct{}) [3]float64 {
-	var m [3]float64
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return m
-		case <-t.C:
-		}
-		if e := prog.Epoch.Load(); e >= 1 && e <= 2 && m[e] == 0 {
-			m[e] = processCPU()
-		}
-	}
 }
 
 // WriteTable prints the measurement.

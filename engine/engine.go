@@ -62,6 +62,11 @@ type Options struct {
 	// Stage, if not nil, sees each packed slot before it is published
 	// (stage.go): the daemon's device staging. nil publishes directly.
 	Stage Stager
+	// EpochStart, if not nil, is called as each epoch's production starts
+	// (after the previous epoch's last batch was packed, before the
+	// epoch's first unit is decoded), on the producing goroutine: a
+	// benchmark's exact epoch boundary, with nothing polling for it.
+	EpochStart func(epoch uint64)
 }
 
 // Stats sums up a run.
@@ -160,7 +165,8 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
-	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, opts.Gate, &st)
+	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart}
+	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)
 	if err != nil {
 		bt.abort()
@@ -281,9 +287,16 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uin
 	return rings, nil
 }
 
+// runHooks are the callers' functions that produce calls (Options.Gate
+// and Options.EpochStart).
+type runHooks struct {
+	gate       func(context.Context) (func(), error)
+	epochStart func(epoch uint64)
+}
+
 // produce runs the epochs.
 func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers, bt *batcher, prog *Progress,
-	gate func(context.Context) (func(), error), st *Stats) error {
+	hooks runHooks, st *Stats) error {
 	plan := proc.plan
 	// The earliest cursor of any rank is where production starts.
 	start := Cursor{}
@@ -310,6 +323,9 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		// The last epoch's units are not cached: nothing would read them.
 		proc.fill.Store(proc.cache != nil && (epochs == 0 || e+1 < uint64(epochs)))
 		prog.Epoch.Store(int64(e))
+		if hooks.epochStart != nil {
+			hooks.epochStart(e)
+		}
 		order := unitOrder(len(plan.Units), job.Shuffle.Units, job.Seed, e)
 		// Units whose rows all come before the first row needed are not
 		// decoded at all when the plan gives their row counts, and only
@@ -322,7 +338,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				return fmt.Errorf("epoch %d: resume: %w", e, err)
 			}
 		}
-		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: gate, fields: fields, spare: &spare, units: order[first:]}
+		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: hooks.gate, fields: fields, spare: &spare, units: order[first:]}
 		emit := func(i int, b *column.Batch) error {
 			spare.seen(b)
 			return bt.add(ctx, b)

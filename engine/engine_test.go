@@ -29,6 +29,12 @@ type got struct {
 // own goroutine, as trainers would.
 func runJob(t *testing.T, src string) (engine.Stats, []got, error) {
 	t.Helper()
+	return runJobWith(t, src, nil)
+}
+
+// runJobWith is runJob with options that extra sets besides.
+func runJobWith(t *testing.T, src string, extra func(*engine.Options)) (engine.Stats, []got, error) {
+	t.Helper()
 	dir := t.TempDir()
 	abs, _ := filepath.Abs("../testdata/small")
 	src = strings.ReplaceAll(src, "DATA", abs)
@@ -41,7 +47,7 @@ func runJob(t *testing.T, src string) (engine.Stats, []got, error) {
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := engine.Run(ctx, job, engine.Options{
+	opts := engine.Options{
 		Linger: true,
 		Ready: func(rings []string) {
 			for r, name := range rings {
@@ -52,7 +58,11 @@ func runJob(t *testing.T, src string) (engine.Stats, []got, error) {
 				}()
 			}
 		},
-	})
+	}
+	if extra != nil {
+		extra(&opts)
+	}
+	st, err := engine.Run(ctx, job, opts)
 	if err != nil {
 		cancel()
 	}
@@ -240,5 +250,49 @@ func TestCorruptPageMidStream(t *testing.T) {
 	}
 	if len(g.batches) < 2 {
 		t.Errorf("consumer got %d batches before the error, want the good file's (>= 2)", len(g.batches))
+	}
+}
+
+// TestEpochStartHook: Options.EpochStart is called once per epoch
+// produced, in order, after every batch of the epochs before it was
+// packed and before any of its own; a resumed run starts at its cursor's
+// epoch.
+func TestEpochStartHook(t *testing.T) {
+	const src = `
+inputs: [DATA]
+columns: [row_id]
+batch: {size: 4096}
+epochs: 3
+ring: {dir: RINGDIR, name: t}
+`
+	tests := []struct {
+		name   string
+		resume []engine.Cursor
+		epochs []uint64
+		packed []int64 // batches packed when each call came
+	}{
+		{"from the start", nil, []uint64{0, 1, 2}, []int64{0, 2, 4}},
+		{"resumed mid-epoch", []engine.Cursor{{Epoch: 1, Batch: 1}}, []uint64{1, 2}, []int64{0, 1}},
+		{"resumed at an epoch's start", []engine.Cursor{{Epoch: 2}}, []uint64{2}, []int64{0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var prog engine.Progress
+			var epochs []uint64
+			var packed []int64
+			_, res, err := runJobWith(t, src, func(o *engine.Options) {
+				o.Progress, o.Resume = &prog, tc.resume
+				o.EpochStart = func(e uint64) {
+					epochs = append(epochs, e)
+					packed = append(packed, prog.Batches.Load())
+				}
+			})
+			if err != nil || res[0].err != nil {
+				t.Fatal(err, res[0].err)
+			}
+			if fmt.Sprint(epochs) != fmt.Sprint(tc.epochs) || fmt.Sprint(packed) != fmt.Sprint(tc.packed) {
+				t.Errorf("EpochStart saw epochs %v with %v batches packed; want %v with %v", epochs, packed, tc.epochs, tc.packed)
+			}
+		})
 	}
 }
