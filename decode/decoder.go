@@ -27,6 +27,9 @@ type Decoder struct {
 	file   File
 	open   bool
 	ranges []Range // the unit's ranges, for a Prefetcher
+	// deferred marks the fields whose bytes Open does not prefetch
+	// (DeferPrefetch); nil: none.
+	deferred []bool
 
 	pr      pageReader // reads the column chunk's pages
 	page    []byte     // decompressed v1 pages and values that need a pass
@@ -122,7 +125,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
 	d.whole = wholeGroup(&u, d.fields)
 	if p, ok := f.(Prefetcher); ok {
-		d.ranges = unitRanges(&u, d.ranges)
+		d.ranges = unitRangesExcept(&u, d.deferred, d.ranges)
 		p.Prefetch(d.ranges)
 	}
 	return nil

@@ -114,12 +114,17 @@ type UnitPrefetcher interface {
 
 // PrefetchUnit asks fsys to start fetching u's ranges if it is a
 // UnitPrefetcher; for local files it does nothing.
-func PrefetchUnit(fsys FS, u *Unit) {
+func PrefetchUnit(fsys FS, u *Unit) { PrefetchUnitExcept(fsys, u, nil) }
+
+// PrefetchUnitExcept is PrefetchUnit without the fields marked in skip
+// (indexed as the plan's fields; nil skips none): those a decoder with
+// DeferPrefetch fetches once it knows the rows.
+func PrefetchUnitExcept(fsys FS, u *Unit, skip []bool) {
 	p, ok := fsys.(UnitPrefetcher)
 	if !ok {
 		return
 	}
-	p.PrefetchUnit(u.File, unitRanges(u, nil))
+	p.PrefetchUnit(u.File, unitRangesExcept(u, skip, nil))
 }
 
 // ContextReaderAt is implemented by Files whose reads wait on a network:
@@ -293,9 +298,16 @@ func capFiles(names []string, in string) ([]string, error) {
 }
 
 // unitRanges returns the byte ranges a unit's chunks read, in field order.
-func unitRanges(u *Unit, dst []Range) []Range {
+func unitRanges(u *Unit, dst []Range) []Range { return unitRangesExcept(u, nil, dst) }
+
+// unitRangesExcept is unitRanges without the chunks of the fields marked
+// in skip (nil skips none).
+func unitRangesExcept(u *Unit, skip []bool, dst []Range) []Range {
 	dst = dst[:0]
 	for i := range u.Chunks {
+		if i < len(skip) && skip[i] {
+			continue
+		}
 		c := &u.Chunks[i]
 		if c.DictLen > 0 {
 			dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})

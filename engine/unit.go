@@ -37,7 +37,8 @@ type processor struct {
 	exact   bool // every unit yields exactly its rows (nothing drops rows)
 	counted bool // Select alone tells how many rows a unit yields
 	workers []*unitWorker
-	pruned  int // Iceberg data files the filters excluded, not planned
+	pruned  int        // Iceberg data files the filters excluded, not planned
+	fetch   *lateFetch // how the late columns are prefetched (nil: no pipeline)
 }
 
 type unitWorker struct {
@@ -45,6 +46,9 @@ type unitWorker struct {
 	state *ops.State
 	early column.Batch // Early columns, all rows
 	in    column.Batch // Needs columns, kept rows
+	// deferring is whether dec defers the late columns' prefetch
+	// (lateFetch).
+	deferring bool
 }
 
 // newProcessor plans the job's input, compiles its pipeline against the
@@ -107,6 +111,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 	}
 	p.workers = newWorkers(plan, prog, workers)
+	p.fetch = newLateFetch(len(plan.Fields), p.late)
 	return p, nil
 }
 
@@ -195,6 +200,7 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 	// Bucket joins hold the unit's bucket of their table until it is done.
 	w.state.BeginUnit(ctx, u.File)
 	defer w.state.EndUnit()
+	p.fetch.sync(w, p.late)
 	sel, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return err
@@ -227,11 +233,18 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 			tmp.Gather(&column.Batch{Rows: int(u.Rows), Columns: w.early.Columns[k : k+1]}, sel)
 		}
 	}
+	if w.deferring {
+		if err := w.dec.PrefetchSelected(sel); err != nil {
+			return err
+		}
+	}
+	before := w.dec.Stats()
 	for j, fi := range p.late {
 		if err := w.dec.DecodeColumn(fi, sel, &in.Columns[len(p.early)+j]); err != nil {
 			return err
 		}
 	}
+	p.fetch.note(w.dec.Stats(), before)
 	in.Rows = rows
 	if err := w.state.Apply(in, out); err != nil {
 		return fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/lastmile/lastmile/decode"
+)
+
+// lateFetch decides how a job's late columns are fetched from remote
+// inputs: with the rest of the unit, whole, before its rows are known
+// (the default: their bytes arrive while the early columns decode), or
+// by the pages the unit's selection wants, once it is known
+// (decode.DeferPrefetch and PrefetchSelected: no byte of a page without a
+// kept row is fetched, but the late columns' fetch starts only after the
+// early decode).
+//
+// What it goes by is the share of the late columns' data pages that the
+// selections left unread (decode.Stats, counted from the pages' index
+// whatever was fetched), over every unit computed so far: deferring
+// starts once a quarter of them go unread and stops below an eighth, and
+// nothing is decided before deferMinPages pages were seen. With local
+// files nothing is prefetched either way.
+type lateFetch struct {
+	on           atomic.Bool
+	read, unread atomic.Int64 // late data pages decoded, and left unread
+	skip         []bool       // plan fields to leave out of unit prefetches while on
+}
+
+const (
+	deferMinPages = 32
+	deferOnShare  = 0.25
+	deferOffShare = 0.125
+)
+
+func newLateFetch(fields int, late []int) *lateFetch {
+	l := &lateFetch{skip: make([]bool, fields)}
+	for _, fi := range late {
+		l.skip[fi] = true
+	}
+	return l
+}
+
+// note adds a unit's late-column page counts (the decoder's Stats after
+// its late decode, and before) and updates the decision.
+func (l *lateFetch) note(after, before decode.Stats) {
+	read := l.read.Add(after.Pages - before.Pages)
+	unread := l.unread.Add(after.PagesUnread - before.PagesUnread)
+	l.on.Store(deferLate(l.on.Load(), read, unread))
+}
+
+// deferLate is the decision: whether to defer the late columns' fetch,
+// given whether it is deferred now and the late pages decoded and left
+// unread so far.
+func deferLate(on bool, read, unread int64) bool {
+	total := read + unread
+	if total < deferMinPages {
+		return on
+	}
+	share := float64(unread) / float64(total)
+	switch {
+	case share >= deferOnShare:
+		return true
+	case share < deferOffShare:
+		return false
+	}
+	return on
+}
+
+// skipFields returns the fields to leave out of a unit's prefetch: the
+// late ones while deferring, else none.
+func (l *lateFetch) skipFields() []bool {
+	if l == nil || !l.on.Load() {
+		return nil
+	}
+	return l.skip
+}
+
+// sync makes w's decoder defer the late columns' prefetch, or not, as
+// the job's decision now says.
+func (l *lateFetch) sync(w *unitWorker, late []int) {
+	if on := l.on.Load(); on != w.deferring {
+		w.deferring = on
+		if on {
+			w.dec.DeferPrefetch(late)
+		} else {
+			w.dec.DeferPrefetch(nil)
+		}
+	}
+}
