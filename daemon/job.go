@@ -121,6 +121,9 @@ type progressTotals struct {
 	rows, batches, bytes, units int64
 	spilled, hedged, hedgesWon  int64
 	decode, pack                time.Duration
+	// Late columns' data pages decoded and left unread, and the unread
+	// ones' compressed bytes (engine.LatePages).
+	latePages, lateUnread, lateUnreadBytes int64
 }
 
 func (t *progressTotals) add(p *engine.Progress) {
@@ -131,6 +134,10 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.spilled += p.UnitsSpilled.Load()
 	t.hedged += p.UnitsHedged.Load()
 	t.hedgesWon += p.HedgesWon.Load()
+	lp := p.LatePages()
+	t.latePages += lp.Pages
+	t.lateUnread += lp.PagesUnread
+	t.lateUnreadBytes += lp.BytesUnread
 	t.decode += time.Duration(p.DecodeNanos.Load())
 	// The engine's pack time includes its sleeps on full rings, which
 	// lastmile_producer_full_wait_seconds_total counts apart.

@@ -51,6 +51,9 @@ var (
 	descOpIn        = prometheus.NewDesc("lastmile_op_rows_in_total", "Rows that reached the job's row-dropping op (filter, sample, semi or anti join, nulls or on_long skip), by its field in the spec.", []string{"job", "job_id", "op"}, nil)
 	descOpOut       = prometheus.NewDesc("lastmile_op_rows_out_total", "Rows the job's row-dropping op kept: out/in is a sample's rate, a filter's selectivity.", []string{"job", "job_id", "op"}, nil)
 	descPersistFail = prometheus.NewDesc("lastmile_state_persist_failures_total", "Writes of a job's state record that failed (each is retried every second; lastmile status JOB says since when a job's record is behind).", nil, nil)
+	descLatePages   = prometheus.NewDesc("lastmile_late_pages_total", "Data pages of the columns the job decodes only for the rows its pipeline keeps: read (decoded) or unread (no kept row in the page, by its offset index: neither decompressed nor, with deferred prefetch, fetched).", []string{"job", "job_id", "outcome"}, nil)
+	descLateBytes   = prometheus.NewDesc("lastmile_late_unread_bytes_total", "Compressed bytes of the job's unread late pages (lastmile_late_pages_total{outcome=\"unread\"}).", jobLabels, nil)
+	descLateDefer   = prometheus.NewDesc("lastmile_late_fetch_deferred", "1 while the job fetches its late columns from object storage by the pages its kept rows need (a quarter or more of those pages went unread), 0 while it prefetches whole column chunks.", jobLabels, nil)
 	descBatchWait   = prometheus.NewDesc("lastmile_consumer_batch_wait_seconds", "The time the rank's trainer waited on an empty ring for each batch it consumed (0: it did not wait), sampled every 10ms (docs/daemon.md).", rankLabels, nil)
 )
 
@@ -58,7 +61,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
 		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
 		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp,
-		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail} {
+		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail, descLatePages, descLateBytes, descLateDefer} {
 		ch <- d
 	}
 }
@@ -108,9 +111,11 @@ func (c collector) collectJob(m metricSink, j *Job) {
 	published := append([]uint64(nil), j.published...)
 	fullWait := append([]time.Duration(nil), j.fullWait...)
 	var inFlight int64
+	deferred := false
 	if r := j.run; r != nil {
 		tot.add(r.prog)
 		inFlight = r.prog.UnitsInFlight.Load()
+		deferred = r.prog.LatePages().Deferred
 		for i, st := range r.prog.RingStats() {
 			if i < len(published) {
 				published[i] += st.Published
@@ -134,6 +139,10 @@ func (c collector) collectJob(m metricSink, j *Job) {
 	m.counter(descStage, tot.pack.Seconds(), j.name, j.id, "pack")
 	m.counter(descErrors, float64(errs), l...)
 	m.counter(descRestarts, float64(restarts), l...)
+	m.counter(descLatePages, float64(tot.latePages), j.name, j.id, "read")
+	m.counter(descLatePages, float64(tot.lateUnread), j.name, j.id, "unread")
+	m.counter(descLateBytes, float64(tot.lateUnreadBytes), l...)
+	m.gauge(descLateDefer, b2f(deferred), l...)
 	for _, s := range []State{Pending, Running, Done, Failed, Canceled} {
 		v := 0.0
 		if s == state {

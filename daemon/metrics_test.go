@@ -84,6 +84,7 @@ func TestCollector(t *testing.T) {
 	}
 	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 1000, Out: 100}})
 	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 500, Out: 60}})
+	d.jobs["run"].base.latePages, d.jobs["run"].base.lateUnread, d.jobs["run"].base.lateUnreadBytes = 40, 70, 12345
 	w := rankWaits{}
 	w.sample(nil, 0, true, 20*time.Millisecond)
 	w.sample(nil, 1, false, 20*time.Millisecond)
@@ -128,6 +129,21 @@ func TestCollector(t *testing.T) {
 		if f == nil || len(f.Metric) != 1 || label(f.Metric[0], "op") != "pipeline[1].sample" || f.Metric[0].GetCounter().GetValue() != v {
 			t.Errorf("%s: %v, want %v for pipeline[1].sample", name, f, v)
 		}
+	}
+	late := map[string]float64{}
+	for _, m := range fams["lastmile_late_pages_total"].GetMetric() {
+		late[label(m, "job_id")+"/"+label(m, "outcome")] = m.GetCounter().GetValue()
+	}
+	if late["run/read"] != 40 || late["run/unread"] != 70 || late["done/unread"] != 0 {
+		t.Errorf("lastmile_late_pages_total by job and outcome %v, want run/read 40 and run/unread 70", late)
+	}
+	for _, m := range fams["lastmile_late_unread_bytes_total"].GetMetric() {
+		if want := map[bool]float64{true: 12345}[label(m, "job_id") == "run"]; m.GetCounter().GetValue() != want {
+			t.Errorf("lastmile_late_unread_bytes_total of %s: %v, want %v", label(m, "job_id"), m.GetCounter().GetValue(), want)
+		}
+	}
+	if n := len(fams["lastmile_late_fetch_deferred"].GetMetric()); n != 5 {
+		t.Errorf("lastmile_late_fetch_deferred: %d series, want one a job", n)
 	}
 	got := map[string]uint64{}
 	for _, m := range fams["lastmile_consumer_batch_wait_seconds"].GetMetric() {

@@ -152,7 +152,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		prog = new(Progress)
 	}
 	prog.setRings(rings)
-	prog.setProgram(proc.prog)
+	prog.setProgram(proc.prog, proc.fetch)
 	defer watchSpill(ctx, opts.Spill, prog, workers)()
 	if proc.exact {
 		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))

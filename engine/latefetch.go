@@ -23,6 +23,7 @@ import (
 type lateFetch struct {
 	on           atomic.Bool
 	read, unread atomic.Int64 // late data pages decoded, and left unread
+	unreadBytes  atomic.Int64 // the compressed bytes of the unread ones
 	skip         []bool       // plan fields to leave out of unit prefetches while on
 }
 
@@ -45,6 +46,7 @@ func newLateFetch(fields int, late []int) *lateFetch {
 func (l *lateFetch) note(after, before decode.Stats) {
 	read := l.read.Add(after.Pages - before.Pages)
 	unread := l.unread.Add(after.PagesUnread - before.PagesUnread)
+	l.unreadBytes.Add(after.BytesUnread - before.BytesUnread)
 	l.on.Store(deferLate(l.on.Load(), read, unread))
 }
 
@@ -86,4 +88,20 @@ func (l *lateFetch) sync(w *unitWorker, late []int) {
 			w.dec.DeferPrefetch(nil)
 		}
 	}
+}
+
+// LatePages is what the late columns' decodes of a run did with their
+// data pages: decoded, or left unread because they hold no kept row
+// (by the offset index), and the unread pages' compressed bytes; and
+// whether their remote prefetch is deferred to the pages wanted now.
+type LatePages struct {
+	Pages, PagesUnread, BytesUnread int64
+	Deferred                        bool
+}
+
+func (l *lateFetch) pages() LatePages {
+	if l == nil {
+		return LatePages{}
+	}
+	return LatePages{Pages: l.read.Load(), PagesUnread: l.unread.Load(), BytesUnread: l.unreadBytes.Load(), Deferred: l.on.Load()}
 }

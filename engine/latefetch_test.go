@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lastmile/lastmile/datagen"
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/objstore"
 	"github.com/lastmile/lastmile/objstore/s3test"
 )
@@ -58,20 +59,27 @@ func TestS3LateFetchSkipsUnwantedPages(t *testing.T) {
 	job := func(input, filter string) string {
 		return strings.NewReplacer("INPUT", input, "FILTER", filter).Replace(lateFetchJob)
 	}
-	remote := func(filter string) ([][][]byte, int64) {
+	remote := func(filter string) ([][][]byte, int64, engine.LatePages) {
 		c, err := objstore.New(objstore.Config{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3test.Access, SecretKey: s3test.Secret})
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		out := runTensors(t, job("s3://data/*.parquet", filter), objstore.Mount(nil, c.Source(nil)))
-		t.Logf("filter %q over S3: %v, %d bytes received in %d requests", filter, time.Since(start).Round(time.Millisecond), c.Stats().Bytes, c.Stats().Requests)
-		return out, c.Stats().Bytes
+		var prog engine.Progress
+		out := runTensorsWith(t, job("s3://data/*.parquet", filter), engine.Options{FS: objstore.Mount(nil, c.Source(nil)), Progress: &prog})
+		t.Logf("filter %q over S3: %v, %d bytes received in %d requests; late pages %+v", filter, time.Since(start).Round(time.Millisecond), c.Stats().Bytes, c.Stats().Requests, prog.LatePages())
+		return out, c.Stats().Bytes, prog.LatePages()
 	}
 	const runs = "row_id % 8192 < 1024"
 	local := runTensors(t, job(dir+"/*.parquet", runs), nil)
-	got, skipping := remote(runs)
-	_, all := remote("row_id >= 0")
+	got, skipping, lp := remote(runs)
+	_, all, lpAll := remote("row_id >= 0")
+	if !lp.Deferred || lp.PagesUnread <= 2*lp.Pages || lp.BytesUnread == 0 {
+		t.Errorf("keeping rows in runs: late pages %+v; want deferred, most of them unread", lp)
+	}
+	if lpAll.Deferred || lpAll.PagesUnread != 0 || lpAll.Pages == 0 {
+		t.Errorf("keeping every row: late pages %+v; want all read, not deferred", lpAll)
+	}
 	if len(got[0]) == 0 || len(got[0]) != len(local[0]) {
 		t.Fatalf("%d batches over S3, %d locally", len(got[0]), len(local[0]))
 	}

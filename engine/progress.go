@@ -46,6 +46,7 @@ type Progress struct {
 	mu    sync.Mutex
 	rings []*shm.Producer
 	ops   *ops.Program // nil: no pipeline
+	late  *lateFetch   // nil: no pipeline
 }
 
 // OpRows returns the rows in and out of each row-dropping op of the job's
@@ -60,10 +61,19 @@ func (p *Progress) OpRows() []ops.OpRows {
 	return prog.OpRows()
 }
 
-func (p *Progress) setProgram(prog *ops.Program) {
+func (p *Progress) setProgram(prog *ops.Program, late *lateFetch) {
 	p.mu.Lock()
-	p.ops = prog
+	p.ops, p.late = prog, late
 	p.mu.Unlock()
+}
+
+// LatePages returns the run's late-column page counts so far (zero
+// without a pipeline).
+func (p *Progress) LatePages() LatePages {
+	p.mu.Lock()
+	l := p.late
+	p.mu.Unlock()
+	return l.pages()
 }
 
 // RingStats returns each rank's ring counters (occupancy, time the
