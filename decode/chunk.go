@@ -81,7 +81,7 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 	row := c.FirstRow
 	done := d.ctx.Done()
 	h := pr.h
-	locs, err := d.selPageIndex(c, pr, sel, want) // with a selection, the OffsetIndex's pages
+	locs, err := d.selPageIndex(fi, pr, sel, want) // with a selection, the OffsetIndex's pages
 	if err != nil {
 		return d.errorf(fi, -1, err)
 	}
@@ -162,9 +162,9 @@ func (d *Decoder) reserveColumn(f *Field, c *Chunk, sel []int32, dst *column.Col
 // selPageIndex returns the chunk's pages from its OffsetIndex when a
 // selection is read from a file, so that pages holding no selected row
 // can go unread; otherwise, or when the chunk has no index, nil.
-func (d *Decoder) selPageIndex(c *Chunk, pr *pageReader, sel []int32, want int) ([]pageLoc, error) {
+func (d *Decoder) selPageIndex(fi int, pr *pageReader, sel []int32, want int) ([]pageLoc, error) {
 	if sel != nil && want > 0 && pr.f != nil {
-		return d.pageIndex(c)
+		return d.fieldPageIndex(fi)
 	}
 	return nil, nil
 }

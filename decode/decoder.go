@@ -65,7 +65,11 @@ type Decoder struct {
 
 	idxRaw []byte    // an OffsetIndex as read
 	locs   []pageLoc // its pages within the unit's chunk
-	stats  Stats
+	// locsBy holds each field's pages of the open unit once read
+	// (fieldPageIndex), where locsSet says so; Open clears locsSet.
+	locsBy  [][]pageLoc
+	locsSet []bool
+	stats   Stats
 }
 
 // NewDecoder returns a decoder for the given fields, normally a plan's
@@ -123,6 +127,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 		}
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
+	clear(d.locsSet)
 	d.whole = wholeGroup(&u, d.fields)
 	if p, ok := f.(Prefetcher); ok {
 		d.ranges = unitRangesExcept(&u, d.deferred, d.ranges)

@@ -53,7 +53,7 @@ func (d *Decoder) PrefetchSelected(sel []int32) error {
 			continue
 		}
 		var err error
-		if d.ranges, err = d.selRanges(&d.unit.Chunks[fi], sel, d.ranges); err != nil {
+		if d.ranges, err = d.selRanges(fi, sel, d.ranges); err != nil {
 			return d.errorf(fi, -1, err)
 		}
 	}
@@ -65,14 +65,15 @@ func (d *Decoder) PrefetchSelected(sel []int32) error {
 // reads (decodePages with skipByIndex): the dictionary, the bytes before
 // the first indexed page, and each run of pages holding a selected row;
 // the whole chunk when it has no usable index or sel is nil.
-func (d *Decoder) selRanges(c *Chunk, sel []int32, dst []Range) ([]Range, error) {
+func (d *Decoder) selRanges(fi int, sel []int32, dst []Range) ([]Range, error) {
+	c := &d.unit.Chunks[fi]
 	if c.DictLen > 0 {
 		dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})
 	}
 	var locs []pageLoc
 	if sel != nil {
 		var err error
-		if locs, err = d.pageIndex(c); err != nil {
+		if locs, err = d.fieldPageIndex(fi); err != nil {
 			return dst, err
 		}
 	}

@@ -85,6 +85,31 @@ func (d *Decoder) pageIndex(c *Chunk) ([]pageLoc, error) {
 	return locs, nil
 }
 
+// fieldPageIndex is pageIndex for field fi's chunk of the open unit,
+// read and parsed once per unit: PrefetchSelected and the decode that
+// follows both walk it, and from object storage each read of an index
+// outside the file's cached tail is a request.
+func (d *Decoder) fieldPageIndex(fi int) ([]pageLoc, error) {
+	if len(d.locsSet) != len(d.fields) {
+		d.locsSet, d.locsBy = make([]bool, len(d.fields)), make([][]pageLoc, len(d.fields))
+	}
+	if d.locsSet[fi] {
+		if len(d.locsBy[fi]) == 0 {
+			return nil, nil
+		}
+		return d.locsBy[fi], nil
+	}
+	locs, err := d.pageIndex(&d.unit.Chunks[fi])
+	if err != nil {
+		return nil, err
+	}
+	d.locsBy[fi], d.locsSet[fi] = append(d.locsBy[fi][:0], locs...), true
+	if locs == nil {
+		return nil, nil
+	}
+	return d.locsBy[fi], nil
+}
+
 // pageEnd is the row after page k's last (past the last page: no bound).
 func pageEnd(locs []pageLoc, k int) int64 {
 	if k+1 < len(locs) {
