@@ -359,6 +359,13 @@ type progressView struct {
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	PackSeconds     float64 `json:"pack_seconds"`
 	FullWaitSeconds float64 `json:"full_wait_seconds"`
+	// Late columns (decoded for kept rows only): data pages read, and
+	// left unread with their compressed bytes; and whether their remote
+	// prefetch is by the pages wanted now (engine.LatePages).
+	LatePages         int64 `json:"late_pages"`
+	LatePagesUnread   int64 `json:"late_pages_unread"`
+	LateUnreadBytes   int64 `json:"late_unread_bytes"`
+	LateFetchDeferred bool  `json:"late_fetch_deferred"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -390,6 +397,7 @@ func (j *Job) view() jobView {
 		tot.add(p)
 		v.Progress.Epoch = p.Epoch.Load()
 		v.Progress.UnitsInFlight = p.UnitsInFlight.Load()
+		v.Progress.LateFetchDeferred = p.LatePages().Deferred
 		if n, ok := p.BatchesPerEpoch(); ok {
 			v.BatchesPerEpoch = &n
 		}
@@ -404,6 +412,7 @@ func (j *Job) view() jobView {
 	}
 	v.Progress.Rows, v.Progress.Batches, v.Progress.Bytes, v.Progress.UnitsDone = tot.rows, tot.batches, tot.bytes, tot.units
 	v.Progress.UnitsSpilled, v.Progress.UnitsHedged, v.Progress.HedgesWon = tot.spilled, tot.hedged, tot.hedgesWon
+	v.Progress.LatePages, v.Progress.LatePagesUnread, v.Progress.LateUnreadBytes = tot.latePages, tot.lateUnread, tot.lateUnreadBytes
 	if sp := j.spill; sp != nil {
 		on, since, why, switches := sp.PolicyState()
 		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}

@@ -87,6 +87,11 @@ type apiProgress struct {
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	PackSeconds     float64 `json:"pack_seconds"`
 	FullWaitSeconds float64 `json:"full_wait_seconds"`
+	// The late columns' pages (progressView).
+	LatePages         int64 `json:"late_pages"`
+	LatePagesUnread   int64 `json:"late_pages_unread"`
+	LateUnreadBytes   int64 `json:"late_unread_bytes"`
+	LateFetchDeferred bool  `json:"late_fetch_deferred"`
 }
 
 // apiSpill is a Job's spill decision; nil without peers.

@@ -198,6 +198,9 @@ func printJob(w io.Writer, j *apiJob) error {
 	fmt.Fprintf(tw, "produced\tepoch %d: %s rows, %d batches, %s\n", p.Epoch, countString(p.Rows), p.Batches, bytesString(p.Bytes))
 	fmt.Fprintf(tw, "work\t%d units done, %d in flight; decode %.1fs, pack %.1fs, waited on full rings %.1fs\n",
 		p.UnitsDone, p.UnitsInFlight, p.DecodeSeconds, p.PackSeconds, p.FullWaitSeconds)
+	if line := latePagesLine(p); line != "" {
+		fmt.Fprintf(tw, "late pages\t%s\n", line)
+	}
 	if line := spillLine(j); line != "" {
 		fmt.Fprintf(tw, "spill\t%s\n", line)
 	}
@@ -225,6 +228,21 @@ func printJob(w io.Writer, j *apiJob) error {
 			r.Next, r.Produced, r.Occupancy, r.Slots, consumer)
 	}
 	return tw.Flush()
+}
+
+// latePagesLine says what the job's late columns (decoded for kept rows
+// only) did with their data pages, or "" when it has none.
+func latePagesLine(p apiProgress) string {
+	total := p.LatePages + p.LatePagesUnread
+	if total == 0 {
+		return ""
+	}
+	fetch := "fetched by whole chunks"
+	if p.LateFetchDeferred {
+		fetch = "fetched by the pages kept rows need"
+	}
+	return fmt.Sprintf("%d read, %d unread (%.0f%%, %s not decompressed); from object storage %s",
+		p.LatePages, p.LatePagesUnread, 100*float64(p.LatePagesUnread)/float64(total), bytesString(p.LateUnreadBytes), fetch)
 }
 
 // tableWriter is a tabwriter whose lines lose their trailing blanks.

@@ -54,3 +54,20 @@ func TestStatusPeers(t *testing.T) {
 		}
 	}
 }
+
+func TestLatePagesLine(t *testing.T) {
+	tests := []struct {
+		p    apiProgress
+		want string
+	}{
+		{apiProgress{}, ""},
+		{apiProgress{LatePages: 1062}, "1062 read, 0 unread (0%, 0 B not decompressed); from object storage fetched by whole chunks"},
+		{apiProgress{LatePages: 75, LatePagesUnread: 285, LateUnreadBytes: 11831303, LateFetchDeferred: true},
+			"75 read, 285 unread (79%, 11.3 MiB not decompressed); from object storage fetched by the pages kept rows need"},
+	}
+	for _, tc := range tests {
+		if got := latePagesLine(tc.p); got != tc.want {
+			t.Errorf("latePagesLine(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}
