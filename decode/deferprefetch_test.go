@@ -2,8 +2,6 @@ package decode
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -71,49 +69,22 @@ func union(s []span) []span {
 // aside, which are read once per unit): every read is covered, and no
 // byte asked for goes unread.
 func TestDeferredPrefetchCoversReads(t *testing.T) {
-	sels := []struct {
-		name string
-		make func(n int64) []int32
-	}{
-		{"head", func(n int64) []int32 { return stride(10, 1, 0) }},
-		{"tail", func(n int64) []int32 { return stride(n, 1, n-10) }},
-		{"runs of 50 every 400", func(n int64) []int32 {
-			var s []int32
-			for i := int64(0); i < n; i++ {
-				if i%400 < 50 {
-					s = append(s, int32(i))
-				}
-			}
-			return s
-		}},
-		{"every 3rd", func(n int64) []int32 { return stride(n, 3, 1) }},
-		{"all rows (nil)", func(n int64) []int32 { return nil }},
-	}
-	for _, version := range []int{1, 2} {
-		for _, maxRows := range []int64{0, 1100} {
-			t.Run(fmt.Sprintf("v%d/max%d", version, maxRows), func(t *testing.T) {
-				p := filepath.Join(t.TempDir(), "f.parquet")
-				writeFile(t, p, fileSpec{rows: 3000, codec: "snappy", pageVersion: version, pageBytes: 1024})
-				pfs := &askFS{}
-				plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: maxRows, FS: pfs})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := plan.NewDecoder()
-				defer d.Close()
-				var deferred []int
-				for fi := 1; fi < len(plan.Fields); fi++ {
-					deferred = append(deferred, fi)
-				}
-				d.DeferPrefetch(deferred)
-				for _, u := range plan.Units {
-					for _, s := range sels {
-						checkDeferredPrefetch(t, d, pfs, u, s.name, s.make(u.Rows))
-					}
-				}
-			})
+	pfs := &askFS{}
+	forIndexedFiles(t, pfs, func(t *testing.T, plan *Plan) {
+		d := plan.NewDecoder()
+		defer d.Close()
+		var deferred []int
+		for fi := 1; fi < len(plan.Fields); fi++ {
+			deferred = append(deferred, fi)
 		}
-	}
+		d.DeferPrefetch(deferred)
+		for _, u := range plan.Units {
+			for _, s := range selectionCases {
+				checkDeferredPrefetch(t, d, pfs, u, s.name, s.make(u.Rows))
+			}
+			checkDeferredPrefetch(t, d, pfs, u, "every row (nil)", nil)
+		}
+	})
 }
 
 func checkDeferredPrefetch(t *testing.T, d *Decoder, pfs *askFS, u Unit, name string, sel []int32) {
@@ -157,10 +128,10 @@ func checkDeferredPrefetch(t *testing.T, d *Decoder, pfs *askFS, u Unit, name st
 		}
 	}
 	// Each deferred field's OffsetIndex is read once for the unit, by
-	// PrefetchSelected; the decode reuses it. Without a selection nothing
-	// needs it.
+	// PrefetchSelected; the decode reuses it. Without a selection (nil:
+	// every row; empty: none) nothing needs it.
 	for fi := 1; fi < len(u.Chunks); fi++ {
-		if want := map[bool]int{true: 1}[sel != nil]; indexReads[fi] != want {
+		if want := map[bool]int{true: 1}[len(sel) > 0]; indexReads[fi] != want {
 			t.Errorf("%s, field %d: its OffsetIndex was read %d times, want %d", name, fi, indexReads[fi], want)
 		}
 	}

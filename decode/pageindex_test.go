@@ -57,50 +57,62 @@ func (r *readsFS) take() []span {
 // selection skips, the decoder's Stats count those pages and bytes, and
 // the output is byte for byte the rows gathered from decoding everything.
 func TestSelectionReadsOnlyWantedPages(t *testing.T) {
-	sels := []struct {
-		name  string
-		make  func(n int64) []int32
-		skips bool // some page must go unread
-	}{
-		{"none", func(n int64) []int32 { return []int32{} }, false},
-		{"head", func(n int64) []int32 { return stride(10, 1, 0) }, true},
-		{"tail", func(n int64) []int32 { return stride(n, 1, n-10) }, true},
-		{"middle block", func(n int64) []int32 { return stride(n/2, 1, n/3) }, true},
-		{"runs of 50 every 400", func(n int64) []int32 {
-			var s []int32
-			for i := int64(0); i < n; i++ {
-				if i%400 < 50 {
-					s = append(s, int32(i))
-				}
+	rfs := &readsFS{}
+	forIndexedFiles(t, rfs, func(t *testing.T, plan *Plan) {
+		d := plan.NewDecoder()
+		defer d.Close()
+		ref := NewDecoder(plan.Fields)
+		defer ref.Close()
+		for _, u := range plan.Units {
+			var all column.Batch
+			if err := ref.Decode(context.Background(), u, &all); err != nil {
+				t.Fatal(err)
 			}
-			return s
-		}, true},
-		{"every 3rd", func(n int64) []int32 { return stride(n, 3, 1) }, false},
-		{"all", func(n int64) []int32 { return stride(n, 1, 0) }, false},
-	}
+			for _, s := range selectionCases {
+				checkSelectionReads(t, d, rfs, u, &all, s.name, s.make(u.Rows), s.skips)
+			}
+		}
+	})
+}
+
+// selectionCases are selections of a unit's n rows, and whether they
+// leave some page without a selected row in forIndexedFiles' files.
+var selectionCases = []struct {
+	name  string
+	make  func(n int64) []int32
+	skips bool // some page must go unread
+}{
+	{"none", func(n int64) []int32 { return []int32{} }, false},
+	{"head", func(n int64) []int32 { return stride(10, 1, 0) }, true},
+	{"tail", func(n int64) []int32 { return stride(n, 1, n-10) }, true},
+	{"middle block", func(n int64) []int32 { return stride(n/2, 1, n/3) }, true},
+	{"runs of 50 every 400", func(n int64) []int32 {
+		var s []int32
+		for i := int64(0); i < n; i++ {
+			if i%400 < 50 {
+				s = append(s, int32(i))
+			}
+		}
+		return s
+	}, true},
+	{"every 3rd", func(n int64) []int32 { return stride(n, 3, 1) }, false},
+	{"all", func(n int64) []int32 { return stride(n, 1, 0) }, false},
+}
+
+// forIndexedFiles runs fn, as a subtest, on a plan read through fsys of a
+// 3,000-row snappy file of 1 KiB pages with a page index: with v1 and v2
+// pages, and units whole and sliced at 1,100 rows.
+func forIndexedFiles(t *testing.T, fsys FS, fn func(t *testing.T, plan *Plan)) {
 	for _, version := range []int{1, 2} {
 		for _, maxRows := range []int64{0, 1100} {
 			t.Run(fmt.Sprintf("v%d/max%d", version, maxRows), func(t *testing.T) {
 				p := filepath.Join(t.TempDir(), "f.parquet")
 				writeFile(t, p, fileSpec{rows: 3000, codec: "snappy", pageVersion: version, pageBytes: 1024})
-				rfs := &readsFS{}
-				plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: maxRows, FS: rfs})
+				plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: maxRows, FS: fsys})
 				if err != nil {
 					t.Fatal(err)
 				}
-				d := plan.NewDecoder()
-				defer d.Close()
-				ref := NewDecoder(plan.Fields)
-				defer ref.Close()
-				for _, u := range plan.Units {
-					var all column.Batch
-					if err := ref.Decode(context.Background(), u, &all); err != nil {
-						t.Fatal(err)
-					}
-					for _, s := range sels {
-						checkSelectionReads(t, d, rfs, u, &all, s.name, s.make(u.Rows), s.skips)
-					}
-				}
+				fn(t, plan)
 			})
 		}
 	}
