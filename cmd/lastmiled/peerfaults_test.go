@@ -196,11 +196,13 @@ func TestPeerKilledOneOfTwo(t *testing.T) {
 			return
 		}
 		a.freeze()
-		if !until(stop, 10*time.Second, func() bool { return peersOf(cl.gpu)[aAddr].InFlight >= 1 }) {
+		// The counts come from the read that showed units in flight: a
+		// later one may fail or come after the run has moved on.
+		var ps map[string]peerView
+		if !until(stop, 10*time.Second, func() bool { ps = peersOf(cl.gpu); return ps[aAddr].InFlight >= 1 }) {
 			a.kill9()
 			return
 		}
-		ps := peersOf(cl.gpu)
 		killedWith, bUnitsAtKill = ps[aAddr].InFlight, ps[bAddr].Units
 		a.kill9()
 	}()

@@ -311,14 +311,25 @@ func TestPeersSpill(t *testing.T) {
 			}
 		}},
 		{"peer killed mid-run, then back", func(cl *cluster, stop <-chan struct{}) {
+			var seen int
 			if !until(stop, 30*time.Second, func() bool {
-				return cl.peerUnits() >= 2 && peersOf(cl.gpu)[cl.peerAddr].InFlight >= 1
+				seen = peersOf(cl.gpu)[cl.peerAddr].InFlight
+				return cl.peerUnits() >= 2 && seen >= 1
 			}) {
 				return
 			}
 			cl.cpu.freeze()
-			if until(stop, 10*time.Second, func() bool { return peersOf(cl.gpu)[cl.peerAddr].InFlight >= 1 }) {
-				heldAtKill.Store(int64(peersOf(cl.gpu)[cl.peerAddr].InFlight))
+			// What the GPU host had at the peer as it froze stays there.
+			// A status read after the freeze may come too late to show it:
+			// the run can end meanwhile (its hedges done here), and
+			// until then a read can fail; so the count seen just before
+			// the freeze stands unless a later one is read.
+			heldAtKill.Store(int64(seen))
+			if until(stop, 10*time.Second, func() bool {
+				seen = peersOf(cl.gpu)[cl.peerAddr].InFlight
+				return seen >= 1
+			}) {
+				heldAtKill.Store(int64(seen))
 			}
 			cl.cpu.kill9()
 			time.Sleep(300 * time.Millisecond)
