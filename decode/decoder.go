@@ -131,6 +131,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	d.whole = wholeGroup(&u, d.fields)
 	if p, ok := f.(Prefetcher); ok {
 		d.ranges = unitRangesExcept(&u, d.deferred, d.ranges)
+		d.ranges = deferredLead(&u, d.deferred, d.ranges)
 		p.Prefetch(d.ranges)
 	}
 	return nil

@@ -117,14 +117,15 @@ type UnitPrefetcher interface {
 func PrefetchUnit(fsys FS, u *Unit) { PrefetchUnitExcept(fsys, u, nil) }
 
 // PrefetchUnitExcept is PrefetchUnit without the fields marked in skip
-// (indexed as the plan's fields; nil skips none): those a decoder with
-// DeferPrefetch fetches once it knows the rows.
+// (indexed as the plan's fields; nil skips none) but for their
+// dictionaries and OffsetIndexes: those a decoder with DeferPrefetch
+// fetches once it knows the rows.
 func PrefetchUnitExcept(fsys FS, u *Unit, skip []bool) {
 	p, ok := fsys.(UnitPrefetcher)
 	if !ok {
 		return
 	}
-	p.PrefetchUnit(u.File, unitRangesExcept(u, skip, nil))
+	p.PrefetchUnit(u.File, deferredLead(u, skip, unitRangesExcept(u, skip, nil)))
 }
 
 // ContextReaderAt is implemented by Files whose reads wait on a network:
