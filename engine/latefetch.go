@@ -27,6 +27,11 @@ type lateFetch struct {
 	skip         []bool       // plan fields to leave out of unit prefetches while on
 }
 
+// neverDefer keeps every job's late columns prefetched whole: the
+// reference that tests and benchmarks measure deferring against
+// (SetNeverDeferForTest in export_test.go).
+var neverDefer atomic.Bool
+
 const (
 	deferMinPages = 32
 	deferOnShare  = 0.25
@@ -47,7 +52,7 @@ func (l *lateFetch) note(after, before decode.Stats) {
 	read := l.read.Add(after.Pages - before.Pages)
 	unread := l.unread.Add(after.PagesUnread - before.PagesUnread)
 	l.unreadBytes.Add(after.BytesUnread - before.BytesUnread)
-	l.on.Store(deferLate(l.on.Load(), read, unread))
+	l.on.Store(!neverDefer.Load() && deferLate(l.on.Load(), read, unread))
 }
 
 // deferLate is the decision: whether to defer the late columns' fetch,

@@ -82,14 +82,14 @@ func TestS3JobSameAsLocal(t *testing.T) {
 
 // runTensors runs a job and returns, per rank, each batch's tensors'
 // bytes concatenated.
-func runTensors(t *testing.T, src string, fsys decode.FS) [][][]byte {
+func runTensors(t testing.TB, src string, fsys decode.FS) [][][]byte {
 	t.Helper()
 	return runTensorsWith(t, src, engine.Options{FS: fsys})
 }
 
 // runTensorsWith is runTensors with the run's options (Linger and Ready
 // are set here).
-func runTensorsWith(t *testing.T, src string, opts engine.Options) [][][]byte {
+func runTensorsWith(t testing.TB, src string, opts engine.Options) [][][]byte {
 	t.Helper()
 	dir := t.TempDir()
 	job, err := spec.Parse("test.yaml", []byte(strings.ReplaceAll(src, "RINGDIR", dir)))
