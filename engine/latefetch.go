@@ -20,6 +20,21 @@ import (
 // starts once a quarter of them go unread and stops below an eighth, and
 // nothing is decided before deferMinPages pages were seen. With local
 // files nothing is prefetched either way.
+//
+// Concurrency: every worker adds its unit's counts (atomics) and stores
+// the decision; two workers deciding at once may store it in either
+// order, which only delays a switch by a unit. A worker applies the
+// decision to its decoder when it starts its next unit (sync), and the
+// next unit's announcement (skipFields) reads it as it is then. Either
+// way the output is the same: only what is fetched ahead, and when,
+// changes.
+//
+// Rejected: deciding from the spec (whether a filter drops rows in runs
+// depends on how the data is laid out, not on the expression); always
+// fetching late columns after the selection (a job that leaves no page
+// unread, like a random sample, would pay the later fetch for nothing);
+// a spec setting (the share is measured better than guessed, and
+// lastmile_late_fetch_deferred shows what was chosen).
 type lateFetch struct {
 	on           atomic.Bool
 	read, unread atomic.Int64 // late data pages decoded, and left unread
