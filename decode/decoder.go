@@ -130,8 +130,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	clear(d.locsSet)
 	d.whole = wholeGroup(&u, d.fields)
 	if p, ok := f.(Prefetcher); ok {
-		d.ranges = unitRangesExcept(&u, d.deferred, d.ranges)
-		d.ranges = deferredLead(&u, d.deferred, d.ranges)
+		d.ranges = unitRanges(&u, d.deferred, d.ranges)
 		p.Prefetch(d.ranges)
 	}
 	return nil

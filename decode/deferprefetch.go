@@ -13,17 +13,17 @@ package decode
 // indexed page, and each run of pages holding a selected row. A chunk
 // without a usable index is prefetched whole, as before.
 //
-// What a deferred field needs whatever its rows, its dictionary page and
-// its OffsetIndex (which PrefetchSelected itself reads, and which lies
-// with the others near the footer, past the cached tail of a large
-// file), Open still prefetches with the rest (deferredLead), so that
-// PrefetchSelected does not wait a request for each field's index.
+// A deferred field's dictionary page and OffsetIndex are needed whatever
+// its rows, so Open still prefetches them with the rest (unitRanges).
+// PrefetchSelected reads the index itself, and an index lies near the
+// footer, past the cached tail of a large file: without this it would
+// wait a request for each field's index.
 //
 // Deferring costs latency: a deferred column's bytes are asked for only
 // after the early columns are decoded and the rows selected, not while
 // they decode. So it pays only where pages go unread, and the engine
 // defers only once a job's late pages have been seen to go unread
-// (engine/unit.go). The ranges are exactly the walk's windows, so a
+// (engine/latefetch.go). The ranges are exactly the walk's windows, so a
 // deferred column's reads are served from the prefetch as whole ones are
 // (TestDeferredPrefetchCoversReads).
 
@@ -101,25 +101,6 @@ func (d *Decoder) selRanges(fi int, sel []int32, dst []Range) ([]Range, error) {
 		}
 	}
 	return dst, nil
-}
-
-// deferredLead appends to dst the ranges of u's deferred fields (marked in
-// deferred) that their decode reads whatever the rows: the dictionary
-// page and the OffsetIndex.
-func deferredLead(u *Unit, deferred []bool, dst []Range) []Range {
-	for fi, def := range deferred {
-		if !def || fi >= len(u.Chunks) {
-			continue
-		}
-		c := &u.Chunks[fi]
-		if c.DictLen > 0 {
-			dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})
-		}
-		if c.IndexLen > 0 {
-			dst = append(dst, Range{Off: c.Index, Len: int64(c.IndexLen)})
-		}
-	}
-	return dst
 }
 
 // growBools returns b resized to n, all false.

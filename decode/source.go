@@ -113,19 +113,16 @@ type UnitPrefetcher interface {
 }
 
 // PrefetchUnit asks fsys to start fetching u's ranges if it is a
-// UnitPrefetcher; for local files it does nothing.
-func PrefetchUnit(fsys FS, u *Unit) { PrefetchUnitExcept(fsys, u, nil) }
-
-// PrefetchUnitExcept is PrefetchUnit without the fields marked in skip
-// (indexed as the plan's fields; nil skips none) but for their
-// dictionaries and OffsetIndexes: those a decoder with DeferPrefetch
-// fetches once it knows the rows.
-func PrefetchUnitExcept(fsys FS, u *Unit, skip []bool) {
+// UnitPrefetcher; for local files it does nothing. Of the fields marked
+// in deferred (indexed as the plan's fields; nil: none) it asks only for
+// the dictionaries and OffsetIndexes: their pages are for a decoder with
+// DeferPrefetch to fetch once it knows the rows.
+func PrefetchUnit(fsys FS, u *Unit, deferred []bool) {
 	p, ok := fsys.(UnitPrefetcher)
 	if !ok {
 		return
 	}
-	p.PrefetchUnit(u.File, deferredLead(u, skip, unitRangesExcept(u, skip, nil)))
+	p.PrefetchUnit(u.File, unitRanges(u, deferred, nil))
 }
 
 // ContextReaderAt is implemented by Files whose reads wait on a network:
@@ -298,22 +295,23 @@ func capFiles(names []string, in string) ([]string, error) {
 	return names, nil
 }
 
-// unitRanges returns the byte ranges a unit's chunks read, in field order.
-func unitRanges(u *Unit, dst []Range) []Range { return unitRangesExcept(u, nil, dst) }
-
-// unitRangesExcept is unitRanges without the chunks of the fields marked
-// in skip (nil skips none).
-func unitRangesExcept(u *Unit, skip []bool, dst []Range) []Range {
+// unitRanges returns the byte ranges a unit's chunks read, in field
+// order: for the fields marked in deferred (nil: none) only what their
+// decode reads whatever the rows, the dictionary page and the
+// OffsetIndex (deferprefetch.go).
+func unitRanges(u *Unit, deferred []bool, dst []Range) []Range {
 	dst = dst[:0]
 	for i := range u.Chunks {
-		if i < len(skip) && skip[i] {
-			continue
-		}
 		c := &u.Chunks[i]
 		if c.DictLen > 0 {
 			dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})
 		}
-		dst = append(dst, Range{Off: c.Offset, Len: c.End - c.Offset})
+		switch {
+		case i >= len(deferred) || !deferred[i]:
+			dst = append(dst, Range{Off: c.Offset, Len: c.End - c.Offset})
+		case c.IndexLen > 0:
+			dst = append(dst, Range{Off: c.Index, Len: int64(c.IndexLen)})
+		}
 	}
 	return dst
 }

@@ -435,7 +435,7 @@ func (ur *unitRun) computeHere(ctx context.Context, worker, i int, buf *column.B
 	// of workers from now, so its bytes arrive while this one
 	// decodes (within the source's memory bound; nothing locally).
 	if next := i + rw.local; next < len(units) {
-		decode.PrefetchUnitExcept(plan.FS(), &plan.Units[units[next]], ur.proc.fetch.skipFields())
+		decode.PrefetchUnit(plan.FS(), &plan.Units[units[next]], ur.proc.fetch.skipFields())
 	}
 	if rw.slots > 0 {
 		// Let the spill workers' sends go out before this unit's

@@ -414,7 +414,7 @@ func TestPrefetchUnitAhead(t *testing.T) {
 		for _, c := range plan.Units[i].Chunks {
 			want += c.End - c.Offset
 		}
-		decode.PrefetchUnit(fsys, &plan.Units[i])
+		decode.PrefetchUnit(fsys, &plan.Units[i], nil)
 	}
 	if n := src.Client().PrefetchInUse(); n <= 0 || n > budget {
 		t.Fatalf("%d bytes prefetched after announcing the units, want some and at most the budget %d", n, budget)
