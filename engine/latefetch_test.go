@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,15 +52,7 @@ func lateFetchData(tb testing.TB, dir string) *s3test.Server {
 	tb.Cleanup(func() { srv.Close() })
 	bucket, _ := srv.Bucket("data")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.parquet"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(bucket, filepath.Base(f)), b, 0o644)
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
-	}
+	putObjects(tb, bucket, files)
 	return srv
 }
 

@@ -47,14 +47,7 @@ func TestS3JobSameAsLocal(t *testing.T) {
 	defer srv.Close()
 	bucket, _ := srv.Bucket("data")
 	files, _ := filepath.Glob("../testdata/small/*.parquet")
-	os.MkdirAll(filepath.Join(bucket, "small"), 0o755)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(bucket, "small", filepath.Base(f)), b, 0o644)
-	}
+	putObjects(t, filepath.Join(bucket, "small"), files)
 	c, err := objstore.New(objstore.Config{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3test.Access, SecretKey: s3test.Secret})
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +75,24 @@ func TestS3JobSameAsLocal(t *testing.T) {
 
 // runTensors runs a job and returns, per rank, each batch's tensors'
 // bytes concatenated.
+// putObjects copies files into dir, a folder of the S3 test server's
+// bucket (s3test.Server.Bucket), where they are objects.
+func putObjects(tb testing.TB, dir string, files []string) {
+	tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644)
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 func runTensors(t testing.TB, src string, fsys decode.FS) [][][]byte {
 	t.Helper()
 	return runTensorsWith(t, src, engine.Options{FS: fsys})
