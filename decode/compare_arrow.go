@@ -201,6 +201,8 @@ func fixedBytes(arr arrow.Array) ([]byte, error) {
 		return sliceBytes(a.Int32Values()), nil
 	case *array.Int64:
 		return sliceBytes(a.Int64Values()), nil
+	case *array.Timestamp: // INT96, read by arrow as timestamp[ns]
+		return sliceBytes(a.TimestampValues()), nil
 	case *array.Float32:
 		return sliceBytes(a.Float32Values()), nil
 	case *array.Float64:
@@ -218,7 +220,7 @@ func fixedBytes(arr arrow.Array) ([]byte, error) {
 	return nil, fmt.Errorf("arrow type %v for a fixed-width column", arr.DataType())
 }
 
-func sliceBytes[T int32 | int64 | float32 | float64](v []T) []byte {
+func sliceBytes[T ~int32 | ~int64 | ~float32 | ~float64](v []T) []byte {
 	if len(v) == 0 {
 		return nil
 	}

@@ -34,6 +34,7 @@ type Decoder struct {
 	pr      pageReader // reads the column chunk's pages
 	page    []byte     // decompressed v1 pages and values that need a pass
 	dictBuf []byte     // decompressed dictionary page
+	dict96  []byte     // an INT96 dictionary converted to int64 nanoseconds
 	rep     []uint8    // repetition levels of one page
 	def     []uint8    // definition levels of one page
 	starts  []int32    // positions of the row-starting levels of one page

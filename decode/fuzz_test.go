@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/lastmile/lastmile/column"
@@ -35,8 +36,30 @@ func fuzzSeeds(f *testing.F) []*Plan {
 // must return an error or rows, never panic or loop. Inputs are whole
 // chunks, so run it with -fuzzminimizetime=5s or the fuzzer spends its
 // time minimizing.
-func FuzzDecodePage(f *testing.F) {
-	plans := fuzzSeeds(f)
+func FuzzDecodePage(f *testing.F) { fuzzDecodePages(f, fuzzSeeds(f)) }
+
+// FuzzDecodeInt96Page is FuzzDecodePage for INT96 timestamps, required,
+// optional and in lists: dictionary pages (v1, snappy) and PLAIN ones
+// (v2, uncompressed).
+func FuzzDecodeInt96Page(f *testing.F) {
+	dir := f.TempDir()
+	dict, plain := filepath.Join(dir, "dict.parquet"), filepath.Join(dir, "plain.parquet")
+	writeInt96PG(f, dict, 120, "snappy", 1, int96At)
+	writeInt96File(f, plain, 120, compress.Codecs.Uncompressed, true)
+	var plans []*Plan
+	for _, p := range []string{dict, plain} {
+		plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		plans = append(plans, plan)
+	}
+	fuzzDecodePages(f, plans)
+}
+
+// fuzzDecodePages seeds f with the chunks of plans' first units, whose
+// fields must be alike, and decodes mutations of them.
+func fuzzDecodePages(f *testing.F, plans []*Plan) {
 	plan := plans[0]
 	d := NewDecoder(plan.Fields)
 	for _, p := range plans {

@@ -68,6 +68,11 @@ func NewUnitDecoder(p Path, fields []Field) (UnitDecoder, error) {
 	case PathOwn:
 		return NewDecoder(fields), nil
 	case PathParquetGo:
+		for i := range fields {
+			if fields[i].isInt96() {
+				return nil, fmt.Errorf("%w: the parquet-go comparison path does not convert INT96 column %q", ErrUnsupported, fields[i].Name)
+			}
+		}
 		return newPGDecoder(fields), nil
 	case PathArrow:
 		return newArrowDecoder(fields), nil

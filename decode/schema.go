@@ -230,6 +230,8 @@ func leafDType(el *format.SchemaElement) (column.DType, error) {
 		return column.Float32, nil
 	case format.Double:
 		return column.Float64, nil
+	case format.Int96: // a timestamp: int64 nanoseconds (int96.go)
+		return column.Int64, nil
 	case format.ByteArray:
 		return column.Uint8, nil
 	case format.FixedLenByteArray:

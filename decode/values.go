@@ -29,7 +29,7 @@ type pageValues struct {
 // of earlier values) saved and restored around it.
 func (pv *pageValues) fixedAt(buf []byte, start, n int) error {
 	need := n * pv.f.DType.Size()
-	if pv.lead >= 0 && pv.h.encoding == encPlain && pv.valsLen == need && start >= pv.lead {
+	if pv.lead >= 0 && pv.h.encoding == encPlain && pv.valsLen == need && start >= pv.lead && !pv.f.isInt96() {
 		d := pv.d
 		lo := start - pv.lead
 		d.save = append(d.save[:0], buf[lo:start]...)
@@ -69,6 +69,9 @@ func (pv *pageValues) plain() ([]byte, error) {
 func (pv *pageValues) fixed(dst []byte, n int) error {
 	f := pv.f
 	size := f.DType.Size()
+	if f.isInt96() {
+		return pv.int96(dst, n)
+	}
 	switch pv.h.encoding {
 	case encPlain:
 		if f.DType == column.Bool {
@@ -114,6 +117,32 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 		return nil
 	}
 	return fmt.Errorf("%w: encoding %s", ErrUnsupported, encodingName(pv.h.encoding))
+}
+
+// int96 writes the page's n INT96 values into dst as int64 nanoseconds
+// (int96.go): PLAIN values converted here, dictionary indexes gathered
+// from the dictionary readDict converted. No other encoding is defined
+// for the type.
+func (pv *pageValues) int96(dst []byte, n int) error {
+	switch pv.h.encoding {
+	case encPlain:
+		src, err := pv.plain()
+		if err != nil {
+			return err
+		}
+		if len(src) < n*int96Size {
+			return corruptf("%d INT96 values in %d bytes", n, len(src))
+		}
+		return int96Nanos(dst, src, n)
+	case encRLEDict, encPlainDict:
+		idx, err := pv.indexes(n)
+		if err != nil {
+			return err
+		}
+		gatherElems(dst, pv.d.dict.data, 8, idx)
+		return nil
+	}
+	return fmt.Errorf("%w: encoding %s for INT96", ErrUnsupported, encodingName(pv.h.encoding))
 }
 
 // rleBools writes the page's n RLE-encoded booleans into dst, one byte
@@ -422,6 +451,17 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	}
 	t := &d.dict
 	n := int(h.numValues)
+	if f.isInt96() {
+		if len(src) < n*int96Size {
+			return corruptf("dictionary of %d INT96 values in %d bytes", n, len(src))
+		}
+		d.dict96 = growBytes(d.dict96, n*8)
+		if err := int96Nanos(d.dict96, src, n); err != nil {
+			return err
+		}
+		t.data, t.n, t.ok = d.dict96, n, true
+		return nil
+	}
 	if f.Kind != column.Bytes {
 		size := f.DType.Size()
 		if len(src) < n*size {
