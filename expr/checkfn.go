@@ -27,6 +27,7 @@ func init() {
 		"hash_mod":    (*checker).hashMod,
 		"len":         (*checker).length,
 		"cast":        (*checker).cast,
+		"timestamp":   (*checker).timestamp,
 	}
 }
 

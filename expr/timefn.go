@@ -1,0 +1,96 @@
+package expr
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// timestamp("2025-11-20T06:00:00Z"[, unit]) is the instant, a constant
+// int64 counted in unit since 1970-01-01 00:00 UTC: "ns" (the default,
+// how INT96 timestamps decode), "us", "ms" or "s" (how INT64 TIMESTAMP
+// columns count). It lets a time-window filter say its date instead of
+// a 19-digit number.
+func (c *checker) timestamp(n *Call) (*node, error) {
+	if len(n.Args) != 1 && len(n.Args) != 2 {
+		return nil, errorf(n.At, "timestamp wants 1 or 2 arguments (time[, unit]), got %d", len(n.Args))
+	}
+	s, err := c.value(n.Args[0])
+	if err != nil {
+		return nil, err
+	}
+	if s.t.Kind != String || !s.isConst() || s.isNullConst() {
+		return nil, errorf(n.Args[0].Pos(), "timestamp wants a constant string time, got %s", describe(n.Args[0], s))
+	}
+	unit := "ns"
+	if len(n.Args) == 2 {
+		u, err := c.value(n.Args[1])
+		if err != nil {
+			return nil, err
+		}
+		if u.t.Kind != String || !u.isConst() || u.isNullConst() || timeUnits[u.constString()] == 0 {
+			return nil, errorf(n.Args[1].Pos(), `timestamp wants a unit "ns", "us", "ms" or "s", got %s`, describe(n.Args[1], u))
+		}
+		unit = u.constString()
+	}
+	v, err := parseInstant(s.constString(), timeUnits[unit])
+	if err != nil {
+		return nil, errorf(n.Args[0].Pos(), "timestamp: %v", err)
+	}
+	return constInt(v, n.At), nil
+}
+
+// timeUnits is each unit's length in nanoseconds.
+var timeUnits = map[string]int64{"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+// instantLayouts are the forms a timestamp() time may take; those
+// without a zone are UTC.
+var instantLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"}
+
+// parseInstant parses s and counts it in units of unit nanoseconds,
+// rounding down; the instant must fit an int64 of them.
+func parseInstant(s string, unit int64) (int64, error) {
+	var t time.Time
+	var err error
+	for _, layout := range instantLayouts {
+		if t, err = time.Parse(layout, s); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a time such as 2025-11-20, 2025-11-20 06:00:00 or 2025-11-20T06:00:00+01:00 (RFC 3339; no zone is UTC)", s)
+	}
+	sec, q := t.Unix(), int64(t.Nanosecond())/unit
+	v, ok := countOf(sec, q, int64(time.Second)/unit)
+	if !ok {
+		name := "ns"
+		for k, v := range timeUnits {
+			if v == unit {
+				name = k
+			}
+		}
+		return 0, fmt.Errorf("%s does not fit an int64 of %s since 1970 (in ns: 1677-09-21 to 2262-04-11)", s, name)
+	}
+	return v, nil
+}
+
+// countOf is sec*perSec + q (0 <= q < perSec), and whether it fits an
+// int64. Go's division truncates toward zero, so a negative instant is
+// taken as (sec+1)*perSec less perSec-q, each step checked.
+func countOf(sec, q, perSec int64) (int64, bool) {
+	if sec >= 0 {
+		if sec > (math.MaxInt64-q)/perSec {
+			return 0, false
+		}
+		return sec*perSec + q, true
+	}
+	hi := sec + 1
+	if hi < math.MinInt64/perSec {
+		return 0, false
+	}
+	base, d := hi*perSec, perSec-q
+	if base < math.MinInt64+d {
+		return 0, false
+	}
+	return base - d, true
+}

@@ -1,0 +1,70 @@
+package expr_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/expr"
+)
+
+func TestTimestamp(t *testing.T) {
+	at := func(s string) int64 {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixNano()
+	}
+	ts := []int64{at("2025-11-19T23:59:59.999999999Z"), at("2025-11-20T00:00:00Z"), at("2025-11-20T06:00:00Z"), at("1969-12-31T23:59:59Z"), 0}
+	b := batch(ints("ts", column.Int64, ts, nil), ints("us", column.Int64, []int64{ts[0] / 1e3, ts[1] / 1e3, ts[2] / 1e3, -1e6, 0}, nil))
+	for _, tc := range []struct {
+		src  string
+		want []int64
+	}{
+		{`ts >= timestamp("2025-11-20")`, []int64{0, 1, 1, 0, 0}},
+		{`ts >= timestamp("2025-11-20 06:00:00")`, []int64{0, 0, 1, 0, 0}},
+		{`ts >= timestamp("2025-11-20T07:00:00+01:00")`, []int64{0, 0, 1, 0, 0}},
+		{`ts < timestamp("1970-01-01T00:00:00.000000001Z")`, []int64{0, 0, 0, 1, 1}},
+		{`us >= timestamp("2025-11-20", "us")`, []int64{0, 1, 1, 0, 0}},
+		{`(timestamp("2025-11-27") - ts) / 86400000000000`, []int64{7, 7, 6, 20419, 20419}},
+		{`timestamp("1969-12-31T23:59:59.5Z", "s") + 0 * ts`, []int64{-1, -1, -1, -1, -1}},
+		{`timestamp("1969-12-31T23:59:59.5Z", "ms") + 0 * ts`, []int64{-500, -500, -500, -500, -500}},
+		{`timestamp("2262-04-11T23:47:16.854775807Z") + 0 * ts`, []int64{math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64}},
+		{`timestamp("1677-09-21T00:12:43.145224192Z") + 0 * ts`, []int64{math.MinInt64, math.MinInt64, math.MinInt64, math.MinInt64, math.MinInt64}},
+	} {
+		checkInts(t, b, tc.src, tc.want, nil)
+	}
+}
+
+func TestTimestampErrors(t *testing.T) {
+	sch := expr.Schema{{Name: "ts", Type: typ(expr.Int64, false)}, {Name: "query", Type: typ(expr.String, false)}}
+	for _, tc := range []struct {
+		src string
+		pos int
+		msg string
+	}{
+		{`timestamp()`, 0, `timestamp wants 1 or 2 arguments (time[, unit]), got 0`},
+		{`timestamp(query)`, 10, `timestamp wants a constant string time, got string column "query"`},
+		{`timestamp(20251120)`, 10, `timestamp wants a constant string time, got integer 20251120`},
+		{`timestamp("2025-11-20", "days")`, 24, `timestamp wants a unit "ns", "us", "ms" or "s", got string "days"`},
+		{`timestamp("20/11/2025")`, 10, `timestamp: "20/11/2025" is not a time such as 2025-11-20, 2025-11-20 06:00:00 or 2025-11-20T06:00:00+01:00 (RFC 3339; no zone is UTC)`},
+		{`timestamp("2262-04-11T23:47:16.854775808Z")`, 10, `timestamp: 2262-04-11T23:47:16.854775808Z does not fit an int64 of ns since 1970 (in ns: 1677-09-21 to 2262-04-11)`},
+		{`timestamp("1677-09-21T00:12:43.145224191Z")`, 10, `timestamp: 1677-09-21T00:12:43.145224191Z does not fit an int64 of ns since 1970 (in ns: 1677-09-21 to 2262-04-11)`},
+		{`timestamp("9999-12-31", "s") > ts`, 0, ``},
+	} {
+		_, err := expr.Compile(tc.src, sch)
+		if tc.msg == "" {
+			if err != nil {
+				t.Errorf("Compile(%q): %v", tc.src, err)
+			}
+			continue
+		}
+		var e *expr.Error
+		if !errors.As(err, &e) || e.Pos != tc.pos || e.Msg != tc.msg {
+			t.Errorf("Compile(%q) = %v\nwant at %d: %s", tc.src, err, tc.pos, tc.msg)
+		}
+	}
+}
