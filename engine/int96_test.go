@@ -56,8 +56,8 @@ columns: [row_id, ts]
 batch: {size: 100, last: keep}
 ring: {dir: %s, name: ts}
 pipeline:
-  - filter: "ts >= %d"
-`, path, dir, cut.UnixNano())
+  - filter: 'ts >= timestamp("2026-11-20")'
+`, path, dir)
 	job, err := spec.Parse("ts.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
