@@ -17,6 +17,7 @@ const (
 	codecNone   = 0
 	codecSnappy = 1
 	codecGzip   = 2
+	codecLz4    = 5 // deprecated "LZ4": Hadoop-framed, or a bare block (lz4.go)
 	codecZstd   = 6
 	codecLz4Raw = 7
 )
@@ -44,7 +45,7 @@ func codecName(c int32) string {
 }
 
 func codecSupported(c int32) bool {
-	return c == codecNone || c == codecSnappy || c == codecGzip || c == codecZstd || c == codecLz4Raw
+	return c == codecNone || c == codecSnappy || c == codecGzip || c == codecZstd || c == codecLz4Raw || c == codecLz4
 }
 
 // decompressor decompresses page bodies; one per Decoder, not safe for
@@ -109,6 +110,8 @@ func (z *decompressor) decompress(codec int32, dst, src []byte) error {
 			return fmt.Errorf("lz4 page expands to %d bytes, header says %d", n, len(dst))
 		}
 		return nil
+	case codecLz4:
+		return lz4Page(dst, src)
 	case codecGzip:
 		z.br.Reset(src)
 		if z.gz == nil {

@@ -129,6 +129,12 @@ func codecFor(name string) compress.Codec {
 		return &zstd.Codec{}
 	case "lz4":
 		return &lz4.Codec{}
+	case "lz4-hadoop": // the deprecated LZ4 codec as parquet-mr writes it (lz4_test.go)
+		return &lz4Writer{block: 256 << 10, chunk: 256 << 10}
+	case "lz4-hadoop-chunked":
+		return &lz4Writer{block: 1000, chunk: 300}
+	case "lz4-bare":
+		return &lz4Writer{bare: true}
 	case "gzip":
 		return &gzip.Codec{}
 	}
