@@ -70,7 +70,13 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 	f := pv.f
 	size := f.DType.Size()
 	if f.isInt96() {
-		return pv.int96(dst, n)
+		switch pv.h.encoding {
+		case encPlain:
+			return pv.int96Plain(dst, n)
+		case encRLEDict, encPlainDict: // readDict converted the dictionary
+		default:
+			return fmt.Errorf("%w: encoding %s for INT96", ErrUnsupported, encodingName(pv.h.encoding))
+		}
 	}
 	switch pv.h.encoding {
 	case encPlain:
@@ -119,30 +125,17 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 	return fmt.Errorf("%w: encoding %s", ErrUnsupported, encodingName(pv.h.encoding))
 }
 
-// int96 writes the page's n INT96 values into dst as int64 nanoseconds
-// (int96.go): PLAIN values converted here, dictionary indexes gathered
-// from the dictionary readDict converted. No other encoding is defined
-// for the type.
-func (pv *pageValues) int96(dst []byte, n int) error {
-	switch pv.h.encoding {
-	case encPlain:
-		src, err := pv.plain()
-		if err != nil {
-			return err
-		}
-		if len(src) < n*int96Size {
-			return corruptf("%d INT96 values in %d bytes", n, len(src))
-		}
-		return int96Nanos(dst, src, n)
-	case encRLEDict, encPlainDict:
-		idx, err := pv.indexes(n)
-		if err != nil {
-			return err
-		}
-		gatherElems(dst, pv.d.dict.data, 8, idx)
-		return nil
+// int96Plain writes the page's n PLAIN INT96 values into dst as int64
+// nanoseconds (int96.go).
+func (pv *pageValues) int96Plain(dst []byte, n int) error {
+	src, err := pv.plain()
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%w: encoding %s for INT96", ErrUnsupported, encodingName(pv.h.encoding))
+	if len(src) < n*int96Size {
+		return corruptf("%d INT96 values in %d bytes", n, len(src))
+	}
+	return int96Nanos(dst, src, n)
 }
 
 // rleBools writes the page's n RLE-encoded booleans into dst, one byte
