@@ -31,22 +31,23 @@ type Decoder struct {
 	// (DeferPrefetch); nil: none.
 	deferred []bool
 
-	pr      pageReader // reads the column chunk's pages
-	page    []byte     // decompressed v1 pages and values that need a pass
-	dictBuf []byte     // decompressed dictionary page
-	dict96  []byte     // an INT96 dictionary converted to int64 nanoseconds
-	rep     []uint8    // repetition levels of one page
-	def     []uint8    // definition levels of one page
-	starts  []int32    // positions of the row-starting levels of one page
-	pfx     []byte     // the decoded level part of a snappy v1 page
-	save    []byte     // column bytes a v1 page's levels overwrite for a moment
-	idx     []int32    // dictionary indexes of one page
-	rows    []int32    // selected rows of one page
-	lens    []int64    // DELTA_* decoded integers
-	prefix  []int64    // DELTA_BYTE_ARRAY prefix lengths
-	dict    dictionary
-	hdr     pageHeader
-	scratch column.Column // pages only partly in the unit or selection
+	pr       pageReader // reads the column chunk's pages
+	page     []byte     // decompressed v1 pages and values that need a pass
+	dictBuf  []byte     // decompressed dictionary page
+	dictConv []byte     // a dictionary converted from its stored type (decimal.go)
+	conv     []byte     // a page's stored values before conversion
+	rep      []uint8    // repetition levels of one page
+	def      []uint8    // definition levels of one page
+	starts   []int32    // positions of the row-starting levels of one page
+	pfx      []byte     // the decoded level part of a snappy v1 page
+	save     []byte     // column bytes a v1 page's levels overwrite for a moment
+	idx      []int32    // dictionary indexes of one page
+	rows     []int32    // selected rows of one page
+	lens     []int64    // DELTA_* decoded integers
+	prefix   []int64    // DELTA_BYTE_ARRAY prefix lengths
+	dict     dictionary
+	hdr      pageHeader
+	scratch  column.Column // pages only partly in the unit or selection
 	// scratchOwn holds scratch's own Data while scratch views d.page
 	// (scratchView).
 	scratchOwn  []byte

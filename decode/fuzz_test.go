@@ -57,6 +57,22 @@ func FuzzDecodeInt96Page(f *testing.F) {
 	fuzzDecodePages(f, plans)
 }
 
+// FuzzDecodeDecimalPage is FuzzDecodePage for DECIMAL columns: INT32
+// dictionaries, INT64 delta, 16-byte PLAIN and dictionary pages.
+func FuzzDecodeDecimalPage(f *testing.F) {
+	var plans []*Plan
+	for _, v := range []int{1, 2} {
+		p := filepath.Join(f.TempDir(), "dec.parquet")
+		writeDecimals(f, p, 120, v, "snappy")
+		plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		plans = append(plans, plan)
+	}
+	fuzzDecodePages(f, plans)
+}
+
 // fuzzDecodePages seeds f with the chunks of plans' first units, whose
 // fields must be alike, and decodes mutations of them.
 func fuzzDecodePages(f *testing.F, plans []*Plan) {

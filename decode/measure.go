@@ -69,8 +69,8 @@ func NewUnitDecoder(p Path, fields []Field) (UnitDecoder, error) {
 		return NewDecoder(fields), nil
 	case PathParquetGo:
 		for i := range fields {
-			if fields[i].isInt96() {
-				return nil, fmt.Errorf("%w: the parquet-go comparison path does not convert INT96 column %q", ErrUnsupported, fields[i].Name)
+			if fields[i].converts() {
+				return nil, fmt.Errorf("%w: the parquet-go comparison path does not convert INT96 or DECIMAL column %q", ErrUnsupported, fields[i].Name)
 			}
 		}
 		return newPGDecoder(fields), nil

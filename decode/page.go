@@ -74,7 +74,7 @@ func (d *Decoder) appendPage(f *Field, c *Chunk, h *pageHeader, body []byte, col
 func (d *Decoder) v1Page(f *Field, c *Chunk, h *pageHeader, body []byte, col *column.Column) (repB, defB, vals []byte, err error) {
 	n := int(h.numValues)
 	page := body
-	if c.Codec != codecNone && h.encoding == encPlain && f.Kind != column.Bytes && f.DType != column.Bool && !f.isInt96() {
+	if c.Codec != codecNone && h.encoding == encPlain && f.Kind != column.Bytes && f.DType != column.Bool && !f.converts() {
 		// Decompress the page where its values go; once the levels
 		// are read, the values move down over them (in cache) rather
 		// than being copied from a scratch buffer.
@@ -435,7 +435,7 @@ func (d *Decoder) appendListStarts(f *Field, n int, pv *pageValues, col *column.
 func (d *Decoder) viewValues(col *column.Column, pv *pageValues, n int) (bool, error) {
 	need := n * pv.f.DType.Size()
 	if col != &d.scratch || pv.f.Kind == column.Bytes || len(col.Data) != 0 || d.scratchView || pv.h.encoding != encPlain ||
-		pv.f.DType == column.Bool || pv.f.isInt96() || pv.valsLen != need {
+		pv.f.DType == column.Bool || pv.f.converts() || pv.valsLen != need {
 		return false, nil
 	}
 	var vals []byte
@@ -519,7 +519,7 @@ func rowStartsRLE(starts []int32, src []byte, n int) ([]int32, error) {
 // sections snappyPrefix can decode first. It returns the levels and the
 // length of the levels part.
 func (d *Decoder) v1Direct(f *Field, c *Chunk, h *pageHeader, body []byte) (int, []byte, []byte, bool) {
-	if c.Codec == codecNone || h.encoding != encPlain || f.Kind == column.Bytes || f.DType == column.Bool || f.isInt96() {
+	if c.Codec == codecNone || h.encoding != encPlain || f.Kind == column.Bytes || f.DType == column.Bool || f.converts() {
 		return 0, nil, nil, false
 	}
 	if f.MaxRep == 0 && f.MaxDef == 0 {

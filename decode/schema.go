@@ -27,6 +27,8 @@ type Field struct {
 	Leaf     int          `json:"leaf"`     // leaf column index in the first file's schema
 	Physical int32        `json:"physical"` // parquet physical type (format.Type)
 	TypeLen  int32        `json:"type_len,omitempty"`
+	Decimal  bool         `json:"decimal,omitempty"` // DECIMAL, decoded to float64 (decimal.go)
+	Scale    int32        `json:"scale,omitempty"`   // a decimal's scale
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
 	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
@@ -43,6 +45,8 @@ func (f *Field) sameAs(g *Field) string {
 		return fmt.Sprintf("kind %v vs %v", f.Kind, g.Kind)
 	case f.DType != g.DType || f.Physical != g.Physical || f.TypeLen != g.TypeLen:
 		return fmt.Sprintf("type %v (parquet %v) vs %v (parquet %v)", f.DType, format.Type(f.Physical), g.DType, format.Type(g.Physical))
+	case f.Decimal != g.Decimal || f.Scale != g.Scale:
+		return fmt.Sprintf("decimal %v scale %d vs decimal %v scale %d", f.Decimal, f.Scale, g.Decimal, g.Scale)
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
 	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !slices.Equal(f.Path, g.Path):
@@ -197,6 +201,7 @@ func resolveField(top *schemaNode) (Field, error) {
 		return f, err
 	}
 	f.DType = dt
+	f.Scale, f.Decimal = decimalScale(leaf.el)
 	if dt == column.Uint8 { // BYTE_ARRAY
 		if f.Kind == column.List {
 			return f, fmt.Errorf("%w: list of byte arrays", ErrUnsupported)
@@ -216,8 +221,9 @@ func leafDType(el *format.SchemaElement) (column.DType, error) {
 	if hasCT && (ct == deprecated.Uint32 || ct == deprecated.Uint64) {
 		return 0, fmt.Errorf("%w: unsigned 32/64-bit integers", ErrUnsupported)
 	}
-	if _, ok := el.LogicalType.Value.(*format.DecimalType); ok || (hasCT && ct == deprecated.Decimal) {
-		return 0, fmt.Errorf("%w: DECIMAL", ErrUnsupported)
+	if scale, ok := decimalScale(el); ok {
+		n, _ := el.TypeLength.Get()
+		return decimalDType(pt, n, scale)
 	}
 	switch pt {
 	case format.Boolean:

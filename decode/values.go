@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // pageValues is the value section of one data page.
@@ -29,7 +30,7 @@ type pageValues struct {
 // of earlier values) saved and restored around it.
 func (pv *pageValues) fixedAt(buf []byte, start, n int) error {
 	need := n * pv.f.DType.Size()
-	if pv.lead >= 0 && pv.h.encoding == encPlain && pv.valsLen == need && start >= pv.lead && !pv.f.isInt96() {
+	if pv.lead >= 0 && pv.h.encoding == encPlain && pv.valsLen == need && start >= pv.lead && !pv.f.converts() {
 		d := pv.d
 		lo := start - pv.lead
 		d.save = append(d.save[:0], buf[lo:start]...)
@@ -69,14 +70,8 @@ func (pv *pageValues) plain() ([]byte, error) {
 func (pv *pageValues) fixed(dst []byte, n int) error {
 	f := pv.f
 	size := f.DType.Size()
-	if f.isInt96() {
-		switch pv.h.encoding {
-		case encPlain:
-			return pv.int96Plain(dst, n)
-		case encRLEDict, encPlainDict: // readDict converted the dictionary
-		default:
-			return fmt.Errorf("%w: encoding %s for INT96", ErrUnsupported, encodingName(pv.h.encoding))
-		}
+	if f.converts() && pv.h.encoding != encRLEDict && pv.h.encoding != encPlainDict {
+		return pv.convertPage(dst, n)
 	}
 	switch pv.h.encoding {
 	case encPlain:
@@ -125,17 +120,36 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 	return fmt.Errorf("%w: encoding %s", ErrUnsupported, encodingName(pv.h.encoding))
 }
 
-// int96Plain writes the page's n PLAIN INT96 values into dst as int64
-// nanoseconds (int96.go).
-func (pv *pageValues) int96Plain(dst []byte, n int) error {
+// convertPage writes the page's n values, stored other than as the
+// field's dtype (INT96, DECIMAL), into dst converted: an INT32 or INT64
+// decimal's through the common paths of its stored integers, in any
+// encoding; INT96 and FIXED_LEN_BYTE_ARRAY values from PLAIN pages, the
+// only other encoding they have (dictionaries aside: readDict converts
+// those).
+func (pv *pageValues) convertPage(dst []byte, n int) error {
+	f, d := pv.f, pv.d
+	w := f.storedSize()
+	if f.Decimal && format.Type(f.Physical) != format.FixedLenByteArray {
+		g := f.storedView()
+		sv := *pv
+		sv.f = &g
+		d.conv = growBytes(d.conv, n*w)
+		if err := sv.fixed(d.conv, n); err != nil {
+			return err
+		}
+		return convertStored(f, dst, d.conv, n)
+	}
+	if pv.h.encoding != encPlain {
+		return fmt.Errorf("%w: encoding %s for %v", ErrUnsupported, encodingName(pv.h.encoding), format.Type(f.Physical))
+	}
 	src, err := pv.plain()
 	if err != nil {
 		return err
 	}
-	if len(src) < n*int96Size {
-		return corruptf("%d INT96 values in %d bytes", n, len(src))
+	if len(src) < n*w {
+		return corruptf("%d values of %d bytes in %d bytes", n, w, len(src))
 	}
-	return int96Nanos(dst, src, n)
+	return convertStored(f, dst, src, n)
 }
 
 // rleBools writes the page's n RLE-encoded booleans into dst, one byte
@@ -444,15 +458,15 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	}
 	t := &d.dict
 	n := int(h.numValues)
-	if f.isInt96() {
-		if len(src) < n*int96Size {
-			return corruptf("dictionary of %d INT96 values in %d bytes", n, len(src))
+	if f.converts() {
+		if w := f.storedSize(); len(src) < n*w {
+			return corruptf("dictionary of %d values of %d bytes in %d bytes", n, w, len(src))
 		}
-		d.dict96 = growBytes(d.dict96, n*8)
-		if err := int96Nanos(d.dict96, src, n); err != nil {
+		d.dictConv = growBytes(d.dictConv, n*8)
+		if err := convertStored(f, d.dictConv, src, n); err != nil {
 			return err
 		}
-		t.data, t.n, t.ok = d.dict96, n, true
+		t.data, t.n, t.ok = d.dictConv, n, true
 		return nil
 	}
 	if f.Kind != column.Bytes {
