@@ -281,7 +281,12 @@ func nanFree(t ice.Type, nans map[int]int64, id int) bool {
 // of the types a filter compares: integers, floats, booleans, strings.
 func boundOf(t ice.Type, b []byte) (float64, string, bool) {
 	switch t.(type) {
-	case ice.Int32Type, ice.Int64Type, ice.Float32Type, ice.Float64Type, ice.BooleanType, ice.StringType:
+	case ice.Int32Type, ice.Int64Type, ice.Float32Type, ice.Float64Type, ice.BooleanType, ice.StringType,
+		ice.DateType, ice.TimestampType, ice.TimestampTzType, ice.TimestampNsType, ice.TimestampTzNsType:
+		// Dates are int32 days, timestamps int64 micro- or nanoseconds
+		// since 1970: the numbers their Parquet columns decode to, so a
+		// filter such as ts >= timestamp("2025-11-20", "us") prunes by
+		// them (nanoseconds of today exceed 2^53 and never bound).
 	default:
 		return 0, "", false
 	}
@@ -295,6 +300,12 @@ func boundOf(t ice.Type, b []byte) (float64, string, bool) {
 // valueOf turns a partition value or literal into a Range bound.
 func valueOf(v any) (float64, string, bool) {
 	switch x := v.(type) {
+	case ice.Date:
+		return valueOf(int32(x))
+	case ice.Timestamp:
+		return valueOf(int64(x))
+	case ice.TimestampNano:
+		return valueOf(int64(x))
 	case int32:
 		return float64(x), "", true
 	case int64:
