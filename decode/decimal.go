@@ -50,7 +50,7 @@ func decimalDType(pt format.Type, n int32, scale int32) (column.DType, error) {
 // converts reports whether the field's values are stored other than as
 // its dtype, so that no path may place or view stored values as decoded
 // ones.
-func (f *Field) converts() bool { return f.isInt96() || f.Decimal }
+func (f *Field) converts() bool { return f.isInt96() || f.Decimal || f.Unsigned }
 
 // storedSize is the width of one stored value of a field whose values
 // convert: 12 for INT96, the fixed length of a FIXED_LEN_BYTE_ARRAY, 4
@@ -72,7 +72,7 @@ func (f *Field) storedSize() int {
 // buffer, which decimalFloats then converts.
 func (f *Field) storedView() Field {
 	g := *f
-	g.Decimal, g.Scale, g.DType = false, 0, column.Int64
+	g.Decimal, g.Scale, g.Unsigned, g.DType = false, 0, false, column.Int64
 	if format.Type(f.Physical) == format.Int32 {
 		g.DType = column.Int32
 	}
@@ -93,6 +93,12 @@ var pow10 = func() (p [77]float64) {
 func convertStored(f *Field, dst, src []byte, n int) error {
 	if f.isInt96() {
 		return int96Nanos(dst, src, n)
+	}
+	if f.Unsigned {
+		for i := range n {
+			binary.LittleEndian.PutUint64(dst[i*8:], uint64(binary.LittleEndian.Uint32(src[i*4:])))
+		}
+		return nil
 	}
 	div := pow10[f.Scale]
 	put := func(i int, v float64) { binary.LittleEndian.PutUint64(dst[i*8:], math.Float64bits(v/div)) }

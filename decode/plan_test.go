@@ -106,7 +106,7 @@ type altRow struct {
 
 type badRow struct {
 	RowID int64  `parquet:"row_id"`
-	U32   uint32 `parquet:"u32"`
+	U64   uint64 `parquet:"u64"`
 	Inner struct {
 		A int64 `parquet:"a"`
 	} `parquet:"inner"`
@@ -135,10 +135,10 @@ func TestPlanErrors(t *testing.T) {
 	}
 	f("mismatch", []string{dir}, []string{"row_id", "label"}, ErrSchemaMismatch, alt, `"label"`)
 	f("missing", []string{good}, []string{"row_id", "nope"}, ErrMissingColumn, good, `"nope"`)
-	f("uint32", []string{bad}, []string{"u32"}, ErrUnsupported, bad, `"u32"`)
+	f("uint64", []string{bad}, []string{"u64"}, ErrUnsupported, bad, `"u64"`)
 	f("group", []string{bad}, []string{"inner"}, ErrUnsupported, bad, `"inner"`)
 	f("nested list", []string{bad}, []string{"nested"}, ErrUnsupported, bad, `"nested"`)
-	f("all columns", []string{bad}, nil, ErrUnsupported, bad, `"u32"`)
+	f("all columns", []string{bad}, nil, ErrUnsupported, bad, `"u64"`)
 	// Files that agree on the projection plan fine together.
 	if _, err := PlanFiles(ctx, []string{dir}, PlanOptions{Columns: []string{"row_id"}}); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ type Field struct {
 	TypeLen  int32        `json:"type_len,omitempty"`
 	Decimal  bool         `json:"decimal,omitempty"` // DECIMAL, decoded to float64 (decimal.go)
 	Scale    int32        `json:"scale,omitempty"`   // a decimal's scale
+	Unsigned bool         `json:"unsigned,omitempty"` // UINT_32, widened to int64
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
 	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
@@ -45,7 +46,7 @@ func (f *Field) sameAs(g *Field) string {
 		return fmt.Sprintf("kind %v vs %v", f.Kind, g.Kind)
 	case f.DType != g.DType || f.Physical != g.Physical || f.TypeLen != g.TypeLen:
 		return fmt.Sprintf("type %v (parquet %v) vs %v (parquet %v)", f.DType, format.Type(f.Physical), g.DType, format.Type(g.Physical))
-	case f.Decimal != g.Decimal || f.Scale != g.Scale:
+	case f.Decimal != g.Decimal || f.Scale != g.Scale || f.Unsigned != g.Unsigned:
 		return fmt.Sprintf("decimal %v scale %d vs decimal %v scale %d", f.Decimal, f.Scale, g.Decimal, g.Scale)
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
@@ -202,6 +203,7 @@ func resolveField(top *schemaNode) (Field, error) {
 	}
 	f.DType = dt
 	f.Scale, f.Decimal = decimalScale(leaf.el)
+	f.Unsigned = isUnsigned(leaf.el, 32)
 	if dt == column.Uint8 { // BYTE_ARRAY
 		if f.Kind == column.List {
 			return f, fmt.Errorf("%w: list of byte arrays", ErrUnsupported)
@@ -214,12 +216,12 @@ func resolveField(top *schemaNode) (Field, error) {
 // leafDType maps a leaf's physical and logical type to a column dtype.
 func leafDType(el *format.SchemaElement) (column.DType, error) {
 	pt, _ := el.Type.Get()
-	ct, hasCT := el.ConvertedType.Get()
-	if it, ok := el.LogicalType.Value.(*format.IntType); ok && !it.IsSigned && it.BitWidth >= 32 {
-		return 0, fmt.Errorf("%w: unsigned %d-bit integers", ErrUnsupported, it.BitWidth)
+	if isUnsigned(el, 64) {
+		return 0, fmt.Errorf("%w: unsigned 64-bit integers (torch has no uint64 and values past 2^63 do not fit an int64): "+
+			"write the column as a signed INT64", ErrUnsupported)
 	}
-	if hasCT && (ct == deprecated.Uint32 || ct == deprecated.Uint64) {
-		return 0, fmt.Errorf("%w: unsigned 32/64-bit integers", ErrUnsupported)
+	if isUnsigned(el, 32) {
+		return column.Int64, nil // widened (decimal.go: Field.Unsigned)
 	}
 	if scale, ok := decimalScale(el); ok {
 		n, _ := el.TypeLength.Get()
@@ -248,4 +250,14 @@ func leafDType(el *format.SchemaElement) (column.DType, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: parquet type %v", ErrUnsupported, pt)
+}
+
+// isUnsigned reports whether el is an unsigned integer of the given
+// width (logical Integer or converted UINT_32/UINT_64).
+func isUnsigned(el *format.SchemaElement, bits int8) bool {
+	if it, ok := el.LogicalType.Value.(*format.IntType); ok {
+		return !it.IsSigned && it.BitWidth == bits
+	}
+	ct, ok := el.ConvertedType.Get()
+	return ok && (bits == 32 && ct == deprecated.Uint32 || bits == 64 && ct == deprecated.Uint64)
 }

@@ -129,7 +129,7 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 func (pv *pageValues) convertPage(dst []byte, n int) error {
 	f, d := pv.f, pv.d
 	w := f.storedSize()
-	if f.Decimal && format.Type(f.Physical) != format.FixedLenByteArray {
+	if (f.Decimal || f.Unsigned) && format.Type(f.Physical) != format.FixedLenByteArray {
 		g := f.storedView()
 		sv := *pv
 		sv.f = &g
