@@ -27,8 +27,8 @@ type Field struct {
 	Leaf     int          `json:"leaf"`     // leaf column index in the first file's schema
 	Physical int32        `json:"physical"` // parquet physical type (format.Type)
 	TypeLen  int32        `json:"type_len,omitempty"`
-	Decimal  bool         `json:"decimal,omitempty"` // DECIMAL, decoded to float64 (decimal.go)
-	Scale    int32        `json:"scale,omitempty"`   // a decimal's scale
+	Decimal  bool         `json:"decimal,omitempty"`  // DECIMAL, decoded to float64 (decimal.go)
+	Scale    int32        `json:"scale,omitempty"`    // a decimal's scale
 	Unsigned bool         `json:"unsigned,omitempty"` // UINT_32, widened to int64
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
