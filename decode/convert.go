@@ -1,0 +1,81 @@
+package decode
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Converted fields: values stored other than as the dtype they decode
+// to. INT96 timestamps become int64 nanoseconds (int96.go), DECIMAL
+// becomes float64 (decimal.go), UINT_32 becomes int64. Their pages are
+// never decompressed into place or viewed where they lie (the fast
+// paths of page.go and values.go check converts); values are decoded as
+// stored and converted (pageValues.convertPage), and a dictionary is
+// converted once when its page is read (readDict), after which its
+// indexes gather converted values like any other dictionary's.
+
+// converts reports whether the field's values are stored other than as
+// its dtype, so that no path may place or view stored values as decoded
+// ones.
+func (f *Field) converts() bool { return f.isInt96() || f.Decimal || f.Unsigned }
+
+// storedSize is the width of one stored value of a field whose values
+// convert: 12 for INT96, the fixed length of a FIXED_LEN_BYTE_ARRAY, 4
+// or 8 for INT32 and INT64.
+func (f *Field) storedSize() int {
+	switch format.Type(f.Physical) {
+	case format.Int96:
+		return int96Size
+	case format.FixedLenByteArray:
+		return int(f.TypeLen)
+	case format.Int32:
+		return 4
+	}
+	return 8
+}
+
+// storedView is f as its stored integers: the pages of an INT32 or
+// INT64 decimal, or of a UINT_32, decode through the common paths (every
+// encoding) into a scratch buffer, which convertStored then converts.
+func (f *Field) storedView() Field {
+	g := *f
+	g.Decimal, g.Scale, g.Unsigned, g.DType = false, 0, false, column.Int64
+	if format.Type(f.Physical) == format.Int32 {
+		g.DType = column.Int32
+	}
+	return g
+}
+
+// convertStored converts n stored values of f at src into dst (8 bytes
+// each).
+func convertStored(f *Field, dst, src []byte, n int) error {
+	if f.isInt96() {
+		return int96Nanos(dst, src, n)
+	}
+	if f.Unsigned {
+		for i := range n {
+			binary.LittleEndian.PutUint64(dst[i*8:], uint64(binary.LittleEndian.Uint32(src[i*4:])))
+		}
+		return nil
+	}
+	div := pow10[f.Scale]
+	put := func(i int, v float64) { binary.LittleEndian.PutUint64(dst[i*8:], math.Float64bits(v/div)) }
+	switch w := f.storedSize(); {
+	case format.Type(f.Physical) == format.Int32:
+		for i := range n {
+			put(i, float64(int32(binary.LittleEndian.Uint32(src[i*4:]))))
+		}
+	case format.Type(f.Physical) == format.Int64:
+		for i := range n {
+			put(i, float64(int64(binary.LittleEndian.Uint64(src[i*8:]))))
+		}
+	default:
+		for i := range n {
+			put(i, beFloat(src[i*w:(i+1)*w]))
+		}
+	}
+	return nil
+}
