@@ -118,36 +118,112 @@ func isListGroup(el *format.SchemaElement) bool {
 	return ok && ct == deprecated.List
 }
 
-// resolveFields resolves the projected top-level names (all top-level
-// fields when names is empty) against the schema.
+// resolveFields resolves the projected names (every top-level column
+// when names is empty, a struct's leaves named by their dotted paths)
+// against the schema.
 func resolveFields(root *schemaNode, names []string) ([]Field, error) {
 	if len(names) == 0 {
 		for _, c := range root.children {
-			names = append(names, c.el.Name)
+			names = appendLeafNames(names, c, c.el.Name)
 		}
 	}
 	fields := make([]Field, 0, len(names))
 	for _, name := range names {
-		var node *schemaNode
-		for _, c := range root.children {
-			if c.el.Name == name {
-				node = c
-				break
-			}
-		}
-		if node == nil {
-			return nil, fmt.Errorf("column %q: %w", name, ErrMissingColumn)
-		}
-		f, err := resolveField(node)
+		node, st, err := findColumn(root, name)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", name, err)
 		}
+		f, err := resolveField(node, st)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", name, err)
+		}
+		f.Name = name
 		fields = append(fields, f)
 	}
 	return fields, nil
 }
 
-func resolveField(top *schemaNode) (Field, error) {
+// structPath is where a column lies inside structs: the groups' names,
+// the definition levels their optional ones add, and whether any is
+// optional (every row of the column may then be null).
+type structPath struct {
+	path     []string
+	def      int16
+	nullable bool
+}
+
+// isStruct reports whether n is a plain group: not a LIST or MAP, not
+// repeated.
+func isStruct(n *schemaNode) bool {
+	if n.leaf >= 0 || isListGroup(n.el) || isMapGroup(n.el) || repetition(n.el) == format.Repeated {
+		return false
+	}
+	return true
+}
+
+func isMapGroup(el *format.SchemaElement) bool {
+	if _, ok := el.LogicalType.Value.(*format.MapType); ok {
+		return true
+	}
+	ct, ok := el.ConvertedType.Get()
+	return ok && (ct == deprecated.Map || ct == deprecated.MapKeyValue)
+}
+
+// appendLeafNames appends name, or, for a struct, the dotted names of
+// its columns: what projecting every column means.
+func appendLeafNames(names []string, n *schemaNode, name string) []string {
+	if !isStruct(n) {
+		return append(names, name)
+	}
+	for _, c := range n.children {
+		names = appendLeafNames(names, c, name+"."+c.el.Name)
+	}
+	return names
+}
+
+// findColumn finds the node a projected name stands for: a top-level
+// column of that exact name, or else a column inside structs named by
+// its dotted path ("user.age").
+func findColumn(root *schemaNode, name string) (*schemaNode, structPath, error) {
+	if c := childNamed(root, name); c != nil {
+		return c, structPath{}, nil
+	}
+	parts := strings.Split(name, ".")
+	var st structPath
+	n := root
+	for i, part := range parts {
+		c := childNamed(n, part)
+		if c == nil {
+			return nil, st, ErrMissingColumn
+		}
+		if i == len(parts)-1 {
+			return c, st, nil
+		}
+		if !isStruct(c) {
+			return nil, st, fmt.Errorf("%w: %q is not a struct (only plain groups can be walked into)", ErrUnsupported, strings.Join(parts[:i+1], "."))
+		}
+		st.path = append(st.path, part)
+		if repetition(c.el) == format.Optional {
+			st.def++
+			st.nullable = true
+		}
+		n = c
+	}
+	return nil, st, ErrMissingColumn
+}
+
+func childNamed(n *schemaNode, name string) *schemaNode {
+	for _, c := range n.children {
+		if c.el.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// resolveField resolves the column at top, which lies inside the structs
+// st names.
+func resolveField(top *schemaNode, st structPath) (Field, error) {
 	f := Field{Name: top.el.Name}
 	var leaf *schemaNode
 	var path []string
@@ -190,10 +266,19 @@ func resolveField(top *schemaNode) (Field, error) {
 		}
 		leaf = elem
 		f.Kind, f.MaxDef, f.MaxRep = column.List, def, 1
+	case isStruct(top) && len(top.children) > 0:
+		return f, fmt.Errorf("%w: a struct; project its fields by their dotted names, such as %s.%s",
+			ErrUnsupported, top.el.Name, top.children[0].el.Name)
 	default:
-		return f, fmt.Errorf("%w: nested group (only primitives and list<primitive> are supported)", ErrUnsupported)
+		return f, fmt.Errorf("%w: nested group (only primitives, list<primitive> and fields of structs are supported)", ErrUnsupported)
 	}
-	f.Path, f.Leaf = path, leaf.leaf
+	// Inside structs: their optional levels come first.
+	f.Path, f.Leaf = append(slices.Clone(st.path), path...), leaf.leaf
+	f.MaxDef += st.def
+	if f.Kind == column.List {
+		f.RowDef += st.def
+	}
+	f.Nullable = f.Nullable || st.nullable
 	pt, _ := leaf.el.Type.Get()
 	f.Physical = int32(pt)
 	f.TypeLen, _ = leaf.el.TypeLength.Get()

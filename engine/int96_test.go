@@ -58,49 +58,8 @@ ring: {dir: %s, name: ts}
 pipeline:
   - filter: 'ts >= timestamp("2026-11-20")'
 `, path, dir)
-	job, err := spec.Parse("ts.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type result struct {
-		ids, ts []int64
-		err     error
-	}
-	done := make(chan result, 1)
-	opts := engine.Options{Linger: true, Ready: func(rings []string) {
-		go func() {
-			var r result
-			c, err := shm.Open(dir, rings[0])
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			defer c.Close()
-			for {
-				b, err := c.Next(ctx)
-				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						r.err = err
-					}
-					done <- r
-					return
-				}
-				for name, dst := range map[string]*[]int64{"row_id": &r.ids, "ts": &r.ts} {
-					v := b.Tensor(name, shm.RoleDense)
-					*dst = append(*dst, unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows)...)
-				}
-			}
-		}()
-	}}
-	if _, err := engine.Run(ctx, job, opts); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	got := runDense(t, src, dir, "row_id", "ts")
+	r := struct{ ids, ts []int64 }{got["row_id"], got["ts"]}
 	var want []int64
 	for i := range rows {
 		if !at(i).Before(cut) {
@@ -115,4 +74,54 @@ pipeline:
 			t.Fatalf("row %d: ts %v, want %v", id, got, at(int(id)))
 		}
 	}
+}
+
+// runDense runs the job src, with its ring in dir, and returns the
+// values of its dense 8-byte columns named, over every batch in order.
+func runDense(t *testing.T, src, dir string, names ...string) map[string][]int64 {
+	t.Helper()
+	job, err := spec.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		cols map[string][]int64
+		err  error
+	}
+	done := make(chan result, 1)
+	opts := engine.Options{Linger: true, Ready: func(rings []string) {
+		go func() {
+			r := result{cols: map[string][]int64{}}
+			defer func() { done <- r }()
+			c, err := shm.Open(dir, rings[0])
+			if err != nil {
+				r.err = err
+				return
+			}
+			defer c.Close()
+			for {
+				b, err := c.Next(ctx)
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						r.err = err
+					}
+					return
+				}
+				for _, name := range names {
+					v := b.Tensor(name, shm.RoleDense)
+					r.cols[name] = append(r.cols[name], unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows)...)
+				}
+			}
+		}()
+	}}
+	if _, err := engine.Run(ctx, job, opts); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.cols
 }

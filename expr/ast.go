@@ -122,15 +122,7 @@ func (n *Ident) String() string {
 }
 
 func isPlainIdent(s string) bool {
-	if s == "" || !isIdentStart(s[0]) || isKeyword(s) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if !isIdentStart(s[i]) && !isDigit(s[i]) {
-			return false
-		}
-	}
-	return true
+	return s != "" && isIdentStart(s[0]) && !isKeyword(s) && identEnd(s, 0) == len(s)
 }
 
 func (n *Lit) String() string {

@@ -25,6 +25,7 @@ var fuzzSeeds = []string{
 	"- -1e-3 / .5 % 2.",
 	"min(max(label, user_id), 3, -dense_0)",
 	"if(flag_opt, query_opt, null)",
+	"ctx.geo.lat > 0.5 and `user.age` != user_id",
 	`user_id >= timestamp("2025-11-20T06:00:00+01:00") and user_id < timestamp("2025-11-27", "us")`,
 }
 

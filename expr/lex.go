@@ -65,6 +65,22 @@ var keywords = map[string]bool{
 
 func isKeyword(s string) bool { return keywords[s] }
 
+// identEnd returns where the identifier at s[start] (an ident-start
+// byte) ends. A dot followed by an ident-start byte continues it, so a
+// column inside a struct is named as its path: user.age, ctx.geo.lat.
+func identEnd(s string, start int) int {
+	end := start + 1
+	for end < len(s) {
+		c := s[end]
+		if isIdentStart(c) || isDigit(c) || c == '.' && end+1 < len(s) && isIdentStart(s[end+1]) {
+			end++
+			continue
+		}
+		break
+	}
+	return end
+}
+
 func isIdentStart(c byte) bool {
 	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
@@ -93,10 +109,7 @@ func (l *lexer) next() (token, error) {
 	c := l.src[start]
 	switch {
 	case isIdentStart(c):
-		end := start + 1
-		for end < len(l.src) && (isIdentStart(l.src[end]) || isDigit(l.src[end])) {
-			end++
-		}
+		end := identEnd(l.src, start)
 		l.pos = end
 		return token{kind: tIdent, pos: start, text: l.src[start:end]}, nil
 	case isDigit(c) || c == '.' && start+1 < len(l.src) && isDigit(l.src[start+1]):
