@@ -28,6 +28,7 @@ func init() {
 		"len":         (*checker).length,
 		"cast":        (*checker).cast,
 		"timestamp":   (*checker).timestamp,
+		"date":        (*checker).date,
 	}
 }
 

@@ -40,6 +40,36 @@ func (c *checker) timestamp(n *Call) (*node, error) {
 	return constInt(v, n.At), nil
 }
 
+// date("2025-11-20") is the day, a constant int32 counted in days since
+// 1970-01-01, as DATE columns hold it; a time of day is allowed and
+// rounded down to its day (UTC unless the time says its zone).
+func (c *checker) date(n *Call) (*node, error) {
+	if err := arity(n, "day", 1); err != nil {
+		return nil, err
+	}
+	s, err := c.value(n.Args[0])
+	if err != nil {
+		return nil, err
+	}
+	if s.t.Kind != String || !s.isConst() || s.isNullConst() {
+		return nil, errorf(n.Args[0].Pos(), "date wants a constant string day, got %s", describe(n.Args[0], s))
+	}
+	t, err := parseTime(s.constString())
+	if err != nil {
+		return nil, errorf(n.Args[0].Pos(), "date: %v", err)
+	}
+	v := t.Unix() / 86400
+	if t.Unix()%86400 < 0 {
+		v-- // round down: 1969-12-31 12:00 is day -1
+	}
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return nil, errorf(n.Args[0].Pos(), "date: %s is past what int32 days since 1970 hold", s.constString())
+	}
+	nd := constOf(Type{Kind: Int32}, n.At)
+	nd.out.i32[0] = int32(v)
+	return nd, nil
+}
+
 // timeUnits is each unit's length in nanoseconds.
 var timeUnits = map[string]int64{"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
@@ -50,15 +80,9 @@ var instantLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999",
 // parseInstant parses s and counts it in units of unit nanoseconds,
 // rounding down; the instant must fit an int64 of them.
 func parseInstant(s string, unit int64) (int64, error) {
-	var t time.Time
-	var err error
-	for _, layout := range instantLayouts {
-		if t, err = time.Parse(layout, s); err == nil {
-			break
-		}
-	}
+	t, err := parseTime(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a time such as 2025-11-20, 2025-11-20 06:00:00 or 2025-11-20T06:00:00+01:00 (RFC 3339; no zone is UTC)", s)
+		return 0, err
 	}
 	sec, q := t.Unix(), int64(t.Nanosecond())/unit
 	v, ok := countOf(sec, q, int64(time.Second)/unit)
@@ -72,6 +96,16 @@ func parseInstant(s string, unit int64) (int64, error) {
 		return 0, fmt.Errorf("%s does not fit an int64 of %s since 1970 (in ns: 1677-09-21 to 2262-04-11)", s, name)
 	}
 	return v, nil
+}
+
+// parseTime parses s in the first of instantLayouts that fits.
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range instantLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time such as 2025-11-20, 2025-11-20 06:00:00 or 2025-11-20T06:00:00+01:00 (RFC 3339; no zone is UTC)", s)
 }
 
 // countOf is sec*perSec + q (0 <= q < perSec), and whether it fits an

@@ -68,3 +68,23 @@ func TestTimestampErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDate(t *testing.T) {
+	b := batch(ints("day", column.Int32, []int64{20411, 20412, 20413, -1, 0}, nil))
+	checkInts(t, b, `day >= date("2025-11-20")`, []int64{0, 1, 1, 0, 0}, nil)
+	checkInts(t, b, `day == date("2025-11-20T23:59:59Z")`, []int64{0, 1, 0, 0, 0}, nil)
+	checkInts(t, b, `day == date("2025-11-21T00:30:00+01:00")`, []int64{0, 1, 0, 0, 0}, nil)
+	checkInts(t, b, `day == date("1969-12-31 12:00:00")`, []int64{0, 0, 0, 1, 0}, nil)
+	sch := expr.Schema{{Name: "day", Type: typ(expr.Int32, false)}}
+	for src, msg := range map[string]string{
+		`date(day)`:             `date wants a constant string day, got int32 column "day"`,
+		`date("2025-11-20", 1)`: `date wants 1 arguments (day), got 2`,
+		`date("tomorrow")`:      `date: "tomorrow" is not a time such as 2025-11-20, 2025-11-20 06:00:00 or 2025-11-20T06:00:00+01:00 (RFC 3339; no zone is UTC)`,
+	} {
+		_, err := expr.Compile(src, sch)
+		var e *expr.Error
+		if !errors.As(err, &e) || e.Msg != msg {
+			t.Errorf("Compile(%q) = %v, want %s", src, err, msg)
+		}
+	}
+}
