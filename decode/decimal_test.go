@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -87,10 +86,7 @@ func TestDecimal(t *testing.T) {
 				t.Parallel()
 				p := filepath.Join(t.TempDir(), "dec.parquet")
 				writeDecimals(t, p, 3000, version, codec)
-				plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				plan := planPaths(t, PlanOptions{}, p)
 				for _, f := range plan.Fields {
 					if f.DType != column.Float64 || !f.Decimal {
 						t.Fatalf("field %s: %v decimal %v, want float64 from DECIMAL", f.Name, f.DType, f.Decimal)
@@ -104,41 +100,35 @@ func TestDecimal(t *testing.T) {
 
 func checkDecimals(t *testing.T, plan *Plan) {
 	t.Helper()
-	d := NewDecoder(plan.Fields)
-	defer d.Close()
-	var b column.Batch
-	row := 0
-	for _, u := range plan.Units {
-		if err := d.Decode(context.Background(), u, &b); err != nil {
-			t.Fatal(err)
-		}
+	rows := eachUnit(t, plan, func(_ Unit, b *column.Batch, first int) {
+		f64 := func(c int) []float64 { return b.Columns[c].Float64s() }
 		for r := range b.Rows {
-			i := row + r
-			check := func(col string, got float64, u *big.Int, scale int) {
-				want := exactFloat(u, scale)
-				if u.IsInt64() && math.Abs(float64(u.Int64())) < 1<<53 {
-					if got != want {
-						t.Fatalf("row %d %s: %v, want %v", i, col, got, want)
-					}
-				} else if math.Abs(got-want) > 2*(math.Nextafter(math.Abs(want), math.Inf(1))-math.Abs(want)) {
-					t.Fatalf("row %d %s: %v, want %v", i, col, got, want)
-				}
-			}
-			f64 := func(c int) []float64 { return b.Columns[c].Float64s() }
-			check("price", f64(0)[r], big.NewInt(decPrice(i)), 2)
-			check("amount", f64(1)[r], big.NewInt(decAmount(i)), 4)
-			check("big", f64(2)[r], decBig(i), 3)
-			check("big_dict", f64(3)[r], decBig(i%40), 3)
+			i := first + r
+			checkDecimal(t, i, "price", f64(0)[r], big.NewInt(decPrice(i)), 2)
+			checkDecimal(t, i, "amount", f64(1)[r], big.NewInt(decAmount(i)), 4)
+			checkDecimal(t, i, "big", f64(2)[r], decBig(i), 3)
+			checkDecimal(t, i, "big_dict", f64(3)[r], decBig(i%40), 3)
 			if valid := b.Columns[4].Valid[r] == 1; valid != (i%5 != 0) {
 				t.Fatalf("row %d opt: valid %v", i, valid)
 			} else if valid {
-				check("opt", f64(4)[r], big.NewInt(decAmount(i)/7), 1)
+				checkDecimal(t, i, "opt", f64(4)[r], big.NewInt(decAmount(i)/7), 1)
 			}
 		}
-		row += b.Rows
+	})
+	if rows != 3000 {
+		t.Fatalf("%d rows, want 3000", rows)
 	}
-	if row != 3000 {
-		t.Fatalf("%d rows, want 3000", row)
+}
+
+// checkDecimal checks row's got against u / 10^scale: the nearest
+// float64 where u has at most 15 digits, within two units in the last
+// place past that.
+func checkDecimal(t *testing.T, row int, col string, got float64, u *big.Int, scale int) {
+	t.Helper()
+	want := exactFloat(u, scale)
+	ulp := math.Nextafter(math.Abs(want), math.Inf(1)) - math.Abs(want)
+	if u.IsInt64() && math.Abs(float64(u.Int64())) < 1<<53 && got != want || math.Abs(got-want) > 2*ulp {
+		t.Fatalf("row %d %s: %v, want %v", row, col, got, want)
 	}
 }
 
@@ -208,26 +198,10 @@ func TestDecimalArrow(t *testing.T) {
 			}
 			rec := bld.NewRecordBatch()
 			defer rec.Release()
-			f, err := os.Create(p)
-			if err != nil {
-				t.Fatal(err)
-			}
 			props := arrowpq.NewWriterProperties(arrowpq.WithCompression(compress.Codecs.Snappy),
 				arrowpq.WithStoreDecimalAsInteger(asInt), arrowpq.WithDataPageSize(1024))
-			w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Write(rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			writeArrow(t, p, rec, props, pqarrow.DefaultWriterProps())
+			plan := planPaths(t, PlanOptions{}, p)
 			wantPhys := []string{"FIXED_LEN_BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"}
 			if asInt {
 				wantPhys = []string{"INT64", "FIXED_LEN_BYTE_ARRAY", "INT32"}
@@ -237,33 +211,20 @@ func TestDecimalArrow(t *testing.T) {
 					t.Fatalf("field %s: %s %v, want %s float64", fd.Name, got, fd.DType, wantPhys[i])
 				}
 			}
-			d := NewDecoder(plan.Fields)
-			defer d.Close()
-			var b column.Batch
-			row := 0
-			for _, u := range plan.Units {
-				if err := d.Decode(context.Background(), u, &b); err != nil {
-					t.Fatal(err)
-				}
+			row := eachUnit(t, plan, func(_ Unit, b *column.Batch, first int) {
 				for r := range b.Rows {
 					for c, scale := range []int{2, 5, 3} {
-						v := want[row+r][c]
-						col := &b.Columns[c]
+						v, col := want[first+r][c], &b.Columns[c]
 						if v == nil {
 							if col.Valid[r] != 0 {
-								t.Fatalf("row %d %s: not null", row+r, col.Name)
+								t.Fatalf("row %d %s: not null", first+r, col.Name)
 							}
 							continue
 						}
-						got, exact := col.Float64s()[r], exactFloat(v, scale)
-						if v.IsInt64() && math.Abs(float64(v.Int64())) < 1<<53 && got != exact ||
-							math.Abs(got-exact) > 2*(math.Nextafter(math.Abs(exact), math.Inf(1))-math.Abs(exact)) {
-							t.Fatalf("row %d %s: %v, want %v", row+r, col.Name, got, exact)
-						}
+						checkDecimal(t, first+r, col.Name, col.Float64s()[r], v, scale)
 					}
 				}
-				row += b.Rows
-			}
+			})
 			if row != len(want) {
 				t.Fatalf("%d rows, want %d", row, len(want))
 			}

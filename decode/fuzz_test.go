@@ -22,10 +22,7 @@ func fuzzSeeds(f *testing.F) []*Plan {
 	} {
 		p := filepath.Join(f.TempDir(), "seed.parquet")
 		writeFile(f, p, s)
-		plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-		if err != nil {
-			f.Fatal(err)
-		}
+		plan := planPaths(f, PlanOptions{}, p)
 		plans = append(plans, plan)
 	}
 	return plans
@@ -48,10 +45,7 @@ func FuzzDecodeInt96Page(f *testing.F) {
 	writeInt96File(f, plain, 120, compress.Codecs.Uncompressed, true)
 	var plans []*Plan
 	for _, p := range []string{dict, plain} {
-		plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-		if err != nil {
-			f.Fatal(err)
-		}
+		plan := planPaths(f, PlanOptions{}, p)
 		plans = append(plans, plan)
 	}
 	fuzzDecodePages(f, plans)
@@ -64,10 +58,7 @@ func FuzzDecodeDecimalPage(f *testing.F) {
 	for _, v := range []int{1, 2} {
 		p := filepath.Join(f.TempDir(), "dec.parquet")
 		writeDecimals(f, p, 120, v, "snappy")
-		plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-		if err != nil {
-			f.Fatal(err)
-		}
+		plan := planPaths(f, PlanOptions{}, p)
 		plans = append(plans, plan)
 	}
 	fuzzDecodePages(f, plans)

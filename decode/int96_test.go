@@ -142,20 +142,7 @@ func writeInt96File(t testing.TB, path string, rows int, codec compress.Compress
 	props := arrowpq.NewWriterProperties(arrowpq.WithCompression(codec),
 		arrowpq.WithDataPageVersion(version), arrowpq.WithDataPageSize(1024), arrowpq.WithMaxRowGroupLength(2000),
 		arrowpq.WithPageIndexEnabled(true))
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithDeprecatedInt96Timestamps(true)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeArrow(t, path, rec, props, pqarrow.NewArrowWriterProperties(pqarrow.WithDeprecatedInt96Timestamps(true)))
 }
 
 // int96Want is what rows [lo, hi) of writeInt96File's columns decode to.
@@ -257,10 +244,7 @@ func TestInt96(t *testing.T) {
 					} else {
 						writeInt96PG(t, p, 3000, c.name, version, int96At)
 					}
-					plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
+					plan := planPaths(t, PlanOptions{}, p)
 					checkInt96Plan(t, plan, writer == "parquet-go")
 					comparePaths(t, plan, PathOwn, PathArrow)
 				})
@@ -298,17 +282,14 @@ func TestInt96OutOfRange(t *testing.T) {
 			if hasDictionary(t, p) != dict {
 				t.Fatalf("a dictionary page %v, want %v", !dict, dict)
 			}
-			plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := planPaths(t, PlanOptions{}, p)
 			d := NewDecoder(plan.Fields)
 			defer d.Close()
 			var b column.Batch
 			if err := d.Decode(context.Background(), plan.Units[0], &b); err != nil {
 				t.Fatalf("the first row group, every date in range: %v", err)
 			}
-			err = d.Decode(context.Background(), plan.Units[1], &b)
+			err := d.Decode(context.Background(), plan.Units[1], &b)
 			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `column "ts"`) || !strings.Contains(err.Error(), "2300-01-02") {
 				t.Fatalf("got %v, want ErrUnsupported naming column ts and 2300-01-02", err)
 			}
@@ -327,15 +308,10 @@ func checkInt96Plan(t *testing.T, plan *Plan, dict bool) {
 			t.Fatalf("field %s: %v %v physical %d, want %v int64 from INT96", f.Name, f.Kind, f.DType, f.Physical, kinds[i])
 		}
 	}
-	d := NewDecoder(plan.Fields)
-	defer d.Close()
-	var b column.Batch
-	row := 0
-	for _, u := range plan.Units {
-		if err := d.Decode(context.Background(), u, &b); err != nil {
-			t.Fatal(err)
-		}
-		want := int96Want(row, row+int(u.Rows))
+	sd := NewDecoder(plan.Fields) // decodes selections
+	defer sd.Close()
+	row := eachUnit(t, plan, func(u Unit, b *column.Batch, first int) {
+		want := int96Want(first, first+int(u.Rows))
 		for ci := range want {
 			if diff := diffColumn(&b.Columns[ci], &want[ci]); diff != "" {
 				t.Fatalf("unit %d: %s", u.Seq, diff)
@@ -343,23 +319,21 @@ func checkInt96Plan(t *testing.T, plan *Plan, dict bool) {
 		}
 		// Late materialization: every fifth row, gathered from the pages.
 		sel := stride(u.Rows, 5, 2)
-		if err := d.Open(context.Background(), u); err != nil {
+		if err := sd.Open(context.Background(), u); err != nil {
 			t.Fatal(err)
 		}
 		for ci := range want {
-			var got, all column.Column
-			if err := d.DecodeColumn(ci, sel, &got); err != nil {
+			var got column.Column
+			if err := sd.DecodeColumn(ci, sel, &got); err != nil {
 				t.Fatal(err)
 			}
-			all = want[ci]
 			var w column.Batch
-			w.Gather(&column.Batch{Columns: []column.Column{all}, Rows: all.Len}, sel)
+			w.Gather(&column.Batch{Columns: []column.Column{want[ci]}, Rows: want[ci].Len}, sel)
 			if diff := diffColumn(&got, &w.Columns[0]); diff != "" {
 				t.Fatalf("unit %d, selected rows: %s", u.Seq, diff)
 			}
 		}
-		row += int(u.Rows)
-	}
+	})
 	if row != 3000 {
 		t.Fatalf("decoded %d rows, want 3000", row)
 	}

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
@@ -67,10 +66,7 @@ func TestDecodeLz4(t *testing.T) {
 				t.Parallel()
 				p := filepath.Join(t.TempDir(), "f.parquet")
 				writeFile(t, p, fileSpec{rows: 1500, rowGroupRows: 1000, codec: codec, pageVersion: version, pageBytes: 2048})
-				plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{MaxUnitRows: 600})
-				if err != nil {
-					t.Fatal(err)
-				}
+				plan := planPaths(t, PlanOptions{MaxUnitRows: 600}, p)
 				if c := plan.Units[0].Chunks[0].Codec; c != codecLz4 {
 					t.Fatalf("the file's codec is %s, want LZ4", codecName(c))
 				}

@@ -75,10 +75,7 @@ func TestStructFields(t *testing.T) {
 			}
 			p := filepath.Join(t.TempDir(), "s.parquet")
 			writePG(t, p, rows, "snappy", version)
-			all, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			all := planPaths(t, PlanOptions{}, p)
 			var names []string
 			for _, f := range all.Fields {
 				names = append(names, f.Name)
@@ -87,10 +84,7 @@ func TestStructFields(t *testing.T) {
 			if !slices.Equal(names, want) {
 				t.Fatalf("every column: %v, want %v", names, want)
 			}
-			plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"ctx.geo.lat", "user.hist", "ctx.tags", "user.age", "ctx.device"}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := planPaths(t, PlanOptions{Columns: []string{"ctx.geo.lat", "user.hist", "ctx.tags", "user.age", "ctx.device"}}, p)
 			checkStructs(t, plan, rows)
 		})
 	}
@@ -98,14 +92,7 @@ func TestStructFields(t *testing.T) {
 
 func checkStructs(t *testing.T, plan *Plan, rows []structRow) {
 	t.Helper()
-	d := NewDecoder(plan.Fields)
-	defer d.Close()
-	var b column.Batch
-	row := 0
-	for _, u := range plan.Units {
-		if err := d.Decode(context.Background(), u, &b); err != nil {
-			t.Fatal(err)
-		}
+	n := eachUnit(t, plan, func(_ Unit, b *column.Batch, row int) {
 		lat, hist, tags, age, dev := &b.Columns[0], &b.Columns[1], &b.Columns[2], &b.Columns[3], &b.Columns[4]
 		for r := range b.Rows {
 			w := rows[row+r]
@@ -135,10 +122,9 @@ func checkStructs(t *testing.T, plan *Plan, rows []structRow) {
 				fail("ctx.tags", got, w.Ctx.Tags)
 			}
 		}
-		row += b.Rows
-	}
-	if row != len(rows) {
-		t.Fatalf("%d rows, want %d", row, len(rows))
+	})
+	if n != len(rows) {
+		t.Fatalf("%d rows, want %d", n, len(rows))
 	}
 }
 

@@ -1,7 +1,6 @@
 package decode
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -35,20 +34,11 @@ func TestUnsigned32(t *testing.T) {
 			}
 			p := filepath.Join(t.TempDir(), "u.parquet")
 			writePG(t, p, rows, "snappy", version)
-			plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := NewDecoder(plan.Fields)
-			defer d.Close()
-			var b column.Batch
-			row, big := 0, 0
-			for _, u := range plan.Units {
-				if err := d.Decode(context.Background(), u, &b); err != nil {
-					t.Fatal(err)
-				}
+			plan := planPaths(t, PlanOptions{}, p)
+			big := 0
+			row := eachUnit(t, plan, func(_ Unit, b *column.Batch, first int) {
 				for r := range b.Rows {
-					i := row + r
+					i := first + r
 					want := []int64{int64(u32At(i % 37)), int64(u32At(i)), int64(u32At(i) / 3), int64(u32At(i))}
 					if i%3 == 0 {
 						want[3] = 0
@@ -62,8 +52,7 @@ func TestUnsigned32(t *testing.T) {
 						big++
 					}
 				}
-				row += b.Rows
-			}
+			})
 			if row != 3000 || big == 0 {
 				t.Fatalf("%d rows, %d past 2^31", row, big)
 			}
