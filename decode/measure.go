@@ -67,17 +67,37 @@ func NewUnitDecoder(p Path, fields []Field) (UnitDecoder, error) {
 	switch p {
 	case PathOwn:
 		return NewDecoder(fields), nil
-	case PathParquetGo:
+	case PathParquetGo, PathArrow:
 		for i := range fields {
-			if fields[i].converts() {
-				return nil, fmt.Errorf("%w: the parquet-go comparison path does not convert INT96 or DECIMAL column %q", ErrUnsupported, fields[i].Name)
+			if err := comparable(p, &fields[i]); err != nil {
+				return nil, err
 			}
 		}
+		if p == PathArrow {
+			return newArrowDecoder(fields), nil
+		}
 		return newPGDecoder(fields), nil
-	case PathArrow:
-		return newArrowDecoder(fields), nil
 	}
 	return nil, fmt.Errorf("unknown decode path %d", int(p))
+}
+
+// comparable refuses a field that comparison path p does not decode as
+// the production decoder does: a column inside a struct (both read
+// top-level columns by name), a converted one on parquet-go's path, a
+// DECIMAL or UINT_32 on arrow's (which keeps their arrow types).
+func comparable(p Path, f *Field) error {
+	why := ""
+	switch {
+	case f.Name != f.Path[0]:
+		why = "a column inside a struct"
+	case p == PathParquetGo && f.converts():
+		why = "a converted column (INT96, DECIMAL, UINT_32)"
+	case p == PathArrow && (f.Decimal || f.Unsigned):
+		why = "a DECIMAL or UINT_32 column"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: the %s comparison path does not decode %q, %s", ErrUnsupported, p, f.Name, why)
 }
 
 // Result is one measured pass over a plan's units.

@@ -156,3 +156,21 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestComparisonPathsRefuse: the comparison paths refuse, by name, the
+// columns they would decode otherwise than the production decoder.
+func TestComparisonPathsRefuse(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.parquet")
+	writePG(t, p, []structRow{structRowAt(1)}, "none", 1)
+	plan := planPaths(t, PlanOptions{Columns: []string{"id", "user.age"}}, p)
+	for _, path := range []Path{PathArrow, PathParquetGo} {
+		if _, err := NewUnitDecoder(path, plan.Fields); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"user.age"`) {
+			t.Errorf("%v: got %v, want ErrUnsupported naming user.age", path, err)
+		}
+	}
+	if d, err := NewUnitDecoder(PathArrow, plan.Fields[:1]); err != nil {
+		t.Errorf("arrow, a top-level int64: %v", err)
+	} else {
+		d.Close()
+	}
+}
