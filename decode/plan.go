@@ -136,7 +136,8 @@ func (p *Plan) addFile(fsys FS, path string, opts PlanOptions) error {
 			}
 			chunks[i] = c
 		}
-		base := Unit{File: path, FileSize: info.Size, ModTime: info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks}
+		base := Unit{File: path, FileSize: info.Size, ModTime: info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks,
+			Bounds: groupBounds(g, fields)}
 		units, err := sliceRowGroup(f, info.Size, g, fields, base, opts)
 		if err != nil {
 			return &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}

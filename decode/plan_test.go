@@ -186,8 +186,13 @@ func TestUnitMarshal(t *testing.T) {
 		if err := v.UnmarshalBinary(data); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(u, v) {
-			t.Fatalf("round trip: %+v != %+v", v, u)
+		if v.Bounds != nil {
+			t.Fatalf("round trip: the row group's statistics travelled: %+v", v.Bounds)
+		}
+		sent := u
+		sent.Bounds = nil // planning's, not the unit's to carry
+		if !reflect.DeepEqual(sent, v) {
+			t.Fatalf("round trip: %+v != %+v", v, sent)
 		}
 		if err := d.Decode(context.Background(), u, &b1); err != nil {
 			t.Fatal(err)

@@ -23,6 +23,10 @@ type Unit struct {
 	Rows     int64   `json:"rows"`      // rows in the unit, > 0
 	Ordinal  int64   `json:"ordinal"`   // plan-wide index of the unit's first row
 	Chunks   []Chunk `json:"chunks"`    // one per plan field, in field order
+	// Bounds are the row group's column statistics, one per plan field
+	// (bounds.go); planning fills them, and they do not travel with the
+	// unit.
+	Bounds []Bounds `json:"-"`
 }
 
 // GroupRows is the row count of u's row group as its chunks tell it: a
