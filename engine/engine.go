@@ -85,6 +85,9 @@ type Stats struct {
 	// FilesPruned is the Iceberg data files left out because the job's
 	// filters exclude them by their partition values and statistics.
 	FilesPruned int
+	// UnitsPruned is the units not read because their row groups'
+	// statistics let no row pass the job's filters (prune.go).
+	UnitsPruned int
 	Rings       []string
 	// Pages counts the data pages the local decoders decoded, and those a
 	// selection skipped (unread where the page index located them).
@@ -120,7 +123,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	st.FilesPruned = proc.pruned
+	st.FilesPruned, st.UnitsPruned = proc.pruned, proc.skipped
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
@@ -130,7 +133,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	// job_id; lastmile run's carries job): it is not added here again.
 	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots,
-		"files_pruned", proc.pruned)
+		"files_pruned", proc.pruned, "units_pruned", proc.skipped)
 
 	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)
 	if err != nil {
@@ -380,6 +383,12 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 	if buf == nil {
 		buf = ur.spare.get()
 	}
+	if ur.proc.skips(int(ur.units[i])) {
+		// Pruned by its statistics: no rows, nothing read, here or on
+		// a peer (prune.go).
+		emptyBatch(buf)
+		return buf, nil
+	}
 	if worker >= ur.rw.local {
 		out, done, err := ur.spillUnit(ctx, worker, i, buf)
 		if done || err != nil {
@@ -434,7 +443,7 @@ func (ur *unitRun) computeHere(ctx context.Context, worker, i int, buf *column.B
 	// Remote inputs: start fetching the unit handed out one round
 	// of workers from now, so its bytes arrive while this one
 	// decodes (within the source's memory bound; nothing locally).
-	if next := i + rw.local; next < len(units) {
+	if next := i + rw.local; next < len(units) && !proc.skips(int(units[next])) {
 		decode.PrefetchUnit(plan.FS(), &plan.Units[units[next]], ur.proc.fetch.skipFields())
 	}
 	if rw.slots > 0 {

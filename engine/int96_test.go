@@ -80,6 +80,13 @@ pipeline:
 // values of its dense 8-byte columns named, over every batch in order.
 func runDense(t *testing.T, src, dir string, names ...string) map[string][]int64 {
 	t.Helper()
+	_, cols := runDenseStats(t, src, dir, names...)
+	return cols
+}
+
+// runDenseStats is runDense that returns the run's Stats too.
+func runDenseStats(t *testing.T, src, dir string, names ...string) (engine.Stats, map[string][]int64) {
+	t.Helper()
 	job, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -116,12 +123,13 @@ func runDense(t *testing.T, src, dir string, names ...string) map[string][]int64
 			}
 		}()
 	}}
-	if _, err := engine.Run(ctx, job, opts); err != nil {
+	st, err := engine.Run(ctx, job, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	return r.cols
+	return st, r.cols
 }

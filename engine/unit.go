@@ -37,7 +37,11 @@ type processor struct {
 	exact   bool // every unit yields exactly its rows (nothing drops rows)
 	counted bool // Select alone tells how many rows a unit yields
 	workers []*unitWorker
-	pruned  int        // Iceberg data files the filters excluded, not planned
+	pruned  int // Iceberg data files the filters excluded, not planned
+	// skip marks the units (by Seq) whose row group statistics no row
+	// passes the filters with (prune.go): they yield no rows, unread.
+	skip    []bool
+	skipped int
 	fetch   *lateFetch // how the late columns are prefetched (nil: no pipeline)
 }
 
@@ -92,6 +96,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 	}
 	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops(), pruned: pruned}
+	p.skip, p.skipped = pruneUnits(plan, prog)
 	index := map[string]int{}
 	for i, f := range plan.Fields {
 		index[f.Name] = i
@@ -180,6 +185,10 @@ func (p *processor) close() {
 // run produces unit u's output rows into out, from the cache when it
 // holds them.
 func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
+	if p.skips(u.Seq) {
+		emptyBatch(out)
+		return nil
+	}
 	if p.cache.get(u.Seq, out) {
 		return nil
 	}
@@ -210,10 +219,7 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 		rows = len(sel)
 	}
 	if rows == 0 {
-		out.Rows = 0
-		for i := range out.Columns {
-			out.Columns[i].Len = 0
-		}
+		emptyBatch(out)
 		return nil
 	}
 	// Every Needs column, for the kept rows: early ones gathered, late
@@ -284,6 +290,9 @@ func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit
 func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64, error) {
 	if p.exact {
 		return u.Rows, nil
+	}
+	if p.skips(u.Seq) {
+		return 0, nil
 	}
 	if n := p.cache.rows(u.Seq); n >= 0 {
 		return n, nil

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/ops"
+)
+
+// Row-group pruning: a unit whose row group statistics (decode.Bounds)
+// let no row pass the job's filters yields no rows, so it is not read.
+// It stays in the plan, at its place: unit order, shuffles, cursors and
+// the batches are those of a run that reads it and drops every row, so
+// pruning never changes what trainers get. A pruned unit is not fetched
+// ahead, not sent to a peer, and not counted in the cost of a row here.
+
+// neverPrune reads every unit, for tests to compare pruning against
+// (SetNeverPruneForTest).
+var neverPrune atomic.Bool
+
+// pruneUnits returns which units of plan (by Seq) prog's filters rule
+// out, and how many; nil when there is no filter to ask.
+func pruneUnits(plan *decode.Plan, prog *ops.Program) ([]bool, int) {
+	if prog == nil || neverPrune.Load() {
+		return nil, 0
+	}
+	var skip []bool
+	n := 0
+	for i := range plan.Units {
+		u := &plan.Units[i]
+		if len(u.Bounds) != len(plan.Fields) || prog.Prune(unitStats(plan.Fields, u)) {
+			continue
+		}
+		if skip == nil {
+			skip = make([]bool, len(plan.Units))
+		}
+		skip[u.Seq] = true
+		n++
+	}
+	return skip, n
+}
+
+// unitStats gives a filter u's column statistics, by column name.
+func unitStats(fields []decode.Field, u *decode.Unit) func(string) (expr.Range, bool) {
+	return func(name string) (expr.Range, bool) {
+		for i := range fields {
+			if fields[i].Name != name {
+				continue
+			}
+			b := u.Bounds[i]
+			r := expr.Range{NullCount: b.Nulls, Rows: u.Rows, HasBounds: b.Known}
+			if b.Known && b.Int {
+				r.Min, r.Max = float64(b.MinInt), float64(b.MaxInt)
+			} else if b.Known {
+				r.MinString, r.MaxString = b.MinString, b.MaxString
+			}
+			return r, b.Known || b.Nulls >= 0
+		}
+		return expr.Range{}, false
+	}
+}
+
+// skips reports whether unit seq of this processor's own plan is pruned.
+// Units from another host's plan (UnitProcessor.Compute, on a peer) are
+// never asked: their Seq indexes that plan, and a requester sends no
+// pruned unit.
+func (p *processor) skips(seq int) bool { return p.skip != nil && p.skip[seq] }
+
+// emptyBatch makes out a batch of no rows.
+func emptyBatch(out *column.Batch) {
+	out.Rows = 0
+	for i := range out.Columns {
+		out.Columns[i].Len = 0
+	}
+}

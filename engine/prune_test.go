@@ -1,0 +1,84 @@
+package engine_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/parquet-go/parquet-go"
+)
+
+// clickRow is a table written in time order, as event tables are: each
+// row group covers a stretch of time.
+type clickRow struct {
+	RowID int64  `parquet:"row_id"`
+	TS    int64  `parquet:"ts,timestamp(microsecond)"`
+	Site  string `parquet:"site"`
+}
+
+// TestPruneByStatistics: a time-window filter skips the row groups whose
+// statistics put them outside the window, reading none of their bytes,
+// and trainers get the batches a run reading every row group gives, with
+// units and rows shuffled alike.
+func TestPruneByStatistics(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC)
+	rows := make([]clickRow, 10000)
+	for i := range rows {
+		rows[i] = clickRow{RowID: int64(i), TS: start.Add(time.Duration(i) * 3 * time.Minute).UnixMicro(), Site: fmt.Sprintf("s%03d", i%200)}
+	}
+	path := filepath.Join(dir, "clicks.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(1000)); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Date(2025, 11, 20, 0, 0, 0, 0, time.UTC)
+	var want []int64
+	for _, r := range rows {
+		if r.TS >= cut.UnixMicro() && r.Site >= "s100" {
+			want = append(want, r.RowID)
+		}
+	}
+	for _, tc := range []struct {
+		name, filter string
+		pruned       int
+	}{
+		{"a time window", `ts >= timestamp("2025-11-20", "us") and site >= "s100"`, 9},
+		{"no row group ruled out", `site >= "s100" and ts >= timestamp("2025-11-01", "us") + 0 * row_id`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf(`
+inputs: [%s]
+columns: [row_id, ts, site]
+batch: {size: 50, last: keep}
+epochs: 2
+seed: 7
+shuffle: {units: true, buffer: 300}
+ring: {dir: %s, name: clicks}
+pipeline:
+  - filter: '%s'
+`, path, dir, tc.filter)
+			st, pruned := runDenseStats(t, src, dir, "row_id", "ts")
+			old := engine.SetNeverPruneForTest(true)
+			st0, whole := runDenseStats(t, src, dir, "row_id", "ts")
+			engine.SetNeverPruneForTest(old)
+			if st.UnitsPruned != tc.pruned || st0.UnitsPruned != 0 {
+				t.Fatalf("units pruned: %d, want %d (%d with pruning off)", st.UnitsPruned, tc.pruned, st0.UnitsPruned)
+			}
+			for _, col := range []string{"row_id", "ts"} {
+				if !slices.Equal(pruned[col], whole[col]) {
+					t.Fatalf("%s: the batches differ from a run reading every row group", col)
+				}
+			}
+			if tc.pruned > 0 {
+				got := slices.Clone(pruned["row_id"][:len(pruned["row_id"])/2]) // the first epoch
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("the first epoch has %d rows, want %d", len(got), len(want))
+				}
+			}
+		})
+	}
+}
