@@ -78,14 +78,14 @@ pipeline:
 
 // runDense runs the job src, with its ring in dir, and returns the
 // values of its dense 8-byte columns named, over every batch in order.
-func runDense(t *testing.T, src, dir string, names ...string) map[string][]int64 {
+func runDense(t testing.TB, src, dir string, names ...string) map[string][]int64 {
 	t.Helper()
 	_, cols := runDenseStats(t, src, dir, names...)
 	return cols
 }
 
 // runDenseStats is runDense that returns the run's Stats too.
-func runDenseStats(t *testing.T, src, dir string, names ...string) (engine.Stats, map[string][]int64) {
+func runDenseStats(t testing.TB, src, dir string, names ...string) (engine.Stats, map[string][]int64) {
 	t.Helper()
 	job, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {

@@ -82,3 +82,48 @@ pipeline:
 		})
 	}
 }
+
+// BenchmarkPruneTimeWindow times a job keeping the last tenth of a
+// time-ordered table (200,000 rows in 20 row groups, with a sequence
+// column), reading every row group against pruning by statistics.
+func BenchmarkPruneTimeWindow(b *testing.B) {
+	dir := b.TempDir()
+	type row struct {
+		RowID int64   `parquet:"row_id"`
+		TS    int64   `parquet:"ts,timestamp(microsecond)"`
+		Seq   []int64 `parquet:"seq,list"`
+	}
+	start := time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC)
+	rows := make([]row, 200000)
+	for i := range rows {
+		rows[i] = row{RowID: int64(i), TS: start.Add(time.Duration(i) * 10 * time.Second).UnixMicro()}
+		for k := range i % 50 {
+			rows[i].Seq = append(rows[i].Seq, int64(i*k))
+		}
+	}
+	path := filepath.Join(dir, "clicks.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(10000), parquet.Compression(&parquet.Snappy)); err != nil {
+		b.Fatal(err)
+	}
+	cut := start.Add(time.Duration(len(rows)*9/10) * 10 * time.Second)
+	src := fmt.Sprintf(`
+inputs: [%s]
+columns: [row_id, ts, seq]
+batch: {size: 1000, last: keep}
+decode: {workers: 1}
+ring: {dir: %s, name: bench}
+pipeline:
+  - filter: 'ts >= timestamp("%s", "us")'
+`, path, dir, cut.Format(time.RFC3339))
+	for _, never := range []bool{true, false} {
+		b.Run(map[bool]string{true: "every-row-group", false: "pruned"}[never], func(b *testing.B) {
+			old := engine.SetNeverPruneForTest(never)
+			defer engine.SetNeverPruneForTest(old)
+			var st engine.Stats
+			for b.Loop() {
+				st, _ = runDenseStats(b, src, dir, "row_id")
+			}
+			b.ReportMetric(float64(st.UnitsPruned), "units-pruned")
+		})
+	}
+}
