@@ -152,9 +152,13 @@ func runSummary(st engine.Stats) string {
 		}
 		return v / busy
 	}
-	return fmt.Sprintf("%d epochs, %d units, %d batches, %d rows, %.1f MB in %.2fs: %.0f rows/s, %.0f MB/s over %.2fs of production "+
+	s := fmt.Sprintf("%d epochs, %d units, %d batches, %d rows, %.1f MB in %.2fs: %.0f rows/s, %.0f MB/s over %.2fs of production "+
 		"(decode %.2fs across %d workers, pack %.2fs); waited on trainers %.2fs (full rings %.2fs, final drain %.2fs)",
 		st.Epochs, st.Units, st.Batches, st.Rows, float64(st.Bytes)/1e6, st.Elapsed.Seconds(),
 		rate(float64(st.Rows)), rate(float64(st.Bytes)/1e6), busy,
 		st.Decode.Seconds(), st.Workers, st.Pack.Seconds(), (st.FullWait + st.Drain).Seconds(), st.FullWait.Seconds(), st.Drain.Seconds())
+	if st.UnitsPruned > 0 || st.FilesPruned > 0 {
+		s += fmt.Sprintf("; the filters' statistics left out %d units and %d Iceberg data files, unread", st.UnitsPruned, st.FilesPruned)
+	}
+	return s
 }

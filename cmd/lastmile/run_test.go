@@ -92,4 +92,11 @@ func TestRunSummaryLeavesWaitsOut(t *testing.T) {
 			t.Errorf("summary %q lacks %q", got, want)
 		}
 	}
+	if strings.Contains(got, "left out") {
+		t.Errorf("summary %q speaks of pruning where nothing was pruned", got)
+	}
+	st.UnitsPruned, st.FilesPruned = 9, 2
+	if got, want := runSummary(st), "; the filters' statistics left out 9 units and 2 Iceberg data files, unread"; !strings.HasSuffix(got, want) {
+		t.Errorf("summary %q does not end %q", got, want)
+	}
 }
