@@ -375,7 +375,7 @@ func TestPeerDrainMidRun(t *testing.T) {
 	<-faulted
 	checkEpochs(t, "peer drained", rows, wantRows)
 	sameBatches(t, got, want)
-	if exited == nil || at.InFlight < 1 {
+	if exited == nil {
 		t.Fatalf("SIGTERM did not reach the peer while it held units (the run ended first?): %+v", at)
 	}
 	select {
@@ -403,6 +403,13 @@ func TestPeerDrainMidRun(t *testing.T) {
 	admitted, _ := strconv.Atoi(m[1])
 	answered, _ := strconv.Atoi(m[2])
 	canceled, _ := strconv.Atoi(m[3])
+	// The drain must meet units outstanding, counted on either side: the
+	// peer may hold admitted units the GPU host has already given up (a
+	// hedge won while the peer was stopped), and the GPU host may hold
+	// tickets that reach the peer only after it began draining.
+	if admitted < 1 && at.InFlight < 1 {
+		t.Fatalf("no unit was outstanding as the peer began draining: the test did not exercise a drain mid-run: %+v\n%s", at, plog)
+	}
 	if answered+canceled < admitted {
 		t.Errorf("the peer held %d units as it began draining, and answered %d (%d canceled by the GPU host): it cut off the rest",
 			admitted, answered, canceled)
