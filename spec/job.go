@@ -22,8 +22,11 @@ type Job struct {
 	// for *.parquet), or Iceberg tables ("iceberg:PATH/metadata.json",
 	// see IcebergScheme). Relative paths are relative to the spec file.
 	Inputs []string `yaml:"inputs"`
+	// Partitions declares columns whose values come from the input files'
+	// paths, Hive style (directories named KEY=VALUE; see Partitions).
+	Partitions Partitions `yaml:"partitions"`
 	// Columns projects the input: only these are read and decoded. Empty
-	// means every column of the input.
+	// means every column of the input, partition columns last.
 	Columns []string `yaml:"columns"`
 	// Batch sets the trainer's batch size and what happens to the rest.
 	Batch Batch `yaml:"batch"`
@@ -276,6 +279,7 @@ func (j *Job) validate(d *Decoder) {
 		}
 		seen[c] = true
 	}
+	j.validatePartitions(d)
 	if j.Batch.Size < 1 || j.Batch.Size > 1<<24 {
 		d.Errorf(nil, "batch.size", "required: rows per batch, 1 to 16777216 (got %d)", j.Batch.Size)
 	}
