@@ -26,6 +26,9 @@ type PlanOptions struct {
 	// FS is where the files come from; nil is OSFS. Decoders made by
 	// Plan.NewDecoder open files through the same FS.
 	FS FS
+	// Partitions declares the partition columns whose values the files'
+	// paths give (partition.go). Columns may name them.
+	Partitions []PartitionKey
 }
 
 // FileInfo describes one planned file.
@@ -42,8 +45,11 @@ type FileInfo struct {
 type Plan struct {
 	Files  []FileInfo `json:"files"`
 	Fields []Field    `json:"fields"`
-	Units  []Unit     `json:"units"`
-	Rows   int64      `json:"rows"` // sum of the units' rows
+	// Partitions are the projected partition columns, after Fields in
+	// the output; a unit's Partition holds their values.
+	Partitions []Field `json:"partitions,omitempty"`
+	Units      []Unit  `json:"units"`
+	Rows       int64   `json:"rows"` // sum of the units' rows
 
 	fs FS // where the files come from; not serialized: a unit is decoded wherever its reader has its own
 }
@@ -69,12 +75,21 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
+	files, parts, err := splitPartitions(opts.Columns, opts.Partitions)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plan{fs: opts.FS}
+	for _, k := range parts {
+		p.Partitions = append(p.Partitions, partitionField(k))
+	}
+	fileOpts := opts
+	fileOpts.Columns = files
 	for _, path := range paths {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := p.addFile(fsys, path, opts); err != nil {
+		if err := p.addFile(fsys, path, fileOpts, parts); err != nil {
 			return nil, err
 		}
 	}
@@ -86,7 +101,7 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
 
-func (p *Plan) addFile(fsys FS, path string, opts PlanOptions) error {
+func (p *Plan) addFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) error {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
@@ -106,6 +121,13 @@ func (p *Plan) addFile(fsys FS, path string, opts PlanOptions) error {
 		return fail(corrupt(err))
 	}
 	fields, err := resolveFields(root, opts.Columns)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkPartitionNames(root, opts.Partitions); err != nil {
+		return fail(err)
+	}
+	values, err := partitionValues(path, parts)
 	if err != nil {
 		return fail(err)
 	}
@@ -137,7 +159,7 @@ func (p *Plan) addFile(fsys FS, path string, opts PlanOptions) error {
 			chunks[i] = c
 		}
 		base := Unit{File: path, FileSize: info.Size, ModTime: info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks,
-			Bounds: groupBounds(g, fields)}
+			Bounds: groupBounds(g, fields), Partition: values}
 		units, err := sliceRowGroup(f, info.Size, g, fields, base, opts)
 		if err != nil {
 			return &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}

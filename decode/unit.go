@@ -23,6 +23,9 @@ type Unit struct {
 	Rows     int64   `json:"rows"`      // rows in the unit, > 0
 	Ordinal  int64   `json:"ordinal"`   // plan-wide index of the unit's first row
 	Chunks   []Chunk `json:"chunks"`    // one per plan field, in field order
+	// Partition holds the values of the plan's partition columns, as
+	// the file's path gives them (partition.go).
+	Partition []string `json:"partition,omitempty"`
 	// Bounds are the row group's column statistics, one per plan field
 	// (bounds.go); planning fills them, and they do not travel with the
 	// unit.
@@ -116,5 +119,17 @@ func (u *Unit) validate() error {
 			return fmt.Errorf("invalid chunk %d", i)
 		}
 	}
+	if len(u.Partition) > maxPartitions {
+		return fmt.Errorf("%d partition values (at most %d)", len(u.Partition), maxPartitions)
+	}
+	for i, v := range u.Partition {
+		if len(v) > MaxPartitionValue {
+			return fmt.Errorf("partition value %d: %d bytes (at most %d)", i, len(v), MaxPartitionValue)
+		}
+	}
 	return nil
 }
+
+// maxPartitions bounds a unit's partition values: more directory levels
+// than any table has.
+const maxPartitions = 64

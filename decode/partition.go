@@ -1,0 +1,183 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// Partition columns, Hive style: a table written by Spark, Hive or
+// pyarrow as ".../dt=2026-11-27/hour=3/part-0.parquet" keeps dt and hour
+// in its directory names, not in its files. A plan declares such keys
+// (PlanOptions.Partitions); each planned file's path must name every key
+// once, and its units carry the values (Unit.Partition), so that a CPU
+// peer given a unit fills the same columns without looking for the
+// table's root. Values are %-unescaped as Spark escapes them. Spark's
+// marker for a null value, __HIVE_DEFAULT_PARTITION__, is kept as that
+// text in a string column and refused in an int64 one: partition columns
+// are never null, so that a column's layout does not depend on which
+// files a host planned.
+
+// PartitionKey declares one partition column.
+type PartitionKey struct {
+	Name  string
+	Int64 bool // int64 values; otherwise strings
+}
+
+// MaxPartitionValue bounds a partition value's bytes: longer than any
+// directory name (NAME_MAX is 255) or object key (1,024), so that a unit
+// from elsewhere cannot make a worker fill rows of a huge constant.
+const MaxPartitionValue = 1024
+
+// hiveNull is Spark's and Hive's directory value for a null partition.
+const hiveNull = "__HIVE_DEFAULT_PARTITION__"
+
+// partitionField is the Field of a declared key.
+func partitionField(k PartitionKey) Field {
+	if k.Int64 {
+		return Field{Name: k.Name, Kind: column.Fixed, DType: column.Int64, Leaf: -1}
+	}
+	return Field{Name: k.Name, Kind: column.Bytes, DType: column.Uint8, Leaf: -1}
+}
+
+// splitPartitions separates the partition keys among columns (the
+// projection; empty: every column) from the file columns, and returns
+// the partition keys to plan, in the projection's order, or every key in
+// declared order when columns is empty.
+func splitPartitions(columns []string, keys []PartitionKey) (files []string, parts []PartitionKey, err error) {
+	if len(keys) == 0 {
+		return columns, nil, nil
+	}
+	if len(columns) == 0 {
+		return nil, keys, nil
+	}
+	for _, c := range columns {
+		k, ok := findKey(keys, c)
+		if !ok {
+			files = append(files, c)
+			continue
+		}
+		parts = append(parts, k)
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("plan: the columns %q are all partition columns: read at least one column of the files too (the rows are counted from them)", columns)
+	}
+	return files, parts, nil
+}
+
+func findKey(keys []PartitionKey, name string) (PartitionKey, bool) {
+	for _, k := range keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return PartitionKey{}, false
+}
+
+// partitionValues returns the value of each key in path's directory
+// names: a directory KEY=VALUE names key KEY. Each key must be named
+// once; the file name itself names none.
+func partitionValues(path string, keys []PartitionKey) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	dirs := strings.Split(path, "/")
+	dirs = dirs[:len(dirs)-1]
+	values := make([]string, len(keys))
+	for i, k := range keys {
+		found := false
+		for _, d := range dirs {
+			raw, ok := strings.CutPrefix(d, k.Name+"=")
+			if !ok {
+				continue
+			}
+			if found {
+				return nil, fmt.Errorf("partition %q: two directories of the path name it", k.Name)
+			}
+			found = true
+			v, err := url.PathUnescape(raw)
+			if err != nil {
+				return nil, fmt.Errorf("partition %q: directory %q: %v", k.Name, d, err)
+			}
+			values[i] = v
+		}
+		if !found {
+			return nil, fmt.Errorf("partition %q: no directory of the path is named %s=VALUE (check the spec's partitions against the table's layout)", k.Name, k.Name)
+		}
+		if err := checkPartitionValue(k, values[i]); err != nil {
+			return nil, err
+		}
+	}
+	return values, nil
+}
+
+// checkPartitionValue checks one value against its key's type.
+func checkPartitionValue(k PartitionKey, v string) error {
+	if len(v) > MaxPartitionValue {
+		return fmt.Errorf("partition %q: a value of %d bytes (at most %d)", k.Name, len(v), MaxPartitionValue)
+	}
+	if !k.Int64 {
+		return nil
+	}
+	if v == hiveNull {
+		return fmt.Errorf("partition %q: the value is null (%s), which an int64 partition column cannot hold: declare it a string", k.Name, hiveNull)
+	}
+	if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+		return fmt.Errorf("partition %q: value %q is not an int64: declare it a string", k.Name, v)
+	}
+	return nil
+}
+
+// checkPartitionNames refuses a partition key that is also a column of
+// the file: which of the two a name means would be a guess.
+func checkPartitionNames(root *schemaNode, keys []PartitionKey) error {
+	for _, c := range root.children {
+		if _, ok := findKey(keys, c.el.Name); ok {
+			return fmt.Errorf("partition %q is also a column of the file: rename one of them", c.el.Name)
+		}
+	}
+	return nil
+}
+
+// ErrBadPartition is returned by FillPartition for a value that does not
+// fit its column.
+var ErrBadPartition = errors.New("decode: bad partition value")
+
+// FillPartition makes dst the column of partition field f for rows rows,
+// every row holding value. dst's buffers are reused.
+func FillPartition(f *Field, value string, rows int, dst *column.Column) error {
+	if len(value) > MaxPartitionValue {
+		return fmt.Errorf("%w: column %q: %d bytes (at most %d)", ErrBadPartition, f.Name, len(value), MaxPartitionValue)
+	}
+	dst.Name, dst.Kind, dst.DType, dst.Width, dst.Len, dst.Valid = f.Name, f.Kind, f.DType, 1, rows, nil
+	if f.Kind == column.Fixed {
+		v, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: column %q: %q is not an int64", ErrBadPartition, f.Name, value)
+		}
+		dst.Data = column.Grow(dst.Data, rows*8)
+		dst.Offsets = nil
+		vs := dst.Int64s()
+		for i := range vs {
+			vs[i] = v
+		}
+		return nil
+	}
+	n := rows * len(value)
+	dst.Data = column.Grow(dst.Data, n)[:0]
+	for range rows {
+		dst.Data = append(dst.Data, value...)
+	}
+	if cap(dst.Offsets) < rows+1 {
+		dst.Offsets = make([]int64, rows+1)
+	}
+	dst.Offsets = dst.Offsets[:rows+1]
+	for i := range dst.Offsets {
+		dst.Offsets[i] = int64(i * len(value))
+	}
+	return nil
+}
