@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -267,15 +268,16 @@ func (r *PlanReport) decodeAlone(ctx context.Context, cfg PlanConfig) error {
 	if err != nil {
 		return err
 	}
-	all, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows})
+	parts := engine.PartitionKeys(job)
+	all, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, Partitions: parts})
 	if err != nil {
 		return err
 	}
-	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed})
+	prog, err := ops.Compile(ctx, job, slices.Concat(all.Fields, all.Partitions), ops.Env{Seed: job.Seed})
 	if err != nil {
 		return err
 	}
-	p, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: prog.Needs(), MaxUnitRows: job.Decode.MaxUnitRows})
+	p, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: prog.Needs(), MaxUnitRows: job.Decode.MaxUnitRows, Partitions: parts})
 	if err != nil {
 		return err
 	}

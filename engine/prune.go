@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/lastmile/lastmile/column"
@@ -30,7 +32,7 @@ func pruneUnits(plan *decode.Plan, prog *ops.Program) ([]bool, int) {
 	n := 0
 	for i := range plan.Units {
 		u := &plan.Units[i]
-		if len(u.Bounds) != len(plan.Fields) || prog.Prune(unitStats(plan.Fields, u)) {
+		if len(u.Bounds) != len(plan.Fields) || prog.Prune(unitStats(plan, u)) {
 			continue
 		}
 		if skip == nil {
@@ -42,9 +44,16 @@ func pruneUnits(plan *decode.Plan, prog *ops.Program) ([]bool, int) {
 	return skip, n
 }
 
-// unitStats gives a filter u's column statistics, by column name.
-func unitStats(fields []decode.Field, u *decode.Unit) func(string) (expr.Range, bool) {
+// unitStats gives a filter u's column statistics, by column name: a
+// partition column's are its one value.
+func unitStats(plan *decode.Plan, u *decode.Unit) func(string) (expr.Range, bool) {
+	fields := plan.Fields
 	return func(name string) (expr.Range, bool) {
+		for k := range plan.Partitions {
+			if plan.Partitions[k].Name == name && k < len(u.Partition) {
+				return partitionRange(&plan.Partitions[k], u.Partition[k], u.Rows)
+			}
+		}
 		for i := range fields {
 			if fields[i].Name != name {
 				continue
@@ -74,4 +83,25 @@ func emptyBatch(out *column.Batch) {
 	for i := range out.Columns {
 		out.Columns[i].Len = 0
 	}
+}
+
+// partitionRange is the statistics of a partition column of rows rows,
+// every one holding value.
+func partitionRange(f *decode.Field, value string, rows int64) (expr.Range, bool) {
+	r := expr.Range{Rows: rows, HasBounds: true}
+	if f.Kind != column.Fixed {
+		r.MinString, r.MaxString = value, value
+		return r, true
+	}
+	v, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return expr.Range{}, false
+	}
+	// float64 bounds: round outward where the value has no exact float,
+	// so that the range still holds it.
+	r.Min, r.Max = float64(v), float64(v)
+	if int64(r.Min) != v {
+		r.Min, r.Max = math.Nextafter(r.Min, math.Inf(-1)), math.Nextafter(r.Max, math.Inf(1))
+	}
+	return r, true
 }

@@ -1,16 +1,18 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 )
 
 // planFields is the output schema of a job without a pipeline: the
-// decoded columns as they are.
+// decoded columns as they are, then the partition columns.
 func planFields(p *decode.Plan) []OutField {
-	fields := make([]OutField, len(p.Fields))
-	for i, f := range p.Fields {
-		fields[i] = OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: 1, Nullable: f.Nullable}
+	fields := make([]OutField, 0, len(p.Fields)+len(p.Partitions))
+	for _, f := range slices.Concat(p.Fields, p.Partitions) {
+		fields = append(fields, OutField{Name: f.Name, Kind: f.Kind, DType: f.DType, Width: 1, Nullable: f.Nullable})
 	}
 	return fields
 }
@@ -88,6 +90,19 @@ func listRowStats(p *decode.Plan) (perRow map[string]float64, widest float64) {
 		if f.Kind != column.Fixed {
 			widest = max(widest, best*float64(f.DType.Size()))
 		}
+	}
+	// A string partition column's row is its value: the longest sizes it.
+	for k, f := range p.Partitions {
+		if f.Kind == column.Fixed {
+			continue
+		}
+		best := 0.0
+		for _, u := range p.Units {
+			if k < len(u.Partition) {
+				best = max(best, float64(len(u.Partition[k])))
+			}
+		}
+		perRow[f.Name] = best
 	}
 	return perRow, widest
 }

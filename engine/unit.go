@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/lastmile/lastmile/column"
@@ -58,7 +59,7 @@ type unitWorker struct {
 // newProcessor plans the job's input, compiles its pipeline against the
 // input's schema and plans again with only the columns the pipeline needs.
 func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.FS) (*processor, error) {
-	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys}
+	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)}
 	paths, tables, err := inputFiles(ctx, job, fsys)
 	if err != nil {
 		return nil, err
@@ -71,12 +72,12 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
 	}
 	// The pipeline is checked against every column of the input.
-	all, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys})
+	all, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: planOpts.Partitions})
 	if err != nil {
 		return nil, err
 	}
 	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables)}
-	prog, err := ops.Compile(ctx, job, all.Fields, env)
+	prog, err := ops.Compile(ctx, job, slices.Concat(all.Fields, all.Partitions), env)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 	}
 	plan := all
-	if len(prog.Needs()) < len(all.Fields) || pruned > 0 {
+	if len(prog.Needs()) < len(all.Fields)+len(all.Partitions) || pruned > 0 {
 		planOpts.Columns = prog.Needs()
 		if plan, err = decode.PlanFiles(ctx, paths, planOpts); err != nil {
 			return nil, err
@@ -100,6 +101,9 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 	index := map[string]int{}
 	for i, f := range plan.Fields {
 		index[f.Name] = i
+	}
+	for k, f := range plan.Partitions { // filled, not decoded (partition.go)
+		index[f.Name] = len(plan.Fields) + k
 	}
 	isEarly := map[string]bool{}
 	for _, name := range prog.Early() {
@@ -116,7 +120,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 	}
 	p.workers = newWorkers(plan, prog, workers)
-	p.fetch = newLateFetch(len(plan.Fields), p.late)
+	p.fetch = newLateFetch(len(plan.Fields), p.decodedLate())
 	return p, nil
 }
 
@@ -203,13 +207,20 @@ func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *col
 
 func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
 	w := p.workers[worker]
+	if len(u.Partition) != len(p.plan.Partitions) {
+		return fmt.Errorf("%s row group %d: %w: the unit has %d partition values, the job %d partition columns",
+			u.File, u.RowGroup, decode.ErrBadUnit, len(u.Partition), len(p.plan.Partitions))
+	}
 	if p.prog == nil {
-		return w.dec.Decode(ctx, u, out)
+		if err := w.dec.Decode(ctx, u, out); err != nil {
+			return err
+		}
+		return p.fillPartitions(u, out)
 	}
 	// Bucket joins hold the unit's bucket of their table until it is done.
 	w.state.BeginUnit(ctx, u.File)
 	defer w.state.EndUnit()
-	p.fetch.sync(w, p.late)
+	p.fetch.sync(w, p.decodedLate())
 	sel, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return err
@@ -246,7 +257,7 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 	}
 	before := w.dec.Stats()
 	for j, fi := range p.late {
-		if err := w.dec.DecodeColumn(fi, sel, &in.Columns[len(p.early)+j]); err != nil {
+		if err := p.column(w, &u, fi, sel, rows, &in.Columns[len(p.early)+j]); err != nil {
 			return err
 		}
 	}
@@ -269,7 +280,7 @@ func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit
 	}
 	w.early.Columns = w.early.Columns[:len(p.early)]
 	for k, fi := range p.early {
-		if err := w.dec.DecodeColumn(fi, nil, &w.early.Columns[k]); err != nil {
+		if err := p.column(w, &u, fi, nil, int(u.Rows), &w.early.Columns[k]); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// Partition columns (spec.Partitions) are planned after the file
+// columns: a processor's field index fi names plan.Fields[fi] below
+// len(plan.Fields), and plan.Partitions[fi-len(plan.Fields)] from there.
+// Their rows are filled from the unit's values, never decoded, so the
+// decoder and the late columns' prefetch see only the file columns.
+
+// PartitionKeys is the job's partition columns as the planner takes them.
+func PartitionKeys(job *spec.Job) []decode.PartitionKey {
+	var keys []decode.PartitionKey
+	for _, p := range job.Partitions {
+		keys = append(keys, decode.PartitionKey{Name: p.Name, Int64: p.Type == spec.PartitionInt64})
+	}
+	return keys
+}
+
+// decodedLate is the late columns the decoder reads: the file columns
+// among p.late.
+func (p *processor) decodedLate() []int {
+	var late []int
+	for _, fi := range p.late {
+		if fi < len(p.plan.Fields) {
+			late = append(late, fi)
+		}
+	}
+	return late
+}
+
+// column makes dst field fi's column for unit u: decoded for the rows of
+// sel (nil: every row), or, for a partition column, rows rows of the
+// unit's value.
+func (p *processor) column(w *unitWorker, u *decode.Unit, fi int, sel []int32, rows int, dst *column.Column) error {
+	nf := len(p.plan.Fields)
+	if fi < nf {
+		return w.dec.DecodeColumn(fi, sel, dst)
+	}
+	k := fi - nf
+	if err := decode.FillPartition(&p.plan.Partitions[k], u.Partition[k], rows, dst); err != nil {
+		return fmt.Errorf("%s: %w", u.File, err)
+	}
+	return nil
+}
+
+// fillPartitions appends the partition columns to a decoded unit's batch
+// (a job without a pipeline outputs them after the file columns).
+func (p *processor) fillPartitions(u decode.Unit, out *column.Batch) error {
+	nf := len(p.plan.Fields)
+	n := nf + len(p.plan.Partitions)
+	if n == nf {
+		return nil
+	}
+	if cap(out.Columns) < n {
+		out.Columns = append(out.Columns[:nf:nf], make([]column.Column, n-nf)...)
+	}
+	out.Columns = out.Columns[:n]
+	for k := range p.plan.Partitions {
+		if err := p.column(nil, &u, nf+k, nil, out.Rows, &out.Columns[nf+k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

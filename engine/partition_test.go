@@ -1,0 +1,215 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+	"github.com/parquet-go/parquet-go"
+)
+
+type hiveRow struct {
+	RowID int64   `parquet:"row_id"`
+	Score float64 `parquet:"score"`
+}
+
+// writeHive writes a table partitioned Hive style by dt and hour, 100
+// rows a file, and returns its directory. Row r of date d, hour h has
+// row_id d*1000 + h*100 + r. The second date's directory is escaped as
+// Spark escapes a ':' in a value.
+func writeHive(t testing.TB) string {
+	dir := filepath.Join(t.TempDir(), "events")
+	for d, dt := range []string{"2026-11-01", "2026-11-02%3A00", "2026-11-03"} {
+		for h := range 2 {
+			sub := filepath.Join(dir, "dt="+dt, fmt.Sprintf("hour=%d", h))
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rows := make([]hiveRow, 100)
+			for r := range rows {
+				rows[r] = hiveRow{RowID: int64(d*1000 + h*100 + r), Score: float64(r) / 100}
+			}
+			if err := parquet.WriteFile(filepath.Join(sub, "part-0.parquet"), rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// hiveRows is what a run's ring gave: each row's row_id, hour and dt.
+type hiveRows struct {
+	ids, hours []int64
+	dts        []string
+}
+
+// runHive runs src (RING: the ring directory) and reads its one ring.
+func runHive(t *testing.T, src string) (engine.Stats, hiveRows) {
+	t.Helper()
+	ringDir := t.TempDir()
+	job, err := spec.Parse("test.yaml", []byte(strings.ReplaceAll(src, "RING", ringDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got hiveRows
+	done := make(chan error, 1)
+	opts := engine.Options{Linger: true, Ready: func(rings []string) {
+		go func() { done <- readHive(ctx, ringDir, rings[0], &got) }()
+	}}
+	st, err := engine.Run(ctx, job, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return st, got
+}
+
+func readHive(ctx context.Context, dir, ring string, got *hiveRows) error {
+	c, err := shm.Open(dir, ring)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ints := func(b *shm.Batch, name string) []int64 {
+		v := b.Tensor(name, shm.RoleDense)
+		return slices.Clone(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows))
+	}
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		got.ids = append(got.ids, ints(b, "row_id")...)
+		if b.Tensor("hour", shm.RoleDense).Data != nil {
+			got.hours = append(got.hours, ints(b, "hour")...)
+		}
+		if vals := b.Tensor("dt", shm.RoleValues).Data; vals != nil {
+			o := b.Tensor("dt", shm.RoleOffsets).Data
+			offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(o))), b.Rows+1)
+			for i := range b.Rows {
+				got.dts = append(got.dts, string(vals[offs[i]:offs[i+1]]))
+			}
+		}
+		c.Release()
+	}
+}
+
+// TestHivePartitions: a table partitioned in directories gives its
+// partition columns to filters, maps and trainers, and a filter on them
+// leaves out the files it rules out, unread; the batches are those of a
+// run that reads every file.
+func TestHivePartitions(t *testing.T) {
+	dir := writeHive(t)
+	dates := []string{"2026-11-01", "2026-11-02:00", "2026-11-03"}
+	check := func(t *testing.T, got hiveRows, keep func(d, h int) bool) {
+		t.Helper()
+		var want []int64
+		for d := range 3 {
+			for h := range 2 {
+				for r := range 100 {
+					if keep(d, h) {
+						want = append(want, int64(d*1000+h*100+r))
+					}
+				}
+			}
+		}
+		if len(got.ids) != len(want) || len(got.hours) != len(got.ids) || len(got.dts) != len(got.ids) {
+			t.Fatalf("%d rows (%d hours, %d dates), want %d", len(got.ids), len(got.hours), len(got.dts), len(want))
+		}
+		for i, id := range got.ids {
+			d, h := int(id/1000), int(id%1000/100)
+			if got.hours[i] != int64(h) || got.dts[i] != dates[d] {
+				t.Fatalf("row %d: hour %d dt %q, want %d %q", id, got.hours[i], got.dts[i], h, dates[d])
+			}
+		}
+		ids := slices.Clone(got.ids)
+		slices.Sort(ids)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("rows %v..., want %v...", ids[:min(5, len(ids))], want[:min(5, len(want))])
+		}
+	}
+	t.Run("every column", func(t *testing.T) {
+		st, got := runHive(t, fmt.Sprintf("inputs: [%s]\npartitions: {dt: string, hour: int64}\nbatch: {size: 64, last: keep}\nring: {dir: RING, name: all}\n", dir))
+		check(t, got, func(d, h int) bool { return true })
+		if st.UnitsPruned != 0 {
+			t.Errorf("%d units pruned with no filter", st.UnitsPruned)
+		}
+	})
+	src := fmt.Sprintf(`
+inputs: [%s]
+partitions: {dt: string, hour: int64}
+batch: {size: 64, last: keep}
+seed: 3
+shuffle: {units: true, buffer: 128}
+ring: {dir: RING, name: filtered}
+pipeline:
+  - filter: 'dt >= "2026-11-02" and hour == 1 and score >= 0'
+  - map: {hour2: "hour * 2"}
+  - select: [row_id, hour, dt, hour2]
+`, dir)
+	job, err := spec.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Check(context.Background(), job, nil, nil); err != nil {
+		t.Fatalf("lastmile check refuses a pipeline over partition columns: %v", err)
+	}
+	if _, err := engine.EstimateFootprint(context.Background(), job, nil); err != nil {
+		t.Fatalf("the daemon's footprint estimate: %v", err)
+	}
+	st, pruned := runHive(t, src)
+	check(t, pruned, func(d, h int) bool { return d >= 1 && h == 1 })
+	if st.UnitsPruned != 4 {
+		t.Errorf("%d units pruned, want the 4 files the filter rules out by their directories", st.UnitsPruned)
+	}
+	old := engine.SetNeverPruneForTest(true)
+	_, whole := runHive(t, src)
+	engine.SetNeverPruneForTest(old)
+	if !slices.Equal(pruned.ids, whole.ids) || !slices.Equal(pruned.dts, whole.dts) {
+		t.Errorf("the batches differ from a run that reads every file")
+	}
+}
+
+// TestHivePartitionErrors: a layout that does not match the declared
+// partitions fails the plan with an error naming the file and the key.
+func TestHivePartitionErrors(t *testing.T) {
+	dir := writeHive(t)
+	cases := []struct{ name, partitions, columns, want string }{
+		{"a key not in the path", "{dt: string, region: string}", "", `partition "region": no directory of the path is named region=VALUE`},
+		{"not an int64", "{dt: int64}", "", `partition "dt": value "2026-11-01" is not an int64: declare it a string`},
+		{"a key that is a column", "{dt: string, score: string}", "", `partition "score" is also a column of the file`},
+		{"only partition columns", "{dt: string}", "columns: [dt]\n", "are all partition columns"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job, err := spec.Parse("test.yaml", []byte(fmt.Sprintf("inputs: [%s]\npartitions: %s\n%sbatch: {size: 64}\nring: {dir: %s}\n", dir, tc.partitions, tc.columns, t.TempDir())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = engine.Run(context.Background(), job, engine.Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if tc.columns == "" && !strings.Contains(err.Error(), "dt=2026-11-01") {
+				t.Errorf("the error does not name the file: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,76 @@
+package peer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/lastmile/lastmile/spec"
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestSpillPartitionsByteIdentical: a table partitioned in directories,
+// Hive style, gives the same batches with every unit spilled as run
+// here. The peer plans each unit's file alone, by its name under its
+// root, and fills the partition columns from the values the unit
+// carries.
+func TestSpillPartitionsByteIdentical(t *testing.T) {
+	f := newFixture(t)
+	type row struct {
+		RowID int64 `parquet:"row_id"`
+		Clk   int64 `parquet:"clk"`
+	}
+	var inputs []string
+	for d, dt := range []string{"2026-11-01", "2026-11-02", "2026-11-03"} {
+		for h := range 2 {
+			dir := filepath.Join(f.data, "events", "dt="+dt, fmt.Sprintf("hour=%d", h))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rows := make([]row, 900)
+			for i := range rows {
+				rows[i] = row{RowID: int64(d*10000 + h*1000 + i), Clk: int64(i % 3)}
+			}
+			if err := parquet.WriteFile(filepath.Join(dir, "part-0.parquet"), rows, parquet.MaxRowsPerRowGroup(400)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inputs = append(inputs, filepath.Join(f.data, "events"))
+	text := fmt.Sprintf(`version: 1
+name: hive
+inputs: [%s]
+partitions: {dt: string, hour: int64}
+batch: {size: 100, last: drop}
+epochs: 1
+seed: 5
+shuffle: {units: true, buffer: 300}
+ring: {slots: 4, dir: %s}
+decode: {workers: 1}
+pipeline:
+  - filter: 'dt >= "2026-11-02" and clk != 1'
+  - map: {slot: "hour * 10 + clk"}
+  - select: [row_id, dt, hour, slot]
+`, inputs[0], f.shm)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.run(job, nil)
+	if n := len(want[0]); n == 0 {
+		t.Fatal("the local run gave no batches")
+	}
+	_, addr := f.server(nil)
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	cfg := SpillerConfig{}
+	cfg.Policy.Always = true
+	sp, err := NewSpiller(p, f.roots, text, job, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "hive", f.run(job, sp), want)
+	if sp.Stats().Spilled.Load() == 0 {
+		t.Fatal("nothing was spilled")
+	}
+}
