@@ -158,7 +158,8 @@ func runSummary(st engine.Stats) string {
 		rate(float64(st.Rows)), rate(float64(st.Bytes)/1e6), busy,
 		st.Decode.Seconds(), st.Workers, st.Pack.Seconds(), (st.FullWait + st.Drain).Seconds(), st.FullWait.Seconds(), st.Drain.Seconds())
 	if st.UnitsPruned > 0 || st.FilesPruned > 0 {
-		s += fmt.Sprintf("; the filters' statistics left out %d units and %d Iceberg data files, unread", st.UnitsPruned, st.FilesPruned)
+		s += fmt.Sprintf("; the filters left out %s and %s, unread, by their statistics or partition values",
+			count(st.UnitsPruned, "unit", "units"), count(st.FilesPruned, "Iceberg data file", "Iceberg data files"))
 	}
 	return s
 }

@@ -95,8 +95,17 @@ func TestRunSummaryLeavesWaitsOut(t *testing.T) {
 	if strings.Contains(got, "left out") {
 		t.Errorf("summary %q speaks of pruning where nothing was pruned", got)
 	}
-	st.UnitsPruned, st.FilesPruned = 9, 2
-	if got, want := runSummary(st), "; the filters' statistics left out 9 units and 2 Iceberg data files, unread"; !strings.HasSuffix(got, want) {
-		t.Errorf("summary %q does not end %q", got, want)
+	for _, tc := range []struct {
+		units, files int
+		want         string
+	}{
+		{9, 2, "; the filters left out 9 units and 2 Iceberg data files, unread, by their statistics or partition values"},
+		{1, 0, "; the filters left out 1 unit and 0 Iceberg data files, unread, by their statistics or partition values"},
+		{0, 1, "; the filters left out 0 units and 1 Iceberg data file, unread, by their statistics or partition values"},
+	} {
+		st.UnitsPruned, st.FilesPruned = tc.units, tc.files
+		if got := runSummary(st); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("summary %q does not end %q", got, tc.want)
+		}
 	}
 }
