@@ -80,14 +80,22 @@ func expandInputs(ctx context.Context, fsys FS, inputs []string) ([]string, erro
 			if err != nil {
 				return nil, fmt.Errorf("plan: glob %q: %w", in, err)
 			}
+			// A matched directory is read as a directory input is:
+			// "/data/events/dt=2026-11-2*".
 			var files []string
 			for _, p := range m {
 				st, err := fsys.Stat(p)
 				if errors.Is(err, fs.ErrPermission) {
 					return nil, fmt.Errorf("plan: %w", err)
 				}
-				if err == nil && st.Mode().IsRegular() {
+				switch {
+				case err != nil:
+				case st.Mode().IsRegular():
 					files = append(files, p)
+				case st.IsDir():
+					if err := walkParquet(ctx, fsys, p, &files); err != nil {
+						return nil, fmt.Errorf("plan: walk %s: %w", p, err)
+					}
 				}
 			}
 			add(files)

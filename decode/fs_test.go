@@ -104,3 +104,26 @@ func TestPlanAndDecodeThroughFS(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobMatchesDirectories: a glob's matched directories are read as
+// directory inputs: every *.parquet file under them.
+func TestGlobMatchesDirectories(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"dt=1/a.parquet", "dt=1/h=0/b.parquet", "dt=2/c.parquet", "dt=2/notes.txt", "dt=3.parquet", "other/d.parquet"} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := expandInputs(context.Background(), OSFS{}, []string{filepath.Join(dir, "dt=*")})
+	want := []string{"dt=1/a.parquet", "dt=1/h=0/b.parquet", "dt=2/c.parquet", "dt=3.parquet"}
+	for i := range want {
+		want[i] = filepath.Join(dir, want[i])
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+}

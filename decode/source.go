@@ -254,7 +254,7 @@ func expandObjects(ctx context.Context, l Lister, in string) ([]string, error) {
 		}
 		var out []string
 		for _, n := range names {
-			if ok, _ := path.Match(in, n); ok {
+			if ok, _ := path.Match(in, n); ok || matchesDir(in, n) {
 				out = append(out, n)
 			}
 		}
@@ -286,6 +286,27 @@ func expandObjects(ctx context.Context, l Lister, in string) ([]string, error) {
 		return nil, fmt.Errorf("plan: no object %s and no *.parquet objects under %s: %w", in, dir, fs.ErrNotExist)
 	}
 	return capFiles(out, in)
+}
+
+// matchesDir reports whether glob matches a "directory" of object name
+// n (a prefix of n ending before a '/') and n is a *.parquet object: a
+// glob that matches directories reads what is under them, as a
+// directory input does ("s3://b/events/dt=2026-11-2*").
+func matchesDir(glob, n string) bool {
+	if !strings.HasSuffix(n, ".parquet") {
+		return false
+	}
+	for i := strings.IndexByte(n, '/'); i >= 0; {
+		if ok, _ := path.Match(glob, n[:i]); ok {
+			return true
+		}
+		j := strings.IndexByte(n[i+1:], '/')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 func capFiles(names []string, in string) ([]string, error) {

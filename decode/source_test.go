@@ -50,6 +50,10 @@ func TestExpandObjects(t *testing.T) {
 	}
 	f("mem://b/t/*.parquet", "mem://b/t/a.parquet", "mem://b/t/b.parquet")
 	f("mem://b/t/day=*/*.parquet", "mem://b/t/day=1/c.parquet", "mem://b/t/day=2/d.parquet")
+	// A glob matching directories reads the *.parquet objects under them.
+	f("mem://b/t/day=*", "mem://b/t/day=1/c.parquet", "mem://b/t/day=2/d.parquet")
+	f("mem://b/t*", "mem://b/t/a.parquet", "mem://b/t/b.parquet", "mem://b/t/day=1/c.parquet", "mem://b/t/day=2/d.parquet", "mem://b/t2/e.parquet")
+	f("mem://b/t/day=[2]", "mem://b/t/day=2/d.parquet")
 	f("mem://b/t/", "mem://b/t/a.parquet", "mem://b/t/b.parquet", "mem://b/t/day=1/c.parquet", "mem://b/t/day=2/d.parquet")
 	f("mem://b/t", "mem://b/t/a.parquet", "mem://b/t/b.parquet", "mem://b/t/day=1/c.parquet", "mem://b/t/day=2/d.parquet")
 	f("mem://b/one.parquet", "mem://b/one.parquet")
