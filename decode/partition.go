@@ -181,3 +181,30 @@ func FillPartition(f *Field, value string, rows int, dst *column.Column) error {
 	}
 	return nil
 }
+
+// CheckPartition checks that unit u's partition values are those its
+// file's path gives for the plan's partition columns: a CPU peer takes
+// a unit's values from the unit, and refuses one whose values its file
+// does not name (ErrBadUnit).
+func (p *Plan) CheckPartition(u *Unit) error {
+	if len(u.Partition) != len(p.Partitions) {
+		return fmt.Errorf("%w: %d partition values, the job has %d partition columns", ErrBadUnit, len(u.Partition), len(p.Partitions))
+	}
+	if len(p.Partitions) == 0 {
+		return nil
+	}
+	keys := make([]PartitionKey, len(p.Partitions))
+	for i, f := range p.Partitions {
+		keys[i] = PartitionKey{Name: f.Name, Int64: f.Kind == column.Fixed}
+	}
+	want, err := partitionValues(u.File, keys)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadUnit, u.File, err)
+	}
+	for i := range want {
+		if u.Partition[i] != want[i] {
+			return fmt.Errorf("%w: %s: partition %q is %q in the unit, %q in the path", ErrBadUnit, u.File, keys[i].Name, u.Partition[i], want[i])
+		}
+	}
+	return nil
+}

@@ -164,7 +164,9 @@ func (up *UnitProcessor) Units() []decode.Unit { return up.proc.plan.Units }
 func (up *UnitProcessor) Fields() []OutField { return up.fields }
 
 // Compute fills out with unit u's output rows. u's file is opened through
-// the processor's FS.
+// the processor's FS. A unit whose partition values its file's path does
+// not give is refused (decode.ErrBadUnit), as one whose chunks its
+// file's footer does not.
 func (up *UnitProcessor) Compute(ctx context.Context, u decode.Unit, out *column.Batch) error {
 	var w int
 	select {
@@ -173,6 +175,9 @@ func (up *UnitProcessor) Compute(ctx context.Context, u decode.Unit, out *column
 		return ctx.Err()
 	}
 	defer func() { up.free <- w }()
+	if err := up.proc.plan.CheckPartition(&u); err != nil {
+		return fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)
+	}
 	return up.proc.compute(ctx, w, u, out)
 }
 

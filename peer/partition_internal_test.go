@@ -1,13 +1,22 @@
 package peer
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 // TestSpillPartitionsByteIdentical: a table partitioned in directories,
@@ -72,5 +81,44 @@ pipeline:
 	same(t, "hive", f.run(job, sp), want)
 	if sp.Stats().Spilled.Load() == 0 {
 		t.Fatal("nothing was spilled")
+	}
+
+	// A unit whose partition values its file's path does not give is
+	// refused as a bad ticket, as one whose chunks are not its file's.
+	portable, err := portableJob(f.roots, text, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := localPlan(t, job).Units[0]
+	tc, _ := f.ca.issue("gpu-host").ClientTLS("")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := flight.NewClientFromConn(conn, nil)
+	for _, c := range []struct {
+		name      string
+		partition []string
+		code      codes.Code
+	}{
+		{"as planned", unit.Partition, codes.OK},
+		{"another date", []string{"2026-12-25", unit.Partition[1]}, codes.InvalidArgument},
+		{"one value short", unit.Partition[:1], codes.InvalidArgument},
+	} {
+		tk := Ticket{Version: Version, Job: portable, Hash: jobHash([]byte(portable)), Unit: unit}
+		tk.Unit.File, _ = f.roots.Locate(unit.File)
+		tk.Unit.Partition = c.partition
+		b, _ := json.Marshal(tk)
+		stream, err := client.DoGet(context.Background(), &flight.Ticket{Ticket: b})
+		for err == nil {
+			_, err = stream.Recv()
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		if status.Code(err) != c.code {
+			t.Errorf("%s: %v, want %v", c.name, err, c.code)
+		}
 	}
 }
