@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go/format"
@@ -19,9 +20,13 @@ import (
 //   - strings, from min_value/max_value only: the older fields compared
 //     bytes as signed, and writers that truncate a long maximum round it
 //     up;
-//   - not floats (a footer does not say whether NaNs were left out of
-//     its bounds), converted types (INT96, DECIMAL and UINT_32 bound their
-//     stored form), booleans or lists (their statistics are of elements).
+//   - FLOAT and DOUBLE, from min_value/max_value only (the fields whose
+//     order the format defines for floats: NaNs left out, a zero bound
+//     standing for either sign). A NaN bound is no bound; NaN rows may be
+//     in any row group, and the filters' pruning assumes so for every
+//     float column (expr.Range);
+//   - not converted types (INT96, DECIMAL and UINT_32 bound their stored
+//     form), booleans or lists (their statistics are of elements).
 //
 // A null count read from a footer cannot be told from an absent one, so
 // it is known only for required columns (0).
@@ -29,10 +34,12 @@ import (
 // Bounds are one column's statistics over a row group. A slice of the
 // row group (MaxUnitRows) carries its row group's: still bounds.
 type Bounds struct {
-	// Known says MinInt and MaxInt (Int) or MinString and MaxString
-	// bound the column's non-null values.
-	Known, Int           bool
+	// Known says MinInt and MaxInt (Int), MinFloat and MaxFloat
+	// (Float) or MinString and MaxString bound the column's non-null
+	// values (its non-NaN values, for floats).
+	Known, Int, Float    bool
 	MinInt, MaxInt       int64
+	MinFloat, MaxFloat   float64
 	MinString, MaxString string
 	// Nulls is the number of null values, -1 when not known.
 	Nulls int64
@@ -77,9 +84,26 @@ func chunkBounds(st *format.Statistics, f *Field) Bounds {
 			b.Known, b.Int = true, true
 			b.MinInt, b.MaxInt = int64(binary.LittleEndian.Uint64(lo)), int64(binary.LittleEndian.Uint64(hi))
 		}
+	case f.DType == column.Float32 && format.Type(f.Physical) == format.Float:
+		if len(lo) == 4 && len(hi) == 4 {
+			b.floats(float64(math.Float32frombits(binary.LittleEndian.Uint32(lo))), float64(math.Float32frombits(binary.LittleEndian.Uint32(hi))))
+		}
+	case f.DType == column.Float64 && format.Type(f.Physical) == format.Double:
+		if len(lo) == 8 && len(hi) == 8 {
+			b.floats(math.Float64frombits(binary.LittleEndian.Uint64(lo)), math.Float64frombits(binary.LittleEndian.Uint64(hi)))
+		}
 	}
 	if b.Known && b.Int && b.MinInt > b.MaxInt {
 		b.Known = false // not bounds at all: trust nothing
 	}
 	return b
+}
+
+// floats sets float bounds, unless either is NaN or they are out of
+// order: not bounds at all.
+func (b *Bounds) floats(lo, hi float64) {
+	if math.IsNaN(lo) || math.IsNaN(hi) || lo > hi {
+		return
+	}
+	b.Known, b.Float, b.MinFloat, b.MaxFloat = true, true, lo, hi
 }

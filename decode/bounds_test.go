@@ -49,7 +49,7 @@ func TestBounds(t *testing.T) {
 				"i32":   {Known: true, Int: true, MinInt: int64(rows[hi].I32), MaxInt: int64(rows[lo].I32)},
 				"day":   {Known: true, Int: true, MinInt: int64(rows[lo].Day), MaxInt: int64(rows[hi].Day)},
 				"s":     {Known: true, MinString: "a", MaxString: "z"},
-				"f":     {},
+				"f":     {Known: true, Float: true, MinFloat: rows[lo].F, MaxFloat: rows[hi].F},
 				"opt":   opt,
 				"list":  {},
 				"price": {},

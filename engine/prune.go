@@ -60,9 +60,12 @@ func unitStats(plan *decode.Plan, u *decode.Unit) func(string) (expr.Range, bool
 			}
 			b := u.Bounds[i]
 			r := expr.Range{NullCount: b.Nulls, Rows: u.Rows, HasBounds: b.Known}
-			if b.Known && b.Int {
+			switch {
+			case b.Known && b.Int:
 				r.Min, r.Max = float64(b.MinInt), float64(b.MaxInt)
-			} else if b.Known {
+			case b.Known && b.Float:
+				r.Min, r.Max = b.MinFloat, b.MaxFloat
+			case b.Known:
 				r.MinString, r.MaxString = b.MinString, b.MaxString
 			}
 			return r, b.Known || b.Nulls >= 0

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -124,6 +125,68 @@ pipeline:
 				st, _ = runDenseStats(b, src, dir, "row_id")
 			}
 			b.ReportMetric(float64(st.UnitsPruned), "units-pruned")
+		})
+	}
+}
+
+// scoreRow is a table sorted by a float score, with NaN scores here and
+// there.
+type scoreRow struct {
+	RowID int64   `parquet:"row_id"`
+	Score float64 `parquet:"score"`
+	S32   float32 `parquet:"s32"`
+}
+
+// TestPruneFloats: float statistics prune row groups, and never one
+// holding a row the filter keeps: NaN rows, which statistics leave out,
+// pass filters such as "not (score < x)".
+func TestPruneFloats(t *testing.T) {
+	dir := t.TempDir()
+	rows := make([]scoreRow, 10000)
+	for i := range rows {
+		rows[i] = scoreRow{RowID: int64(i), Score: float64(i) / 10000, S32: float32(i) / 10000}
+		if i%997 == 5 {
+			rows[i].Score, rows[i].S32 = math.NaN(), float32(math.NaN())
+		}
+	}
+	path := filepath.Join(dir, "scores.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(1000)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, filter string
+		pruned       int
+		keep         func(r scoreRow) bool
+	}{
+		{"a float64 threshold", `score >= 0.9`, 9, func(r scoreRow) bool { return r.Score >= 0.9 }},
+		{"a float32 range", `s32 > 0.25 and s32 < 0.35`, 8, func(r scoreRow) bool { return r.S32 > 0.25 && r.S32 < 0.35 }},
+		{"NaN rows pass a negation", `not (score < 0.9)`, 0, func(r scoreRow) bool { return !(r.Score < 0.9) }},
+		{"NaN rows pass !=", `score != 0.5`, 0, func(r scoreRow) bool { return r.Score != 0.5 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf(`
+inputs: [%s]
+batch: {size: 50, last: keep}
+ring: {dir: %s, name: scores}
+pipeline:
+  - filter: '%s'
+`, path, dir, tc.filter)
+			st, pruned := runDenseStats(t, src, dir, "row_id")
+			old := engine.SetNeverPruneForTest(true)
+			_, whole := runDenseStats(t, src, dir, "row_id")
+			engine.SetNeverPruneForTest(old)
+			if st.UnitsPruned != tc.pruned {
+				t.Errorf("units pruned: %d, want %d", st.UnitsPruned, tc.pruned)
+			}
+			var want []int64
+			for _, r := range rows {
+				if tc.keep(r) {
+					want = append(want, r.RowID)
+				}
+			}
+			if !slices.Equal(pruned["row_id"], want) || !slices.Equal(whole["row_id"], want) {
+				t.Fatalf("%d rows pruning, %d reading every row group; want %d", len(pruned["row_id"]), len(whole["row_id"]), len(want))
+			}
 		})
 	}
 }
