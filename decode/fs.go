@@ -51,6 +51,12 @@ func orOS(fsys FS) FS {
 	return fsys
 }
 
+// ExpandInputs is the list of files PlanFiles plans for inputs, read
+// through fsys (nil: OSFS): for a caller that chooses among them first.
+func ExpandInputs(ctx context.Context, fsys FS, inputs []string) ([]string, error) {
+	return expandInputs(ctx, orOS(fsys), inputs)
+}
+
 // expandInputs turns inputs (files, globs, directories searched recursively
 // for *.parquet) into file paths, each input's matches sorted and
 // duplicates dropped, listing and stating only through fsys.

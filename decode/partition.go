@@ -78,10 +78,10 @@ func findKey(keys []PartitionKey, name string) (PartitionKey, bool) {
 	return PartitionKey{}, false
 }
 
-// partitionValues returns the value of each key in path's directory
+// PartitionValues returns the value of each key in path's directory
 // names: a directory KEY=VALUE names key KEY. Each key must be named
 // once; the file name itself names none.
-func partitionValues(path string, keys []PartitionKey) ([]string, error) {
+func PartitionValues(path string, keys []PartitionKey) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -197,7 +197,7 @@ func (p *Plan) CheckPartition(u *Unit) error {
 	for i, f := range p.Partitions {
 		keys[i] = PartitionKey{Name: f.Name, Int64: f.Kind == column.Fixed}
 	}
-	want, err := partitionValues(u.File, keys)
+	want, err := PartitionValues(u.File, keys)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBadUnit, u.File, err)
 	}

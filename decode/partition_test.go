@@ -31,7 +31,7 @@ func TestPartitionValues(t *testing.T) {
 		{"/t/dt=" + strings.Repeat("v", MaxPartitionValue+1) + "/hour=0/x.parquet", nil, "bytes (at most 1024)"},
 	}
 	for _, tc := range cases {
-		got, err := partitionValues(tc.path, keys)
+		got, err := PartitionValues(tc.path, keys)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want one containing %q", tc.path, err, tc.err)
@@ -116,7 +116,7 @@ func FuzzPartitionValues(f *testing.F) {
 	f.Add("hour=1/hour=2/dt=/")
 	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Int64: true}}
 	f.Fuzz(func(t *testing.T, path string) {
-		vs, err := partitionValues(path, keys)
+		vs, err := PartitionValues(path, keys)
 		if err != nil {
 			return
 		}

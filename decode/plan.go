@@ -127,7 +127,7 @@ func (p *Plan) addFile(fsys FS, path string, opts PlanOptions, parts []Partition
 	if err := checkPartitionNames(root, opts.Partitions); err != nil {
 		return fail(err)
 	}
-	values, err := partitionValues(path, parts)
+	values, err := PartitionValues(path, parts)
 	if err != nil {
 		return fail(err)
 	}

@@ -82,8 +82,9 @@ type Stats struct {
 	FullWait time.Duration // time the producer waited on full rings (the trainers were slower)
 	Drain    time.Duration // time Linger waited, after the last batch, for consumers to release every batch
 	Workers  int           // decode goroutines that ran: decode.workers, at most one per work unit
-	// FilesPruned is the Iceberg data files left out because the job's
-	// filters exclude them by their partition values and statistics.
+	// FilesPruned is the input files left out, never planned, because
+	// the job's filters exclude them by their Iceberg manifest entries
+	// or their partition directories.
 	FilesPruned int
 	// UnitsPruned is the units not read because their row groups'
 	// statistics let no row pass the job's filters (prune.go).

@@ -5,6 +5,8 @@ import (
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -68,4 +70,44 @@ func (p *processor) fillPartitions(u decode.Unit, out *column.Batch) error {
 		}
 	}
 	return nil
+}
+
+// prunePartitions returns the files of paths whose partition values the
+// job's filters may keep, adding the number left out to pruned. Files left out
+// are never planned: their footers are not read, which on object storage
+// is a request each. An error names a path without the declared keys.
+func prunePartitions(paths []string, keys []decode.PartitionKey, prog *ops.Program, pruned *int) ([]string, error) {
+	if len(keys) == 0 || neverPrune.Load() {
+		return paths, nil
+	}
+	fields := make([]decode.Field, len(keys))
+	for i, k := range keys {
+		fields[i] = decode.Field{Name: k.Name, Kind: column.Bytes}
+		if k.Int64 {
+			fields[i].Kind = column.Fixed
+		}
+	}
+	var keep []string
+	for _, path := range paths {
+		values, err := decode.PartitionValues(path, keys)
+		if err != nil {
+			return nil, fmt.Errorf("plan %s: %w", path, err)
+		}
+		stats := func(name string) (expr.Range, bool) {
+			for i := range fields {
+				if fields[i].Name == name {
+					return partitionRange(&fields[i], values[i], 1)
+				}
+			}
+			return expr.Range{}, false
+		}
+		if prog.Prune(stats) {
+			keep = append(keep, path)
+		}
+	}
+	*pruned += len(paths) - len(keep)
+	if len(keep) == 0 && len(paths) > 0 {
+		return nil, fmt.Errorf("plan: the job's filters exclude all %d input files by their partition values: nothing to read", len(paths))
+	}
+	return keep, nil
 }

@@ -8,11 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/objstore"
 	"github.com/lastmile/lastmile/objstore/s3test"
@@ -177,16 +180,66 @@ pipeline:
 	if _, err := engine.EstimateFootprint(context.Background(), job, nil); err != nil {
 		t.Fatalf("the daemon's footprint estimate: %v", err)
 	}
+	keep := func(d, h int) bool { return d >= 1 && h == 1 }
 	st, pruned := runHive(t, src)
-	check(t, pruned, func(d, h int) bool { return d >= 1 && h == 1 })
-	if st.UnitsPruned != 4 {
-		t.Errorf("%d units pruned, want the 4 files the filter rules out by their directories", st.UnitsPruned)
+	check(t, pruned, keep)
+	if st.FilesPruned != 4 || st.UnitsPruned != 0 {
+		t.Errorf("%d files and %d units pruned, want the 4 files the filter rules out by their directories, unplanned",
+			st.FilesPruned, st.UnitsPruned)
 	}
+	// Reading every file gives the same rows (in another order: the plan
+	// has more units to shuffle).
 	old := engine.SetNeverPruneForTest(true)
-	_, whole := runHive(t, src)
+	st, whole := runHive(t, src)
 	engine.SetNeverPruneForTest(old)
-	if !slices.Equal(pruned.ids, whole.ids) || !slices.Equal(pruned.dts, whole.dts) {
-		t.Errorf("the batches differ from a run that reads every file")
+	check(t, whole, keep)
+	if st.FilesPruned != 0 || st.UnitsPruned != 0 {
+		t.Errorf("pruning off: %d files and %d units pruned", st.FilesPruned, st.UnitsPruned)
+	}
+	// A filter no file passes is an error that says so, not a job that
+	// hands trainers nothing.
+	none := strings.Replace(src, `dt >= "2026-11-02"`, `dt > "2027"`, 1)
+	job, err = spec.Parse("test.yaml", []byte(strings.ReplaceAll(none, "RING", t.TempDir())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Run(context.Background(), job, engine.Options{}); err == nil || !strings.Contains(err.Error(), "exclude all 6 input files by their partition values") {
+		t.Errorf("a filter no partition passes: %v", err)
+	}
+}
+
+// openLog is a decode.FS that records the files opened.
+type openLog struct {
+	decode.OSFS
+	mu     sync.Mutex
+	opened []string
+}
+
+func (o *openLog) Open(name string) (decode.File, error) {
+	o.mu.Lock()
+	o.opened = append(o.opened, name)
+	if strings.Contains(name, "11-01/hour=1") {
+		debug.PrintStack()
+	}
+	o.mu.Unlock()
+	return o.OSFS.Open(name)
+}
+
+// TestHivePartitionsUnopened: the files a filter rules out by their
+// partition directories are never opened, footers included, except the
+// first file, whose columns the pipeline is compiled against.
+func TestHivePartitionsUnopened(t *testing.T) {
+	dir := writeHive(t)
+	fsys := &openLog{}
+	src := fmt.Sprintf("inputs: [%s]\npartitions: {dt: string, hour: int64}\nbatch: {size: 10}\nring: {dir: RINGDIR}\npipeline:\n  - filter: 'hour == 1 and dt == \"2026-11-03\"'\n", dir)
+	got := runTensors(t, src, fsys)
+	if len(got[0]) != 10 {
+		t.Fatalf("%d batches, want 10 (100 rows of one file)", len(got[0]))
+	}
+	for _, name := range fsys.opened {
+		if rel, _ := filepath.Rel(dir, name); rel != "dt=2026-11-01/hour=0/part-0.parquet" && rel != "dt=2026-11-03/hour=1/part-0.parquet" {
+			t.Errorf("opened %s, which the filter rules out", rel)
+		}
 	}
 }
 

@@ -56,8 +56,8 @@ type unitWorker struct {
 	deferring bool
 }
 
-// newProcessor plans the job's input, compiles its pipeline against the
-// input's schema and plans again with only the columns the pipeline needs.
+// newProcessor plans the job's input: as it is without a pipeline, and
+// otherwise with only the columns the pipeline needs (planPipeline).
 func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.FS) (*processor, error) {
 	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)}
 	paths, tables, err := inputFiles(ctx, job, fsys)
@@ -71,30 +71,9 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
 	}
-	// The pipeline is checked against every column of the input.
-	all, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: planOpts.Partitions})
+	plan, prog, pruned, err := planPipeline(ctx, job, paths, tables, planOpts, workers)
 	if err != nil {
 		return nil, err
-	}
-	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables)}
-	prog, err := ops.Compile(ctx, job, slices.Concat(all.Fields, all.Partitions), env)
-	if err != nil {
-		return nil, err
-	}
-	// Iceberg data files that the filters exclude by their partition
-	// values and column statistics are not planned at all.
-	pruned := 0
-	if hasTables(tables) {
-		if paths, pruned, err = iceberg.Files(tables, prog.Prune); err != nil {
-			return nil, err
-		}
-	}
-	plan := all
-	if len(prog.Needs()) < len(all.Fields)+len(all.Partitions) || pruned > 0 {
-		planOpts.Columns = prog.Needs()
-		if plan, err = decode.PlanFiles(ctx, paths, planOpts); err != nil {
-			return nil, err
-		}
 	}
 	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops(), pruned: pruned}
 	p.skip, p.skipped = pruneUnits(plan, prog)
@@ -122,6 +101,46 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 	p.workers = newWorkers(plan, prog, workers)
 	p.fetch = newLateFetch(len(plan.Fields), p.decodedLate())
 	return p, nil
+}
+
+// planPipeline compiles job's pipeline against the first input file's
+// columns, leaves out the files its filters exclude by their Iceberg
+// manifest entries or partition directories (counted in pruned), and
+// plans the rest with the columns the pipeline needs: every planned file
+// must agree on those. Files left out are never opened.
+func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []iceberg.Input, planOpts decode.PlanOptions, workers int) (*decode.Plan, *ops.Program, int, error) {
+	fsys := planOpts.FS
+	paths, err := decode.ExpandInputs(ctx, fsys, inputs)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if len(paths) == 0 {
+		return nil, nil, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
+	}
+	schema, err := decode.PlanFiles(ctx, paths[:1], decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: planOpts.Partitions})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables)}
+	prog, err := ops.Compile(ctx, job, slices.Concat(schema.Fields, schema.Partitions), env)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	pruned := 0
+	if hasTables(tables) {
+		if paths, pruned, err = iceberg.Files(tables, prog.Prune); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	if paths, err = prunePartitions(paths, planOpts.Partitions, prog, &pruned); err != nil {
+		return nil, nil, 0, err
+	}
+	planOpts.Columns = prog.Needs()
+	plan, err := decode.PlanFiles(ctx, paths, planOpts)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return plan, prog, pruned, nil
 }
 
 func newWorkers(plan *decode.Plan, prog *ops.Program, n int) []*unitWorker {

@@ -159,7 +159,7 @@ func runSummary(st engine.Stats) string {
 		st.Decode.Seconds(), st.Workers, st.Pack.Seconds(), (st.FullWait + st.Drain).Seconds(), st.FullWait.Seconds(), st.Drain.Seconds())
 	if st.UnitsPruned > 0 || st.FilesPruned > 0 {
 		s += fmt.Sprintf("; the filters left out %s and %s, unread, by their statistics or partition values",
-			count(st.UnitsPruned, "unit", "units"), count(st.FilesPruned, "Iceberg data file", "Iceberg data files"))
+			count(st.UnitsPruned, "unit", "units"), count(st.FilesPruned, "file", "files"))
 	}
 	return s
 }

@@ -99,9 +99,9 @@ func TestRunSummaryLeavesWaitsOut(t *testing.T) {
 		units, files int
 		want         string
 	}{
-		{9, 2, "; the filters left out 9 units and 2 Iceberg data files, unread, by their statistics or partition values"},
-		{1, 0, "; the filters left out 1 unit and 0 Iceberg data files, unread, by their statistics or partition values"},
-		{0, 1, "; the filters left out 0 units and 1 Iceberg data file, unread, by their statistics or partition values"},
+		{9, 2, "; the filters left out 9 units and 2 files, unread, by their statistics or partition values"},
+		{1, 0, "; the filters left out 1 unit and 0 files, unread, by their statistics or partition values"},
+		{0, 1, "; the filters left out 0 units and 1 file, unread, by their statistics or partition values"},
 	} {
 		st.UnitsPruned, st.FilesPruned = tc.units, tc.files
 		if got := runSummary(st); !strings.HasSuffix(got, tc.want) {
