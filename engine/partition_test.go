@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/lastmile/lastmile/decode"
@@ -311,5 +312,42 @@ pipeline:
 		if !bytes.Equal(got[0][i], want[0][i]) {
 			t.Fatalf("batch %d differs over S3", i)
 		}
+	}
+}
+
+// BenchmarkHivePlan times a job over a year of daily partitions (365
+// small files) whose filter keeps one day: planning every file against
+// leaving out, unopened, the files whose directories the filter rules
+// out.
+func BenchmarkHivePlan(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "events")
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rows := make([]hiveRow, 200)
+	for i := range rows {
+		rows[i] = hiveRow{RowID: int64(i), Score: float64(i)}
+	}
+	for d := range 365 {
+		sub := filepath.Join(dir, "dt="+day.AddDate(0, 0, d).Format(time.DateOnly))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := parquet.WriteFile(filepath.Join(sub, "part-0.parquet"), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	src := fmt.Sprintf("inputs: [%s]\npartitions: {dt: string}\nbatch: {size: 100}\nring: {dir: RINGDIR}\npipeline:\n  - filter: 'dt == \"2026-11-27\"'\n", dir)
+	for _, tc := range []struct {
+		name  string
+		never bool
+	}{{"every-file", true}, {"pruned", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			old := engine.SetNeverPruneForTest(tc.never)
+			defer engine.SetNeverPruneForTest(old)
+			for b.Loop() {
+				if got := runTensors(b, src, nil); len(got[0]) != 2 {
+					b.Fatalf("%d batches, want 2", len(got[0]))
+				}
+			}
+		})
 	}
 }
