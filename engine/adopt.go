@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/lastmile/lastmile/column"
 
 	"github.com/lastmile/lastmile/cpus"
@@ -143,9 +144,10 @@ func HeapLimit(fps ...Footprint) int64 {
 // every input file's footer and every side table's, and returns its memory
 // footprint, computed as Run will size its rings. Every file the job will
 // read is thus opened through fsys before it is accepted: a refusal is an
-// error wrapping fs.ErrPermission.
+// error wrapping fs.ErrPermission. Files its filters exclude by their
+// partition directories are neither read nor opened (admittedFiles).
 func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Footprint, error) {
-	paths, _, err := inputFiles(ctx, job, fsys)
+	paths, _, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
 		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)})

@@ -23,7 +23,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 	if job.Invalid("inputs") || job.Invalid("decode.max_unit_rows") {
 		return parseErr
 	}
-	paths, tables, err := inputFiles(ctx, job, fsys)
+	paths, tables, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
 		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)})

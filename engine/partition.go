@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -73,10 +76,10 @@ func (p *processor) fillPartitions(u decode.Unit, out *column.Batch) error {
 }
 
 // prunePartitions returns the files of paths whose partition values the
-// job's filters may keep, adding the number left out to pruned. Files left out
+// job's filters (prune: ops.Program.Prune) may keep, adding the number left out to pruned. Files left out
 // are never planned: their footers are not read, which on object storage
 // is a request each. An error names a path without the declared keys.
-func prunePartitions(paths []string, keys []decode.PartitionKey, prog *ops.Program, pruned *int) ([]string, error) {
+func prunePartitions(paths []string, keys []decode.PartitionKey, prune func(func(string) (expr.Range, bool)) bool, pruned *int) ([]string, error) {
 	if len(keys) == 0 || neverPrune.Load() {
 		return paths, nil
 	}
@@ -101,7 +104,7 @@ func prunePartitions(paths []string, keys []decode.PartitionKey, prog *ops.Progr
 			}
 			return expr.Range{}, false
 		}
-		if prog.Prune(stats) {
+		if prune(stats) {
 			keep = append(keep, path)
 		}
 	}
@@ -110,4 +113,32 @@ func prunePartitions(paths []string, keys []decode.PartitionKey, prog *ops.Progr
 		return nil, fmt.Errorf("plan: the job's filters exclude all %d input files by their partition values: nothing to read", len(paths))
 	}
 	return keep, nil
+}
+
+// admittedFiles is what a job's admission plans (Check,
+// EstimateFootprint): its inputs as inputFiles lists them, but, for a
+// pipeline over partition columns, only the files its filters may keep,
+// found without loading side tables. The run leaves out the same files
+// (planPipeline), so admission opens no file the run would not.
+func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, []iceberg.Input, error) {
+	paths, tables, err := inputFiles(ctx, job, fsys)
+	keys := PartitionKeys(job)
+	if err != nil || len(keys) == 0 || len(job.Pipeline) == 0 || neverPrune.Load() {
+		return paths, tables, err
+	}
+	files, err := decode.ExpandInputs(ctx, fsys, paths)
+	if err != nil || len(files) == 0 {
+		return paths, tables, err // planning says what is wrong
+	}
+	schema, err := decode.PlanFiles(ctx, files[:1], decode.PlanOptions{FS: fsys, Partitions: keys})
+	if err != nil {
+		return nil, nil, err
+	}
+	prune, err := ops.Pruner(ctx, job, slices.Concat(schema.Fields, schema.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables)})
+	if err != nil {
+		return paths, tables, nil // the pipeline's check reports it, over every file
+	}
+	var pruned int
+	files, err = prunePartitions(files, keys, prune, &pruned)
+	return files, tables, err
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -219,16 +218,14 @@ type openLog struct {
 func (o *openLog) Open(name string) (decode.File, error) {
 	o.mu.Lock()
 	o.opened = append(o.opened, name)
-	if strings.Contains(name, "11-01/hour=1") {
-		debug.PrintStack()
-	}
 	o.mu.Unlock()
 	return o.OSFS.Open(name)
 }
 
 // TestHivePartitionsUnopened: the files a filter rules out by their
-// partition directories are never opened, footers included, except the
-// first file, whose columns the pipeline is compiled against.
+// partition directories are never opened, footers included, by the run
+// or by the daemon's admission of the job, except the first file, whose
+// columns the pipeline is compiled against.
 func TestHivePartitionsUnopened(t *testing.T) {
 	dir := writeHive(t)
 	fsys := &openLog{}
@@ -236,6 +233,22 @@ func TestHivePartitionsUnopened(t *testing.T) {
 	got := runTensors(t, src, fsys)
 	if len(got[0]) != 10 {
 		t.Fatalf("%d batches, want 10 (100 rows of one file)", len(got[0]))
+	}
+	// The daemon's admission of the job (its check and its memory
+	// estimate, which open the files as the user) leaves them out too.
+	job, err := spec.Parse("test.yaml", []byte(strings.ReplaceAll(src, "RINGDIR", t.TempDir())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Check(context.Background(), job, nil, fsys); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := engine.EstimateFootprint(context.Background(), job, fsys)
+	if err != nil || len(fp.Files) != 1 || fp.Rows != 100 {
+		t.Fatalf("footprint: %d files, %d rows, %v; want the one file the filter keeps", len(fp.Files), fp.Rows, err)
+	}
+	if len(fsys.opened) < 3 {
+		t.Fatalf("%d opens: the run, the check and the estimate each open the file they read", len(fsys.opened))
 	}
 	for _, name := range fsys.opened {
 		if rel, _ := filepath.Rel(dir, name); rel != "dt=2026-11-01/hour=0/part-0.parquet" && rel != "dt=2026-11-03/hour=1/part-0.parquet" {

@@ -132,7 +132,7 @@ func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []
 			return nil, nil, 0, err
 		}
 	}
-	if paths, err = prunePartitions(paths, planOpts.Partitions, prog, &pruned); err != nil {
+	if paths, err = prunePartitions(paths, planOpts.Partitions, prog.Prune, &pruned); err != nil {
 		return nil, nil, 0, err
 	}
 	planOpts.Columns = prog.Needs()

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/expr"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -172,4 +173,21 @@ func (c *compiler) doubt(op *spec.Op) {
 			c.unsure[n] = true
 		}
 	}
+}
+
+// Pruner checks job's pipeline against input as Check does, without
+// loading side tables, and returns what Program.Prune would answer: which
+// column statistics the pipeline's filters may keep a row of. A daemon
+// uses it to leave out, before it opens them, the files a job's filters
+// exclude by their partition values.
+func Pruner(ctx context.Context, job *spec.Job, input []decode.Field, env Env) (func(stats func(col string) (expr.Range, bool)) bool, error) {
+	c, err := compile(ctx, job, input, env)
+	if err != nil {
+		return nil, err
+	}
+	outputs, groups := expandGroups(c.schema, c.vals)
+	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: outputs, groups: groups, tables: c.joins,
+		rows: make([]opRows, len(c.steps))}
+	p.plan()
+	return p.Prune, nil
 }

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -37,6 +38,15 @@ func TestPrune(t *testing.T) {
 		p := compile(t, b, "", tc.ops...)
 		if got := p.Prune(stats(tc.lo, tc.hi)); got != tc.want {
 			t.Errorf("%v with label in [%v, %v]: %v, want %v", tc.ops, tc.lo, tc.hi, got, tc.want)
+		}
+		// The daemon's admission asks the same of a pipeline it checks
+		// without loading side tables.
+		prune, err := ops.Pruner(context.Background(), job(t, "", tc.ops...), fieldsOf(b), ops.Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prune(stats(tc.lo, tc.hi)); got != tc.want {
+			t.Errorf("Pruner: %v with label in [%v, %v]: %v, want %v", tc.ops, tc.lo, tc.hi, got, tc.want)
 		}
 	}
 }
@@ -139,5 +149,37 @@ func TestSelectNoRows(t *testing.T) {
 		if err != nil || sel == nil || len(sel) != 0 {
 			t.Errorf("%v: an empty preselection kept %v (%v)", ops, sel, err)
 		}
+	}
+}
+
+// TestPrunerWithJoin: a pipeline with joins answers Pruner with its side
+// tables planned, never loaded, as Prune answers with them loaded.
+func TestPrunerWithJoin(t *testing.T) {
+	ints, _ := joinTables(t)
+	b := batchOf(i64col("user", []int64{1, 2}, nil), i32col("label", []int32{0, 1}, nil))
+	pipeline := []string{
+		fmt.Sprintf("- join: {kind: left, table: %s, on: user, table_key: id, columns: [score]}", ints),
+		`- filter: "label == 1 and score > 3"`,
+	}
+	stats := func(lo, hi float64) func(string) (expr.Range, bool) {
+		return func(col string) (expr.Range, bool) {
+			if col != "label" {
+				return expr.Range{}, false
+			}
+			return expr.Range{Min: lo, Max: hi, HasBounds: true, NullCount: 0, Rows: 10}, true
+		}
+	}
+	prune, err := ops.Pruner(context.Background(), job(t, "", pipeline...), fieldsOf(b), ops.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := compile(t, b, "", pipeline...)
+	for _, r := range [][2]float64{{0, 0}, {0, 1}, {1, 1}} {
+		if got, want := prune(stats(r[0], r[1])), p.Prune(stats(r[0], r[1])); got != want {
+			t.Errorf("label in %v: Pruner says %v, Prune %v", r, got, want)
+		}
+	}
+	if prune(stats(0, 0)) {
+		t.Errorf("label in [0, 0]: a filter on label == 1 may keep a row")
 	}
 }
