@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/lastmile/lastmile/column"
@@ -130,7 +132,7 @@ func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string
 	if err != nil || len(files) == 0 {
 		return paths, tables, err // planning says what is wrong
 	}
-	schema, err := decode.PlanFiles(ctx, files[:1], decode.PlanOptions{FS: fsys, Partitions: keys})
+	schema, err := schemaPlan(ctx, files, decode.PlanOptions{FS: fsys, Partitions: keys})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,4 +143,26 @@ func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string
 	var pruned int
 	files, err = prunePartitions(files, keys, prune, &pruned)
 	return files, tables, err
+}
+
+// schemaPlan plans the first of files that its reader may open, for the
+// columns a pipeline is compiled against: a file the reader may not open
+// (a partition closed to the job's user) need not stop a job whose
+// filters leave it out. If none may be opened, the first one's error is
+// returned.
+func schemaPlan(ctx context.Context, files []string, opts decode.PlanOptions) (*decode.Plan, error) {
+	var first error
+	for _, f := range files {
+		p, err := decode.PlanFiles(ctx, []string{f}, opts)
+		if err == nil {
+			return p, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if !errors.Is(err, fs.ErrPermission) || len(opts.Partitions) == 0 {
+			break
+		}
+	}
+	return nil, first
 }

@@ -117,7 +117,7 @@ func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []
 	if len(paths) == 0 {
 		return nil, nil, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
-	schema, err := decode.PlanFiles(ctx, paths[:1], decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: planOpts.Partitions})
+	schema, err := schemaPlan(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: planOpts.Partitions})
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
 	"google.golang.org/grpc"
@@ -89,7 +90,12 @@ pipeline:
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit := localPlan(t, job).Units[0]
+	up, err := engine.NewUnitProcessor(context.Background(), job, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := up.Units()[0]
+	up.Close()
 	tc, _ := f.ca.issue("gpu-host").ClientTLS("")
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
 	if err != nil {

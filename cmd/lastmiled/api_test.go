@@ -158,6 +158,33 @@ func TestOtherUser(t *testing.T) {
 	if code, body := as("POST", "/v1/jobs", string(spec)); code != 403 || !strings.Contains(body, "may not read") {
 		t.Errorf("submit of unreadable input as uid 65534: %d %s", code, body)
 	}
+	// A partitioned table one of whose files the other user cannot read:
+	// a job whose filter leaves that partition out reads nothing of it,
+	// and is accepted; one that keeps it is refused.
+	table := filepath.Join(e.dir, "table")
+	for _, dt := range []string{"open", "closed"} {
+		os.MkdirAll(filepath.Join(table, "dt="+dt), 0o755)
+		os.WriteFile(filepath.Join(table, "dt="+dt, "part-0.parquet"), src, 0o644)
+	}
+	os.Chmod(filepath.Join(table, "dt=closed", "part-0.parquet"), 0o600)
+	for _, c := range []struct {
+		dt   string
+		want int
+	}{{"open", 201}, {"closed", 403}} {
+		text := fmt.Sprintf("name: part-%s\ninputs: [%s]\npartitions: {dt: string}\nbatch: {size: 100}\npipeline:\n  - filter: 'dt == \"%s\"'\n  - select: [row_id, dt]\n", c.dt, table, c.dt)
+		spec, _ := json.Marshal(map[string]string{"spec": text})
+		if code, body := as("POST", "/v1/jobs", string(spec)); code != c.want {
+			t.Errorf("submit as uid 65534 of a job reading partition %s: %d %s, want %d", c.dt, code, body, c.want)
+		}
+	}
+	// The accepted job plans and produces as its user too.
+	waitFor(t, "the partitioned job's ring", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(e.shm, "lastmile.part-open"))
+		return err == nil
+	})
+	if code, body := as("GET", "/v1/jobs/part-open", ""); code != 200 || strings.Contains(body, `"failed"`) {
+		t.Errorf("the partitioned job as uid 65534: %d %s", code, body)
+	}
 	if j2 := e.job(j.ID); j2.State != "running" && j2.State != "pending" {
 		t.Errorf("job is %s after the other user's attempts", j2.State)
 	}
