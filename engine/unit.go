@@ -30,7 +30,10 @@ type processor struct {
 	prog  *ops.Program // nil: the decoded columns are the output
 	early []int        // plan field indexes of Early columns
 	late  []int        // plan field indexes of the other Needs columns
-	cache *unitCache   // nil: none
+	// decoded is late less the partition columns: what the decoder reads
+	// (partition.go).
+	decoded []int
+	cache   *unitCache // nil: none
 	// fill says whether units computed now go into the cache: not in
 	// the last epoch, which no later epoch reads after (set by produce
 	// between epochs, while no worker runs).
@@ -99,7 +102,8 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 	}
 	p.workers = newWorkers(plan, prog, workers)
-	p.fetch = newLateFetch(len(plan.Fields), p.decodedLate())
+	p.decoded = p.decodedLate()
+	p.fetch = newLateFetch(len(plan.Fields), p.decoded)
 	return p, nil
 }
 
@@ -239,7 +243,7 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 	// Bucket joins hold the unit's bucket of their table until it is done.
 	w.state.BeginUnit(ctx, u.File)
 	defer w.state.EndUnit()
-	p.fetch.sync(w, p.decodedLate())
+	p.fetch.sync(w, p.decoded)
 	sel, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return err
