@@ -7,6 +7,9 @@
 // self-contained and serializable: it names the file, the size and
 // modification time the plan saw, the row range and the byte ranges of its
 // column chunks, so any process holding the plan's Fields can decode it.
+// Partition columns (partition.go) are declared by the caller, take their
+// values from each file's KEY=VALUE directories, and travel in the unit;
+// they are filled (FillPartition), never decoded.
 //
 // Decoding (Decoder) is lastmile's own page decoder: column-chunk bytes are
 // read with ReadAt in windows (pagereader.go), page headers are parsed by a
