@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lastmile/lastmile/datagen"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/objstore"
@@ -362,5 +363,42 @@ func BenchmarkHivePlan(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestExampleDaily: examples/ctr-daily.yaml, over a few days of
+// generated data laid out as its comment says, checks and keeps only the
+// days of its window.
+func TestExampleDaily(t *testing.T) {
+	root := t.TempDir()
+	text, err := os.ReadFile("../examples/ctr-daily.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(root, "examples"), 0o755)
+	specPath := filepath.Join(root, "examples", "ctr-daily.yaml")
+	if err := os.WriteFile(specPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fixtureConfig(t)
+	cfg.Rows, cfg.Files = 3000, 1
+	for _, d := range []string{"22", "23", "24", "25"} {
+		if _, err := datagen.Write(context.Background(), filepath.Join(root, "out", "ctr-daily", "dt=2026-11-"+d), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job, err := spec.ReadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Check(context.Background(), job, nil, nil); err != nil {
+		t.Fatalf("lastmile check of the example: %v", err)
+	}
+	fp, err := engine.EstimateFootprint(context.Background(), job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fp.Files) != 2 || !strings.Contains(fp.Files[0], "dt=2026-11-24") || !strings.Contains(fp.Files[1], "dt=2026-11-25") {
+		t.Errorf("the example plans %q, want the two days of its window", fp.Files)
 	}
 }
