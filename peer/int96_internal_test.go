@@ -54,16 +54,5 @@ pipeline:
 	if n := len(want[0]); n == 0 || n >= len(rows)/100 {
 		t.Fatalf("the local run gave %d batches: the filter should keep about half of %d rows", n, len(rows))
 	}
-	_, addr := f.server(nil)
-	p := f.pool(f.ca.issue("gpu-host"), addr)
-	cfg := SpillerConfig{}
-	cfg.Policy.Always = true
-	sp, err := NewSpiller(p, f.roots, text, job, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	same(t, "int96", f.run(job, sp), want)
-	if sp.Stats().Spilled.Load() == 0 {
-		t.Fatal("nothing was spilled")
-	}
+	f.spilledSame("int96", text, job, want)
 }

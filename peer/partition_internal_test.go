@@ -14,9 +14,7 @@ import (
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
@@ -71,18 +69,7 @@ pipeline:
 	if n := len(want[0]); n == 0 {
 		t.Fatal("the local run gave no batches")
 	}
-	_, addr := f.server(nil)
-	p := f.pool(f.ca.issue("gpu-host"), addr)
-	cfg := SpillerConfig{}
-	cfg.Policy.Always = true
-	sp, err := NewSpiller(p, f.roots, text, job, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	same(t, "hive", f.run(job, sp), want)
-	if sp.Stats().Spilled.Load() == 0 {
-		t.Fatal("nothing was spilled")
-	}
+	addr := f.spilledSame("hive", text, job, want)
 
 	// A unit whose partition values its file's path does not give is
 	// refused as a bad ticket, as one whose chunks are not its file's.
@@ -96,13 +83,7 @@ pipeline:
 	}
 	unit := up.Units()[0]
 	up.Close()
-	tc, _ := f.ca.issue("gpu-host").ClientTLS("")
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := flight.NewClientFromConn(conn, nil)
+	client := f.flightClient(addr)
 	for _, c := range []struct {
 		name      string
 		partition []string

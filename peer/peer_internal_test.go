@@ -359,13 +359,7 @@ func TestPeerRefusals(t *testing.T) {
 	os.WriteFile(filepath.Join(f.dir, "secret.parquet"), []byte("PAR1 secret PAR1"), 0o644)
 	os.Symlink(filepath.Join(f.dir, "secret.parquet"), filepath.Join(f.data, "link.parquet"))
 	s, addr := f.server(nil)
-	tc, _ := f.ca.issue("gpu-host").ClientTLS("")
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := flight.NewClientFromConn(conn, nil)
+	client := f.flightClient(addr)
 	job := f.job("refusals")
 	text, err := portableJob(f.roots, f.text(job.Name), job)
 	if err != nil {
@@ -435,6 +429,38 @@ func (r *recordSpill) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch,
 	r.units = append(r.units, u)
 	r.mu.Unlock()
 	return false, nil
+}
+
+// spilledSame runs job (its spec text) with every unit offered to a new
+// peer, checks its batches against want, the local run's, and that the
+// peer computed some; it returns the peer's address.
+func (f *fixture) spilledSame(what, text string, job *spec.Job, want [][][32]byte) string {
+	f.t.Helper()
+	_, addr := f.server(nil)
+	cfg := SpillerConfig{}
+	cfg.Policy.Always = true
+	sp, err := NewSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, text, job, cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	same(f.t, what, f.run(job, sp), want)
+	if sp.Stats().Spilled.Load() == 0 {
+		f.t.Fatal("nothing was spilled")
+	}
+	return addr
+}
+
+// flightClient is a Flight client of the peer at addr, with a
+// certificate of the fixture's CA; it is closed when the test ends.
+func (f *fixture) flightClient(addr string) flight.Client {
+	f.t.Helper()
+	tc, _ := f.ca.issue("gpu-host").ClientTLS("")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { conn.Close() })
+	return flight.NewClientFromConn(conn, nil)
 }
 
 func localPlan(t *testing.T, job *spec.Job) *decode.Plan {
