@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/lastmile/lastmile/column"
@@ -10,7 +11,9 @@ import (
 
 // Converted fields: values stored other than as the dtype they decode
 // to. INT96 timestamps become int64 nanoseconds (int96.go), DECIMAL
-// becomes float64 (decimal.go), UINT_32 becomes int64. Their pages are
+// becomes float64 (decimal.go), UINT_32 becomes int64, and UINT_64 is
+// int64 where it fits: torch has no uint64, and a value past 2^63 is
+// refused (uint64Values) rather than read as a negative one. Their pages are
 // never decompressed into place or viewed where they lie (the fast
 // paths of page.go and values.go check converts); values are decoded as
 // stored and converted (pageValues.convertPage), and a dictionary is
@@ -55,11 +58,14 @@ func convertStored(f *Field, dst, src []byte, n int) error {
 	if f.isInt96() {
 		return int96Nanos(dst, src, n)
 	}
-	if f.Unsigned {
+	if f.Unsigned && format.Type(f.Physical) == format.Int32 {
 		for i := range n {
 			binary.LittleEndian.PutUint64(dst[i*8:], uint64(binary.LittleEndian.Uint32(src[i*4:])))
 		}
 		return nil
+	}
+	if f.Unsigned {
+		return uint64Values(dst, src, n)
 	}
 	div := pow10[f.Scale]
 	put := func(i int, v float64) { binary.LittleEndian.PutUint64(dst[i*8:], math.Float64bits(v/div)) }
@@ -75,6 +81,27 @@ func convertStored(f *Field, dst, src []byte, n int) error {
 	default:
 		for i := range n {
 			put(i, beFloat(src[i*w:(i+1)*w]))
+		}
+	}
+	return nil
+}
+
+// uint64Values copies n UINT_64 values of src into dst, refusing any
+// past the largest int64 (its top bit set).
+func uint64Values(dst, src []byte, n int) error {
+	var top uint64
+	for i := range n {
+		v := binary.LittleEndian.Uint64(src[i*8:])
+		top |= v
+		binary.LittleEndian.PutUint64(dst[i*8:], v)
+	}
+	if top>>63 == 0 {
+		return nil
+	}
+	for i := range n {
+		if v := binary.LittleEndian.Uint64(src[i*8:]); v>>63 != 0 {
+			return fmt.Errorf("%w: unsigned 64-bit value %d is past the largest int64 (torch has no uint64): "+
+				"hash such ids into int64 where the table is written, or store the column as a signed INT64", ErrUnsupported, v)
 		}
 	}
 	return nil

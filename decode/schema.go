@@ -29,7 +29,7 @@ type Field struct {
 	TypeLen  int32        `json:"type_len,omitempty"`
 	Decimal  bool         `json:"decimal,omitempty"`  // DECIMAL, decoded to float64 (decimal.go)
 	Scale    int32        `json:"scale,omitempty"`    // a decimal's scale
-	Unsigned bool         `json:"unsigned,omitempty"` // UINT_32, widened to int64
+	Unsigned bool         `json:"unsigned,omitempty"` // UINT_32 or UINT_64, as int64 (convert.go)
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
 	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
@@ -288,7 +288,7 @@ func resolveField(top *schemaNode, st structPath) (Field, error) {
 	}
 	f.DType = dt
 	f.Scale, f.Decimal = decimalScale(leaf.el)
-	f.Unsigned = isUnsigned(leaf.el, 32)
+	f.Unsigned = isUnsigned(leaf.el, 32) || isUnsigned(leaf.el, 64)
 	if dt == column.Uint8 { // BYTE_ARRAY
 		if f.Kind == column.List {
 			return f, fmt.Errorf("%w: list of byte arrays", ErrUnsupported)
@@ -301,12 +301,8 @@ func resolveField(top *schemaNode, st structPath) (Field, error) {
 // leafDType maps a leaf's physical and logical type to a column dtype.
 func leafDType(el *format.SchemaElement) (column.DType, error) {
 	pt, _ := el.Type.Get()
-	if isUnsigned(el, 64) {
-		return 0, fmt.Errorf("%w: unsigned 64-bit integers (torch has no uint64 and values past 2^63 do not fit an int64): "+
-			"write the column as a signed INT64", ErrUnsupported)
-	}
-	if isUnsigned(el, 32) {
-		return column.Int64, nil // widened (decimal.go: Field.Unsigned)
+	if isUnsigned(el, 32) || isUnsigned(el, 64) {
+		return column.Int64, nil // widened, or checked to fit (convert.go: Field.Unsigned)
 	}
 	if scale, ok := decimalScale(el); ok {
 		n, _ := el.TypeLength.Get()

@@ -1,9 +1,12 @@
 package decode
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -55,6 +58,79 @@ func TestUnsigned32(t *testing.T) {
 			})
 			if row != 3000 || big == 0 {
 				t.Fatalf("%d rows, %d past 2^31", row, big)
+			}
+		})
+	}
+}
+
+// u64Row holds unsigned 64-bit integers (pyarrow writes numpy's uint64
+// so), as hashed or sequential ids are often stored.
+type u64Row struct {
+	Dict  uint64  `parquet:"dict,dict"`
+	Plain uint64  `parquet:"plain"`
+	Delta uint64  `parquet:"delta,delta"`
+	Opt   *uint64 `parquet:"opt,optional"`
+}
+
+// TestUnsigned64 reads UINT_64 as int64 where every value fits, and
+// refuses a value past the largest int64 with an error naming the
+// column and the value, rather than reading it as a negative one.
+func TestUnsigned64(t *testing.T) {
+	at := func(i int) uint64 { return uint64(i)*0x9E3779B97F4A7C15>>1 + uint64(i) } // below 2^63
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			rows := make([]u64Row, 3000)
+			for i := range rows {
+				v := at(i)
+				rows[i] = u64Row{Dict: at(i % 37), Plain: v, Delta: v / 3}
+				if i%3 != 0 {
+					rows[i].Opt = &v
+				}
+			}
+			p := filepath.Join(t.TempDir(), "u.parquet")
+			writePG(t, p, rows, "snappy", version)
+			plan := planPaths(t, PlanOptions{}, p)
+			row := eachUnit(t, plan, func(_ Unit, b *column.Batch, first int) {
+				for r := range b.Rows {
+					i := first + r
+					want := []int64{int64(at(i % 37)), int64(at(i)), int64(at(i) / 3), int64(at(i))}
+					if i%3 == 0 {
+						want[3] = 0
+					}
+					for c, w := range want {
+						if got := b.Columns[c].Int64s()[r]; got != w {
+							t.Fatalf("row %d %s: %d, want %d", i, plan.Fields[c].Name, got, w)
+						}
+					}
+				}
+			})
+			if row != 3000 {
+				t.Fatalf("%d rows", row)
+			}
+		})
+	}
+	for _, col := range []string{"plain", "dict", "delta"} {
+		t.Run("past 2^63 "+col, func(t *testing.T) {
+			rows := make([]u64Row, 100)
+			for i := range rows {
+				rows[i] = u64Row{Dict: at(i % 5), Plain: at(i), Delta: at(i)}
+			}
+			big := uint64(1)<<63 + 12345
+			switch col {
+			case "plain":
+				rows[70].Plain = big
+			case "dict":
+				rows[70].Dict = big
+			case "delta":
+				rows[70].Delta = big
+			}
+			p := filepath.Join(t.TempDir(), "big.parquet")
+			writePG(t, p, rows, "snappy", 1)
+			plan := planPaths(t, PlanOptions{Columns: []string{col}}, p)
+			var b column.Batch
+			err := plan.NewDecoder().Decode(context.Background(), plan.Units[0], &b)
+			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), fmt.Sprint(big)) || !strings.Contains(err.Error(), `"`+col+`"`) {
+				t.Fatalf("a value past 2^63: %v; want ErrUnsupported naming the column and %d", err, big)
 			}
 		})
 	}
