@@ -85,11 +85,12 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 	}
 	fileOpts := opts
 	fileOpts.Columns = files
-	for _, path := range paths {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	plans, errs := planEach(ctx, fsys, paths, fileOpts, parts)
+	for i, fp := range plans {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if err := p.addFile(fsys, path, fileOpts, parts); err != nil {
+		if err := p.add(fp); err != nil {
 			return nil, err
 		}
 	}
@@ -101,78 +102,96 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
 
-func (p *Plan) addFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) error {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
-	fail := func(err error) error { return &Error{File: path, RowGroup: -1, PageOffset: -1, Err: err} }
-	md, err := readFooter(f, st.Size())
-	if err != nil {
-		return fail(err)
-	}
-	root, err := buildSchema(md.Schema)
-	if err != nil {
-		return fail(corrupt(err))
-	}
-	fields, err := resolveFields(root, opts.Columns)
-	if err != nil {
-		return fail(err)
-	}
-	if err := checkPartitionNames(root, opts.Partitions); err != nil {
-		return fail(err)
-	}
-	values, err := PartitionValues(path, parts)
-	if err != nil {
-		return fail(err)
-	}
+// filePlan is what planning one file gives, apart from the others: the
+// file, its fields as its own schema resolves them, and its units (their
+// Ordinal and Seq are the plan's to set).
+type filePlan struct {
+	info   FileInfo
+	fields []Field
+	units  []Unit
+}
+
+// add appends fp to the plan, after the files before it: its fields must
+// agree with the first file's.
+func (p *Plan) add(fp *filePlan) error {
 	if len(p.Files) == 0 {
-		p.Fields = fields
+		p.Fields = fp.fields
 	} else {
-		for i := range fields {
-			if d := p.Fields[i].sameAs(&fields[i]); d != "" {
-				return &Error{File: path, RowGroup: -1, Column: fields[i].Name, PageOffset: -1,
+		for i := range fp.fields {
+			if d := p.Fields[i].sameAs(&fp.fields[i]); d != "" {
+				return &Error{File: fp.info.Path, RowGroup: -1, Column: fp.fields[i].Name, PageOffset: -1,
 					Err: fmt.Errorf("%w with %s: %s", ErrSchemaMismatch, p.Files[0].Path, d)}
 			}
 		}
 	}
-	info := FileInfo{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano(), RowGroups: len(md.RowGroups)}
+	for _, u := range fp.units {
+		u.Ordinal = p.Rows
+		p.Rows += u.Rows
+		p.Units = append(p.Units, u)
+	}
+	p.Files = append(p.Files, fp.info)
+	return nil
+}
+
+// planFile reads path's footer (and, to slice row groups, its offset
+// indexes) and cuts it into units.
+func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*filePlan, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	fail := func(err error) error { return &Error{File: path, RowGroup: -1, PageOffset: -1, Err: err} }
+	md, err := readFooter(f, st.Size())
+	if err != nil {
+		return nil, fail(err)
+	}
+	root, err := buildSchema(md.Schema)
+	if err != nil {
+		return nil, fail(corrupt(err))
+	}
+	fields, err := resolveFields(root, opts.Columns)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := checkPartitionNames(root, opts.Partitions); err != nil {
+		return nil, fail(err)
+	}
+	values, err := PartitionValues(path, parts)
+	if err != nil {
+		return nil, fail(err)
+	}
+	fp := &filePlan{info: FileInfo{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano(), RowGroups: len(md.RowGroups)}, fields: fields}
 	for rg := range md.RowGroups {
 		g := &md.RowGroups[rg]
 		if g.NumRows < 0 {
-			return &Error{File: path, RowGroup: rg, PageOffset: -1, Err: corruptf("row group has %d rows", g.NumRows)}
+			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: corruptf("row group has %d rows", g.NumRows)}
 		}
 		if g.NumRows == 0 {
 			continue
 		}
 		chunks := make([]Chunk, len(fields))
 		for i := range fields {
-			c, err := chunkOf(g, &fields[i], info.Size)
+			c, err := chunkOf(g, &fields[i], fp.info.Size)
 			if err != nil {
-				return &Error{File: path, RowGroup: rg, Column: fields[i].Name, PageOffset: -1, Err: err}
+				return nil, &Error{File: path, RowGroup: rg, Column: fields[i].Name, PageOffset: -1, Err: err}
 			}
 			chunks[i] = c
 		}
-		base := Unit{File: path, FileSize: info.Size, ModTime: info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks,
+		base := Unit{File: path, FileSize: fp.info.Size, ModTime: fp.info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks,
 			Bounds: groupBounds(g, fields), Partition: values}
-		units, err := sliceRowGroup(f, info.Size, g, fields, base, opts)
+		units, err := sliceRowGroup(f, fp.info.Size, g, fields, base, opts)
 		if err != nil {
-			return &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
+			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
 		}
-		for _, u := range units {
-			u.Ordinal = p.Rows
-			p.Rows += u.Rows
-			p.Units = append(p.Units, u)
-		}
-		info.Rows += g.NumRows
+		fp.units = append(fp.units, units...)
+		fp.info.Rows += g.NumRows
 	}
-	p.Files = append(p.Files, info)
-	return nil
+	return fp, nil
 }
 
 // chunkOf describes field f's column chunk in row group g.
