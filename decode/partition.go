@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lastmile/lastmile/column"
 )
@@ -24,9 +25,18 @@ import (
 
 // PartitionKey declares one partition column.
 type PartitionKey struct {
-	Name  string
-	Int64 bool // int64 values; otherwise strings
+	Name string
+	Type PartitionType
 }
+
+// PartitionType is what a partition column's values decode to.
+type PartitionType uint8
+
+const (
+	PartitionString PartitionType = iota // the text, a Bytes column
+	PartitionInt64                       // an int64
+	PartitionDate                        // YYYY-MM-DD, int32 days since 1970 as DATE columns hold them
+)
 
 // MaxPartitionValue bounds a partition value's bytes: longer than any
 // directory name (NAME_MAX is 255) or object key (1,024), so that a unit
@@ -36,12 +46,45 @@ const MaxPartitionValue = 1024
 // hiveNull is Spark's and Hive's directory value for a null partition.
 const hiveNull = "__HIVE_DEFAULT_PARTITION__"
 
-// partitionField is the Field of a declared key.
-func partitionField(k PartitionKey) Field {
-	if k.Int64 {
+// Field is the column of a declared key.
+func (k PartitionKey) Field() Field {
+	switch k.Type {
+	case PartitionInt64:
 		return Field{Name: k.Name, Kind: column.Fixed, DType: column.Int64, Leaf: -1}
+	case PartitionDate:
+		return Field{Name: k.Name, Kind: column.Fixed, DType: column.Int32, Leaf: -1}
 	}
 	return Field{Name: k.Name, Kind: column.Bytes, DType: column.Uint8, Leaf: -1}
+}
+
+// partitionKey is the key a partition column was declared by.
+func partitionKey(f *Field) PartitionKey {
+	k := PartitionKey{Name: f.Name}
+	switch {
+	case f.Kind == column.Fixed && f.DType == column.Int64:
+		k.Type = PartitionInt64
+	case f.Kind == column.Fixed && f.DType == column.Int32:
+		k.Type = PartitionDate
+	}
+	return k
+}
+
+// PartitionNumber is the value of a partition column whose values are
+// numbers (int64 or date): the int64, or the day counted since
+// 1970-01-01.
+func PartitionNumber(f *Field, value string) (int64, error) {
+	if f.DType == column.Int32 {
+		t, err := time.Parse(time.DateOnly, value)
+		if err != nil {
+			return 0, fmt.Errorf("%w: column %q: %q is not a date (YYYY-MM-DD)", ErrBadPartition, f.Name, value)
+		}
+		return t.Unix() / 86400, nil // before 1970, Unix() is a whole negative number of days
+	}
+	v, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: column %q: %q is not an int64", ErrBadPartition, f.Name, value)
+	}
+	return v, nil
 }
 
 // splitPartitions separates the partition keys among columns (the
@@ -120,14 +163,16 @@ func checkPartitionValue(k PartitionKey, v string) error {
 	if len(v) > MaxPartitionValue {
 		return fmt.Errorf("partition %q: a value of %d bytes (at most %d)", k.Name, len(v), MaxPartitionValue)
 	}
-	if !k.Int64 {
+	if k.Type == PartitionString {
 		return nil
 	}
+	kind := map[PartitionType]string{PartitionInt64: "an int64", PartitionDate: "a date (YYYY-MM-DD)"}[k.Type]
 	if v == hiveNull {
-		return fmt.Errorf("partition %q: the value is null (%s), which an int64 partition column cannot hold: declare it a string", k.Name, hiveNull)
+		return fmt.Errorf("partition %q: the value is null (%s), which %s partition column cannot hold: declare it a string", k.Name, hiveNull, kind)
 	}
-	if _, err := strconv.ParseInt(v, 10, 64); err != nil {
-		return fmt.Errorf("partition %q: value %q is not an int64: declare it a string", k.Name, v)
+	f := k.Field()
+	if _, err := PartitionNumber(&f, v); err != nil {
+		return fmt.Errorf("partition %q: value %q is not %s: declare it a string", k.Name, v, kind)
 	}
 	return nil
 }
@@ -155,12 +200,20 @@ func FillPartition(f *Field, value string, rows int, dst *column.Column) error {
 	}
 	dst.Name, dst.Kind, dst.DType, dst.Width, dst.Len, dst.Valid = f.Name, f.Kind, f.DType, 1, rows, nil
 	if f.Kind == column.Fixed {
-		v, err := strconv.ParseInt(value, 10, 64)
+		v, err := PartitionNumber(f, value)
 		if err != nil {
-			return fmt.Errorf("%w: column %q: %q is not an int64", ErrBadPartition, f.Name, value)
+			return err
+		}
+		dst.Offsets = nil
+		if f.DType == column.Int32 {
+			dst.Data = column.Grow(dst.Data, rows*4)
+			vs := dst.Int32s()
+			for i := range vs {
+				vs[i] = int32(v)
+			}
+			return nil
 		}
 		dst.Data = column.Grow(dst.Data, rows*8)
-		dst.Offsets = nil
 		vs := dst.Int64s()
 		for i := range vs {
 			vs[i] = v
@@ -194,8 +247,8 @@ func (p *Plan) CheckPartition(u *Unit) error {
 		return nil
 	}
 	keys := make([]PartitionKey, len(p.Partitions))
-	for i, f := range p.Partitions {
-		keys[i] = PartitionKey{Name: f.Name, Int64: f.Kind == column.Fixed}
+	for i := range p.Partitions {
+		keys[i] = partitionKey(&p.Partitions[i])
 	}
 	want, err := PartitionValues(u.File, keys)
 	if err != nil {

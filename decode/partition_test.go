@@ -10,7 +10,7 @@ import (
 )
 
 func TestPartitionValues(t *testing.T) {
-	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Int64: true}}
+	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Type: PartitionInt64}}
 	cases := []struct {
 		path string
 		want []string
@@ -44,8 +44,43 @@ func TestPartitionValues(t *testing.T) {
 	}
 }
 
+func TestDatePartitions(t *testing.T) {
+	keys := []PartitionKey{{Name: "dt", Type: PartitionDate}}
+	for _, tc := range []struct {
+		path string
+		day  int32
+		err  string
+	}{
+		{"/t/dt=2026-11-27/x.parquet", 20784, ""},
+		{"/t/dt=1970-01-01/x.parquet", 0, ""},
+		{"/t/dt=1969-12-31/x.parquet", -1, ""},
+		{"/t/dt=2026-11-27 00:00:00/x.parquet", 0, `value "2026-11-27 00:00:00" is not a date (YYYY-MM-DD): declare it a string`},
+		{"/t/dt=2026-02-30/x.parquet", 0, "is not a date"},
+		{"/t/dt=__HIVE_DEFAULT_PARTITION__/x.parquet", 0, "which a date (YYYY-MM-DD) partition column cannot hold"},
+	} {
+		vs, err := PartitionValues(tc.path, keys)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want an error containing %q", tc.path, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		f := keys[0].Field()
+		var c column.Column
+		if err := FillPartition(&f, vs[0], 3, &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Check(); err != nil || !slices.Equal(c.Int32s(), []int32{tc.day, tc.day, tc.day}) {
+			t.Errorf("%s: %v (%v), want day %d", tc.path, c.Int32s(), err, tc.day)
+		}
+	}
+}
+
 func TestSplitPartitions(t *testing.T) {
-	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Int64: true}}
+	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Type: PartitionInt64}}
 	files, parts, err := splitPartitions([]string{"hour", "a", "b"}, keys)
 	if err != nil || !slices.Equal(files, []string{"a", "b"}) || len(parts) != 1 || parts[0].Name != "hour" {
 		t.Errorf("a projection: %q %v %v", files, parts, err)
@@ -61,7 +96,7 @@ func TestSplitPartitions(t *testing.T) {
 
 func TestFillPartition(t *testing.T) {
 	var c column.Column
-	s := partitionField(PartitionKey{Name: "dt"})
+	s := PartitionKey{Name: "dt"}.Field()
 	for _, rows := range []int{5, 0, 3} { // buffers reused, shrinking and growing
 		if err := FillPartition(&s, "2026-11-27", rows, &c); err != nil {
 			t.Fatal(err)
@@ -75,7 +110,7 @@ func TestFillPartition(t *testing.T) {
 			}
 		}
 	}
-	n := partitionField(PartitionKey{Name: "hour", Int64: true})
+	n := PartitionKey{Name: "hour", Type: PartitionInt64}.Field()
 	if err := FillPartition(&n, "-7", 4, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +149,7 @@ func FuzzPartitionValues(f *testing.F) {
 	f.Add("/data/t/dt=2026-11-27/hour=3/part-0.parquet")
 	f.Add("dt=%41/hour=/x")
 	f.Add("hour=1/hour=2/dt=/")
-	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Int64: true}}
+	keys := []PartitionKey{{Name: "dt"}, {Name: "hour", Type: PartitionInt64}}
 	f.Fuzz(func(t *testing.T, path string) {
 		vs, err := PartitionValues(path, keys)
 		if err != nil {
@@ -125,7 +160,7 @@ func FuzzPartitionValues(f *testing.F) {
 		}
 		var c column.Column
 		for i, k := range keys {
-			pf := partitionField(k)
+			pf := k.Field()
 			if err := FillPartition(&pf, vs[i], 2, &c); err != nil {
 				t.Fatalf("a value the plan accepted does not fill: %v", err)
 			}

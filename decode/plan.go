@@ -81,7 +81,7 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 	}
 	p := &Plan{fs: opts.FS}
 	for _, k := range parts {
-		p.Partitions = append(p.Partitions, partitionField(k))
+		p.Partitions = append(p.Partitions, k.Field())
 	}
 	fileOpts := opts
 	fileOpts.Columns = files

@@ -24,8 +24,10 @@ import (
 // PartitionKeys is the job's partition columns as the planner takes them.
 func PartitionKeys(job *spec.Job) []decode.PartitionKey {
 	var keys []decode.PartitionKey
+	types := map[string]decode.PartitionType{spec.PartitionString: decode.PartitionString,
+		spec.PartitionInt64: decode.PartitionInt64, spec.PartitionDate: decode.PartitionDate}
 	for _, p := range job.Partitions {
-		keys = append(keys, decode.PartitionKey{Name: p.Name, Int64: p.Type == spec.PartitionInt64})
+		keys = append(keys, decode.PartitionKey{Name: p.Name, Type: types[p.Type]})
 	}
 	return keys
 }
@@ -87,10 +89,7 @@ func prunePartitions(paths []string, keys []decode.PartitionKey, prune func(func
 	}
 	fields := make([]decode.Field, len(keys))
 	for i, k := range keys {
-		fields[i] = decode.Field{Name: k.Name, Kind: column.Bytes}
-		if k.Int64 {
-			fields[i].Kind = column.Fixed
-		}
+		fields[i] = k.Field()
 	}
 	var keep []string
 	for _, path := range paths {

@@ -104,10 +104,11 @@ func readHive(ctx context.Context, dir, ring string, got *hiveRows) error {
 			return err
 		}
 		got.ids = append(got.ids, ints(b, "row_id")...)
-		if b.Tensor("hour", shm.RoleDense).Data != nil {
+		if b.Tensor("hour", shm.RoleDense) != nil {
 			got.hours = append(got.hours, ints(b, "hour")...)
 		}
-		if vals := b.Tensor("dt", shm.RoleValues).Data; vals != nil {
+		if v := b.Tensor("dt", shm.RoleValues); v != nil {
+			vals := v.Data
 			o := b.Tensor("dt", shm.RoleOffsets).Data
 			offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(o))), b.Rows+1)
 			for i := range b.Rows {
@@ -254,6 +255,49 @@ func TestHivePartitionsUnopened(t *testing.T) {
 	for _, name := range fsys.opened {
 		if rel, _ := filepath.Rel(dir, name); rel != "dt=2026-11-01/hour=0/part-0.parquet" && rel != "dt=2026-11-03/hour=1/part-0.parquet" {
 			t.Errorf("opened %s, which the filter rules out", rel)
+		}
+	}
+}
+
+// TestHiveDatePartitions: a partition declared a date is int32 days, as
+// DATE columns are: filters compare it with date(...), and the files of
+// the days they rule out are left out.
+func TestHiveDatePartitions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "events")
+	for d, day := range []string{"2026-11-25", "2026-11-26", "2026-11-27"} {
+		sub := filepath.Join(dir, "dt="+day)
+		os.MkdirAll(sub, 0o755)
+		rows := make([]hiveRow, 10)
+		for r := range rows {
+			rows[r] = hiveRow{RowID: int64(d*100 + r)}
+		}
+		if err := parquet.WriteFile(filepath.Join(sub, "part-0.parquet"), rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := fmt.Sprintf(`
+inputs: [%s]
+partitions: {dt: date}
+batch: {size: 5, last: keep}
+ring: {dir: RING, name: days}
+pipeline:
+  - filter: 'dt >= date("2026-11-26")'
+  - map: {hour: "cast(dt - date(\"2026-11-25\"), int64)"}
+  - select: [row_id, hour]
+`, dir)
+	st, got := runHive(t, src)
+	if st.FilesPruned != 1 {
+		t.Errorf("%d files pruned, want the first day's", st.FilesPruned)
+	}
+	ids := slices.Clone(got.ids)
+	slices.Sort(ids)
+	want := []int64{100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209}
+	if !slices.Equal(ids, want) || len(got.hours) != len(got.ids) {
+		t.Fatalf("rows %v (%d days since the first), want %v", ids, len(got.hours), want)
+	}
+	for i, id := range got.ids {
+		if got.hours[i] != id/100 {
+			t.Fatalf("row %d: %d days after 2026-11-25, want %d", id, got.hours[i], id/100)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"math"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/lastmile/lastmile/column"
@@ -96,7 +95,7 @@ func partitionRange(f *decode.Field, value string, rows int64) (expr.Range, bool
 		r.MinString, r.MaxString = value, value
 		return r, true
 	}
-	v, err := strconv.ParseInt(value, 10, 64)
+	v, err := decode.PartitionNumber(f, value)
 	if err != nil {
 		return expr.Range{}, false
 	}

@@ -11,6 +11,9 @@ import (
 const (
 	PartitionString = "string"
 	PartitionInt64  = "int64"
+	// PartitionDate is a day written YYYY-MM-DD, read as int32 days
+	// since 1970-01-01 as DATE columns are: `dt >= date("2026-11-20")`.
+	PartitionDate = "date"
 )
 
 // Partition is a column whose value comes from its file's path, Hive
@@ -19,14 +22,14 @@ const (
 // Every row of the file has that value.
 type Partition struct {
 	Name string
-	// Type is PartitionString or PartitionInt64.
+	// Type is PartitionString, PartitionInt64 or PartitionDate.
 	Type string
 	Line int
 }
 
 // Partitions declares a job's partition columns, in the order the spec
 // lists them: a mapping from name to type, `partitions: {dt: string,
-// hour: int64}`. They are declared, not guessed from the paths, so that
+// hour: int64}` (or `dt: date`). They are declared, not guessed from the paths, so that
 // every host (a CPU peer reads one file of the job at a time) and every
 // resume gives a column the same type.
 type Partitions []Partition
@@ -58,8 +61,8 @@ func (p *Partitions) DecodeNode(d *Decoder, n *yaml.Node, path string) {
 			continue
 		}
 		seen[k.Value] = true
-		if v.Kind != yaml.ScalarNode || (v.Value != PartitionString && v.Value != PartitionInt64) {
-			d.Errorf(v, fp, "want the type string or int64, got %s", kindName(v))
+		if v.Kind != yaml.ScalarNode || (v.Value != PartitionString && v.Value != PartitionInt64 && v.Value != PartitionDate) {
+			d.Errorf(v, fp, "want the type string, int64 or date, got %s", kindName(v))
 			continue
 		}
 		*p = append(*p, Partition{Name: k.Value, Type: v.Value, Line: k.Line})

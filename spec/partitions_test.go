@@ -42,7 +42,7 @@ func TestPartitions(t *testing.T) {
 func TestPartitionsErrors(t *testing.T) {
 	cases := []struct{ name, src, want string }{
 		{"a list", "partitions: [dt]\n", "6: partitions: want a mapping of partition column to type"},
-		{"bad type", "partitions: {dt: date}\n", `6: partitions.dt: want the type string or int64, got "date"`},
+		{"bad type", "partitions: {dt: day}\n", `6: partitions.dt: want the type string, int64 or date, got "day"`},
 		{"bad key", "partitions: {\"d=t\": string}\n", `6: partitions.d=t: want a partition key of letters, digits and _`},
 		{"digit first", "partitions: {1dt: string}\n", "want a partition key"},
 		{"iceberg", "partitions: {dt: string}\ninputs: [\"iceberg:/t/metadata.json\"]\n", "an Iceberg table keeps its partition values in its metadata"},
