@@ -366,6 +366,11 @@ type progressView struct {
 	LatePagesUnread   int64 `json:"late_pages_unread"`
 	LateUnreadBytes   int64 `json:"late_unread_bytes"`
 	LateFetchDeferred bool  `json:"late_fetch_deferred"`
+	// What the job's filters left out of its plan, unread: input files
+	// (by partition directories or Iceberg manifests, never opened) and
+	// units (by row-group statistics).
+	FilesPruned int64 `json:"files_pruned"`
+	UnitsPruned int64 `json:"units_pruned"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -413,6 +418,7 @@ func (j *Job) view() jobView {
 	v.Progress.Rows, v.Progress.Batches, v.Progress.Bytes, v.Progress.UnitsDone = tot.rows, tot.batches, tot.bytes, tot.units
 	v.Progress.UnitsSpilled, v.Progress.UnitsHedged, v.Progress.HedgesWon = tot.spilled, tot.hedged, tot.hedgesWon
 	v.Progress.LatePages, v.Progress.LatePagesUnread, v.Progress.LateUnreadBytes = tot.latePages, tot.lateUnread, tot.lateUnreadBytes
+	v.Progress.FilesPruned, v.Progress.UnitsPruned = tot.filesPruned, tot.unitsPruned
 	if sp := j.spill; sp != nil {
 		on, since, why, switches := sp.PolicyState()
 		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}

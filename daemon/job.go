@@ -124,6 +124,9 @@ type progressTotals struct {
 	// Late columns' data pages decoded and left unread, and the unread
 	// ones' compressed bytes (engine.LatePages).
 	latePages, lateUnread, lateUnreadBytes int64
+	// What the plan left out by the job's filters: the last run's (every
+	// run plans the same inputs).
+	filesPruned, unitsPruned int64
 }
 
 func (t *progressTotals) add(p *engine.Progress) {
@@ -131,6 +134,7 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.batches += p.Batches.Load()
 	t.bytes += p.Bytes.Load()
 	t.units += p.UnitsDone.Load()
+	t.filesPruned, t.unitsPruned = p.FilesPruned.Load(), p.UnitsPruned.Load()
 	t.spilled += p.UnitsSpilled.Load()
 	t.hedged += p.UnitsHedged.Load()
 	t.hedgesWon += p.HedgesWon.Load()

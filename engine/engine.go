@@ -125,6 +125,10 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		return st, err
 	}
 	st.FilesPruned, st.UnitsPruned = proc.pruned, proc.skipped
+	if opts.Progress != nil { // before the rings exist, which a status may wait for
+		opts.Progress.FilesPruned.Store(int64(proc.pruned))
+		opts.Progress.UnitsPruned.Store(int64(proc.skipped))
+	}
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())

@@ -39,6 +39,9 @@ type Progress struct {
 	DecodeNanos            atomic.Int64 // time workers spent decoding, summed
 	PackNanos              atomic.Int64 // time spent packing batches
 	Epoch                  atomic.Int64 // epoch being produced
+	// FilesPruned and UnitsPruned are what the job's plan left out by
+	// its filters (Stats), set once it is planned.
+	FilesPruned, UnitsPruned atomic.Int64
 
 	perEpoch atomic.Int64  // batches per rank and epoch, plus 1; 0: not known yet
 	stall    atomic.Uint64 // float64 bits: SetStall's last value

@@ -88,6 +88,8 @@ type apiProgress struct {
 	PackSeconds     float64 `json:"pack_seconds"`
 	FullWaitSeconds float64 `json:"full_wait_seconds"`
 	// The late columns' pages (progressView).
+	FilesPruned       int64 `json:"files_pruned"`
+	UnitsPruned       int64 `json:"units_pruned"`
 	LatePages         int64 `json:"late_pages"`
 	LatePagesUnread   int64 `json:"late_pages_unread"`
 	LateUnreadBytes   int64 `json:"late_unread_bytes"`

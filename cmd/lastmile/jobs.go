@@ -198,6 +198,9 @@ func printJob(w io.Writer, j *apiJob) error {
 	fmt.Fprintf(tw, "produced\tepoch %d: %s rows, %d batches, %s\n", p.Epoch, countString(p.Rows), p.Batches, bytesString(p.Bytes))
 	fmt.Fprintf(tw, "work\t%d units done, %d in flight; decode %.1fs, pack %.1fs, waited on full rings %.1fs\n",
 		p.UnitsDone, p.UnitsInFlight, p.DecodeSeconds, p.PackSeconds, p.FullWaitSeconds)
+	if line := prunedLine(p); line != "" {
+		fmt.Fprintf(tw, "pruned\t%s\n", line)
+	}
 	if line := latePagesLine(p); line != "" {
 		fmt.Fprintf(tw, "late pages\t%s\n", line)
 	}
@@ -228,6 +231,16 @@ func printJob(w io.Writer, j *apiJob) error {
 			r.Next, r.Produced, r.Occupancy, r.Slots, consumer)
 	}
 	return tw.Flush()
+}
+
+// prunedLine says what the job's filters left out of its plan, or ""
+// when nothing.
+func prunedLine(p apiProgress) string {
+	if p.FilesPruned == 0 && p.UnitsPruned == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s unopened, %s unread, by the filters",
+		count(int(p.FilesPruned), "input file", "input files"), count(int(p.UnitsPruned), "unit", "units"))
 }
 
 // latePagesLine says what the job's late columns (decoded for kept rows

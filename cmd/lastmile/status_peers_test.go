@@ -71,3 +71,18 @@ func TestLatePagesLine(t *testing.T) {
 		}
 	}
 }
+
+func TestPrunedLine(t *testing.T) {
+	for _, tc := range []struct {
+		p    apiProgress
+		want string
+	}{
+		{apiProgress{}, ""},
+		{apiProgress{FilesPruned: 358}, "358 input files unopened, 0 units unread, by the filters"},
+		{apiProgress{FilesPruned: 1, UnitsPruned: 1}, "1 input file unopened, 1 unit unread, by the filters"},
+	} {
+		if got := prunedLine(tc.p); got != tc.want {
+			t.Errorf("prunedLine(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}

@@ -182,8 +182,15 @@ func TestOtherUser(t *testing.T) {
 		_, err := os.Stat(filepath.Join(e.shm, "lastmile.part-open"))
 		return err == nil
 	})
-	if code, body := as("GET", "/v1/jobs/part-open", ""); code != 200 || strings.Contains(body, `"failed"`) {
-		t.Errorf("the partitioned job as uid 65534: %d %s", code, body)
+	code, body := as("GET", "/v1/jobs/part-open", "")
+	var view struct {
+		State    string
+		Progress struct {
+			FilesPruned int64 `json:"files_pruned"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &view); code != 200 || err != nil || view.State == "failed" || view.Progress.FilesPruned != 1 {
+		t.Errorf("the partitioned job as uid 65534: %d %s; want it running, with the closed partition's file pruned", code, body)
 	}
 	if j2 := e.job(j.ID); j2.State != "running" && j2.State != "pending" {
 		t.Errorf("job is %s after the other user's attempts", j2.State)
