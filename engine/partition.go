@@ -80,9 +80,10 @@ func (p *processor) fillPartitions(u decode.Unit, out *column.Batch) error {
 }
 
 // prunePartitions returns the files of paths whose partition values the
-// job's filters (prune: ops.Program.Prune) may keep, adding the number left out to pruned. Files left out
-// are never planned: their footers are not read, which on object storage
-// is a request each. An error names a path without the declared keys.
+// job's filters (prune: ops.Program.Prune) may keep, adding the number
+// left out to pruned. Files left out are never planned: their footers
+// are not read, which on object storage is a request each. An error
+// names a path without the declared keys.
 func prunePartitions(paths []string, keys []decode.PartitionKey, prune func(func(string) (expr.Range, bool)) bool, pruned *int) ([]string, error) {
 	if len(keys) == 0 || neverPrune.Load() {
 		return paths, nil
