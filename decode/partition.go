@@ -17,11 +17,13 @@ import (
 // (PlanOptions.Partitions); each planned file's path must name every key
 // once, and its units carry the values (Unit.Partition), so that a CPU
 // peer given a unit fills the same columns without looking for the
-// table's root. Values are %-unescaped as Spark escapes them. Spark's
+// table's root (a peer checks them against its own file's path:
+// Plan.CheckPartition). Values are %-unescaped as Spark escapes them,
+// kept as text in the unit and parsed when a column is filled. Spark's
 // marker for a null value, __HIVE_DEFAULT_PARTITION__, is kept as that
-// text in a string column and refused in an int64 one: partition columns
-// are never null, so that a column's layout does not depend on which
-// files a host planned.
+// text in a string column and refused in an int64 or date one: partition
+// columns are never null, so that a column's layout does not depend on
+// which files a host planned.
 
 // PartitionKey declares one partition column.
 type PartitionKey struct {
