@@ -158,6 +158,22 @@ func TestHedging(t *testing.T) {
 func TestNoHedgeBesideBusyWorkers(t *testing.T) {
 	src := strings.ReplaceAll(hedgeJob, "INPUT", "../testdata/small")
 	want := runTensors(t, src, nil)
+	// Whether a hedge starts at all depends on the local worker going
+	// idle while a peer holds a unit; on a loaded machine a run may end
+	// without one. Each run is checked; runs repeat until one hedged.
+	for range 5 {
+		if hedgeBesideBusyWorkers(t, src, want) {
+			return
+		}
+	}
+	t.Fatal("no unit was hedged in 5 runs: the test shows nothing")
+}
+
+// hedgeBesideBusyWorkers runs src with one local worker and a slow peer,
+// checks its batches against want and that no two units computed here at
+// once, and reports whether a unit was hedged.
+func hedgeBesideBusyWorkers(t *testing.T, src string, want [][][]byte) bool {
+	t.Helper()
 	prog := new(engine.Progress)
 	var computing, most atomic.Int64
 	gate := func(ctx context.Context) (func(), error) {
@@ -178,13 +194,11 @@ func TestNoHedgeBesideBusyWorkers(t *testing.T) {
 		}}
 	got := runTensorsWith(t, src, engine.Options{Spill: p, Progress: prog, Gate: gate})
 	sameTensors(t, got, want)
-	if prog.UnitsHedged.Load() == 0 {
-		t.Fatal("no unit was hedged: the test shows nothing")
-	}
 	if most.Load() > 1 {
 		t.Errorf("%d units computed here at once with one local worker", most.Load())
 	}
 	t.Logf("hedged %d, won here %d, spilled %d", prog.UnitsHedged.Load(), prog.HedgesWon.Load(), prog.UnitsSpilled.Load())
+	return prog.UnitsHedged.Load() > 0
 }
 
 func unitProcessor(t *testing.T, src string) *engine.UnitProcessor {
