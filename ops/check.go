@@ -185,9 +185,5 @@ func Pruner(ctx context.Context, job *spec.Job, input []decode.Field, env Env) (
 	if err != nil {
 		return nil, err
 	}
-	outputs, groups := expandGroups(c.schema, c.vals)
-	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: outputs, groups: groups, tables: c.joins,
-		rows: make([]opRows, len(c.steps))}
-	p.plan()
-	return p.Prune, nil
+	return c.program(job).Prune, nil
 }

@@ -88,11 +88,17 @@ func Compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 			return nil, err
 		}
 	}
+	return c.program(job), nil
+}
+
+// program builds and plans the Program of the checked pipeline; its side
+// tables are loaded or not, as the caller left them.
+func (c *compiler) program(job *spec.Job) *Program {
 	outputs, groups := expandGroups(c.schema, c.vals)
 	p := &Program{job: job, vals: c.vals, steps: c.steps, outputs: outputs, groups: groups, tables: c.joins,
 		rows: make([]opRows, len(c.steps))}
 	p.plan()
-	return p, nil
+	return p
 }
 
 func (c *compiler) op(ctx context.Context, op *spec.Op) error {
