@@ -268,16 +268,17 @@ func (r *PlanReport) decodeAlone(ctx context.Context, cfg PlanConfig) error {
 	if err != nil {
 		return err
 	}
-	parts := engine.PartitionKeys(job)
-	all, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, Partitions: parts})
+	opts := engine.PlanOptions(job, nil)
+	all, err := decode.PlanFiles(ctx, inputs, opts)
 	if err != nil {
 		return err
 	}
-	prog, err := ops.Compile(ctx, job, slices.Concat(all.Fields, all.Partitions), ops.Env{Seed: job.Seed})
+	prog, err := ops.Compile(ctx, job, slices.Concat(all.Fields, all.Partitions), ops.Env{Seed: job.Seed, Unreadable: all.Unreadable})
 	if err != nil {
 		return err
 	}
-	p, err := decode.PlanFiles(ctx, inputs, decode.PlanOptions{Columns: prog.Needs(), MaxUnitRows: job.Decode.MaxUnitRows, Partitions: parts})
+	opts.Columns = prog.Needs()
+	p, err := decode.PlanFiles(ctx, inputs, opts)
 	if err != nil {
 		return err
 	}

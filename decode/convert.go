@@ -23,7 +23,7 @@ import (
 // converts reports whether the field's values are stored other than as
 // its dtype, so that no path may place or view stored values as decoded
 // ones.
-func (f *Field) converts() bool { return f.isInt96() || f.Decimal || f.Unsigned }
+func (f *Field) converts() bool { return f.isInt96() || f.Decimal || f.Unsigned || f.Hash > 0 }
 
 // storedSize is the width of one stored value of a field whose values
 // convert: 12 for INT96, the fixed length of a FIXED_LEN_BYTE_ARRAY, 4

@@ -64,6 +64,19 @@ func FuzzDecodeDecimalPage(f *testing.F) {
 	fuzzDecodePages(f, plans)
 }
 
+// FuzzDecodeHashedPage is FuzzDecodePage for strings and lists of
+// strings read as ids: PLAIN, dictionary and DELTA_LENGTH_BYTE_ARRAY
+// lists, DELTA_BYTE_ARRAY and dictionary strings, v1 and v2 pages.
+func FuzzDecodeHashedPage(f *testing.F) {
+	var plans []*Plan
+	for _, v := range []int{1, 2} {
+		p := filepath.Join(f.TempDir(), "h.parquet")
+		writeHashRows(f, p, 120, v, "snappy")
+		plans = append(plans, planPaths(f, PlanOptions{Hashed: hashMods}, p))
+	}
+	fuzzDecodePages(f, plans)
+}
+
 // fuzzDecodePages seeds f with the chunks of plans' first units, whose
 // fields must be alike, and decodes mutations of them.
 func fuzzDecodePages(f *testing.F, plans []*Plan) {

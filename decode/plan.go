@@ -29,6 +29,9 @@ type PlanOptions struct {
 	// Partitions declares the partition columns whose values the files'
 	// paths give (partition.go). Columns may name them.
 	Partitions []PartitionKey
+	// Hashed names string and list<string> columns to read as int64 ids:
+	// each string s as XXH64(s) mod the name's modulus (hashed.go).
+	Hashed map[string]uint64
 }
 
 // FileInfo describes one planned file.
@@ -49,7 +52,10 @@ type Plan struct {
 	// the output; a unit's Partition holds their values.
 	Partitions []Field `json:"partitions,omitempty"`
 	Units      []Unit  `json:"units"`
-	Rows       int64   `json:"rows"` // sum of the units' rows
+	// Unreadable are the columns that projecting every column left out
+	// (the first file's): the decoder cannot read them.
+	Unreadable []Unreadable `json:"unreadable,omitempty"`
+	Rows       int64        `json:"rows"` // sum of the units' rows
 
 	fs FS // where the files come from; not serialized: a unit is decoded wherever its reader has its own
 }
@@ -106,17 +112,22 @@ func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
 // file, its fields as its own schema resolves them, and its units (their
 // Ordinal and Seq are the plan's to set).
 type filePlan struct {
-	info   FileInfo
-	fields []Field
-	units  []Unit
+	info       FileInfo
+	fields     []Field
+	unreadable []Unreadable
+	units      []Unit
 }
 
 // add appends fp to the plan, after the files before it: its fields must
 // agree with the first file's.
 func (p *Plan) add(fp *filePlan) error {
 	if len(p.Files) == 0 {
-		p.Fields = fp.fields
+		p.Fields, p.Unreadable = fp.fields, fp.unreadable
 	} else {
+		if len(fp.fields) != len(p.Fields) {
+			return &Error{File: fp.info.Path, RowGroup: -1, PageOffset: -1,
+				Err: fmt.Errorf("%w with %s: %d columns vs %d (name the columns to read)", ErrSchemaMismatch, p.Files[0].Path, len(fp.fields), len(p.Fields))}
+		}
 		for i := range fp.fields {
 			if d := p.Fields[i].sameAs(&fp.fields[i]); d != "" {
 				return &Error{File: fp.info.Path, RowGroup: -1, Column: fp.fields[i].Name, PageOffset: -1,
@@ -154,7 +165,7 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 	if err != nil {
 		return nil, fail(corrupt(err))
 	}
-	fields, err := resolveFields(root, opts.Columns)
+	fields, unreadable, err := resolveFields(root, opts.Columns, opts.Hashed)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -165,7 +176,7 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 	if err != nil {
 		return nil, fail(err)
 	}
-	fp := &filePlan{info: FileInfo{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano(), RowGroups: len(md.RowGroups)}, fields: fields}
+	fp := &filePlan{info: FileInfo{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano(), RowGroups: len(md.RowGroups)}, fields: fields, unreadable: unreadable}
 	for rg := range md.RowGroups {
 		g := &md.RowGroups[rg]
 		if g.NumRows < 0 {

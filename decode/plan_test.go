@@ -137,7 +137,22 @@ func TestPlanErrors(t *testing.T) {
 	f("missing", []string{good}, []string{"row_id", "nope"}, ErrMissingColumn, good, `"nope"`)
 	f("group", []string{bad}, []string{"inner"}, ErrUnsupported, bad, `"inner"`)
 	f("nested list", []string{bad}, []string{"nested"}, ErrUnsupported, bad, `"nested"`)
-	f("all columns", []string{bad}, nil, ErrUnsupported, bad, `"nested"`)
+	// Every column: the readable ones, and the others listed with why.
+	all, err := PlanFiles(ctx, []string{bad}, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Fields) != 3 || len(all.Unreadable) != 1 || all.Unreadable[0].Name != "nested" || !strings.HasPrefix(all.Unreadable[0].Why, "a list of lists or of structs") {
+		t.Fatalf("every column: fields %+v, unreadable %+v", all.Fields, all.Unreadable)
+	}
+	// Files with more or fewer columns than the first, every column
+	// projected: a mismatch naming both, in either order.
+	few := filepath.Join(t.TempDir(), "a.parquet")
+	writeGeneric(t, few, []struct {
+		RowID int64 `parquet:"row_id"`
+	}{{1}})
+	f("fewer columns", []string{bad, few}, nil, ErrSchemaMismatch, few, "1 columns vs 3")
+	f("more columns", []string{few, bad}, nil, ErrSchemaMismatch, bad, "3 columns vs 1")
 	// Files that agree on the projection plan fine together.
 	if _, err := PlanFiles(ctx, []string{dir}, PlanOptions{Columns: []string{"row_id"}}); err != nil {
 		t.Fatal(err)

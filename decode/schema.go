@@ -1,7 +1,9 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"strings"
@@ -30,6 +32,7 @@ type Field struct {
 	Decimal  bool         `json:"decimal,omitempty"`  // DECIMAL, decoded to float64 (decimal.go)
 	Scale    int32        `json:"scale,omitempty"`    // a decimal's scale
 	Unsigned bool         `json:"unsigned,omitempty"` // UINT_32 or UINT_64, as int64 (convert.go)
+	Hash     uint64       `json:"hash,omitempty"`     // > 0: strings read as ids, XXH64 mod Hash (hashed.go)
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
 	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
@@ -46,6 +49,8 @@ func (f *Field) sameAs(g *Field) string {
 		return fmt.Sprintf("kind %v vs %v", f.Kind, g.Kind)
 	case f.DType != g.DType || f.Physical != g.Physical || f.TypeLen != g.TypeLen:
 		return fmt.Sprintf("type %v (parquet %v) vs %v (parquet %v)", f.DType, format.Type(f.Physical), g.DType, format.Type(g.Physical))
+	case f.Hash != g.Hash:
+		return fmt.Sprintf("hashed mod %d vs %d", f.Hash, g.Hash)
 	case f.Decimal != g.Decimal || f.Scale != g.Scale || f.Unsigned != g.Unsigned:
 		return fmt.Sprintf("decimal %v scale %d vs decimal %v scale %d", f.Decimal, f.Scale, g.Decimal, g.Scale)
 	case f.Nullable != g.Nullable:
@@ -120,27 +125,54 @@ func isListGroup(el *format.SchemaElement) bool {
 
 // resolveFields resolves the projected names (every top-level column
 // when names is empty, a struct's leaves named by their dotted paths)
-// against the schema.
-func resolveFields(root *schemaNode, names []string) ([]Field, error) {
-	if len(names) == 0 {
+// against the schema; hashed names the string columns read as ids. Every
+// column (names empty) means every column the decoder can read: the
+// others are returned as unreadable, each with why.
+func resolveFields(root *schemaNode, names []string, hashed map[string]uint64) ([]Field, []Unreadable, error) {
+	every := len(names) == 0
+	if every {
 		for _, c := range root.children {
 			names = appendLeafNames(names, c, c.el.Name)
 		}
 	}
 	fields := make([]Field, 0, len(names))
+	var unreadable []Unreadable
 	for _, name := range names {
 		node, st, err := findColumn(root, name)
 		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", name, err)
+			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}
-		f, err := resolveField(node, st)
+		m, isHashed := hashed[name]
+		if isHashed && m == 0 {
+			return nil, nil, fmt.Errorf("column %q: hashed with a modulus of 0; want at least 1", name)
+		}
+		f, err := resolveField(node, st, m)
+		if err != nil && every && !isHashed && errors.Is(err, ErrUnsupported) {
+			unreadable = append(unreadable, Unreadable{Name: name, Why: strings.TrimPrefix(err.Error(), ErrUnsupported.Error()+": ")})
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", name, err)
+			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}
 		f.Name = name
 		fields = append(fields, f)
 	}
-	return fields, nil
+	if every {
+		for _, name := range slices.Sorted(maps.Keys(hashed)) {
+			if !slices.Contains(names, name) {
+				return nil, nil, fmt.Errorf("column %q (hashed): %w", name, ErrMissingColumn)
+			}
+		}
+	}
+	return fields, unreadable, nil
+}
+
+// Unreadable is a column that projecting every column leaves out because
+// the decoder cannot read it (a map, a list of structs or of lists, a
+// list of strings not read as ids), with why. Naming it is an error.
+type Unreadable struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
 }
 
 // structPath is where a column lies inside structs: the groups' names,
@@ -223,7 +255,7 @@ func childNamed(n *schemaNode, name string) *schemaNode {
 
 // resolveField resolves the column at top, which lies inside the structs
 // st names.
-func resolveField(top *schemaNode, st structPath) (Field, error) {
+func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	f := Field{Name: top.el.Name}
 	var leaf *schemaNode
 	var path []string
@@ -253,7 +285,7 @@ func resolveField(top *schemaNode, st structPath) (Field, error) {
 		elem := rep
 		if rep.leaf < 0 {
 			if len(rep.children) != 1 || rep.children[0].leaf < 0 {
-				return f, fmt.Errorf("%w: only list<primitive> is supported", ErrUnsupported)
+				return f, fmt.Errorf("%w: a list of lists or of structs (lastmile reads lists of primitives, and lists of strings as ids)", ErrUnsupported)
 			}
 			elem = rep.children[0]
 			path = append(path, elem.el.Name)
@@ -269,6 +301,8 @@ func resolveField(top *schemaNode, st structPath) (Field, error) {
 	case isStruct(top) && len(top.children) > 0:
 		return f, fmt.Errorf("%w: a struct; project its fields by their dotted names, such as %s.%s",
 			ErrUnsupported, top.el.Name, top.children[0].el.Name)
+	case isMapGroup(top.el):
+		return f, fmt.Errorf("%w: a map (lastmile reads primitives, lists of primitives, strings and lists of strings as ids, and the fields of structs)", ErrUnsupported)
 	default:
 		return f, fmt.Errorf("%w: nested group (only primitives, list<primitive> and fields of structs are supported)", ErrUnsupported)
 	}
@@ -289,11 +323,19 @@ func resolveField(top *schemaNode, st structPath) (Field, error) {
 	f.DType = dt
 	f.Scale, f.Decimal = decimalScale(leaf.el)
 	f.Unsigned = isUnsigned(leaf.el, 32) || isUnsigned(leaf.el, 64)
-	if dt == column.Uint8 { // BYTE_ARRAY
-		if f.Kind == column.List {
-			return f, fmt.Errorf("%w: list of byte arrays", ErrUnsupported)
+	switch {
+	case dt == column.Uint8 && hash > 0: // strings as ids (hashed.go)
+		f.Hash, f.DType = hash, column.Int64
+		if f.Kind != column.List {
+			f.Kind = column.Fixed
 		}
+	case dt == column.Uint8 && f.Kind == column.List:
+		return f, fmt.Errorf("%w: a list of strings, which a batch cannot hold; read it as ids with hashed: {%s: N} in the job spec",
+			ErrUnsupported, strings.Join(append(slices.Clone(st.path), top.el.Name), "."))
+	case dt == column.Uint8: // BYTE_ARRAY
 		f.Kind = column.Bytes
+	case hash > 0:
+		return f, fmt.Errorf("%w: hashed reads strings and lists of strings as ids, and this column is %v", ErrUnsupported, dt)
 	}
 	return f, nil
 }

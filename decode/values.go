@@ -128,6 +128,9 @@ func (pv *pageValues) fixed(dst []byte, n int) error {
 // those).
 func (pv *pageValues) convertPage(dst []byte, n int) error {
 	f, d := pv.f, pv.d
+	if f.Hash > 0 {
+		return pv.hashPage(dst, n)
+	}
 	w := f.storedSize()
 	if (f.Decimal || f.Unsigned) && format.Type(f.Physical) != format.FixedLenByteArray {
 		g := f.storedView()
@@ -458,6 +461,14 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	}
 	t := &d.dict
 	n := int(h.numValues)
+	if f.Hash > 0 {
+		d.dictConv = growBytes(d.dictConv, n*8)
+		if err := hashPlain(d.dictConv, src, n, f.Hash); err != nil {
+			return err
+		}
+		t.data, t.n, t.ok = d.dictConv, n, true
+		return nil
+	}
 	if f.converts() {
 		if w := f.storedSize(); len(src) < n*w {
 			return corruptf("dictionary of %d values of %d bytes in %d bytes", n, w, len(src))

@@ -150,7 +150,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	paths, _, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
-		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)})
+		plan, err = decode.PlanFiles(ctx, paths, PlanOptions(job, fsys))
 	}
 	if err != nil {
 		return Footprint{}, fmt.Errorf("plan job %q: %w", job.Name, err)

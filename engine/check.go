@@ -26,7 +26,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 	paths, tables, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
-		plan, err = decode.PlanFiles(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)})
+		plan, err = decode.PlanFiles(ctx, paths, schemaOptions(job, fsys))
 	}
 	if err != nil {
 		if parseErr == nil || ctx.Err() != nil {
@@ -35,7 +35,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 		fe := &spec.FieldError{File: job.File(), Line: job.Line("inputs"), Field: "inputs", Msg: err.Error(), Err: err}
 		return spec.JoinErrors(parseErr, fe)
 	}
-	err = ops.Check(ctx, job, slices.Concat(plan.Fields, plan.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables)})
+	err = ops.Check(ctx, job, slices.Concat(plan.Fields, plan.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: plan.Unreadable})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

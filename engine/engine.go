@@ -139,6 +139,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots,
 		"files_pruned", proc.pruned, "units_pruned", proc.skipped)
+	warnUnreadable(log, job, plan)
 
 	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)
 	if err != nil {

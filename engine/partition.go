@@ -21,6 +21,22 @@ import (
 // Their rows are filled from the unit's values, never decoded, so the
 // decoder and the late columns' prefetch see only the file columns.
 
+// PlanOptions is how job's input is planned through fsys: its columns
+// (every column the decoder can read, when it names none), row group
+// slices, partition columns and hashed strings.
+func PlanOptions(job *spec.Job, fsys decode.FS) decode.PlanOptions {
+	return decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys,
+		Partitions: PartitionKeys(job), Hashed: job.Hashed}
+}
+
+// schemaOptions is PlanOptions for every column: what a pipeline is
+// compiled and checked against.
+func schemaOptions(job *spec.Job, fsys decode.FS) decode.PlanOptions {
+	o := PlanOptions(job, fsys)
+	o.Columns = nil
+	return o
+}
+
 // PartitionKeys is the job's partition columns as the planner takes them.
 func PartitionKeys(job *spec.Job) []decode.PartitionKey {
 	var keys []decode.PartitionKey
@@ -132,11 +148,11 @@ func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string
 	if err != nil || len(files) == 0 {
 		return paths, tables, err // planning says what is wrong
 	}
-	schema, err := schemaPlan(ctx, files, decode.PlanOptions{FS: fsys, Partitions: keys})
+	schema, err := schemaPlan(ctx, files, schemaOptions(job, fsys))
 	if err != nil {
 		return nil, nil, err
 	}
-	prune, err := ops.Pruner(ctx, job, slices.Concat(schema.Fields, schema.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables)})
+	prune, err := ops.Pruner(ctx, job, slices.Concat(schema.Fields, schema.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: schema.Unreadable})
 	if err != nil {
 		return paths, tables, nil // the pipeline's check reports it, over every file
 	}

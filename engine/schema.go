@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // planFields is the output schema of a job without a pipeline: the
@@ -127,4 +131,22 @@ func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, pa
 	}
 	kb := int64(rows) * int64(len(keys))
 	return int64(values)*8 + (2*kb+1)*8 + 3*(tableEntry+align)
+}
+
+// warnUnreadable says which columns a job that names none (every column)
+// goes without because the decoder cannot read them: its trainers would
+// otherwise look for them in vain.
+func warnUnreadable(log *slog.Logger, job *spec.Job, plan *decode.Plan) {
+	if len(job.Columns) > 0 || len(plan.Unreadable) == 0 {
+		return
+	}
+	var b strings.Builder
+	for i, u := range plan.Unreadable {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", u.Name, u.Why)
+	}
+	log.Warn("left out of every column: columns the decoder cannot read (list the columns to read in the spec's columns to be told of this as an error)",
+		"left_out", b.String())
 }

@@ -62,7 +62,7 @@ type unitWorker struct {
 // newProcessor plans the job's input: as it is without a pipeline, and
 // otherwise with only the columns the pipeline needs (planPipeline).
 func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.FS) (*processor, error) {
-	planOpts := decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: PartitionKeys(job)}
+	planOpts := PlanOptions(job, fsys)
 	paths, tables, err := inputFiles(ctx, job, fsys)
 	if err != nil {
 		return nil, err
@@ -121,11 +121,11 @@ func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []
 	if len(paths) == 0 {
 		return nil, nil, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
-	schema, err := schemaPlan(ctx, paths, decode.PlanOptions{MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys, Partitions: planOpts.Partitions})
+	schema, err := schemaPlan(ctx, paths, schemaOptions(job, fsys))
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables)}
+	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: schema.Unreadable}
 	prog, err := ops.Compile(ctx, job, slices.Concat(schema.Fields, schema.Partitions), env)
 	if err != nil {
 		return nil, nil, 0, err
@@ -144,6 +144,7 @@ func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	plan.Unreadable = schema.Unreadable // what the pipeline's "every column" left out
 	return plan, prog, pruned, nil
 }
 

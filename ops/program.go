@@ -26,6 +26,9 @@ type Env struct {
 	// partitions), says how: a join on the bucket column with a table
 	// bucketed alike runs as a bucket join (bucketjoin.go).
 	InputBuckets *Buckets
+	// Unreadable are the input's columns that the decoder cannot read
+	// (decode.Plan.Unreadable): naming one is an error that says why.
+	Unreadable []decode.Unreadable
 }
 
 // OutField describes one column of the batches Apply produces.

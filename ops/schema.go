@@ -126,6 +126,9 @@ func (c *compiler) start() {
 			c.unsure[n] = true
 			if f == nil && !c.job.Invalid(field) {
 				msg := fmt.Sprintf("unknown column %q in the input%s", n, suggest(n, inputNames(c.input)))
+				if why, ok := c.unreadable(n); ok {
+					msg = why
+				}
 				c.errs = append(c.errs, &spec.FieldError{File: c.job.File(), Line: c.job.Line(field), Field: field, Msg: msg})
 			}
 			continue
@@ -134,6 +137,17 @@ func (c *compiler) start() {
 		vid := c.addValue(value{input: n, kind: f.Kind, dtype: f.DType, width: 1, nullable: f.Nullable, producer: -1})
 		c.schema = append(c.schema, entry{name: n, vid: vid, nullable: f.Nullable})
 	}
+}
+
+// unreadable says why name, a column of the input, cannot be read, if
+// it is one the decoder left out.
+func (c *compiler) unreadable(name string) (string, bool) {
+	for _, u := range c.env.Unreadable {
+		if u.Name == name {
+			return fmt.Sprintf("column %q cannot be read: %s", name, u.Why), true
+		}
+	}
+	return "", false
 }
 
 func inputNames(fs []decode.Field) []string {
@@ -178,6 +192,9 @@ func (c *compiler) missing(name string) string {
 	}
 	if why, ok := c.gone[name]; ok {
 		return fmt.Sprintf("column %q %s", name, why)
+	}
+	if why, ok := c.unreadable(name); ok {
+		return why
 	}
 	if !c.proj[name] {
 		for _, f := range c.input {

@@ -28,6 +28,9 @@ type Job struct {
 	// Columns projects the input: only these are read and decoded. Empty
 	// means every column of the input, partition columns last.
 	Columns []string `yaml:"columns"`
+	// Hashed names string and list<string> columns read as int64 ids
+	// (see Hashed).
+	Hashed Hashed `yaml:"hashed"`
 	// Batch sets the trainer's batch size and what happens to the rest.
 	Batch Batch `yaml:"batch"`
 	// Ring sets the shared-memory rings, one per rank.
@@ -280,6 +283,7 @@ func (j *Job) validate(d *Decoder) {
 		seen[c] = true
 	}
 	j.validatePartitions(d)
+	j.validateHashed(d)
 	if j.Batch.Size < 1 || j.Batch.Size > 1<<24 {
 		d.Errorf(nil, "batch.size", "required: rows per batch, 1 to 16777216 (got %d)", j.Batch.Size)
 	}

@@ -1,0 +1,175 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+	"github.com/parquet-go/parquet-go"
+)
+
+// catRow is a table with string features: a list<string> of the
+// categories a user clicked, and the same query string twice (one is
+// hashed at decode, the other in the pipeline), beside a map the job
+// never reads.
+type catRow struct {
+	RowID  int64              `parquet:"row_id"`
+	Cats   []string           `parquet:"cats,list,dict"`
+	QueryA string             `parquet:"query_a"`
+	QueryB string             `parquet:"query_b"`
+	Extra  map[string]float32 `parquet:"extra"`
+}
+
+func rowCats(i int) []string {
+	out := make([]string, i%4)
+	for k := range out {
+		out[k] = fmt.Sprintf("cat/%d", (i+k*11)%37)
+	}
+	return out
+}
+
+// TestHashedColumns reads a list<string> and a string as ids through
+// a pipeline: the ids are hash_mod's, the same as a map op's on the
+// same strings, rows filtered on the list's length come out whole, and
+// the map column the job never names stays unread.
+func TestHashedColumns(t *testing.T) {
+	dir := t.TempDir()
+	rows := make([]catRow, 3000)
+	for i := range rows {
+		q := fmt.Sprintf("query %d", i%101)
+		rows[i] = catRow{RowID: int64(i), Cats: rowCats(i), QueryA: q, QueryB: q, Extra: map[string]float32{"x": 1}}
+	}
+	path := filepath.Join(dir, "clicks.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(1000)); err != nil {
+		t.Fatal(err)
+	}
+	got := runRows(t, fmt.Sprintf(`
+inputs: [%s]
+hashed: {cats: 1000003, query_a: 4096}
+batch: {size: 64, last: keep}
+ring: {dir: %s, name: hashed}
+pipeline:
+  - filter: "len(cats) >= 2"
+  - map: {query_b: "hash_mod(query_b, 4096)"}
+  - select: [row_id, cats, query_a, query_b]
+`, path, dir), dir)
+	var want []int64
+	for i := range rows {
+		if len(rows[i].Cats) >= 2 {
+			want = append(want, int64(i))
+		}
+	}
+	var ids []int64
+	for _, r := range got["row_id"] {
+		ids = append(ids, r[0])
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("kept %d rows, want %d", len(ids), len(want))
+	}
+	for k, id := range ids {
+		var cats []int64
+		for _, s := range rowCats(int(id)) {
+			cats = append(cats, int64(expr.HashBytes([]byte(s))%1000003))
+		}
+		if !slices.Equal(got["cats"][k], cats) {
+			t.Fatalf("row %d: cats %v, want %v", id, got["cats"][k], cats)
+		}
+		if a, b := got["query_a"][k][0], got["query_b"][k][0]; a != b || a != int64(expr.HashBytes([]byte(rows[id].QueryA))%4096) {
+			t.Fatalf("row %d: query_a %d (hashed at decode), query_b %d (hash_mod in a map)", id, a, b)
+		}
+	}
+}
+
+// TestHashedColumnErrors: the columns a job cannot read are errors
+// that say why, where the spec names them.
+func TestHashedColumnErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "clicks.parquet")
+	if err := parquet.WriteFile(path, []catRow{{RowID: 1, Cats: []string{"a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, extra, want string }{
+		{"a list of strings in a filter", "pipeline:\n  - filter: \"len(cats) > 1\"\n",
+			`pipeline[0].filter: column "cats" cannot be read: a list of strings, which a batch cannot hold; read it as ids with hashed: {cats: N}`},
+		{"a map in columns", "columns: [row_id, extra]\n", `columns[1]: column "extra" cannot be read: a map`},
+		{"an integer hashed", "hashed: {row_id: 5}\n", `column "row_id": unsupported: hashed reads strings and lists of strings as ids, and this column is int64`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf("inputs: [%s]\nbatch: {size: 8}\nring: {dir: %s}\n%s", path, dir, tc.extra)
+			job, err := spec.Parse("job.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = engine.Check(context.Background(), job, nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// runRows runs the job src and returns every int64 column of its ring,
+// row by row: a dense column's row is its value, a list's its values.
+func runRows(t testing.TB, src, dir string) map[string][][]int64 {
+	t.Helper()
+	job, err := spec.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := map[string][][]int64{}
+	done := make(chan error, 1)
+	opts := engine.Options{Linger: true, Ready: func(rings []string) {
+		go func() { done <- readRows(ctx, dir, rings[0], out) }()
+	}}
+	if _, err := engine.Run(ctx, job, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readRows(ctx context.Context, dir, ring string, out map[string][][]int64) error {
+	c, err := shm.Open(dir, ring)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	i64 := func(b []byte) []int64 { return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8) }
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, ts := range b.Tensors {
+			switch ts.Role {
+			case shm.RoleDense:
+				for _, v := range i64(ts.Data) {
+					out[ts.Name] = append(out[ts.Name], []int64{v})
+				}
+			case shm.RoleValues:
+				vals, offs := i64(ts.Data), i64(b.Tensor(ts.Name, shm.RoleOffsets).Data)
+				for r := range b.Rows {
+					out[ts.Name] = append(out[ts.Name], slices.Clone(vals[offs[r]:offs[r+1]]))
+				}
+			}
+		}
+	}
+}
