@@ -88,6 +88,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSlot$$' -fuzztime 30s ./shm/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHashedPage$$' -fuzztime 30s ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s ./gpu/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s ./shm/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime 30s ./objstore/
