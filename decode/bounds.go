@@ -62,7 +62,14 @@ func chunkBounds(st *format.Statistics, f *Field) Bounds {
 	if f.Kind == column.List || f.converts() {
 		return b
 	}
-	lo, hi := st.MinValue, st.MaxValue
+	b.values(f, st.MinValue, st.MaxValue, st.Min, st.Max)
+	return b
+}
+
+// values sets b's bounds from a minimum and maximum as the format stores
+// them (lo, hi), or, for INT32 and INT64, the older fields (oldLo,
+// oldHi) when those are absent.
+func (b *Bounds) values(f *Field, lo, hi, oldLo, oldHi []byte) {
 	switch {
 	case f.Kind == column.Bytes:
 		if hi != nil && len(hi) > 0 {
@@ -70,7 +77,7 @@ func chunkBounds(st *format.Statistics, f *Field) Bounds {
 		}
 	case f.DType == column.Int32 && format.Type(f.Physical) == format.Int32:
 		if len(lo) != 4 || len(hi) != 4 {
-			lo, hi = st.Min, st.Max
+			lo, hi = oldLo, oldHi
 		}
 		if len(lo) == 4 && len(hi) == 4 {
 			b.Known, b.Int = true, true
@@ -78,7 +85,7 @@ func chunkBounds(st *format.Statistics, f *Field) Bounds {
 		}
 	case f.DType == column.Int64 && format.Type(f.Physical) == format.Int64:
 		if len(lo) != 8 || len(hi) != 8 {
-			lo, hi = st.Min, st.Max
+			lo, hi = oldLo, oldHi
 		}
 		if len(lo) == 8 && len(hi) == 8 {
 			b.Known, b.Int = true, true
@@ -96,7 +103,6 @@ func chunkBounds(st *format.Statistics, f *Field) Bounds {
 	if b.Known && b.Int && b.MinInt > b.MaxInt {
 		b.Known = false // not bounds at all: trust nothing
 	}
-	return b
 }
 
 // floats sets float bounds, unless either is NaN or they are out of

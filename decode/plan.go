@@ -237,6 +237,9 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 	// it only for selections, and ignores one that does not fit.
 	if cc.OffsetIndexLength > 0 && cc.OffsetIndexLength <= maxIndexBytes && cc.OffsetIndexOffset >= 4 && cc.OffsetIndexOffset+int64(cc.OffsetIndexLength) <= fileSize-8 {
 		c.Index, c.IndexLen = cc.OffsetIndexOffset, cc.OffsetIndexLength
+		if cc.ColumnIndexLength > 0 && cc.ColumnIndexLength <= maxIndexBytes && cc.ColumnIndexOffset >= 4 && cc.ColumnIndexOffset+int64(cc.ColumnIndexLength) <= fileSize-8 {
+			c.ColIndex, c.ColIndexLen = cc.ColumnIndexOffset, cc.ColumnIndexLength
+		}
 	}
 	return c, nil
 }

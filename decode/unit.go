@@ -68,6 +68,11 @@ type Chunk struct {
 	// holding selected rows (pageindex.go).
 	Index    int64 `json:"index,omitempty"`
 	IndexLen int32 `json:"index_len,omitempty"`
+	// ColIndex and ColIndexLen locate the chunk's ColumnIndex (each
+	// page's minimum and maximum), 0 when it has none: a filter may rule
+	// out pages by it (colindex.go).
+	ColIndex    int64 `json:"col_index,omitempty"`
+	ColIndexLen int32 `json:"col_index_len,omitempty"`
 }
 
 // maxIndexBytes bounds an OffsetIndex the decoder reads (about 20 bytes a

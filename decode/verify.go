@@ -54,6 +54,8 @@ func sameChunk(c, w *Chunk) error {
 		return fmt.Errorf("dictionary [%d, %d) outside the chunk [%d, %d)", c.DictOffset, c.DictOffset+c.DictLen, w.Offset, w.End)
 	case c.IndexLen > 0 && (c.Index != w.Index || c.IndexLen != w.IndexLen):
 		return fmt.Errorf("offset index at %d (%d bytes), the file's at %d (%d)", c.Index, c.IndexLen, w.Index, w.IndexLen)
+	case c.ColIndexLen > 0 && (c.ColIndex != w.ColIndex || c.ColIndexLen != w.ColIndexLen):
+		return fmt.Errorf("column index at %d (%d bytes), the file's at %d (%d)", c.ColIndex, c.ColIndexLen, w.ColIndex, w.ColIndexLen)
 	}
 	return nil
 }

@@ -123,6 +123,13 @@ func TestHashedColumnErrors(t *testing.T) {
 // row by row: a dense column's row is its value, a list's its values.
 func runRows(t testing.TB, src, dir string) map[string][][]int64 {
 	t.Helper()
+	_, out := runRowsStats(t, src, dir)
+	return out
+}
+
+// runRowsStats is runRows that returns the run's Stats too.
+func runRowsStats(t testing.TB, src, dir string) (engine.Stats, map[string][][]int64) {
+	t.Helper()
 	job, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -134,13 +141,14 @@ func runRows(t testing.TB, src, dir string) map[string][][]int64 {
 	opts := engine.Options{Linger: true, Ready: func(rings []string) {
 		go func() { done <- readRows(ctx, dir, rings[0], out) }()
 	}}
-	if _, err := engine.Run(ctx, job, opts); err != nil {
+	st, err := engine.Run(ctx, job, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return st, out
 }
 
 func readRows(ctx context.Context, dir, ring string, out map[string][][]int64) error {

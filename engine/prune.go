@@ -57,20 +57,25 @@ func unitStats(plan *decode.Plan, u *decode.Unit) func(string) (expr.Range, bool
 			if fields[i].Name != name {
 				continue
 			}
-			b := u.Bounds[i]
-			r := expr.Range{NullCount: b.Nulls, Rows: u.Rows, HasBounds: b.Known}
-			switch {
-			case b.Known && b.Int:
-				r.Min, r.Max = float64(b.MinInt), float64(b.MaxInt)
-			case b.Known && b.Float:
-				r.Min, r.Max = b.MinFloat, b.MaxFloat
-			case b.Known:
-				r.MinString, r.MaxString = b.MinString, b.MaxString
-			}
-			return r, b.Known || b.Nulls >= 0
+			return boundsRange(u.Bounds[i], u.Rows)
 		}
 		return expr.Range{}, false
 	}
+}
+
+// boundsRange is b, statistics over rows rows, as a filter's pruning
+// takes them; false when they say nothing.
+func boundsRange(b decode.Bounds, rows int64) (expr.Range, bool) {
+	r := expr.Range{NullCount: b.Nulls, Rows: rows, HasBounds: b.Known}
+	switch {
+	case b.Known && b.Int:
+		r.Min, r.Max = float64(b.MinInt), float64(b.MaxInt)
+	case b.Known && b.Float:
+		r.Min, r.Max = b.MinFloat, b.MaxFloat
+	case b.Known:
+		r.MinString, r.MaxString = b.MinString, b.MaxString
+	}
+	return r, b.Known || b.Nulls >= 0
 }
 
 // skips reports whether unit seq of this processor's own plan is pruned.

@@ -47,6 +47,9 @@ type processor struct {
 	skip    []bool
 	skipped int
 	fetch   *lateFetch // how the late columns are prefetched (nil: no pipeline)
+	// filterCols are the input columns the filters' pruning reads: their
+	// page indexes can rule out rows (pagefilter.go).
+	filterCols map[string]bool
 }
 
 type unitWorker struct {
@@ -57,6 +60,10 @@ type unitWorker struct {
 	// deferring is whether dec defers the late columns' prefetch
 	// (lateFetch).
 	deferring bool
+	// cand holds the rows of a unit that its page indexes leave
+	// (pagefilter.go), kept holds the kept rows of the early batch
+	// when that batch holds candidates only.
+	cand, kept []int32
 }
 
 // newProcessor plans the job's input: as it is without a pipeline, and
@@ -80,6 +87,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 	}
 	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops(), pruned: pruned}
 	p.skip, p.skipped = pruneUnits(plan, prog)
+	p.filterCols = filterColumns(prog)
 	index := map[string]int{}
 	for i, f := range plan.Fields {
 		index[f.Name] = i
@@ -245,7 +253,7 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 	w.state.BeginUnit(ctx, u.File)
 	defer w.state.EndUnit()
 	p.fetch.sync(w, p.decoded)
-	sel, err := w.selectRows(ctx, p, u)
+	sel, early, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return err
 	}
@@ -266,12 +274,12 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 	}
 	in.Columns = in.Columns[:n]
 	for k := range p.early {
-		if sel == nil {
+		if early == nil {
 			in.Columns[k], w.early.Columns[k] = w.early.Columns[k], in.Columns[k]
 		} else {
 			var tmp column.Batch
 			tmp.Columns = in.Columns[k : k+1]
-			tmp.Gather(&column.Batch{Rows: int(u.Rows), Columns: w.early.Columns[k : k+1]}, sel)
+			tmp.Gather(&column.Batch{Rows: w.early.Rows, Columns: w.early.Columns[k : k+1]}, early)
 		}
 	}
 	if w.deferring {
@@ -294,29 +302,55 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 }
 
 // selectRows decodes the Early columns of u and returns the rows the
-// pipeline keeps (nil: all of them). The decoder is left open on u.
-func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit) ([]int32, error) {
+// pipeline keeps (nil: all of them), and which rows of w.early those are
+// (nil: all of them). The early columns hold every row of u, or only the
+// candidates its page indexes leave (pagefilter.go). The decoder is left
+// open on u.
+func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit) (sel, early []int32, err error) {
 	if err := w.dec.Open(ctx, u); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	cand, err := w.candidates(p, &u)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cand != nil && len(cand) == 0 {
+		return cand, nil, nil // every row ruled out: nothing to decode
+	}
+	rows := int(u.Rows)
+	if cand != nil {
+		rows = len(cand)
 	}
 	if cap(w.early.Columns) < len(p.early) {
 		w.early.Columns = make([]column.Column, len(p.early))
 	}
 	w.early.Columns = w.early.Columns[:len(p.early)]
 	for k, fi := range p.early {
-		if err := p.column(w, &u, fi, nil, int(u.Rows), &w.early.Columns[k]); err != nil {
-			return nil, err
+		if err := p.column(w, &u, fi, cand, rows, &w.early.Columns[k]); err != nil {
+			return nil, nil, err
 		}
 	}
-	w.early.Rows = int(u.Rows)
-	sel, err := w.state.Select(&w.early, nil)
+	w.early.Rows = rows
+	kept, err := w.state.Select(&w.early, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)
+		return nil, nil, fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)
 	}
-	if len(sel) == int(u.Rows) {
-		return nil, nil
+	if cand == nil {
+		if len(kept) == rows {
+			return nil, nil, nil
+		}
+		return kept, kept, nil
 	}
-	return sel, nil
+	// Kept rows of the early batch, as rows of the unit.
+	w.kept = append(w.kept[:0], kept...)
+	sel = make([]int32, len(kept))
+	for i, k := range kept {
+		sel[i] = cand[k]
+	}
+	if len(kept) == rows {
+		return sel, nil, nil
+	}
+	return sel, w.kept, nil
 }
 
 // count returns how many rows unit u yields, running only the Early
@@ -340,7 +374,7 @@ func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64
 		w.state.BeginUnit(ctx, u.File)
 		defer w.state.EndUnit()
 	}
-	sel, err := w.selectRows(ctx, p, u)
+	sel, _, err := w.selectRows(ctx, p, u)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,92 @@
+package engine_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestPageFilter: in one row group of a time-ordered table, written in
+// small pages with the page index, a time-window filter rules out the
+// pages outside the window by their ColumnIndex: fewer pages are
+// decoded, and the batches are those of a run that decodes every page
+// (shuffled rows, two epochs, a late list column).
+func TestPageFilter(t *testing.T) {
+	dir := t.TempDir()
+	type row struct {
+		RowID int64   `parquet:"row_id"`
+		TS    int64   `parquet:"ts,timestamp(microsecond)"`
+		Site  string  `parquet:"site,dict"`
+		Seq   []int64 `parquet:"seq,list"`
+	}
+	start := time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC)
+	rows := make([]row, 20000)
+	for i := range rows {
+		rows[i] = row{RowID: int64(i), TS: start.Add(time.Duration(i) * time.Minute).UnixMicro(), Site: fmt.Sprintf("s%03d", (i*7)%300)}
+		for k := range i % 6 {
+			rows[i].Seq = append(rows[i].Seq, int64(i*10+k))
+		}
+	}
+	path := filepath.Join(dir, "events.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(20000), parquet.PageBufferSize(4096)); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := start.Add(9000*time.Minute), start.Add(11000*time.Minute)
+	var want []int64
+	for _, r := range rows {
+		if r.TS >= lo.UnixMicro() && r.TS < hi.UnixMicro() && r.Site >= "s150" {
+			want = append(want, r.RowID)
+		}
+	}
+	for _, tc := range []struct {
+		name, filter string
+		fewer        bool
+	}{
+		{"a window inside the row group", fmt.Sprintf(`ts >= timestamp("%s", "us") and ts < timestamp("%s", "us") and site >= "s150"`,
+			lo.Format(time.RFC3339), hi.Format(time.RFC3339)), true},
+		{"no page ruled out", `site >= "s150"`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf(`
+inputs: [%s]
+columns: [row_id, ts, site, seq]
+batch: {size: 50, last: keep}
+epochs: 2
+seed: 11
+shuffle: {units: true, buffer: 300}
+ring: {dir: %s, name: pages}
+pipeline:
+  - filter: '%s'
+  - select: [row_id, ts, seq]
+`, path, dir, tc.filter)
+			st, got := runRowsStats(t, src, dir)
+			old := engine.SetNeverPruneForTest(true)
+			st0, whole := runRowsStats(t, src, dir)
+			engine.SetNeverPruneForTest(old)
+			for _, col := range []string{"row_id", "ts", "seq"} {
+				if !slices.EqualFunc(got[col], whole[col], slices.Equal) || len(got[col]) == 0 {
+					t.Fatalf("%s: %d rows, the batches differ from a run decoding every page (%d rows)", col, len(got[col]), len(whole[col]))
+				}
+			}
+			if fewer := st.Pages.Pages < st0.Pages.Pages; fewer != tc.fewer {
+				t.Fatalf("pages decoded: %d with the page filter, %d without; want fewer: %v", st.Pages.Pages, st0.Pages.Pages, tc.fewer)
+			}
+			if tc.fewer {
+				var ids []int64
+				for _, r := range got["row_id"][:len(got["row_id"])/2] { // the first epoch
+					ids = append(ids, r[0])
+				}
+				slices.Sort(ids)
+				if !slices.Equal(ids, want) {
+					t.Fatalf("the first epoch has %d rows, want %d", len(ids), len(want))
+				}
+				t.Logf("pages decoded: %d with the page filter, %d without", st.Pages.Pages, st0.Pages.Pages)
+			}
+		})
+	}
+}
