@@ -90,3 +90,55 @@ pipeline:
 		})
 	}
 }
+
+// BenchmarkPageFilter times a job keeping one eighth of a time-ordered
+// table, by a window inside its one row group (1,048,576 rows in 1 MiB
+// pages, snappy, as pyarrow writes them), decoding every page of the
+// filter's columns against ruling pages out by their ColumnIndex. The
+// late columns' pages holding no kept row are skipped either way.
+func BenchmarkPageFilter(b *testing.B) {
+	dir := b.TempDir()
+	type row struct {
+		RowID int64   `parquet:"row_id"`
+		TS    int64   `parquet:"ts,timestamp(microsecond)"`
+		Site  string  `parquet:"site,dict"`
+		Dense float32 `parquet:"dense"`
+		Seq   []int64 `parquet:"seq,list"`
+	}
+	const n = 1 << 20
+	start := time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC)
+	rows := make([]row, n)
+	for i := range rows {
+		rows[i] = row{RowID: int64(i), TS: start.Add(time.Duration(i) * 500 * time.Millisecond).UnixMicro(),
+			Site: fmt.Sprintf("s%03d", (i*7919)%300), Dense: float32(i % 1000)}
+		for k := range i % 20 {
+			rows[i].Seq = append(rows[i].Seq, int64(i*k))
+		}
+	}
+	path := filepath.Join(dir, "events.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(n), parquet.PageBufferSize(1<<20),
+		parquet.Compression(&parquet.Snappy)); err != nil {
+		b.Fatal(err)
+	}
+	lo := start.Add(time.Duration(n/2) * 500 * time.Millisecond)
+	hi := start.Add(time.Duration(n/2+n/8) * 500 * time.Millisecond)
+	src := fmt.Sprintf(`
+inputs: [%s]
+batch: {size: 4096, last: keep}
+decode: {workers: 1}
+ring: {dir: %s, name: bench}
+pipeline:
+  - filter: 'ts >= timestamp("%s", "us") and ts < timestamp("%s", "us") and site >= "s100"'
+`, path, dir, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano))
+	for _, never := range []bool{true, false} {
+		b.Run(map[bool]string{true: "every-page", false: "page-filter"}[never], func(b *testing.B) {
+			old := engine.SetNeverPruneForTest(never)
+			defer engine.SetNeverPruneForTest(old)
+			var st engine.Stats
+			for b.Loop() {
+				st, _ = runDenseStats(b, src, dir, "row_id")
+			}
+			b.ReportMetric(float64(st.Pages.Pages), "pages")
+		})
+	}
+}
