@@ -182,6 +182,9 @@ type structPath struct {
 	path     []string
 	def      int16
 	nullable bool
+	// member, when not "", is the field of a list's elements or a map's
+	// key or value that the name ends with (nested.go).
+	member string
 }
 
 // isStruct reports whether n is a plain group: not a LIST or MAP, not
@@ -204,6 +207,12 @@ func isMapGroup(el *format.SchemaElement) bool {
 // appendLeafNames appends name, or, for a struct, the dotted names of
 // its columns: what projecting every column means.
 func appendLeafNames(names []string, n *schemaNode, name string) []string {
+	if ms := members(n); len(ms) > 0 {
+		for _, m := range ms {
+			names = append(names, name+"."+m.el.Name)
+		}
+		return names
+	}
 	if !isStruct(n) {
 		return append(names, name)
 	}
@@ -229,6 +238,10 @@ func findColumn(root *schemaNode, name string) (*schemaNode, structPath, error) 
 			return nil, st, ErrMissingColumn
 		}
 		if i == len(parts)-1 {
+			return c, st, nil
+		}
+		if i == len(parts)-2 && (isListGroup(c.el) || isMapGroup(c.el)) {
+			st.member = parts[i+1]
 			return c, st, nil
 		}
 		if !isStruct(c) {
@@ -268,41 +281,16 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 		case format.Repeated: // legacy bare repeated primitive: a list
 			f.Kind, f.MaxDef, f.MaxRep, f.RowDef = column.List, 1, 1, 0
 		}
-	case isListGroup(top.el) && len(top.children) == 1:
-		var def int16
-		if repetition(top.el) == format.Optional {
-			f.Nullable, def = true, 1
-		} else if repetition(top.el) == format.Repeated {
-			return f, fmt.Errorf("%w: repeated LIST group", ErrUnsupported)
+	case isListGroup(top.el) || isMapGroup(top.el) && st.member != "":
+		var err error
+		if leaf, path, err = listLeaf(&f, top, st.member); err != nil {
+			return f, err
 		}
-		f.RowDef = def
-		rep := top.children[0]
-		if repetition(rep.el) != format.Repeated {
-			return f, fmt.Errorf("%w: LIST without a repeated child", ErrUnsupported)
-		}
-		def++
-		path = []string{top.el.Name, rep.el.Name}
-		elem := rep
-		if rep.leaf < 0 {
-			if len(rep.children) != 1 || rep.children[0].leaf < 0 {
-				return f, fmt.Errorf("%w: a list of lists or of structs (lastmile reads lists of primitives, and lists of strings as ids)", ErrUnsupported)
-			}
-			elem = rep.children[0]
-			path = append(path, elem.el.Name)
-			switch repetition(elem.el) {
-			case format.Optional:
-				def++
-			case format.Repeated:
-				return f, fmt.Errorf("%w: nested lists", ErrUnsupported)
-			}
-		}
-		leaf = elem
-		f.Kind, f.MaxDef, f.MaxRep = column.List, def, 1
 	case isStruct(top) && len(top.children) > 0:
 		return f, fmt.Errorf("%w: a struct; project its fields by their dotted names, such as %s.%s",
 			ErrUnsupported, top.el.Name, top.children[0].el.Name)
 	case isMapGroup(top.el):
-		return f, fmt.Errorf("%w: a map (lastmile reads primitives, lists of primitives, strings and lists of strings as ids, and the fields of structs)", ErrUnsupported)
+		return f, fmt.Errorf("%w: a map; project its keys and values as two lists, %s.key and %s.value", ErrUnsupported, top.el.Name, top.el.Name)
 	default:
 		return f, fmt.Errorf("%w: nested group (only primitives, list<primitive> and fields of structs are supported)", ErrUnsupported)
 	}
@@ -330,8 +318,12 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 			f.Kind = column.Fixed
 		}
 	case dt == column.Uint8 && f.Kind == column.List:
+		name := strings.Join(append(slices.Clone(st.path), top.el.Name), ".")
+		if st.member != "" {
+			name += "." + st.member
+		}
 		return f, fmt.Errorf("%w: a list of strings, which a batch cannot hold; read it as ids with hashed: {%s: N} in the job spec",
-			ErrUnsupported, strings.Join(append(slices.Clone(st.path), top.el.Name), "."))
+			ErrUnsupported, name)
 	case dt == column.Uint8: // BYTE_ARRAY
 		f.Kind = column.Bytes
 	case hash > 0:

@@ -138,7 +138,7 @@ func TestStructErrors(t *testing.T) {
 	}{
 		{"user", ErrUnsupported, "project its fields by their dotted names, such as user.age"},
 		{"user.nope", ErrMissingColumn, ""},
-		{"user.hist.list", ErrUnsupported, `"user.hist" is not a struct`},
+		{"user.hist.list", ErrUnsupported, `"hist" is a list of values, without fields to name`},
 		{"nope.age", ErrMissingColumn, ""},
 	} {
 		_, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{tc.col}})

@@ -101,7 +101,8 @@ func TestHashedColumnErrors(t *testing.T) {
 	cases := []struct{ name, extra, want string }{
 		{"a list of strings in a filter", "pipeline:\n  - filter: \"len(cats) > 1\"\n",
 			`pipeline[0].filter: column "cats" cannot be read: a list of strings, which a batch cannot hold; read it as ids with hashed: {cats: N}`},
-		{"a map in columns", "columns: [row_id, extra]\n", `columns[1]: column "extra" cannot be read: a map`},
+		{"a map in columns", "columns: [row_id, extra]\n", `columns[1]: column "extra" is a struct, a map or a list of structs: name its members, extra.key, extra.value`},
+		{"a map's string keys", "columns: [row_id, extra.key]\n", `columns[1]: column "extra.key" cannot be read: a list of strings, which a batch cannot hold; read it as ids with hashed: {extra.key: N}`},
 		{"an integer hashed", "hashed: {row_id: 5}\n", `column "row_id": unsupported: hashed reads strings and lists of strings as ids, and this column is int64`},
 	}
 	for _, tc := range cases {
@@ -179,5 +180,66 @@ func readRows(ctx context.Context, dir, ring string, out map[string][][]int64) e
 				}
 			}
 		}
+	}
+}
+
+// TestMapAndStructLists: a map and a list of structs reach the trainer
+// as lists of their members, lined up row by row and element by element,
+// through a filter on one of them.
+func TestMapAndStructLists(t *testing.T) {
+	dir := t.TempDir()
+	type click struct {
+		Item  int64 `parquet:"item"`
+		Dwell int64 `parquet:"dwell"`
+	}
+	type row struct {
+		RowID  int64           `parquet:"row_id"`
+		Scores map[int64]int64 `parquet:"scores"`
+		Hist   []click         `parquet:"hist,list"`
+	}
+	rows := make([]row, 2000)
+	for i := range rows {
+		rows[i] = row{RowID: int64(i), Scores: map[int64]int64{}}
+		for k := range i % 5 {
+			rows[i].Scores[int64(i*10+k)] = int64(k * 3)
+			rows[i].Hist = append(rows[i].Hist, click{Item: int64(i*100 + k), Dwell: int64(k)})
+		}
+	}
+	path := filepath.Join(dir, "nested.parquet")
+	if err := parquet.WriteFile(path, rows, parquet.MaxRowsPerRowGroup(700)); err != nil {
+		t.Fatal(err)
+	}
+	got := runRows(t, fmt.Sprintf(`
+inputs: [%s]
+batch: {size: 64, last: keep}
+ring: {dir: %s, name: nested}
+pipeline:
+  - filter: "len(hist.item) >= 3"
+`, path, dir), dir)
+	n := 0
+	for k, r := range got["row_id"] {
+		i := int(r[0])
+		want := rows[i]
+		if len(want.Hist) < 3 {
+			t.Fatalf("row %d kept with %d clicks", i, len(want.Hist))
+		}
+		n++
+		keys, vals := got["scores.key"][k], got["scores.value"][k]
+		if len(keys) != len(want.Scores) || len(vals) != len(keys) {
+			t.Fatalf("row %d: %d keys, %d values, want %d", i, len(keys), len(vals), len(want.Scores))
+		}
+		for j, key := range keys {
+			if want.Scores[key] != vals[j] {
+				t.Fatalf("row %d: scores %d → %d, want %d", i, key, vals[j], want.Scores[key])
+			}
+		}
+		for j, c := range want.Hist {
+			if got["hist.item"][k][j] != c.Item || got["hist.dwell"][k][j] != c.Dwell {
+				t.Fatalf("row %d: click %d is (%d, %d), want %+v", i, j, got["hist.item"][k][j], got["hist.dwell"][k][j], c)
+			}
+		}
+	}
+	if n != 800 {
+		t.Fatalf("%d rows kept, want 800", n)
 	}
 }

@@ -142,10 +142,23 @@ func (c *compiler) start() {
 // unreadable says why name, a column of the input, cannot be read, if
 // it is one the decoder left out.
 func (c *compiler) unreadable(name string) (string, bool) {
+	var members []string
 	for _, u := range c.env.Unreadable {
 		if u.Name == name {
 			return fmt.Sprintf("column %q cannot be read: %s", name, u.Why), true
 		}
+		if strings.HasPrefix(u.Name, name+".") {
+			members = append(members, u.Name)
+		}
+	}
+	for _, f := range c.input {
+		if strings.HasPrefix(f.Name, name+".") {
+			members = append(members, f.Name)
+		}
+	}
+	if len(members) > 0 {
+		slices.Sort(members)
+		return fmt.Sprintf("column %q is a struct, a map or a list of structs: name its members, %s", name, strings.Join(members, ", ")), true
 	}
 	return "", false
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // TestSpillHashedByteIdentical: strings and lists of strings read as ids
-// (spec hashed) give the same batches through a peer as locally: the
-// peer hashes them from the job it is sent, with the same moduli.
+// (spec hashed), and a map read as its keys and values, give the same
+// batches through a peer as locally: the peer hashes them from the job
+// it is sent, with the same moduli.
 func TestSpillHashedByteIdentical(t *testing.T) {
 	f := newFixture(t)
 	type row struct {
@@ -22,7 +23,7 @@ func TestSpillHashedByteIdentical(t *testing.T) {
 	}
 	rows := make([]row, 4000)
 	for i := range rows {
-		rows[i] = row{RowID: int64(i), Extra: map[string]float32{"k": float32(i)}}
+		rows[i] = row{RowID: int64(i), Extra: map[string]float32{"k": float32(i), fmt.Sprint("k", i%9): 0.5}}
 		for k := range i % 5 {
 			rows[i].Cats = append(rows[i].Cats, fmt.Sprintf("cat-%d", (i*3+k)%211))
 		}
@@ -38,7 +39,7 @@ func TestSpillHashedByteIdentical(t *testing.T) {
 	text := fmt.Sprintf(`version: 1
 name: hashed
 inputs: [%s]
-hashed: {cats: 100003, query: 977}
+hashed: {cats: 100003, query: 977, extra.key: 64}
 batch: {size: 100, last: drop}
 epochs: 1
 seed: 5
@@ -48,7 +49,7 @@ decode: {max_unit_rows: 700, workers: 1}
 pipeline:
   - filter: "len(cats) >= 1 and row_id >= 1600"
   - map: {q2: "fill_null(query, -1) * 2"}
-  - select: [row_id, cats, query, q2]
+  - select: [row_id, cats, query, q2, extra.key, extra.value]
 `, path, f.shm)
 	job, err := spec.Parse("", []byte(text))
 	if err != nil {
