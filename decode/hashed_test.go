@@ -113,7 +113,7 @@ func TestHashedStrings(t *testing.T) {
 			t.Run(fmt.Sprintf("v%d/%s", version, codec), func(t *testing.T) {
 				t.Parallel()
 				p := filepath.Join(t.TempDir(), "h.parquet")
-				writeHashRows(t, p, 5000, version, codec)
+				writeHashRows(t, p, 2000, version, codec)
 				plan := planPaths(t, PlanOptions{Hashed: hashMods}, p)
 				if len(plan.Fields) != 6 || len(plan.Unreadable) != 0 {
 					t.Fatalf("fields %+v, unreadable %+v", plan.Fields, plan.Unreadable)
@@ -132,7 +132,7 @@ func TestHashedStrings(t *testing.T) {
 						checkHashedColumn(t, &b.Columns[ci], first, nil)
 					}
 				})
-				if rows != 5000 {
+				if rows != 2000 {
 					t.Fatalf("%d rows", rows)
 				}
 				checkHashedSelection(t, plan)
