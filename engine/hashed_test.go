@@ -242,4 +242,28 @@ pipeline:
 	if n != 800 {
 		t.Fatalf("%d rows kept, want 800", n)
 	}
+	// The map's keys as a jagged group's first key, its values beside it
+	// as a ragged field: lined up row by row, as a weighted KJT needs.
+	got = runRows(t, fmt.Sprintf(`
+inputs: [%s]
+batch: {size: 64, last: keep}
+ring: {dir: %s, name: weighted}
+pipeline:
+  - jagged: {output: sparse, keys: [{column: scores.key, key: scores}, hist.item]}
+  - select: [row_id, sparse, scores.value]
+`, path, dir), dir)
+	if len(got["row_id"]) != len(rows) {
+		t.Fatalf("%d rows, want %d", len(got["row_id"]), len(rows))
+	}
+	for k, r := range got["row_id"] {
+		ids, vals := got["sparse"][k], got["scores.value"][k] // the group's key 0, row k
+		if len(ids) != len(vals) || len(ids) != len(rows[r[0]].Scores) {
+			t.Fatalf("row %d: %d ids, %d weights, want %d", r[0], len(ids), len(vals), len(rows[r[0]].Scores))
+		}
+		for j, id := range ids {
+			if rows[r[0]].Scores[id] != vals[j] {
+				t.Fatalf("row %d: id %d weighs %d, want %d", r[0], id, vals[j], rows[r[0]].Scores[id])
+			}
+		}
+	}
 }

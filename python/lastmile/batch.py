@@ -12,6 +12,7 @@ import numpy as np
 from .format import (  # noqa: F401
     _TENSOR, BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPE_BFLOAT16, PAYLOAD_ALIGN, TENSOR_ENTRY_SIZE, Field, Ragged,
     KeyedJagged,
+    WeightedKeyedJagged,
 )
 
 
@@ -206,21 +207,35 @@ class Batch(Mapping):
         return Batch(self._ring, self._fields, data, valid, self.rows, self.seq, self.cursor,
                      self.flags, is_torch=True, numpy_batch=self, pad_rows=self._pad)
 
-    def kjt(self, name):
+    def kjt(self, name, weights=None):
         """Jagged field ``name`` as a ``torchrec.sparse.jagged_tensor.KeyedJaggedTensor``
         when torchrec is importable, else as a :class:`KeyedJagged` of torch
         tensors (``keys, values, lengths, offsets``), zero-copy either way (needs
-        torch; valid until the batch is released, like every view)."""
+        torch; valid until the batch is released, like every view).
+
+        ``weights`` makes a weighted KJT: a mapping from a key to the ragged
+        field that holds its ids' weights, lined up id by id, as a map's
+        values are with its keys (``{"scores": "scores.value"}`` for a key
+        ``{column: scores.key, key: scores}``). The weights of every key, 1.0
+        for keys not named, are gathered key-major into one float32 tensor
+        (one copy); a named field whose rows are not as long as the key's
+        (a ``max_length`` cut, or another column) is a ``ValueError``. Without
+        torchrec the result is a :class:`WeightedKeyedJagged`."""
         f = self.field(name)
         if f.kind != "jagged":
             raise TypeError("field %r is %s, not jagged: kjt() reads the group of a jagged op" % (name, f.kind))
-        v = self.torch()[name]
+        t = self.torch()
+        v = t[name]
+        w = _kjt_weights(t, name, v, weights) if weights else None
         try:
             from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
         except ImportError:
-            return v
-        return KeyedJaggedTensor(keys=list(v.keys), values=v.values, lengths=v.lengths, offsets=v.offsets,
-                                 stride=v.stride)
+            return v if w is None else WeightedKeyedJagged(*v, w)
+        if w is None:
+            return KeyedJaggedTensor(keys=list(v.keys), values=v.values, lengths=v.lengths, offsets=v.offsets,
+                                     stride=v.stride)
+        return KeyedJaggedTensor(keys=list(v.keys), values=v.values, weights=w, lengths=v.lengths,
+                                 offsets=v.offsets, stride=v.stride)
 
     def __repr__(self):
         state = ", released" if self.released else ""
@@ -230,6 +245,33 @@ class Batch(Mapping):
         return "<lastmile.Batch seq=%d rows=%d%s cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
             self.seq, self.rows, pad, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
             ", last" if self.last_in_epoch else "", list(self._data), state)
+
+
+def _kjt_weights(t, name, v, weights):
+    """The float32 weights of jagged field v (named name) of torch batch t,
+    key-major: key k's from the ragged field weights[k], 1.0 for the others."""
+    import torch  # lazily: torch is optional
+
+    unknown = sorted(set(weights) - set(v.keys))
+    if unknown:
+        raise KeyError("kjt(%r): weights for %s, which the group does not have (its keys: %s)"
+                       % (name, ", ".join(map(repr, unknown)), ", ".join(v.keys)))
+    b = v.stride
+    parts = []
+    for k, key in enumerate(v.keys):
+        lens = v.lengths[k * b:(k + 1) * b]
+        field = weights.get(key)
+        if field is None:
+            parts.append(torch.ones(int(lens.sum()), dtype=torch.float32))
+            continue
+        r = t[field]
+        if not isinstance(r, Ragged):
+            raise TypeError("kjt(%r): weights of key %r come from %r, which is not a ragged field" % (name, key, field))
+        if len(r.offsets) != b + 1 or not torch.equal(r.offsets[1:] - r.offsets[:-1], lens):
+            raise ValueError("kjt(%r): the rows of %r are not as long as key %r's: the weights must line up with the "
+                             "ids (the same map or list of structs, and no max_length cut)" % (name, field, key))
+        parts.append(r.values[int(r.offsets[0]):int(r.offsets[-1])].to(torch.float32))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float32)
 
 
 def _torch_conv(arr, code):

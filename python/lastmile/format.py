@@ -203,6 +203,20 @@ class KeyedJagged(collections.namedtuple("KeyedJagged", ["keys", "values", "leng
         return Ragged(self.values[lo:hi], offs - lo)
 
 
+class WeightedKeyedJagged(collections.namedtuple("WeightedKeyedJagged", ["keys", "values", "lengths", "offsets",
+                                                                          "weights"])):
+    """A jagged field with a float32 weight for every id (``Batch.kjt(name,
+    weights=...)`` without torchrec): torchrec's weighted KeyedJaggedTensor
+    layout, ``weights`` key-major like ``values``."""
+
+    __slots__ = ()
+
+    @property
+    def stride(self) -> int:
+        """The batch's rows (torchrec's stride)."""
+        return len(self.lengths) // len(self.keys) if self.keys else 0
+
+
 class Cursor(collections.namedtuple("Cursor", ["epoch", "batch_index", "rank", "last_in_epoch"])):
     """Where a batch stands in the job's plan: what a trainer checkpoints (5.1)."""
 

@@ -57,6 +57,7 @@ __all__ = [
     "RingError",
     "RingFormatError",
     "RingVersionError",
+    "WeightedKeyedJagged",
     "inspect",
 ]
 from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public module)
@@ -67,7 +68,7 @@ from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public m
     STATE_END, STATE_ERROR, _STATE_NAMES, _SCHEMA_HEAD, _FIELD, KIND_DENSE, KIND_RAGGED,
     FIELD_NULLABLE, FIELD_UTF8, _SLOT_HEADER, SLOT_HEADER_SIZE, _TENSOR, TENSOR_ENTRY_SIZE,
     ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS, KIND_JAGGED, KeyedJagged,
-    BATCH_LAST_IN_EPOCH, BATCH_PADDED,
+    WeightedKeyedJagged, BATCH_LAST_IN_EPOCH, BATCH_PADDED,
     PAYLOAD_ALIGN, DTYPES, DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16, _NAME_RE, _FLOCK,
     _HAVE_OFD, RingError, RingFormatError, RingVersionError, RingBusyError, ProducerDiedError,
     ProducerHungError, ProducerError, Ragged, Cursor, Field, fnv1a64, ring_dir, ring_path,

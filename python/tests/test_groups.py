@@ -247,5 +247,72 @@ class _FakeBatch:
                                                torch.from_numpy(kj.lengths), torch.from_numpy(kj.offsets))}
 
 
+class _WeightedBatch:
+    """A batch of two rows with a jagged field "sparse" (keys "scores" and
+    "cat") and ragged fields "scores.value" (lined up with key "scores") and
+    "short" (not)."""
+
+    def field(self, name):
+        return fmt.Field(0, name, "jagged", 6, (), False, False, ("scores", "cat"))
+
+    def torch(self):
+        t = torch.tensor
+        return {
+            # scores: row 0 ids [10, 11], row 1 [12]; cat: one id a row.
+            "sparse": lastmile.KeyedJagged(("scores", "cat"), t([10, 11, 12, 7, 8]), t([2, 1, 1, 1]), t([0, 2, 3, 4, 5])),
+            "scores.value": lastmile.Ragged(t([0.5, 0.25, 2.0], dtype=torch.float64), t([0, 2, 3])),
+            "short": lastmile.Ragged(t([1.0, 1.0]), t([0, 1, 2])),
+            "dense": t([1, 2]),
+        }
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class WeightedKJTTests(unittest.TestCase):
+    """kjt(name, weights=...): a map's values as the weights of its keys' ids."""
+
+    def test_weights(self):
+        k = lastmile.Batch.kjt(_WeightedBatch(), "sparse", weights={"scores": "scores.value"})
+        self.assertIsInstance(k, lastmile.WeightedKeyedJagged)
+        self.assertEqual(k.values.tolist(), [10, 11, 12, 7, 8])
+        self.assertEqual(k.weights.dtype, torch.float32)
+        self.assertEqual(k.weights.tolist(), [0.5, 0.25, 2.0, 1.0, 1.0])  # cat weighs 1.0
+        self.assertEqual(k.stride, 2)
+
+    def test_torchrec(self):
+        made = []
+
+        class KeyedJaggedTensor:
+            def __init__(self, **kw):
+                made.append(kw)
+
+        mod = types.ModuleType("torchrec.sparse.jagged_tensor")
+        mod.KeyedJaggedTensor = KeyedJaggedTensor
+        mods = {"torchrec": types.ModuleType("torchrec"), "torchrec.sparse": types.ModuleType("torchrec.sparse"),
+                "torchrec.sparse.jagged_tensor": mod}
+        saved = {m: sys.modules.get(m) for m in mods}
+        sys.modules.update(mods)
+        try:
+            lastmile.Batch.kjt(_WeightedBatch(), "sparse", weights={"scores": "scores.value"})
+        finally:
+            for m, v in saved.items():
+                if v is None:
+                    sys.modules.pop(m, None)
+                else:
+                    sys.modules[m] = v
+        self.assertEqual(made[0]["weights"].tolist(), [0.5, 0.25, 2.0, 1.0, 1.0])
+        self.assertEqual(made[0]["keys"], ["scores", "cat"])
+
+    def test_errors(self):
+        b = _WeightedBatch()
+        for weights, err, want in [
+            ({"nope": "scores.value"}, KeyError, "weights for 'nope', which the group does not have"),
+            ({"scores": "short"}, ValueError, "the rows of 'short' are not as long as key 'scores'"),
+            ({"scores": "dense"}, TypeError, "not a ragged field"),
+        ]:
+            with self.subTest(want):
+                with self.assertRaisesRegex(err, want):
+                    lastmile.Batch.kjt(b, "sparse", weights=weights)
+
+
 if __name__ == "__main__":
     unittest.main()
