@@ -56,21 +56,38 @@ func (pv *pageValues) hashPage(dst []byte, n int) error {
 	return fmt.Errorf("%w: encoding %s for byte arrays", ErrUnsupported, encodingName(pv.h.encoding))
 }
 
-// hashPlain writes the ids of the n PLAIN byte arrays (a 4-byte length,
-// then the bytes) at the front of src into dst.
+// hashPlain writes the ids of the n PLAIN byte arrays at the front of
+// src into dst.
 func hashPlain(dst, src []byte, n int, m uint64) error {
-	p := 0
+	r := plainBytes{src: src}
 	for i := range n {
-		if len(src)-p < 4 {
-			return corruptf("byte array value %d runs past the page", i)
+		b, err := r.next(i)
+		if err != nil {
+			return err
 		}
-		l := int(binary.LittleEndian.Uint32(src[p:]))
-		p += 4
-		if l < 0 || l > len(src)-p {
-			return corruptf("byte array value %d of %d bytes runs past the page", i, l)
-		}
-		binary.LittleEndian.PutUint64(dst[i*8:], xxhash.Sum64(src[p:p+l])%m)
-		p += l
+		binary.LittleEndian.PutUint64(dst[i*8:], xxhash.Sum64(b)%m)
 	}
 	return nil
+}
+
+// plainBytes walks PLAIN byte arrays: each a 4-byte little-endian
+// length, then its bytes.
+type plainBytes struct {
+	src []byte
+	p   int
+}
+
+// next returns value i, the next one.
+func (r *plainBytes) next(i int) ([]byte, error) {
+	if len(r.src)-r.p < 4 {
+		return nil, corruptf("byte array value %d runs past the page", i)
+	}
+	l := int(binary.LittleEndian.Uint32(r.src[r.p:]))
+	r.p += 4
+	if l < 0 || l > len(r.src)-r.p {
+		return nil, corruptf("byte array value %d of %d bytes runs past the page", i, l)
+	}
+	b := r.src[r.p : r.p+l]
+	r.p += l
+	return b, nil
 }

@@ -284,18 +284,13 @@ func (pv *pageValues) appendBytes(col *column.Column, def []uint8, maxDef uint8,
 			return err
 		}
 		data = reserve(data, len(src)-4*nonNull)
-		p := 0
+		r := plainBytes{src: src}
 		for i := range nonNull {
-			if len(src)-p < 4 {
-				return corruptf("byte array value %d runs past the page", i)
+			b, err := r.next(i)
+			if err != nil {
+				return err
 			}
-			l := int(binary.LittleEndian.Uint32(src[p:]))
-			p += 4
-			if l < 0 || l > len(src)-p {
-				return corruptf("byte array value %d of %d bytes runs past the page", i, l)
-			}
-			data = append(data, src[p:p+l]...)
-			p += l
+			data = append(data, b...)
 			ends[i] = int64(len(data))
 		}
 	case encRLEDict, encPlainDict:
@@ -464,7 +459,7 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	if f.Hash > 0 {
 		d.dictConv = growBytes(d.dictConv, n*8)
 		if err := hashPlain(d.dictConv, src, n, f.Hash); err != nil {
-			return err
+			return fmt.Errorf("dictionary page: %w", err)
 		}
 		t.data, t.n, t.ok = d.dictConv, n, true
 		return nil
@@ -494,18 +489,13 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	}
 	t.offs = append(t.offs[:0], 0)
 	t.data = t.own[:0]
-	p := 0
+	r := plainBytes{src: src}
 	for i := range n {
-		if len(src)-p < 4 {
-			return corruptf("dictionary value %d runs past the page", i)
+		b, err := r.next(i)
+		if err != nil {
+			return fmt.Errorf("dictionary page: %w", err)
 		}
-		l := int(binary.LittleEndian.Uint32(src[p:]))
-		p += 4
-		if l < 0 || l > len(src)-p {
-			return corruptf("dictionary value %d of %d bytes runs past the page", i, l)
-		}
-		t.data = append(t.data, src[p:p+l]...)
-		p += l
+		t.data = append(t.data, b...)
 		t.offs = append(t.offs, int64(len(t.data)))
 	}
 	t.own = t.data

@@ -6,6 +6,7 @@ Needs bin/lastmile (``make build``). Run:
 cd python && /usr/bin/python3 -m unittest tests.test_groups -v
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -174,33 +175,42 @@ class TorchrecTests(unittest.TestCase):
 
     def test_kjt_torchrec(self):
         made = []
-
-        class KeyedJaggedTensor:
-            def __init__(self, **kw):
-                made.append(kw)
-
-        mods = {"torchrec": types.ModuleType("torchrec"), "torchrec.sparse": types.ModuleType("torchrec.sparse"),
-                "torchrec.sparse.jagged_tensor": types.ModuleType("torchrec.sparse.jagged_tensor")}
-        mods["torchrec.sparse.jagged_tensor"].KeyedJaggedTensor = KeyedJaggedTensor
-        saved = {m: sys.modules.get(m) for m in mods}
-        sys.modules.update(mods)
-        try:
+        with _stand_in_torchrec(made) as KeyedJaggedTensor:
             b = GoRingGroupsTests.batches[0] if hasattr(GoRingGroupsTests, "batches") else None
             if b is None:
                 self.skipTest("the Go ring test did not run")
             fake = _FakeBatch(b["sparse"])
             out = lastmile.Batch.kjt(fake, "sparse")
-        finally:
-            for m, v in saved.items():
-                if v is None:
-                    sys.modules.pop(m, None)
-                else:
-                    sys.modules[m] = v
         self.assertIsInstance(out, KeyedJaggedTensor)
         kw = made[0]
         self.assertEqual(kw["keys"], ["cat_0", "opt", "recent", "seq_opt"])
         self.assertEqual(kw["stride"], len(b["rows"]))
         self.assertEqual(kw["lengths"].tolist(), b["sparse"].lengths.tolist())
+
+
+@contextlib.contextmanager
+def _stand_in_torchrec(made):
+    """Makes torchrec importable for the block: a stand-in module whose
+    KeyedJaggedTensor records its keyword arguments in made (and is
+    yielded)."""
+
+    class KeyedJaggedTensor:
+        def __init__(self, **kw):
+            made.append(kw)
+
+    mods = {"torchrec": types.ModuleType("torchrec"), "torchrec.sparse": types.ModuleType("torchrec.sparse"),
+            "torchrec.sparse.jagged_tensor": types.ModuleType("torchrec.sparse.jagged_tensor")}
+    mods["torchrec.sparse.jagged_tensor"].KeyedJaggedTensor = KeyedJaggedTensor
+    saved = {m: sys.modules.get(m) for m in mods}
+    sys.modules.update(mods)
+    try:
+        yield KeyedJaggedTensor
+    finally:
+        for m, v in saved.items():
+            if v is None:
+                sys.modules.pop(m, None)
+            else:
+                sys.modules[m] = v
 
 
 def schema_block(keys, count=None, off=None):
@@ -280,25 +290,8 @@ class WeightedKJTTests(unittest.TestCase):
 
     def test_torchrec(self):
         made = []
-
-        class KeyedJaggedTensor:
-            def __init__(self, **kw):
-                made.append(kw)
-
-        mod = types.ModuleType("torchrec.sparse.jagged_tensor")
-        mod.KeyedJaggedTensor = KeyedJaggedTensor
-        mods = {"torchrec": types.ModuleType("torchrec"), "torchrec.sparse": types.ModuleType("torchrec.sparse"),
-                "torchrec.sparse.jagged_tensor": mod}
-        saved = {m: sys.modules.get(m) for m in mods}
-        sys.modules.update(mods)
-        try:
+        with _stand_in_torchrec(made):
             lastmile.Batch.kjt(_WeightedBatch(), "sparse", weights={"scores": "scores.value"})
-        finally:
-            for m, v in saved.items():
-                if v is None:
-                    sys.modules.pop(m, None)
-                else:
-                    sys.modules[m] = v
         self.assertEqual(made[0]["weights"].tolist(), [0.5, 0.25, 2.0, 1.0, 1.0])
         self.assertEqual(made[0]["keys"], ["scores", "cat"])
 
