@@ -99,6 +99,25 @@ func (d *Decoder) PageBounds(fi int) ([]PageBounds, error) {
 	return out, nil
 }
 
+// PrefetchPageIndex names the fields (indexes into Fields) whose
+// OffsetIndex and ColumnIndex Open prefetches from a remote file with
+// the unit's chunks, for PageBounds to read from memory: an index lies
+// near the footer, past the cached tail of a large file, and would
+// otherwise cost a request for each field of each unit. nil names none.
+// It holds for later units until changed.
+func (d *Decoder) PrefetchPageIndex(fields []int) {
+	d.indexed = d.indexed[:0]
+	if len(fields) == 0 {
+		return
+	}
+	d.indexed = growBools(d.indexed, len(d.fields))
+	for _, fi := range fields {
+		if fi >= 0 && fi < len(d.fields) {
+			d.indexed[fi] = true
+		}
+	}
+}
+
 // readIndex reads the n bytes at off and parses them into v; ok is false
 // (and err nil) when they do not parse.
 func (d *Decoder) readIndex(off int64, n int32, v any) (ok bool, err error) {

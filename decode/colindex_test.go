@@ -90,3 +90,46 @@ func checkPageRow(t *testing.T, col string, pg *PageBounds, r pageRow) {
 		t.Fatalf("%s: row %+v outside its page's bounds %+v", col, r, *pg)
 	}
 }
+
+// TestPageIndexPrefetched: the fields named to PrefetchPageIndex have
+// their OffsetIndex and ColumnIndex asked for at Open, and PageBounds
+// reads nothing that was not.
+func TestPageIndexPrefetched(t *testing.T) {
+	pfs := &askFS{}
+	forIndexedFiles(t, pfs, func(t *testing.T, plan *Plan) {
+		d := plan.NewDecoder()
+		defer d.Close()
+		d.PrefetchPageIndex([]int{0, 1})
+		for _, u := range plan.Units {
+			pfs.takeAsked()
+			pfs.take()
+			if err := d.Open(context.Background(), u); err != nil {
+				t.Fatal(err)
+			}
+			asked := union(pfs.takeAsked())
+			withBounds := 0
+			for fi := range 2 {
+				c := &u.Chunks[fi]
+				if c.ColIndexLen == 0 {
+					continue
+				}
+				want := []span{{c.Index, c.Index + int64(c.IndexLen)}, {c.ColIndex, c.ColIndex + int64(c.ColIndexLen)}}
+				if got := dictsIn(want, asked); len(got) != 2 {
+					t.Fatalf("field %d: Open asked for %v, not its indexes %v", fi, asked, want)
+				}
+				pages, err := d.PageBounds(fi)
+				if err != nil {
+					t.Fatal(err)
+				}
+				withBounds += len(pages)
+			}
+			if withBounds == 0 {
+				t.Fatal("no page bounds: the files have no ColumnIndex")
+			}
+			reads := pfs.take()
+			if in := dictsIn(reads, asked); len(in) != len(reads) {
+				t.Fatalf("PageBounds read %v, of which only %v was prefetched", reads, in)
+			}
+		}
+	})
+}

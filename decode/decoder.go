@@ -30,6 +30,9 @@ type Decoder struct {
 	// deferred marks the fields whose bytes Open does not prefetch
 	// (DeferPrefetch); nil: none.
 	deferred []bool
+	// indexed marks the fields whose page indexes Open prefetches
+	// (PrefetchPageIndex); nil: none.
+	indexed []bool
 
 	pr       pageReader // reads the column chunk's pages
 	page     []byte     // decompressed v1 pages and values that need a pass
@@ -132,7 +135,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	clear(d.locsSet)
 	d.whole = wholeGroup(&u, d.fields)
 	if p, ok := f.(Prefetcher); ok {
-		d.ranges = unitRanges(&u, d.deferred, d.ranges)
+		d.ranges = unitRanges(&u, d.deferred, d.indexed, d.ranges)
 		p.Prefetch(d.ranges)
 	}
 	return nil

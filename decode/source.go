@@ -122,7 +122,7 @@ func PrefetchUnit(fsys FS, u *Unit, deferred []bool) {
 	if !ok {
 		return
 	}
-	p.PrefetchUnit(u.File, unitRanges(u, deferred, nil))
+	p.PrefetchUnit(u.File, unitRanges(u, deferred, nil, nil))
 }
 
 // ContextReaderAt is implemented by Files whose reads wait on a network:
@@ -320,12 +320,15 @@ func capFiles(names []string, in string) ([]string, error) {
 // order: for the fields marked in deferred (nil: none) only what their
 // decode reads whatever the rows, the dictionary page and the
 // OffsetIndex (deferprefetch.go).
-func unitRanges(u *Unit, deferred []bool, dst []Range) []Range {
+func unitRanges(u *Unit, deferred, indexed []bool, dst []Range) []Range {
 	dst = dst[:0]
 	for i := range u.Chunks {
 		c := &u.Chunks[i]
 		if c.DictLen > 0 {
 			dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})
+		}
+		if i < len(indexed) && indexed[i] && c.ColIndexLen > 0 && c.IndexLen > 0 {
+			dst = append(dst, Range{Off: c.Index, Len: int64(c.IndexLen)}, Range{Off: c.ColIndex, Len: int64(c.ColIndexLen)})
 		}
 		switch {
 		case i >= len(deferred) || !deferred[i]:

@@ -110,6 +110,15 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		}
 	}
 	p.workers = newWorkers(plan, prog, workers)
+	var indexed []int // the early columns a filter reads: their page indexes are read (pagefilter.go)
+	for _, fi := range p.early {
+		if fi < len(plan.Fields) && p.filterCols[plan.Fields[fi].Name] {
+			indexed = append(indexed, fi)
+		}
+	}
+	for _, w := range p.workers {
+		w.dec.PrefetchPageIndex(indexed)
+	}
 	p.decoded = p.decodedLate()
 	p.fetch = newLateFetch(len(plan.Fields), p.decoded)
 	return p, nil
