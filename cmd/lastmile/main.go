@@ -30,6 +30,7 @@ func commands() []command {
 		{"cat", "cat [flags] RING", "read a ring and summarize its batches", runCat},
 		{"demo", "demo [flags]", "run the embedded demo job end to end with a separate consumer process", runDemo},
 		{"bench", "bench [flags]", "measure memcpy, ring handoff, decode and decompression on this machine", runBench},
+		{"schema", "schema [flags] SPEC|PATH...", "list the columns of a job's inputs or of Parquet files as lastmile reads them", runSchema},
 		{"plan", "plan [flags] SPEC", "measure a pipeline here and say the cores, peers and memory a training job needs per GPU", runPlan},
 		{"submit", "submit [flags] SPEC", "submit a job to lastmiled, or join the identical running one", runSubmit},
 		{"jobs", "jobs [flags]", "list lastmiled's jobs", runJobs},

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// runSchema prints the columns of a job's inputs, or of Parquet files, as
+// lastmile reads them: the names a spec's columns and expressions use
+// (struct fields, map keys and values, lists of structs' fields), their
+// types, and the columns every-column leaves out with why.
+func runSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("schema", stderr)
+	asJSON := fs.Bool("json", false, "print the plan's fields, partitions and unreadable columns as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: give a job spec, or Parquet files, globs or directories", errUsage)
+	}
+	fsys, err := inputFS()
+	if err != nil {
+		return err
+	}
+	inputs, opts := fs.Args(), decode.PlanOptions{FS: fsys}
+	if fs.NArg() == 1 && isSpecPath(fs.Arg(0)) {
+		if inputs, opts, err = specInputs(ctx, fs.Arg(0), fsys); err != nil {
+			return err
+		}
+	}
+	plan, err := decode.PlanFiles(ctx, inputs, opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Files      int                 `json:"files"`
+			Rows       int64               `json:"rows"`
+			Fields     []decode.Field      `json:"fields"`
+			Partitions []decode.Field      `json:"partitions,omitempty"`
+			Unreadable []decode.Unreadable `json:"unreadable,omitempty"`
+		}{len(plan.Files), plan.Rows, plan.Fields, plan.Partitions, plan.Unreadable})
+	}
+	return printSchema(stdout, plan)
+}
+
+func isSpecPath(p string) bool {
+	if st, err := os.Stat(p); err != nil || st.IsDir() {
+		return false
+	}
+	for _, ext := range []string{".yaml", ".yml", ".json"} {
+		if strings.HasSuffix(p, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+// specInputs is the job at path's input files and how they are planned,
+// every column (the spec's columns and pipeline are not needed for
+// that, and may be what is being written).
+func specInputs(ctx context.Context, path string, fsys decode.FS) ([]string, decode.PlanOptions, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, decode.PlanOptions{}, fmt.Errorf("read job spec: %w", err)
+	}
+	job, perr := spec.ParsePartial(spec.Source{File: path}, data)
+	if job == nil || job.Invalid("inputs") {
+		return nil, decode.PlanOptions{}, perr
+	}
+	inputs, err := engine.InputFiles(ctx, job, fsys)
+	if err != nil {
+		return nil, decode.PlanOptions{}, err
+	}
+	opts := engine.PlanOptions(job, fsys)
+	opts.Columns = nil
+	return inputs, opts, nil
+}
+
+func printSchema(w io.Writer, plan *decode.Plan) error {
+	files := fmt.Sprintf("%d files", len(plan.Files))
+	if len(plan.Files) == 1 {
+		files = "1 file"
+	}
+	fmt.Fprintf(w, "%s, %d rows, %d units; columns as lastmile reads them (from %s):\n",
+		files, plan.Rows, len(plan.Units), plan.Files[0].Path)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  column\ttype\tnull\tfrom")
+	for _, f := range plan.Fields {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, typeName(f), yesNo(f.Nullable), fieldFrom(f))
+	}
+	for _, f := range plan.Partitions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, typeName(f), "", "partition directories")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(plan.Unreadable) > 0 {
+		fmt.Fprintln(w, "not read (left out of every column; naming one is an error):")
+		for _, u := range plan.Unreadable {
+			fmt.Fprintf(w, "  %s: %s\n", u.Name, u.Why)
+		}
+	}
+	return nil
+}
+
+// typeName is a field's type as expressions and the ring see it.
+func typeName(f decode.Field) string {
+	dt := f.DType.String()
+	switch f.Kind {
+	case column.List:
+		return "list<" + dt + ">"
+	case column.Bytes:
+		return "string"
+	}
+	return dt
+}
+
+// fieldFrom says what a field is read from where that is not plain.
+func fieldFrom(f decode.Field) string {
+	var s []string
+	if f.Hash > 0 {
+		s = append(s, fmt.Sprintf("strings hashed mod %d", f.Hash))
+	}
+	if f.Decimal {
+		s = append(s, fmt.Sprintf("DECIMAL, scale %d", f.Scale))
+	}
+	if f.Unsigned {
+		s = append(s, "unsigned")
+	}
+	if strings.Contains(f.Name, ".") { // a struct's field, a map's keys or values, a list of structs' field
+		s = append(s, "parquet "+strings.Join(f.Path, "."))
+	}
+	return strings.Join(s, "; ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return ""
+}

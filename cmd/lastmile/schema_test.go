@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestSchema: `lastmile schema` lists a table's columns by the names a
+// spec uses (a struct's fields, a map's keys and values), with their
+// types, and the columns it cannot read with what to do; given a spec,
+// its hashed columns read as ids.
+func TestSchema(t *testing.T) {
+	dir := t.TempDir()
+	type row struct {
+		RowID int64 `parquet:"row_id"`
+		User  struct {
+			Age *int32 `parquet:"age,optional"`
+		} `parquet:"user"`
+		Tags   []string          `parquet:"tags,list"`
+		Scores map[int64]float32 `parquet:"scores"`
+	}
+	path := filepath.Join(dir, "t.parquet")
+	if err := parquet.WriteFile(path, []row{{RowID: 1, Tags: []string{"a"}, Scores: map[int64]float32{3: 0.5}}}); err != nil {
+		t.Fatal(err)
+	}
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte("version: 1\ninputs: [t.parquet]\nbatch: {size: 8}\nhashed: {tags: 1000}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{path}, []string{
+			"1 file, 1 rows, 1 units",
+			"row_id        int64",
+			"user.age      int32",
+			"scores.key    list<int64>",
+			"scores.value  list<float32>",
+			"not read (left out of every column; naming one is an error):",
+			"tags: a list of strings, which a batch cannot hold; read it as ids with hashed: {tags: N} in the job spec",
+		}},
+		{[]string{specPath}, []string{"tags          list<int64>", "strings hashed mod 1000"}},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append([]string{"schema"}, tc.args...), &out, &errb); code != 0 {
+			t.Fatalf("schema %v: exit %d: %s", tc.args, code, errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("schema %v: no %q in\n%s", tc.args, w, out.String())
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"schema", "-json", path}, &out, &errb); code != 0 {
+		t.Fatalf("schema -json: exit %d: %s", code, errb.String())
+	}
+	var got struct {
+		Fields     []struct{ Name string }
+		Unreadable []struct{ Name, Why string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Fields) != 4 || len(got.Unreadable) != 1 {
+		t.Fatalf("schema -json: %v: %s", err, out.String())
+	}
+}
