@@ -54,8 +54,8 @@ func unitStats(plan *decode.Plan, u *decode.Unit) func(string) (expr.Range, bool
 			}
 		}
 		for i := range fields {
-			if fields[i].Name != name {
-				continue
+			if fields[i].Name != name || i >= len(u.Bounds) {
+				continue // a unit from another host's plan carries no bounds
 			}
 			return boundsRange(u.Bounds[i], u.Rows)
 		}
