@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,15 +308,29 @@ func (s *Server) compute(ctx context.Context, log *slog.Logger, j *cachedJob, t 
 		return 0, status.FromContextError(err).Err()
 	}
 	start := time.Now()
-	if s.hook != nil {
-		s.hook()
-	}
-	if err := j.up.Compute(ctx, t.Unit, out); err != nil {
+	if err := s.computeUnit(ctx, log, j, t, out); err != nil {
 		return est, s.computeError(log, t, err)
 	}
 	s.stats.ComputeNanos.Add(int64(time.Since(start)))
 	j.learn(t.Unit.Rows, out.Bytes())
 	return est, nil
+}
+
+// computeUnit computes t's unit into out. A panic while computing one
+// unit (a bug, or a file no check foresaw) fails that unit with an
+// error, logged with its stack, instead of ending the daemon that serves
+// every requester and its own trainers.
+func (s *Server) computeUnit(ctx context.Context, log *slog.Logger, j *cachedJob, t *Ticket, out *column.Batch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("computing a unit panicked", "file", t.Unit.File, "row_group", t.Unit.RowGroup, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("BUG: computing the unit panicked: %v", p)
+		}
+	}()
+	if s.hook != nil {
+		s.hook()
+	}
+	return j.up.Compute(ctx, t.Unit, out)
 }
 
 // computeError counts a unit's failure and returns its status.

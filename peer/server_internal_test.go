@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,5 +153,33 @@ func TestMemoryBoundsComputing(t *testing.T) {
 				return s.mem.used == 0 && s.Stats().Units.Load() == 4
 			})
 		})
+	}
+}
+
+// TestComputePanic: a unit whose computation panics fails with an
+// Internal error naming the panic; the peer goes on serving.
+func TestComputePanic(t *testing.T) {
+	f := newFixture(t)
+	var first atomic.Bool
+	s, addr := f.server(func(s *Server) {
+		s.hook = func() {
+			if first.CompareAndSwap(false, true) {
+				panic("a bug")
+			}
+		}
+	})
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	tk := f.ticket("panic")
+	r := p.pick("")
+	var out column.Batch
+	_, err := fetch(context.Background(), r, tk, &out)
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "panicked: a bug") {
+		t.Fatalf("the panicking unit: %v, want Internal naming the panic", err)
+	}
+	if _, err := fetch(context.Background(), r, tk, &out); err != nil {
+		t.Fatalf("the next unit: %v", err)
+	}
+	if s.Stats().Failures.Load() != 1 {
+		t.Errorf("%d failures counted, want 1", s.Stats().Failures.Load())
 	}
 }
