@@ -5,10 +5,12 @@ import (
 	"fmt"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/parquet-go/parquet-go/format"
 )
 
-// Hashed fields: string columns and lists of strings read as int64 ids,
-// the hashing trick of recommender models. A field with Hash = m decodes
+// Hashed fields: string columns and lists of strings (and fixed-size
+// binary ones: UUIDs, digests) read as int64 ids, the hashing trick of
+// recommender models. A field with Hash = m decodes
 // each string s to XXH64(s, seed 0) mod m, the value the expression
 // hash_mod(s, m) gives a string (docs/expressions.md), so that hashing at
 // decode and hashing in a pipeline agree. A string column becomes a fixed
@@ -34,6 +36,9 @@ func (pv *pageValues) hashPage(dst []byte, n int) error {
 	}
 	switch pv.h.encoding {
 	case encPlain:
+		if w := int(pv.f.TypeLen); format.Type(pv.f.Physical) == format.FixedLenByteArray {
+			return hashFixed(dst, src, n, w, m)
+		}
 		return hashPlain(dst, src, n, m)
 	case encDeltaLenBytes, encDeltaBytes:
 		last := 0
@@ -66,6 +71,18 @@ func hashPlain(dst, src []byte, n int, m uint64) error {
 			return err
 		}
 		binary.LittleEndian.PutUint64(dst[i*8:], xxhash.Sum64(b)%m)
+	}
+	return nil
+}
+
+// hashFixed writes the ids of the n PLAIN fixed-size values of w bytes
+// (FIXED_LEN_BYTE_ARRAY) at the front of src into dst.
+func hashFixed(dst, src []byte, n, w int, m uint64) error {
+	if w <= 0 || len(src) < n*w {
+		return corruptf("%d values of %d bytes in %d bytes", n, w, len(src))
+	}
+	for i := range n {
+		binary.LittleEndian.PutUint64(dst[i*8:], xxhash.Sum64(src[i*w:(i+1)*w])%m)
 	}
 	return nil
 }

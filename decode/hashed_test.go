@@ -181,7 +181,7 @@ func TestHashedErrors(t *testing.T) {
 		wantMsg string
 	}{
 		{"a list of strings, not hashed", PlanOptions{Columns: []string{"id", "tags"}}, ErrUnsupported, `column "tags": unsupported: a list of strings, which a batch cannot hold; read it as ids with hashed: {tags: N}`},
-		{"an integer hashed", PlanOptions{Columns: []string{"id"}, Hashed: map[string]uint64{"id": 7}}, ErrUnsupported, `column "id": unsupported: hashed reads strings and lists of strings as ids, and this column is int64`},
+		{"an integer hashed", PlanOptions{Columns: []string{"id"}, Hashed: map[string]uint64{"id": 7}}, ErrUnsupported, `column "id": unsupported: hashed reads strings, fixed-size binary and lists of them as ids, and this column is int64`},
 		{"a modulus of 0", PlanOptions{Columns: []string{"query"}, Hashed: map[string]uint64{"query": 0}}, nil, `column "query": hashed with a modulus of 0`},
 		{"every column, a hashed name missing", PlanOptions{Hashed: map[string]uint64{"tag": 7}}, ErrMissingColumn, `column "tag" (hashed)`},
 	}
@@ -211,5 +211,55 @@ func TestHashedErrors(t *testing.T) {
 	}
 	if !slices.Equal(un, []string{"tags", "tags_dict", "tags_opt"}) {
 		t.Fatalf("unreadable %v", un)
+	}
+}
+
+// TestHashedFixedBinary: FIXED_LEN_BYTE_ARRAY columns (UUIDs, digests),
+// PLAIN and dictionary-encoded, alone and in a list, read as the ids of
+// their bytes, as strings of those bytes would.
+func TestHashedFixedBinary(t *testing.T) {
+	type row struct {
+		U  [16]byte   `parquet:"u"`
+		UD [16]byte   `parquet:"ud,dict"`
+		UL [][16]byte `parquet:"ul,list"`
+	}
+	at := func(i int) (b [16]byte) {
+		for k := range b {
+			b[k] = byte(i*7 + k*13)
+		}
+		return b
+	}
+	rows := make([]row, 3000)
+	for i := range rows {
+		rows[i] = row{U: at(i), UD: at(i % 40)}
+		for k := range i % 3 {
+			rows[i].UL = append(rows[i].UL, at(i+k))
+		}
+	}
+	for _, version := range []int{1, 2} {
+		p := filepath.Join(t.TempDir(), "u.parquet")
+		writePG(t, p, rows, "snappy", version)
+		mods := map[string]uint64{"u": 1000, "ud": 77, "ul": 1 << 40}
+		plan := planPaths(t, PlanOptions{Hashed: mods}, p)
+		id := func(b [16]byte, m uint64) int64 { return int64(expr.HashBytes(b[:]) % m) }
+		eachUnit(t, plan, func(_ Unit, b *column.Batch, first int) {
+			for r := range b.Rows {
+				i := first + r
+				ul := b.Columns[2].Int64s()[b.Columns[2].Offsets[r]:b.Columns[2].Offsets[r+1]]
+				var want []int64
+				for _, x := range rows[i].UL {
+					want = append(want, id(x, mods["ul"]))
+				}
+				if b.Columns[0].Int64s()[r] != id(rows[i].U, 1000) || b.Columns[1].Int64s()[r] != id(rows[i].UD, 77) || !slices.Equal(ul, want) {
+					t.Fatalf("v%d row %d: u %d ud %d ul %v", version, i, b.Columns[0].Int64s()[r], b.Columns[1].Int64s()[r], ul)
+				}
+			}
+		})
+	}
+	// Not hashed, fixed-size binary is still not read.
+	p := filepath.Join(t.TempDir(), "u.parquet")
+	writePG(t, p, rows[:10], "none", 1)
+	if _, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"u"}}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("u not hashed: %v, want ErrUnsupported", err)
 	}
 }

@@ -305,6 +305,9 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	f.Physical = int32(pt)
 	f.TypeLen, _ = leaf.el.TypeLength.Get()
 	dt, err := leafDType(leaf.el)
+	if err != nil && hash > 0 && pt == format.FixedLenByteArray && f.TypeLen > 0 {
+		dt, err = column.Uint8, nil // fixed-size binary (UUIDs, digests), hashed as strings are
+	}
 	if err != nil {
 		return f, err
 	}
@@ -327,7 +330,7 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	case dt == column.Uint8: // BYTE_ARRAY
 		f.Kind = column.Bytes
 	case hash > 0:
-		return f, fmt.Errorf("%w: hashed reads strings and lists of strings as ids, and this column is %v", ErrUnsupported, dt)
+		return f, fmt.Errorf("%w: hashed reads strings, fixed-size binary and lists of them as ids, and this column is %v", ErrUnsupported, dt)
 	}
 	return f, nil
 }

@@ -458,7 +458,11 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	n := int(h.numValues)
 	if f.Hash > 0 {
 		d.dictConv = growBytes(d.dictConv, n*8)
-		if err := hashPlain(d.dictConv, src, n, f.Hash); err != nil {
+		hash := func() error { return hashPlain(d.dictConv, src, n, f.Hash) }
+		if format.Type(f.Physical) == format.FixedLenByteArray {
+			hash = func() error { return hashFixed(d.dictConv, src, n, int(f.TypeLen), f.Hash) }
+		}
+		if err := hash(); err != nil {
 			return fmt.Errorf("dictionary page: %w", err)
 		}
 		t.data, t.n, t.ok = d.dictConv, n, true

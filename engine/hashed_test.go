@@ -103,7 +103,7 @@ func TestHashedColumnErrors(t *testing.T) {
 			`pipeline[0].filter: column "cats" cannot be read: a list of strings, which a batch cannot hold; read it as ids with hashed: {cats: N}`},
 		{"a map in columns", "columns: [row_id, extra]\n", `columns[1]: column "extra" is a struct, a map or a list of structs: name its members, extra.key, extra.value`},
 		{"a map's string keys", "columns: [row_id, extra.key]\n", `columns[1]: column "extra.key" cannot be read: a list of strings, which a batch cannot hold; read it as ids with hashed: {extra.key: N}`},
-		{"an integer hashed", "hashed: {row_id: 5}\n", `column "row_id": unsupported: hashed reads strings and lists of strings as ids, and this column is int64`},
+		{"an integer hashed", "hashed: {row_id: 5}\n", `column "row_id": unsupported: hashed reads strings, fixed-size binary and lists of them as ids, and this column is int64`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

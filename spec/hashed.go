@@ -10,8 +10,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Hashed names string and list<string> columns that the job reads as
-// int64 ids, each with its modulus: `hashed: {tags: 1000003}` reads every
+// Hashed names string and list<string> columns (and fixed-size binary
+// ones: UUIDs) that the job reads as int64 ids, each with its modulus: `hashed: {tags: 1000003}` reads every
 // string s of column tags as hash_mod(s, 1000003), the hashing trick a
 // recommender's embedding tables expect. A list of strings can only be
 // read this way: a batch holds no list of strings. The ids are those
