@@ -342,7 +342,10 @@ func TestPeerTruncatedStream(t *testing.T) {
 // no unit beyond them may be served.
 func TestPeerDrainMidRun(t *testing.T) {
 	want, wantRows := localRun(t, clusterSpec(smallData))
-	cl := newCluster(t, "always", "", "")
+	// No hedging: a unit the frozen peer holds could otherwise be given
+	// up on (run here as well, and won) before the SIGTERM, leaving no
+	// unit outstanding for the drain to meet.
+	cl := newCluster(t, "always", "", ", hedge: -1s")
 	cl.start()
 	j := cl.gpu.submit(clusterSpec(cl.data), nil)
 
