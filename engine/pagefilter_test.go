@@ -129,13 +129,7 @@ pipeline:
 	for _, cur := range [][]engine.Cursor{{{Epoch: 0, Batch: 7}, {Epoch: 0, Batch: 9}}, {{Epoch: 1, Batch: 3}, {Epoch: 0, Batch: 20}}} {
 		got := runStreams(t, src, 1, cur)
 		for r := range full {
-			var want rankStream
-			for k, c := range full[r].cursors {
-				if !(engine.Cursor{Epoch: c.Epoch, Batch: c.BatchIndex}).Less(cur[r]) {
-					want.cursors = append(want.cursors, c)
-					want.rows = append(want.rows, full[r].rows[k])
-				}
-			}
+			want := tailFrom(full[r], cur[r])
 			if len(want.cursors) == 0 || !reflect.DeepEqual(got[r], want) {
 				t.Fatalf("resume %v: rank %d got %d batches, want the uninterrupted tail of %d", cur, r, len(got[r].cursors), len(want.cursors))
 			}

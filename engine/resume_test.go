@@ -132,14 +132,7 @@ func TestResumeEqualsUninterruptedTail(t *testing.T) {
 			for _, cur := range cases {
 				got := runStreams(t, src, 3, cur)
 				for r := range full {
-					// The tail of rank r's full stream from its cursor.
-					var want rankStream
-					for k, c := range full[r].cursors {
-						if !(engine.Cursor{Epoch: c.Epoch, Batch: c.BatchIndex}).Less(cur[r]) {
-							want.cursors = append(want.cursors, c)
-							want.rows = append(want.rows, full[r].rows[k])
-						}
-					}
+					want := tailFrom(full[r], cur[r])
 					if !reflect.DeepEqual(got[r], want) {
 						t.Fatalf("last %s buffer %d resume %v: rank %d got %d batches, want the uninterrupted tail of %d",
 							last, buf, cur, r, len(got[r].cursors), len(want.cursors))
@@ -148,4 +141,17 @@ func TestResumeEqualsUninterruptedTail(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tailFrom is the batches of s from cursor cur on: what resuming there
+// must give.
+func tailFrom(s rankStream, cur engine.Cursor) rankStream {
+	var tail rankStream
+	for k, c := range s.cursors {
+		if !(engine.Cursor{Epoch: c.Epoch, Batch: c.BatchIndex}).Less(cur) {
+			tail.cursors = append(tail.cursors, c)
+			tail.rows = append(tail.rows, s.rows[k])
+		}
+	}
+	return tail
 }
