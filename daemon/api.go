@@ -371,6 +371,9 @@ type progressView struct {
 	// units (by row-group statistics).
 	FilesPruned int64 `json:"files_pruned"`
 	UnitsPruned int64 `json:"units_pruned"`
+	// RowsRuledOut is the rows of units read that the filters ruled out
+	// by the page index, undecoded.
+	RowsRuledOut int64 `json:"rows_ruled_out"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -419,6 +422,7 @@ func (j *Job) view() jobView {
 	v.Progress.UnitsSpilled, v.Progress.UnitsHedged, v.Progress.HedgesWon = tot.spilled, tot.hedged, tot.hedgesWon
 	v.Progress.LatePages, v.Progress.LatePagesUnread, v.Progress.LateUnreadBytes = tot.latePages, tot.lateUnread, tot.lateUnreadBytes
 	v.Progress.FilesPruned, v.Progress.UnitsPruned = tot.filesPruned, tot.unitsPruned
+	v.Progress.RowsRuledOut = tot.rowsRuledOut
 	if sp := j.spill; sp != nil {
 		on, since, why, switches := sp.PolicyState()
 		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}

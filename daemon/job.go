@@ -127,6 +127,7 @@ type progressTotals struct {
 	// What the plan left out by the job's filters: the last run's (every
 	// run plans the same inputs).
 	filesPruned, unitsPruned int64
+	rowsRuledOut             int64 // by the filters' page indexes, in units read
 }
 
 func (t *progressTotals) add(p *engine.Progress) {
@@ -135,6 +136,7 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.bytes += p.Bytes.Load()
 	t.units += p.UnitsDone.Load()
 	t.filesPruned, t.unitsPruned = p.FilesPruned.Load(), p.UnitsPruned.Load()
+	t.rowsRuledOut += p.RowsRuledOut.Load()
 	t.spilled += p.UnitsSpilled.Load()
 	t.hedged += p.UnitsHedged.Load()
 	t.hedgesWon += p.HedgesWon.Load()

@@ -85,6 +85,7 @@ func TestCollector(t *testing.T) {
 	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 1000, Out: 100}})
 	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 500, Out: 60}})
 	d.jobs["run"].base.latePages, d.jobs["run"].base.lateUnread, d.jobs["run"].base.lateUnreadBytes = 40, 70, 12345
+	d.jobs["run"].base.rowsRuledOut = 917504
 	w := rankWaits{}
 	w.sample(nil, 0, true, 20*time.Millisecond)
 	w.sample(nil, 1, false, 20*time.Millisecond)
@@ -129,6 +130,14 @@ func TestCollector(t *testing.T) {
 		if f == nil || len(f.Metric) != 1 || label(f.Metric[0], "op") != "pipeline[1].sample" || f.Metric[0].GetCounter().GetValue() != v {
 			t.Errorf("%s: %v, want %v for pipeline[1].sample", name, f, v)
 		}
+	}
+	for _, m := range fams["lastmile_rows_ruled_out_total"].GetMetric() {
+		if want := map[string]float64{"run": 917504}[label(m, "job_id")]; m.GetCounter().GetValue() != want {
+			t.Errorf("lastmile_rows_ruled_out_total of job %s: %v, want %v", label(m, "job_id"), m.GetCounter().GetValue(), want)
+		}
+	}
+	if len(fams["lastmile_rows_ruled_out_total"].GetMetric()) == 0 {
+		t.Error("no lastmile_rows_ruled_out_total")
 	}
 	late := map[string]float64{}
 	for _, m := range fams["lastmile_late_pages_total"].GetMetric() {

@@ -89,7 +89,10 @@ type Stats struct {
 	// UnitsPruned is the units not read because their row groups'
 	// statistics let no row pass the job's filters (prune.go).
 	UnitsPruned int
-	Rings       []string
+	// RowsRuledOut is the rows of the units read that the filters' page
+	// indexes ruled out, undecoded (pagefilter.go).
+	RowsRuledOut int64
+	Rings        []string
 	// Pages counts the data pages the local decoders decoded, and those a
 	// selection skipped (unread where the page index located them).
 	Pages decode.Stats
@@ -162,6 +165,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	prog.setRings(rings)
 	prog.setProgram(proc.prog, proc.fetch)
+	proc.progress = prog
 	defer watchSpill(ctx, opts.Spill, prog, workers)()
 	if proc.exact {
 		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))
@@ -212,6 +216,7 @@ func planRun(ctx context.Context, job *spec.Job, fsys decode.FS, workers int, lo
 func collectStats(st *Stats, prog *Progress, proc *processor, rings []*shm.Producer) {
 	st.Rows, st.Batches, st.Bytes = prog.Rows.Load(), prog.Batches.Load(), prog.Bytes.Load()
 	st.Decode = time.Duration(prog.DecodeNanos.Load())
+	st.RowsRuledOut = proc.ruledOut.Load()
 	for _, w := range proc.workers {
 		st.Pages.Add(w.dec.Stats())
 	}

@@ -77,6 +77,9 @@ pipeline:
 			if fewer := st.Pages.Pages < st0.Pages.Pages; fewer != tc.fewer {
 				t.Fatalf("pages decoded: %d with the page filter, %d without; want fewer: %v", st.Pages.Pages, st0.Pages.Pages, tc.fewer)
 			}
+			if ruled := st.RowsRuledOut > 0; ruled != tc.fewer || st0.RowsRuledOut != 0 {
+				t.Fatalf("rows ruled out: %d with the page filter, %d without", st.RowsRuledOut, st0.RowsRuledOut)
+			}
 			if tc.fewer {
 				var ids []int64
 				for _, r := range got["row_id"][:len(got["row_id"])/2] { // the first epoch

@@ -42,6 +42,9 @@ type Progress struct {
 	// FilesPruned and UnitsPruned are what the job's plan left out by
 	// its filters (Stats), set once it is planned.
 	FilesPruned, UnitsPruned atomic.Int64
+	// RowsRuledOut counts the rows the filters' page indexes ruled out
+	// inside units that were read (pagefilter.go), as units are decoded.
+	RowsRuledOut atomic.Int64
 
 	perEpoch atomic.Int64  // batches per rank and epoch, plus 1; 0: not known yet
 	stall    atomic.Uint64 // float64 bits: SetStall's last value

@@ -48,8 +48,11 @@ type processor struct {
 	skipped int
 	fetch   *lateFetch // how the late columns are prefetched (nil: no pipeline)
 	// filterCols are the input columns the filters' pruning reads: their
-	// page indexes can rule out rows (pagefilter.go).
+	// page indexes can rule out rows (pagefilter.go); ruledOut counts
+	// the rows they did, and progress (when not nil) hears of them too.
 	filterCols map[string]bool
+	ruledOut   atomic.Int64
+	progress   *Progress
 }
 
 type unitWorker struct {

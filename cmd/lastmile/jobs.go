@@ -236,11 +236,15 @@ func printJob(w io.Writer, j *apiJob) error {
 // prunedLine says what the job's filters left out of its plan, or ""
 // when nothing.
 func prunedLine(p apiProgress) string {
-	if p.FilesPruned == 0 && p.UnitsPruned == 0 {
+	if p.FilesPruned == 0 && p.UnitsPruned == 0 && p.RowsRuledOut == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s unopened, %s unread, by the filters",
+	s := fmt.Sprintf("%s unopened, %s unread, by the filters",
 		count(int(p.FilesPruned), "input file", "input files"), count(int(p.UnitsPruned), "unit", "units"))
+	if p.RowsRuledOut > 0 {
+		s += fmt.Sprintf("; %s ruled out undecoded by the page index", count(int(p.RowsRuledOut), "row", "rows"))
+	}
+	return s
 }
 
 // latePagesLine says what the job's late columns (decoded for kept rows

@@ -161,5 +161,8 @@ func runSummary(st engine.Stats) string {
 		s += fmt.Sprintf("; the filters left out %s and %s, unread, by their statistics or partition values",
 			count(st.UnitsPruned, "unit", "units"), count(st.FilesPruned, "file", "files"))
 	}
+	if st.RowsRuledOut > 0 {
+		s += fmt.Sprintf("; the page index ruled out %d rows of the units read, undecoded", st.RowsRuledOut)
+	}
 	return s
 }

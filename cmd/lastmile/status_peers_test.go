@@ -80,6 +80,7 @@ func TestPrunedLine(t *testing.T) {
 		{apiProgress{}, ""},
 		{apiProgress{FilesPruned: 358}, "358 input files unopened, 0 units unread, by the filters"},
 		{apiProgress{FilesPruned: 1, UnitsPruned: 1}, "1 input file unopened, 1 unit unread, by the filters"},
+		{apiProgress{UnitsPruned: 2, RowsRuledOut: 917504}, "0 input files unopened, 2 units unread, by the filters; 917504 rows ruled out undecoded by the page index"},
 	} {
 		if got := prunedLine(tc.p); got != tc.want {
 			t.Errorf("prunedLine(%+v) = %q, want %q", tc.p, got, tc.want)
