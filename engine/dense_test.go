@@ -23,49 +23,51 @@ func runDense(t testing.TB, src, dir string, names ...string) map[string][]int64
 // runDenseStats is runDense that returns the run's Stats too.
 func runDenseStats(t testing.TB, src, dir string, names ...string) (engine.Stats, map[string][]int64) {
 	t.Helper()
+	cols := map[string][]int64{}
+	st := runConsumed(t, src, func(ctx context.Context, ring string) error {
+		c, err := shm.Open(dir, ring)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for {
+			b, err := c.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			for _, name := range names {
+				v := b.Tensor(name, shm.RoleDense)
+				cols[name] = append(cols[name], unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows)...)
+			}
+		}
+	})
+	return st, cols
+}
+
+// runConsumed runs the job src with read consuming its first ring from
+// the moment the rings exist, and returns once read has reached the
+// ring's end.
+func runConsumed(t testing.TB, src string, read func(ctx context.Context, ring string) error) engine.Stats {
+	t.Helper()
 	job, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type result struct {
-		cols map[string][]int64
-		err  error
-	}
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	opts := engine.Options{Linger: true, Ready: func(rings []string) {
-		go func() {
-			r := result{cols: map[string][]int64{}}
-			defer func() { done <- r }()
-			c, err := shm.Open(dir, rings[0])
-			if err != nil {
-				r.err = err
-				return
-			}
-			defer c.Close()
-			for {
-				b, err := c.Next(ctx)
-				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						r.err = err
-					}
-					return
-				}
-				for _, name := range names {
-					v := b.Tensor(name, shm.RoleDense)
-					r.cols[name] = append(r.cols[name], unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows)...)
-				}
-			}
-		}()
+		go func() { done <- read(ctx, rings[0]) }()
 	}}
 	st, err := engine.Run(ctx, job, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
-	return st, r.cols
+	return st
 }

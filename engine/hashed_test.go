@@ -131,24 +131,8 @@ func runRows(t testing.TB, src, dir string) map[string][][]int64 {
 // runRowsStats is runRows that returns the run's Stats too.
 func runRowsStats(t testing.TB, src, dir string) (engine.Stats, map[string][][]int64) {
 	t.Helper()
-	job, err := spec.Parse("test.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	out := map[string][][]int64{}
-	done := make(chan error, 1)
-	opts := engine.Options{Linger: true, Ready: func(rings []string) {
-		go func() { done <- readRows(ctx, dir, rings[0], out) }()
-	}}
-	st, err := engine.Run(ctx, job, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	st := runConsumed(t, src, func(ctx context.Context, ring string) error { return readRows(ctx, dir, ring, out) })
 	return st, out
 }
 

@@ -64,24 +64,10 @@ type hiveRows struct {
 func runHive(t *testing.T, src string) (engine.Stats, hiveRows) {
 	t.Helper()
 	ringDir := t.TempDir()
-	job, err := spec.Parse("test.yaml", []byte(strings.ReplaceAll(src, "RING", ringDir)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var got hiveRows
-	done := make(chan error, 1)
-	opts := engine.Options{Linger: true, Ready: func(rings []string) {
-		go func() { done <- readHive(ctx, ringDir, rings[0], &got) }()
-	}}
-	st, err := engine.Run(ctx, job, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	st := runConsumed(t, strings.ReplaceAll(src, "RING", ringDir), func(ctx context.Context, ring string) error {
+		return readHive(ctx, ringDir, ring, &got)
+	})
 	return st, got
 }
 

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -51,13 +50,8 @@ pipeline:
   - map: {q2: "fill_null(query, -1) * 2"}
   - select: [row_id, cats, query, q2, extra.key, extra.value]
 `, path, f.shm)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := f.run(job, nil)
-	if n := len(want[0]); n == 0 || n >= len(rows)/100 {
+	_, want, _ := f.localThenSpilled("hashed", text)
+	if n := len(want[0]); n >= len(rows)/100 {
 		t.Fatalf("the local run gave %d batches: the filter should keep about half of %d rows", n, len(rows))
 	}
-	f.spilledSame("hashed", text, job, want)
 }

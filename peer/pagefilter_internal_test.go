@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -44,15 +43,6 @@ ring: {slots: 4, dir: %s}
 decode: {workers: 1}
 pipeline:
   - filter: '((ts >= 60000 and ts < 90000) or (ts >= 250000 and ts < 280000)) and cnt >= 1'
-
 `, path, f.shm)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := f.run(job, nil)
-	if n := len(want[0]); n == 0 {
-		t.Fatal("the local run gave no batches")
-	}
-	f.spilledSame("pages", text, job, want)
+	f.localThenSpilled("pages", text)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/lastmile/lastmile/engine"
-	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -61,15 +60,7 @@ pipeline:
   - map: {slot: "hour * 10 + clk"}
   - select: [row_id, dt, hour, slot]
 `, inputs[0], f.shm)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := f.run(job, nil)
-	if n := len(want[0]); n == 0 {
-		t.Fatal("the local run gave no batches")
-	}
-	addr := f.spilledSame("hive", text, job, want)
+	job, _, addr := f.localThenSpilled("hive", text)
 
 	// A unit whose partition values its file's path does not give is
 	// refused as a bad ticket, as one whose chunks are not its file's.

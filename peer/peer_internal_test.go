@@ -431,6 +431,22 @@ func (r *recordSpill) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch,
 	return false, nil
 }
 
+// localThenSpilled parses the job text, runs it locally, then through a
+// peer (spilledSame), and returns the job, the local run's batches
+// (never none) and the peer's address.
+func (f *fixture) localThenSpilled(what, text string) (*spec.Job, [][][32]byte, string) {
+	f.t.Helper()
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	want := f.run(job, nil)
+	if len(want[0]) == 0 {
+		f.t.Fatalf("%s: the local run gave no batches", what)
+	}
+	return job, want, f.spilledSame(what, text, job, want)
+}
+
 // spilledSame runs job (its spec text) with every unit offered to a new
 // peer, checks its batches against want, the local run's, and that the
 // peer computed some; it returns the peer's address. A short job on a
