@@ -25,26 +25,35 @@ func runDenseStats(t testing.TB, src, dir string, names ...string) (engine.Stats
 	t.Helper()
 	cols := map[string][]int64{}
 	st := runConsumed(t, src, func(ctx context.Context, ring string) error {
-		c, err := shm.Open(dir, ring)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		for {
-			b, err := c.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		return eachBatch(ctx, dir, ring, func(b *shm.Batch) {
 			for _, name := range names {
 				v := b.Tensor(name, shm.RoleDense)
 				cols[name] = append(cols[name], unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows)...)
 			}
-		}
+		})
 	})
 	return st, cols
+}
+
+// eachBatch reads ring dir/ring to its end, calling fn with each batch
+// (valid only during the call: fn copies what it keeps).
+func eachBatch(ctx context.Context, dir, ring string, fn func(b *shm.Batch)) error {
+	c, err := shm.Open(dir, ring)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(b)
+		c.Release()
+	}
 }
 
 // runConsumed runs the job src with read consuming its first ring from

@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -137,20 +135,8 @@ func runRowsStats(t testing.TB, src, dir string) (engine.Stats, map[string][][]i
 }
 
 func readRows(ctx context.Context, dir, ring string, out map[string][][]int64) error {
-	c, err := shm.Open(dir, ring)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	i64 := func(b []byte) []int64 { return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8) }
-	for {
-		b, err := c.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return eachBatch(ctx, dir, ring, func(b *shm.Batch) {
 		for _, ts := range b.Tensors {
 			switch ts.Role {
 			case shm.RoleDense:
@@ -164,7 +150,7 @@ func readRows(ctx context.Context, dir, ring string, out map[string][][]int64) e
 				}
 			}
 		}
-	}
+	})
 }
 
 // TestMapAndStructLists: a map and a list of structs reach the trainer

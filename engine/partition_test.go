@@ -3,9 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,23 +70,11 @@ func runHive(t *testing.T, src string) (engine.Stats, hiveRows) {
 }
 
 func readHive(ctx context.Context, dir, ring string, got *hiveRows) error {
-	c, err := shm.Open(dir, ring)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	ints := func(b *shm.Batch, name string) []int64 {
 		v := b.Tensor(name, shm.RoleDense)
 		return slices.Clone(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(v.Data))), b.Rows))
 	}
-	for {
-		b, err := c.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return eachBatch(ctx, dir, ring, func(b *shm.Batch) {
 		got.ids = append(got.ids, ints(b, "row_id")...)
 		if b.Tensor("hour", shm.RoleDense) != nil {
 			got.hours = append(got.hours, ints(b, "hour")...)
@@ -101,8 +87,7 @@ func readHive(ctx context.Context, dir, ring string, got *hiveRows) error {
 				got.dts = append(got.dts, string(vals[offs[i]:offs[i+1]]))
 			}
 		}
-		c.Release()
-	}
+	})
 }
 
 // TestHivePartitions: a table partitioned in directories gives its
