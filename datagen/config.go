@@ -2,6 +2,7 @@ package datagen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -14,7 +15,7 @@ type Config struct {
 	Rows         int64   // total rows, >= 0 (default 1_000_000)
 	RowGroupRows int64   // rows per row group, >= 1; the last of a file may be short (default 131072)
 	Files        int     // number of files the rows are split over, contiguously (default 1)
-	Compression  string  // "snappy" (default), "zstd" or "none"
+	Compression  string  // "snappy" (default), "zstd", "gzip", "brotli" or "none"
 	Dense        int     // number of float32 dense features, 0..1024 (default 32)
 	Cats         int     // number of skewed int64 categorical features, 0..1024 (default 8)
 	Seqs         int     // number of list<int64> sequence features, 0..64 (default 2)
@@ -107,8 +108,8 @@ func (c Config) Validate() error {
 		return bad("Files", c.Files, fmt.Sprintf("at most Rows (%d), so that no file is empty", c.Rows))
 	case c.Rows == 0 && c.Files != 1:
 		return bad("Files", c.Files, "1 when Rows is 0 (one empty file)")
-	case c.Compression != "snappy" && c.Compression != "zstd" && c.Compression != "none":
-		return bad("Compression", c.Compression, `"snappy", "zstd" or "none"`)
+	case !slices.Contains(Compressions, c.Compression):
+		return bad("Compression", c.Compression, `"snappy", "zstd", "gzip", "brotli" or "none"`)
 	case c.Dense < 0 || c.Dense > MaxDense:
 		return bad("Dense", c.Dense, fmt.Sprintf("0..%d", MaxDense))
 	case c.Cats < 0 || c.Cats > MaxCats:

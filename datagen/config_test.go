@@ -42,9 +42,11 @@ func TestValidate(t *testing.T) {
 	f("zero files", "Files", func(c *datagen.Config) { c.Files = 0 })
 	f("more files than rows", "Files", func(c *datagen.Config) { c.Rows, c.Files = 3, 4 })
 	f("as many files as rows", "", func(c *datagen.Config) { c.Rows, c.Files = 4, 4 })
-	f("unknown compression", "Compression", func(c *datagen.Config) { c.Compression = "gzip" })
+	f("unknown compression", "Compression", func(c *datagen.Config) { c.Compression = "lzo" })
 	f("empty compression", "Compression", func(c *datagen.Config) { c.Compression = "" })
 	f("zstd", "", func(c *datagen.Config) { c.Compression = "zstd" })
+	f("gzip", "", func(c *datagen.Config) { c.Compression = "gzip" })
+	f("brotli", "", func(c *datagen.Config) { c.Compression = "brotli" })
 	f("none", "", func(c *datagen.Config) { c.Compression = "none" })
 	f("negative dense", "Dense", func(c *datagen.Config) { c.Dense = -1 })
 	f("too many dense", "Dense", func(c *datagen.Config) { c.Dense = datagen.MaxDense + 1 })
@@ -75,7 +77,7 @@ func TestValidate(t *testing.T) {
 func TestConfigErrorMessage(t *testing.T) {
 	c := datagen.DefaultConfig()
 	c.Compression = "lz4"
-	const want = `datagen: invalid Config.Compression "lz4": allowed "snappy", "zstd" or "none"`
+	const want = `datagen: invalid Config.Compression "lz4": allowed "snappy", "zstd", "gzip", "brotli" or "none"`
 	if err := c.Validate(); err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}

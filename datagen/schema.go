@@ -8,6 +8,8 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/compress/brotli"
+	"github.com/parquet-go/parquet-go/compress/gzip"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding"
 	"github.com/parquet-go/parquet-go/format"
@@ -136,11 +138,22 @@ func codec(name string) compress.Codec {
 		return snappyCodec{}
 	case "zstd":
 		return zstdCodec
+	case "gzip":
+		return &gzip.Codec{Level: gzip.DefaultCompression}
+	case "brotli":
+		return &brotli.Codec{Quality: brotliQuality}
 	case "none":
 		return &parquet.Uncompressed
 	}
 	panic("BUG: datagen: unknown compression " + name)
 }
+
+// Compressions are the page codecs Write can use.
+var Compressions = []string{"snappy", "zstd", "gzip", "brotli", "none"}
+
+// brotliQuality is Arrow's default brotli level (kBrotliDefaultCompressionLevel),
+// what pyarrow writes with compression="brotli".
+const brotliQuality = 8
 
 // zstdCodec compresses at klauspost's SpeedFastest, about zstd level 1:
 // pyarrow's default level. parquet-go's default (level 3, Spark's default)

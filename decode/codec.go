@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
@@ -17,6 +18,7 @@ const (
 	codecNone   = 0
 	codecSnappy = 1
 	codecGzip   = 2
+	codecBrotli = 4
 	codecLz4    = 5 // deprecated "LZ4": Hadoop-framed, or a bare block (lz4.go)
 	codecZstd   = 6
 	codecLz4Raw = 7
@@ -32,7 +34,7 @@ func codecName(c int32) string {
 		return "GZIP"
 	case 3:
 		return "LZO"
-	case 4:
+	case codecBrotli:
 		return "BROTLI"
 	case 5:
 		return "LZ4"
@@ -45,15 +47,18 @@ func codecName(c int32) string {
 }
 
 func codecSupported(c int32) bool {
-	return c == codecNone || c == codecSnappy || c == codecGzip || c == codecZstd || c == codecLz4Raw || c == codecLz4
+	return c == codecNone || c == codecSnappy || c == codecGzip || c == codecZstd || c == codecLz4Raw || c == codecLz4 ||
+		c == codecBrotli
 }
 
 // decompressor decompresses page bodies; one per Decoder, not safe for
-// concurrent use. The zstd decoder is created on first use.
+// concurrent use. The zstd, gzip and brotli decoders are created on
+// first use and reset for each page after that.
 type decompressor struct {
-	zstd *zstd.Decoder
-	gz   *gzip.Reader
-	br   bytes.Reader
+	zstd   *zstd.Decoder
+	gz     *gzip.Reader
+	brotli *brotli.Reader
+	br     bytes.Reader
 }
 
 // decompress decompresses src, which must expand to exactly len(dst)
@@ -123,12 +128,41 @@ func (z *decompressor) decompress(codec int32, dst, src []byte) error {
 		} else if err := z.gz.Reset(&z.br); err != nil {
 			return fmt.Errorf("gzip: %w", err)
 		}
-		if _, err := io.ReadFull(z.gz, dst); err != nil {
-			return fmt.Errorf("gzip: %w", err)
-		}
-		return nil
+		return readExactly(z.gz, dst, "gzip")
+	case codecBrotli:
+		return z.decompressBrotli(dst, src)
 	}
 	return fmt.Errorf("unsupported compression codec %s", codecName(codec))
+}
+
+// decompressBrotli decompresses one brotli stream, which must expand to
+// exactly len(dst) bytes. andybalholm/brotli is the pure-Go port of the
+// reference decoder that arrow-go and parquet-go use; its Reader keeps
+// its window and tables across Reset, so one per decompressor is reused.
+func (z *decompressor) decompressBrotli(dst, src []byte) error {
+	z.br.Reset(src)
+	if z.brotli == nil {
+		z.brotli = brotli.NewReader(&z.br)
+	} else if err := z.brotli.Reset(&z.br); err != nil {
+		return fmt.Errorf("brotli: %w", err)
+	}
+	return readExactly(z.brotli, dst, "brotli")
+}
+
+// readExactly fills dst from a streaming decompressor and checks that
+// the stream ends there: a page that expands to more than its header
+// says is corrupt, not a page to cut short. Bytes after the end of the
+// stream that decompress to nothing (padding) are ignored, as Arrow's
+// reader ignores them.
+func readExactly(r io.Reader, dst []byte, codec string) error {
+	if _, err := io.ReadFull(r, dst); err != nil {
+		return fmt.Errorf("%s: page shorter than its header's %d bytes: %w", codec, len(dst), err)
+	}
+	var one [1]byte
+	if n, _ := r.Read(one[:]); n > 0 {
+		return fmt.Errorf("%s page expands to more than its header's %d bytes", codec, len(dst))
+	}
+	return nil
 }
 
 // close releases the zstd decoder's goroutines and memory.

@@ -12,6 +12,7 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/compress/brotli"
 	"github.com/parquet-go/parquet-go/compress/gzip"
 	"github.com/parquet-go/parquet-go/compress/lz4"
 	"github.com/parquet-go/parquet-go/compress/snappy"
@@ -137,6 +138,8 @@ func codecFor(name string) compress.Codec {
 		return &lz4Writer{bare: true}
 	case "gzip":
 		return &gzip.Codec{}
+	case "brotli":
+		return &brotli.Codec{}
 	}
 	return &uncompressed.Codec{}
 }

@@ -14,7 +14,7 @@ import (
 // against the values written.
 func TestPathsAgree(t *testing.T) {
 	for _, version := range []int{1, 2} {
-		for _, codec := range []string{"none", "snappy", "zstd", "gzip", "lz4"} {
+		for _, codec := range []string{"none", "snappy", "zstd", "gzip", "lz4", "brotli"} {
 			t.Run(fmt.Sprintf("v%d/%s", version, codec), func(t *testing.T) {
 				t.Parallel()
 				p := filepath.Join(t.TempDir(), "f.parquet")

@@ -118,7 +118,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&cfg.Data, "data", "", "sample Parquet directory (default: generated once under $TMPDIR)")
 	fs.Int64Var(&cfg.Rows, "rows", cfg.Rows, "rows to generate when there is no data")
-	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression of generated data: snappy, zstd or none")
+	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression of generated data: snappy, zstd, gzip, brotli or none")
 	shmDir := shmDirFlag(fs)
 	fs.IntVar(&cfg.Payload, "payload", cfg.Payload, "bytes per handed-off batch")
 	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs of each measurement; the best counts")
@@ -134,7 +134,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.Int64Var(&o.ccfg.Rows, "copies-rows", 2<<20, "rows of generated data for the all-column (copies) measurement")
 	fs.StringVar(&pcfg.Spec, "pipeline", pcfg.Spec, "pipeline spec to measure in (e)-(g)")
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
-	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd or none")
+	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd, gzip, brotli or none")
 	fs.BoolVar(&pcfg.SkipBaselines, "skip-baselines", false, "measure only (e): leave out the DataLoader baselines (f) and the trainer's cost (g)")
 	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
 	fs.Usage = func() {

@@ -70,7 +70,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genOptions, error) {
 	fs.Int64Var(&cfg.Rows, "rows", cfg.Rows, "total rows")
 	fs.Int64Var(&cfg.RowGroupRows, "row-group-rows", cfg.RowGroupRows, "rows per row group")
 	fs.IntVar(&cfg.Files, "files", cfg.Files, "number of files the rows are split over")
-	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "page compression: snappy, zstd or none")
+	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "page compression: snappy, zstd, gzip, brotli or none")
 	fs.IntVar(&cfg.Dense, "dense", cfg.Dense, "float32 dense features")
 	fs.IntVar(&cfg.Cats, "cats", cfg.Cats, "skewed int64 categorical features")
 	fs.IntVar(&cfg.Seqs, "seqs", cfg.Seqs, "list<int64> sequence features")

@@ -1,0 +1,96 @@
+package decode
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// TestDecompressLengths checks every codec against a page whose header
+// gives its true size, a larger one and a smaller one: only the first
+// decompresses, and the others name the codec in their error.
+func TestDecompressLengths(t *testing.T) {
+	page := bytes.Repeat([]byte("lastmile page bytes, "), 400)
+	page = append(page, []byte("and a tail that does not repeat")...)
+	encoders := []struct {
+		codec int32
+		name  string
+		enc   func(t *testing.T, p []byte) []byte
+	}{
+		{codecNone, "uncompressed", func(t *testing.T, p []byte) []byte { return bytes.Clone(p) }},
+		{codecSnappy, "snappy", func(t *testing.T, p []byte) []byte { return s2.EncodeSnappy(nil, p) }},
+		{codecZstd, "zstd", func(t *testing.T, p []byte) []byte {
+			w, err := zstd.NewWriter(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			return w.EncodeAll(p, nil)
+		}},
+		{codecGzip, "gzip", func(t *testing.T, p []byte) []byte {
+			var b bytes.Buffer
+			w := gzip.NewWriter(&b)
+			w.Write(p)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}},
+		{codecLz4Raw, "lz4", func(t *testing.T, p []byte) []byte {
+			out := make([]byte, lz4.CompressBlockBound(len(p)))
+			n, err := lz4.CompressBlock(p, out, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out[:n]
+		}},
+		{codecBrotli, "brotli", func(t *testing.T, p []byte) []byte {
+			var b bytes.Buffer
+			w := brotli.NewWriterLevel(&b, 5)
+			w.Write(p)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}},
+	}
+	for _, e := range encoders {
+		t.Run(e.name, func(t *testing.T) {
+			src := e.enc(t, page)
+			var z decompressor
+			defer z.close()
+			// Twice at each size: the second call reuses a reset decoder.
+			for range 2 {
+				dst := make([]byte, len(page))
+				if err := z.decompress(e.codec, dst, src); err != nil {
+					t.Fatalf("true size: %v", err)
+				}
+				if !bytes.Equal(dst, page) {
+					t.Fatal("decompressed bytes differ from the page")
+				}
+				for _, n := range []int{len(page) + 1, len(page) - 1} {
+					err := z.decompress(e.codec, make([]byte, n), src)
+					if err == nil {
+						t.Fatalf("header size %d (true %d): no error", n, len(page))
+					}
+					if !strings.Contains(err.Error(), e.name) {
+						t.Errorf("header size %d: error %q does not name %s", n, err, e.name)
+					}
+				}
+			}
+			if len(src) > 8 {
+				bad := bytes.Clone(src)
+				bad = bad[:len(bad)/2]
+				if err := z.decompress(e.codec, make([]byte, len(page)), bad); err == nil {
+					t.Error("half the compressed bytes: no error")
+				}
+			}
+		})
+	}
+}
