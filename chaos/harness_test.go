@@ -131,6 +131,9 @@ func (d *daemon) spawn() {
 	cmd := exec.Command(bin, "-config", config, "-socket", d.sock, "-state-dir", d.state, "-shm-dir", d.shm,
 		"-metrics", "off", "-workers", "2", "-grace", "120s", "-log-level", "info")
 	cmd.Stdout, cmd.Stderr = d.log, d.log
+	// The race runtime sleeps a second at exit (GORACE atexit_sleep_ms);
+	// a drained daemon's stop would wait it out.
+	cmd.Env = append(os.Environ(), strings.TrimSpace("GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE")))
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}

@@ -249,8 +249,17 @@ type helper struct {
 func startHelper(t testing.TB, role string, env ...string) *helper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
-	cmd.Env = append(append(os.Environ(), helperEnv+"="+role), env...)
+	cmd.Env = append(childEnv(helperEnv+"="+role), env...)
 	return startCmd(t, cmd)
+}
+
+// childEnv is the environment of a helper process with vars added. It
+// turns off the race runtime's one-second sleep at exit (GORACE
+// atexit_sleep_ms; ignored by a binary built without -race), which every
+// helper's exit otherwise waits out.
+func childEnv(vars ...string) []string {
+	env := append(os.Environ(), strings.TrimSpace("GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE")))
+	return append(env, vars...)
 }
 
 func startCmd(t testing.TB, cmd *exec.Cmd) *helper {

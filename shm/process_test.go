@@ -244,7 +244,7 @@ func TestSmallSpace(t *testing.T) {
 	helperCmd := func(prefix []string, mode, dir string) *exec.Cmd {
 		argv := append(prefix, os.Args[0], "-test.run=^TestHelperProcess$")
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), helperEnv+"=small-space", "H_DIR="+dir, "H_MODE="+mode)
+		cmd.Env = childEnv(helperEnv+"=small-space", "H_DIR="+dir, "H_MODE="+mode)
 		return cmd
 	}
 	t.Run("tmpfs", func(t *testing.T) {

@@ -46,7 +46,7 @@ func newAsUser(t *testing.T, e *env) *asUser {
 func (u *asUser) do(method, path, body string) (int, string) {
 	u.t.Helper()
 	cmd := exec.Command(u.client, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LASTMILED_HELPER=request", "H_SOCK="+u.e.sock, "H_METHOD="+method, "H_PATH="+path, "H_BODY="+body)
+	cmd.Env = childEnv("LASTMILED_HELPER=request", "H_SOCK="+u.e.sock, "H_METHOD="+method, "H_PATH="+path, "H_BODY="+body)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: accessUID, Gid: accessUID}}
 	out, err := cmd.Output()
 	if err != nil {

@@ -122,7 +122,7 @@ func TestOtherUser(t *testing.T) {
 	}
 	as := func(method, path, body string) (int, string) {
 		cmd := exec.Command(copyTo, "-test.run=^$")
-		cmd.Env = append(os.Environ(), "LASTMILED_HELPER=request", "H_SOCK="+e.sock, "H_METHOD="+method, "H_PATH="+path, "H_BODY="+body)
+		cmd.Env = childEnv("LASTMILED_HELPER=request", "H_SOCK="+e.sock, "H_METHOD="+method, "H_PATH="+path, "H_BODY="+body)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		out, err := cmd.Output()
 		if err != nil {

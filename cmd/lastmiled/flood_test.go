@@ -111,7 +111,7 @@ func startFlood(t *testing.T, e *env, idle, trickle int) *flood {
 	t.Helper()
 	requestAsNobody(t, e, "GET", "/v1/status", "") // copies the test binary where 65534 can run it
 	cmd := exec.Command(filepath.Join(e.dir, "client"), "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LASTMILED_HELPER=flood", "H_SOCK="+e.sock,
+	cmd.Env = childEnv("LASTMILED_HELPER=flood", "H_SOCK="+e.sock,
 		"H_IDLE="+strconv.Itoa(idle), "H_TRICKLE="+strconv.Itoa(trickle))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	cmd.Stderr = os.Stderr

@@ -53,6 +53,20 @@ func TestMain(m *testing.M) {
 
 var smallData, _ = filepath.Abs("../../testdata/small")
 
+// childEnv is the environment of a process the tests start (the daemon,
+// and this binary as a helper client), with vars added. Under -race it
+// turns off the race runtime's one-second sleep at exit (GORACE
+// atexit_sleep_ms, default 1000), which every helper request and every
+// daemon stop otherwise waits out: races are still reported while the
+// process runs.
+func childEnv(vars ...string) []string {
+	env := os.Environ()
+	if raceBuild {
+		env = append(env, strings.TrimSpace("GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE")))
+	}
+	return append(env, vars...)
+}
+
 // syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -131,7 +145,7 @@ func (e *env) start(extra ...string) {
 		cmd = exec.Command(e.wrap[0], append(append(e.wrap[1:], bin), args...)...)
 	}
 	cmd.Stdout, cmd.Stderr = e.log, e.log
-	cmd.Env = append(os.Environ(), "LASTMILE_SHM_DIR="+e.shm)
+	cmd.Env = childEnv("LASTMILE_SHM_DIR=" + e.shm)
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func runTrainer(t *testing.T, a attachJSON, n int) ([][]int64, []shm.Cursor) {
 	t.Helper()
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LASTMILED_HELPER=consume", "H_DIR="+a.Dir, "H_RING="+a.Ring, "H_N="+strconv.Itoa(n))
+	cmd.Env = childEnv("LASTMILED_HELPER=consume", "H_DIR="+a.Dir, "H_RING="+a.Ring, "H_N="+strconv.Itoa(n))
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
