@@ -57,6 +57,9 @@ func (w *unitWorker) candidates(p *processor, u *decode.Unit) ([]int32, error) {
 	}
 	at := make([]int, len(cols)) // each column's page at the segment
 	ruled := false
+	if w.cand == nil {
+		w.cand = make([]int32, 0, u.Rows) // not nil even if every row is ruled out: nil means every row
+	}
 	w.cand = w.cand[:0]
 	for s := 0; s+1 < len(cuts); s++ {
 		a, b := cuts[s], cuts[s+1]
