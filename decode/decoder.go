@@ -112,7 +112,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 		return fail(fmt.Errorf("unit has %d chunks, decoder has %d fields", len(u.Chunks), len(d.fields)))
 	}
 	if err := u.validate(); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%w: %v", ErrBadUnit, err))
 	}
 	f, err := d.files.get(u.File)
 	if err != nil {

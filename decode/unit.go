@@ -26,6 +26,10 @@ type Unit struct {
 	// Partition holds the values of the plan's partition columns, as
 	// the file's path gives them (partition.go).
 	Partition []string `json:"partition,omitempty"`
+	// Deleted are the unit's rows (0 to Rows-1, increasing) that the
+	// table deletes: an Iceberg snapshot's position deletes, which the
+	// engine sets after planning. Whoever computes the unit drops them.
+	Deleted []int32 `json:"deleted,omitempty"`
 	// Bounds are the row group's column statistics, one per plan field
 	// (bounds.go); planning fills them, and they do not travel with the
 	// unit.
@@ -122,6 +126,11 @@ func (u *Unit) validate() error {
 			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 ||
 			c.Index < 0 || c.IndexLen < 0 || c.Index+int64(c.IndexLen) > u.FileSize || (c.IndexLen > 0 && c.Index < 4) || c.IndexLen > maxIndexBytes {
 			return fmt.Errorf("invalid chunk %d", i)
+		}
+	}
+	for i, r := range u.Deleted {
+		if r < 0 || int64(r) >= u.Rows || (i > 0 && r <= u.Deleted[i-1]) {
+			return fmt.Errorf("deleted row %d at %d: want increasing rows of the unit's %d", r, i, u.Rows)
 		}
 	}
 	if len(u.Partition) > maxPartitions {
