@@ -141,7 +141,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	// job_id; lastmile run's carries job): it is not added here again.
 	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
 		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots,
-		"files_pruned", proc.pruned, "units_pruned", proc.skipped)
+		"files_pruned", proc.pruned, "units_pruned", proc.skipped, "rows_deleted", proc.deleted)
 	warnUnreadable(log, job, plan)
 
 	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)

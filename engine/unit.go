@@ -53,6 +53,9 @@ type processor struct {
 	filterCols map[string]bool
 	ruledOut   atomic.Int64
 	progress   *Progress
+	// deleted counts the planned rows that an Iceberg snapshot's
+	// position deletes remove (deletes.go).
+	deleted int64
 }
 
 type unitWorker struct {
@@ -64,8 +67,9 @@ type unitWorker struct {
 	// (lateFetch).
 	deferring bool
 	// cand holds the rows of a unit that its page indexes leave
-	// (pagefilter.go), kept holds the kept rows of the early batch
-	// when that batch holds candidates only.
+	// (pagefilter.go) or its deletions do (deletes.go), kept holds the
+	// kept rows of the early batch when that batch holds candidates
+	// only.
 	cand, kept []int32
 }
 
@@ -82,13 +86,22 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		if err != nil {
 			return nil, err
 		}
-		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
+		p := &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}
+		if p.deleted, err = setDeletions(plan, iceberg.Deletes(tables)); err != nil {
+			return nil, err
+		}
+		p.exact, p.counted = p.deleted == 0, p.deleted > 0
+		return p, nil
 	}
 	plan, prog, pruned, err := planPipeline(ctx, job, paths, tables, planOpts, workers)
 	if err != nil {
 		return nil, err
 	}
 	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops(), pruned: pruned}
+	if p.deleted, err = setDeletions(plan, iceberg.Deletes(tables)); err != nil {
+		return nil, err
+	}
+	p.exact = p.exact && p.deleted == 0
 	p.skip, p.skipped = pruneUnits(plan, prog)
 	p.filterCols = filterColumns(prog)
 	index := map[string]int{}
@@ -256,6 +269,9 @@ func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out 
 			u.File, u.RowGroup, decode.ErrBadUnit, len(u.Partition), len(p.plan.Partitions))
 	}
 	if p.prog == nil {
+		if len(u.Deleted) > 0 {
+			return p.decodeKept(ctx, w, u, out)
+		}
 		if err := w.dec.Decode(ctx, u, out); err != nil {
 			return err
 		}
@@ -326,6 +342,7 @@ func (w *unitWorker) selectRows(ctx context.Context, p *processor, u decode.Unit
 	if err != nil {
 		return nil, nil, err
 	}
+	cand = w.withoutDeleted(&u, cand)
 	if cand != nil && len(cand) == 0 {
 		return cand, nil, nil // every row ruled out: nothing to decode
 	}
@@ -379,6 +396,9 @@ func (p *processor) count(ctx context.Context, worker int, u decode.Unit) (int64
 		return n, nil
 	}
 	w := p.workers[worker]
+	if p.prog == nil { // only deletions drop rows
+		return u.Rows - int64(len(u.Deleted)), nil
+	}
 	if w.state != nil {
 		// The unit runs again when it is needed: count its ops' rows then.
 		w.state.CountRows(false)

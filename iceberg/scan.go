@@ -25,6 +25,11 @@ type Scan struct {
 	// Buckets is how the table's files are bucketed, nil when they are
 	// not: every file's partition has a bucket[N] value of that column.
 	Buckets *Bucketing
+	// DeletedRows is the number of rows of Files that the snapshot's
+	// position deletes remove (deletes.go).
+	DeletedRows int64
+
+	deletes []deleteFile // the snapshot's position delete files
 }
 
 // Bucketing says that every data file holds the rows of one bucket of a
@@ -42,6 +47,10 @@ type File struct {
 	Size int64
 	// Bucket is the file's bucket under Scan.Buckets, -1 without.
 	Bucket int
+	// Deleted are the positions (row indexes in the file) that the
+	// snapshot's position deletes remove, sorted, without repeats.
+	Deleted []int64
+	seq     int64 // data sequence number
 	// stats maps a top-level column name to what the file's partition
 	// value (identity transforms) or column statistics say about it.
 	stats map[string]expr.Range
@@ -80,9 +89,10 @@ func Paths(files []File) []string {
 
 // ScanSnapshot lists the live data files of snapshot id (0: the current
 // one) of the table m, reading its manifest list and manifests through
-// fsys. A snapshot with delete files, or with data files other than
-// Parquet, is refused: lastmile would return deleted rows, or could not
-// read them.
+// fsys, with the rows its position delete files remove (deletes.go). A
+// snapshot with equality deletes or deletion vectors, or with data files
+// other than Parquet, is refused: lastmile would return deleted rows, or
+// could not read them.
 func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata, id int64) (*Scan, error) {
 	snap, err := m.Snapshot(id)
 	if err != nil {
@@ -113,9 +123,6 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if mf.ManifestContent() == ice.ManifestContentDeletes {
-			return nil, fail("%s", deletesMsg(mf.FilePath(), int64(mf.AddedDataFiles())+int64(mf.ExistingDataFiles())))
-		}
 		spec := m.spec(int(mf.PartitionSpecID()))
 		if spec == nil {
 			return nil, fail("manifest %s: no partition spec with id %d", mf.FilePath(), mf.PartitionSpecID())
@@ -123,6 +130,9 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 		if err := s.addManifest(fsys, mf, schema, spec, &bk); err != nil {
 			return nil, fail("%v", err)
 		}
+	}
+	if err := s.applyDeletes(ctx, fsys); err != nil {
+		return nil, fail("%v", err)
 	}
 	slices.SortFunc(s.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	s.Buckets = bk.result()
@@ -134,13 +144,8 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	return s, nil
 }
 
-func deletesMsg(manifest string, n int64) string {
-	return fmt.Sprintf("has delete files (%d in manifest %s): lastmile does not apply row-level deletes, so it refuses the table rather than return deleted rows; "+
-		"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold, or rewrite_position_delete_files) "+
-		"or read a snapshot from before the deletes", n, manifest)
-}
-
-// addManifest appends the live data files of one manifest.
+// addManifest appends the live data files of one manifest, or notes the
+// delete files of a delete manifest.
 func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Schema, spec *ice.PartitionSpec, bk *bucketState) error {
 	data, err := readLocation(fsys, mf.FilePath())
 	if err != nil {
@@ -150,10 +155,13 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 	if err != nil {
 		return fmt.Errorf("manifest %s: %v", mf.FilePath(), err)
 	}
+	if mf.ManifestContent() == ice.ManifestContentDeletes {
+		return s.noteDeletes(entries, mf.FilePath())
+	}
 	for _, e := range entries {
 		df := e.DataFile()
 		if df.ContentType() != ice.EntryContentData {
-			return fmt.Errorf("%s", deletesMsg(mf.FilePath(), 1))
+			return fmt.Errorf("data manifest %s lists delete file %s", mf.FilePath(), df.FilePath())
 		}
 		if df.FileFormat() != ice.ParquetFile {
 			return fmt.Errorf("data file %s is %s: lastmile reads Parquet data files only", df.FilePath(), df.FileFormat())
@@ -162,7 +170,7 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 		if err != nil {
 			return fmt.Errorf("data file: %v", err)
 		}
-		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec)}
+		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec), seq: e.SequenceNum()}
 		f.Bucket = bk.note(df, schema, spec)
 		s.Files = append(s.Files, f)
 	}

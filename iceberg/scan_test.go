@@ -128,22 +128,6 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-func TestDeleteFilesRefused(t *testing.T) {
-	tab, s1, _, _, _ := twoSnapshots(t)
-	s3, meta3, err := tab.Delete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta3)
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("snapshot %d: has delete files", s3)) || !strings.Contains(err.Error(), "does not apply row-level deletes") {
-		t.Fatalf("scan of a snapshot with deletes: %v", err)
-	}
-	// The snapshots from before the deletes still read.
-	if _, err := (iceberg.Opener{}).Scan(context.Background(), fmt.Sprintf("iceberg:%s?snapshot=%d", meta3, s1)); err != nil {
-		t.Errorf("snapshot before the deletes: %v", err)
-	}
-}
-
 func TestBucketing(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "b"), icebergtest.Layout{Buckets: 8})
 	if err != nil {

@@ -391,7 +391,14 @@ func TestPeerRefusals(t *testing.T) {
 			t.Unit.Chunks = append([]decode.Chunk(nil), t.Unit.Chunks...)
 			t.Unit.Chunks[0].Values *= 1000
 		}), codes.InvalidArgument},
-		{"version", ticket(func(t *Ticket) { t.Version = Version + 1 }), codes.FailedPrecondition},
+		{"version", ticket(func(t *Ticket) { t.Version = VersionDeletes + 1 }), codes.FailedPrecondition},
+		// Deleted rows only in a version 2 ticket, and a version 2 ticket
+		// only with deleted rows: a peer of version 1 would return them.
+		{"deleted rows, version 1", ticket(func(t *Ticket) { t.Unit.Deleted = []int32{0} }), codes.InvalidArgument},
+		{"version 2, no deleted rows", ticket(func(t *Ticket) { t.Version = VersionDeletes }), codes.InvalidArgument},
+		{"deleted rows past the unit", ticket(func(t *Ticket) {
+			t.Version, t.Unit.Deleted = VersionDeletes, []int32{int32(t.Unit.Rows)}
+		}), codes.InvalidArgument},
 		{"bad hash", ticket(func(t *Ticket) { t.Hash = "00" }), codes.InvalidArgument},
 		{"garbage", []byte("{not json"), codes.InvalidArgument},
 	} {
@@ -405,7 +412,7 @@ func TestPeerRefusals(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 3 {
+	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 6 {
 		t.Errorf("refusals counted: outside %d version %d bad %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(), st.RefusedBad.Load())
 	}
 	// A job whose side table is outside every root does not spill at all.

@@ -213,7 +213,7 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	}
 	pu := u
 	pu.File = name
-	ticket, err := json.Marshal(Ticket{Version: Version, Job: s.job, Hash: s.hash, Unit: pu, Wire: WireCompact})
+	ticket, err := json.Marshal(Ticket{Version: ticketVersion(&pu), Job: s.job, Hash: s.hash, Unit: pu, Wire: WireCompact})
 	if err != nil {
 		return false, err
 	}

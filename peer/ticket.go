@@ -14,6 +14,22 @@ import (
 // the unit itself.
 const Version = 1
 
+// VersionDeletes is the version of a ticket whose unit has deleted rows
+// (decode.Unit.Deleted: an Iceberg table's position deletes). A peer
+// that does not drop them would ignore the field and send deleted rows
+// back, so such a ticket is of a version that peers before deletes
+// refuse (the requester then runs the unit itself); peers since take
+// both versions. The version peers report in Info stays Version.
+const VersionDeletes = 2
+
+// ticketVersion is the version of a ticket for u.
+func ticketVersion(u *decode.Unit) int {
+	if len(u.Deleted) > 0 {
+		return VersionDeletes
+	}
+	return Version
+}
+
 // Ticket is a Flight ticket: one unit of one job, named portably.
 type Ticket struct {
 	Version int         `json:"v"`
@@ -43,8 +59,11 @@ func parseTicket(b []byte) (*Ticket, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("ticket: %w", err)
 	}
-	if t.Version != Version {
+	if t.Version != Version && t.Version != VersionDeletes {
 		return &t, fmt.Errorf("%w: ticket of protocol version %d, this peer speaks %d: upgrade the older side", errVersion, t.Version, Version)
+	}
+	if t.Version != ticketVersion(&t.Unit) {
+		return nil, fmt.Errorf("ticket: version %d for a unit with %d deleted rows", t.Version, len(t.Unit.Deleted))
 	}
 	if t.Job == "" || jobHash([]byte(t.Job)) != t.Hash {
 		return nil, fmt.Errorf("ticket: job spec does not match its hash")

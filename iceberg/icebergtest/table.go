@@ -36,18 +36,23 @@ type Layout struct {
 	// ("s3://bucket/events"): the locations the metadata holds are under
 	// it. Empty: file:// URLs of the local paths.
 	URL string
+	// RowGroupRows > 0 caps the rows of a data file's row groups.
+	RowGroupRows int64
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
 // data under Dir/data). Each commit writes a new metadata file.
 type Table struct {
-	Dir    string
-	url    string
-	schema *ice.Schema
-	spec   ice.PartitionSpec
-	meta   iceberg.Metadata
-	live   []ice.ManifestEntry // data files of the current snapshot
-	files  int
+	Dir       string
+	url       string
+	schema    *ice.Schema
+	spec      ice.PartitionSpec
+	meta      iceberg.Metadata
+	live      []ice.ManifestEntry // data files of the current snapshot
+	dels      []ice.ManifestEntry // delete files of the current snapshot
+	files     int
+	groupRows int64
+	where     map[int64]Position // each row's data file and position, by id
 }
 
 // New starts an empty table at dir.
@@ -71,7 +76,8 @@ func New(dir string, l Layout) (*Table, error) {
 	if l.Buckets > 0 {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
-	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...)}
+	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
+		where: map[int64]Position{}}
 	t.meta = iceberg.Metadata{FormatVersion: 2, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	return t, nil
 }
@@ -99,28 +105,81 @@ func (t *Table) Append(rows []Row) (int64, string, error) {
 		}
 		t.live = append(t.live, ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, df))
 	}
-	return t.commit(id, seq, t.live, nil)
+	return t.commit(id, seq, t.live, t.dels)
 }
 
-// Delete commits a snapshot that adds a position delete file for the
-// first data file: a table lastmile must refuse.
-func (t *Table) Delete() (int64, string, error) {
+// DataFiles returns the locations of the current snapshot's data files,
+// in the order they were added.
+func (t *Table) DataFiles() []string {
+	out := make([]string, len(t.live))
+	for i, e := range t.live {
+		out[i] = e.DataFile().FilePath()
+	}
+	return out
+}
+
+// Position is a row of a position delete file: row Pos of the data file
+// at location File (as DataFiles gives it).
+type Position struct {
+	File string `parquet:"file_path"`
+	Pos  int64  `parquet:"pos"`
+}
+
+// DeletePositions commits a snapshot that adds one position delete file
+// of rows, written in the order given (the format wants them sorted by
+// file and position; tests may not). seq, when > 0, is the delete file's
+// data sequence number instead of the snapshot's (a delete older than
+// some data files).
+func (t *Table) DeletePositions(rows []Position, seq int64) (int64, string, error) {
 	id := int64(1000 + len(t.meta.Snapshots))
-	seq := int64(len(t.meta.Snapshots) + 1)
+	snapSeq := int64(len(t.meta.Snapshots) + 1)
+	if seq <= 0 {
+		seq = snapSeq
+	}
 	path := filepath.Join(t.Dir, "data", fmt.Sprintf("delete-%d.parquet", id))
-	if err := parquet.WriteFile(path, []struct {
-		FilePath string `parquet:"file_path"`
-		Pos      int64  `parquet:"pos"`
-	}{{t.live[0].DataFile().FilePath(), 0}}); err != nil {
+	if err := parquet.WriteFile(path, rows); err != nil {
 		return 0, "", err
 	}
 	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentPosDeletes, t.loc(path), ice.ParquetFile,
+		t.live[0].DataFile().Partition(), nil, nil, int64(len(rows)), fileSize(path))
+	if err != nil {
+		return 0, "", err
+	}
+	t.dels = append(t.dels, ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &snapSeq, b.Build()))
+	return t.commit(id, snapSeq, t.live, t.dels)
+}
+
+// Locate returns where the row with id was written: its data file's
+// location and its position there.
+func (t *Table) Locate(id int64) (Position, bool) {
+	p, ok := t.where[id]
+	return p, ok
+}
+
+// Delete commits a snapshot that deletes row 0 of the first data file.
+func (t *Table) Delete() (int64, string, error) {
+	return t.DeletePositions([]Position{{File: t.live[0].DataFile().FilePath(), Pos: 0}}, 0)
+}
+
+// DeleteEquality commits a snapshot that adds an equality delete file
+// (rows whose id is 0): a table lastmile must refuse.
+func (t *Table) DeleteEquality() (int64, string, error) {
+	id := int64(1000 + len(t.meta.Snapshots))
+	seq := int64(len(t.meta.Snapshots) + 1)
+	path := filepath.Join(t.Dir, "data", fmt.Sprintf("eq-delete-%d.parquet", id))
+	if err := parquet.WriteFile(path, []struct {
+		ID int64 `parquet:"id"`
+	}{{0}}); err != nil {
+		return 0, "", err
+	}
+	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentEqDeletes, t.loc(path), ice.ParquetFile,
 		t.live[0].DataFile().Partition(), nil, nil, 1, fileSize(path))
 	if err != nil {
 		return 0, "", err
 	}
-	del := ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())
-	return t.commit(id, seq, t.live, []ice.ManifestEntry{del})
+	b.EqualityFieldIDs([]int{1})
+	t.dels = append(t.dels, ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build()))
+	return t.commit(id, seq, t.live, t.dels)
 }
 
 // loc is the location the metadata records for a local path under Dir.
@@ -168,8 +227,15 @@ func fileSize(path string) int64 {
 func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
 	t.files++
 	path := filepath.Join(t.Dir, "data", fmt.Sprintf("%05d.parquet", t.files))
-	if err := parquet.WriteFile(path, rows); err != nil {
+	var opts []parquet.WriterOption
+	if t.groupRows > 0 {
+		opts = append(opts, parquet.MaxRowsPerRowGroup(t.groupRows))
+	}
+	if err := parquet.WriteFile(path, rows, opts...); err != nil {
 		return nil, err
+	}
+	for i, r := range rows {
+		t.where[r.ID] = Position{File: t.loc(path), Pos: int64(i)}
 	}
 	part := map[int]any{}
 	for _, f := range t.spec.Fields() {

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+)
+
+// Rows deleted by an Iceberg snapshot's position deletes (package
+// iceberg, deletes.go) are dropped before anything else sees them: the
+// early decode, the ops, the output of a job without a pipeline. A
+// deleted row is a row of its data file by position; once the job is
+// planned, each unit gets its own deleted rows (decode.Unit.Deleted,
+// from its file, its row group's first row in the file and its first row
+// in the row group), and whoever computes the unit drops those: a local
+// worker, or a CPU peer, which gets them with the unit (peer.Ticket of
+// protocol version 2, which a peer too old to drop them refuses).
+//
+// The row groups' first rows come from the plan: the rows of a file's
+// units, row group by row group. A position past its file's planned rows
+// fails the job (the file is not the one the snapshot recorded).
+//
+// Deletions make the job's row counts unknown until its units run, as a
+// filter does: the processor is not exact, and a unit's count comes from
+// its selection (count).
+
+// setDeletions gives plan's units the rows byFile (sorted positions in
+// each file) deletes, and returns how many it found.
+func setDeletions(plan *decode.Plan, byFile map[string][]int64) (int64, error) {
+	if len(byFile) == 0 {
+		return 0, nil
+	}
+	starts, err := groupStarts(plan, byFile)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for i := range plan.Units {
+		u := &plan.Units[i]
+		pos, ok := byFile[u.File]
+		if !ok {
+			continue
+		}
+		lo := starts[u.File][u.RowGroup] + u.RowStart
+		hi := lo + u.Rows
+		k, j := 0, len(pos) // first position >= lo
+		for k < j {
+			h := int(uint(k+j) >> 1)
+			if pos[h] < lo {
+				k = h + 1
+			} else {
+				j = h
+			}
+		}
+		u.Deleted = nil
+		for ; k < len(pos) && pos[k] < hi; k++ {
+			u.Deleted = append(u.Deleted, int32(pos[k]-lo))
+		}
+		n += int64(len(u.Deleted))
+	}
+	return n, nil
+}
+
+// groupStarts returns, for each planned file with deletions, the row (in
+// the file) where each of its row groups starts, and checks that its
+// deletions lie within its rows.
+func groupStarts(plan *decode.Plan, byFile map[string][]int64) (map[string][]int64, error) {
+	rows := map[string][]int64{} // rows of each row group
+	for _, u := range plan.Units {
+		if _, ok := byFile[u.File]; !ok {
+			continue
+		}
+		g := rows[u.File]
+		for len(g) <= u.RowGroup {
+			g = append(g, 0)
+		}
+		g[u.RowGroup] += u.Rows
+		rows[u.File] = g
+	}
+	starts := make(map[string][]int64, len(rows))
+	for file, g := range rows {
+		s := make([]int64, len(g)+1)
+		for i, n := range g {
+			s[i+1] = s[i] + n
+		}
+		pos := byFile[file]
+		if last := pos[len(pos)-1]; last >= s[len(g)] {
+			return nil, fmt.Errorf("%s: the table's position deletes name its row %d, and it has %d rows: the file is not the one the snapshot recorded", file, last, s[len(g)])
+		}
+		starts[file] = s
+	}
+	return starts, nil
+}
+
+// withoutDeleted returns the rows of u to read, given cand (the page
+// index's candidates, nil: every row), less u's deleted ones: cand
+// itself (nil when u has none), or w.cand holding them.
+func (w *unitWorker) withoutDeleted(u *decode.Unit, cand []int32) []int32 {
+	del := u.Deleted
+	if len(del) == 0 {
+		return cand
+	}
+	if cand == nil {
+		if w.cand == nil {
+			w.cand = make([]int32, 0, u.Rows) // not nil even if every row is deleted: nil means every row
+		}
+		w.cand = w.cand[:0]
+		for r, k := int32(0), 0; r < int32(u.Rows); r++ {
+			if k < len(del) && del[k] == r {
+				k++
+				continue
+			}
+			w.cand = append(w.cand, r)
+		}
+		return w.cand
+	}
+	out, k := cand[:0], 0
+	for _, r := range cand {
+		for k < len(del) && del[k] < r {
+			k++
+		}
+		if k < len(del) && del[k] == r {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// decodeKept decodes u's rows less the deleted ones into out: a job
+// without a pipeline, on a unit with deletions.
+func (p *processor) decodeKept(ctx context.Context, w *unitWorker, u decode.Unit, out *column.Batch) error {
+	if err := w.dec.Open(ctx, u); err != nil {
+		return err
+	}
+	sel := w.withoutDeleted(&u, nil)
+	if len(sel) == 0 {
+		emptyBatch(out)
+		return nil
+	}
+	nf := len(p.plan.Fields)
+	if cap(out.Columns) < nf {
+		out.Columns = make([]column.Column, nf)
+	}
+	out.Columns = out.Columns[:nf]
+	for fi := range nf {
+		if err := w.dec.DecodeColumn(fi, sel, &out.Columns[fi]); err != nil {
+			return err
+		}
+	}
+	out.Rows = len(sel)
+	return p.fillPartitions(u, out)
+}

@@ -1,0 +1,161 @@
+package engine_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
+)
+
+// deletesTable writes ids 0..1999 in four files (by id mod 4) of
+// 100-row groups, then deletes the rows of the ids del picks by their
+// positions, and returns the table's metadata file.
+func deletesTable(t *testing.T, del func(id int64) bool) string {
+	t.Helper()
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]icebergtest.Row, 2000)
+	for i := range rows {
+		id := int64(i)
+		rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + id%4)), Key: id % 10, Score: float64(id)}
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	var pos []icebergtest.Position
+	for id := int64(1999); id >= 0; id-- { // unsorted, as a delete file need not be
+		if del(id) {
+			p, ok := tab.Locate(id)
+			if !ok {
+				t.Fatalf("id %d not written", id)
+			}
+			pos = append(pos, p)
+		}
+	}
+	_, meta, err := tab.DeletePositions(pos, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+// TestIcebergPositionDeletes: the rows an Iceberg snapshot's position
+// deletes name never reach a trainer, with and without a pipeline, in
+// units that cut row groups apart, and with the page index ruling out
+// rows too.
+func TestIcebergPositionDeletes(t *testing.T) {
+	// Ids 0..3 (the first row of each file), every id whose tens digit
+	// is 3 (runs of rows across row groups), all of 1600..1999 (whole row
+	// groups) and id 1599 (a row group's last row).
+	del := func(id int64) bool { return id < 4 || id/10%10 == 3 || id >= 1599 }
+	meta := deletesTable(t, del)
+	keep := func(f func(int64) bool) []int64 {
+		var out []int64
+		for id := range int64(2000) {
+			if !del(id) && (f == nil || f(id)) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       []int64
+	}{
+		{"no pipeline", "columns: [id, key]\n", keep(nil)},
+		{"no pipeline, units of 30 rows", "columns: [id, key]\ndecode: {max_unit_rows: 30}\n", keep(nil)},
+		{"a filter", "pipeline:\n  - filter: {expr: 'key != 5'}\n  - select: [id]\n", keep(func(id int64) bool { return id%10 != 5 })},
+		{"a filter the page index helps", "decode: {max_unit_rows: 100}\npipeline:\n  - filter: {expr: 'id >= 1000'}\n  - select: [id]\n",
+			keep(func(id int64) bool { return id >= 1000 })},
+		{"a map only", "pipeline:\n  - map: {k2: 'key * 2'}\n  - select: [id, k2]\n", keep(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\n%s", "iceberg:"+meta, dir, tc.body)
+			st, out := runRowsStats(t, src, dir)
+			var ids []int64
+			for _, r := range out["id"] {
+				ids = append(ids, r[0])
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, tc.want) {
+				var miss []int64
+				for _, id := range tc.want {
+					if _, found := slices.BinarySearch(ids, id); !found {
+						miss = append(miss, id)
+					}
+				}
+				t.Fatalf("%d rows; want %d (first %v; missing %v)", len(ids), len(tc.want), ids[:min(8, len(ids))], miss[:min(40, len(miss))])
+			}
+			if st.Rows != int64(len(tc.want)) {
+				t.Errorf("Stats.Rows %d; want %d", st.Rows, len(tc.want))
+			}
+			if k := out["k2"]; k != nil {
+				for i, r := range k {
+					if r[0] != 2*(out["id"][i][0]%10) {
+						t.Fatalf("row %d: k2 %d for id %d", i, r[0], out["id"][i][0])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestIcebergDeletesResume: with deletions the only rows dropped, resuming
+// from per-rank cursors gives exactly the tail of the uninterrupted run,
+// and every epoch holds each kept row once.
+func TestIcebergDeletesResume(t *testing.T) {
+	del := func(id int64) bool { return id%9 == 0 || (id >= 500 && id < 700) }
+	meta := deletesTable(t, del)
+	src := fmt.Sprintf(`inputs: [%q]
+batch: {size: 50, last: drop}
+world_size: 2
+epochs: 2
+seed: 7
+shuffle: {units: true, buffer: 200}
+pipeline:
+  - rename: {id: row_id}
+  - select: [row_id]
+`, "iceberg:"+meta)
+	full := runStreams(t, src, 2, nil)
+	kept := 0
+	for id := range int64(2000) {
+		if !del(id) {
+			kept++
+		}
+	}
+	for _, rs := range full {
+		seen := map[uint64]map[int64]bool{}
+		for k, c := range rs.cursors {
+			if seen[c.Epoch] == nil {
+				seen[c.Epoch] = map[int64]bool{}
+			}
+			for _, id := range rs.rows[k] {
+				if del(id) || seen[c.Epoch][id] {
+					t.Fatalf("epoch %d: row %d deleted or seen twice", c.Epoch, id)
+				}
+				seen[c.Epoch][id] = true
+			}
+		}
+	}
+	if perRank := len(full[0].cursors) / 2; perRank != kept/2/50 {
+		t.Fatalf("%d batches an epoch a rank; want %d of %d kept rows", perRank, kept/2/50, kept)
+	}
+	for _, cur := range [][]engine.Cursor{
+		{{Epoch: 0, Batch: 3}, {Epoch: 0, Batch: 1}},
+		{{Epoch: 1, Batch: 2}, {Epoch: 0, Batch: 15}},
+	} {
+		got := runStreams(t, src, 2, cur)
+		for r := range full {
+			if want := tailFrom(full[r], cur[r]); !reflect.DeepEqual(got[r], want) {
+				t.Fatalf("resume %v: rank %d got %d batches, want the uninterrupted tail of %d", cur, r, len(got[r].cursors), len(want.cursors))
+			}
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lastmile/lastmile/iceberg"
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
+)
+
+// deletedOf returns each data file's deleted positions in a scan, by the
+// file's location as the test table writer gives it.
+func deletedOf(t *testing.T, meta string) (map[string][]int64, int64) {
+	t.Helper()
+	sc, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]int64{}
+	for _, f := range sc.Files {
+		if f.Deleted != nil {
+			out["file://"+f.Path] = f.Deleted
+		}
+	}
+	return out, sc.DeletedRows
+}
+
+// TestPositionDeletes: a snapshot's position deletes give each data file
+// its deleted rows, sorted and without repeats; rows naming files outside
+// the snapshot are ignored, a delete older than a data file does not
+// touch it, and deletes stay with later snapshots.
+func TestPositionDeletes(t *testing.T) {
+	tab, _, s2, _, _ := twoSnapshots(t)
+	files := tab.DataFiles() // 0..3 in snapshot 1 (sequence 1), 4 and 5 in snapshot 2
+	_, meta3, err := tab.DeletePositions([]icebergtest.Position{
+		{File: files[4], Pos: 24}, {File: files[0], Pos: 3}, {File: files[0], Pos: 3}, {File: files[0], Pos: 0},
+		{File: "file:///elsewhere/compacted-away.parquet", Pos: 1},
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n := deletedOf(t, meta3)
+	want := map[string][]int64{files[0]: {0, 3}, files[4]: {24}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || n != 3 {
+		t.Fatalf("deleted %v (%d rows); want %v (3 rows)", got, n, want)
+	}
+	// Sequence number 1: older than files 4 and 5, not than files 0..3.
+	_, meta4, err := tab.DeletePositions([]icebergtest.Position{{File: files[5], Pos: 0}, {File: files[1], Pos: 7}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n = deletedOf(t, meta4)
+	want[files[1]] = []int64{7}
+	if fmt.Sprint(got) != fmt.Sprint(want) || n != 4 {
+		t.Fatalf("with an old delete: %v (%d rows); want %v (4 rows)", got, n, want)
+	}
+	// Later appends keep the deletes; the snapshot before them has none.
+	_, meta5, err := tab.Append(rows(150, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = deletedOf(t, meta5); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after an append: %v; want %v", got, want)
+	}
+	sc, err := iceberg.Opener{}.Scan(context.Background(), fmt.Sprintf("iceberg:%s?snapshot=%d", meta5, s2))
+	if err != nil || sc.DeletedRows != 0 {
+		t.Fatalf("snapshot before the deletes: %d deleted, %v", sc.DeletedRows, err)
+	}
+	paths := iceberg.Deletes([]iceberg.Input{{Scan: sc}})
+	if paths != nil {
+		t.Errorf("Deletes of a snapshot without: %v", paths)
+	}
+}
+
+// TestDeletesRefused: deletes lastmile does not apply, and broken ones,
+// refuse the snapshot with what to do; earlier snapshots still read.
+func TestDeletesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		del  func(tab *icebergtest.Table) (int64, string, error)
+		want []string
+	}{
+		{"equality deletes", func(tab *icebergtest.Table) (int64, string, error) { return tab.DeleteEquality() },
+			[]string{"has equality delete files", "applies position deletes only", "rewrite_data_files"}},
+		{"a position past the file's end", func(tab *icebergtest.Table) (int64, string, error) {
+			return tab.DeletePositions([]icebergtest.Position{{File: tab.DataFiles()[2], Pos: 25}}, 0)
+		}, []string{"delete file", "deletes row 25 of", "which has 25 rows"}},
+		{"a negative position", func(tab *icebergtest.Table) (int64, string, error) {
+			return tab.DeletePositions([]icebergtest.Position{{File: tab.DataFiles()[2], Pos: -1}}, 0)
+		}, []string{"deletes row -1 of"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, s1, _, _, _ := twoSnapshots(t)
+			s3, meta3, err := tc.del(tab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta3)
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("snapshot %d: ", s3)) {
+				t.Fatalf("scan: %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if _, err := (iceberg.Opener{}).Scan(context.Background(), fmt.Sprintf("iceberg:%s?snapshot=%d", meta3, s1)); err != nil {
+				t.Errorf("snapshot before the deletes: %v", err)
+			}
+		})
+	}
+}
+
+// TestDeletesByPath: Deletes maps the files' paths (what units name) to
+// their positions.
+func TestDeletesByPath(t *testing.T) {
+	tab, _, _, _, _ := twoSnapshots(t)
+	files := tab.DataFiles()
+	_, meta, err := tab.DeletePositions([]icebergtest.Position{{File: files[3], Pos: 9}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := iceberg.Deletes([]iceberg.Input{{Scan: sc}, {Plain: "/x.parquet"}})
+	path := strings.TrimPrefix(files[3], "file://")
+	if len(got) != 1 || !slices.Equal(got[path], []int64{9}) {
+		t.Errorf("Deletes: %v; want %s: [9]", got, path)
+	}
+}
