@@ -73,6 +73,16 @@ func TestIcebergOnS3(t *testing.T) {
 	if len(kept) != 2 || skipped != 6 {
 		t.Errorf("pruned to %d files, %d skipped; want 2, 6", len(kept), skipped)
 	}
+	// Position deletes: the delete file is an S3 object too, and names
+	// its data files by their s3:// locations.
+	first := tab.DataFiles()[0]
+	if _, _, err := tab.DeletePositions([]icebergtest.Position{{File: first, Pos: 4}, {File: first, Pos: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	sc := mustScan(t, iceberg.Opener{FS: fsys}, "iceberg:s3://lake/db/events/metadata/v3.metadata.json")
+	if got := iceberg.Deletes([]iceberg.Input{{Scan: sc}}); len(got) != 1 || fmt.Sprint(got[first]) != "[1 4]" || sc.DeletedRows != 2 {
+		t.Errorf("deletes over S3: %v (%d rows); want %s: [1 4]", got, sc.DeletedRows, first)
+	}
 }
 
 func mustScan(t *testing.T, o iceberg.Opener, in string) *iceberg.Scan {
