@@ -27,10 +27,21 @@ import (
 // its selection (count).
 
 // setDeletions gives plan's units the rows byFile (sorted positions in
-// each file) deletes, and returns how many it found.
-func setDeletions(plan *decode.Plan, byFile map[string][]int64) (int64, error) {
+// each file) deletes, and returns how many it found. paths are the names
+// the plan was made from: each one with deletions must name a planned
+// file as the table does, or its deletions would go unapplied.
+func setDeletions(plan *decode.Plan, byFile map[string][]int64, paths []string) (int64, error) {
 	if len(byFile) == 0 {
 		return 0, nil
+	}
+	planned := make(map[string]bool, len(plan.Files))
+	for _, f := range plan.Files {
+		planned[f.Path] = true
+	}
+	for _, p := range paths {
+		if _, ok := byFile[p]; ok && !planned[p] {
+			return 0, fmt.Errorf("BUG: the table's data file %s, which has position deletes, was planned under another name: its deletes would not apply", p)
+		}
 	}
 	starts, err := groupStarts(plan, byFile)
 	if err != nil {

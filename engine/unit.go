@@ -87,21 +87,17 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 			return nil, err
 		}
 		p := &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}
-		if p.deleted, err = setDeletions(plan, iceberg.Deletes(tables)); err != nil {
+		if p.deleted, err = setDeletions(plan, iceberg.Deletes(tables), paths); err != nil {
 			return nil, err
 		}
 		p.exact, p.counted = p.deleted == 0, p.deleted > 0
 		return p, nil
 	}
-	plan, prog, pruned, err := planPipeline(ctx, job, paths, tables, planOpts, workers)
+	plan, prog, pruned, deleted, err := planPipeline(ctx, job, paths, tables, planOpts, workers)
 	if err != nil {
 		return nil, err
 	}
-	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job), counted: !prog.ApplyDrops(), pruned: pruned}
-	if p.deleted, err = setDeletions(plan, iceberg.Deletes(tables)); err != nil {
-		return nil, err
-	}
-	p.exact = p.exact && p.deleted == 0
+	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job) && deleted == 0, counted: !prog.ApplyDrops(), pruned: pruned, deleted: deleted}
 	p.skip, p.skipped = pruneUnits(plan, prog)
 	p.filterCols = filterColumns(prog)
 	index := map[string]int{}
@@ -144,41 +140,46 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 // columns, leaves out the files its filters exclude by their Iceberg
 // manifest entries or partition directories (counted in pruned), and
 // plans the rest with the columns the pipeline needs: every planned file
-// must agree on those. Files left out are never opened.
-func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []iceberg.Input, planOpts decode.PlanOptions, workers int) (*decode.Plan, *ops.Program, int, error) {
+// must agree on those. Files left out are never opened. The units get the
+// rows the tables' position deletes remove (deleted of them in all).
+func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []iceberg.Input, planOpts decode.PlanOptions, workers int) (*decode.Plan, *ops.Program, int, int64, error) {
 	fsys := planOpts.FS
 	paths, err := decode.ExpandInputs(ctx, fsys, inputs)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	if len(paths) == 0 {
-		return nil, nil, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
+		return nil, nil, 0, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
 	schema, err := schemaPlan(ctx, paths, schemaOptions(job, fsys))
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: schema.Unreadable}
 	prog, err := ops.Compile(ctx, job, slices.Concat(schema.Fields, schema.Partitions), env)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	pruned := 0
 	if hasTables(tables) {
 		if paths, pruned, err = iceberg.Files(tables, prog.Prune); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
 	if paths, err = prunePartitions(paths, planOpts.Partitions, prog.Prune, &pruned); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	planOpts.Columns = prog.Needs()
 	plan, err := decode.PlanFiles(ctx, paths, planOpts)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	plan.Unreadable = schema.Unreadable // what the pipeline's "every column" left out
-	return plan, prog, pruned, nil
+	deleted, err := setDeletions(plan, iceberg.Deletes(tables), paths)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	return plan, prog, pruned, deleted, nil
 }
 
 func newWorkers(plan *decode.Plan, prog *ops.Program, n int) []*unitWorker {
