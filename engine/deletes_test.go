@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/lastmile/lastmile/objstore"
+	"github.com/lastmile/lastmile/objstore/s3test"
 )
 
 // deletesTable writes ids 0..1999 in four files (by id mod 4) of
@@ -157,5 +161,67 @@ pipeline:
 				t.Fatalf("resume %v: rank %d got %d batches, want the uninterrupted tail of %d", cur, r, len(got[r].cursors), len(want.cursors))
 			}
 		}
+	}
+}
+
+// TestIcebergDeletesOnS3: a table on object storage (data, delete file
+// and metadata all S3 objects, named by s3:// locations) loses the same
+// rows as a local one.
+func TestIcebergDeletesOnS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the S3 test server")
+	}
+	srv, err := s3test.Start(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	bucket, _ := srv.Bucket("lake")
+	tab, err := icebergtest.New(filepath.Join(bucket, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 100, URL: "s3://lake/events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]icebergtest.Row, 600)
+	for i := range rows {
+		rows[i] = icebergtest.Row{ID: int64(i), Part: string(rune('a' + i%2)), Key: int64(i % 10)}
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	del := func(id int64) bool { return id%5 == 0 || (id >= 200 && id < 420) }
+	var pos []icebergtest.Position
+	for id := range int64(600) {
+		if del(id) {
+			p, _ := tab.Locate(id)
+			pos = append(pos, p)
+		}
+	}
+	if _, _, err := tab.DeletePositions(pos, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := objstore.New(objstore.Config{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3test.Access, SecretKey: s3test.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := `inputs: ["iceberg:s3://lake/events/metadata/v2.metadata.json"]
+columns: [id]
+batch: {size: 32, last: keep}
+ring: {dir: RINGDIR, slots: 4}
+`
+	var ids []int64
+	for _, b := range runTensors(t, src, objstore.Mount(nil, c.Source(nil)))[0] {
+		for k := 0; k+8 <= len(b); k += 8 {
+			ids = append(ids, int64(binary.LittleEndian.Uint64(b[k:])))
+		}
+	}
+	slices.Sort(ids)
+	var want []int64
+	for id := range int64(600) {
+		if !del(id) {
+			want = append(want, id)
+		}
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("%d rows over S3; want %d", len(ids), len(want))
 	}
 }
