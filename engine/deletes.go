@@ -6,6 +6,7 @@ import (
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/iceberg"
 )
 
 // Rows deleted by an Iceberg snapshot's position deletes (package
@@ -25,6 +26,25 @@ import (
 // Deletions make the job's row counts unknown until its units run, as a
 // filter does: the processor is not exact, and a unit's count comes from
 // its selection (count).
+
+// deletionsFor returns the rows the tables' deletes remove from the data
+// files in paths (those a job plans), by path: their position deletes,
+// and their equality deletes turned into positions (iceberg.EqualityDeleted
+// reads the affected files' equality columns).
+func deletionsFor(ctx context.Context, fsys decode.FS, tables []iceberg.Input, paths []string) (map[string][]int64, error) {
+	byFile := iceberg.Deletes(tables)
+	eq, err := iceberg.EqualityDeleted(ctx, fsys, tables, paths)
+	if err != nil {
+		return nil, err
+	}
+	if len(eq) > 0 && byFile == nil {
+		byFile = map[string][]int64{}
+	}
+	for file, pos := range eq {
+		byFile[file] = pos // its position deletes included
+	}
+	return byFile, nil
+}
 
 // setDeletions gives plan's units the rows byFile (sorted positions in
 // each file) deletes, and returns how many it found. paths are the names
@@ -97,6 +117,9 @@ func groupStarts(plan *decode.Plan, byFile map[string][]int64) (map[string][]int
 			s[i+1] = s[i] + n
 		}
 		pos := byFile[file]
+		if len(pos) == 0 {
+			continue
+		}
 		if last := pos[len(pos)-1]; last >= s[len(g)] {
 			return nil, fmt.Errorf("%s: the table's position deletes name its row %d, and it has %d rows: the file is not the one the snapshot recorded", file, last, s[len(g)])
 		}

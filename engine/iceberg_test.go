@@ -103,7 +103,7 @@ func TestIcebergSnapshots(t *testing.T) {
 
 func TestIcebergDeletesRefused(t *testing.T) {
 	tab, _, _, _ := icebergTable(t)
-	_, meta, err := tab.DeleteEquality()
+	_, meta, err := tab.DeleteEquality("a", "score", []float64{1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +112,12 @@ func TestIcebergDeletesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = engine.Check(context.Background(), job, nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "has equality delete files") {
-		t.Fatalf("Check of a table with equality deletes: %v", err)
+	if err == nil || !strings.Contains(err.Error(), `column "score" is double`) {
+		t.Fatalf("Check of a table with equality deletes on a float: %v", err)
 	}
 	_, err = engine.Run(context.Background(), job, engine.Options{})
-	if err == nil || !strings.Contains(err.Error(), "applies position deletes only") {
-		t.Fatalf("Run of a table with equality deletes: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "lastmile applies equality deletes on integer, string") {
+		t.Fatalf("Run of a table with equality deletes on a float: %v", err)
 	}
 }
 

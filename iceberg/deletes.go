@@ -30,10 +30,10 @@ import (
 // (decode.Unit.Deleted) and drops them before any op sees them; a unit
 // sent to a CPU peer carries them (engine/deletes.go).
 //
-// Refused, each with what to do: equality delete files (rows matched by
-// column values, with sequence-number rules across files; not applied),
-// deletion vectors (format 3, Puffin files), and delete files that are
-// not Parquet. Returning deleted rows to a trainer is never an option.
+// Equality deletes (eqdeletes.go) are turned into positions too, for the
+// data files a job plans. Refused, each with what to do: deletion vectors
+// (format 3, Puffin files) and delete files that are not Parquet.
+// Returning deleted rows to a trainer is never an option.
 //
 // Rejected: a peer reading the delete files itself. A peer compiles a
 // job against the unit's own file, not the table, and would have to scan
@@ -53,14 +53,16 @@ const MaxDeletedRows = 64 << 20
 
 // noteDeletes records the delete files of one delete manifest, and
 // refuses the kinds lastmile does not apply.
-func (s *Scan) noteDeletes(entries []ice.ManifestEntry, manifest string) error {
+func (s *Scan) noteDeletes(entries []ice.ManifestEntry, manifest string, schema *ice.Schema, spec *ice.PartitionSpec) error {
 	for _, e := range entries {
 		df := e.DataFile()
 		switch df.ContentType() {
 		case ice.EntryContentPosDeletes:
 		case ice.EntryContentEqDeletes:
-			return fmt.Errorf("has equality delete files (%s, in manifest %s): lastmile applies position deletes only, so it refuses the table rather than return deleted rows; "+
-				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold) or read a snapshot from before the deletes", df.FilePath(), manifest)
+			if err := s.noteEquality(e, manifest, schema, spec); err != nil {
+				return err
+			}
+			continue
 		default:
 			return fmt.Errorf("manifest %s is a delete manifest but lists data file %s", manifest, df.FilePath())
 		}

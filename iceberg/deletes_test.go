@@ -83,8 +83,9 @@ func TestDeletesRefused(t *testing.T) {
 		del  func(tab *icebergtest.Table) (int64, string, error)
 		want []string
 	}{
-		{"equality deletes", func(tab *icebergtest.Table) (int64, string, error) { return tab.DeleteEquality() },
-			[]string{"has equality delete files", "applies position deletes only", "rewrite_data_files"}},
+		{"equality deletes on a float column", func(tab *icebergtest.Table) (int64, string, error) {
+			return tab.DeleteEquality("a", "score", []float64{0}, 0)
+		}, []string{"equality delete file", `column "score" is double`, "rewrite_data_files"}},
 		{"a position past the file's end", func(tab *icebergtest.Table) (int64, string, error) {
 			return tab.DeletePositions([]icebergtest.Position{{File: tab.DataFiles()[2], Pos: 25}}, 0)
 		}, []string{"delete file", "deletes row 25 of", "which has 25 rows"}},
@@ -131,5 +132,53 @@ func TestDeletesByPath(t *testing.T) {
 	path := strings.TrimPrefix(files[3], "file://")
 	if len(got) != 1 || !slices.Equal(got[path], []int64{9}) {
 		t.Errorf("Deletes: %v; want %s: [9]", got, path)
+	}
+}
+
+// TestEqualityDeletes: equality deletes become positions in the data
+// files of their partition with a lower sequence number, merged with
+// their position deletes, for the files asked about only.
+func TestEqualityDeletes(t *testing.T) {
+	tab, _, _, _, _ := twoSnapshots(t)
+	files := tab.DataFiles() // 0..3 parts a..d (ids 0..99 by id%4, sequence 1); 4, 5 parts a, b (ids 100..149, sequence 2)
+	// Partition a: ids 0 and 4 (file 0, rows 0 and 1), 100 and 102 (file
+	// 4, rows 0 and 1); id 1 is in partition b, untouched.
+	if _, _, err := tab.DeleteEquality("a", "id", []int64{0, 4, 100, 102, 1, 7777}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Sequence 1: no data file of partition b is older.
+	if _, _, err := tab.DeleteEquality("b", "id", []int64{1, 101}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// A string column: every row of partition c.
+	if _, _, err := tab.DeleteEquality("c", "part", []string{"c"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, meta, err := tab.DeletePositions([]icebergtest.Position{{File: files[0], Pos: 9}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := func(i int) string { return strings.TrimPrefix(files[i], "file://") }
+	all := []string{local(0), local(1), local(2), local(3), local(4), local(5)}
+	got, err := iceberg.EqualityDeleted(context.Background(), nil, []iceberg.Input{{Scan: sc}}, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	every := make([]int64, 25)
+	for i := range every {
+		every[i] = int64(i)
+	}
+	want := map[string][]int64{local(0): {0, 1, 9}, local(4): {0, 1}, local(2): every}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("equality deletes:\n%v\nwant\n%v", got, want)
+	}
+	// Only the files asked about are read.
+	got, err = iceberg.EqualityDeleted(context.Background(), nil, []iceberg.Input{{Scan: sc}}, all[3:5])
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(map[string][]int64{local(4): {0, 1}}) {
+		t.Fatalf("for files 3 and 4: %v, %v", got, err)
 	}
 }

@@ -2,10 +2,10 @@
 // Parquet data files a job reads: it reads the table's metadata (from a
 // metadata file location or a REST catalog), selects a snapshot (the
 // current one or one by id), reads the snapshot's manifest list and
-// manifests, reads the snapshot's position delete files and gives each
-// data file its deleted rows (deletes.go), refuses snapshots with
-// equality deletes or deletion vectors (reading them would return deleted
-// rows), and prunes data files with the job's filters through their partition values
+// manifests, reads the snapshot's position and equality delete files and
+// gives each data file its deleted rows (deletes.go, eqdeletes.go),
+// refuses snapshots with deletion vectors (reading them would return
+// deleted rows), and prunes data files with the job's filters through their partition values
 // and column statistics. It also reports how the table is bucketed
 // (Iceberg bucket[N] partitions), which bucket joins use.
 //

@@ -29,7 +29,8 @@ type Scan struct {
 	// position deletes remove (deletes.go).
 	DeletedRows int64
 
-	deletes []deleteFile // the snapshot's position delete files
+	deletes   []deleteFile // the snapshot's position delete files
+	eqDeletes []*eqDelete  // and its equality delete files (eqdeletes.go)
 }
 
 // Bucketing says that every data file holds the rows of one bucket of a
@@ -50,7 +51,9 @@ type File struct {
 	// Deleted are the positions (row indexes in the file) that the
 	// snapshot's position deletes remove, sorted, without repeats.
 	Deleted []int64
-	seq     int64 // data sequence number
+	seq     int64       // data sequence number
+	specID  int32       // partition spec
+	part    map[int]any // partition values, by partition field id
 	// stats maps a top-level column name to what the file's partition
 	// value (identity transforms) or column statistics say about it.
 	stats map[string]expr.Range
@@ -156,7 +159,7 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 		return fmt.Errorf("manifest %s: %v", mf.FilePath(), err)
 	}
 	if mf.ManifestContent() == ice.ManifestContentDeletes {
-		return s.noteDeletes(entries, mf.FilePath())
+		return s.noteDeletes(entries, mf.FilePath(), schema, spec)
 	}
 	for _, e := range entries {
 		df := e.DataFile()
@@ -170,7 +173,8 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 		if err != nil {
 			return fmt.Errorf("data file: %v", err)
 		}
-		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec), seq: e.SequenceNum()}
+		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec), seq: e.SequenceNum(),
+			specID: df.SpecID(), part: df.Partition()}
 		f.Bucket = bk.note(df, schema, spec)
 		s.Files = append(s.Files, f)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 
 	ice "github.com/apache/iceberg-go"
@@ -162,24 +163,57 @@ func (t *Table) Delete() (int64, string, error) {
 }
 
 // DeleteEquality commits a snapshot that adds an equality delete file
-// (rows whose id is 0): a table lastmile must refuse.
-func (t *Table) DeleteEquality() (int64, string, error) {
+// on one column of the schema ("id", "key" or "part"; "score" for a
+// table lastmile must refuse) with values ([]int64, []string or
+// []float64), in the partition of the data files of part (the first
+// one's, when the table is not partitioned by part). seq, when > 0, is
+// its data sequence number instead of the snapshot's.
+func (t *Table) DeleteEquality(part, col string, values any, seq int64) (int64, string, error) {
 	id := int64(1000 + len(t.meta.Snapshots))
-	seq := int64(len(t.meta.Snapshots) + 1)
-	path := filepath.Join(t.Dir, "data", fmt.Sprintf("eq-delete-%d.parquet", id))
-	if err := parquet.WriteFile(path, []struct {
-		ID int64 `parquet:"id"`
-	}{{0}}); err != nil {
-		return 0, "", err
+	snapSeq := int64(len(t.meta.Snapshots) + 1)
+	if seq <= 0 {
+		seq = snapSeq
 	}
-	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentEqDeletes, t.loc(path), ice.ParquetFile,
-		t.live[0].DataFile().Partition(), nil, nil, 1, fileSize(path))
+	field, ok := t.schema.FindFieldByName(col)
+	if !ok {
+		return 0, "", fmt.Errorf("no column %q", col)
+	}
+	v := reflect.ValueOf(values)
+	typ := reflect.StructOf([]reflect.StructField{{Name: "V", Type: v.Type().Elem(), Tag: reflect.StructTag(`parquet:"` + col + `"`)}})
+	path := filepath.Join(t.Dir, "data", fmt.Sprintf("eq-delete-%d.parquet", id))
+	f, err := os.Create(path)
 	if err != nil {
 		return 0, "", err
 	}
-	b.EqualityFieldIDs([]int{1})
-	t.dels = append(t.dels, ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build()))
-	return t.commit(id, seq, t.live, t.dels)
+	w := parquet.NewWriter(f, parquet.SchemaOf(reflect.New(typ).Interface()))
+	for i := range v.Len() {
+		row := reflect.New(typ).Elem()
+		row.Field(0).Set(v.Index(i))
+		if err := w.Write(row.Addr().Interface()); err != nil {
+			return 0, "", err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return 0, "", err
+	}
+	if err := f.Close(); err != nil {
+		return 0, "", err
+	}
+	partition := t.live[0].DataFile().Partition()
+	for _, e := range t.live {
+		if p, ok := e.DataFile().Partition()[1000]; ok && p == part {
+			partition = e.DataFile().Partition()
+			break
+		}
+	}
+	b, err := ice.NewDataFileBuilder(t.spec, ice.EntryContentEqDeletes, t.loc(path), ice.ParquetFile,
+		partition, nil, nil, int64(v.Len()), fileSize(path))
+	if err != nil {
+		return 0, "", err
+	}
+	b.EqualityFieldIDs([]int{field.ID})
+	t.dels = append(t.dels, ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &snapSeq, b.Build()))
+	return t.commit(id, snapSeq, t.live, t.dels)
 }
 
 // loc is the location the metadata records for a local path under Dir.

@@ -1,0 +1,274 @@
+package iceberg
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"reflect"
+	"slices"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+)
+
+// Equality deletes.
+//
+// An equality delete file (what Flink's upserts and CDC streams write)
+// holds rows of some of the table's columns, its equality fields: every
+// row of a data file whose values in those columns equal a delete row's
+// (null equal to null) is deleted. It applies to a data file whose data
+// sequence number is strictly less than its own, and only within its
+// partition, unless it was written under an unpartitioned spec.
+//
+// lastmile turns them into positions, once per job, for the data files
+// the job plans after pruning (EqualityDeleted): each applicable delete
+// file's rows are read once into a set of keys, then each affected data
+// file's equality columns are read and its matching rows become deleted
+// positions, merged with its position deletes. From there on they are
+// position deletes: each unit carries its rows, on the host and to a
+// peer. The cost is one read of the equality columns of the affected
+// data files when a job plans (and the delete rows in memory); `planned`
+// logs how many rows were deleted.
+//
+// A key is the columns' values in their decoded form, one after the
+// other: a null as one 0 byte, a value as 1 then its bytes (fixed-width)
+// or its length and bytes (strings, binary). The same column must decode
+// to the same kind and type in the delete file and the data file, or the
+// job fails naming both.
+//
+// Rejected: applying them as a per-row filter in the engine. The
+// equality columns would have to be decoded with every unit even when the
+// job does not read them, and a peer would need the delete rows; after
+// resolution a peer needs nothing new.
+
+// eqDelete is an equality delete file of a snapshot.
+type eqDelete struct {
+	path    string
+	seq     int64    // data sequence number
+	columns []string // top-level columns of the equality field ids
+	global  bool     // written under an unpartitioned spec
+	specID  int32
+	part    map[int]any
+	keys    map[string]struct{} // its rows' keys, once loaded
+	kinds   []colType           // the columns' decoded kinds and types, once loaded
+}
+
+type colType struct {
+	kind  column.Kind
+	dtype column.DType
+}
+
+// noteEquality records an equality delete file of a delete manifest.
+func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Schema, spec *ice.PartitionSpec) error {
+	df := e.DataFile()
+	if df.FileFormat() != ice.ParquetFile {
+		return fmt.Errorf("delete file %s is %s: lastmile reads Parquet delete files only", df.FilePath(), df.FileFormat())
+	}
+	ids := df.EqualityFieldIDs()
+	if len(ids) == 0 {
+		return fmt.Errorf("equality delete file %s (in manifest %s) names no equality fields", df.FilePath(), manifest)
+	}
+	d := &eqDelete{seq: e.SequenceNum(), global: spec.NumFields() == 0, specID: df.SpecID(), part: df.Partition()}
+	var err error
+	if d.path, err = localOrURL(df.FilePath()); err != nil {
+		return fmt.Errorf("delete file: %v", err)
+	}
+	for _, id := range ids {
+		f, ok := schema.FindFieldByID(id)
+		if !ok || !slices.ContainsFunc(schema.Fields(), func(top ice.NestedField) bool { return top.ID == id }) {
+			return fmt.Errorf("equality delete file %s: field %d is not a top-level column; lastmile applies equality deletes on top-level columns only", df.FilePath(), id)
+		}
+		switch f.Type.(type) {
+		case ice.Float32Type, ice.Float64Type, *ice.StructType, *ice.ListType, *ice.MapType:
+			return fmt.Errorf("equality delete file %s: column %q is %s; lastmile applies equality deletes on integer, string, binary, boolean, date, time and timestamp columns; "+
+				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), f.Name, f.Type)
+		}
+		d.columns = append(d.columns, f.Name)
+	}
+	s.eqDeletes = append(s.eqDeletes, d)
+	return nil
+}
+
+// appliesTo reports whether d deletes rows of data file f.
+func (d *eqDelete) appliesTo(f *File) bool {
+	if f.seq >= d.seq {
+		return false
+	}
+	return d.global || (d.specID == f.specID && reflect.DeepEqual(d.part, f.part))
+}
+
+// EqualityDeleted returns, for each data file in paths (the files a job
+// plans) that a snapshot's equality deletes apply to, the positions they
+// delete, sorted, merged with its position deletes; files without
+// equality deletes are not in it (Deletes gives theirs).
+func EqualityDeleted(ctx context.Context, fsys decode.FS, ins []Input, paths []string) (map[string][]int64, error) {
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
+	var out map[string][]int64
+	var total int64
+	for _, in := range ins {
+		s := in.Scan
+		if s == nil || len(s.eqDeletes) == 0 {
+			continue
+		}
+		for i := range s.Files {
+			f := &s.Files[i]
+			var apply []*eqDelete
+			for _, d := range s.eqDeletes {
+				if want[f.Path] && d.appliesTo(f) {
+					apply = append(apply, d)
+				}
+			}
+			if len(apply) == 0 {
+				continue
+			}
+			pos, err := s.matchFile(ctx, fsys, f, apply, &total)
+			if err != nil {
+				return nil, fmt.Errorf("iceberg table %s snapshot %d: %w", s.Table, s.SnapshotID, err)
+			}
+			if len(pos) == 0 {
+				continue
+			}
+			if out == nil {
+				out = map[string][]int64{}
+			}
+			out[f.Path] = pos
+		}
+	}
+	return out, nil
+}
+
+// matchFile returns the rows of data file f that the delete files apply
+// deletes, with its position deletes, sorted and without repeats.
+func (s *Scan) matchFile(ctx context.Context, fsys decode.FS, f *File, apply []*eqDelete, total *int64) ([]int64, error) {
+	var cols []string
+	loaded := apply[:0:0]
+	for _, d := range apply {
+		if err := d.load(ctx, fsys, total); err != nil {
+			return nil, fmt.Errorf("equality delete file %s: %w", d.path, err)
+		}
+		if len(d.keys) == 0 {
+			continue // an empty delete file
+		}
+		loaded = append(loaded, d)
+		for _, c := range d.columns {
+			if !slices.Contains(cols, c) {
+				cols = append(cols, c)
+			}
+		}
+	}
+	if len(loaded) == 0 {
+		return slices.Clone(f.Deleted), nil
+	}
+	apply = loaded
+	plan, err := decode.PlanFiles(ctx, []string{f.Path}, decode.PlanOptions{FS: fsys, Columns: cols})
+	if err != nil {
+		return nil, err
+	}
+	dec := plan.NewDecoder()
+	defer dec.Close()
+	pos := slices.Clone(f.Deleted)
+	var b column.Batch
+	var key []byte
+	for _, u := range plan.Units {
+		if err := dec.Decode(ctx, u, &b); err != nil {
+			return nil, err
+		}
+		for _, d := range apply {
+			at, err := d.columnsIn(&b, cols, f.Path)
+			if err != nil {
+				return nil, err
+			}
+			for r := range b.Rows {
+				key = appendKey(key[:0], at, r)
+				if _, ok := d.keys[string(key)]; ok {
+					pos = append(pos, u.Ordinal+int64(r))
+				}
+			}
+		}
+	}
+	slices.Sort(pos)
+	pos = slices.Compact(pos)
+	if *total += int64(len(pos) - len(f.Deleted)); *total > MaxDeletedRows {
+		return nil, fmt.Errorf("more than the %d deleted rows lastmile holds; compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", MaxDeletedRows)
+	}
+	return pos, nil
+}
+
+// columnsIn returns d's columns of a data file's batch b (decoded with
+// cols), checking that they decode as the delete file's do.
+func (d *eqDelete) columnsIn(b *column.Batch, cols []string, file string) ([]*column.Column, error) {
+	at := make([]*column.Column, len(d.columns))
+	for k, name := range d.columns {
+		c := &b.Columns[slices.Index(cols, name)]
+		if c.Kind != d.kinds[k].kind || c.DType != d.kinds[k].dtype {
+			return nil, fmt.Errorf("column %q is %s %s in data file %s and %s %s in equality delete file %s",
+				name, c.Kind, c.DType, file, d.kinds[k].kind, d.kinds[k].dtype, d.path)
+		}
+		at[k] = c
+	}
+	return at, nil
+}
+
+// load reads d's rows into its key set, once; total counts the delete
+// rows and deleted rows held.
+func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error {
+	if d.keys != nil {
+		return nil
+	}
+	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: d.columns})
+	if err != nil {
+		return err
+	}
+	if *total += plan.Rows; *total > MaxDeletedRows {
+		return fmt.Errorf("more than the %d delete rows lastmile holds; compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", MaxDeletedRows)
+	}
+	dec := plan.NewDecoder()
+	defer dec.Close()
+	d.keys = make(map[string]struct{}, plan.Rows)
+	var b column.Batch
+	var key []byte
+	for _, u := range plan.Units {
+		if err := dec.Decode(ctx, u, &b); err != nil {
+			return err
+		}
+		at := make([]*column.Column, len(b.Columns))
+		d.kinds = d.kinds[:0]
+		for k := range b.Columns {
+			c := &b.Columns[k]
+			if c.Kind == column.List {
+				return fmt.Errorf("column %q is a list", d.columns[k])
+			}
+			at[k] = c
+			d.kinds = append(d.kinds, colType{c.Kind, c.DType})
+		}
+		for r := range b.Rows {
+			key = appendKey(key[:0], at, r)
+			d.keys[string(key)] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// appendKey appends row r's key over cols to dst.
+func appendKey(dst []byte, cols []*column.Column, r int) []byte {
+	for _, c := range cols {
+		if c.Valid != nil && c.Valid[r] == 0 {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = append(dst, 1)
+		if c.Kind == column.Fixed {
+			n := c.DType.Size() * c.Width
+			dst = append(dst, c.Data[r*n:(r+1)*n]...)
+			continue
+		}
+		v := c.Row(r)
+		dst = binary.AppendUvarint(dst, uint64(len(v)))
+		dst = append(dst, v...)
+	}
+	return dst
+}
