@@ -52,7 +52,59 @@ type eqDelete struct {
 	part    map[int]any
 	keys    map[string]struct{} // its rows' keys, once loaded
 	kinds   []colType           // the columns' decoded kinds and types, once loaded
+	// ints holds the keys instead when the delete has one fixed-width
+	// column of at most 8 bytes (an id: the common case), as the value's
+	// bytes zero-extended; null says a null key was deleted.
+	ints map[uint64]struct{}
+	null bool
 }
+
+// small reports whether c's values are keyed as uint64s.
+func small(c *column.Column) bool {
+	return c.Kind == column.Fixed && c.DType.Size()*c.Width <= 8
+}
+
+// word returns row r of a small column, zero-extended.
+func word(c *column.Column, r int) uint64 {
+	n := c.DType.Size() * c.Width
+	var b [8]byte
+	copy(b[:], c.Data[r*n:(r+1)*n])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// has reports whether row r of the data columns at is deleted; key is
+// scratch.
+func (d *eqDelete) has(at []*column.Column, r int, key *[]byte) bool {
+	if d.ints != nil {
+		c := at[0]
+		if c.Valid != nil && c.Valid[r] == 0 {
+			return d.null
+		}
+		_, ok := d.ints[word(c, r)]
+		return ok
+	}
+	*key = appendKey((*key)[:0], at, r)
+	_, ok := d.keys[string(*key)]
+	return ok
+}
+
+// add records row r of the delete file's columns at.
+func (d *eqDelete) add(at []*column.Column, r int, key *[]byte) {
+	if d.ints != nil {
+		c := at[0]
+		if c.Valid != nil && c.Valid[r] == 0 {
+			d.null = true
+			return
+		}
+		d.ints[word(c, r)] = struct{}{}
+		return
+	}
+	*key = appendKey((*key)[:0], at, r)
+	d.keys[string(*key)] = struct{}{}
+}
+
+// empty reports whether d deletes nothing.
+func (d *eqDelete) empty() bool { return len(d.keys) == 0 && len(d.ints) == 0 && !d.null }
 
 type colType struct {
 	kind  column.Kind
@@ -150,7 +202,7 @@ func (s *Scan) matchFile(ctx context.Context, fsys decode.FS, f *File, apply []*
 		if err := d.load(ctx, fsys, total); err != nil {
 			return nil, fmt.Errorf("equality delete file %s: %w", d.path, err)
 		}
-		if len(d.keys) == 0 {
+		if d.empty() {
 			continue // an empty delete file
 		}
 		loaded = append(loaded, d)
@@ -183,8 +235,7 @@ func (s *Scan) matchFile(ctx context.Context, fsys decode.FS, f *File, apply []*
 				return nil, err
 			}
 			for r := range b.Rows {
-				key = appendKey(key[:0], at, r)
-				if _, ok := d.keys[string(key)]; ok {
+				if d.has(at, r, &key) {
 					pos = append(pos, u.Ordinal+int64(r))
 				}
 			}
@@ -216,7 +267,7 @@ func (d *eqDelete) columnsIn(b *column.Batch, cols []string, file string) ([]*co
 // load reads d's rows into its key set, once; total counts the delete
 // rows and deleted rows held.
 func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error {
-	if d.keys != nil {
+	if d.keys != nil || d.ints != nil {
 		return nil
 	}
 	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: d.columns})
@@ -228,7 +279,7 @@ func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error
 	}
 	dec := plan.NewDecoder()
 	defer dec.Close()
-	d.keys = make(map[string]struct{}, plan.Rows)
+	d.keys = map[string]struct{}{}
 	var b column.Batch
 	var key []byte
 	for _, u := range plan.Units {
@@ -245,9 +296,11 @@ func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error
 			at[k] = c
 			d.kinds = append(d.kinds, colType{c.Kind, c.DType})
 		}
+		if d.ints == nil && len(d.keys) == 0 && len(at) == 1 && small(at[0]) {
+			d.ints = make(map[uint64]struct{}, plan.Rows)
+		}
 		for r := range b.Rows {
-			key = appendKey(key[:0], at, r)
-			d.keys[string(key)] = struct{}{}
+			d.add(at, r, &key)
 		}
 	}
 	return nil
