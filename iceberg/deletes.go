@@ -83,8 +83,17 @@ func (s *Scan) noteDeletes(entries []ice.ManifestEntry, manifest string, schema 
 }
 
 // applyDeletes reads the snapshot's position delete files and sets each
-// data file's Deleted positions.
+// data file's Deleted positions. Its equality delete files are read only
+// when a job plans (EqualityDeleted), but opened here: a user who may
+// not read one is refused as early as for any other file of the table.
 func (s *Scan) applyDeletes(ctx context.Context, fsys decode.FS) error {
+	for _, d := range s.eqDeletes {
+		f, err := fsys.Open(d.path)
+		if err != nil {
+			return fmt.Errorf("equality delete file: %w", err)
+		}
+		f.Close()
+	}
 	if len(s.deletes) == 0 {
 		return nil
 	}

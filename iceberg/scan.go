@@ -101,8 +101,10 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	if err != nil {
 		return nil, fmt.Errorf("iceberg table %s: %w", name, err)
 	}
+	// fail keeps what it wraps (%w): a permission error stays one, so that
+	// lastmiled refuses a user's job with 403 naming the file.
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("iceberg table %s snapshot %d: %s", name, snap.ID, fmt.Sprintf(format, args...))
+		return fmt.Errorf("iceberg table %s snapshot %d: "+format, append([]any{name, snap.ID}, args...)...)
 	}
 	schemaID := m.CurrentSchemaID
 	if snap.SchemaID != nil {
@@ -114,7 +116,7 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	}
 	data, err := readLocation(fsys, snap.ManifestList)
 	if err != nil {
-		return nil, fail("manifest list: %v", err)
+		return nil, fail("manifest list: %w", err)
 	}
 	manifests, err := ice.ReadManifestList(bytes.NewReader(data))
 	if err != nil {
@@ -131,11 +133,11 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 			return nil, fail("manifest %s: no partition spec with id %d", mf.FilePath(), mf.PartitionSpecID())
 		}
 		if err := s.addManifest(fsys, mf, schema, spec, &bk); err != nil {
-			return nil, fail("%v", err)
+			return nil, fail("%w", err)
 		}
 	}
 	if err := s.applyDeletes(ctx, fsys); err != nil {
-		return nil, fail("%v", err)
+		return nil, fail("%w", err)
 	}
 	slices.SortFunc(s.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	s.Buckets = bk.result()
@@ -152,7 +154,7 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Schema, spec *ice.PartitionSpec, bk *bucketState) error {
 	data, err := readLocation(fsys, mf.FilePath())
 	if err != nil {
-		return fmt.Errorf("manifest: %v", err)
+		return fmt.Errorf("manifest: %w", err)
 	}
 	entries, err := ice.ReadManifest(mf, bytes.NewReader(data), true)
 	if err != nil {

@@ -2,10 +2,13 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +80,81 @@ func TestIcebergResumeSameSnapshot(t *testing.T) {
 	}
 	checkExactlyOnce(t, "pinned snapshot after kill -9", r.rows, 6000)
 	e.waitJob(j.ID, 10*time.Second, "done")
+}
+
+// TestIcebergDeletesAsCaller: a table's delete files are read with the
+// submitting user's credentials, as its data is: a user who may not read
+// one is refused, naming it; once readable, the user's job runs without
+// the deleted rows.
+func TestIcebergDeletesAsCaller(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to submit as another uid")
+	}
+	e := newEnv(t)
+	e.start("-socket-mode", "0666")
+	u := newAsUser(t, e)
+	tab, err := icebergtest.New(filepath.Join(e.dir, "lake", "events"), icebergtest.Layout{ByPart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]icebergtest.Row, 400)
+	for i := range rows {
+		rows[i] = icebergtest.Row{ID: int64(i), Part: string(rune('a' + i%2)), Key: int64(i)}
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	var pos []icebergtest.Position
+	for id := int64(0); id < 400; id += 3 {
+		p, _ := tab.Locate(id)
+		pos = append(pos, p)
+	}
+	if _, _, err := tab.DeletePositions(pos, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, meta, err := tab.DeleteEquality("b", "id", []int64{1, 5, 7}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filepath.Walk(filepath.Join(e.dir, "lake"), func(p string, fi os.FileInfo, _ error) error {
+		if fi.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o644)
+	})
+	dels, _ := filepath.Glob(filepath.Join(e.dir, "lake", "events", "data", "*delete-*.parquet"))
+	if len(dels) != 2 {
+		t.Fatalf("delete files %v", dels)
+	}
+	spec := func(name string) string {
+		return fmt.Sprintf("name: %s\ninputs: [%q]\nbatch: {size: 10, last: keep}\nring: {slots: 4}\npipeline:\n  - rename: {id: row_id}\n  - select: [row_id]\n", name, "iceberg:"+meta)
+	}
+	for i, del := range dels {
+		os.Chmod(del, 0o600)
+		code, body := u.submit(spec(fmt.Sprintf("refused%d", i)))
+		if code != 403 || !strings.Contains(body, filepath.Base(del)) || !strings.Contains(body, "permission denied") {
+			t.Errorf("delete file %s unreadable: %d %q; want 403 naming it", filepath.Base(del), code, body)
+		}
+		os.Chmod(del, 0o644)
+	}
+	code, body := u.submit(spec("readable"))
+	if code != 201 {
+		t.Fatalf("readable: %d %s", code, body)
+	}
+	var j jobJSON
+	json.Unmarshal([]byte(body), &j)
+	ids, err := readAll(e, j.ID, accessUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	var want []int64
+	for id := range int64(400) {
+		if id%3 != 0 && id != 1 && id != 5 && id != 7 {
+			want = append(want, id)
+		}
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("%d rows; want %d", len(ids), len(want))
+	}
 }
