@@ -129,11 +129,19 @@ func TestIcebergDeletesAsCaller(t *testing.T) {
 	spec := func(name string) string {
 		return fmt.Sprintf("name: %s\ninputs: [%q]\nbatch: {size: 10, last: keep}\nring: {slots: 4}\npipeline:\n  - rename: {id: row_id}\n  - select: [row_id]\n", name, "iceberg:"+meta)
 	}
+	// The data manifest and manifest list of the last commit too.
+	for _, pat := range []string{"manifest-1002-data.avro", "snap-1002.avro"} {
+		m, _ := filepath.Glob(filepath.Join(e.dir, "lake", "events", "metadata", pat))
+		if len(m) != 1 {
+			t.Fatalf("no %s", pat)
+		}
+		dels = append(dels, m[0])
+	}
 	for i, del := range dels {
 		os.Chmod(del, 0o600)
 		code, body := u.submit(spec(fmt.Sprintf("refused%d", i)))
 		if code != 403 || !strings.Contains(body, filepath.Base(del)) || !strings.Contains(body, "permission denied") {
-			t.Errorf("delete file %s unreadable: %d %q; want 403 naming it", filepath.Base(del), code, body)
+			t.Errorf("%s unreadable: %d %q; want 403 naming it", filepath.Base(del), code, body)
 		}
 		os.Chmod(del, 0o644)
 	}
