@@ -30,10 +30,10 @@ import (
 // (decode.Unit.Deleted) and drops them before any op sees them; a unit
 // sent to a CPU peer carries them (engine/deletes.go).
 //
-// Equality deletes (eqdeletes.go) are turned into positions too, for the
-// data files a job plans. Refused, each with what to do: deletion vectors
-// (format 3, Puffin files) and delete files that are not Parquet.
-// Returning deleted rows to a trainer is never an option.
+// Deletion vectors (format 3, dvdeletes.go) give positions too, and
+// equality deletes (eqdeletes.go) are turned into positions for the data
+// files a job plans. Delete files that are neither Parquet nor Puffin are
+// refused. Returning deleted rows to a trainer is never an option.
 //
 // Rejected: a peer reading the delete files itself. A peer compiles a
 // job against the unit's own file, not the table, and would have to scan
@@ -67,8 +67,10 @@ func (s *Scan) noteDeletes(entries []ice.ManifestEntry, manifest string, schema 
 			return fmt.Errorf("manifest %s is a delete manifest but lists data file %s", manifest, df.FilePath())
 		}
 		if df.FileFormat() == ice.PuffinFile {
-			return fmt.Errorf("has deletion vectors (%s, in manifest %s): lastmile does not read Puffin deletion vectors (Iceberg format 3), so it refuses the table rather than return deleted rows; "+
-				"compact the table first or read a snapshot from before the deletes", df.FilePath(), manifest)
+			if err := s.noteVector(e, manifest); err != nil {
+				return err
+			}
+			continue
 		}
 		if df.FileFormat() != ice.ParquetFile {
 			return fmt.Errorf("delete file %s is %s: lastmile reads Parquet delete files only", df.FilePath(), df.FileFormat())
@@ -94,11 +96,14 @@ func (s *Scan) applyDeletes(ctx context.Context, fsys decode.FS) error {
 		}
 		f.Close()
 	}
-	if len(s.deletes) == 0 {
+	if len(s.deletes) == 0 && len(s.vectors) == 0 {
 		return nil
 	}
 	var total int64
 	for _, d := range s.deletes {
+		total += d.rows
+	}
+	for _, d := range s.vectors {
 		total += d.rows
 	}
 	if total > MaxDeletedRows {
@@ -111,6 +116,14 @@ func (s *Scan) applyDeletes(ctx context.Context, fsys decode.FS) error {
 	for _, d := range s.deletes {
 		if err := s.readDeleteFile(ctx, fsys, d, byPath); err != nil {
 			return fmt.Errorf("delete file %s: %w", d.path, err)
+		}
+	}
+	for _, d := range s.vectors {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.readVector(fsys, d, byPath); err != nil {
+			return fmt.Errorf("deletion vector in %s at %d: %w", d.path, d.off, err)
 		}
 	}
 	for i := range s.Files {

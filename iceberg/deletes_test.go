@@ -3,6 +3,8 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -180,5 +182,50 @@ func TestEqualityDeletes(t *testing.T) {
 	got, err = iceberg.EqualityDeleted(context.Background(), nil, []iceberg.Input{{Scan: sc}}, all[3:5])
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(map[string][]int64{local(4): {0, 1}}) {
 		t.Fatalf("for files 3 and 4: %v, %v", got, err)
+	}
+}
+
+// TestDeletionVectors: a format 3 table's deletion vectors give their
+// data files' deleted rows, merged with position deletes; one older than
+// its data file is not applied, and a corrupt one fails the scan.
+func TestDeletionVectors(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "v3"), icebergtest.Layout{ByPart: true, FormatVersion: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tab.Append(rows(0, 100)); err != nil { // files 0..3, 25 rows each, sequence 1
+		t.Fatal(err)
+	}
+	files := tab.DataFiles()
+	if _, _, err := tab.DeleteVector(files[1], []int64{24, 0, 7}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tab.DeletePositions([]icebergtest.Position{{File: files[1], Pos: 3}, {File: files[2], Pos: 5}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tab.Append(rows(100, 4)); err != nil { // file 4, part a, sequence 4
+		t.Fatal(err)
+	}
+	newer := tab.DataFiles()[4]
+	_, meta, err := tab.DeleteVector(newer, []int64{0}, 1) // older than the file: not applied
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n := deletedOf(t, meta)
+	want := map[string][]int64{files[1]: {0, 3, 7, 24}, files[2]: {5}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || n != 5 {
+		t.Fatalf("deleted %v (%d rows); want %v (5 rows)", got, n, want)
+	}
+	// A flipped byte of a blob fails its CRC.
+	dvs, _ := filepath.Glob(filepath.Join(tab.Dir, "data", "dv-*.puffin"))
+	b, err := os.ReadFile(dvs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[12] ^= 0xff
+	os.WriteFile(dvs[0], b, 0o644)
+	_, err = iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	if err == nil || !strings.Contains(err.Error(), "deletion vector in") {
+		t.Fatalf("scan with a corrupt deletion vector: %v", err)
 	}
 }

@@ -2,10 +2,9 @@
 // Parquet data files a job reads: it reads the table's metadata (from a
 // metadata file location or a REST catalog), selects a snapshot (the
 // current one or one by id), reads the snapshot's manifest list and
-// manifests, reads the snapshot's position and equality delete files and
-// gives each data file its deleted rows (deletes.go, eqdeletes.go),
-// refuses snapshots with deletion vectors (reading them would return
-// deleted rows), and prunes data files with the job's filters through their partition values
+// manifests, reads the snapshot's position deletes, deletion vectors and
+// equality deletes and gives each data file its deleted rows (deletes.go,
+// dvdeletes.go, eqdeletes.go), and prunes data files with the job's filters through their partition values
 // and column statistics. It also reports how the table is bucketed
 // (Iceberg bucket[N] partitions), which bucket joins use.
 //
@@ -19,7 +18,9 @@
 // package icebergtest). It imports decode (where bytes come from) and expr
 // (statistics ranges), and must never import ops, engine or anything above.
 // The Iceberg library is used for its Avro manifest codecs, schemas,
-// partition specs and transforms only (the root package
-// github.com/apache/iceberg-go): its table and catalog packages would
-// bring cloud SDKs, gRPC and Substrait into the build (docs/storage.md).
+// partition specs and transforms (the root package
+// github.com/apache/iceberg-go), and its deletion vector codec
+// (table/dv, which brings only the roaring bitmap library): its table and
+// catalog packages would bring cloud SDKs, gRPC and Substrait into the
+// build (docs/storage.md).
 package iceberg

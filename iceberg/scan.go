@@ -31,6 +31,7 @@ type Scan struct {
 
 	deletes   []deleteFile // the snapshot's position delete files
 	eqDeletes []*eqDelete  // and its equality delete files (eqdeletes.go)
+	vectors   []dvDelete   // and its deletion vectors (dvdeletes.go)
 }
 
 // Bucketing says that every data file holds the rows of one bucket of a

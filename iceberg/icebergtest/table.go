@@ -39,6 +39,9 @@ type Layout struct {
 	URL string
 	// RowGroupRows > 0 caps the rows of a data file's row groups.
 	RowGroupRows int64
+	// FormatVersion is the table's Iceberg format version: 2 (0 means
+	// 2) or 3, which deletion vectors need.
+	FormatVersion int
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
@@ -54,6 +57,7 @@ type Table struct {
 	files     int
 	groupRows int64
 	where     map[int64]Position // each row's data file and position, by id
+	version   int
 }
 
 // New starts an empty table at dir.
@@ -78,8 +82,8 @@ func New(dir string, l Layout) (*Table, error) {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
 	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
-		where: map[int64]Position{}}
-	t.meta = iceberg.Metadata{FormatVersion: 2, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
+		where: map[int64]Position{}, version: max(l.FormatVersion, 2)}
+	t.meta = iceberg.Metadata{FormatVersion: t.version, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	return t, nil
 }
 
@@ -322,7 +326,7 @@ func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64,
 			return err
 		}
 		defer f.Close()
-		w, err := ice.NewManifestWriter(2, f, t.spec, t.schema, id, ice.WithManifestWriterContent(content))
+		w, err := ice.NewManifestWriter(t.version, f, t.spec, t.schema, id, ice.WithManifestWriterContent(content))
 		if err != nil {
 			return err
 		}
@@ -363,7 +367,7 @@ func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64,
 	if t.meta.CurrentSnapshotID != nil {
 		parent = t.meta.CurrentSnapshotID
 	}
-	err = ice.WriteManifestList(2, f, id, parent, &seq, 0, mfs)
+	err = ice.WriteManifestList(t.version, f, id, parent, &seq, 0, mfs)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
