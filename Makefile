@@ -97,6 +97,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMessageHeader$$' -fuzztime 30s ./peer/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerifiedUnit$$' -fuzztime 30s ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzPartitionValues$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzDeletionVector$$' -fuzztime 30s ./iceberg/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRef$$' -fuzztime 30s ./iceberg/
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm

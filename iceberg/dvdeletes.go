@@ -78,16 +78,29 @@ func (s *Scan) readVector(fsys decode.FS, d dvDelete, byPath map[string]int) err
 		}
 		return err
 	}
-	bm, err := dv.DeserializeDV(blob, d.rows)
-	if err != nil {
-		return err
-	}
 	file := &s.Files[i]
-	for p := range bm.Positions() {
-		if p >= uint64(file.Rows) {
-			return fmt.Errorf("deletes row %d of %s, which has %d rows", p, file.Path, file.Rows)
-		}
-		file.Deleted = append(file.Deleted, int64(p))
+	file.Deleted, err = vectorPositions(file.Deleted, blob, d.rows, file.Rows)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file.Path, err)
 	}
 	return nil
+}
+
+// vectorPositions appends to dst the positions of a deletion vector's
+// blob, which must hold count of them, each below rows.
+func vectorPositions(dst []int64, blob []byte, count, rows int64) ([]int64, error) {
+	if count < 0 {
+		return dst, fmt.Errorf("a deletion vector of %d rows", count) // DeserializeDV checks no count below 0
+	}
+	bm, err := dv.DeserializeDV(blob, count)
+	if err != nil {
+		return dst, err
+	}
+	for p := range bm.Positions() {
+		if p >= uint64(rows) {
+			return dst, fmt.Errorf("the deletion vector deletes row %d, and the file has %d rows", p, rows)
+		}
+		dst = append(dst, int64(p))
+	}
+	return dst, nil
 }
