@@ -76,10 +76,12 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(BIN)/lastmile bench
 
-# fuzz runs each fuzzer of outside input for 30s (go test fuzzes one
-# target per run): specs, ring headers and slots, Parquet pages, the
-# control API (handlers, and raw bytes on a running daemon's socket), and
-# what peers send and are sent (Flight messages, unit outputs, units).
+# fuzz runs each fuzzer for 30s (go test fuzzes one target per run), about
+# 20 minutes in all: specs, ring headers and slots, Parquet pages and their
+# codecs, the control API (handlers, and raw bytes on a running daemon's
+# socket), what peers send and are sent (Flight messages, unit outputs,
+# units), Iceberg metadata, references and deletion vectors, expressions
+# and pipelines, and the cgroup files cpus reads.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzControlAPI$$' -fuzztime 30s ./daemon/
@@ -99,6 +101,24 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPartitionValues$$' -fuzztime 30s ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeletionVector$$' -fuzztime 30s ./iceberg/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRef$$' -fuzztime 30s ./iceberg/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompactRoundTrip$$' -fuzztime 30s ./peer/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s ./ops/
+	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime 30s ./ops/
+	$(GO) test -run '^$$' -fuzz '^FuzzPathBucket$$' -fuzztime 30s ./ops/
+	$(GO) test -run '^$$' -fuzz '^FuzzCountOf$$' -fuzztime 30s ./expr/
+	$(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime 30s ./expr/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDecimalPage$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInt96Page$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzInt96$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzHybrid$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzLz4Page$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzSnappyPrefix$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnitUnmarshal$$' -fuzztime 30s ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCPUMax$$' -fuzztime 30s ./cpus/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMountinfo$$' -fuzztime 30s ./cpus/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime 30s ./iceberg/
+	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s ./roots/
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm
