@@ -374,6 +374,10 @@ type progressView struct {
 	// RowsRuledOut is the rows of units read that the filters ruled out
 	// by the page index, undecoded.
 	RowsRuledOut int64 `json:"rows_ruled_out"`
+	// RowsDeleted is the rows of the planned units that the input tables'
+	// deletes remove, each epoch (Iceberg position and equality deletes,
+	// deletion vectors).
+	RowsDeleted int64 `json:"rows_deleted"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -422,7 +426,7 @@ func (j *Job) view() jobView {
 	v.Progress.UnitsSpilled, v.Progress.UnitsHedged, v.Progress.HedgesWon = tot.spilled, tot.hedged, tot.hedgesWon
 	v.Progress.LatePages, v.Progress.LatePagesUnread, v.Progress.LateUnreadBytes = tot.latePages, tot.lateUnread, tot.lateUnreadBytes
 	v.Progress.FilesPruned, v.Progress.UnitsPruned = tot.filesPruned, tot.unitsPruned
-	v.Progress.RowsRuledOut = tot.rowsRuledOut
+	v.Progress.RowsRuledOut, v.Progress.RowsDeleted = tot.rowsRuledOut, tot.rowsDeleted
 	if sp := j.spill; sp != nil {
 		on, since, why, switches := sp.PolicyState()
 		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}

@@ -128,6 +128,7 @@ type progressTotals struct {
 	// run plans the same inputs).
 	filesPruned, unitsPruned int64
 	rowsRuledOut             int64 // by the filters' page indexes, in units read
+	rowsDeleted              int64 // by the tables' deletes, in the plan (the last run's)
 }
 
 func (t *progressTotals) add(p *engine.Progress) {
@@ -137,6 +138,7 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.units += p.UnitsDone.Load()
 	t.filesPruned, t.unitsPruned = p.FilesPruned.Load(), p.UnitsPruned.Load()
 	t.rowsRuledOut += p.RowsRuledOut.Load()
+	t.rowsDeleted = p.RowsDeleted.Load()
 	t.spilled += p.UnitsSpilled.Load()
 	t.hedged += p.UnitsHedged.Load()
 	t.hedgesWon += p.HedgesWon.Load()

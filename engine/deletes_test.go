@@ -107,6 +107,9 @@ func TestIcebergPositionDeletes(t *testing.T) {
 			if st.Rows != int64(len(tc.want)) {
 				t.Errorf("Stats.Rows %d; want %d", st.Rows, len(tc.want))
 			}
+			if deleted := 2000 - int64(len(keep(nil))); st.RowsDeleted != deleted {
+				t.Errorf("Stats.RowsDeleted %d; want %d", st.RowsDeleted, deleted)
+			}
 			if k := out["k2"]; k != nil {
 				for i, r := range k {
 					if r[0] != 2*(out["id"][i][0]%10) {

@@ -92,7 +92,11 @@ type Stats struct {
 	// RowsRuledOut is the rows of the units read that the filters' page
 	// indexes ruled out, undecoded (pagefilter.go).
 	RowsRuledOut int64
-	Rings        []string
+	// RowsDeleted is the rows of the planned units that the input
+	// tables' deletes remove (Iceberg position and equality deletes,
+	// deletion vectors: deletes.go), in each epoch.
+	RowsDeleted int64
+	Rings       []string
 	// Pages counts the data pages the local decoders decoded, and those a
 	// selection skipped (unread where the page index located them).
 	Pages decode.Stats
@@ -127,10 +131,11 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	st.FilesPruned, st.UnitsPruned = proc.pruned, proc.skipped
+	st.FilesPruned, st.UnitsPruned, st.RowsDeleted = proc.pruned, proc.skipped, proc.deleted
 	if opts.Progress != nil { // before the rings exist, which a status may wait for
 		opts.Progress.FilesPruned.Store(int64(proc.pruned))
 		opts.Progress.UnitsPruned.Store(int64(proc.skipped))
+		opts.Progress.RowsDeleted.Store(proc.deleted)
 	}
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))

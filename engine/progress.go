@@ -42,6 +42,9 @@ type Progress struct {
 	// FilesPruned and UnitsPruned are what the job's plan left out by
 	// its filters (Stats), set once it is planned.
 	FilesPruned, UnitsPruned atomic.Int64
+	// RowsDeleted is the rows of the planned units that the input
+	// tables' deletes remove (Stats), set once it is planned.
+	RowsDeleted atomic.Int64
 	// RowsRuledOut counts the rows the filters' page indexes ruled out
 	// inside units that were read (pagefilter.go), as units are decoded.
 	RowsRuledOut atomic.Int64

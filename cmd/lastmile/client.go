@@ -91,6 +91,7 @@ type apiProgress struct {
 	FilesPruned       int64 `json:"files_pruned"`
 	UnitsPruned       int64 `json:"units_pruned"`
 	RowsRuledOut      int64 `json:"rows_ruled_out"`
+	RowsDeleted       int64 `json:"rows_deleted"`
 	LatePages         int64 `json:"late_pages"`
 	LatePagesUnread   int64 `json:"late_pages_unread"`
 	LateUnreadBytes   int64 `json:"late_unread_bytes"`

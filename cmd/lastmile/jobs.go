@@ -236,13 +236,16 @@ func printJob(w io.Writer, j *apiJob) error {
 // prunedLine says what the job's filters left out of its plan, or ""
 // when nothing.
 func prunedLine(p apiProgress) string {
-	if p.FilesPruned == 0 && p.UnitsPruned == 0 && p.RowsRuledOut == 0 {
+	if p.FilesPruned == 0 && p.UnitsPruned == 0 && p.RowsRuledOut == 0 && p.RowsDeleted == 0 {
 		return ""
 	}
 	s := fmt.Sprintf("%s unopened, %s unread, by the filters",
 		count(int(p.FilesPruned), "input file", "input files"), count(int(p.UnitsPruned), "unit", "units"))
 	if p.RowsRuledOut > 0 {
 		s += fmt.Sprintf("; %s ruled out undecoded by the page index", count(int(p.RowsRuledOut), "row", "rows"))
+	}
+	if p.RowsDeleted > 0 {
+		s += fmt.Sprintf("; %s an epoch dropped as deleted by the tables' deletes", count(int(p.RowsDeleted), "row", "rows"))
 	}
 	return s
 }

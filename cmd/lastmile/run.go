@@ -164,5 +164,8 @@ func runSummary(st engine.Stats) string {
 	if st.RowsRuledOut > 0 {
 		s += fmt.Sprintf("; the page index ruled out %d rows of the units read, undecoded", st.RowsRuledOut)
 	}
+	if st.RowsDeleted > 0 {
+		s += fmt.Sprintf("; %d rows an epoch dropped as deleted by the input tables' deletes", st.RowsDeleted)
+	}
 	return s
 }

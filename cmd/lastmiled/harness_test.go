@@ -232,9 +232,10 @@ type jobJSON struct {
 		State            string
 	}
 	Progress struct {
-		Rows      int64
-		Batches   int64
-		UnitsDone int64 `json:"units_done"`
+		Rows        int64
+		Batches     int64
+		UnitsDone   int64 `json:"units_done"`
+		RowsDeleted int64 `json:"rows_deleted"`
 	}
 }
 

@@ -165,4 +165,11 @@ func TestIcebergDeletesAsCaller(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("%d rows; want %d", len(ids), len(want))
 	}
+	if got := e.waitJob(j.ID, 10*time.Second, "done"); got.Progress.RowsDeleted != int64(400-len(want)) {
+		t.Errorf("progress.rows_deleted %d; want %d", got.Progress.RowsDeleted, 400-len(want))
+	}
+	m := metricsOf(e)
+	if v, ok := metricValue(m, "lastmile_rows_deleted", `job_id="`+j.ID+`"`); !ok || v != float64(400-len(want)) {
+		t.Errorf("lastmile_rows_deleted %v (reported %v); want %d", v, ok, 400-len(want))
+	}
 }
