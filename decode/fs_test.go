@@ -81,8 +81,12 @@ func TestPlanAndDecodeThroughFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"stat " + dir, "readdir " + dir, "open " + filepath.Join(dir, "a.parquet"), "open " + filepath.Join(dir, "b.parquet")}
-	if !slices.Equal(rec.calls, want) {
-		t.Fatalf("planning calls %q, want %q", rec.calls, want)
+	got := slices.Clone(rec.calls)
+	if len(got) > 2 {
+		slices.Sort(got[2:]) // files are planned several at a time: opened in any order
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("planning calls %q, want %q (the opens in any order)", rec.calls, want)
 	}
 	rec.calls = nil
 	d := plan.NewDecoder()
