@@ -1,10 +1,13 @@
 package peer
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
 
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
 )
 
@@ -55,5 +58,33 @@ pipeline:
 	// of 7), less 1/13 of the rest by the filter: about 1907 rows.
 	if n := len(want[0]); n < 17 || n > 20 {
 		t.Fatalf("the local run gave %d batches of 100; want about 19", n)
+	}
+}
+
+// TestSpillDeclinesHugeTicket: a unit whose deleted rows would make its
+// ticket larger than a peer takes is computed here, not sent.
+func TestSpillDeclinesHugeTicket(t *testing.T) {
+	f := newFixture(t)
+	job := f.job("huge")
+	_, addr := f.server(nil)
+	cfg := SpillerConfig{}
+	cfg.Policy.Always = true
+	sp, err := NewSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, f.text(job.Name), job, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := localPlan(t, job).Units[0]
+	u.Rows = 1 << 22
+	u.Deleted = make([]int32, 1<<20)
+	for i := range u.Deleted {
+		u.Deleted[i] = int32(3 * i)
+	}
+	var out column.Batch
+	sent, err := sp.RunUnit(context.Background(), u, &out, engine.Load{LocalWorkers: 1, LocalBusy: 1, SecondsPerRow: 1})
+	if err != nil || sent {
+		t.Fatalf("RunUnit: sent %v, %v; want it declined", sent, err)
+	}
+	if n := sp.Stats().Declined()["ticket too large"]; n != 1 {
+		t.Fatalf("declined %v", sp.Stats().Declined())
 	}
 }

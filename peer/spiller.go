@@ -217,6 +217,10 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	if err != nil {
 		return false, err
 	}
+	if len(ticket) > maxTicket { // a unit with very many deleted rows: a peer would refuse it
+		s.stats.decline("ticket too large")
+		return false, nil
+	}
 	var lastErr error
 	tried := ""
 	for range 2 { // a second peer once, then local
