@@ -161,11 +161,6 @@ func (t *Table) Locate(id int64) (Position, bool) {
 	return p, ok
 }
 
-// Delete commits a snapshot that deletes row 0 of the first data file.
-func (t *Table) Delete() (int64, string, error) {
-	return t.DeletePositions([]Position{{File: t.live[0].DataFile().FilePath(), Pos: 0}}, 0)
-}
-
 // DeleteEquality commits a snapshot that adds an equality delete file
 // on one column of the schema ("id", "key" or "part"; "score" for a
 // table lastmile must refuse) with values ([]int64, []string or
