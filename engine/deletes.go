@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
@@ -76,15 +77,7 @@ func setDeletions(plan *decode.Plan, byFile map[string][]int64, paths []string) 
 		}
 		lo := starts[u.File][u.RowGroup] + u.RowStart
 		hi := lo + u.Rows
-		k, j := 0, len(pos) // first position >= lo
-		for k < j {
-			h := int(uint(k+j) >> 1)
-			if pos[h] < lo {
-				k = h + 1
-			} else {
-				j = h
-			}
-		}
+		k, _ := slices.BinarySearch(pos, lo) // the first position >= lo
 		u.Deleted = nil
 		for ; k < len(pos) && pos[k] < hi; k++ {
 			u.Deleted = append(u.Deleted, int32(pos[k]-lo))
