@@ -62,7 +62,8 @@ pipeline:
 }
 
 // TestSpillDeclinesHugeTicket: a unit whose deleted rows would make its
-// ticket larger than a peer takes is computed here, not sent.
+// ticket larger than a peer takes, or expand past what a peer expands,
+// is computed here, not sent.
 func TestSpillDeclinesHugeTicket(t *testing.T) {
 	f := newFixture(t)
 	job := f.job("huge")
@@ -73,18 +74,76 @@ func TestSpillDeclinesHugeTicket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := localPlan(t, job).Units[0]
-	u.Rows = 1 << 22
-	u.Deleted = make([]int32, 1<<20)
-	for i := range u.Deleted {
-		u.Deleted[i] = int32(3 * i)
+	for _, c := range []struct {
+		name        string
+		rows        int64
+		every, runs int32 // delete every row r with r%every == 0, or r < runs
+	}{
+		{"a bitmap over 1 MiB", 1 << 25, 3, 0},
+		{"more rows than a peer expands", maxDeletedRows + 2, 1 << 30, maxDeletedRows + 1},
+	} {
+		u := localPlan(t, job).Units[0]
+		u.Rows = c.rows
+		for r := int32(0); int64(r) < c.rows; r++ {
+			if r%c.every == 0 || r < c.runs {
+				u.Deleted = append(u.Deleted, r)
+			}
+		}
+		var out column.Batch
+		sent, err := sp.RunUnit(context.Background(), u, &out, engine.Load{LocalWorkers: 1, LocalBusy: 1, SecondsPerRow: 1})
+		if err != nil || sent {
+			t.Fatalf("%s: RunUnit: sent %v, %v; want it declined", c.name, sent, err)
+		}
 	}
-	var out column.Batch
-	sent, err := sp.RunUnit(context.Background(), u, &out, engine.Load{LocalWorkers: 1, LocalBusy: 1, SecondsPerRow: 1})
-	if err != nil || sent {
-		t.Fatalf("RunUnit: sent %v, %v; want it declined", sent, err)
-	}
-	if n := sp.Stats().Declined()["ticket too large"]; n != 1 {
+	if n := sp.Stats().Declined()["ticket too large"]; n != 2 {
 		t.Fatalf("declined %v", sp.Stats().Declined())
+	}
+}
+
+// TestSpillIcebergManyDeletes: units of 180,000 deleted rows each, whose
+// ticket of version 2 would have taken about 1.2 MB of JSON numbers
+// (more than a peer parses), goes to the peer in a version 3 ticket with
+// its rows as a bitmap, and comes back byte-identical.
+func TestSpillIcebergManyDeletes(t *testing.T) {
+	f := newFixture(t)
+	const n = 600_000 // three units of 200,000 rows
+	tab, err := icebergtest.New(filepath.Join(f.data, "many"), icebergtest.Layout{RowGroupRows: n / 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]icebergtest.Row, n)
+	for i := range rows {
+		id := int64(i)
+		rows[i] = icebergtest.Row{ID: id, Part: "a", Key: id % 13, Score: float64(id) / 4}
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	var del []icebergtest.Position
+	for id := range int64(n) {
+		if id%10 != 0 && id%1000 != 999 {
+			p, _ := tab.Locate(id)
+			del = append(del, p)
+		}
+	}
+	_, meta, err := tab.DeletePositions(del, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`version: 1
+name: many
+inputs: ["iceberg:%s"]
+batch: {size: 1000, last: keep}
+epochs: 1
+seed: 9
+ring: {slots: 4, dir: %s}
+decode: {workers: 1}
+pipeline:
+  - select: [id, score]
+`, meta, f.shm)
+	_, want, _ := f.localThenSpilled("many", text)
+	// 60,000 multiples of 10 and the 600 rows ending in 999 are kept.
+	if n := len(want[0]); n != 61 {
+		t.Fatalf("the local run gave %d batches of up to 1000; want 61", n)
 	}
 }

@@ -391,13 +391,17 @@ func TestPeerRefusals(t *testing.T) {
 			t.Unit.Chunks = append([]decode.Chunk(nil), t.Unit.Chunks...)
 			t.Unit.Chunks[0].Values *= 1000
 		}), codes.InvalidArgument},
-		{"version", ticket(func(t *Ticket) { t.Version = VersionDeletes + 1 }), codes.FailedPrecondition},
-		// Deleted rows only in a version 2 ticket, and a version 2 ticket
-		// only with deleted rows: a peer of version 1 would return them.
+		{"version", ticket(func(t *Ticket) { t.Version = VersionDeleteSet + 1 }), codes.FailedPrecondition},
+		// Deleted rows only in a version 2 or 3 ticket, and those only
+		// with deleted rows: a peer of version 1 would return them
+		// (TestParseTicketDeleted has every case).
 		{"deleted rows, version 1", ticket(func(t *Ticket) { t.Unit.Deleted = []int32{0} }), codes.InvalidArgument},
 		{"version 2, no deleted rows", ticket(func(t *Ticket) { t.Version = VersionDeletes }), codes.InvalidArgument},
 		{"deleted rows past the unit", ticket(func(t *Ticket) {
 			t.Version, t.Unit.Deleted = VersionDeletes, []int32{int32(t.Unit.Rows)}
+		}), codes.InvalidArgument},
+		{"deleted-row set past the unit", ticket(func(t *Ticket) {
+			t.Version, t.DeletedSet = VersionDeleteSet, rangeSet(uint64(t.Unit.Rows)-1, uint64(t.Unit.Rows)+1)
 		}), codes.InvalidArgument},
 		{"bad hash", ticket(func(t *Ticket) { t.Hash = "00" }), codes.InvalidArgument},
 		{"garbage", []byte("{not json"), codes.InvalidArgument},
@@ -412,7 +416,7 @@ func TestPeerRefusals(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 6 {
+	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 7 {
 		t.Errorf("refusals counted: outside %d version %d bad %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(), st.RefusedBad.Load())
 	}
 	// A job whose side table is outside every root does not spill at all.

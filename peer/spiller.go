@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -213,11 +212,8 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	}
 	pu := u
 	pu.File = name
-	ticket, err := json.Marshal(Ticket{Version: ticketVersion(&pu), Job: s.job, Hash: s.hash, Unit: pu, Wire: WireCompact})
-	if err != nil {
-		return false, err
-	}
-	if len(ticket) > maxTicket { // a unit with very many deleted rows: a peer would refuse it
+	ticket, err := marshalTicket(s.job, s.hash, pu, WireCompact)
+	if err != nil || len(ticket) > maxTicket { // a unit with very many deleted rows: a peer would refuse it
 		s.stats.decline("ticket too large")
 		return false, nil
 	}

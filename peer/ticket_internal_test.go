@@ -1,0 +1,161 @@
+package peer
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/lastmile/lastmile/decode"
+)
+
+// TestParseTicketDeleted: a ticket's version says how its unit's deleted
+// rows travel (none; JSON numbers, version 2; a roaring bitmap, version
+// 3), and a ticket whose version and rows disagree is refused, so a peer
+// never computes a unit without the deletes its requester meant.
+func TestParseTicketDeleted(t *testing.T) {
+	unit := decode.Unit{File: "data/x.parquet", Rows: 1000, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
+	job := "version: 1\n"
+	enc := func(tk Ticket) []byte {
+		tk.Job, tk.Hash = job, jobHash([]byte(job))
+		b, err := json.Marshal(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	set := func(rows ...uint32) []byte {
+		b, err := roaring.BitmapOf(rows...).ToBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	with := func(rows ...int32) decode.Unit {
+		u := unit
+		u.Deleted = rows
+		return u
+	}
+	many := make([]int32, 0, 600)
+	for r := int32(0); r < 1000; r++ {
+		if r%5 != 0 || r > 700 {
+			many = append(many, r)
+		}
+	}
+	sent, err := marshalTicket(job, jobHash([]byte(job)), with(many...), WireCompact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		ticket  []byte
+		deleted []int32
+		err     string // "" to accept; "version" for errVersion
+	}{
+		{"version 1", enc(Ticket{Version: Version, Unit: unit}), nil, ""},
+		{"version 2 lists rows", enc(Ticket{Version: VersionDeletes, Unit: with(3, 9)}), []int32{3, 9}, ""},
+		{"version 3 sets rows", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: set(0, 3, 999)}), []int32{0, 3, 999}, ""},
+		{"as a requester sends it", sent, many, ""},
+		{"version 4", enc(Ticket{Version: VersionDeleteSet + 1, Unit: unit}), nil, "version"},
+		{"version 1 with rows", enc(Ticket{Version: Version, Unit: with(1)}), nil, "deleted rows listed"},
+		{"version 1 with a set", enc(Ticket{Version: Version, Unit: unit, DeletedSet: set(1)}), nil, "deleted rows listed"},
+		{"version 2 without rows", enc(Ticket{Version: VersionDeletes, Unit: unit}), nil, "deleted rows listed"},
+		{"version 2 with a set", enc(Ticket{Version: VersionDeletes, Unit: with(1), DeletedSet: set(1)}), nil, "deleted rows listed"},
+		{"version 3 without a set", enc(Ticket{Version: VersionDeleteSet, Unit: with(1)}), nil, "deleted rows listed"},
+		{"version 3 with rows too", enc(Ticket{Version: VersionDeleteSet, Unit: with(1), DeletedSet: set(1)}), nil, "deleted rows listed"},
+		{"set past the unit", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: set(5, 1000)}), nil, "past the unit"},
+		{"set past int32", enc(Ticket{Version: VersionDeleteSet, Unit: decode.Unit{File: "f", Rows: 1 << 40, Chunks: unit.Chunks}, DeletedSet: set(1 << 31)}), nil, "past the unit"},
+		{"empty set", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: set()}), nil, "empty"},
+		{"set not a bitmap", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: []byte("not a bitmap")}), nil, "deleted-row set"},
+		{"set of too many rows", enc(Ticket{Version: VersionDeleteSet, Unit: decode.Unit{File: "f", Rows: 1 << 30, Chunks: unit.Chunks},
+			DeletedSet: rangeSet(0, maxDeletedRows+1)}), nil, "at most"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk, err := parseTicket(c.ticket)
+			switch {
+			case c.err == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.err == "":
+				if !slices.Equal(tk.Unit.Deleted, c.deleted) || tk.DeletedSet != nil {
+					t.Fatalf("deleted rows %v (set %d bytes), want %v", tk.Unit.Deleted, len(tk.DeletedSet), c.deleted)
+				}
+			case c.err == "version":
+				if !errors.Is(err, errVersion) {
+					t.Fatalf("got %v, want a version mismatch", err)
+				}
+			case err == nil || !strings.Contains(err.Error(), c.err) || errors.Is(err, errVersion):
+				t.Fatalf("got %v, want an error saying %q", err, c.err)
+			}
+		})
+	}
+}
+
+// TestTicketDeletedSize: deleted rows cost a ticket at most about a bit a
+// row of the unit, and a few bytes a run, where JSON numbers cost up to
+// eight bytes a row.
+func TestTicketDeletedSize(t *testing.T) {
+	job := "version: 1\n"
+	const rows = 1 << 20
+	for _, c := range []struct {
+		name  string
+		every int32 // delete every row r with r%every == 0 ...
+		run   int32 // ... or r < run
+		most  int
+	}{
+		{"one run of 900,000", rows, 900_000, 2 << 10},
+		{"every other row", 2, 0, 180 << 10},
+		{"one row in 7", 7, 0, 180 << 10},
+	} {
+		u := decode.Unit{File: "data/x.parquet", Rows: rows, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
+		for r := int32(0); r < rows; r++ {
+			if r%c.every == 0 || r < c.run {
+				u.Deleted = append(u.Deleted, r)
+			}
+		}
+		b, err := marshalTicket(job, jobHash([]byte(job)), u, WireCompact)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > c.most {
+			t.Errorf("%s: %d deleted rows take a ticket of %d bytes, want at most %d", c.name, len(u.Deleted), len(b), c.most)
+		}
+		tk, err := parseTicket(b)
+		if err != nil || !slices.Equal(tk.Unit.Deleted, u.Deleted) {
+			t.Fatalf("%s: round trip: %v", c.name, err)
+		}
+	}
+}
+
+// rangeSet is the serialized bitmap of rows [lo, hi).
+func rangeSet(lo, hi uint64) []byte {
+	bm := roaring.New()
+	bm.AddRange(lo, hi)
+	b, _ := bm.ToBytes()
+	return b
+}
+
+// FuzzDeletedSet: no bitmap from the wire panics the peer or expands
+// into rows that are not increasing rows of the unit.
+func FuzzDeletedSet(f *testing.F) {
+	f.Add(rangeSet(0, 100), int64(100))
+	f.Add(rangeSet(5, 70000), int64(1<<20))
+	b, _ := roaring.BitmapOf(1, 7, 65536, 70000).ToBytes()
+	f.Add(b, int64(80000))
+	f.Add([]byte{0x3b, 0x30, 0, 0, 1, 0, 0, 0}, int64(10))
+	f.Fuzz(func(t *testing.T, b []byte, unitRows int64) {
+		rows, err := decodeDeleted(b, unitRows)
+		if err != nil {
+			return
+		}
+		if len(rows) == 0 || len(rows) > maxDeletedRows {
+			t.Fatalf("%d rows", len(rows))
+		}
+		for i, r := range rows {
+			if r < 0 || int64(r) >= unitRows || (i > 0 && r <= rows[i-1]) {
+				t.Fatalf("row %d at %d of a %d-row unit", r, i, unitRows)
+			}
+		}
+	})
+}
