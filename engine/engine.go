@@ -131,22 +131,12 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	st.FilesPruned, st.UnitsPruned, st.RowsDeleted = proc.pruned, proc.skipped, proc.deleted
-	if opts.Progress != nil { // before the rings exist, which a status may wait for
-		opts.Progress.FilesPruned.Store(int64(proc.pruned))
-		opts.Progress.UnitsPruned.Store(int64(proc.skipped))
-		opts.Progress.RowsDeleted.Store(proc.deleted)
-	}
 	defer proc.close()
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
 	// The pool runs at most one goroutine per unit; that is the count used.
 	st.Workers = max(min(workers, len(plan.Units)), 1)
-	// The caller's logger names the job (the daemon's carries job and
-	// job_id; lastmile run's carries job): it is not added here again.
-	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
-		"columns", len(plan.Fields), "outputs", len(fields), "workers", st.Workers, "spill_slots", slots,
-		"files_pruned", proc.pruned, "units_pruned", proc.skipped, "rows_deleted", proc.deleted)
+	notePlanned(&st, opts.Progress, proc, len(fields), slots, log)
 	warnUnreadable(log, job, plan)
 
 	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)
@@ -196,6 +186,23 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	st.Elapsed = time.Since(start)
 	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
 	return st, nil
+}
+
+// notePlanned records what planning pruned and deleted in st and in prog
+// (if any: before the rings exist, which a status may wait for), and logs
+// the plan. The caller's logger names the job (the daemon's carries job
+// and job_id; lastmile run's carries job): it is not added here again.
+func notePlanned(st *Stats, prog *Progress, proc *processor, outputs, slots int, log *slog.Logger) {
+	st.FilesPruned, st.UnitsPruned, st.RowsDeleted = proc.pruned, proc.skipped, proc.deleted
+	if prog != nil {
+		prog.FilesPruned.Store(int64(proc.pruned))
+		prog.UnitsPruned.Store(int64(proc.skipped))
+		prog.RowsDeleted.Store(proc.deleted)
+	}
+	plan := proc.plan
+	log.Info("planned", "files", len(plan.Files), "units", len(plan.Units), "rows", plan.Rows,
+		"columns", len(plan.Fields), "outputs", outputs, "workers", st.Workers, "spill_slots", slots,
+		"files_pruned", proc.pruned, "units_pruned", proc.skipped, "rows_deleted", proc.deleted)
 }
 
 // planRun pins one snapshot of every Iceberg input for all epochs of the
