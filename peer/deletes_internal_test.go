@@ -16,29 +16,9 @@ import (
 // batches are the local run's, byte for byte.
 func TestSpillIcebergDeletesByteIdentical(t *testing.T) {
 	f := newFixture(t)
-	tab, err := icebergtest.New(filepath.Join(f.data, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 250})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([]icebergtest.Row, 3000)
-	for i := range rows {
-		id := int64(i)
-		rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + id%3)), Key: id % 13, Score: float64(id) / 4}
-	}
-	if _, _, err := tab.Append(rows); err != nil {
-		t.Fatal(err)
-	}
-	var del []icebergtest.Position
-	for id := range int64(3000) {
-		if id%7 == 0 || (id >= 900 && id < 1500) {
-			p, _ := tab.Locate(id)
-			del = append(del, p)
-		}
-	}
-	_, meta, err := tab.DeletePositions(del, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta := deletedTable(t, filepath.Join(f.data, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 250}, 3000,
+		func(id int64) string { return string(rune('a' + id%3)) },
+		func(id int64) bool { return id%7 == 0 || (id >= 900 && id < 1500) })
 	text := fmt.Sprintf(`version: 1
 name: deletes
 inputs: ["iceberg:%s"]
@@ -107,29 +87,9 @@ func TestSpillDeclinesHugeTicket(t *testing.T) {
 func TestSpillIcebergManyDeletes(t *testing.T) {
 	f := newFixture(t)
 	const n = 600_000 // three units of 200,000 rows
-	tab, err := icebergtest.New(filepath.Join(f.data, "many"), icebergtest.Layout{RowGroupRows: n / 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([]icebergtest.Row, n)
-	for i := range rows {
-		id := int64(i)
-		rows[i] = icebergtest.Row{ID: id, Part: "a", Key: id % 13, Score: float64(id) / 4}
-	}
-	if _, _, err := tab.Append(rows); err != nil {
-		t.Fatal(err)
-	}
-	var del []icebergtest.Position
-	for id := range int64(n) {
-		if id%10 != 0 && id%1000 != 999 {
-			p, _ := tab.Locate(id)
-			del = append(del, p)
-		}
-	}
-	_, meta, err := tab.DeletePositions(del, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta := deletedTable(t, filepath.Join(f.data, "many"), icebergtest.Layout{RowGroupRows: n / 3}, n,
+		func(int64) string { return "a" },
+		func(id int64) bool { return id%10 != 0 && id%1000 != 999 })
 	text := fmt.Sprintf(`version: 1
 name: many
 inputs: ["iceberg:%s"]
@@ -146,4 +106,35 @@ pipeline:
 	if n := len(want[0]); n != 61 {
 		t.Fatalf("the local run gave %d batches of up to 1000; want 61", n)
 	}
+}
+
+// deletedTable writes an Iceberg table at dir of n rows with ids 0 to n-1
+// (part(id) their partition value), then deletes by position the rows
+// for which del(id) holds; it returns the metadata file's path.
+func deletedTable(t *testing.T, dir string, layout icebergtest.Layout, n int64, part func(int64) string, del func(int64) bool) string {
+	t.Helper()
+	tab, err := icebergtest.New(dir, layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]icebergtest.Row, n)
+	for i := range rows {
+		id := int64(i)
+		rows[i] = icebergtest.Row{ID: id, Part: part(id), Key: id % 13, Score: float64(id) / 4}
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	var gone []icebergtest.Position
+	for id := range n {
+		if del(id) {
+			p, _ := tab.Locate(id)
+			gone = append(gone, p)
+		}
+	}
+	_, meta, err := tab.DeletePositions(gone, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
 }
