@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 
@@ -33,7 +34,9 @@ import (
 //
 // A key is the columns' values in their decoded form, one after the
 // other: a null as one 0 byte, a value as 1 then its bytes (fixed-width)
-// or its length and bytes (strings, binary). The same column must decode
+// or its length and bytes (strings, binary). Floats are keyed by their
+// bits with every NaN made one (canonicalNaN): equal as Iceberg's Java
+// reader has them equal, NaN to NaN, -0.0 not to 0.0. The same column must decode
 // to the same kind and type in the delete file and the data file, or the
 // job fails naming both.
 //
@@ -64,12 +67,36 @@ func small(c *column.Column) bool {
 	return c.Kind == column.Fixed && c.DType.Size()*c.Width <= 8
 }
 
-// word returns row r of a small column, zero-extended.
+// word returns row r of a small column, zero-extended, a float's NaN
+// canonical.
 func word(c *column.Column, r int) uint64 {
 	n := c.DType.Size() * c.Width
 	var b [8]byte
 	copy(b[:], c.Data[r*n:(r+1)*n])
+	canonicalNaN(c.DType, b[:n])
 	return binary.LittleEndian.Uint64(b[:])
+}
+
+// canonicalNaN rewrites every NaN among the float values in b (little
+// endian, of type dt) as the one quiet NaN Java's floatToIntBits and
+// doubleToLongBits give. Iceberg's Java reader matches equality deletes
+// with Comparator.naturalOrder, so every NaN equals every NaN, and -0.0
+// and 0.0 differ, as their bits do.
+func canonicalNaN(dt column.DType, b []byte) {
+	switch dt {
+	case column.Float32:
+		for i := 0; i+4 <= len(b); i += 4 {
+			if v := math.Float32frombits(binary.LittleEndian.Uint32(b[i:])); v != v {
+				binary.LittleEndian.PutUint32(b[i:], 0x7fc00000)
+			}
+		}
+	case column.Float64:
+		for i := 0; i+8 <= len(b); i += 8 {
+			if math.IsNaN(math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))) {
+				binary.LittleEndian.PutUint64(b[i:], 0x7ff8000000000000)
+			}
+		}
+	}
 }
 
 // has reports whether row r of the data columns at is deleted; key is
@@ -132,8 +159,8 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 			return fmt.Errorf("equality delete file %s: field %d is not a top-level column; lastmile applies equality deletes on top-level columns only", df.FilePath(), id)
 		}
 		switch f.Type.(type) {
-		case ice.Float32Type, ice.Float64Type, *ice.StructType, *ice.ListType, *ice.MapType:
-			return fmt.Errorf("equality delete file %s: column %q is %s; lastmile applies equality deletes on integer, string, binary, boolean, date, time and timestamp columns; "+
+		case *ice.StructType, *ice.ListType, *ice.MapType:
+			return fmt.Errorf("equality delete file %s: column %q is %s; lastmile applies equality deletes on columns of primitive types; "+
 				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), f.Name, f.Type)
 		}
 		d.columns = append(d.columns, f.Name)
@@ -317,6 +344,7 @@ func appendKey(dst []byte, cols []*column.Column, r int) []byte {
 		if c.Kind == column.Fixed {
 			n := c.DType.Size() * c.Width
 			dst = append(dst, c.Data[r*n:(r+1)*n]...)
+			canonicalNaN(c.DType, dst[len(dst)-n:])
 			continue
 		}
 		v := c.Row(r)

@@ -1,0 +1,50 @@
+package iceberg
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// TestFloatKeys: float values key equal exactly when Java's
+// Comparator.naturalOrder has them equal, in both key forms (one
+// column's word, and the byte key of several columns).
+func TestFloatKeys(t *testing.T) {
+	f32 := func(bits uint32) column.Column {
+		c := column.Column{Kind: column.Fixed, DType: column.Float32, Width: 1, Data: make([]byte, 4)}
+		binary.LittleEndian.PutUint32(c.Data, bits)
+		return c
+	}
+	f64 := func(bits uint64) column.Column {
+		c := column.Column{Kind: column.Fixed, DType: column.Float64, Width: 1, Data: make([]byte, 8)}
+		binary.LittleEndian.PutUint64(c.Data, bits)
+		return c
+	}
+	for _, c := range []struct {
+		name  string
+		a, b  column.Column
+		equal bool
+	}{
+		{"float32 NaNs of two payloads", f32(0x7fc00001), f32(0xffc12345), true},
+		{"float32 signalling and quiet NaN", f32(0x7f800001), f32(0x7fc00000), true},
+		{"float32 -0 and 0", f32(0x80000000), f32(0), false},
+		{"float32 NaN and +Inf", f32(0x7fc00000), f32(0x7f800000), false},
+		{"float32 1.5", f32(math.Float32bits(1.5)), f32(math.Float32bits(1.5)), true},
+		{"float64 NaNs of two payloads", f64(0x7ff8000000000001), f64(0xfff0000000000abc), true},
+		{"float64 -0 and 0", f64(1 << 63), f64(0), false},
+		{"float64 NaN and -Inf", f64(0x7ff8000000000000), f64(0xfff0000000000000), false},
+	} {
+		if got := word(&c.a, 0) == word(&c.b, 0); got != c.equal {
+			t.Errorf("%s: words equal %v, want %v", c.name, got, c.equal)
+		}
+		id := column.Column{Kind: column.Fixed, DType: column.Int64, Width: 1, Data: make([]byte, 8)}
+		ka := appendKey(nil, []*column.Column{&id, &c.a}, 0)
+		kb := appendKey(nil, []*column.Column{&id, &c.b}, 0)
+		if got := bytes.Equal(ka, kb); got != c.equal {
+			t.Errorf("%s: keys equal %v, want %v", c.name, got, c.equal)
+		}
+	}
+}
