@@ -113,6 +113,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompactRoundTrip$$' -fuzztime 30s ./peer/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeletedSet$$' -fuzztime 30s ./peer/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime 30s ./peer/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s ./ops/
 	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime 30s ./ops/
 	$(GO) test -run '^$$' -fuzz '^FuzzPathBucket$$' -fuzztime 30s ./ops/

@@ -159,3 +159,37 @@ func FuzzDeletedSet(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseTicket: no ticket from the wire panics the peer, and one it
+// accepts is of a version it speaks, matches its hash, and has its
+// deleted rows expanded, increasing, inside the unit.
+func FuzzParseTicket(f *testing.F) {
+	job := "version: 1\n"
+	u := decode.Unit{File: "data/x.parquet", Rows: 100, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
+	for _, del := range [][]int32{nil, {0}, {1, 2, 3, 50, 99}} {
+		u.Deleted = del
+		b, err := marshalTicket(job, jobHash([]byte(job)), u, WireCompact)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"v":2,"job":"version: 1\n","unit":{"rows":5,"deleted":[4,1]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tk, err := parseTicket(b)
+		if err != nil {
+			return
+		}
+		if tk.Version < Version || tk.Version > VersionDeleteSet || tk.DeletedSet != nil ||
+			jobHash([]byte(tk.Job)) != tk.Hash || tk.Unit.Rows <= 0 || (tk.Version == Version) != (len(tk.Unit.Deleted) == 0) {
+			t.Fatalf("accepted %+v", tk)
+		}
+		if tk.Version == VersionDeleteSet {
+			for i, r := range tk.Unit.Deleted {
+				if r < 0 || int64(r) >= tk.Unit.Rows || (i > 0 && r <= tk.Unit.Deleted[i-1]) {
+					t.Fatalf("deleted row %d at %d of a %d-row unit", r, i, tk.Unit.Rows)
+				}
+			}
+		}
+	})
+}
