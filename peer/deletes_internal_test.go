@@ -55,19 +55,18 @@ func TestSpillDeclinesHugeTicket(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name        string
-		rows        int64
-		every, runs int32 // delete every row r with r%every == 0, or r < runs
+		name       string
+		rows       int64
+		step, upTo int32 // delete rows 0, step, 2·step, ... below upTo
 	}{
-		{"a bitmap over 1 MiB", 1 << 25, 3, 0},
-		{"more rows than a peer expands", maxDeletedRows + 2, 1 << 30, maxDeletedRows + 1},
+		{"a bitmap over 1 MiB", 1 << 23, 2, 1 << 23},
+		{"more rows than a peer expands", maxDeletedRows + 2, 1, maxDeletedRows + 1},
 	} {
 		u := localPlan(t, job).Units[0]
 		u.Rows = c.rows
-		for r := int32(0); int64(r) < c.rows; r++ {
-			if r%c.every == 0 || r < c.runs {
-				u.Deleted = append(u.Deleted, r)
-			}
+		u.Deleted = make([]int32, 0, c.upTo/c.step+1)
+		for r := int32(0); r < c.upTo; r += c.step {
+			u.Deleted = append(u.Deleted, r)
 		}
 		var out column.Batch
 		sent, err := sp.RunUnit(context.Background(), u, &out, engine.Load{LocalWorkers: 1, LocalBusy: 1, SecondsPerRow: 1})
