@@ -36,9 +36,9 @@ import (
 // other: a null as one 0 byte, a value as 1 then its bytes (fixed-width)
 // or its length and bytes (strings, binary). Floats are keyed by their
 // bits with every NaN made one (canonicalNaN): equal as Iceberg's Java
-// reader has them equal, NaN to NaN, -0.0 not to 0.0. The same column must decode
-// to the same kind and type in the delete file and the data file, or the
-// job fails naming both.
+// reader has them equal, NaN to NaN, -0.0 not to 0.0. The same column
+// must decode to the same kind and type in the delete file and the data
+// file, or the job fails naming both.
 //
 // Rejected: applying them as a per-row filter in the engine. The
 // equality columns would have to be decoded with every unit even when the
