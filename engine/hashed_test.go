@@ -236,4 +236,31 @@ pipeline:
 			}
 		}
 	}
+	// Cut to 2 per row, the weights with them (weights:).
+	got = runRows(t, fmt.Sprintf(`
+inputs: [%s]
+batch: {size: 64, last: keep}
+ring: {dir: %s, name: weighted-cut}
+pipeline:
+  - jagged: {output: sparse, keys: [{column: scores.key, key: scores, max_length: 2, weights: scores.value}]}
+  - select: [row_id, sparse, scores.value]
+`, path, dir), dir)
+	cut := 0
+	for k, r := range got["row_id"] {
+		ids, vals := got["sparse"][k], got["scores.value"][k]
+		if len(ids) != len(vals) || len(ids) != min(2, len(rows[r[0]].Scores)) {
+			t.Fatalf("row %d: %d ids, %d weights, want %d", r[0], len(ids), len(vals), min(2, len(rows[r[0]].Scores)))
+		}
+		for j, id := range ids {
+			if rows[r[0]].Scores[id] != vals[j] {
+				t.Fatalf("row %d: id %d weighs %d, want %d", r[0], id, vals[j], rows[r[0]].Scores[id])
+			}
+		}
+		if len(rows[r[0]].Scores) > 2 {
+			cut++
+		}
+	}
+	if cut == 0 {
+		t.Fatal("no row had more than 2 scores to cut")
+	}
 }

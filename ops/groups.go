@@ -144,8 +144,14 @@ func (c *compiler) jagged(op *spec.Op) error {
 		if err != nil {
 			return err
 		}
-		if e := &c.schema[c.index(k.Column)]; e.nullable && j.Nulls == "error" {
+		e := &c.schema[c.index(k.Column)]
+		if e.nullable && j.Nulls == "error" {
 			checks, checkNames = append(checks, e.vid), append(checkNames, k.Column)
+		}
+		if k.Weights != "" {
+			if err := c.jaggedWeights(op, i, k, e.vid); err != nil {
+				return err
+			}
 		}
 		g.Keys = append(g.Keys, k.Key)
 		g.members = append(g.members, vid)
@@ -199,6 +205,29 @@ func (c *compiler) jaggedKey(op *spec.Op, i int, k *spec.JaggedKey) (vid int, ke
 		c.addStep(&castStep{stepBase: stepBase{op: op, what: k.Key, reads: []int{e.vid}, writes: []int{vid}}, src: e.vid, to: column.Int64})
 	}
 	return vid, !list && e.nullable, nil
+}
+
+// jaggedWeights compiles the weights of key i (whose ids are value
+// keyVid before any cut): the list column k.Weights is replaced by its
+// rows cut as the key's are, checked against the key's lengths.
+func (c *compiler) jaggedWeights(op *spec.Op, i int, k *spec.JaggedKey, keyVid int) error {
+	field := fmt.Sprintf("keys[%d].weights", i)
+	if c.vals[keyVid].kind != column.List {
+		return c.keyErr(op, k, field, "column %q is %s; weights go with a list key, element by element", k.Column, c.vals[keyVid].describe())
+	}
+	e, why := c.groupLookup(k.Weights)
+	if e == nil {
+		return c.keyErr(op, k, field, "%s", why)
+	}
+	v := c.vals[e.vid]
+	if v.kind != column.List || !isNumDType(v.dtype) {
+		return c.keyErr(op, k, field, "column %q is %s; weights are a list of numbers lined up with the key's ids (a map's values)", k.Weights, v.describe())
+	}
+	vid := c.addValue(value{kind: column.List, dtype: v.dtype, width: 1, producer: -1})
+	c.addStep(&weightsStep{stepBase: stepBase{op: op, what: k.Weights, reads: []int{keyVid, e.vid}, writes: []int{vid}},
+		key: k.Column, limit: k.MaxLength, keepLast: k.Truncate == "left"})
+	c.setColumn(k.Weights, vid, e.nullable)
+	return nil
 }
 
 // keyErr is errf at the line of a jagged key.

@@ -2,7 +2,10 @@ package ops_test
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -184,5 +187,71 @@ func TestGroupRenameSelect(t *testing.T) {
 	}
 	if g := p.Groups(); len(g) != 1 || g[0].Name != "sparse" || !slices.Equal(g[0].Keys, []string{"cat", "seq"}) {
 		t.Errorf("groups %+v", g)
+	}
+}
+
+// flistcol is a list<float32> column.
+func flistcol(name string, rows [][]float32) column.Column {
+	c := column.Column{Name: name, Kind: column.List, DType: column.Float32, Width: 1, Len: len(rows), Offsets: []int64{0}}
+	for _, r := range rows {
+		for _, v := range r {
+			c.Data = binary.LittleEndian.AppendUint32(c.Data, math.Float32bits(v))
+		}
+		c.Offsets = append(c.Offsets, c.Offsets[len(c.Offsets)-1]+int64(len(r)))
+	}
+	return c
+}
+
+// TestJaggedWeights: a key's weights column is cut as its ids are, row by
+// row, so the two stay lined up for a weighted KeyedJaggedTensor; a row
+// whose weights are not as many as its ids fails with a DataError, and
+// weights that cannot line up with ids are refused when compiling.
+func TestJaggedWeights(t *testing.T) {
+	b := groupBatch() // seq: {1, 2, 3}, null, {4}, {5, 6, 7, 8}
+	b.Columns = append(b.Columns, flistcol("w", [][]float32{{.1, .2, .3}, nil, {.4}, {.5, .6, .7, .8}}),
+		flistcol("short", [][]float32{{.1, .2, .3}, nil, {}, {.5, .6, .7, .8}}))
+	for _, tc := range []struct {
+		name string
+		key  string
+		want [][]float32
+	}{
+		{"no cut", "{column: seq, weights: w}", [][]float32{{.1, .2, .3}, {}, {.4}, {.5, .6, .7, .8}}},
+		{"the last 2", "{column: seq, max_length: 2, weights: w}", [][]float32{{.2, .3}, {}, {.4}, {.7, .8}}},
+		{"the first 2, hashed ids", "{column: seq, max_length: 2, truncate: right, hash_mod: 10, weights: w}", [][]float32{{.1, .2}, {}, {.4}, {.5, .6}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: ["+tc.key+"]}")
+			out := run(t, p, b)
+			c := col(t, out, "w")
+			var got [][]float32
+			for i := range c.Len {
+				got = append(got, slices.Clone(c.Float32s()[c.Offsets[i]:c.Offsets[i+1]]))
+			}
+			if c.Kind != column.List || c.DType != column.Float32 || !slices.EqualFunc(got, tc.want, slices.Equal) {
+				t.Errorf("weights %v %v %v, want %v", c.Kind, c.DType, got, tc.want)
+			}
+			ids := lists(t, out, "sparse/seq")
+			for i := range ids {
+				if len(ids[i]) != len(got[i]) {
+					t.Errorf("row %d: %d ids, %d weights", i, len(ids[i]), len(got[i]))
+				}
+			}
+		})
+	}
+	p := compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: [{column: seq, weights: short}]}")
+	_, err := runErr(p, p.NewState(), b)
+	var de *ops.DataError
+	if !asDataError(err, &de) || !strings.Contains(err.Error(), `a row has 0 weights where its key "seq" has 1 ids`) {
+		t.Errorf("weights shorter than the ids: %v", err)
+	}
+	for _, tc := range []struct{ name, key, want string }{
+		{"a scalar key", "{column: cat, weights: w}", `keys[0].weights: column "cat" is int64; weights go with a list key`},
+		{"weights not a list", "{column: seq, weights: d0}", `keys[0].weights: column "d0" is float32; weights are a list of numbers`},
+		{"unknown weights", "{column: seq, weights: ww}", `keys[0].weights: unknown column "ww" (did you mean "w"?)`},
+	} {
+		_, err := ops.Compile(context.Background(), job(t, "", "- jagged: {output: s, keys: ["+tc.key+"]}"), fieldsOf(b), ops.Env{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -102,3 +102,58 @@ func ids[T int8 | int16 | int32 | int64 | uint8](out []int64, in []T, mod uint64
 		out[i] = int64(expr.HashInt(int64(v)) % mod)
 	}
 }
+
+// weightsStep prepares the weights of a jagged key: the weights list cut
+// as keyStep cuts the key's (limit, keepLast), after checking that every
+// row has as many weights as the key has ids. Its values keep their
+// dtype; the trainer's kjt(weights=) makes them float32.
+type weightsStep struct {
+	stepBase
+	key      string // the key's column, for errors
+	limit    int    // 0: no bound
+	keepLast bool
+}
+
+func (s *weightsStep) clone() step { c := *s; return &c }
+
+func (s *weightsStep) compute(f *frame) error {
+	key, src := f.vals[s.reads[0]], f.vals[s.reads[1]]
+	for i := range src.Len {
+		if n, m := src.Offsets[i+1]-src.Offsets[i], key.Offsets[i+1]-key.Offsets[i]; n != m {
+			return dataErr(s.op, s.what, "a row has %d weights where its key %q has %d ids; weights must line up with the ids element by element", n, s.key, m)
+		}
+	}
+	dst := f.dst(s.writes[0])
+	dst.Kind, dst.DType, dst.Width, dst.Len = column.List, src.DType, 1, src.Len
+	if src.Valid == nil {
+		dst.Valid = nil
+	} else {
+		dst.Valid = append(dst.Valid[:0], src.Valid[:src.Len]...)
+	}
+	size := src.DType.Size()
+	dst.Offsets = growI64(dst.Offsets, src.Len+1)
+	dst.Offsets[0] = 0
+	var n int64
+	for i := range src.Len {
+		n += min(src.Offsets[i+1]-src.Offsets[i], int64(s.limitOr(src)))
+		dst.Offsets[i+1] = n
+	}
+	dst.Data = column.Grow(dst.Data, size*int(n))
+	for i := range src.Len {
+		lo, hi := src.Offsets[i], src.Offsets[i+1]
+		m := dst.Offsets[i+1] - dst.Offsets[i]
+		if s.keepLast {
+			lo = hi - m
+		}
+		copy(dst.Data[int(dst.Offsets[i])*size:], src.Data[int(lo)*size:int(lo+m)*size])
+	}
+	return nil
+}
+
+// limitOr is the step's row limit, or the longest a row can be.
+func (s *weightsStep) limitOr(src *column.Column) int {
+	if s.limit > 0 {
+		return s.limit
+	}
+	return int(src.Offsets[src.Len])
+}

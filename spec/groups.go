@@ -57,12 +57,16 @@ func validateJagged(j *Jagged, bad badFunc) {
 		bad("output", "required: the name of the KeyedJaggedTensor, e.g. sparse")
 	}
 	if len(j.Keys) == 0 || len(j.Keys) > MaxGroupColumns {
-		bad("keys", "want 1 to %d keys (a column name, or {column, key, max_length, truncate, hash_mod}), got %d", MaxGroupColumns, len(j.Keys))
+		bad("keys", "want 1 to %d keys (a column name, or {column, key, max_length, truncate, hash_mod, weights}), got %d", MaxGroupColumns, len(j.Keys))
 	}
-	seen := map[string]int{}
+	seen, weights := map[string]int{}, map[string]int{}
 	for i := range j.Keys {
 		k := &j.Keys[i]
 		p := fmt.Sprintf("keys[%d]", i)
+		if first, dup := weights[k.Weights]; dup && k.Weights != "" {
+			bad(p+".weights", "column %q also weighs keys[%d]; a list weighs one key", k.Weights, first)
+		}
+		weights[k.Weights] = i
 		if k.Column == "" {
 			bad(p+".column", "required: the list or scalar categorical column")
 			continue
@@ -88,6 +92,9 @@ func validateJagged(j *Jagged, bad badFunc) {
 		}
 		if k.HashMod < 0 {
 			bad(p+".hash_mod", "want 0 (no hashing) or a modulus >= 1, got %d", k.HashMod)
+		}
+		if k.Weights != "" && k.Weights == k.Column {
+			bad(p+".weights", "column %q is the key's own ids; weights name the list beside them (e.g. scores.value for scores.key)", k.Weights)
 		}
 	}
 	validateGroupNulls(&j.Nulls, bad)

@@ -57,7 +57,9 @@ func TestGroupErrors(t *testing.T) {
 		{"jagged trunc", "  - jagged: {output: s, keys: [{column: a, truncate: middle}]}\n", `pipeline[0].jagged.keys[0].truncate: want left (keep the last elements) or right, got "middle"`},
 		{"jagged hash", "  - jagged: {output: s, keys: [{column: a, hash_mod: -5}]}\n", "pipeline[0].jagged.keys[0].hash_mod: want 0 (no hashing) or a modulus >= 1, got -5"},
 		{"jagged long key", "  - jagged: {output: s, keys: [" + strings.Repeat("k", 64) + "]}\n", "is longer than 63 bytes (the ring's limit)"},
-		{"jagged key field", "  - jagged: {output: s, keys: [{column: a, hash: 5}]}\n", "pipeline[0].jagged.keys[0].hash: unknown field (allowed: column, key, max_length, truncate, hash_mod)"},
+		{"jagged key field", "  - jagged: {output: s, keys: [{column: a, hash: 5}]}\n", "pipeline[0].jagged.keys[0].hash: unknown field (allowed: column, key, max_length, truncate, hash_mod, weights)"},
+		{"jagged weights own ids", "  - jagged: {output: s, keys: [{column: a, weights: a}]}\n", `pipeline[0].jagged.keys[0].weights: column "a" is the key's own ids`},
+		{"jagged weights twice", "  - jagged: {output: s, keys: [{column: a, weights: w}, {column: b, weights: w}]}\n", `pipeline[0].jagged.keys[1].weights: column "w" also weighs keys[0]`},
 		{"jagged nulls", "  - jagged: {output: s, keys: [a], nulls: drop}\n", `pipeline[0].jagged.nulls: want error or fill, got "drop"`},
 	}
 	for _, tc := range cases {

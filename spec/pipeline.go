@@ -161,7 +161,13 @@ type JaggedKey struct {
 	// HashMod, when > 0, replaces every value v by hash_mod(v, HashMod), as
 	// the expression function does; strings must be hashed.
 	HashMod int64 `yaml:"hash_mod"`
-	Line    int   `yaml:"-"`
+	// Weights names a list column lined up with Column element by element
+	// (a map's values beside its keys): the weights of a torchrec weighted
+	// feature. It stays a column of its own, replaced by its rows cut as
+	// the key's are (MaxLength, Truncate), and a row whose length is not
+	// its key's fails the job.
+	Weights string `yaml:"weights"`
+	Line    int    `yaml:"-"`
 }
 
 type jaggedKey JaggedKey
