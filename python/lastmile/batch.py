@@ -269,7 +269,8 @@ def _kjt_weights(t, name, v, weights):
             raise TypeError("kjt(%r): weights of key %r come from %r, which is not a ragged field" % (name, key, field))
         if len(r.offsets) != b + 1 or not torch.equal(r.offsets[1:] - r.offsets[:-1], lens):
             raise ValueError("kjt(%r): the rows of %r are not as long as key %r's: the weights must line up with the "
-                             "ids (the same map or list of structs, and no max_length cut)" % (name, field, key))
+                             "ids (the same map or list of structs; with max_length on the key, give it weights: %s in the jagged op "
+                             "so the weights are cut with the ids)" % (name, field, key, field))
         parts.append(r.values[int(r.offsets[0]):int(r.offsets[-1])].to(torch.float32))
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float32)
 
