@@ -28,7 +28,10 @@ import (
 // Rejected: an io/fs.FS-shaped source (fs.File has no ReadAt, and its
 // names forbid the absolute paths and URLs inputs use); handing decoders
 // byte slices of whole chunks (a 40 MB sequence chunk would be copied once
-// more on the local path, where pread into the window is free).
+// more on the local path, where pread into the window is free); mapping
+// local files instead of pread (measured no faster: the mapping's
+// population costs what the copy did, and the decompressor then reads
+// the page cache cold; docs/decode.md, "Choice").
 
 // File is an open file or object. ReadAt may be called from one goroutine
 // at a time per Decoder (a Decoder is single-goroutine), but a File shared
