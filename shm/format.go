@@ -8,17 +8,18 @@ import (
 	"unicode/utf8"
 )
 
-// Constants of ring format 2.1 (docs/ring-format.md; 1.1 is 2.1 without
-// jagged fields). Offsets are in bytes from the start of the file (header),
+// Constants of ring format 3.2 (docs/ring-format.md; 2.2 is 3.2 without
+// weighted jagged fields, 1.2 is 2.2 without jagged fields). Offsets are in bytes from the start of the file (header),
 // the slot (slot header, tensor table) or the schema entry.
 const (
 	// VersionMajor and VersionMinor are the newest format version this
-	// package writes. It reads any minor version of majors 1 and 2, and
-	// writes major 1 for a schema without a jagged field (formatVersion),
-	// so that 1.x readers keep reading every ring that does not need 2.x.
-	// A minor version adds the same fields to both majors (§7): this
-	// package writes 1.2 or 2.2 (x.2 adds the announcement, announce.go).
-	VersionMajor = 2
+	// package writes. It reads any minor version of majors 1 to 3, and
+	// writes the lowest major a schema needs (formatVersion): 3 for a
+	// weighted jagged field, 2 for a jagged field, else 1, so that older
+	// readers keep reading every ring they can. A minor version adds the
+	// same fields to every major (§7): this package writes 1.2, 2.2 or 3.2
+	// (x.2 adds the announcement, announce.go).
+	VersionMajor = 3
 	VersionMinor = 2
 
 	// MaxSlots is the largest slot count (§3.1).
@@ -207,7 +208,13 @@ const (
 	RoleOffsets  Role = 2
 	RoleValidity Role = 3
 	RoleLengths  Role = 4 // jagged: int64 [K*B], lengths[k*B+i] = offsets[k*B+i+1] - offsets[k*B+i]
+	RoleWeights  Role = 5 // weighted jagged (format 3.0): float32 [V], a weight per id of values
 )
+
+// variable reports whether tensors of role r have a size of their own in
+// every batch (values and weights: [V]), rather than one that follows
+// from the row count.
+func variable(r Role) bool { return r == RoleValues || r == RoleWeights }
 
 func (r Role) String() string {
 	switch r {
@@ -221,6 +228,8 @@ func (r Role) String() string {
 		return "validity"
 	case RoleLengths:
 		return "lengths"
+	case RoleWeights:
+		return "weights"
 	}
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
@@ -234,6 +243,10 @@ type Field struct {
 	Nullable bool     // a uint8 validity tensor of shape [B] follows the field's tensors
 	UTF8     bool     // ragged uint8 holding UTF-8 text
 	Keys     []string // jagged only: the keys, in the order of the values (1 to MaxKeys)
+	// Weighted (jagged only, format 3.0): a float32 weights tensor [V]
+	// follows the lengths, a weight for every id of the values: torchrec's
+	// weighted KeyedJaggedTensor.
+	Weighted bool
 }
 
 // rowsPer is how many jagged rows the field has per batch row: K for a
@@ -245,21 +258,27 @@ func (f *Field) rowsPer() int64 {
 	return 1
 }
 
-// formatVersion is the version a ring with this schema is written as: 2.1
-// when it has a jagged field, which a 1.x reader would not know, else 1.1.
-// The minor version is the same for both majors (§7).
+// formatVersion is the version a ring with this schema is written as:
+// major 3 when it has a weighted jagged field, which a 2.x reader would
+// not know, else 2 when it has a jagged field, which a 1.x reader would
+// not know, else 1. The minor version is the same for every major (§7).
 func formatVersion(fields []Field) (major, minor uint16) {
+	major = 1
 	for i := range fields {
-		if fields[i].Kind == Jagged {
-			return VersionMajor, VersionMinor
+		switch {
+		case fields[i].Kind == Jagged && fields[i].Weighted:
+			major = 3
+		case fields[i].Kind == Jagged:
+			major = max(major, 2)
 		}
 	}
-	return 1, VersionMinor
+	return major, VersionMinor
 }
 
 const (
 	fieldFlagNullable = 1 << 0
 	fieldFlagUTF8     = 1 << 1
+	fieldFlagWeighted = 1 << 2 // jagged only (format 3.0)
 )
 
 // tensorsOf returns how many tensors field f contributes to every batch.
@@ -270,6 +289,9 @@ func tensorsOf(f *Field) int {
 		n = 2
 	case Jagged:
 		n = 3
+		if f.Weighted {
+			n++
+		}
 	}
 	if f.Nullable {
 		n++
@@ -288,8 +310,8 @@ func TensorCount(fields []Field) int {
 }
 
 // planIter walks the (field, role) sequence every batch's tensor table must
-// follow: schema order, dense, values+offsets or values+offsets+lengths,
-// then validity if nullable.
+// follow: schema order, dense, values+offsets or values+offsets+lengths
+// (+weights if weighted), then validity if nullable.
 type planIter struct {
 	fields []Field
 	f      int
@@ -300,12 +322,15 @@ func (it *planIter) next() (field int, role Role, ok bool) {
 	for it.f < len(it.fields) {
 		fd := &it.fields[it.f]
 		n := 0
-		var roles [4]Role
+		var roles [5]Role
 		switch fd.Kind {
 		case Ragged:
 			roles[0], roles[1], n = RoleValues, RoleOffsets, 2
 		case Jagged:
 			roles[0], roles[1], roles[2], n = RoleValues, RoleOffsets, RoleLengths, 3
+			if fd.Weighted {
+				roles[3], n = RoleWeights, 4
+			}
 		default:
 			roles[0], n = RoleDense, 1
 		}
@@ -331,6 +356,8 @@ func roleDType(f *Field, r Role) DType {
 		return Int64
 	case RoleValidity:
 		return Uint8
+	case RoleWeights:
+		return Float32
 	}
 	return f.DType
 }
@@ -431,13 +458,16 @@ func validateField(i int, f *Field) error {
 	if len(f.Keys) != 0 {
 		return fmt.Errorf("field %q: only a jagged field has keys", f.Name)
 	}
+	if f.Weighted {
+		return fmt.Errorf("field %q: only a jagged field has weights", f.Name)
+	}
 	return nil
 }
 
 // validateJagged checks what §4.1 requires of a jagged field.
 func validateJagged(f *Field) error {
 	if len(f.Dims) != 0 || f.Nullable || f.UTF8 {
-		return fmt.Errorf("field %q: a jagged field has no trailing dimensions and no flags", f.Name)
+		return fmt.Errorf("field %q: a jagged field has no trailing dimensions and no flags but weighted", f.Name)
 	}
 	if len(f.Keys) < 1 || len(f.Keys) > MaxKeys {
 		return fmt.Errorf("field %q: %d keys, want 1 to %d", f.Name, len(f.Keys), MaxKeys)
@@ -500,6 +530,9 @@ func encodeSchema(fields []Field) []byte {
 		}
 		if f.UTF8 {
 			flags |= fieldFlagUTF8
+		}
+		if f.Weighted {
+			flags |= fieldFlagWeighted
 		}
 		e[67] = flags
 		for j, d := range f.Dims {

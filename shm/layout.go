@@ -50,7 +50,7 @@ func (p *Producer) layout(rows int) *payloadLayout {
 		f := &p.fields[fi]
 		var n int64
 		switch role {
-		case RoleValues:
+		case RoleValues, RoleWeights:
 			l.off[i], l.size[i] = 0, -1
 			continue
 		case RoleDense:
@@ -82,7 +82,7 @@ func (p *Producer) layoutNeed(payloadBytes []int64) int64 {
 		it := planIter{fields: p.fields}
 		for _, n := range payloadBytes {
 			_, role, _ := it.next()
-			if (role == RoleValues) != (pass == 1) {
+			if variable(role) != (pass == 1) {
 				continue
 			}
 			used = end + n

@@ -136,6 +136,7 @@ func ParseSchema(b []byte) ([]Field, error) {
 		flags := e[67]
 		f.Nullable = flags&fieldFlagNullable != 0
 		f.UTF8 = flags&fieldFlagUTF8 != 0
+		f.Weighted = flags&fieldFlagWeighted != 0
 		if f.Kind == Jagged {
 			keys, err := parseKeys(b, i, f.Name, le.Uint32(e[68:]), le.Uint64(e[72:]), 8+uint64(count)*uint64(entry))
 			if err != nil {
@@ -421,8 +422,8 @@ func checkLead(sh *SlotHeader, f *Field, t *Tensor, ndim int) error {
 				return corruptf("slot %d: %q shape %v, want trailing dimensions %v", sh.Seq, f.Name, t.shape[:ndim], f.Dims)
 			}
 		}
-	case RoleValues:
-		wantLead = t.shape[0]
+	case RoleValues, RoleWeights:
+		wantLead = t.shape[0] // checked against the values by raggedCheck
 	case RoleOffsets:
 		wantLead = int64(rows)*f.rowsPer() + 1
 	case RoleLengths:
@@ -459,6 +460,10 @@ func (rc *raggedCheck) check(t *Tensor, f *Field, seq uint64, minor uint16) erro
 	case RoleLengths:
 		if err := checkLengths(t.Data, rc.offsets); err != nil {
 			return corruptf("slot %d: %q lengths: %v", seq, f.Name, err)
+		}
+	case RoleWeights:
+		if t.shape[0] != rc.values {
+			return corruptf("slot %d: %q weights: %d, for %d values", seq, f.Name, t.shape[0], rc.values)
 		}
 	case RoleValidity:
 		if f.Kind == Ragged && minor >= 1 {

@@ -166,7 +166,7 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 		return nil, fmt.Errorf("ring %q: field %q %v tensor: %w", p.name, f.Name, role, err)
 	}
 	var off int64
-	if role == RoleValues {
+	if variable(role) {
 		off = s.next
 	} else {
 		// Every tensor whose size follows from the row count has a fixed
@@ -204,7 +204,7 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 	clear(e[56:64])
 	s.k++
 	s.used = max(s.used, end)
-	if role == RoleValues {
+	if variable(role) {
 		s.next = alignUp(end, PayloadAlign)
 	}
 	return s.mem[off:end:end], nil

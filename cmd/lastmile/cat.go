@@ -137,7 +137,7 @@ func writeCatSummary(stdout io.Writer, c *shm.Consumer, r catRead) {
 		case shm.Ragged:
 			kind = fmt.Sprintf("ragged, %.1f values/row", float64(fd.values)/float64(max64(d.Rows, 1)))
 		case shm.Jagged:
-			kind = fmt.Sprintf("jagged, %d keys, %.1f values/row", len(f.Keys), float64(fd.values)/float64(max64(d.Rows, 1)))
+			kind = fmt.Sprintf("jagged%s, %d keys, %.1f values/row", weightedWord(f.Weighted), len(f.Keys), float64(fd.values)/float64(max64(d.Rows, 1)))
 		}
 		nulls := ""
 		if f.Nullable {
@@ -219,8 +219,9 @@ func max64(a, b int64) int64 {
 // over every batch in stream order. It does not depend on how rows were cut
 // into batches, so a test can compare it with one computed from the input;
 // except for jagged fields, hashed like ragged ones in each batch's
-// key-major order (lengths from the offsets), which the batch size decides.
-// The Python client's lastmile.digest computes the same.
+// key-major order (lengths from the offsets), which the batch size decides,
+// and their weights, if weighted, in the same order. The Python client's
+// lastmile.digest computes the same.
 type digest struct {
 	Batches, Rows, Bytes int64
 	// Pad is the padding rows of padded batches (pad_rows), included in
@@ -232,10 +233,10 @@ type digest struct {
 }
 
 type fieldDigest struct {
-	hValues, hLengths, hValid hash.Hash
-	values, nulls             int64 // ragged values and nulls seen
-	hasLengths, hasValid      bool
-	buf                       []byte
+	hValues, hLengths, hValid, hWeights hash.Hash
+	values, nulls                       int64 // ragged values and nulls seen
+	hasLengths, hasValid, hasWeights    bool
+	buf                                 []byte
 }
 
 func newDigest() *digest { return &digest{fields: map[string]*fieldDigest{}} }
@@ -243,7 +244,7 @@ func newDigest() *digest { return &digest{fields: map[string]*fieldDigest{}} }
 func (d *digest) field(name string) *fieldDigest {
 	f := d.fields[name]
 	if f == nil {
-		f = &fieldDigest{hValues: sha256.New(), hLengths: sha256.New(), hValid: sha256.New()}
+		f = &fieldDigest{hValues: sha256.New(), hLengths: sha256.New(), hValid: sha256.New(), hWeights: sha256.New()}
 		d.fields[name] = f
 		d.order = append(d.order, name)
 	}
@@ -277,6 +278,9 @@ func (d *digest) add(b *shm.Batch) {
 				f.buf = binary.LittleEndian.AppendUint64(f.buf, uint64(offs[j]-offs[j-1]))
 			}
 			f.hLengths.Write(f.buf)
+		case shm.RoleWeights:
+			f.hasWeights = true
+			f.hWeights.Write(t.Data)
 		case shm.RoleValidity:
 			f.hasValid = true
 			f.hValid.Write(t.Data)
@@ -314,6 +318,7 @@ type FieldDigest struct {
 	Values  string `json:"values"`
 	Lengths string `json:"lengths,omitempty"`
 	Valid   string `json:"valid,omitempty"`
+	Weights string `json:"weights,omitempty"` // a weighted jagged field's
 }
 
 func (d *digest) result() DigestResult {
@@ -326,7 +331,18 @@ func (d *digest) result() DigestResult {
 		if f.hasValid {
 			fd.Valid = hex.EncodeToString(f.hValid.Sum(nil))
 		}
+		if f.hasWeights {
+			fd.Weights = hex.EncodeToString(f.hWeights.Sum(nil))
+		}
 		r.Fields[name] = fd
 	}
 	return r
+}
+
+// weightedWord qualifies a jagged field in cat's summary.
+func weightedWord(weighted bool) string {
+	if weighted {
+		return " weighted"
+	}
+	return ""
 }
