@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/lastmile/lastmile/column"
@@ -53,10 +54,17 @@ func packFields(fields []OutField, groups []ops.Group) []packField {
 // ringField maps a field to the ring's schema.
 func (f *packField) ringField() shm.Field {
 	if f.jagged() {
-		return shm.Field{Name: f.Name, Kind: shm.Jagged, DType: shm.DType(f.DType), Keys: f.group.Keys}
+		return shm.Field{Name: f.Name, Kind: shm.Jagged, DType: shm.DType(f.DType), Keys: f.group.Keys, Weighted: f.weighted()}
 	}
 	return f.OutField.ringField()
 }
+
+// weighted reports whether the field is a jagged group with weights.
+func (f *packField) weighted() bool { return f.jagged() && len(f.group.Weights) > 0 }
+
+// keys is the batch columns of a jagged group's keys: its first members,
+// before their weights.
+func (f *packField) keys() []int { return f.members[:len(f.group.Keys)] }
 
 // jagged reports whether the field is a jagged group.
 func (f *packField) jagged() bool { return f.group != nil && f.group.Kind == "jagged" }
@@ -80,20 +88,30 @@ func keyValues(sp *span, ci int) int64 {
 }
 
 // groupSizes appends the payload sizes of a group's tensors to sizes: a
-// stack's [B, N], a jagged group's values, offsets and lengths.
+// stack's [B, N], a jagged group's values, offsets, lengths and weights.
 func groupSizes(sizes []int64, f *packField, spans []span, rows int) []int64 {
 	es := int64(f.DType.Size())
 	if !f.jagged() {
 		return append(sizes, int64(rows*f.Width)*es)
 	}
+	v := jaggedValues(f, spans)
+	kb := int64(rows) * int64(len(f.keys()))
+	sizes = append(sizes, v*es, (kb+1)*8, kb*8)
+	if f.weighted() {
+		sizes = append(sizes, v*4)
+	}
+	return sizes
+}
+
+// jaggedValues is the number of ids of jagged group f in the spans' rows.
+func jaggedValues(f *packField, spans []span) int64 {
 	var v int64
-	for _, ci := range f.members {
+	for _, ci := range f.keys() {
 		for k := range spans {
 			v += keyValues(&spans[k], ci)
 		}
 	}
-	kb := int64(rows) * int64(len(f.members))
-	return append(sizes, v*es, (kb+1)*8, kb*8)
+	return v
 }
 
 // fillGroup writes field i, a group, into the slot.
@@ -106,13 +124,8 @@ func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 		fillStack(dst, f.DType.Size(), f.members, spans)
 		return nil
 	}
-	var v int64
-	for _, ci := range f.members {
-		for k := range spans {
-			v += keyValues(&spans[k], ci)
-		}
-	}
-	kb := int64(rows) * int64(len(f.members))
+	v := jaggedValues(f, spans)
+	kb := int64(rows) * int64(len(f.keys()))
 	vals, err := slot.Add(i, shm.RoleValues, shm.Int64, v)
 	if err != nil {
 		return err
@@ -125,8 +138,59 @@ func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 	if err != nil {
 		return err
 	}
-	fillJagged(i64s(vals), i64s(offs), i64s(lens), f.members, spans)
+	fillJagged(i64s(vals), i64s(offs), i64s(lens), f.keys(), spans)
+	if !f.weighted() {
+		return nil
+	}
+	w, err := slot.Add(i, shm.RoleWeights, shm.Float32, v)
+	if err != nil {
+		return err
+	}
+	return fillWeights(f32s(w), i64s(lens), f, spans)
+}
+
+// fillWeights writes the weights of jagged group f key-major, lined up
+// with its values: key k's from its weights member, 1 for the ids of a
+// key without one. lens are the group's lengths as fillJagged wrote them.
+func fillWeights(w []float32, lens []int64, f *packField, spans []span) error {
+	at, v := 0, 0
+	for k, m := range f.group.Weights {
+		if m < 0 {
+			for range rowsOf(spans) {
+				for range lens[at] {
+					w[v] = 1
+					v++
+				}
+				at++
+			}
+			continue
+		}
+		ci := f.members[m]
+		for s := range spans {
+			sp := &spans[s]
+			c := &sp.b.Columns[ci]
+			ws := f32s(c.Data)
+			for j := sp.lo; j < sp.hi; j++ {
+				r := sp.row(j)
+				lo, hi := c.Offsets[r], c.Offsets[r+1]
+				if hi-lo != lens[at] {
+					return fmt.Errorf("jagged group %q: key %q has %d ids in a row and %d weights", f.Name, f.group.Keys[k], lens[at], hi-lo)
+				}
+				v += copy(w[v:], ws[lo:hi])
+				at++
+			}
+		}
+	}
 	return nil
+}
+
+// rowsOf is the number of rows the spans hold.
+func rowsOf(spans []span) int {
+	n := 0
+	for k := range spans {
+		n += spans[k].hi - spans[k].lo
+	}
+	return n
 }
 
 // fillJagged writes the members of a jagged group key-major: for key k,
@@ -163,4 +227,8 @@ func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
 
 func i64s(b []byte) []int64 {
 	return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
+}
+
+func f32s(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }

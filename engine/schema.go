@@ -35,7 +35,7 @@ func slotSize(p *decode.Plan, fields []packField, rows int) int64 {
 	n := int64(64)
 	for _, f := range fields {
 		if f.jagged() {
-			n += jaggedSlotSize(perRow, widest, f.group.Keys, f.parts, rows)
+			n += jaggedSlotSize(perRow, widest, f.group.Keys, f.parts, rows, f.weighted())
 			continue
 		}
 		size := int64(f.DType.Size())
@@ -114,8 +114,8 @@ func listRowStats(p *decode.Plan) (perRow map[string]float64, widest float64) {
 // jaggedSlotSize estimates the bytes of a jagged group of batches of rows
 // rows: a scalar member's ids exactly (Width a row), a list member's as
 // slotSize estimates a list column of the key's name, then the offsets
-// and lengths.
-func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, parts []OutField, rows int) int64 {
+// and lengths, and a float32 weight per id if weighted.
+func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, parts []OutField, rows int, weighted bool) int64 {
 	const tableEntry, align = 64, 256
 	var values float64
 	for i, k := range keys {
@@ -130,7 +130,11 @@ func jaggedSlotSize(perRow map[string]float64, widest float64, keys []string, pa
 		values += 2*max(pr, 1)*float64(rows) + 4096
 	}
 	kb := int64(rows) * int64(len(keys))
-	return int64(values)*8 + (2*kb+1)*8 + 3*(tableEntry+align)
+	n := int64(values)*8 + (2*kb+1)*8 + 3*(tableEntry+align)
+	if weighted {
+		n += int64(values)*4 + tableEntry + align
+	}
+	return n
 }
 
 // warnUnreadable says which columns a job that names none (every column)

@@ -54,24 +54,26 @@ func TestJaggedSlotSize(t *testing.T) {
 	offsets := func(keys int) int64 { return (2*int64(rows*keys)+1)*8 + 3*(64+256) }
 	list := int64(2*50*rows+4096) * 8
 	tests := []struct {
-		name  string
-		keys  []string
-		parts []OutField
-		want  int64
+		name     string
+		keys     []string
+		parts    []OutField
+		weighted bool
+		want     int64
 	}{
 		{"scalars", []string{"a", "b"},
 			[]OutField{{Kind: column.Fixed, Width: 1}, {Kind: column.Fixed, Width: 1}},
-			2*rows*8 + offsets(2)},
-		{"a fixed vector", []string{"v"}, []OutField{{Kind: column.Fixed, Width: 4}}, 4*rows*8 + offsets(1)},
-		{"a list by name", []string{"seq"}, []OutField{{Kind: column.List}}, list + offsets(1)},
-		{"a derived list", []string{"history"}, []OutField{{Kind: column.List}}, list + offsets(1)},
+			false, 2*rows*8 + offsets(2)},
+		{"a fixed vector", []string{"v"}, []OutField{{Kind: column.Fixed, Width: 4}}, false, 4*rows*8 + offsets(1)},
+		{"a list by name", []string{"seq"}, []OutField{{Kind: column.List}}, false, list + offsets(1)},
+		{"a derived list", []string{"history"}, []OutField{{Kind: column.List}}, false, list + offsets(1)},
 		{"mixed", []string{"a", "history"},
 			[]OutField{{Kind: column.Fixed, Width: 1}, {Kind: column.List}},
-			rows*8 + list + offsets(2)},
+			false, rows*8 + list + offsets(2)},
+		{"weighted", []string{"seq"}, []OutField{{Kind: column.List}}, true, list + list/2 + offsets(1) + 64 + 256},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := jaggedSlotSize(perRow, widest, tt.keys, tt.parts, rows); got != tt.want {
+			if got := jaggedSlotSize(perRow, widest, tt.keys, tt.parts, rows, tt.weighted); got != tt.want {
 				t.Errorf("got %d bytes, want %d", got, tt.want)
 			}
 		})

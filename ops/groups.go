@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/spec"
@@ -31,6 +32,11 @@ type Group struct {
 	Kind  string
 	DType column.DType
 	Keys  []string
+	// Weights (jagged only; nil when no key has weights) holds for key k
+	// the member that holds the weights of its ids, float32 lists lined
+	// up with them, or -1 for a key whose ids weigh 1. Weight members
+	// follow the K key members.
+	Weights []int
 }
 
 // group is a group's compile-time description, held by its value.
@@ -136,7 +142,7 @@ func (c *compiler) jagged(op *spec.Op) error {
 		return err
 	}
 	g := &group{Group: Group{Name: j.Output, Kind: "jagged", DType: column.Int64}, line: op.Line}
-	var checks []int
+	var checks, weights []int
 	var checkNames, names []string
 	for i := range j.Keys {
 		k := &j.Keys[i]
@@ -148,17 +154,20 @@ func (c *compiler) jagged(op *spec.Op) error {
 		if e.nullable && j.Nulls == "error" {
 			checks, checkNames = append(checks, e.vid), append(checkNames, k.Column)
 		}
+		wvid := -1
 		if k.Weights != "" {
-			if err := c.jaggedWeights(op, i, k, e.vid); err != nil {
+			if wvid, err = c.jaggedWeights(op, i, k, e.vid); err != nil {
 				return err
 			}
 		}
+		weights = append(weights, wvid)
 		g.Keys = append(g.Keys, k.Key)
 		g.members = append(g.members, vid)
 		g.names = append(g.names, j.Output+"/"+k.Key)
 		g.nulls = append(g.nulls, keep && j.Nulls == "fill")
 		names = append(names, k.Column)
 	}
+	c.weightMembers(op, g, weights)
 	if len(checks) > 0 {
 		c.addStep(&nullsCheck{stepBase: stepBase{op: op, what: fmt.Sprint(checkNames), reads: checks}, names: checkNames})
 	}
@@ -209,25 +218,52 @@ func (c *compiler) jaggedKey(op *spec.Op, i int, k *spec.JaggedKey) (vid int, ke
 
 // jaggedWeights compiles the weights of key i (whose ids are value
 // keyVid before any cut): the list column k.Weights is replaced by its
-// rows cut as the key's are, checked against the key's lengths.
-func (c *compiler) jaggedWeights(op *spec.Op, i int, k *spec.JaggedKey, keyVid int) error {
+// rows cut as the key's are, checked against the key's lengths. It
+// returns the cut weights' value.
+func (c *compiler) jaggedWeights(op *spec.Op, i int, k *spec.JaggedKey, keyVid int) (int, error) {
 	field := fmt.Sprintf("keys[%d].weights", i)
 	if c.vals[keyVid].kind != column.List {
-		return c.keyErr(op, k, field, "column %q is %s; weights go with a list key, element by element", k.Column, c.vals[keyVid].describe())
+		return 0, c.keyErr(op, k, field, "column %q is %s; weights go with a list key, element by element", k.Column, c.vals[keyVid].describe())
 	}
 	e, why := c.groupLookup(k.Weights)
 	if e == nil {
-		return c.keyErr(op, k, field, "%s", why)
+		return 0, c.keyErr(op, k, field, "%s", why)
 	}
 	v := c.vals[e.vid]
 	if v.kind != column.List || !isNumDType(v.dtype) {
-		return c.keyErr(op, k, field, "column %q is %s; weights are a list of numbers lined up with the key's ids (a map's values)", k.Weights, v.describe())
+		return 0, c.keyErr(op, k, field, "column %q is %s; weights are a list of numbers lined up with the key's ids (a map's values)", k.Weights, v.describe())
 	}
 	vid := c.addValue(value{kind: column.List, dtype: v.dtype, width: 1, producer: -1})
 	c.addStep(&weightsStep{stepBase: stepBase{op: op, what: k.Weights, reads: []int{keyVid, e.vid}, writes: []int{vid}},
 		key: k.Column, limit: k.MaxLength, keepLast: k.Truncate == "left"})
 	c.setColumn(k.Weights, vid, e.nullable)
-	return nil
+	return vid, nil
+}
+
+// weightMembers makes the weights of g's keys members of the group, after
+// its keys: weights[k] is key k's cut weights' value, or -1. The column
+// of cut weights stays in the schema too, for a select to keep; the
+// group's member is it as float32, the dtype of torchrec's weights.
+func (c *compiler) weightMembers(op *spec.Op, g *group, weights []int) {
+	if !slices.ContainsFunc(weights, func(w int) bool { return w >= 0 }) {
+		return
+	}
+	g.Weights = make([]int, len(weights))
+	for k, vid := range weights {
+		if vid < 0 {
+			g.Weights[k] = -1
+			continue
+		}
+		if c.vals[vid].dtype != column.Float32 {
+			nv := c.addValue(value{kind: column.List, dtype: column.Float32, width: 1, producer: -1})
+			c.addStep(&castStep{stepBase: stepBase{op: op, what: g.Keys[k] + " weights", reads: []int{vid}, writes: []int{nv}}, src: vid, to: column.Float32})
+			vid = nv
+		}
+		g.Weights[k] = len(g.members)
+		g.members = append(g.members, vid)
+		g.names = append(g.names, g.Name+"/"+g.Keys[k]+"#weights")
+		g.nulls = append(g.nulls, false)
+	}
 }
 
 // keyErr is errf at the line of a jagged key.

@@ -198,6 +198,9 @@ class Batch(Mapping):
             v = self._data[f.name]
             if f.kind == "ragged":
                 data[f.name] = Ragged(conv(v.values, f.dtype_code), torch.from_numpy(v.offsets))
+            elif f.weighted:
+                data[f.name] = WeightedKeyedJagged(v.keys, conv(v.values, f.dtype_code), torch.from_numpy(v.lengths),
+                                                   torch.from_numpy(v.offsets), torch.from_numpy(v.weights))
             elif f.kind == "jagged":
                 data[f.name] = KeyedJagged(v.keys, conv(v.values, f.dtype_code), torch.from_numpy(v.lengths),
                                            torch.from_numpy(v.offsets))
@@ -213,20 +216,31 @@ class Batch(Mapping):
         tensors (``keys, values, lengths, offsets``), zero-copy either way (needs
         torch; valid until the batch is released, like every view).
 
-        ``weights`` makes a weighted KJT: a mapping from a key to the ragged
-        field that holds its ids' weights, lined up id by id, as a map's
-        values are with its keys (``{"scores": "scores.value"}`` for a key
-        ``{column: scores.key, key: scores}``). The weights of every key, 1.0
-        for keys not named, are gathered key-major into one float32 tensor
-        (one copy); a named field whose rows are not as long as the key's
-        (a ``max_length`` cut, or another column) is a ``ValueError``. Without
-        torchrec the result is a :class:`WeightedKeyedJagged`."""
+        A jagged op whose keys have ``weights:`` makes a weighted field (ring
+        format 3.0): its KJT carries the ring's float32 weights, key-major, 1.0
+        for the ids of keys without weights, zero-copy like the ids.
+
+        ``weights`` makes a weighted KJT of a field without them: a mapping
+        from a key to the ragged field that holds its ids' weights, lined up
+        id by id, as a map's values are with its keys (``{"scores":
+        "scores.value"}`` for a key ``{column: scores.key, key: scores}``).
+        The weights of every key, 1.0 for keys not named, are gathered
+        key-major into one float32 tensor (one copy per batch: prefer
+        ``weights:`` in the jagged op); a named field whose rows are not as
+        long as the key's (a ``max_length`` cut, or another column) is a
+        ``ValueError``. Given for a weighted field, it replaces the ring's
+        weights. Without torchrec a weighted result is a
+        :class:`WeightedKeyedJagged`."""
         f = self.field(name)
         if f.kind != "jagged":
             raise TypeError("field %r is %s, not jagged: kjt() reads the group of a jagged op" % (name, f.kind))
         t = self.torch()
         v = t[name]
-        w = _kjt_weights(t, name, v, weights) if weights else None
+        w = v.weights if f.weighted else None
+        if f.weighted:
+            v = KeyedJagged(*v[:4])
+        if weights:
+            w = _kjt_weights(t, name, v, weights)
         try:
             from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
         except ImportError:
@@ -332,7 +346,7 @@ class _SlotCache:
                 return False
         unpack = _TENSOR.unpack_from
         todo = []
-        for i, name, size, code in vinfo:
+        for i, name, size, code, attr in vinfo:
             e = unpack(table, i * TENSOR_ENTRY_SIZE)
             oe = unpack(old, i * TENSOR_ENTRY_SIZE)
             if e == oe:
@@ -341,9 +355,13 @@ class _SlotCache:
             if e[:4] != oe[:4] or e[5:8] != oe[5:8] or nbytes != s0 * size or off % PAYLOAD_ALIGN \
                     or off + nbytes > used or off + nbytes > slot_size:
                 return False
-            todo.append((i, name, size, code, s0, off, nbytes))
+            todo.append((i, name, size, code, s0, off, nbytes, attr))
+        for i, name, size, code, attr in vinfo:  # a jagged field's weights: one per value (3 entries before)
+            if attr == "weights" and unpack(table, i * TENSOR_ENTRY_SIZE)[4] != \
+                    unpack(table, (i - 3) * TENSOR_ENTRY_SIZE)[4]:
+                return False
         vbase, data, tdata, ragged = self.vbase, self.data, self.tdata, self.ragged
-        for i, name, size, code, s0, off, nbytes in todo:
+        for i, name, size, code, s0, off, nbytes, attr in todo:
             base = vbase.get(i)
             if base is None or base[0] != off:
                 arr = self.arrs[i]
@@ -353,13 +371,14 @@ class _SlotCache:
             arr = base[1][:s0]
             self.arrs[i] = arr
             self.ends[i] = off + nbytes
-            data[name] = data[name]._replace(values=arr)  # Ragged or KeyedJagged
-            ragged[name] = (name, s0) + ragged[name][2:]
+            data[name] = data[name]._replace(**{attr: arr})  # Ragged, KeyedJagged or WeightedKeyedJagged
+            if attr == "values":
+                ragged[name] = (name, s0) + ragged[name][2:]
             t = tdata.get(name)
             if t is not None:
                 if base[2] is None:
                     base[2] = _torch_conv(base[1], code)
-                tdata[name] = t._replace(values=base[2][:s0])
+                tdata[name] = t._replace(**{attr: base[2][:s0]})
         self.table = table
         self.max_end = max(self.ends)
         self.rchecks = tuple(ragged.values())
@@ -373,6 +392,9 @@ class _SlotCache:
             v = data[name]
             if f.kind == "ragged":
                 tdata[name] = Ragged(_torch_conv(v.values, f.dtype_code), _torch_conv(v.offsets, 6))
+            elif f.weighted:
+                tdata[name] = WeightedKeyedJagged(v.keys, _torch_conv(v.values, f.dtype_code), _torch_conv(v.lengths, 6),
+                                                  _torch_conv(v.offsets, 6), _torch_conv(v.weights, 9))
             elif f.kind == "jagged":
                 tdata[name] = KeyedJagged(v.keys, _torch_conv(v.values, f.dtype_code), _torch_conv(v.lengths, 6),
                                           _torch_conv(v.offsets, 6))

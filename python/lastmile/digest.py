@@ -6,7 +6,8 @@ bytes), of the row lengths of ragged fields (int64 little-endian), and of
 the validity bytes of nullable fields. It does not depend on how rows were
 cut into batches, so a test can compare it with one computed from the input;
 except for jagged fields, hashed like ragged ones in each batch's key-major
-order (their lengths from the offsets), which the batch size decides.
+order (their lengths from the offsets), which the batch size decides, and
+their weights, if weighted, in the same order.
 """
 
 import hashlib
@@ -14,7 +15,7 @@ import time
 
 import numpy as np
 
-from .ring import KeyedJagged, Ragged, Ring
+from .ring import KeyedJagged, Ragged, Ring, WeightedKeyedJagged
 
 
 class _NullHash:
@@ -37,6 +38,7 @@ class Digest:
         self._h = {}
         self._valid = {}
         self._len = {}
+        self._w = {}
         self.nulls = {}
         self.ragged_values = {}
         self.pad = 0  # padding rows (pad_rows), counted in rows too
@@ -59,7 +61,7 @@ class Digest:
             self.pad += batch.pad_rows
         for name in batch:
             v = batch[name]
-            if isinstance(v, (Ragged, KeyedJagged)):
+            if isinstance(v, (Ragged, KeyedJagged, WeightedKeyedJagged)):
                 vals = np.ascontiguousarray(v.values)
                 if self.hashing:
                     self._hash(self._h, name).update(vals.view(np.uint8).data if vals.size else b"")
@@ -67,8 +69,13 @@ class Digest:
                     lengths = np.diff(v.offsets).astype("<i8")
                     self._hash(self._len, name).update(lengths.tobytes())
                 self.bytes += vals.nbytes + v.offsets.nbytes
-                if isinstance(v, KeyedJagged):
+                if isinstance(v, (KeyedJagged, WeightedKeyedJagged)):
                     self.bytes += v.lengths.nbytes
+                if isinstance(v, WeightedKeyedJagged):
+                    w = np.ascontiguousarray(v.weights)
+                    if self.hashing:
+                        self._hash(self._w, name).update(w.view(np.uint8).data if w.size else b"")
+                    self.bytes += w.nbytes
                 self.ragged_values[name] = self.ragged_values.get(name, 0) + vals.size
             else:
                 arr = np.ascontiguousarray(v)
@@ -95,7 +102,11 @@ class Digest:
             else:
                 per_row = self.ragged_values.get(f.name, 0) / max(self.rows, 1)
                 keys = ", %d keys" % len(f.keys) if f.kind == "jagged" else ""
-                kind = "%s%s, %.1f values/row" % (f.kind, keys, per_row)
+                if f.weighted:
+                    kind_word = "jagged weighted"
+                else:
+                    kind_word = f.kind
+                kind = "%s%s, %.1f values/row" % (kind_word, keys, per_row)
             nulls = ", %d nulls" % self.nulls.get(f.name, 0) if f.nullable else ""
             lines.append("  %-16s %-8s %s%s" % (f.name, f.dtype, kind, nulls))
         return lines
@@ -108,6 +119,8 @@ class Digest:
                 d["lengths"] = self._len[name].hexdigest()
             if name in self._valid:
                 d["valid"] = self._valid[name].hexdigest()
+            if name in self._w:
+                d["weights"] = self._w[name].hexdigest()
             fields[name] = d
         return {"batches": self.batches, "rows": self.rows, "fields": fields}
 

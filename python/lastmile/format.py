@@ -20,7 +20,7 @@ import numpy as np
 # --------------------------------------------------------------------------
 
 MAGIC = b"LMRING\x00\x01"
-FORMAT_MAJOR = 2  # the newest major read: 1.x and 2.x (2.0 adds jagged fields)
+FORMAT_MAJOR = 3  # the newest major read: 1.x to 3.x (2.0 adds jagged fields, 3.0 their weights)
 FORMAT_MINOR = 1  # the newest minor known: 1.1 and 2.1 add pad_rows, ended_unix_ns (docs/ring-format.md 7)
 PAGE = 4096
 SEQ_EMPTY = 2**64 - 1
@@ -56,7 +56,7 @@ _STATE_NAMES = {0: "running", 1: "end", 2: "error"}
 _SCHEMA_HEAD = struct.Struct("<II")
 _FIELD = struct.Struct("<64sBBBBI3Q")  # 96 bytes
 KIND_DENSE, KIND_RAGGED, KIND_JAGGED = 0, 1, 2
-FIELD_NULLABLE, FIELD_UTF8 = 1, 2
+FIELD_NULLABLE, FIELD_UTF8, FIELD_WEIGHTED = 1, 2, 4
 KEY_ENTRY_SIZE = 64  # a jagged field's key table entry (4.1)
 MAX_KEYS = 4096
 
@@ -65,7 +65,7 @@ _SLOT_HEADER = struct.Struct("<QQIIQQIII")  # 52 bytes used of 64 (pad_rows at 4
 SLOT_HEADER_SIZE = 64
 _TENSOR = struct.Struct("<HBBB3x4QQQ8x")  # 64 bytes
 TENSOR_ENTRY_SIZE = 64
-ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS = 0, 1, 2, 3, 4
+ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS, ROLE_WEIGHTS = 0, 1, 2, 3, 4, 5
 BATCH_LAST_IN_EPOCH, BATCH_PADDED = 1, 2
 PAYLOAD_ALIGN = 256
 
@@ -82,7 +82,7 @@ DTYPES = {
     9: ("float32", np.dtype("<f4"), 4),
     10: ("float64", np.dtype("<f8"), 8),
 }
-DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16 = 6, 2, 8
+DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16, DTYPE_FLOAT32 = 6, 2, 8, 9
 
 
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
@@ -205,9 +205,11 @@ class KeyedJagged(collections.namedtuple("KeyedJagged", ["keys", "values", "leng
 
 class WeightedKeyedJagged(collections.namedtuple("WeightedKeyedJagged", ["keys", "values", "lengths", "offsets",
                                                                           "weights"])):
-    """A jagged field with a float32 weight for every id (``Batch.kjt(name,
-    weights=...)`` without torchrec): torchrec's weighted KeyedJaggedTensor
-    layout, ``weights`` key-major like ``values``."""
+    """A jagged field with a float32 weight for every id: a weighted jagged
+    field of the ring (format 3.0: a ``jagged`` op whose keys have
+    ``weights:``), or ``Batch.kjt(name, weights=...)`` without torchrec.
+    torchrec's weighted KeyedJaggedTensor layout, ``weights`` key-major like
+    ``values``, 1.0 for the ids of a key without weights."""
 
     __slots__ = ()
 
@@ -215,6 +217,16 @@ class WeightedKeyedJagged(collections.namedtuple("WeightedKeyedJagged", ["keys",
     def stride(self) -> int:
         """The batch's rows (torchrec's stride)."""
         return len(self.lengths) // len(self.keys) if self.keys else 0
+
+    def key(self, k):
+        """``Ragged(values, offsets)`` of one key's ids (a name or an index): views, no copy."""
+        return KeyedJagged(*self[:4]).key(k)
+
+    def key_weights(self, k):
+        """``Ragged(weights, offsets)`` of one key (a name or an index): views, no copy."""
+        r = self.key(k)
+        lo = int(self.offsets[(k if isinstance(k, int) else self.keys.index(k)) * self.stride])
+        return Ragged(self.weights[lo:lo + len(r.values)], r.offsets)
 
 
 class Cursor(collections.namedtuple("Cursor", ["epoch", "batch_index", "rank", "last_in_epoch"])):
@@ -233,13 +245,14 @@ class Field:
     """One schema entry (section 4)."""
 
     __slots__ = ("index", "name", "kind", "dtype_code", "dtype", "np_dtype", "itemsize",
-                 "dims", "nullable", "text", "keys")
+                 "dims", "nullable", "text", "keys", "weighted")
 
-    def __init__(self, index, name, kind, dtype_code, dims, nullable, text, keys=()):
+    def __init__(self, index, name, kind, dtype_code, dims, nullable, text, keys=(), weighted=False):
         self.index = index
         self.name = name
         self.kind = kind  # "dense", "ragged" or "jagged"
         self.keys = tuple(keys)  # a jagged field's keys
+        self.weighted = weighted  # a jagged field with float32 weights (format 3.0)
         self.dtype_code = dtype_code
         self.dtype, self.np_dtype, self.itemsize = DTYPES[dtype_code]
         self.dims = tuple(dims)  # trailing dimensions of a dense field
@@ -251,13 +264,15 @@ class Field:
              "dims": list(self.dims), "nullable": self.nullable, "text": self.text}
         if self.kind == "jagged":
             d["keys"] = list(self.keys)
+            if self.weighted:
+                d["weighted"] = True
         return d
 
     def __repr__(self):
         extra = "".join([", nullable" if self.nullable else "", ", text" if self.text else ""])
         shape = "[B%s]" % "".join(", %d" % d for d in self.dims) if self.kind == "dense" else self.kind
         if self.kind == "jagged":
-            shape += " %d keys" % len(self.keys)
+            shape += " %d keys%s" % (len(self.keys), ", weighted" if self.weighted else "")
         return "Field(%r, %s %s%s)" % (self.name, self.dtype, shape, extra)
 
 
@@ -438,8 +453,9 @@ def _parse_schema(block: bytes, path) -> tuple:
                 raise bad("ragged field %r has ndim %d (must be 0)" % (name, ndim))
             dims = ()
         elif kind == KIND_JAGGED:
-            if ndim != 0 or flags or d1 or d2:
-                raise bad("jagged field %r has ndim %d, flags %d or dims (must be 0)" % (name, ndim, flags))
+            if ndim != 0 or flags & ~FIELD_WEIGHTED or d1 or d2:
+                raise bad("jagged field %r has ndim %d, flags %d or dims (must be 0, or flags 4: weighted)"
+                          % (name, ndim, flags))
             keys = _parse_keys(block, name, kcount, d0, 8 + count * entry_size, bad)
             dims = ()
         else:
@@ -447,9 +463,11 @@ def _parse_schema(block: bytes, path) -> tuple:
         text = bool(flags & FIELD_UTF8)
         if text and (kind != KIND_RAGGED or dtype != DTYPE_UINT8):
             raise bad("field %r has the UTF-8 flag but is not ragged uint8" % name)
+        if flags & FIELD_WEIGHTED and kind != KIND_JAGGED:
+            raise bad("field %r has the weighted flag but is not jagged" % name)
         kname = {KIND_DENSE: "dense", KIND_RAGGED: "ragged", KIND_JAGGED: "jagged"}[kind]
         fields.append(Field(i, name, kname, dtype, dims, bool(flags & FIELD_NULLABLE), text,
-                            keys if kind == KIND_JAGGED else ()))
+                            keys if kind == KIND_JAGGED else (), bool(flags & FIELD_WEIGHTED)))
     return tuple(fields)
 
 
@@ -486,6 +504,8 @@ def _expected_tensors(fields):
             out.append((f, ROLE_OFFSETS, DTYPE_INT64))
         if f.kind == "jagged":
             out.append((f, ROLE_LENGTHS, DTYPE_INT64))
+        if f.weighted:
+            out.append((f, ROLE_WEIGHTS, DTYPE_FLOAT32))
         if f.nullable:
             out.append((f, ROLE_VALIDITY, DTYPE_UINT8))
     return tuple(out)

@@ -66,7 +66,7 @@ from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public m
     OFF_PRODUCER_HEARTBEAT, OFF_STATE, OFF_ENDED, OFF_HEAD, OFF_SPACE_FUTEX, OFF_CONSUMER_WAITING,
     OFF_CONSUMER_HEARTBEAT, OFF_CONSUMER_PID, OFF_MESSAGE_LEN, OFF_MESSAGE, STATE_RUNNING,
     STATE_END, STATE_ERROR, _STATE_NAMES, _SCHEMA_HEAD, _FIELD, KIND_DENSE, KIND_RAGGED,
-    FIELD_NULLABLE, FIELD_UTF8, _SLOT_HEADER, SLOT_HEADER_SIZE, _TENSOR, TENSOR_ENTRY_SIZE,
+    FIELD_NULLABLE, FIELD_UTF8, FIELD_WEIGHTED, ROLE_WEIGHTS, DTYPE_FLOAT32, _SLOT_HEADER, SLOT_HEADER_SIZE, _TENSOR, TENSOR_ENTRY_SIZE,
     ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS, KIND_JAGGED, KeyedJagged,
     WeightedKeyedJagged, BATCH_LAST_IN_EPOCH, BATCH_PADDED,
     PAYLOAD_ALIGN, DTYPES, DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16, _NAME_RE, _FLOCK,
@@ -169,22 +169,24 @@ class Ring:
         self._plan = _expected_tensors(self._fields)
         self._field_of = tuple(f for f, _, _ in self._plan)  # tensor index -> field
         # per field: (Field, tensor index, offsets index or -1, validity index
-        # or -1); a jagged field's lengths follow its offsets
+        # or -1); a jagged field's lengths follow its offsets, and its
+        # weights, if weighted, its lengths
         layout, tpos, i = [], [], 0
         for pos, f in enumerate(self._fields):
             io = i + 1 if f.kind != "dense" else -1
             iv = i + (2 if io >= 0 else 1) if f.nullable else -1
             layout.append((f, i, io, iv))
-            n = 1 + (io >= 0) + (iv >= 0) + (f.kind == "jagged")
+            n = 1 + (io >= 0) + (iv >= 0) + (f.kind == "jagged") + f.weighted
             tpos += [pos] * n
             i += n
         self._layout = tuple(layout)
-        # For _SlotCache.patch: the ragged values tensors, and the byte ranges
-        # of the tensor table that hold every other entry.
+        # For _SlotCache.patch: the tensors of a size of their own in every
+        # batch (ragged and jagged values, jagged weights), and the byte
+        # ranges of the tensor table that hold every other entry.
         vinfo, runs, start = [], [], 0
         for i, (f, role, dcode) in enumerate(self._plan):
-            if role == ROLE_VALUES:
-                vinfo.append((i, f.name, DTYPES[dcode][2], dcode))
+            if role in (ROLE_VALUES, ROLE_WEIGHTS):
+                vinfo.append((i, f.name, DTYPES[dcode][2], dcode, "values" if role == ROLE_VALUES else "weights"))
                 if start < i * TENSOR_ENTRY_SIZE:
                     runs.append((start, i * TENSOR_ENTRY_SIZE))
                 start = (i + 1) * TENSOR_ENTRY_SIZE
@@ -595,8 +597,8 @@ class Ring:
             shape = (s0, s1, s2, s3)[:ndim]
             if role == ROLE_DENSE:
                 want = (rows,) + f.dims
-            elif role == ROLE_VALUES:
-                want = (s0,) if ndim == 1 else None
+            elif role in (ROLE_VALUES, ROLE_WEIGHTS):
+                want = (s0,) if ndim == 1 else None  # weights: as many as the values, checked below
             elif role == ROLE_OFFSETS:
                 want = (rows * max(len(f.keys), 1) + 1,)
             elif role == ROLE_LENGTHS:
@@ -649,7 +651,12 @@ class Ring:
                 data[name] = arrs[i]
             else:
                 vals, offs = arrs[i], arrs[io]
-                if f.kind == "jagged":
+                if f.weighted:
+                    w = arrs[io + 2]
+                    if len(w) != len(vals):
+                        raise self._bad(h, "jagged field %r has %d weights for %d values" % (name, len(w), len(vals)))
+                    data[name] = WeightedKeyedJagged(f.keys, vals, arrs[io + 1], offs, w)
+                elif f.kind == "jagged":
                     data[name] = KeyedJagged(f.keys, vals, arrs[io + 1], offs)
                 else:
                     data[name] = Ragged(vals, offs)

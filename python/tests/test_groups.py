@@ -1,6 +1,7 @@
 """Feature groups read from a Go-produced ring: a stack's [B, N] tensor and a
 jagged group (batch.kjt) checked row by row against the generator's .npy
-copy of the same rows, and the ring format 2.0 schema with its keys.
+copy of the same rows, and the ring format 2.0 schema with its keys; a
+weighted jagged group (format 3.0) against testdata/weighted.
 
 Needs bin/lastmile (``make build``). Run:
 cd python && /usr/bin/python3 -m unittest tests.test_groups -v
@@ -167,6 +168,85 @@ class GoRingGroupsTests(unittest.TestCase):
                 self.assertEqual(t.tolist(), getattr(s, part).tolist())
 
 
+WEIGHTED_SPEC = """
+inputs: [{data}]
+batch: {{size: 128, last: keep}}
+seed: 5
+shuffle: {{units: true, buffer: 300}}
+ring: {{dir: {ring}, name: weighted, slots: 4}}
+pipeline:
+  - jagged:
+      output: sparse
+      keys:
+        - {{column: scores.id, key: scores, max_length: 4, weights: scores.score}}
+        - hist
+  - select: [row_id, sparse]
+"""
+
+WEIGHTED_FIXTURE = os.path.join(ROOT, "testdata", "weighted", "scores.parquet")
+
+
+def fixture_rows(r):
+    """Row r of testdata/weighted/scores.parquet (engine/weighted_test.go's
+    scoredRows): its (ids, weights) of the scores cut to the last 4, and its
+    history ids."""
+    ids = [r * 10 + k for k in range(r % 6)][-4:]
+    weights = [k / 2 + 0.25 for k in range(r % 6)][-4:]
+    return ids, weights, [r * 100 + k for k in range(r % 4)]
+
+
+@unittest.skipIf(torch is None, "needs torch")
+@unittest.skipUnless(os.access(BIN, os.X_OK), "bin/lastmile is not built: run `make build`")
+class GoRingWeightedTests(unittest.TestCase):
+    """A jagged op with weights: (ring format 3): the weights reach the
+    trainer as a float32 tensor lined up with the ids, key-major, 1.0 for
+    a key without weights, and kjt() hands them over without a copy."""
+
+    def test_weighted(self):
+        tmp = tempfile.mkdtemp(prefix="lastmile-weighted-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        spec = os.path.join(tmp, "job.yaml")
+        with open(spec, "w") as f:
+            f.write(WEIGHTED_SPEC.format(data=WEIGHTED_FIXTURE, ring=tmp))
+        proc = subprocess.Popen([BIN, "run", spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        seen = 0
+        with lastmile.Ring.open("weighted", dir=tmp, timeout=60) as ring:
+            self.assertEqual(ring._core.geo.major, 3)
+            f = {x.name: x for x in ring._core.geo.fields}["sparse"]
+            self.assertTrue(f.weighted)
+            self.assertEqual(f.as_dict()["weighted"], True)
+            for b in ring:
+                seen += self.check_batch(b)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err.decode())
+        self.assertEqual(seen, 1200)
+
+    def check_batch(self, b):
+        rows = [int(r) for r in b["row_id"]]
+        v = b["sparse"]
+        self.assertIsInstance(v, lastmile.WeightedKeyedJagged)
+        want_ids, want_w = [], []
+        for r in rows:
+            ids, w, _ = fixture_rows(r)
+            want_ids += ids
+            want_w += w
+        for r in rows:
+            hist = fixture_rows(r)[2]
+            want_ids += hist
+            want_w += [1.0] * len(hist)
+        self.assertEqual(v.values.tolist(), want_ids)
+        self.assertEqual(v.weights.dtype, np.float32)
+        self.assertEqual(v.weights.tolist(), want_w)
+        self.assertEqual(v.key_weights("scores").row(0).tolist(), fixture_rows(rows[0])[1])
+        k = b.kjt("sparse")
+        self.assertIsInstance(k, lastmile.WeightedKeyedJagged)
+        self.assertEqual(k.weights.dtype, torch.float32)
+        self.assertEqual(k.weights.tolist(), want_w)
+        # Zero-copy: the KJT's weights are the ring slot's bytes.
+        self.assertEqual(k.weights.data_ptr(), v.weights.ctypes.data)
+        return len(rows)
+
+
 @unittest.skipIf(torch is None, "needs torch")
 @unittest.skipUnless(os.access(BIN, os.X_OK), "bin/lastmile is not built: run `make build`")
 class TorchrecTests(unittest.TestCase):
@@ -213,19 +293,34 @@ def _stand_in_torchrec(made):
                 sys.modules[m] = v
 
 
-def schema_block(keys, count=None, off=None):
+def schema_block(keys, count=None, off=None, flags=0, kind=None):
     """A schema block of one jagged int64 field "s" with its key table (4.1)."""
     entries_end = 8 + 96
     head = fmt._SCHEMA_HEAD.pack(1, 96)
-    entry = fmt._FIELD.pack(b"s", fmt.KIND_JAGGED, 6, 0, 0, len(keys) if count is None else count,
-                            entries_end if off is None else off, 0, 0)
+    entry = fmt._FIELD.pack(b"s", fmt.KIND_JAGGED if kind is None else kind, 6, 0, flags,
+                            len(keys) if count is None else count, entries_end if off is None else off, 0, 0)
     return head + entry + b"".join(k.ljust(64, b"\0") for k in keys)
 
 
 class KeyTableTests(unittest.TestCase):
     def test_parse(self):
         f, = fmt._parse_schema(schema_block([b"a", b"bb"]), "t")
-        self.assertEqual((f.kind, f.keys), ("jagged", ("a", "bb")))
+        self.assertEqual((f.kind, f.keys, f.weighted), ("jagged", ("a", "bb"), False))
+        f, = fmt._parse_schema(schema_block([b"a"], flags=fmt.FIELD_WEIGHTED), "t")
+        self.assertTrue(f.weighted)
+        self.assertEqual([role for _, role, _ in fmt._expected_tensors((f,))],
+                         [fmt.ROLE_VALUES, fmt.ROLE_OFFSETS, fmt.ROLE_LENGTHS, fmt.ROLE_WEIGHTS])
+
+    def test_flags(self):
+        for what, block, want in [
+            ("nullable jagged", schema_block([b"a"], flags=fmt.FIELD_NULLABLE), "flags 1"),
+            ("unknown flag", schema_block([b"a"], flags=8), "flags 8"),
+            ("weighted ragged", schema_block([], flags=fmt.FIELD_WEIGHTED, kind=fmt.KIND_RAGGED, off=0),
+             "weighted flag but is not jagged"),
+        ]:
+            with self.subTest(what):
+                with self.assertRaisesRegex(lastmile.RingFormatError, want):
+                    fmt._parse_schema(block, "t")
 
     def test_damaged(self):
         for what, block, want in [
