@@ -5,6 +5,7 @@ lastmile.ring builds these; lastmile.ring re-exports Batch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 import numpy as np
@@ -241,9 +242,8 @@ class Batch(Mapping):
             v = KeyedJagged(*v[:4])
         if weights:
             w = _kjt_weights(t, name, v, weights)
-        try:
-            from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
-        except ImportError:
+        KeyedJaggedTensor = _torchrec_kjt()
+        if KeyedJaggedTensor is None:
             return v if w is None else WeightedKeyedJagged(*v, w)
         if w is None:
             return KeyedJaggedTensor(keys=list(v.keys), values=v.values, lengths=v.lengths, offsets=v.offsets,
@@ -259,6 +259,24 @@ class Batch(Mapping):
         return "<lastmile.Batch seq=%d rows=%d%s cursor=(%d, %d, rank %d)%s fields=%s%s>" % (
             self.seq, self.rows, pad, self.cursor.epoch, self.cursor.batch_index, self.cursor.rank,
             ", last" if self.last_in_epoch else "", list(self._data), state)
+
+
+_TORCHREC_KJT = "torchrec.sparse.jagged_tensor"
+_torchrec_missing = False  # an import of torchrec failed: not tried again
+
+
+def _torchrec_kjt():
+    """torchrec's KeyedJaggedTensor, or None without torchrec. A failed
+    import costs about 55 us, so it is tried once; a module imported (or
+    put in sys.modules) since is still found."""
+    global _torchrec_missing
+    m = sys.modules.get(_TORCHREC_KJT)
+    if m is None and not _torchrec_missing:
+        try:
+            from torchrec.sparse import jagged_tensor as m
+        except ImportError:
+            _torchrec_missing = True
+    return getattr(m, "KeyedJaggedTensor", None) if m is not None else None
 
 
 def _kjt_weights(t, name, v, weights):
