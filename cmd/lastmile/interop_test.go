@@ -162,48 +162,7 @@ func TestPythonReadsGoRing(t *testing.T) {
 			if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.Background()
-			var out bytes.Buffer
-			var consumerErr error
-			done := make(chan struct{})
-			switch consumer {
-			case "python":
-				cmd := exec.Command(py, "-m", "lastmile", "cat", "--digest", "--shm-dir", ringDir, "lastmile.interop")
-				cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonDir())
-				cmd.Stdout = &out
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				go func() {
-					consumerErr = cmd.Wait()
-					if consumerErr != nil {
-						consumerErr = fmt.Errorf("%v: %s", consumerErr, stderr.String())
-					}
-					close(done)
-				}()
-			case "go":
-				go func() {
-					var stderr bytes.Buffer
-					if code := run(ctx, []string{"cat", "-digest", "-shm-dir", ringDir, "lastmile.interop"}, &out, &stderr); code != 0 {
-						consumerErr = fmt.Errorf("lastmile cat exited %d: %s", code, stderr.String())
-					}
-					close(done)
-				}()
-			}
-			var stdout, stderr bytes.Buffer
-			if code := run(ctx, []string{"run", specPath}, &stdout, &stderr); code != 0 {
-				t.Fatalf("lastmile run exited %d: %s", code, stderr.String())
-			}
-			<-done
-			if consumerErr != nil {
-				t.Fatal(consumerErr)
-			}
-			var got DigestResult
-			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-				t.Fatalf("consumer output %q: %v", out.String(), err)
-			}
+			got := digestRun(t, py, consumer, ringDir, "lastmile.interop", specPath)
 			if got.Rows != want.Rows {
 				t.Fatalf("consumer saw %d rows, want %d", got.Rows, want.Rows)
 			}
@@ -216,5 +175,83 @@ func TestPythonReadsGoRing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// digestRun runs the job in specPath in this process while consumer
+// ("python": python -m lastmile cat, or "go": lastmile cat) reads ring
+// name in ringDir, and returns the consumer's digest.
+func digestRun(t *testing.T, py, consumer, ringDir, name, specPath string) DigestResult {
+	t.Helper()
+	ctx := context.Background()
+	var out bytes.Buffer
+	var consumerErr error
+	done := make(chan struct{})
+	switch consumer {
+	case "python":
+		cmd := exec.Command(py, "-m", "lastmile", "cat", "--digest", "--shm-dir", ringDir, name)
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonDir())
+		cmd.Stdout = &out
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			consumerErr = cmd.Wait()
+			if consumerErr != nil {
+				consumerErr = fmt.Errorf("%v: %s", consumerErr, stderr.String())
+			}
+			close(done)
+		}()
+	case "go":
+		go func() {
+			var stderr bytes.Buffer
+			if code := run(ctx, []string{"cat", "-digest", "-shm-dir", ringDir, name}, &out, &stderr); code != 0 {
+				consumerErr = fmt.Errorf("lastmile cat exited %d: %s", code, stderr.String())
+			}
+			close(done)
+		}()
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"run", specPath}, &stdout, &stderr); code != 0 {
+		t.Fatalf("lastmile run exited %d: %s", code, stderr.String())
+	}
+	<-done
+	if consumerErr != nil {
+		t.Fatal(consumerErr)
+	}
+	var got DigestResult
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("consumer output %q: %v", out.String(), err)
+	}
+	return got
+}
+
+// TestWeightedDigestsAgree: the Go and Python digests of a ring with a
+// weighted jagged field (format 3) agree, weights included.
+func TestWeightedDigestsAgree(t *testing.T) {
+	py := requirePython(t)
+	data, _ := filepath.Abs("../../testdata/weighted/scores.parquet")
+	var digests []DigestResult
+	for _, consumer := range []string{"python", "go"} {
+		ringDir := t.TempDir()
+		specPath := filepath.Join(t.TempDir(), "job.yaml")
+		src := fmt.Sprintf("version: 1\nname: weighted\ninputs: [%s]\nbatch: {size: 100, last: keep}\nring: {dir: %s, slots: 3}\n"+
+			"pipeline:\n  - jagged: {output: sparse, keys: [{column: scores.id, key: scores, max_length: 3, weights: scores.score}, hist]}\n"+
+			"  - select: [row_id, sparse]\n", data, ringDir)
+		if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, digestRun(t, py, consumer, ringDir, "lastmile.weighted", specPath))
+	}
+	p, g := digests[0], digests[1]
+	if p.Rows != 1200 || g.Rows != 1200 || g.Fields["sparse"].Weights == "" {
+		t.Fatalf("rows %d and %d, Go's sparse digest %+v: want 1200 rows and weights", p.Rows, g.Rows, g.Fields["sparse"])
+	}
+	for name, f := range g.Fields {
+		if p.Fields[name] != f {
+			t.Errorf("field %s: Python's digest %+v, Go's %+v", name, p.Fields[name], f)
+		}
 	}
 }
