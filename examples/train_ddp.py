@@ -83,7 +83,7 @@ class CTRModel(nn.Module):
             if name in (LABEL, WEIGHT) or name.endswith("_len"):
                 continue
             v = batch[name]
-            if isinstance(v, lastmile.KeyedJagged):
+            if isinstance(v, (lastmile.KeyedJagged, lastmile.WeightedKeyedJagged)):
                 jagged[name] = len(v.keys)
             elif isinstance(v, lastmile.Ragged):
                 if not v.values.dtype.is_floating_point:
@@ -122,7 +122,8 @@ class CTRModel(nn.Module):
         for n, keys in self.jagged.items():
             # One bag per (key, row), key-major: [K*B, dim] -> [B, K*dim].
             kj = b[n]
-            pooled = self.jbags[n](kj.values % self.buckets, kj.offsets)
+            w = getattr(kj, "weights", None)  # a weighted group: a weighted sum per bag
+            pooled = self.jbags[n](kj.values % self.buckets, kj.offsets, per_sample_weights=w)
             rows = len(kj.lengths) // keys
             parts.append(pooled.view(keys, rows, self.dim).transpose(0, 1).reshape(rows, keys * self.dim))
         return self.mlp(torch.cat(parts, dim=1)).squeeze(1)
@@ -139,9 +140,8 @@ def to_device(batch, device):
         if isinstance(v, lastmile.Ragged):
             out[name] = lastmile.Ragged(v.values.to(device, non_blocking=True),
                                         v.offsets.to(device, non_blocking=True))
-        elif isinstance(v, lastmile.KeyedJagged):
-            out[name] = lastmile.KeyedJagged(v.keys, *(t.to(device, non_blocking=True)
-                                                       for t in (v.values, v.lengths, v.offsets)))
+        elif isinstance(v, (lastmile.KeyedJagged, lastmile.WeightedKeyedJagged)):
+            out[name] = type(v)(v.keys, *(t.to(device, non_blocking=True) for t in v[1:]))
         else:
             out[name] = v.to(device, non_blocking=True)
     return out
