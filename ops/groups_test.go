@@ -238,7 +238,17 @@ func TestJaggedWeights(t *testing.T) {
 			}
 		})
 	}
-	p := compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: [{column: seq, weights: short}]}")
+	// The group carries the weights: a member after its keys, float32.
+	p := compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: [cat, {column: seq, max_length: 2, weights: w}]}")
+	if g := p.Groups(); len(g) != 1 || !slices.Equal(g[0].Weights, []int{-1, 2}) {
+		t.Fatalf("groups %+v, want key 1 weighed by member 2", g)
+	}
+	out := run(t, p, b)
+	m := col(t, out, "sparse/seq#weights")
+	if m.Kind != column.List || m.DType != column.Float32 || !slices.Equal(m.Float32s(), []float32{.2, .3, .4, .7, .8}) {
+		t.Errorf("weights member %v %v %v, want the cut weights", m.Kind, m.DType, m.Float32s())
+	}
+	p = compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: [{column: seq, weights: short}]}")
 	_, err := runErr(p, p.NewState(), b)
 	var de *ops.DataError
 	if !asDataError(err, &de) || !strings.Contains(err.Error(), `a row has 0 weights where its key "seq" has 1 ids`) {
