@@ -172,7 +172,14 @@ func fillWeights(w []float32, lens []int64, f *packField, spans []span) error {
 			ws := f32s(c.Data)
 			for j := sp.lo; j < sp.hi; j++ {
 				r := sp.row(j)
-				lo, hi := c.Offsets[r], c.Offsets[r+1]
+				lo, hi := int64(r), int64(r)+1 // a scalar key's weight
+				if c.Kind != column.Fixed {
+					lo, hi = c.Offsets[r], c.Offsets[r+1]
+				} else if lens[at] == 0 {
+					hi = lo // a null key: no id, no weight
+				} else if c.Valid != nil && c.Valid[r] == 0 {
+					return fmt.Errorf("jagged group %q: key %q has an id in a row whose weight is null; fill the weights first (a nulls op)", f.Name, f.group.Keys[k])
+				}
 				if hi-lo != lens[at] {
 					return fmt.Errorf("jagged group %q: key %q has %d ids in a row and %d weights", f.Name, f.group.Keys[k], lens[at], hi-lo)
 				}

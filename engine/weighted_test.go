@@ -21,17 +21,21 @@ type weightedRow struct {
 	Scores map[int64]int64   `parquet:"scores"`
 	Prices map[int64]float64 `parquet:"prices"`
 	Hist   []int64           `parquet:"hist,list"`
+	Item   int64             `parquet:"item"`
+	Rating float32           `parquet:"rating"`
 }
 
 // TestWeightedJagged: a jagged op whose keys have weights: writes a
 // weighted jagged field (ring format 3): the weights key-major beside the
 // ids, as float32, cut with the ids, and 1 for the ids of a key without
-// weights, through a filter and across row groups.
+// weights, through a filter and across row groups; a scalar key's weight
+// from a scalar column.
 func TestWeightedJagged(t *testing.T) {
 	dir := t.TempDir()
 	rows := make([]weightedRow, 1500)
 	for i := range rows {
-		rows[i] = weightedRow{RowID: int64(i), Scores: map[int64]int64{}, Prices: map[int64]float64{}}
+		rows[i] = weightedRow{RowID: int64(i), Scores: map[int64]int64{}, Prices: map[int64]float64{},
+			Item: int64(i * 7), Rating: float32(i%5) / 4}
 		for k := range i % 6 {
 			rows[i].Scores[int64(i*10+k)] = int64(k*3 + 1)
 			rows[i].Prices[int64(i*10+k)] = float64(k) + 0.25
@@ -51,7 +55,8 @@ pipeline:
   - jagged: {output: sparse, keys: [
       {column: scores.key, key: scores, max_length: 3, weights: scores.value},
       hist,
-      {column: prices.key, key: prices, weights: prices.value}]}
+      {column: prices.key, key: prices, weights: prices.value},
+      {column: item, weights: rating}]}
   - select: [row_id, sparse]
 `, path, dir)
 	seen := 0
@@ -94,7 +99,7 @@ func checkWeighted(b *shm.Batch, rows []weightedRow) error {
 		return fmt.Errorf("%d weights for %d ids", len(w), len(vals))
 	}
 	v := 0
-	for k := range 3 {
+	for k := range 4 {
 		for r, id := range ids {
 			row := &rows[id]
 			n := int(lens[k*len(ids)+r])
@@ -107,10 +112,15 @@ func checkWeighted(b *shm.Batch, rows []weightedRow) error {
 					want = 1
 				case 2:
 					want = float32(row.Prices[vals[v+j]])
+				case 3:
+					want = row.Rating
 				}
 				if w[v+j] != want {
 					return fmt.Errorf("row %d, key %d, id %d: weight %v, want %v", id, k, vals[v+j], w[v+j], want)
 				}
+			}
+			if k == 3 && (n != 1 || vals[v] != row.Item) {
+				return fmt.Errorf("row %d: item ids %v, want [%d]", id, vals[v:v+n], row.Item)
 			}
 			if k == 0 && n != min(3, len(row.Scores)) {
 				return fmt.Errorf("row %d: %d scores, want %d (cut to 3)", id, n, min(3, len(row.Scores)))

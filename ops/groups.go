@@ -143,6 +143,7 @@ func (c *compiler) jagged(op *spec.Op) error {
 	}
 	g := &group{Group: Group{Name: j.Output, Kind: "jagged", DType: column.Int64}, line: op.Line}
 	var checks, weights []int
+	var wnulls []bool
 	var checkNames, names []string
 	for i := range j.Keys {
 		k := &j.Keys[i]
@@ -154,20 +155,20 @@ func (c *compiler) jagged(op *spec.Op) error {
 		if e.nullable && j.Nulls == "error" {
 			checks, checkNames = append(checks, e.vid), append(checkNames, k.Column)
 		}
-		wvid := -1
+		wvid, wnull := -1, false
 		if k.Weights != "" {
-			if wvid, err = c.jaggedWeights(op, i, k, e.vid); err != nil {
+			if wvid, wnull, err = c.jaggedWeights(op, i, k, e.vid); err != nil {
 				return err
 			}
 		}
-		weights = append(weights, wvid)
+		weights, wnulls = append(weights, wvid), append(wnulls, wnull)
 		g.Keys = append(g.Keys, k.Key)
 		g.members = append(g.members, vid)
 		g.names = append(g.names, j.Output+"/"+k.Key)
 		g.nulls = append(g.nulls, keep && j.Nulls == "fill")
 		names = append(names, k.Column)
 	}
-	c.weightMembers(op, g, weights)
+	c.weightMembers(op, g, weights, wnulls)
 	if len(checks) > 0 {
 		c.addStep(&nullsCheck{stepBase: stepBase{op: op, what: fmt.Sprint(checkNames), reads: checks}, names: checkNames})
 	}
@@ -217,34 +218,40 @@ func (c *compiler) jaggedKey(op *spec.Op, i int, k *spec.JaggedKey) (vid int, ke
 }
 
 // jaggedWeights compiles the weights of key i (whose ids are value
-// keyVid before any cut): the list column k.Weights is replaced by its
-// rows cut as the key's are, checked against the key's lengths. It
-// returns the cut weights' value.
-func (c *compiler) jaggedWeights(op *spec.Op, i int, k *spec.JaggedKey, keyVid int) (int, error) {
+// keyVid before any cut). A list key's weights are a list column, replaced
+// by its rows cut as the key's are and checked against the key's lengths;
+// a scalar key's are a scalar column, one weight for its one id. It
+// returns the weights' value, and whether it may be null (a scalar's: the
+// packer refuses a null weight of an id).
+func (c *compiler) jaggedWeights(op *spec.Op, i int, k *spec.JaggedKey, keyVid int) (vid int, nullable bool, err error) {
 	field := fmt.Sprintf("keys[%d].weights", i)
-	if c.vals[keyVid].kind != column.List {
-		return 0, c.keyErr(op, k, field, "column %q is %s; weights go with a list key, element by element", k.Column, c.vals[keyVid].describe())
-	}
 	e, why := c.groupLookup(k.Weights)
 	if e == nil {
-		return 0, c.keyErr(op, k, field, "%s", why)
+		return 0, false, c.keyErr(op, k, field, "%s", why)
 	}
 	v := c.vals[e.vid]
-	if v.kind != column.List || !isNumDType(v.dtype) {
-		return 0, c.keyErr(op, k, field, "column %q is %s; weights are a list of numbers lined up with the key's ids (a map's values)", k.Weights, v.describe())
+	if c.vals[keyVid].kind != column.List {
+		if v.kind != column.Fixed || v.width != 1 || !isNumDType(v.dtype) {
+			return 0, false, c.keyErr(op, k, field, "column %q is %s; the weights of a scalar key (one id a row) are a scalar column of numbers", k.Weights, v.describe())
+		}
+		return e.vid, e.nullable, nil
 	}
-	vid := c.addValue(value{kind: column.List, dtype: v.dtype, width: 1, producer: -1})
+	if v.kind != column.List || !isNumDType(v.dtype) {
+		return 0, false, c.keyErr(op, k, field, "column %q is %s; weights are a list of numbers lined up with the key's ids (a map's values)", k.Weights, v.describe())
+	}
+	vid = c.addValue(value{kind: column.List, dtype: v.dtype, width: 1, producer: -1})
 	c.addStep(&weightsStep{stepBase: stepBase{op: op, what: k.Weights, reads: []int{keyVid, e.vid}, writes: []int{vid}},
 		key: k.Column, limit: k.MaxLength, keepLast: k.Truncate == "left"})
 	c.setColumn(k.Weights, vid, e.nullable)
-	return vid, nil
+	return vid, false, nil
 }
 
 // weightMembers makes the weights of g's keys members of the group, after
-// its keys: weights[k] is key k's cut weights' value, or -1. The column
-// of cut weights stays in the schema too, for a select to keep; the
-// group's member is it as float32, the dtype of torchrec's weights.
-func (c *compiler) weightMembers(op *spec.Op, g *group, weights []int) {
+// its keys: weights[k] is key k's (cut) weights' value, or -1, and
+// nulls[k] whether they may be null. The column of weights stays in the
+// schema too, for a select to keep; the group's member is it as float32,
+// the dtype of torchrec's weights.
+func (c *compiler) weightMembers(op *spec.Op, g *group, weights []int, nulls []bool) {
 	if !slices.ContainsFunc(weights, func(w int) bool { return w >= 0 }) {
 		return
 	}
@@ -255,14 +262,14 @@ func (c *compiler) weightMembers(op *spec.Op, g *group, weights []int) {
 			continue
 		}
 		if c.vals[vid].dtype != column.Float32 {
-			nv := c.addValue(value{kind: column.List, dtype: column.Float32, width: 1, producer: -1})
+			nv := c.addValue(value{kind: c.vals[vid].kind, dtype: column.Float32, width: 1, producer: -1})
 			c.addStep(&castStep{stepBase: stepBase{op: op, what: g.Keys[k] + " weights", reads: []int{vid}, writes: []int{nv}}, src: vid, to: column.Float32})
 			vid = nv
 		}
 		g.Weights[k] = len(g.members)
 		g.members = append(g.members, vid)
 		g.names = append(g.names, g.Name+"/"+g.Keys[k]+"#weights")
-		g.nulls = append(g.nulls, false)
+		g.nulls = append(g.nulls, nulls[k])
 	}
 }
 

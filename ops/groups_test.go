@@ -248,6 +248,14 @@ func TestJaggedWeights(t *testing.T) {
 	if m.Kind != column.List || m.DType != column.Float32 || !slices.Equal(m.Float32s(), []float32{.2, .3, .4, .7, .8}) {
 		t.Errorf("weights member %v %v %v, want the cut weights", m.Kind, m.DType, m.Float32s())
 	}
+	// A scalar key's weights: a scalar column, as float32.
+	p = compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: [{column: cat, weights: d1}]}")
+	if g := p.Groups(); len(g) != 1 || !slices.Equal(g[0].Weights, []int{1}) {
+		t.Fatalf("groups %+v, want key 0 weighed by member 1", g)
+	}
+	if m := col(t, run(t, p, b), "sparse/cat#weights"); m.Kind != column.Fixed || !slices.Equal(m.Float32s(), []float32{10, 20, 30, 40}) {
+		t.Errorf("scalar weights member %v %v, want d1 as float32", m.Kind, m.Float32s())
+	}
 	p = compile(t, b, "", "- jagged: {output: sparse, nulls: fill, keys: [{column: seq, weights: short}]}")
 	_, err := runErr(p, p.NewState(), b)
 	var de *ops.DataError
@@ -255,7 +263,7 @@ func TestJaggedWeights(t *testing.T) {
 		t.Errorf("weights shorter than the ids: %v", err)
 	}
 	for _, tc := range []struct{ name, key, want string }{
-		{"a scalar key", "{column: cat, weights: w}", `keys[0].weights: column "cat" is int64; weights go with a list key`},
+		{"a scalar key, list weights", "{column: cat, weights: w}", `keys[0].weights: column "w" is list<float32>; the weights of a scalar key (one id a row) are a scalar column of numbers`},
 		{"weights not a list", "{column: seq, weights: d0}", `keys[0].weights: column "d0" is float32; weights are a list of numbers`},
 		{"unknown weights", "{column: seq, weights: ww}", `keys[0].weights: unknown column "ww" (did you mean "w"?)`},
 	} {
