@@ -244,6 +244,11 @@ class GoRingWeightedTests(unittest.TestCase):
         self.assertEqual(k.weights.tolist(), want_w)
         # Zero-copy: the KJT's weights are the ring slot's bytes.
         self.assertEqual(k.weights.data_ptr(), v.weights.ctypes.data)
+        # A detached copy keeps them (the Dataset's copy=True and device paths).
+        o = b.torch().detach().kjt("sparse")
+        self.assertIsInstance(o, lastmile.WeightedKeyedJagged)
+        self.assertEqual(o.weights.tolist(), want_w)
+        self.assertNotEqual(o.weights.data_ptr(), v.weights.ctypes.data)
         return len(rows)
 
 
