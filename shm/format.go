@@ -467,7 +467,7 @@ func validateField(i int, f *Field) error {
 // validateJagged checks what §4.1 requires of a jagged field.
 func validateJagged(f *Field) error {
 	if len(f.Dims) != 0 || f.Nullable || f.UTF8 {
-		return fmt.Errorf("field %q: a jagged field has no trailing dimensions and no flags but weighted", f.Name)
+		return fmt.Errorf("field %q: a jagged field has no trailing dimensions and no flags (it may only be weighted)", f.Name)
 	}
 	if len(f.Keys) < 1 || len(f.Keys) > MaxKeys {
 		return fmt.Errorf("field %q: %d keys, want 1 to %d", f.Name, len(f.Keys), MaxKeys)
