@@ -86,7 +86,7 @@ bench: build
 	$(BIN)/lastmile bench
 
 # fuzz runs each fuzzer for 30s (go test fuzzes one target per run), about
-# 20 minutes in all: specs, ring headers and slots, Parquet pages and their
+# 20 minutes in all: specs, ring headers and slots, Parquet footers, pages and their
 # codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
 # units), Iceberg metadata, references and deletion vectors, expressions
@@ -104,6 +104,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWeightedSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzPlanFooter$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHashedPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./gpu/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/

@@ -99,8 +99,12 @@ func readAtFull(f io.ReaderAt, b []byte, off int64) error {
 }
 
 // unmarshalThrift runs the reflective thrift decoder, turning a panic on
-// hostile input into an error.
+// hostile input into an error. It first checks that b is well formed and
+// decodes to a bounded size (checkThrift, thriftcheck.go).
 func unmarshalThrift(b []byte, v any) (err error) {
+	if err := checkThrift(b, metaKind(v)); err != nil {
+		return err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("thrift decoder panic: %v", r)

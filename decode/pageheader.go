@@ -76,6 +76,9 @@ const (
 type thriftReader struct {
 	b   []byte
 	pos int
+	// alloc is what a reflective decoder would allocate, at most, for the
+	// lists, maps and structs skipped so far (thriftAlloc, footer.go).
+	alloc int64
 }
 
 func (r *thriftReader) byte() (byte, error) {
@@ -184,20 +187,11 @@ func (r *thriftReader) skip(typ byte, depth int) error {
 // skipList moves past a list or set, whose elements are one level deeper
 // than depth.
 func (r *thriftReader) skipList(depth int) error {
-	c, err := r.byte()
+	n, et, err := r.listHeader()
 	if err != nil {
 		return err
 	}
-	n := uint64(c >> 4)
-	if n == 15 {
-		if n, err = r.uvarint(); err != nil {
-			return err
-		}
-	}
-	if n > uint64(len(r.b)-r.pos) { // every element takes a byte at least
-		return errThrift
-	}
-	et := c & 0x0f
+	r.alloc += int64(n) * thriftElemBytes(et)
 	for i := uint64(0); i < n; i++ {
 		if et == tTrue || et == tFalse { // bools in lists take a byte
 			if _, err := r.byte(); err != nil {
@@ -210,6 +204,25 @@ func (r *thriftReader) skipList(depth int) error {
 		}
 	}
 	return nil
+}
+
+// listHeader reads a list or set header: its length, checked against the
+// bytes left, and its element type.
+func (r *thriftReader) listHeader() (n uint64, et byte, err error) {
+	c, err := r.byte()
+	if err != nil {
+		return 0, 0, err
+	}
+	n = uint64(c >> 4)
+	if n == 15 {
+		if n, err = r.uvarint(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if n > uint64(len(r.b)-r.pos) { // every element takes a byte at least
+		return 0, 0, errThrift
+	}
+	return n, c & 0x0f, nil
 }
 
 // skipMap moves past a map, whose keys and values are one level deeper
@@ -226,6 +239,7 @@ func (r *thriftReader) skipMap(depth int) error {
 	if err != nil {
 		return err
 	}
+	r.alloc += int64(n) * (thriftElemBytes(kv>>4) + thriftElemBytes(kv&0x0f) + 48) // 48: a map entry's overhead
 	for i := uint64(0); i < n; i++ {
 		if err := r.skip(kv>>4, depth+1); err != nil {
 			return err
@@ -240,6 +254,7 @@ func (r *thriftReader) skipMap(depth int) error {
 // skipStruct moves past a struct up to and including its stop field; its
 // fields are one level deeper than depth.
 func (r *thriftReader) skipStruct(depth int) error {
+	r.alloc += structFieldBytes
 	var last int16
 	for {
 		id, t, err := r.field(last)

@@ -1,0 +1,95 @@
+package decode
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// FuzzPlanFooter feeds mutated footers (the file's thrift metadata: its
+// schema, row groups, chunk offsets, statistics, page index locations) of
+// real files to the planner, and decodes every unit of a plan it accepts.
+// A footer is what a user hands lastmiled when they name a file, so
+// planning and decoding it must end in a plan or an error naming the
+// problem: never a panic (the decoder turns its own into "decoder panic"
+// errors, which count as failures here), a hang, or a decoded batch that
+// fails its checks.
+func FuzzPlanFooter(f *testing.F) {
+	var seeds []string
+	for _, s := range []fileSpec{
+		{rows: 120, codec: "snappy", pageVersion: 1, pageBytes: 512},
+		{rows: 120, rowGroupRows: 50, codec: "none", pageVersion: 2, pageBytes: 512},
+	} {
+		p := filepath.Join(f.TempDir(), "seed.parquet")
+		writeFile(f, p, s)
+		seeds = append(seeds, p)
+	}
+	for _, dir := range []string{"small", "weighted"} {
+		m, _ := filepath.Glob(filepath.Join("..", "testdata", dir, "*.parquet"))
+		seeds = append(seeds, m...)
+	}
+	// Each seed is a file's body (everything before its footer) and its
+	// footer; the fuzzer mutates both, the footer most usefully.
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+		body, footer := b[:len(b)-8-n], b[len(b)-8-n:len(b)-8]
+		f.Add(append([]byte(nil), body...), append([]byte(nil), footer...))
+	}
+	path := filepath.Join(f.TempDir(), "fuzz.parquet")
+	f.Fuzz(func(t *testing.T, body, footer []byte) {
+		if len(body) > 1<<20 || len(footer) > 1<<20 {
+			return
+		}
+		var file bytes.Buffer
+		file.Write(body)
+		file.Write(footer)
+		file.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(footer))))
+		file.WriteString("PAR1")
+		if err := os.WriteFile(path, file.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		planAndDecode(t, path)
+	})
+}
+
+// planAndDecode plans path and decodes every unit, failing t on a panic or
+// on output that does not match its plan.
+func planAndDecode(t *testing.T, path string) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	ctx := context.Background()
+	plan, err := PlanFiles(ctx, []string{path}, PlanOptions{})
+	if err != nil {
+		return
+	}
+	d := plan.NewDecoder()
+	defer d.Close()
+	var b column.Batch
+	for _, u := range plan.Units {
+		if err := d.Decode(ctx, u, &b); err != nil {
+			if strings.Contains(err.Error(), "decoder panic") {
+				t.Fatalf("unit %d: %v", u.Seq, err)
+			}
+			continue
+		}
+		if int64(b.Rows) != u.Rows {
+			t.Fatalf("unit %d: decoded %d rows, planned %d", u.Seq, b.Rows, u.Rows)
+		}
+		if err := b.Check(); err != nil {
+			t.Fatalf("unit %d: decoded batch fails Check: %v", u.Seq, err)
+		}
+	}
+}
