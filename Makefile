@@ -89,53 +89,59 @@ bench: build
 # 20 minutes in all: specs, ring headers and slots, Parquet footers, pages and their
 # codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
-# units), Iceberg metadata, references and deletion vectors, expressions
+# units), Iceberg metadata, manifests, references and deletion vectors, expressions
 # and pipelines, and the cgroup files cpus reads. FUZZMIN bounds the
 # minimization of each new interesting input: Go's default (60s) spent a
 # 30s run of a ring slot fuzzer (8 KiB inputs) minimizing, at about a dozen
-# executions in all; with 1s it runs thousands.
+# executions in all; with 1s it runs thousands. FUZZMEM caps each
+# fuzzer's address space (KiB, ulimit -v): Go's fuzzer has no memory limit,
+# so an input that makes a parser allocate gigabytes (a footer declaring
+# 2^32 row groups did, docs/daemon-security.md "Hostile files") passed
+# unnoticed on a large machine; under the cap it fails the run.
 FUZZMIN ?= 1s
+FUZZMEM ?= 8000000
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./spec/
-	$(GO) test -run '^$$' -fuzz '^FuzzControlAPI$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./daemon/
-	$(GO) test -run '^$$' -fuzz '^FuzzControlWire$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./daemon/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseWeightedSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzPlanFooter$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHashedPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./gpu/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./objstore/
-	$(GO) test -run '^$$' -fuzz '^FuzzStreamCodec$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	$(GO) test -run '^$$' -fuzz '^FuzzAssemble$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	$(GO) test -run '^$$' -fuzz '^FuzzMessageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	$(GO) test -run '^$$' -fuzz '^FuzzVerifiedUnit$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzPartitionValues$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzDeletionVector$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRef$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./engine/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompactRoundTrip$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	$(GO) test -run '^$$' -fuzz '^FuzzDeletedSet$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
-	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
-	$(GO) test -run '^$$' -fuzz '^FuzzPathBucket$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
-	$(GO) test -run '^$$' -fuzz '^FuzzCountOf$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./expr/
-	$(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./expr/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDecimalPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInt96Page$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzInt96$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzHybrid$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzLz4Page$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzSnappyPrefix$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzUnitUnmarshal$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCPUMax$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./cpus/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseMountinfo$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./cpus/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./roots/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./spec/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzControlAPI$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./daemon/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzControlWire$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./daemon/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseWeightedSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPlanFooter$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeHashedPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./gpu/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./objstore/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzStreamCodec$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzAssemble$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzMessageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzVerifiedUnit$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPartitionValues$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDeletionVector$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseRef$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzScanManifests$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./engine/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCompactRoundTrip$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDeletedSet$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPathBucket$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCountOf$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./expr/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./expr/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeDecimalPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeInt96Page$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzInt96$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzHybrid$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzLz4Page$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzSnappyPrefix$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzUnitUnmarshal$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseCPUMax$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./cpus/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseMountinfo$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./cpus/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./roots/
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm

@@ -91,5 +91,31 @@ func planAndDecode(t *testing.T, path string) {
 		if err := b.Check(); err != nil {
 			t.Fatalf("unit %d: decoded batch fails Check: %v", u.Seq, err)
 		}
+		selectByIndex(t, d, u)
+	}
+}
+
+// selectByIndex reads unit u's page indexes as the engine does for a
+// filter (PageBounds) and for a selection (DecodeColumn of every third
+// row walks the OffsetIndex), failing t on a panic or a column that does
+// not hold the rows selected.
+func selectByIndex(t *testing.T, d *Decoder, u Unit) {
+	ctx := context.Background()
+	if err := d.Open(ctx, u); err != nil {
+		return
+	}
+	sel := stride(u.Rows, 3, 0)
+	for fi := range d.fields {
+		if _, err := d.PageBounds(fi); err != nil {
+			continue
+		}
+		var col column.Column
+		err := d.DecodeColumn(fi, sel, &col)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "decoder panic"):
+			t.Fatalf("unit %d field %d: %v", u.Seq, fi, err)
+		case err == nil && col.Len != len(sel):
+			t.Fatalf("unit %d field %d: %d rows for a selection of %d", u.Seq, fi, col.Len, len(sel))
+		}
 	}
 }
