@@ -77,7 +77,7 @@ type thriftReader struct {
 	b   []byte
 	pos int
 	// alloc is what a reflective decoder would allocate, at most, for the
-	// lists, maps and structs skipped so far (thriftAlloc, footer.go).
+	// lists, maps and structs skipped so far (checkThrift, thriftcheck.go).
 	alloc int64
 }
 
