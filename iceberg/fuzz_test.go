@@ -3,6 +3,7 @@ package iceberg_test
 import (
 	"context"
 	"os"
+	"runtime/debug"
 	"path/filepath"
 	"testing"
 
@@ -116,7 +117,7 @@ func FuzzScanManifests(f *testing.F) {
 		defer os.WriteFile(files[i], orig[i], 0o644)
 		defer func() {
 			if r := recover(); r != nil {
-				t.Fatalf("%s mutated: panic: %v", filepath.Base(files[i]), r)
+				t.Fatalf("%s mutated: panic: %v\n%s", filepath.Base(files[i]), r, debug.Stack())
 			}
 		}()
 		iceberg.Opener{}.Scan(ctx, "iceberg:"+meta)

@@ -119,7 +119,7 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	if err != nil {
 		return nil, fail("manifest list: %w", err)
 	}
-	manifests, err := ice.ReadManifestList(bytes.NewReader(data))
+	manifests, err := readManifestList(data)
 	if err != nil {
 		return nil, fail("manifest list %s: %v", snap.ManifestList, err)
 	}
@@ -157,7 +157,7 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
-	entries, err := ice.ReadManifest(mf, bytes.NewReader(data), true)
+	entries, err := readManifest(mf, data)
 	if err != nil {
 		return fmt.Errorf("manifest %s: %v", mf.FilePath(), err)
 	}
@@ -182,6 +182,28 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 		s.Files = append(s.Files, f)
 	}
 	return nil
+}
+
+// readManifestList and readManifest run iceberg-go's Avro readers,
+// turning a panic on a damaged file into an error: FuzzScanManifests
+// found a nil dereference in iceberg-go v0.7.0 (getFieldIDMap) for a
+// manifest whose Avro schema was cut, which would have stopped a
+// `lastmile run` and failed a daemon's job as a bug rather than saying
+// the file is damaged.
+func readManifestList(data []byte) (list []ice.ManifestFile, err error) {
+	defer recoverDamaged(&err)
+	return ice.ReadManifestList(bytes.NewReader(data))
+}
+
+func readManifest(mf ice.ManifestFile, data []byte) (entries []ice.ManifestEntry, err error) {
+	defer recoverDamaged(&err)
+	return ice.ReadManifest(mf, bytes.NewReader(data), true)
+}
+
+func recoverDamaged(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("the file is damaged: the Iceberg reader failed on it (%v)", r)
+	}
 }
 
 // bucketState finds whether every file has a bucket[N] partition value of
