@@ -3,8 +3,8 @@ package iceberg_test
 import (
 	"context"
 	"os"
-	"runtime/debug"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/lastmile/lastmile/iceberg"
