@@ -122,6 +122,7 @@ fuzz:
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDeletionVector$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseRef$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzScanManifests$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzScanDeletes$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./engine/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCompactRoundTrip$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDeletedSet$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/

@@ -94,16 +94,47 @@ func FuzzScanManifests(f *testing.F) {
 	if _, _, err := tab.DeletePositions([]icebergtest.Position{pos}, 0); err != nil {
 		f.Fatal(err)
 	}
-	meta := tab.MetadataPath()
-	files, _ := filepath.Glob(filepath.Join(dir, "t", "metadata", "*.avro"))
-	dels, _ := filepath.Glob(filepath.Join(dir, "t", "data", "delete-*.parquet"))
+	fuzzTableFiles(f, tab.MetadataPath(), filepath.Join(dir, "t"), "delete-*.parquet")
+}
+
+// FuzzScanDeletes is FuzzScanManifests for a format 3 table with an
+// equality delete file and a deletion vector (a Puffin file).
+func FuzzScanDeletes(f *testing.F) {
+	dir := filepath.Join(f.TempDir(), "t")
+	tab, err := icebergtest.New(dir, icebergtest.Layout{ByPart: true, FormatVersion: 3})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, _, err := tab.Append(rows(0, 40)); err != nil {
+		f.Fatal(err)
+	}
+	if _, _, err := tab.DeleteEquality("a", "key", []int64{28, 56}, 0); err != nil {
+		f.Fatal(err)
+	}
+	pos, _ := tab.Locate(5)
+	if _, _, err := tab.DeleteVector(pos.File, []int64{pos.Pos}, 0); err != nil {
+		f.Fatal(err)
+	}
+	fuzzTableFiles(f, tab.MetadataPath(), dir, "*[ev]-*")
+}
+
+// fuzzTableFiles seeds f with the metadata file meta, the Avro files of
+// the table in dir and its files under data/ matching deletes, and
+// fuzzes one of them at a time, scanning the table's current snapshot.
+func fuzzTableFiles(f *testing.F, meta, dir, deletes string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "metadata", "*.avro"))
+	dels, _ := filepath.Glob(filepath.Join(dir, "data", deletes))
 	files = append(append(files, meta), dels...)
 	orig := make([][]byte, len(files))
 	for i, p := range files {
+		var err error
 		if orig[i], err = os.ReadFile(p); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(uint8(i), orig[i])
+	}
+	if testing.Verbose() {
+		f.Logf("fuzzing %d files: %v", len(files), files)
 	}
 	ctx := context.Background()
 	if sc, err := (iceberg.Opener{}).Scan(ctx, "iceberg:"+meta); err != nil || len(sc.Files) == 0 {
