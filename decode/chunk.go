@@ -10,29 +10,6 @@ import (
 // header cannot make the decoder allocate without limit.
 const maxPageBytes = 1 << 30
 
-// maxExpand is the most a page body of n stored bytes can hold
-// uncompressed with codec, by the codec's own format: snappy's densest
-// element is a 3-byte copy of 64 bytes, DEFLATE's best ratio is 1032:1,
-// and each LZ4 length byte adds at most 255. A header that says more is
-// corrupt, and refusing it before the page's buffer is made keeps a
-// hostile page of a few bytes from costing a worker up to maxPageBytes.
-// zstd and brotli have no bound worth using: maxPageBytes holds for them.
-// A v2 page's levels are stored uncompressed, within the same bound.
-func maxExpand(codec int32, n int) int64 {
-	m := int64(n)
-	switch codec {
-	case codecNone:
-		return m
-	case codecSnappy:
-		return m*22 + 64
-	case codecGzip:
-		return m*1032 + 1024
-	case codecLz4, codecLz4Raw:
-		return m*256 + 64
-	}
-	return maxPageBytes
-}
-
 // resetColumn prepares col to receive field f's rows, keeping its buffers.
 // While decoding, a nullable field's Valid always has Len bytes; finish
 // drops it when no row is null.
@@ -149,6 +126,9 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		if err := checkCRC(h, body); err != nil {
 			return d.errorf(fi, off, err)
 		}
+		if err := d.holdPage(c, h, body); err != nil {
+			return d.errorf(fi, off, err)
+		}
 		d.stats.Pages++
 		var n int
 		if n, si, err = d.appendDataPage(f, c, h, body, dst, sel, si, lo, hi, row, nrows); err != nil {
@@ -215,13 +195,15 @@ func (d *Decoder) pageKind(f *Field, c *Chunk, h *pageHeader, body []byte) (bool
 		return false, corruptf("page of %d bytes and %d values exceeds its column chunk's %d and %d",
 			h.uncompressed, h.numValues, c.Uncompressed, c.Values)
 	}
-	if most := maxExpand(c.Codec, len(body)); int64(h.uncompressed) > most {
-		return false, corruptf("page of %d stored bytes says it holds %d, more than %s can expand them to (%d)",
-			len(body), h.uncompressed, codecName(c.Codec), most)
+	if err := checkPageSize(c, h, body); err != nil {
+		return false, err
 	}
 	switch h.typ {
 	case pageDictionary:
 		if err := checkCRC(h, body); err != nil {
+			return false, err
+		}
+		if err := d.holdPage(c, h, body); err != nil {
 			return false, err
 		}
 		if err := d.readDict(f, c, h, body); err != nil {

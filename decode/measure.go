@@ -260,6 +260,12 @@ func (d *Decoder) DecompressOnly(ctx context.Context, u Unit) (int64, error) {
 			if !ok {
 				break
 			}
+			if err := checkPageSize(c, h, body); err != nil {
+				return total, d.errorf(fi, -1, err)
+			}
+			if err := d.holdPage(c, h, body); err != nil {
+				return total, d.errorf(fi, -1, err)
+			}
 			n := int(h.uncompressed)
 			compressed := c.Codec != codecNone
 			if h.typ == pageDataV2 {
