@@ -110,6 +110,7 @@ fuzz:
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPlanFooter$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
+	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzZstdBound$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeHashedPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./gpu/
 	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/

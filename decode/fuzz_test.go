@@ -12,14 +12,15 @@ import (
 	"github.com/lastmile/lastmile/column"
 )
 
-// fuzzSeeds writes small files (v1 snappy, v2 uncompressed, v2 brotli) and returns
-// their plans: real column chunks to mutate.
+// fuzzSeeds writes small files (v1 snappy, v2 uncompressed, v2 brotli, v1
+// zstd) and returns their plans: real column chunks to mutate.
 func fuzzSeeds(f *testing.F) []*Plan {
 	var plans []*Plan
 	for _, s := range []fileSpec{
 		{rows: 120, codec: "snappy", pageVersion: 1, pageBytes: 512},
 		{rows: 120, codec: "none", pageVersion: 2, pageBytes: 512},
 		{rows: 120, codec: "brotli", pageVersion: 2, pageBytes: 512},
+		{rows: 120, codec: "zstd", pageVersion: 1, pageBytes: 512},
 	} {
 		p := filepath.Join(f.TempDir(), "seed.parquet")
 		writeFile(f, p, s)
