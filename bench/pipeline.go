@@ -497,6 +497,15 @@ func (r *PipelineReport) evaluate() {
 	if r.V2 != nil && r.V2.Ratio(r.InputRows) > 0 {
 		add("  the same, first epoch, v2 pages with the page index", r.V2.Ratio(r.InputRows), ">=", 1.0)
 	}
+	// Beside the wall-clock ratios, the same by CPU: decode alone's CPU
+	// over the first epoch's producer CPU, the Python trainer that shares
+	// the cores with the pipeline (not with decode alone) left out.
+	if c := r.FirstEpoch.CPUSeconds; c > 0 && r.DecodeOnly.CPUSeconds > 0 {
+		info("  first epoch by CPU: decode alone CPU / producer CPU", r.DecodeOnly.CPUSeconds/c, ">=", 1.0)
+	}
+	if v := r.V2; v != nil && v.FirstEpoch.CPUSeconds > 0 && v.DecodeOnly.CPUSeconds > 0 {
+		info("  the same by CPU, v2 pages with the page index", v.DecodeOnly.CPUSeconds/v.FirstEpoch.CPUSeconds, ">=", 1.0)
+	}
 	// (f) The baseline is a DataLoader with default_collate, i.e. a
 	// map-style Dataset whose __getitem__ returns one row: the row style.
 	// The vectorized batch style is stronger than what users write and is
