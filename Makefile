@@ -85,8 +85,8 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(BIN)/lastmile bench
 
-# fuzz runs each fuzzer for 30s (go test fuzzes one target per run), about
-# 20 minutes in all: specs, ring headers and slots, Parquet footers, pages and their
+# fuzz runs each of the 43 fuzzers for FUZZTIME (go test fuzzes one target
+# per run), about 35 minutes in all: specs, ring headers and slots, Parquet footers, pages and their
 # codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
 # units), Iceberg metadata, manifests, references and deletion vectors, expressions
@@ -100,50 +100,54 @@ bench: build
 # unnoticed on a large machine; under the cap it fails the run.
 FUZZMIN ?= 1s
 FUZZMEM ?= 8000000
+FUZZTIME ?= 30s
+# .ci/fuzz-one runs a target again once when Go's fuzz coordinator fails
+# it with a bare "context deadline exceeded" (golang/go#75804).
+FUZZONE = GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMIN=$(FUZZMIN) FUZZMEM=$(FUZZMEM) bash .ci/fuzz-one
 fuzz:
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./spec/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzControlAPI$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./daemon/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzControlWire$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./daemon/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseWeightedSlot$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodePage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPlanFooter$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzZstdBound$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeHashedPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./gpu/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzReadAnnouncement$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./shm/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./objstore/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzStreamCodec$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzAssemble$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzMessageHeader$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzVerifiedUnit$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPartitionValues$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDeletionVector$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseRef$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzScanManifests$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzScanDeletes$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./engine/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCompactRoundTrip$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDeletedSet$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./peer/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzPathBucket$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./ops/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzCountOf$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./expr/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./expr/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeDecimalPage$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzDecodeInt96Page$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzInt96$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzHybrid$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzLz4Page$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzSnappyPrefix$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzUnitUnmarshal$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./decode/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseCPUMax$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./cpus/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseMountinfo$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./cpus/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./iceberg/
-	ulimit -v $(FUZZMEM) && $(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s -fuzzminimizetime $(FUZZMIN) ./roots/
+	$(FUZZONE) spec FuzzParse
+	$(FUZZONE) daemon FuzzControlAPI
+	$(FUZZONE) daemon FuzzControlWire
+	$(FUZZONE) shm FuzzParseHeader
+	$(FUZZONE) shm FuzzParseSlot
+	$(FUZZONE) shm FuzzParseWeightedSlot
+	$(FUZZONE) decode FuzzDecodePage
+	$(FUZZONE) decode FuzzPageHeader
+	$(FUZZONE) decode FuzzPlanFooter
+	$(FUZZONE) decode FuzzZstdBound
+	$(FUZZONE) decode FuzzDecodeHashedPage
+	$(FUZZONE) gpu FuzzParseAnnouncement
+	$(FUZZONE) shm FuzzReadAnnouncement
+	$(FUZZONE) objstore FuzzParseURL
+	$(FUZZONE) peer FuzzStreamCodec
+	$(FUZZONE) peer FuzzAssemble
+	$(FUZZONE) peer FuzzMessageHeader
+	$(FUZZONE) decode FuzzVerifiedUnit
+	$(FUZZONE) decode FuzzPartitionValues
+	$(FUZZONE) iceberg FuzzDeletionVector
+	$(FUZZONE) iceberg FuzzParseRef
+	$(FUZZONE) iceberg FuzzScanManifests
+	$(FUZZONE) iceberg FuzzScanDeletes
+	$(FUZZONE) engine FuzzCheck
+	$(FUZZONE) peer FuzzCompactRoundTrip
+	$(FUZZONE) peer FuzzDeletedSet
+	$(FUZZONE) peer FuzzParseTicket
+	$(FUZZONE) ops FuzzCompile
+	$(FUZZONE) ops FuzzPipeline
+	$(FUZZONE) ops FuzzPathBucket
+	$(FUZZONE) expr FuzzCountOf
+	$(FUZZONE) expr FuzzEval
+	$(FUZZONE) decode FuzzDecodeDecimalPage
+	$(FUZZONE) decode FuzzDecodeInt96Page
+	$(FUZZONE) decode FuzzInt96
+	$(FUZZONE) decode FuzzHybrid
+	$(FUZZONE) decode FuzzLz4Page
+	$(FUZZONE) decode FuzzSnappyPrefix
+	$(FUZZONE) decode FuzzUnitUnmarshal
+	$(FUZZONE) cpus FuzzParseCPUMax
+	$(FUZZONE) cpus FuzzParseMountinfo
+	$(FUZZONE) iceberg FuzzParseMetadata
+	$(FUZZONE) roots FuzzSplit
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm
