@@ -86,8 +86,8 @@ bench: build
 	$(BIN)/lastmile bench
 
 # fuzz runs each of the 43 fuzzers for FUZZTIME (go test fuzzes one target
-# per run), about 35 minutes in all: specs, ring headers and slots, Parquet footers, pages and their
-# codecs, the control API (handlers, and raw bytes on a running daemon's
+# per run), about 35 minutes in all: specs, ring headers and slots, Parquet
+# footers, pages and their codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
 # units), Iceberg metadata, manifests, references and deletion vectors, expressions
 # and pipelines, and the cgroup files cpus reads. FUZZMIN bounds the
