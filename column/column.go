@@ -276,8 +276,10 @@ func (b *Batch) Check() error {
 // AppendRows appends rows [lo, hi) of src to b, which must have the same
 // columns (names, kinds, dtypes and widths) or none yet. It reuses b's
 // buffers; a batch used as a carry between units settles after a few calls.
+// A batch of rows without columns (a pipeline that selects none) counts
+// its rows like any other.
 func (b *Batch) AppendRows(src *Batch, lo, hi int) {
-	if len(b.Columns) == 0 {
+	if len(b.Columns) == 0 && b.Rows == 0 {
 		b.Columns = make([]Column, len(src.Columns))
 		b.Rows = 0
 	}

@@ -65,6 +65,15 @@ func TestAppendRows(t *testing.T) {
 	dst.Reset()
 	dst.AppendRows(src, 10, 20)
 	equalRows(t, &dst, batch(10, 10))
+	// Rows without columns (a pipeline that selects none) add up too
+	// (FuzzPipeline found a carry of them reset at every append).
+	none := &column.Batch{Rows: 200}
+	var cat column.Batch
+	cat.AppendRows(none, 0, 77)
+	cat.AppendRows(none, 77, 200)
+	if cat.Rows != 200 || len(cat.Columns) != 0 {
+		t.Errorf("rows without columns: %d rows, %d columns; want 200, 0", cat.Rows, len(cat.Columns))
+	}
 }
 
 func TestGather(t *testing.T) {
