@@ -185,30 +185,26 @@ func (z *decompressor) holdBrotli(src []byte, want int) error {
 	if err := z.startBrotli(src); err != nil {
 		return err
 	}
+	// Read until the stream ends or holds one byte more than want; the
+	// buffer grows with what arrives, never past want+1.
 	buf := z.held[:0]
-	for {
+	var err error
+	for err == nil && len(buf) <= want {
 		if len(buf) == cap(buf) {
-			if len(buf) > want {
-				return fmt.Errorf("brotli page expands to more than its header's %d bytes", want)
-			}
 			grown := make([]byte, len(buf), min(max(2*cap(buf), 64<<10), want+1))
 			buf = grown[:copy(grown, buf)]
 		}
-		n, err := z.brotli.Read(buf[len(buf):cap(buf)])
+		var n int
+		n, err = z.brotli.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			z.held = buf[:0]
-			return fmt.Errorf("brotli: %w", err)
-		}
 	}
 	z.held = buf
-	if len(buf) != want {
-		if len(buf) > want {
-			return fmt.Errorf("brotli page expands to more than its header's %d bytes", want)
-		}
+	switch {
+	case err != nil && err != io.EOF:
+		return fmt.Errorf("brotli: %w", err)
+	case len(buf) > want:
+		return fmt.Errorf("brotli page expands to more than its header's %d bytes", want)
+	case len(buf) < want:
 		return fmt.Errorf("brotli: page shorter than its header's %d bytes: %d", want, len(buf))
 	}
 	z.heldFrom, z.heldLen = &src[0], len(src)
