@@ -11,44 +11,52 @@ import (
 // same in every epoch: nothing row-local depends on the epoch (sampling
 // hashes the row's key with the job's seed), and unit order and row
 // shuffling happen after the reorder. So a cached unit is exact, and a
-// later epoch costs a copy instead of a decode. Units are admitted first
-// come, first kept; once full, the rest are recomputed each epoch. Safe
-// for concurrent use by the workers.
+// later epoch takes it as it is, without a decode or a copy. Units are
+// admitted first come, first kept; once full, the rest are recomputed each
+// epoch. Safe for concurrent use by the workers.
+//
+// A stored batch is never changed again and lives as long as the job. So
+// view hands it out by reference: the workers emit it as the unit's
+// output, the batcher reads it, and the shuffle window may keep pointing
+// at it past the emit (batcher.add). The one rule that keeps this safe is
+// that nobody refills a stored batch: the pool hands every emitted batch
+// back to a worker as the buffer for a later unit, and the worker drops
+// it when owns says the cache holds it (unitRun.work).
 type unitCache struct {
 	mu    sync.Mutex
 	max   int64
 	used  int64
 	units map[int]*column.Batch
+	held  map[*column.Batch]bool // the values of units
 }
 
 func newUnitCache(max int64) *unitCache {
 	if max <= 0 {
 		return nil
 	}
-	return &unitCache{max: max, units: map[int]*column.Batch{}}
+	return &unitCache{max: max, units: map[int]*column.Batch{}, held: map[*column.Batch]bool{}}
 }
 
-// get copies unit i's cached output into out and reports whether it was
-// cached.
-func (c *unitCache) get(i int, out *column.Batch) bool {
+// view returns unit i's cached output, which the caller must not change,
+// or nil.
+func (c *unitCache) view(i int) *column.Batch {
 	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.units[i]
+}
+
+// owns reports whether b is a cached unit's output: read-only, and alive
+// as long as the job.
+func (c *unitCache) owns(b *column.Batch) bool {
+	if c == nil || b == nil {
 		return false
 	}
 	c.mu.Lock()
-	b := c.units[i]
-	c.mu.Unlock()
-	if b == nil {
-		return false
-	}
-	// Cached batches are never changed once stored, so the copy needs no
-	// lock.
-	out.Reset()
-	if b.Rows > 0 {
-		out.AppendRows(b, 0, b.Rows)
-	} else {
-		out.Rows = 0
-	}
-	return true
+	defer c.mu.Unlock()
+	return c.held[b]
 }
 
 // rows returns unit i's cached row count, or -1.
@@ -82,6 +90,6 @@ func (c *unitCache) put(i int, b *column.Batch) {
 		cp.AppendRows(b, 0, b.Rows)
 	}
 	c.mu.Lock()
-	c.units[i] = cp
+	c.units[i], c.held[cp] = cp, true
 	c.mu.Unlock()
 }

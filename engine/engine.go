@@ -366,7 +366,9 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		}
 		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: hooks.gate, fields: fields, spare: &spare, units: order[first:]}
 		emit := func(i int, b *column.Batch) error {
-			spare.seen(b)
+			if !proc.cache.owns(b) {
+				spare.seen(b) // a cached unit's output is never a spare
+			}
 			return bt.add(ctx, b)
 		}
 		err := pool.Run(ctx, cfg, len(ur.units), ur.work, emit)
@@ -403,6 +405,11 @@ type unitRun struct {
 // a spill worker's on a peer or from the cache when it can, any other
 // unit here.
 func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+	if ur.proc.cache.owns(buf) {
+		// An earlier unit's output taken from the cache by reference:
+		// it is read-only, so this unit needs a buffer of its own.
+		buf = nil
+	}
 	if buf == nil {
 		buf = ur.spare.get()
 	}
@@ -411,6 +418,14 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 		// a peer (prune.go).
 		emptyBatch(buf)
 		return buf, nil
+	}
+	u := ur.proc.plan.Units[ur.units[i]]
+	if cached := ur.proc.cache.view(u.Seq); cached != nil {
+		// Cached in an earlier epoch: emitted as it is stored, with no
+		// copy (cache.go); buf waits for a unit that needs one.
+		ur.spare.put(buf)
+		ur.countLocal(u, 0)
+		return cached, nil
 	}
 	if worker >= ur.rw.local {
 		out, done, err := ur.spillUnit(ctx, worker, i, buf)

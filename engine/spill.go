@@ -219,15 +219,12 @@ func newRunWorkers(local int, spill Spill, slots int) runWorkers {
 	return rw
 }
 
-// spillUnit is a spill worker's attempt at the epoch's i-th unit: from
-// the unit cache, or on a peer, hedged here when the peer is slow
+// spillUnit is a spill worker's attempt at the epoch's i-th unit (one
+// the cache does not hold) on a peer, hedged here when the peer is slow
 // (hedge.go). done is false when the worker must compute the unit here,
 // into the batch returned.
 func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Batch) (out *column.Batch, done bool, err error) {
 	u := ur.proc.plan.Units[ur.units[i]]
-	if ur.proc.cache.get(u.Seq, buf) {
-		return buf, true, nil
-	}
 	load := ur.prog.load(ur.rw.local)
 	load.UnitsLeft = len(ur.units) - i - 1
 	if after := ur.rw.hedgeAfter(); after > 0 {

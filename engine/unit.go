@@ -252,14 +252,12 @@ func (p *processor) close() {
 	}
 }
 
-// run produces unit u's output rows into out, from the cache when it
-// holds them.
+// run produces unit u's output rows into out, and caches them for later
+// epochs while the cache is filling. (A unit already cached is taken
+// from the cache by reference before it gets here: unitRun.work.)
 func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
 	if p.skips(u.Seq) {
 		emptyBatch(out)
-		return nil
-	}
-	if p.cache.get(u.Seq, out) {
 		return nil
 	}
 	if err := p.compute(ctx, worker, u, out); err != nil {
