@@ -101,9 +101,9 @@ type Footprint struct {
 	Units     int   // units per epoch
 	// CacheBytes is the job's unit cache bound (cache.max_memory).
 	CacheBytes int64
-	// ShuffleBytes is the shuffle window (shuffle.buffer rows), SideBytes
-	// the joins' side tables (their decoded size, at most each join's
-	// max_memory).
+	// ShuffleBytes is the shuffle window (shuffle.buffer rows: the rows
+	// it copies and its index, window.go), SideBytes the joins' side
+	// tables (their decoded size, at most each join's max_memory).
 	ShuffleBytes int64
 	SideBytes    int64
 	Files        []string // the input files the job reads
@@ -196,7 +196,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 		Rings: job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
 		RingBytes: int64(job.WorldSize) * (header + int64(job.Ring.Slots)*size),
 		InFlight:  inflight, UnitBytes: unitBytes,
-		ShuffleBytes: int64(job.Shuffle.Buffer) * max(perRow, 1), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,
+		ShuffleBytes: int64(job.Shuffle.Buffer) * (max(perRow, 1) + windowIndexBytes), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,
 		Rows: plan.Rows, Units: len(plan.Units), Files: files,
 	}, nil
 }

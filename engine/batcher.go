@@ -43,16 +43,25 @@ type slotWriter interface {
 	Name() string
 }
 
-// span is rows [lo, hi) of a batch.
+// span is rows [lo, hi) of a batch, or of several (a shuffle window).
 type span struct {
 	b      *column.Batch
 	lo, hi int
 	// idx, when not nil, permutes b: the span's rows are b's rows
 	// idx[lo:hi] (the shuffle window, packed without a permuted copy).
 	idx []int32
+	// from, when not nil, makes the span's rows come from several
+	// batches (b is nil): row j is srcs[from[j]]'s row idx[j] (a shuffle
+	// window whose rows were not copied into one batch: window.go).
+	srcs []*column.Batch
+	from []int32
+	// by groups such a span's rows by their batch, for the packers that
+	// gather a column a source at a time (set by pack).
+	by *bySource
 }
 
-// row is the row of sp.b at position j of the span's row order.
+// row is the row of sp.b at position j of the span's row order (a span
+// of one batch).
 func (sp *span) row(j int) int {
 	if sp.idx != nil {
 		return int(sp.idx[j])
@@ -60,13 +69,38 @@ func (sp *span) row(j int) int {
 	return j
 }
 
+// col is column ci of the batch that holds position j of the span's row
+// order, and the row there.
+func (sp *span) col(j, ci int) (*column.Column, int) {
+	if sp.from != nil {
+		return &sp.srcs[sp.from[j]].Columns[ci], int(sp.idx[j])
+	}
+	return &sp.b.Columns[ci], sp.row(j)
+}
+
 // values is the number of list values of column i in the span's rows.
 func (sp *span) values(i int) int64 {
+	var v int64
+	if sp.by != nil {
+		for s, src := range sp.srcs {
+			c := &src.Columns[i]
+			for _, r := range sp.by.rows[s] {
+				v += c.Offsets[r+1] - c.Offsets[r]
+			}
+		}
+		return v
+	}
+	if sp.from != nil {
+		for j := sp.lo; j < sp.hi; j++ {
+			c, r := sp.col(j, i)
+			v += c.Offsets[r+1] - c.Offsets[r]
+		}
+		return v
+	}
 	c := &sp.b.Columns[i]
 	if sp.idx == nil {
 		return c.Offsets[sp.hi] - c.Offsets[sp.lo]
 	}
-	var v int64
 	for _, r := range sp.idx[sp.lo:sp.hi] {
 		v += c.Offsets[r+1] - c.Offsets[r]
 	}
@@ -75,6 +109,17 @@ func (sp *span) values(i int) int64 {
 
 // appendTo appends the span's rows to dst.
 func (sp *span) appendTo(dst *column.Batch) {
+	if sp.from != nil {
+		if dst.Rows == 0 {
+			dst.GatherFrom(sp.srcs, sp.from[sp.lo:sp.hi], sp.idx[sp.lo:sp.hi])
+			return
+		}
+		for j := sp.lo; j < sp.hi; j++ {
+			r := int(sp.idx[j])
+			dst.AppendRows(sp.srcs[sp.from[j]], r, r+1)
+		}
+		return
+	}
 	if sp.idx == nil {
 		dst.AppendRows(sp.b, sp.lo, sp.hi)
 		return
@@ -105,7 +150,8 @@ func (sp *span) appendTo(dst *column.Batch) {
 //
 // Rows that do not fill a batch are copied into carry (fewer than size
 // rows per unit); every other row is copied once, from the decoded unit
-// straight into the ring slot.
+// straight into the ring slot, except the rows a shuffle window holds
+// past their unit's add (window.go).
 type batcher struct {
 	size, world int
 	last        string
@@ -125,10 +171,10 @@ type batcher struct {
 	fillBytes     []int64      // stats when they are discarded
 
 	// Row shuffle (shuffle.buffer): rows collect in window until it holds
-	// winSize rows, then go on permuted (see shuffle.go).
+	// winSize rows, then go on permuted (see shuffle.go, window.go).
 	winSize int
 	seed    uint64
-	window  column.Batch
+	window  window
 	perm    []int32
 	winIdx  uint64
 
@@ -142,7 +188,8 @@ type batcher struct {
 	padSrc    column.Batch // first rows of the epoch, for last: pad
 	padNext   int          // next padSrc row to use
 	sizes     []int64
-	lastBytes int64 // payload bytes of the last packed batch
+	lastBytes int64      // payload bytes of the last packed batch
+	bySrc     []bySource // per span of a batch being packed (bySource)
 
 	prog *Progress
 }
@@ -163,7 +210,7 @@ func (b *batcher) startEpoch(epoch, step uint64) {
 	b.epoch, b.step, b.rank = epoch, step, 0
 	b.carry.Reset()
 	b.padSrc.Reset()
-	b.window.Reset()
+	b.window.reset()
 	b.padNext, b.winIdx = 0, 0
 	skip := int64(step) * int64(b.world) * int64(b.size)
 	b.skipIn, b.skipOut = skip, 0
@@ -185,7 +232,7 @@ func (b *batcher) add(ctx context.Context, src *column.Batch) error {
 	if b.skipIn > 0 {
 		n := int(min(b.skipIn, int64(src.Rows)))
 		if b.winSize == 0 {
-			b.collectPad(span{src, 0, n, nil})
+			b.collectPad(span{b: src, lo: 0, hi: n})
 		}
 		b.skipIn -= int64(n)
 		lo = n
@@ -197,21 +244,23 @@ func (b *batcher) add(ctx context.Context, src *column.Batch) error {
 		return b.addRows(ctx, src, lo)
 	}
 	for lo < src.Rows {
-		n := min(b.winSize-b.window.Rows, src.Rows-lo)
-		b.window.AppendRows(src, lo, lo+n)
+		n := min(b.winSize-b.window.rows, src.Rows-lo)
+		b.window.add(src, lo, lo+n)
 		lo += n
-		if b.window.Rows == b.winSize {
+		if b.window.rows == b.winSize {
 			if err := b.flushWindow(ctx); err != nil {
 				return err
 			}
 		}
 	}
+	// The pool reuses src once this returns.
+	b.window.keep(src)
 	return nil
 }
 
 // flushWindow permutes the window's rows and batches them.
 func (b *batcher) flushWindow(ctx context.Context) error {
-	n := b.window.Rows
+	n := b.window.rows
 	if n == 0 {
 		return nil
 	}
@@ -221,17 +270,20 @@ func (b *batcher) flushWindow(ctx context.Context) error {
 	b.perm = b.perm[:n]
 	permute(b.perm, newRNG(b.seed, streamRows, b.epoch, b.winIdx))
 	b.winIdx++
-	// The window's rows are packed in permuted order straight from it.
-	all := span{&b.window, 0, n, b.perm}
+	// The window's rows are packed in permuted order straight from
+	// where they are.
+	all := b.window.span(b.perm)
 	lo := 0
 	if b.skipOut > 0 {
 		lo = int(min(b.skipOut, int64(n)))
-		b.collectPad(span{&b.window, 0, lo, b.perm})
+		pad := all
+		pad.hi = lo
+		b.collectPad(pad)
 		b.skipOut -= int64(lo)
 	}
 	all.lo = lo
 	err := b.addSpan(ctx, all)
-	b.window.Reset()
+	b.window.reset()
 	return err
 }
 
@@ -245,7 +297,7 @@ func (b *batcher) collectPad(sp span) {
 
 // addRows batches rows [lo, src.Rows) of src.
 func (b *batcher) addRows(ctx context.Context, src *column.Batch, lo int) error {
-	return b.addSpan(ctx, span{src, lo, src.Rows, nil})
+	return b.addSpan(ctx, span{b: src, lo: lo, hi: src.Rows})
 }
 
 // addSpan batches the rows of sp.
@@ -259,9 +311,11 @@ func (b *batcher) addSpan(ctx context.Context, sp span) error {
 			rest.appendTo(&b.carry)
 			return nil
 		}
-		spans := []span{{sp.b, lo, lo + need, sp.idx}}
+		part := sp
+		part.lo, part.hi = lo, lo+need
+		spans := []span{part}
 		if b.carry.Rows > 0 {
-			spans = []span{{&b.carry, 0, b.carry.Rows, nil}, {sp.b, lo, lo + need, sp.idx}}
+			spans = []span{{b: &b.carry, lo: 0, hi: b.carry.Rows}, part}
 		}
 		if err := b.emit(ctx, spans, b.size, 0); err != nil {
 			return err
@@ -332,7 +386,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 	switch b.last {
 	case "keep":
 		if b.carry.Rows > 0 {
-			if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.carry.Rows, 0); err != nil {
+			if err := b.emit(ctx, []span{{b: &b.carry, lo: 0, hi: b.carry.Rows}}, b.carry.Rows, 0); err != nil {
 				return err
 			}
 		}
@@ -353,7 +407,7 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 					b.carry.AppendRows(&b.padSrc, b.padNext, b.padNext+n)
 					b.padNext += n
 				}
-				if err := b.emit(ctx, []span{{&b.carry, 0, b.carry.Rows, nil}}, b.size, pad); err != nil {
+				if err := b.emit(ctx, []span{{b: &b.carry, lo: 0, hi: b.carry.Rows}}, b.size, pad); err != nil {
 					return err
 				}
 				b.carry.Reset()

@@ -173,6 +173,8 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
+	// The window points at cached unit outputs instead of copying them.
+	bt.window.stable = proc.cache.owns
 	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)

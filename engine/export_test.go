@@ -8,3 +8,8 @@ func SetNeverDeferForTest(on bool) bool { return neverDefer.Swap(on) }
 // SetNeverPruneForTest makes every job read every unit, whatever its
 // statistics (on), or prune as usual (off); it returns the old setting.
 func SetNeverPruneForTest(on bool) bool { return neverPrune.Swap(on) }
+
+// SetCopyWindowForTest makes every shuffle window copy each row it takes
+// into its own batch (on), as it did before it pointed at rows (off: as
+// usual); it returns the old setting.
+func SetCopyWindowForTest(on bool) bool { return copyWindow.Swap(on) }

@@ -73,6 +73,25 @@ func (f *packField) jagged() bool { return f.group != nil && f.group.Kind == "ja
 // rows: a list's values, or a scalar's valid rows (a null is an empty
 // list).
 func keyValues(sp *span, ci int) int64 {
+	if sp.from != nil {
+		var n int64
+		for s, src := range sp.srcs {
+			rows, c := sp.by.rows[s], &src.Columns[ci]
+			switch {
+			case c.Kind != column.Fixed:
+				for _, r := range rows {
+					n += c.Offsets[r+1] - c.Offsets[r]
+				}
+			case c.Valid == nil:
+				n += int64(len(rows))
+			default:
+				for _, r := range rows {
+					n += int64(c.Valid[r] & 1)
+				}
+			}
+		}
+		return n
+	}
 	c := &sp.b.Columns[ci]
 	if c.Kind != column.Fixed {
 		return sp.values(ci)
@@ -168,10 +187,9 @@ func fillWeights(w []float32, lens []int64, f *packField, spans []span) error {
 		ci := f.members[m]
 		for s := range spans {
 			sp := &spans[s]
-			c := &sp.b.Columns[ci]
-			ws := f32s(c.Data)
 			for j := sp.lo; j < sp.hi; j++ {
-				r := sp.row(j)
+				c, r := sp.col(j, ci)
+				ws := f32s(c.Data)
 				lo, hi := int64(r), int64(r)+1 // a scalar key's weight
 				if c.Kind != column.Fixed {
 					lo, hi = c.Offsets[r], c.Offsets[r+1]
@@ -210,6 +228,11 @@ func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
 	for _, ci := range members {
 		for k := range spans {
 			sp := &spans[k]
+			if sp.from != nil {
+				v = jaggedFrom(vals, offs, lens, ci, sp, at, v)
+				at += sp.hi - sp.lo
+				continue
+			}
 			c := &sp.b.Columns[ci]
 			for j := sp.lo; j < sp.hi; j++ {
 				r := sp.row(j)
@@ -230,6 +253,54 @@ func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
 			}
 		}
 	}
+}
+
+// jaggedFrom is fillJagged for member column ci of a span over several
+// batches, whose rows start at lens[at] and vals[v]; it returns the next
+// v. It goes a source at a time: the lengths, their running sum, then
+// the ids to where the sum puts them.
+func jaggedFrom(vals, offs, lens []int64, ci int, sp *span, at int, v int64) int64 {
+	n := sp.hi - sp.lo
+	ls := lens[at : at+n]
+	for s, src := range sp.srcs {
+		pos, rows, c := sp.by.pos[s], sp.by.rows[s], &src.Columns[ci]
+		switch {
+		case c.Kind != column.Fixed:
+			for k, r := range rows {
+				ls[pos[k]] = c.Offsets[r+1] - c.Offsets[r]
+			}
+		case c.Valid == nil:
+			for _, p := range pos {
+				ls[p] = 1
+			}
+		default:
+			for k, r := range rows {
+				ls[pos[k]] = int64(c.Valid[r] & 1)
+			}
+		}
+	}
+	os := offs[at+1 : at+n+1]
+	for q, l := range ls {
+		v += l
+		os[q] = v
+	}
+	for s, src := range sp.srcs {
+		pos, rows, c := sp.by.pos[s], sp.by.rows[s], &src.Columns[ci]
+		data := i64s(c.Data)
+		for k, r := range rows {
+			p := int(pos[k])
+			end := offs[at+p+1]
+			if c.Kind == column.Fixed {
+				if ls[p] == 1 {
+					vals[end-1] = data[r]
+				}
+				continue
+			}
+			lo := c.Offsets[r]
+			copy(vals[end-ls[p]:end], data[lo:lo+ls[p]])
+		}
+	}
+	return v
 }
 
 func i64s(b []byte) []int64 {

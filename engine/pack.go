@@ -14,13 +14,22 @@ import (
 // Packing: a batch's rows, given as spans of unit outputs (in order, or
 // gathered through a shuffle window's permutation), written field by
 // field into a ring slot. It is the last copy of a row before the
-// trainer's tensors view it; with a shuffle window the row was copied
-// once before, into the window (batcher.add).
+// trainer's tensors view it; with a shuffle window, the rows a window held
+// past their unit's add were copied once before, into the window
+// (window.go).
 
 // pack writes rows from spans into a slot of ring w and returns the slot,
 // filled but not published.
 func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int) (*shm.Slot, error) {
 	start := time.Now()
+	for k := range spans {
+		if spans[k].from != nil {
+			if len(b.bySrc) <= k {
+				b.bySrc = append(b.bySrc, make([]bySource, k+1-len(b.bySrc))...)
+			}
+			spans[k].by = b.bySrc[k].build(&spans[k])
+		}
+	}
 	sizes := b.sizes[:0]
 	var total int64
 	for _, f := range b.fields {
@@ -109,6 +118,10 @@ func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 	}
 	ci, w, off := f.col, f.DType.Size()*f.Width, 0
 	for _, sp := range spans {
+		if sp.from != nil {
+			off += gatherFrom(dst[off:], &sp, ci, w)
+			continue
+		}
 		if sp.idx == nil {
 			off += copy(dst[off:], sp.b.Columns[ci].Data[sp.lo*w:sp.hi*w])
 			continue
@@ -141,9 +154,9 @@ func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error
 	voff, base, k := 0, int64(0), 0
 	offs[0] = 0
 	for _, sp := range spans {
-		c := &sp.b.Columns[ci]
 		if sp.idx != nil {
-			for _, r := range sp.idx[sp.lo:sp.hi] {
+			for j := sp.lo; j < sp.hi; j++ {
+				c, r := sp.col(j, ci)
 				lo, hi := c.Offsets[r], c.Offsets[r+1]
 				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
 				base += hi - lo
@@ -152,6 +165,7 @@ func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error
 			}
 			continue
 		}
+		c := &sp.b.Columns[ci]
 		lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
 		voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
 		for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
@@ -172,6 +186,21 @@ func fillValidity(slot *shm.Slot, i, ci int, spans []span, rows int) error {
 	}
 	off := 0
 	for _, sp := range spans {
+		if sp.from != nil {
+			d := dst[off : off+sp.hi-sp.lo]
+			for s, src := range sp.srcs {
+				pos, rows, v := sp.by.pos[s], sp.by.rows[s], src.Columns[ci].Valid
+				for k, r := range rows {
+					if v == nil {
+						d[pos[k]] = 1
+					} else {
+						d[pos[k]] = v[r]
+					}
+				}
+			}
+			off += len(d)
+			continue
+		}
 		c := &sp.b.Columns[ci]
 		if c.Valid != nil && sp.idx != nil {
 			off += gatherRows(dst[off:], c.Valid, sp.idx[sp.lo:sp.hi], 1)
@@ -187,6 +216,48 @@ func fillValidity(slot *shm.Slot, i, ci int, spans []span, rows int) error {
 		}
 	}
 	return nil
+}
+
+// gatherFrom copies column ci's rows of w bytes of a span over several
+// batches to the front of dst, a source at a time, and returns the bytes
+// written.
+func gatherFrom(dst []byte, sp *span, ci, w int) int {
+	n := (sp.hi - sp.lo) * w
+	dst = dst[:n]
+	for s, src := range sp.srcs {
+		pos, rows := sp.by.pos[s], sp.by.rows[s]
+		data := src.Columns[ci].Data
+		switch w {
+		case 8:
+			d, sd := u64s(dst), u64s(data)
+			for k, r := range rows {
+				d[pos[k]] = sd[r]
+			}
+		case 4:
+			d, sd := u32s(dst), u32s(data)
+			for k, r := range rows {
+				d[pos[k]] = sd[r]
+			}
+		case 1:
+			for k, r := range rows {
+				dst[pos[k]] = data[r]
+			}
+		default:
+			for k, r := range rows {
+				p := int(pos[k]) * w
+				copy(dst[p:p+w], data[int(r)*w:int(r+1)*w])
+			}
+		}
+	}
+	return n
+}
+
+func u64s(b []byte) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
+}
+
+func u32s(b []byte) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
 // gatherRows copies the rows of w bytes of src listed in idx to the front

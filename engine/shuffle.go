@@ -10,8 +10,8 @@ package engine
 //
 // Row order: with shuffle.buffer = W, the ordered row stream of an epoch is
 // cut into windows of W rows and each window is permuted, seeded by (seed,
-// epoch, window index). Memory stays at two windows. A classic shuffle
-// buffer (emit a random resident row as each new row arrives) mixes a
+// epoch, window index). Memory stays at one window (window.go). A classic
+// shuffle buffer (emit a random resident row as each new row arrives) mixes a
 // little further but its state depends on every earlier row, so resuming
 // at batch k would mean replaying the epoch's rows up to k through it;
 // windows make a resume point cost only the rows of one window.

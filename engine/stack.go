@@ -21,6 +21,11 @@ func fillStack(dst []byte, es int, members []int, spans []span) {
 		if len(dst) < (base+rows)*n*es {
 			panic("BUG: fillStack: the slot's tensor is short")
 		}
+		if sp.from != nil {
+			stackFrom(dst[base*n*es:(base+rows)*n*es], es, members, sp)
+			base += rows
+			continue
+		}
 		for j, ci := range members {
 			c := &sp.b.Columns[ci]
 			if len(c.Data) < c.Len*es || c.Len < sp.b.Rows {
@@ -38,6 +43,36 @@ func fillStack(dst []byte, es int, members []int, spans []span) {
 			interleave(d, srcs, es, rows)
 		}
 		base += rows
+	}
+}
+
+// stackFrom writes the [rows, N] matrix of a span over several batches
+// (a shuffle window, window.go) to dst: a source at a time, each of its
+// rows gathered by gatherStack into scratch and copied to its place.
+func stackFrom(dst []byte, es int, members []int, sp *span) {
+	stride := len(members) * es
+	srcs := make([]unsafe.Pointer, len(members))
+	var scratch []byte
+	for s, src := range sp.srcs {
+		pos, rows := sp.by.pos[s], sp.by.rows[s]
+		if len(rows) == 0 {
+			continue
+		}
+		for m, ci := range members {
+			c := &src.Columns[ci]
+			if len(c.Data) < c.Len*es || c.Len < src.Rows {
+				panic("BUG: fillStack: a member is short")
+			}
+			srcs[m] = unsafe.Pointer(unsafe.SliceData(c.Data))
+		}
+		if cap(scratch) < len(rows)*stride {
+			scratch = make([]byte, len(rows)*stride)
+		}
+		scratch = scratch[:len(rows)*stride]
+		gatherStack(unsafe.Pointer(&scratch[0]), srcs, es, rows)
+		for k, p := range pos {
+			copy(dst[int(p)*stride:int(p+1)*stride], scratch[k*stride:(k+1)*stride])
+		}
 	}
 }
 

@@ -2,14 +2,20 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/datagen"
+	"github.com/lastmile/lastmile/engine"
 )
 
 // windowJob keeps rows in uneven runs (the filter), so unit outputs vary
-// in size, and packs fixed, nullable and list columns.
+// in size, and packs fixed, nullable and list columns (PIPELINE: plain
+// columns, or feature groups).
 const windowJob = `
 inputs: [DATA]
 batch: {size: 150, last: pad}
@@ -21,8 +27,19 @@ ring: {dir: RINGDIR, name: w, slots: 3}
 decode: {workers: 2, max_unit_rows: 700}
 pipeline:
   - filter: "row_id %% 7 != 3 and (row_id %% 1000 < 600 or label == 1)"
+PIPELINE`
+
+var windowPipelines = map[string]string{
+	"columns": `
   - select: [row_id, label, dense_0, cat_0, seq_0, query_opt]
-`
+`,
+	"groups": `
+  - sample: {key: row_id, rates: [{when: "label == 1", rate: 1.0}, {rate: 0.5}], weight: weight}
+  - stack: {output: dense, columns: [dense_0, dense_1, dense_2]}
+  - jagged: {output: sparse, keys: [cat_0, cat_opt, seq_opt, {column: seq_0, key: hist, max_length: 20}, {column: cat_1, weights: weight}], nulls: fill}
+  - select: [row_id, label, weight, dense, sparse, seq_1, query_opt]
+`,
+}
 
 // Later epochs take cached units by reference (cache.go), and the shuffle
 // window points at rows instead of copying them where it can
@@ -33,24 +50,77 @@ pipeline:
 // pool had handed on, would show here as other rows in later epochs.
 func TestCacheAndWindowByReference(t *testing.T) {
 	data, _ := filepath.Abs("../testdata/small")
-	for _, buf := range []int{0, 500, 2000} {
-		src := strings.ReplaceAll(fmt.Sprintf(windowJob, buf), "DATA", data)
-		want := runTensors(t, src, nil)
-		if len(want[0]) == 0 {
-			t.Fatalf("buffer %d: no batches", buf)
+	for name, pipeline := range windowPipelines {
+		for _, buf := range []int{0, 500, 2000} {
+			src := strings.NewReplacer("DATA", data, "PIPELINE", pipeline).Replace(fmt.Sprintf(windowJob, buf))
+			t.Run(fmt.Sprintf("%s/buffer=%d", name, buf), func(t *testing.T) { sameWithCache(t, src) })
 		}
-		for _, size := range []string{"64KiB", "1GiB"} {
-			got := runTensors(t, src+"cache: {max_memory: "+size+"}\n", nil)
-			for r := range want {
-				if len(got[r]) != len(want[r]) {
-					t.Fatalf("buffer %d, cache %s, rank %d: %d batches, want %d", buf, size, r, len(got[r]), len(want[r]))
-				}
-				for i := range want[r] {
-					if !bytes.Equal(got[r][i], want[r][i]) {
-						t.Fatalf("buffer %d, cache %s, rank %d: batch %d differs from the run without a cache", buf, size, r, i)
-					}
+	}
+}
+
+// sameWithCache runs src with a window that copies every row (the
+// reference), then as usual without a cache, with one that holds some
+// units and with one that holds all, and compares every batch's bytes.
+func sameWithCache(t *testing.T, src string) {
+	old := engine.SetCopyWindowForTest(true)
+	want := runTensors(t, src, nil)
+	engine.SetCopyWindowForTest(old)
+	if len(want[0]) == 0 {
+		t.Fatal("no batches")
+	}
+	for _, size := range []string{"", "64KiB", "1GiB"} {
+		job := src
+		if size != "" {
+			job += "cache: {max_memory: " + size + "}\n"
+		}
+		got := runTensors(t, job, nil)
+		for r := range want {
+			if len(got[r]) != len(want[r]) {
+				t.Fatalf("cache %q, rank %d: %d batches, want %d", size, r, len(got[r]), len(want[r]))
+			}
+			for i := range want[r] {
+				if !bytes.Equal(got[r][i], want[r][i]) {
+					t.Fatalf("cache %q, rank %d: batch %d differs from the run whose window copies every row", size, r, i)
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkWindow measures the producer's whole CPU cost of a shuffled
+// job whose window points at rows (as it runs) against the same job with
+// a window that copies every row (as it ran before), alternating the two
+// in one run (ABBA). "cached" runs four epochs from the unit cache after
+// the first, where the window names cached outputs and copies nothing;
+// "first" is one epoch, where it copies the rows a window holds past
+// their unit's add. A goroutine of the process drains the ring.
+//
+//	go test -run '^$' -bench '^BenchmarkWindow$' -benchtime 3x -count 3 ./engine/
+func BenchmarkWindow(b *testing.B) {
+	cfg := datagen.DefaultConfig()
+	cfg.Rows, cfg.RowGroupRows, cfg.Files = 400_000, 65536, 2
+	data := b.TempDir()
+	if _, err := datagen.Write(context.Background(), data, cfg); err != nil {
+		b.Fatal(err)
+	}
+	base := fmt.Sprintf("inputs: [%q]\nbatch: {size: 2048}\nseed: 1\nshuffle: {units: true, buffer: 16384}\ndecode: {workers: 2}\n", data)
+	for _, run := range []struct{ name, job string }{
+		{"cached", base + "epochs: 5\ncache: {max_memory: 4GiB}\n"},
+		{"first", base + "epochs: 1\n"},
+	} {
+		b.Run(run.name, func(b *testing.B) {
+			defer engine.SetCopyWindowForTest(false)
+			var cpu [2]time.Duration // pointing, copying
+			for i := range b.N {
+				for n := range 2 {
+					k := n ^ i&1
+					engine.SetCopyWindowForTest(k == 1)
+					cpu[k] += runJobCPU(b, run.job)
+				}
+			}
+			b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-pointing/job")
+			b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-copying/job")
+			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "pointing/copying")
+		})
 	}
 }
