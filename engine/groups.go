@@ -234,6 +234,11 @@ func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
 				continue
 			}
 			c := &sp.b.Columns[ci]
+			if c.Kind == column.Fixed && c.Valid == nil {
+				v = jaggedScalars(vals, offs, lens, c, sp, at, v)
+				at += sp.hi - sp.lo
+				continue
+			}
 			for j := sp.lo; j < sp.hi; j++ {
 				r := sp.row(j)
 				var l int64
@@ -253,6 +258,28 @@ func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
 			}
 		}
 	}
+}
+
+// jaggedScalars is fillJagged for a scalar key without nulls, column c
+// of a one-batch span whose rows start at lens[at] and vals[v]: one id a
+// row, gathered as a column is. It returns the next v.
+func jaggedScalars(vals, offs, lens []int64, c *column.Column, sp *span, at int, v int64) int64 {
+	n := sp.hi - sp.lo
+	dst := vals[v : v+int64(n)]
+	if sp.idx == nil {
+		copy(dst, i64s(c.Data)[sp.lo:sp.hi])
+	} else {
+		data := i64s(c.Data)
+		for q, r := range sp.idx[sp.lo:sp.hi] {
+			dst[q] = data[r]
+		}
+	}
+	ls, os := lens[at:at+n], offs[at+1:at+n+1]
+	for q := range ls {
+		ls[q] = 1
+		os[q] = v + int64(q) + 1
+	}
+	return v + int64(n)
 }
 
 // jaggedFrom is fillJagged for member column ci of a span over several
