@@ -56,6 +56,9 @@ func compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 			c.errs = append(c.errs, es...)
 		}
 	}
+	if len(c.errs) == 0 && len(c.schema) == 0 && len(job.Pipeline) > 0 {
+		c.errs = append(c.errs, c.emptied(job))
+	}
 	switch len(c.errs) {
 	case 0:
 		return c, nil
@@ -64,6 +67,18 @@ func compile(ctx context.Context, job *spec.Job, input []decode.Field, env Env) 
 	}
 	sort.SliceStable(c.errs, func(i, k int) bool { return c.errs[i].Line < c.errs[k].Line })
 	return nil, c.errs
+}
+
+// emptied is the error of a pipeline that leaves no column, named at the
+// last drop (the one op that removes columns without listing those kept).
+func (c *compiler) emptied(job *spec.Job) *spec.FieldError {
+	const why = "leaves no column: trainers would get batches without a tensor; keep at least one column"
+	for i := len(job.Pipeline) - 1; i >= 0; i-- {
+		if op := &job.Pipeline[i]; op.Kind == "drop" {
+			return c.errf(op, "", "%s", why)
+		}
+	}
+	return c.errf(&job.Pipeline[len(job.Pipeline)-1], "", "the pipeline %s", why)
 }
 
 // Check checks job's pipeline against input as Compile does, reporting

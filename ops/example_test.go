@@ -184,6 +184,9 @@ func TestCompileErrors(t *testing.T) {
 		{"select inputs next to derived columns", `[label_f, weight,`, `[label, label_f, weight, row_id, `, "", "", ""},
 		{"select unknown", `seq_0, seq_0_len]`, `seq_0, seq_2]`, "pipeline[6].select[5]", `- select:`, `unknown column "seq_2"`},
 		{"stack a list", `dense_6, dense_7]}`, `dense_6, seq_1]}`, "pipeline[4].stack.columns[7]", `- stack:`, `column "seq_1" is list<int64>; a stack takes numeric scalar columns`},
+		{"drop every column", `- select: [label_f, weight, dense, sparse, seq_0, seq_0_len]`,
+			"- select: [label_f, weight, dense, sparse, seq_0, seq_0_len]\n  - drop: [label_f, weight, dense, sparse, seq_0, seq_0_len]",
+			"pipeline[7].drop", `- drop:`, `leaves no column: trainers would get batches without a tensor`},
 		{"jagged float", `cat_2, {column: cat_3`, `label_f, {column: cat_3`, "pipeline[5].jagged.keys[5].column", `keys: [user_h`, `column "label_f" is float32; a jagged key takes`},
 	}
 	for _, tc := range cases {
