@@ -26,8 +26,31 @@ import (
 // run.
 func TestHandoverEqualsUninterrupted(t *testing.T) {
 	src := fmt.Sprintf(shuffled, "pad", 1000)
-	full := runStreams(t, src, 2, nil)
+	handover(t, src, time.Millisecond, 12)
+}
 
+// TestHandoverMidPack hands over a job whose consumer takes batches as
+// fast as they come, so the batcher is often packing when the old run's
+// mapping is swapped for private zeros. The pipeline packs lists, a stack
+// and a weighted jagged group through a shuffle window that spans units.
+// Where in a slot the swap lands is left to timing here;
+// TestPackSurvivesDetachMidSlot puts it at each point where a packer once
+// read back what it wrote.
+func TestHandoverMidPack(t *testing.T) {
+	src := strings.ReplaceAll(fmt.Sprintf(windowJob, 500), "PIPELINE", windowPipelines["groups"])
+	src = strings.Replace(src, "ring: {dir: RINGDIR, name: w, slots: 3}\ndecode: {workers: 2, max_unit_rows: 700}\n", "", 1)
+	for i := range 3 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { handover(t, src, 0, int64(3+9*i)) })
+	}
+}
+
+// handover runs src uninterrupted, then again with consumers that take a
+// batch every delay, detaches the rings once after batches have been
+// read, and resumes in a second Run that adopts them; the consumers,
+// reading all along, must get exactly the uninterrupted batches.
+func handover(t *testing.T, src string, delay time.Duration, after int64) {
+	t.Helper()
+	full := runStreams(t, src, 2, nil)
 	dir := t.TempDir()
 	abs, _ := filepath.Abs("../testdata/small")
 	text := strings.ReplaceAll(src, "DATA", abs) +
@@ -50,15 +73,15 @@ func TestHandoverEqualsUninterrupted(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res[r], errs[r] = consumeSlowly(dir, name, &read)
+					res[r], errs[r] = consumeSlowly(dir, name, &read, delay)
 				}()
 			}
 		}})
 		done1 <- err
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for read.Load() < 12 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	for read.Load() < after && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
 	}
 	infos, err := prog.DetachRings()
 	if err != nil {
@@ -89,8 +112,8 @@ func TestHandoverEqualsUninterrupted(t *testing.T) {
 	}
 }
 
-// consumeSlowly reads a ring to its end, a millisecond per batch.
-func consumeSlowly(dir, name string, read *atomic.Int64) (rankStream, error) {
+// consumeSlowly reads a ring to its end, waiting delay after each batch.
+func consumeSlowly(dir, name string, read *atomic.Int64, delay time.Duration) (rankStream, error) {
 	var s rankStream
 	c, err := shm.Open(dir, name)
 	if err != nil {
@@ -111,6 +134,6 @@ func consumeSlowly(dir, name string, read *atomic.Int64) (rankStream, error) {
 		s.rows = append(s.rows, append([]int64(nil), v...))
 		s.cursors = append(s.cursors, b.Cursor)
 		read.Add(1)
-		time.Sleep(time.Millisecond)
+		time.Sleep(delay)
 	}
 }

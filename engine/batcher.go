@@ -190,6 +190,7 @@ type batcher struct {
 	sizes     []int64
 	lastBytes int64      // payload bytes of the last packed batch
 	bySrc     []bySource // per span of a batch being packed (bySource)
+	tmp       packScratch
 
 	prog *Progress
 }

@@ -134,7 +134,7 @@ func jaggedValues(f *packField, spans []span) int64 {
 }
 
 // fillGroup writes field i, a group, into the slot.
-func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int, tmp *packScratch) error {
 	if !f.jagged() {
 		dst, err := slot.Add(i, shm.RoleDense, shm.DType(f.DType), int64(rows), int64(f.Width))
 		if err != nil {
@@ -157,7 +157,15 @@ func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 	if err != nil {
 		return err
 	}
-	fillJagged(i64s(vals), i64s(offs), i64s(lens), f.keys(), spans)
+	// The lengths are computed on the heap and copied: fillWeights reads
+	// them, and a slot is never read back (packScratch).
+	if cap(tmp.lens) < int(kb) {
+		tmp.lens = make([]int64, kb)
+	}
+	ls := tmp.lens[:kb]
+	fillJagged(i64s(vals), i64s(offs), ls, f.keys(), spans, tmp)
+	copy(i64s(lens), ls)
+	tmp.midPack()
 	if !f.weighted() {
 		return nil
 	}
@@ -165,7 +173,7 @@ func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 	if err != nil {
 		return err
 	}
-	return fillWeights(f32s(w), i64s(lens), f, spans)
+	return fillWeights(f32s(w), ls, f, spans)
 }
 
 // fillWeights writes the weights of jagged group f key-major, lined up
@@ -221,7 +229,7 @@ func rowsOf(spans []span) int {
 // fillJagged writes the members of a jagged group key-major: for key k,
 // row r of the batch, lengths[k*B+r] is the row's number of ids, offsets
 // their running sum, and the ids follow one another in vals.
-func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
+func fillJagged(vals, offs, lens []int64, members []int, spans []span, tmp *packScratch) {
 	var v int64
 	at := 0
 	offs[0] = 0
@@ -229,7 +237,7 @@ func fillJagged(vals, offs, lens []int64, members []int, spans []span) {
 		for k := range spans {
 			sp := &spans[k]
 			if sp.from != nil {
-				v = jaggedFrom(vals, offs, lens, ci, sp, at, v)
+				v = jaggedFrom(vals, offs, lens, ci, sp, at, v, tmp)
 				at += sp.hi - sp.lo
 				continue
 			}
@@ -284,9 +292,10 @@ func jaggedScalars(vals, offs, lens []int64, c *column.Column, sp *span, at int,
 
 // jaggedFrom is fillJagged for member column ci of a span over several
 // batches, whose rows start at lens[at] and vals[v]; it returns the next
-// v. It goes a source at a time: the lengths, their running sum, then
-// the ids to where the sum puts them.
-func jaggedFrom(vals, offs, lens []int64, ci int, sp *span, at int, v int64) int64 {
+// v. It goes a source at a time: the lengths, their running sum (on the
+// heap: a slot is never read back, packScratch), then the ids to where
+// the sum puts them.
+func jaggedFrom(vals, offs, lens []int64, ci int, sp *span, at int, v int64, tmp *packScratch) int64 {
 	n := sp.hi - sp.lo
 	ls := lens[at : at+n]
 	for s, src := range sp.srcs {
@@ -306,17 +315,19 @@ func jaggedFrom(vals, offs, lens []int64, ci int, sp *span, at int, v int64) int
 			}
 		}
 	}
-	os := offs[at+1 : at+n+1]
+	ends := tmp.grow(n)
 	for q, l := range ls {
 		v += l
-		os[q] = v
+		ends[q] = v
 	}
+	copy(offs[at+1:at+n+1], ends)
+	tmp.midPack()
 	for s, src := range sp.srcs {
 		pos, rows, c := sp.by.pos[s], sp.by.rows[s], &src.Columns[ci]
 		data := i64s(c.Data)
 		for k, r := range rows {
 			p := int(pos[k])
-			end := offs[at+p+1]
+			end := ends[p]
 			if c.Kind == column.Fixed {
 				if ls[p] == 1 {
 					vals[end-1] = data[r]

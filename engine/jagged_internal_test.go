@@ -48,7 +48,7 @@ func fillJaggedSpans(spans []span) (vals, offs, lens []int64) {
 		}
 	}
 	vals, offs, lens = make([]int64, v), make([]int64, rows*len(members)+1), make([]int64, rows*len(members))
-	fillJagged(vals, offs, lens, members, spans)
+	fillJagged(vals, offs, lens, members, spans, new(packScratch))
 	return vals, offs, lens
 }
 
@@ -115,7 +115,8 @@ func BenchmarkFillJagged(b *testing.B) {
 	spans := []span{{b: win, lo: 0, hi: 2048, idx: idx}}
 	vals, offs, lens := fillJaggedSpans(spans)
 	b.SetBytes(int64(8 * (len(vals) + len(offs) + len(lens))))
+	var tmp packScratch
 	for b.Loop() {
-		fillJagged(vals, offs, lens, []int{0, 1, 2, 3, 4, 5, 6, 7}, spans)
+		fillJagged(vals, offs, lens, []int{0, 1, 2, 3, 4, 5, 6, 7}, spans, &tmp)
 	}
 }

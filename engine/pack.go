@@ -89,11 +89,11 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 		var err error
 		switch {
 		case f.group != nil:
-			err = fillGroup(slot, i, f, spans, rows)
+			err = fillGroup(slot, i, f, spans, rows, &b.tmp)
 		case f.Kind == column.Fixed:
 			err = fillFixed(slot, i, f, spans, rows)
 		default:
-			err = fillList(slot, i, f, spans, rows)
+			err = fillList(slot, i, f, spans, rows, &b.tmp)
 		}
 		if err == nil && f.group == nil && f.Nullable {
 			err = fillValidity(slot, i, f.col, spans, rows)
@@ -133,7 +133,7 @@ func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 
 // fillList packs list or bytes field i into the slot as its values and
 // rows+1 int64 offsets, rebased to start at 0.
-func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int, tmp *packScratch) error {
 	ci, dt, es := f.col, shm.DType(f.DType), f.DType.Size()
 	if f.Kind == column.Bytes {
 		dt = shm.DType(column.Uint8)
@@ -151,23 +151,28 @@ func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error
 		return err
 	}
 	offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ob))), rows+1)
-	voff, base, k := 0, int64(0), 0
+	// The values written so far are always base of them: a row's go at
+	// base*es.
+	base, k, e := int64(0), 0, int64(es)
 	offs[0] = 0
 	for _, sp := range spans {
+		if sp.from != nil {
+			base, k = listFrom(vals, offs, ci, es, &sp, base, k, tmp)
+			continue
+		}
+		c := &sp.b.Columns[ci]
 		if sp.idx != nil {
-			for j := sp.lo; j < sp.hi; j++ {
-				c, r := sp.col(j, ci)
+			for _, r := range sp.idx[sp.lo:sp.hi] {
 				lo, hi := c.Offsets[r], c.Offsets[r+1]
-				voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+				copy(vals[base*e:], c.Data[lo*e:hi*e])
 				base += hi - lo
 				k++
 				offs[k] = base
 			}
 			continue
 		}
-		c := &sp.b.Columns[ci]
 		lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
-		voff += copy(vals[voff:], c.Data[lo*int64(es):hi*int64(es)])
+		copy(vals[base*e:], c.Data[lo*e:hi*e])
 		for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
 			k++
 			offs[k] = base + o - lo
@@ -175,6 +180,63 @@ func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int) error
 		base += hi - lo
 	}
 	return nil
+}
+
+// listFrom is fillList for a span over several batches, whose rows
+// start at offs[k+1] and at value base: a source at a time, the rows'
+// lengths, then their running sum, then each row's values to where the
+// sum puts them. It returns the next base and k.
+func listFrom(vals []byte, offs []int64, ci, es int, sp *span, base int64, k int, tmp *packScratch) (int64, int) {
+	n := sp.hi - sp.lo
+	ends := tmp.grow(n)
+	for s, src := range sp.srcs {
+		pos, o := sp.by.pos[s], src.Columns[ci].Offsets
+		for q, r := range sp.by.rows[s] {
+			ends[pos[q]] = o[r+1] - o[r]
+		}
+	}
+	for q, l := range ends {
+		base += l
+		ends[q] = base
+	}
+	copy(offs[k+1:k+1+n], ends)
+	tmp.midPack()
+	e := int64(es)
+	for s, src := range sp.srcs {
+		pos, c := sp.by.pos[s], &src.Columns[ci]
+		for q, r := range sp.by.rows[s] {
+			lo, hi := c.Offsets[r], c.Offsets[r+1]
+			at := (ends[pos[q]] - (hi - lo)) * e
+			copy(vals[at:at+(hi-lo)*e], c.Data[lo*e:hi*e])
+		}
+	}
+	return base, k + n
+}
+
+// packScratch is heap memory the packers compute in. They never read back
+// what they wrote to a slot: a hand-over may swap the slot's mapping for
+// private zeros at any moment (shm.Producer.Detach), and the old run would
+// then read zeros where it wrote lengths.
+type packScratch struct {
+	ends, lens []int64
+	// mid, when set (tests), runs where a packer has written part of a
+	// tensor and would once have read it back: a hand-over lands there.
+	mid func()
+}
+
+func (t *packScratch) midPack() {
+	if t.mid != nil {
+		t.mid()
+	}
+}
+
+// grow returns ends resized to n.
+func (t *packScratch) grow(n int) []int64 {
+	if cap(t.ends) < n {
+		t.ends = make([]int64, n)
+	}
+	t.ends = t.ends[:n]
+	return t.ends
 }
 
 // fillValidity packs the validity bytes of nullable field i (column ci):
