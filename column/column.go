@@ -381,11 +381,7 @@ func (c *Column) gather(src *Column, idx []int32) {
 			}
 		}
 	default:
-		if cap(c.Offsets) < len(idx)+1 {
-			c.Offsets = make([]int64, len(idx)+1)
-		}
-		c.Offsets = c.Offsets[:len(idx)+1]
-		c.Offsets[0] = 0
+		c.sizeOffsets(len(idx))
 		var n int64
 		for j, r := range idx {
 			n += src.Offsets[r+1] - src.Offsets[r]

@@ -43,11 +43,7 @@ func (c *Column) gatherFrom(srcs []*Column, from, idx []int32) {
 			copy(c.Data[j*w:(j+1)*w], srcs[from[j]].Data[int(r)*w:int(r+1)*w])
 		}
 	} else {
-		if cap(c.Offsets) < len(idx)+1 {
-			c.Offsets = make([]int64, len(idx)+1)
-		}
-		c.Offsets = c.Offsets[:len(idx)+1]
-		c.Offsets[0] = 0
+		c.sizeOffsets(len(idx))
 		var n int64
 		for j, r := range idx {
 			o := srcs[from[j]].Offsets
@@ -77,4 +73,14 @@ func (c *Column) gatherFrom(srcs []*Column, from, idx []int32) {
 			c.Valid[j] = 1
 		}
 	}
+}
+
+// sizeOffsets makes c.Offsets n+1 long with a leading 0, reusing its
+// buffer.
+func (c *Column) sizeOffsets(n int) {
+	if cap(c.Offsets) < n+1 {
+		c.Offsets = make([]int64, n+1)
+	}
+	c.Offsets = c.Offsets[:n+1]
+	c.Offsets[0] = 0
 }

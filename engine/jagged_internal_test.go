@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -84,22 +85,10 @@ func TestFillJaggedPaths(t *testing.T) {
 		"several batches": {multi},
 	} {
 		gv, gofs, gl := fillJaggedSpans(spans)
-		if !equalInt64s(gv, wv) || !equalInt64s(gofs, wo) || !equalInt64s(gl, wl) {
+		if !slices.Equal(gv, wv) || !slices.Equal(gofs, wo) || !slices.Equal(gl, wl) {
 			t.Errorf("%s: the group differs from packing the rows in order", name)
 		}
 	}
-}
-
-func equalInt64s(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // BenchmarkFillJagged packs a 2048-row batch of a jagged group of seven
