@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/lastmile/lastmile/column"
 )
@@ -15,13 +16,16 @@ import (
 // admitted first come, first kept; once full, the rest are recomputed each
 // epoch. Safe for concurrent use by the workers.
 //
-// A stored batch is never changed again and lives as long as the job. So
-// view hands it out by reference: the workers emit it as the unit's
-// output, the batcher reads it, and the shuffle window may keep pointing
-// at it past the emit (batcher.add). The one rule that keeps this safe is
-// that nobody refills a stored batch: the pool hands every emitted batch
-// back to a worker as the buffer for a later unit, and the worker drops
-// it when owns says the cache holds it (unitRun.work).
+// A stored batch is the worker's buffer that held the unit's output when
+// it was computed (keep): nothing is copied to fill the cache. It is
+// never changed again and lives as long as the job. So view hands it out
+// by reference: the workers emit it as the unit's output, the batcher
+// reads it, and the shuffle window may keep pointing at it past the emit
+// (batcher.add). The one rule that keeps this safe is that nobody refills
+// a stored batch: the pool hands every emitted batch back to a worker as
+// the buffer for a later unit, and the worker drops it when owns says the
+// cache holds it (unitRun.work); the spare pool forgets it when it is
+// kept.
 type unitCache struct {
 	mu    sync.Mutex
 	max   int64
@@ -72,24 +76,45 @@ func (c *unitCache) rows(i int) int64 {
 	return -1
 }
 
-// put stores a copy of unit i's output if it fits.
-func (c *unitCache) put(i int, b *column.Batch) {
+// keep makes b unit i's cached output if it fits, and reports whether it
+// did. The cache then owns b: its caller hands b on as the unit's output
+// to be read, and never refills it (unitRun.work). A first epoch thus
+// caches its units without copying them; the price is that a unit is
+// counted at its buffers' capacity, not at its length.
+func (c *unitCache) keep(i int, b *column.Batch) bool {
 	if c == nil {
-		return
+		return false
 	}
-	n := int64(b.Bytes()) + 64*int64(len(b.Columns))
+	if copyCache.Load() {
+		cp := new(column.Batch)
+		if b.Rows > 0 {
+			cp.AppendRows(b, 0, b.Rows)
+		}
+		b = cp
+	}
+	n := capBytes(b)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.units[i] != nil || c.used+n > c.max {
-		c.mu.Unlock()
-		return
+		return false
 	}
-	c.used += n // reserve before copying outside the lock
-	c.mu.Unlock()
-	cp := new(column.Batch)
-	if b.Rows > 0 {
-		cp.AppendRows(b, 0, b.Rows)
+	c.used += n
+	c.units[i], c.held[b] = b, true
+	return !copyCache.Load()
+}
+
+// copyCache makes keep store a copy and leave b to its caller, as the
+// cache did before it kept buffers: the reference that BenchmarkCacheKeep
+// holds keeping to.
+var copyCache atomic.Bool
+
+// capBytes is the memory b's buffers hold: their capacity, and a little
+// for each column's header.
+func capBytes(b *column.Batch) int64 {
+	var n int64
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		n += int64(cap(c.Data)) + 8*int64(cap(c.Offsets)) + int64(cap(c.Valid)) + 64
 	}
-	c.mu.Lock()
-	c.units[i], c.held[cp] = cp, true
-	c.mu.Unlock()
+	return n
 }

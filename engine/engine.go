@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -429,6 +430,20 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 		ur.countLocal(u, 0)
 		return cached, nil
 	}
+	out, err := ur.compute(ctx, worker, i, buf)
+	if err == nil && ur.proc.fill.Load() && ur.proc.cache.keep(u.Seq, out) {
+		// The cache owns out from now on: it is emitted as it is, and
+		// never refilled (cache.go). Only a unit's final output gets
+		// here, so a hedge's losing run is never cached.
+		ur.spare.forget(out)
+	}
+	return out, err
+}
+
+// compute runs the epoch's i-th unit, which the cache does not hold, into
+// buf: on a peer for a spill worker when it can, here otherwise. It
+// returns the batch that holds the unit's output.
+func (ur *unitRun) compute(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
 	if worker >= ur.rw.local {
 		out, done, err := ur.spillUnit(ctx, worker, i, buf)
 		if done || err != nil {
@@ -594,6 +609,14 @@ func (p *batchPool) seen(b *column.Batch) {
 	}
 	p.known[b] = true
 	p.mu.Unlock()
+}
+
+// forget takes b out of circulation for good: the unit cache keeps it.
+func (p *batchPool) forget(b *column.Batch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.known, b)
+	p.free = slices.DeleteFunc(p.free, func(f *column.Batch) bool { return f == b })
 }
 
 // reclaim makes every buffer of the finished run free again.

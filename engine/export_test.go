@@ -13,3 +13,8 @@ func SetNeverPruneForTest(on bool) bool { return neverPrune.Swap(on) }
 // into its own batch (on), as it did before it pointed at rows (off: as
 // usual); it returns the old setting.
 func SetCopyWindowForTest(on bool) bool { return copyWindow.Swap(on) }
+
+// SetCopyCacheForTest makes the unit cache store copies of units (on), as
+// it did before it kept their buffers (off: as usual); it returns the old
+// setting.
+func SetCopyCacheForTest(on bool) bool { return copyCache.Swap(on) }

@@ -255,12 +255,9 @@ func (ur *unitRun) onPeer(ctx context.Context, u decode.Unit, buf *column.Batch,
 	return true, nil
 }
 
-// acceptSpilled makes a peer's output of u the unit's: cached for later
-// epochs when the cache is filling, and counted.
+// acceptSpilled counts a peer's output of u as the unit's (unitRun.work
+// caches it when the cache is filling).
 func (ur *unitRun) acceptSpilled(u decode.Unit, buf *column.Batch) {
-	if ur.proc.fill.Load() {
-		ur.proc.cache.put(u.Seq, buf)
-	}
 	ur.prog.UnitsDone.Add(1)
 	ur.prog.UnitsSpilled.Add(1)
 }

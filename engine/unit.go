@@ -252,21 +252,14 @@ func (p *processor) close() {
 	}
 }
 
-// run produces unit u's output rows into out, and caches them for later
-// epochs while the cache is filling. (A unit already cached is taken
-// from the cache by reference before it gets here: unitRun.work.)
+// run produces unit u's output rows into out. (The unit cache is read
+// and filled around it, by unitRun.work.)
 func (p *processor) run(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {
 	if p.skips(u.Seq) {
 		emptyBatch(out)
 		return nil
 	}
-	if err := p.compute(ctx, worker, u, out); err != nil {
-		return err
-	}
-	if p.fill.Load() {
-		p.cache.put(u.Seq, out)
-	}
-	return nil
+	return p.compute(ctx, worker, u, out)
 }
 
 func (p *processor) compute(ctx context.Context, worker int, u decode.Unit, out *column.Batch) error {

@@ -124,3 +124,32 @@ func BenchmarkWindow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCacheKeep measures the producer's whole CPU cost of a
+// two-epoch job whose unit cache keeps the first epoch's buffers (as it
+// runs) against the same job storing copies of them (as it ran before),
+// alternating the two in one run (ABBA). The second epoch comes from the
+// cache either way.
+//
+//	go test -run '^$' -bench '^BenchmarkCacheKeep$' -benchtime 4x -count 3 ./engine/
+func BenchmarkCacheKeep(b *testing.B) {
+	cfg := datagen.DefaultConfig()
+	cfg.Rows, cfg.RowGroupRows, cfg.Files = 400_000, 65536, 2
+	data := b.TempDir()
+	if _, err := datagen.Write(context.Background(), data, cfg); err != nil {
+		b.Fatal(err)
+	}
+	job := fmt.Sprintf("inputs: [%q]\nbatch: {size: 2048}\nseed: 1\nshuffle: {units: true, buffer: 16384}\ndecode: {workers: 2}\nepochs: 2\ncache: {max_memory: 4GiB}\n", data)
+	defer engine.SetCopyCacheForTest(false)
+	var cpu [2]time.Duration // keeping, copying
+	for i := range b.N {
+		for n := range 2 {
+			k := n ^ i&1
+			engine.SetCopyCacheForTest(k == 1)
+			cpu[k] += runJobCPU(b, job)
+		}
+	}
+	b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-keeping/job")
+	b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-copying/job")
+	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "keeping/copying")
+}
