@@ -97,27 +97,15 @@ func sameWithCache(t *testing.T, src string) {
 //
 //	go test -run '^$' -bench '^BenchmarkWindow$' -benchtime 3x -count 3 ./engine/
 func BenchmarkWindow(b *testing.B) {
-	cfg := datagen.DefaultConfig()
-	cfg.Rows, cfg.RowGroupRows, cfg.Files = 400_000, 65536, 2
-	data := b.TempDir()
-	if _, err := datagen.Write(context.Background(), data, cfg); err != nil {
-		b.Fatal(err)
-	}
-	base := fmt.Sprintf("inputs: [%q]\nbatch: {size: 2048}\nseed: 1\nshuffle: {units: true, buffer: 16384}\ndecode: {workers: 2}\n", data)
+	base := shuffledAllColumns(b)
 	for _, run := range []struct{ name, job string }{
 		{"cached", base + "epochs: 5\ncache: {max_memory: 4GiB}\n"},
 		{"first", base + "epochs: 1\n"},
 	} {
 		b.Run(run.name, func(b *testing.B) {
 			defer engine.SetCopyWindowForTest(false)
-			var cpu [2]time.Duration // pointing, copying
-			for i := range b.N {
-				for n := range 2 {
-					k := n ^ i&1
-					engine.SetCopyWindowForTest(k == 1)
-					cpu[k] += runJobCPU(b, run.job)
-				}
-			}
+			// 0: pointing, 1: copying.
+			cpu := abbaCPU(b, run.job, func(k int) { engine.SetCopyWindowForTest(k == 1) })
 			b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-pointing/job")
 			b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-copying/job")
 			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "pointing/copying")
@@ -133,23 +121,38 @@ func BenchmarkWindow(b *testing.B) {
 //
 //	go test -run '^$' -bench '^BenchmarkCacheKeep$' -benchtime 4x -count 3 ./engine/
 func BenchmarkCacheKeep(b *testing.B) {
+	job := shuffledAllColumns(b) + "epochs: 2\ncache: {max_memory: 4GiB}\n"
+	defer engine.SetCopyCacheForTest(false)
+	// 0: keeping, 1: copying.
+	cpu := abbaCPU(b, job, func(k int) { engine.SetCopyCacheForTest(k == 1) })
+	b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-keeping/job")
+	b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-copying/job")
+	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "keeping/copying")
+}
+
+// abbaCPU runs job b.N times each way, alternating which way goes first
+// (ABBA), set(k) choosing way k before each run, and returns each way's
+// total CPU time.
+func abbaCPU(b *testing.B, job string, set func(k int)) (cpu [2]time.Duration) {
+	for i := range b.N {
+		for n := range 2 {
+			k := n ^ i&1
+			set(k)
+			cpu[k] += runJobCPU(b, job)
+		}
+	}
+	return cpu
+}
+
+// shuffledAllColumns writes 400k rows of every datagen column in
+// 65,536-row units and returns a job over them, without its epochs: a
+// 16,384-row shuffle window, 2 workers.
+func shuffledAllColumns(b *testing.B) string {
 	cfg := datagen.DefaultConfig()
 	cfg.Rows, cfg.RowGroupRows, cfg.Files = 400_000, 65536, 2
 	data := b.TempDir()
 	if _, err := datagen.Write(context.Background(), data, cfg); err != nil {
 		b.Fatal(err)
 	}
-	job := fmt.Sprintf("inputs: [%q]\nbatch: {size: 2048}\nseed: 1\nshuffle: {units: true, buffer: 16384}\ndecode: {workers: 2}\nepochs: 2\ncache: {max_memory: 4GiB}\n", data)
-	defer engine.SetCopyCacheForTest(false)
-	var cpu [2]time.Duration // keeping, copying
-	for i := range b.N {
-		for n := range 2 {
-			k := n ^ i&1
-			engine.SetCopyCacheForTest(k == 1)
-			cpu[k] += runJobCPU(b, job)
-		}
-	}
-	b.ReportMetric(float64(cpu[0].Milliseconds())/float64(b.N), "cpu-ms-keeping/job")
-	b.ReportMetric(float64(cpu[1].Milliseconds())/float64(b.N), "cpu-ms-copying/job")
-	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "keeping/copying")
+	return fmt.Sprintf("inputs: [%q]\nbatch: {size: 2048}\nseed: 1\nshuffle: {units: true, buffer: 16384}\ndecode: {workers: 2}\n", data)
 }
