@@ -140,7 +140,7 @@ func fillGroup(slot *shm.Slot, i int, f *packField, spans []span, rows int, tmp 
 		if err != nil {
 			return err
 		}
-		fillStack(dst, f.DType.Size(), f.members, spans)
+		fillStack(dst, f.DType.Size(), f.members, spans, tmp)
 		return nil
 	}
 	v := jaggedValues(f, spans)

@@ -219,6 +219,7 @@ func listFrom(vals []byte, offs []int64, ci, es int, sp *span, base int64, k int
 // then read zeros where it wrote lengths.
 type packScratch struct {
 	ends, lens []int64
+	rows       []byte // a stack's rows of one source (stackFrom)
 	// mid, when set (tests), runs where a packer has written part of a
 	// tensor and would once have read it back: a hand-over lands there.
 	mid func()

@@ -8,7 +8,7 @@ import (
 // columns, all of element size es: member j of row r goes to element
 // r*N+j. Rows a span takes in order are transposed (interleave); rows a
 // shuffle window permutes are gathered a row at a time (gatherStack).
-func fillStack(dst []byte, es int, members []int, spans []span) {
+func fillStack(dst []byte, es int, members []int, spans []span, tmp *packScratch) {
 	n := len(members)
 	srcs := make([]unsafe.Pointer, n)
 	base := 0 // first output row of the span
@@ -22,7 +22,7 @@ func fillStack(dst []byte, es int, members []int, spans []span) {
 			panic("BUG: fillStack: the slot's tensor is short")
 		}
 		if sp.from != nil {
-			stackFrom(dst[base*n*es:(base+rows)*n*es], es, members, sp)
+			stackFrom(dst[base*n*es:(base+rows)*n*es], es, members, sp, tmp)
 			base += rows
 			continue
 		}
@@ -49,10 +49,10 @@ func fillStack(dst []byte, es int, members []int, spans []span) {
 // stackFrom writes the [rows, N] matrix of a span over several batches
 // (a shuffle window, window.go) to dst: a source at a time, each of its
 // rows gathered by gatherStack into scratch and copied to its place.
-func stackFrom(dst []byte, es int, members []int, sp *span) {
+func stackFrom(dst []byte, es int, members []int, sp *span, tmp *packScratch) {
 	stride := len(members) * es
 	srcs := make([]unsafe.Pointer, len(members))
-	var scratch []byte
+	scratch := tmp.rows
 	for s, src := range sp.srcs {
 		pos, rows := sp.by.pos[s], sp.by.rows[s]
 		if len(rows) == 0 {
@@ -69,6 +69,7 @@ func stackFrom(dst []byte, es int, members []int, sp *span) {
 			scratch = make([]byte, len(rows)*stride)
 		}
 		scratch = scratch[:len(rows)*stride]
+		tmp.rows = scratch
 		gatherStack(unsafe.Pointer(&scratch[0]), srcs, es, rows)
 		for k, p := range pos {
 			copy(dst[int(p)*stride:int(p+1)*stride], scratch[k*stride:(k+1)*stride])
