@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/shm"
@@ -157,6 +158,14 @@ type batcher struct {
 	last        string
 	fields      []packField
 	rings       []slotWriter
+	// rankBase is the world rank of rings[0]: 0, or where this host's
+	// ranks start among several hosts' (hosts.go).
+	rankBase int
+	// capSteps, when not negative, is the most steps an epoch has: the
+	// other hosts' fewest (last: drop); the rows past them are dropped.
+	// padTo is the fewest: the other hosts' most (last: pad), the steps
+	// this host lacks padded whole.
+	capSteps, padTo int64
 
 	epoch uint64
 	step  uint64 // index of the step being filled within the epoch
@@ -200,6 +209,7 @@ func newBatcher(size, world int, last string, fields []packField, rings []slotWr
 		size: size, world: world, last: last, fields: fields, rings: rings, prog: prog,
 		filling: make([]*shm.Slot, world), done: make([]*shm.Slot, world), padded: make([]bool, world),
 		doneCur: make([]shm.Cursor, world), fillRows: make([]int64, world), fillBytes: make([]int64, world),
+		capSteps: -1,
 	}
 }
 
@@ -305,6 +315,9 @@ func (b *batcher) addRows(ctx context.Context, src *column.Batch, lo int) error 
 func (b *batcher) addSpan(ctx context.Context, sp span) error {
 	b.collectPad(sp)
 	for lo := sp.lo; lo < sp.hi; {
+		if b.capSteps >= 0 && int64(b.step) >= b.capSteps {
+			return nil // past the steps every host fills: dropped
+		}
 		need := b.size - b.carry.Rows
 		if sp.hi-lo < need {
 			rest := sp
@@ -358,7 +371,7 @@ func (b *batcher) emit(ctx context.Context, spans []span, rows, pad int) error {
 			if b.padded[r] {
 				flags |= shm.FlagPadded
 			}
-			b.doneCur[r] = shm.Cursor{Epoch: b.epoch, BatchIndex: b.step, Rank: uint32(r), Flags: flags}
+			b.doneCur[r] = shm.Cursor{Epoch: b.epoch, BatchIndex: b.step, Rank: uint32(b.rankBase + r), Flags: flags}
 		}
 		b.done, b.filling = b.filling, b.done
 		clear(b.filling)
@@ -392,11 +405,15 @@ func (b *batcher) endEpoch(ctx context.Context) error {
 			}
 		}
 	case "pad":
-		if b.carry.Rows > 0 || b.rank > 0 {
+		if b.carry.Rows > 0 || b.rank > 0 || int64(b.step) < b.padTo {
 			if b.padSrc.Rows == 0 {
+				if int64(b.step) < b.padTo {
+					return fmt.Errorf("this host's units yield no rows to pad its epoch with, and another host's fill %d steps: "+
+						"its ranks would run out of batches before the others' (use last: drop, or fewer hosts)", b.padTo)
+				}
 				break
 			}
-			for b.rank != 0 || b.carry.Rows > 0 {
+			for b.rank != 0 || b.carry.Rows > 0 || int64(b.step) < b.padTo {
 				// The carry's rows are real, the rows appended after
 				// them padding: a batch may be all padding.
 				pad := b.size - b.carry.Rows

@@ -68,6 +68,12 @@ type Options struct {
 	// epoch's first unit is decoded), on the producing goroutine: a
 	// benchmark's exact epoch boundary, with nothing polling for it.
 	EpochStart func(epoch uint64)
+	// Hosts, when Count is 2 or more, makes this run serve one host's
+	// share of a world that runs on several (hosts.go): the ranks
+	// Index×L to Index×L+L-1 of the job's world_size, L = world/Count.
+	// Rings, Ready, Resume and PlaceRing then count this host's ranks
+	// only, from 0.
+	Hosts Hosts
 }
 
 // Stats sums up a run.
@@ -133,6 +139,14 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		return st, err
 	}
 	defer proc.close()
+	hs, err := newHostSplit(opts.Hosts, job.WorldSize, proc, job.Seed)
+	if err != nil {
+		return st, fmt.Errorf("job %q: %w", job.Name, err)
+	}
+	local, base := job.WorldSize, 0
+	if hs != nil {
+		local, base = hs.local, hs.base
+	}
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
 	// The pool runs at most one goroutine per unit; that is the count used.
@@ -140,7 +154,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	notePlanned(&st, opts.Progress, proc, len(fields), slots, log)
 	warnUnreadable(log, job, plan)
 
-	rings, err := createRings(job, plan, fields, opts.RingOwner, opts.PlaceRing)
+	rings, err := createRings(job, plan, fields, local, base, opts.RingOwner, opts.PlaceRing)
 	if err != nil {
 		return st, err
 	}
@@ -163,20 +177,24 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	prog.setProgram(proc.prog, proc.fetch)
 	proc.progress = prog
 	defer watchSpill(ctx, opts.Spill, prog, workers)()
-	if proc.exact {
+	if proc.exact && hs == nil {
 		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))
 	}
 	if opts.Ready != nil {
 		opts.Ready(st.Rings)
 	}
-	if len(opts.Resume) > job.WorldSize {
-		return st, fmt.Errorf("job %q: %d resume cursors for world size %d", job.Name, len(opts.Resume), job.WorldSize)
+	if len(opts.Resume) > local {
+		return st, fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(opts.Resume), local)
 	}
-	bt := newBatcher(job.Batch.Size, job.WorldSize, job.Batch.Last, fields, writers, prog)
-	bt.winSize, bt.seed, bt.resume = job.Shuffle.Buffer, job.Seed, opts.Resume
+	bt := newBatcher(job.Batch.Size, local, job.Batch.Last, fields, writers, prog)
+	bt.winSize, bt.seed, bt.resume, bt.rankBase = job.Shuffle.Buffer, job.Seed, opts.Resume, base
+	if hs != nil {
+		// Each host's row shuffle draws from a seed of its own.
+		bt.seed = splitmix64(job.Seed ^ streamHosts<<8 ^ uint64(hs.Index))
+	}
 	// The window points at cached unit outputs instead of copying them.
 	bt.window.stable = proc.cache.owns
-	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart}
+	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart, hosts: hs}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)
 	if err != nil {
@@ -276,7 +294,7 @@ func failRings(rings []*shm.Producer, err error) {
 	}
 }
 
-func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uint32,
+func createRings(job *spec.Job, plan *decode.Plan, fields []packField, local, base int, owner uint32,
 	place func(rank int, create func() error) error) ([]*shm.Producer, error) {
 	if place == nil {
 		place = func(_ int, create func() error) error { return create() }
@@ -290,12 +308,12 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uin
 		size = slotSize(plan, fields, job.Batch.Size)
 	}
 	mode, _ := job.Ring.FileMode()
-	rings := make([]*shm.Producer, 0, job.WorldSize)
-	for r := 0; r < job.WorldSize; r++ {
+	rings := make([]*shm.Producer, 0, local)
+	for r := 0; r < local; r++ {
 		var p *shm.Producer
 		err := place(r, func() (err error) {
 			p, err = shm.Take(shm.Config{ // Take: Create, or adopt a ring this process claimed (engine/adopt.go)
-				Dir: job.Ring.Dir, Name: job.RingName(r), Slots: job.Ring.Slots,
+				Dir: job.Ring.Dir, Name: job.RingName(base + r), Slots: job.Ring.Slots,
 				SlotSize: size, Mode: mode, Fields: rf, Owner: owner,
 			})
 			return err
@@ -321,6 +339,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []packField, owner uin
 type runHooks struct {
 	gate       func(context.Context) (func(), error)
 	epochStart func(epoch uint64)
+	hosts      *hostSplit // nil: one host
 }
 
 // produce runs the epochs.
@@ -339,6 +358,9 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		cfg.InFlight += 2 * rw.slots
 	}
 	fields := proc.outFields()
+	if err := hooks.hosts.prepare(ctx, proc, cfg, bt, prog); err != nil {
+		return err
+	}
 	// Decoded-unit buffers outlive each epoch's pool.Run, so later epochs
 	// reuse memory that is already grown and touched.
 	var spare batchPool
@@ -355,7 +377,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		if hooks.epochStart != nil {
 			hooks.epochStart(e)
 		}
-		order := unitOrder(len(plan.Units), job.Shuffle.Units, job.Seed, e)
+		order := hooks.hosts.units(unitOrder(len(plan.Units), job.Shuffle.Units, job.Seed, e))
 		// Units whose rows all come before the first row needed are not
 		// decoded at all when the plan gives their row counts, and only
 		// for their Early columns when Select does. (With a pad source to

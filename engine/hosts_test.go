@@ -1,0 +1,283 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// hostRun runs one host's share of src (testdata/small) and returns its
+// ranks' batches by world rank, with its rings' names in its rank order.
+func hostRun(t *testing.T, src string, hosts engine.Hosts, workers int, resume []engine.Cursor) (map[int]got, []string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	src = strings.ReplaceAll(src, "DATA", abs)
+	src += fmt.Sprintf("ring: {dir: %q, name: h, slots: 3}\ndecode: {workers: %d, max_unit_rows: 700}\n", dir, workers)
+	job, err := spec.Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var res []got
+	var wg sync.WaitGroup
+	_, err = engine.Run(context.Background(), job, engine.Options{
+		Hosts: hosts, Resume: resume,
+		Ready: func(rings []string) {
+			names, res = rings, make([]got, len(rings))
+			for r, name := range rings {
+				wg.Add(1)
+				go func() { defer wg.Done(); res[r] = consume(context.Background(), dir, name) }()
+			}
+		},
+	})
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[int]got{}
+	for r, g := range res {
+		if g.err != nil {
+			t.Fatalf("host %d, its rank %d: %v", hosts.Index, r, g.err)
+		}
+		for _, c := range g.batches {
+			if c.Rank != g.batches[0].Rank {
+				t.Fatalf("host %d ring %s: batches for ranks %d and %d", hosts.Index, names[r], g.batches[0].Rank, c.Rank)
+			}
+		}
+		if len(g.batches) > 0 {
+			out[int(g.batches[0].Rank)] = g
+		}
+	}
+	return out, names, nil
+}
+
+const hostsJob = `
+inputs: [DATA]
+batch: {size: %d, last: %s}
+world_size: %d
+epochs: 2
+seed: 11
+shuffle: {units: true, buffer: %d}
+%s
+`
+
+// The ranks of a world split between hosts get equal batch counts each
+// epoch, although each host batches only its own units; every row goes to
+// one rank at most (exactly one, padding aside, with last: pad); and a
+// host's batches do not depend on its workers.
+func TestHostsShareTheWorld(t *testing.T) {
+	filter := "pipeline:\n  - filter: \"row_id % 3 != 1\"\n"
+	sample := "pipeline:\n  - sample: {key: row_id, rates: [{rate: 0.4}]}\n"
+	// Rows whose seq_0 is longer than 8 are skipped: Select alone cannot
+	// count them, so the other hosts' units are run whole to count.
+	long := "pipeline:\n  - filter: \"row_id % 2 == 0\"\n  - sequence: {column: seq_0, length: 8, on_long: skip}\n" +
+		"  - select: [row_id, seq_0]\n"
+	for _, tc := range []struct {
+		name           string
+		hosts, world   int
+		size, buffer   int
+		last, pipeline string
+	}{
+		{"2 hosts of 2 ranks, drop", 2, 4, 250, 0, "drop", ""},
+		{"2 hosts, a filter, drop", 2, 4, 200, 900, "drop", filter},
+		{"3 hosts of 1 rank, pad", 3, 3, 300, 500, "pad", ""},
+		{"2 hosts, a filter, pad", 2, 2, 400, 0, "pad", filter},
+		{"2 hosts, a sample, pad", 2, 4, 128, 700, "pad", sample},
+		{"2 hosts, ops after Select drop rows, drop", 2, 2, 100, 300, "drop", long},
+		{"2 hosts, ops after Select drop rows, pad", 2, 4, 64, 0, "pad", long},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.pipeline == "" {
+				tc.pipeline = "columns: [row_id]\n"
+			}
+			src := fmt.Sprintf(hostsJob, tc.size, tc.last, tc.world, tc.buffer, tc.pipeline)
+			// The rows the job keeps: one host of one rank, every row.
+			all, _, err := hostRun(t, fmt.Sprintf(hostsJob, 1000, "keep", 1, 0, tc.pipeline), engine.Hosts{}, 2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := map[int64]bool{}
+			for k, b := range all[0].batches {
+				for _, id := range all[0].rows[k] {
+					if b.Epoch == 0 {
+						kept[id] = true
+					}
+				}
+			}
+			world := map[int]got{}
+			for h := range tc.hosts {
+				got, names, err := hostRun(t, src, engine.Hosts{Count: tc.hosts, Index: h}, 2, nil)
+				if err != nil {
+					t.Fatalf("host %d: %v", h, err)
+				}
+				local := tc.world / tc.hosts
+				for r, name := range names {
+					if want := fmt.Sprintf("h.r%d", h*local+r); name != want {
+						t.Fatalf("host %d ring %d is %s, want %s", h, r, name, want)
+					}
+				}
+				for r, s := range got {
+					if r/local != h {
+						t.Fatalf("host %d produced for rank %d", h, r)
+					}
+					world[r] = s
+				}
+				if h == tc.hosts-1 {
+					again, _, err := hostRun(t, src, engine.Hosts{Count: tc.hosts, Index: h}, 1, nil)
+					if err != nil || !reflect.DeepEqual(again, got) {
+						t.Fatalf("host %d with 1 worker differs from 2 workers (%v)", h, err)
+					}
+				}
+			}
+			checkHostsWorld(t, world, tc.hosts, tc.world, tc.size, tc.last, kept)
+		})
+	}
+}
+
+// checkHostsWorld checks the batches of every rank of a world of world
+// ranks, two epochs (TestHostsShareTheWorld).
+func checkHostsWorld(t *testing.T, world map[int]got, hosts, ranks, size int, last string, kept map[int64]bool) {
+	t.Helper()
+	if len(world) != ranks {
+		t.Fatalf("%d ranks got batches, want %d", len(world), ranks)
+	}
+	perEpoch := map[uint64]int{}
+	for _, c := range world[0].batches {
+		perEpoch[c.Epoch]++
+	}
+	if perEpoch[0] == 0 || perEpoch[0] != perEpoch[1] {
+		t.Fatalf("rank 0: %v batches per epoch", perEpoch)
+	}
+	for e := range uint64(2) {
+		seen := map[int64]int{}
+		real := make([]int, hosts) // each host's real rows
+		for r := range ranks {
+			s := world[r]
+			n := 0
+			for k, c := range s.batches {
+				if c.Epoch != e {
+					continue
+				}
+				if c.BatchIndex != uint64(n) {
+					t.Fatalf("rank %d epoch %d: batch %d at position %d", r, e, c.BatchIndex, n)
+				}
+				n++
+				rows := s.rows[k]
+				if len(rows) != size {
+					t.Fatalf("rank %d: a batch of %d rows, want %d", r, len(rows), size)
+				}
+				if last == "pad" {
+					rows = rows[:len(rows)-s.pads[k]]
+				}
+				for _, id := range rows {
+					seen[id]++
+				}
+				real[r/(ranks/hosts)] += len(rows)
+			}
+			if n != perEpoch[e] {
+				t.Fatalf("epoch %d: rank %d got %d batches, rank 0 %d", e, r, n, perEpoch[e])
+			}
+		}
+		for id, n := range seen {
+			if n > 1 || !kept[id] {
+				t.Fatalf("epoch %d: row %d went to %d batches; the job keeps it: %v", e, id, n, kept[id])
+			}
+		}
+		most := 0 // with last: pad, the steps of the host with the most rows
+		for _, n := range real {
+			step := ranks / hosts * size
+			most = max(most, (n+step-1)/step)
+		}
+		switch {
+		case last == "pad" && perEpoch[e] != most:
+			t.Fatalf("epoch %d: %d steps, but the host with the most rows fills %d", e, perEpoch[e], most)
+		case last == "pad" && len(seen) != len(kept):
+			t.Fatalf("epoch %d: %d distinct real rows, want %d", e, len(seen), len(kept))
+		case last == "drop" && len(kept)-len(seen) >= 2*ranks*size:
+			t.Fatalf("epoch %d: %d rows of %d, two steps or more dropped", e, len(seen), len(kept))
+		}
+	}
+}
+
+// A host resumed from its ranks' cursors gives exactly the batches its
+// uninterrupted run gave from there on.
+func TestHostsResumeEqualsUninterruptedTail(t *testing.T) {
+	filter := "pipeline:\n  - filter: \"row_id % 3 != 1\"\n"
+	for _, last := range []string{"drop", "pad"} {
+		src := fmt.Sprintf(hostsJob, 150, last, 4, 800, filter)
+		hosts := engine.Hosts{Count: 2, Index: 1}
+		full, _, err := hostRun(t, src, hosts, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perEpoch := uint64(len(full[2].batches) / 2)
+		for _, cur := range [][]engine.Cursor{
+			{{Epoch: 0, Batch: 3}, {Epoch: 0, Batch: 1}},
+			{{Epoch: 1, Batch: perEpoch - 1}, {Epoch: 1, Batch: 2}},
+		} {
+			got, _, err := hostRun(t, src, hosts, 3, cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, c := range cur {
+				s := full[2+r]
+				want := tailFrom(rankStream{s.batches, s.rows}, c)
+				have := rankStream{got[2+r].batches, got[2+r].rows}
+				if !reflect.DeepEqual(have, want) {
+					t.Fatalf("last %s, resumed at %v: rank %d got %d batches, want the uninterrupted tail of %d",
+						last, cur, 2+r, len(have.cursors), len(want.cursors))
+				}
+			}
+		}
+	}
+}
+
+// A split that does not fit the world, or the input, is refused with an
+// error that says why.
+func TestHostsErrors(t *testing.T) {
+	src := fmt.Sprintf(hostsJob, 100, "drop", 4, 0, "columns: [row_id]\n")
+	for _, tc := range []struct {
+		hosts engine.Hosts
+		want  string
+	}{
+		{engine.Hosts{Count: 3, Index: 0}, "world size 4 does not split evenly between 3 hosts"},
+		{engine.Hosts{Count: 2, Index: 2}, "host 2 of 2: want 0 to 1"},
+		{engine.Hosts{Count: 2, Index: -1}, "host -1 of 2: want 0 to 1"},
+		{engine.Hosts{Count: 1, Index: 1}, "host 1 of 1: there is only host 0"},
+	} {
+		_, _, err := hostRun(t, src, tc.hosts, 1, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.hosts, err, tc.want)
+		}
+	}
+	// testdata/small is 15 units of at most 700 rows.
+	wide := fmt.Sprintf(hostsJob, 1, "drop", 16, 0, "columns: [row_id]\n")
+	_, _, err := hostRun(t, wide, engine.Hosts{Count: 16, Index: 0}, 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "16 hosts but the input has 15 work units") {
+		t.Errorf("16 hosts: %v", err)
+	}
+	// Only one host's units hold rows the filter keeps: the other has
+	// nothing to pad its steps with.
+	few := fmt.Sprintf(hostsJob, 100, "pad", 2, 0, "pipeline:\n  - filter: \"row_id < 300\"\n")
+	failed := 0
+	for h := range 2 {
+		_, _, err := hostRun(t, few, engine.Hosts{Count: 2, Index: h}, 1, nil)
+		if err != nil {
+			if !strings.Contains(err.Error(), "this host's units yield no rows to pad its epoch with") {
+				t.Fatalf("host %d: %v", h, err)
+			}
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d hosts failed, want the one without rows", failed)
+	}
+}
