@@ -256,7 +256,7 @@ func (c adviceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, x, labels...)
 		}
 		for r, s := range v.Stall {
-			gauge(descStall, s, j.name, j.id, strconv.Itoa(r))
+			gauge(descStall, s, j.name, j.id, strconv.Itoa(j.rankBase+r))
 		}
 		if v.Headroom >= 0 {
 			gauge(descHeadroom, v.Headroom, j.name, j.id)

@@ -286,9 +286,13 @@ type jobView struct {
 	GID       uint32 `json:"gid"`
 	State     State  `json:"state"`
 	WorldSize int    `json:"world_size"`
-	Epochs    int    `json:"epochs"`
-	Weight    int    `json:"weight"`
-	SpecHash  string `json:"spec_hash"`
+	// Hosts and Host: the world runs on Hosts hosts, this daemon serving
+	// host Host's ranks (0 and 0: one host, every rank here).
+	Hosts    int    `json:"hosts,omitempty"`
+	Host     int    `json:"host,omitempty"`
+	Epochs   int    `json:"epochs"`
+	Weight   int    `json:"weight"`
+	SpecHash string `json:"spec_hash"`
 	// Snapshots are the Iceberg snapshots the job reads, pinned when it
 	// was accepted.
 	Snapshots []pin      `json:"iceberg_snapshots,omitempty"`
@@ -394,6 +398,7 @@ func (j *Job) view() jobView {
 	j.mu.Lock()
 	v := jobView{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, State: j.state, WorldSize: j.spec.WorldSize,
+		Hosts: j.hosts.Count, Host: j.hosts.Index,
 		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Snapshots: j.pins, Created: j.created.UTC(),
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
 		Memory: j.footprint, Rings: []ringView{}, Unsaved: unsaved,
@@ -444,7 +449,7 @@ func (j *Job) view() jobView {
 			continue
 		}
 		rv := ringView{
-			Rank: i, Name: in.Name, Dir: j.spec.Ring.Dir, Generation: in.Generation, Slots: in.Slots,
+			Rank: j.rankBase + i, Name: in.Name, Dir: j.spec.Ring.Dir, Generation: in.Generation, Slots: in.Slots,
 			Head: in.Head, Tail: in.Tail, Occupancy: in.Occupancy(), ConsumerAttached: in.ConsumerAttached,
 			ConsumerPID: in.ConsumerPID, ConsumerWaiting: in.ConsumerWaiting && in.Head == in.Tail,
 			State: stateName(in.State),

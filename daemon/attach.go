@@ -33,18 +33,24 @@ type attachResponse struct {
 // and name the ring.
 func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, error) {
 	var resp attachResponse
+	first, last := j.rankBase, j.rankBase+j.local-1 // this host's world ranks
 	if req.Rank == nil {
-		return resp, errorf(http.StatusBadRequest, `"rank" is required: 0 to %d`, j.spec.WorldSize-1)
+		return resp, errorf(http.StatusBadRequest, `"rank" is required: %d to %d`, first, last)
 	}
-	rank := *req.Rank
-	if rank < 0 || rank >= j.spec.WorldSize {
+	world := *req.Rank
+	switch {
+	case world < 0 || world >= j.spec.WorldSize:
 		return resp, errorf(http.StatusBadRequest, "rank %d out of range: job %q has world size %d (ranks 0 to %d)",
-			rank, j.name, j.spec.WorldSize, j.spec.WorldSize-1)
+			world, j.name, j.spec.WorldSize, j.spec.WorldSize-1)
+	case world < first || world > last:
+		return resp, errorf(http.StatusBadRequest, "rank %d runs on another host: this lastmiled serves host %d of %d for job %q, ranks %d to %d; "+
+			"attach to the lastmiled of the host the rank runs on", world, j.hosts.Index, j.hosts.Count, j.name, first, last)
 	}
+	rank := world - j.rankBase // the index of this host's rings and rank records
 	if c := req.Cursor; c != nil {
 		if e := j.spec.EpochCount(); e > 0 && c.Epoch >= uint64(e) {
 			return resp, errorf(http.StatusBadRequest, "cursor epoch %d: job %q has %d epochs (0 to %d); rank %d has nothing left to read",
-				c.Epoch, j.name, e, e-1, rank)
+				c.Epoch, j.name, e, e-1, world)
 		}
 	}
 	wait := 60 * time.Second
@@ -67,7 +73,7 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 		return resp, err
 	}
 	if info.ConsumerAttached {
-		return resp, errorf(http.StatusConflict, "rank %d's ring already has a consumer (pid %d): close it before attaching again", rank, info.ConsumerPID)
+		return resp, errorf(http.StatusConflict, "rank %d's ring already has a consumer (pid %d): close it before attaching again", world, info.ConsumerPID)
 	}
 	j.mu.Lock()
 	j.lastActive = time.Now()
@@ -81,7 +87,7 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 		if j.d.draining.Load() {
 			return resp, &apiError{status: http.StatusServiceUnavailable, retryAfter: 5, msg: "lastmiled is shutting down: attach again when it is back"}
 		}
-		j.log.Info("restarting production for a trainer's cursor", "rank", rank, "cursor", *req.Cursor, "ring_next", stand, "ring_next_known", known)
+		j.log.Info("restarting production for a trainer's cursor", "rank", world, "cursor", *req.Cursor, "ring_next", stand, "ring_next_known", known)
 		if err := j.restartFrom(ctx, rank, *req.Cursor, wait); err != nil {
 			return resp, err
 		}
@@ -94,11 +100,11 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 		j.mu.Unlock()
 		stand, known = standing(info, start)
 	}
-	resp.Job, resp.Rank, resp.Ring, resp.Dir, resp.Generation = j.id, rank, j.ringName(rank), j.spec.Ring.Dir, info.Generation
+	resp.Job, resp.Rank, resp.Ring, resp.Dir, resp.Generation = j.id, world, j.ringName(rank), j.spec.Ring.Dir, info.Generation
 	if known {
 		resp.Next = &stand
 	}
-	j.log.Info("trainer attached", "rank", rank, "ring", resp.Ring, "generation", resp.Generation, "next", stand, "restarted", resp.Restarted)
+	j.log.Info("trainer attached", "rank", world, "ring", resp.Ring, "generation", resp.Generation, "next", stand, "restarted", resp.Restarted)
 	return resp, nil
 }
 
@@ -186,7 +192,7 @@ func (j *Job) restartFrom(ctx context.Context, rank int, cursor engine.Cursor, w
 	err := j.stopRun("restart", func(infos []shm.RingInfo) {
 		j.mu.Lock()
 		defer j.mu.Unlock()
-		resume := make([]engine.Cursor, j.spec.WorldSize)
+		resume := make([]engine.Cursor, j.local)
 		for k := range resume {
 			switch {
 			case k == rank:

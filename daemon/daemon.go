@@ -222,7 +222,7 @@ func (d *Daemon) restore(rec *record) {
 		j.client.Close()
 		return
 	}
-	resume := make([]engine.Cursor, j.spec.WorldSize)
+	resume := make([]engine.Cursor, j.local)
 	for r := range resume {
 		resume[r] = d.resumeRank(j, rec, r, log)
 	}
@@ -362,7 +362,7 @@ func (d *Daemon) monitor() {
 // drained reports whether every ring of an ended job was read to its end
 // (or is gone).
 func (j *Job) drained() bool {
-	for r := 0; r < j.spec.WorldSize; r++ {
+	for r := 0; r < j.local; r++ {
 		info, err := shm.Inspect(j.spec.Ring.Dir, j.ringName(r))
 		if err == nil && info.Generation == j.generation(r) && info.Head != info.Tail {
 			return false

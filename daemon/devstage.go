@@ -45,7 +45,7 @@ func (j *Job) stagerFor() *gpu.Stager {
 // stagingPlacement maps ranks to GPUs for device staging, whether or not
 // the job places its rings' pages (gpu.place): the copies need the GPU.
 func (j *Job) stagingPlacement() []gpu.Placement {
-	n := j.spec.WorldSize
+	n := j.local
 	gpus, err := j.d.gpus()
 	if err != nil {
 		return gpu.Unplaced(n, "no GPU inventory: "+err.Error())

@@ -42,7 +42,7 @@ func TestDeviceStagingJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j := &Job{d: d, id: "dev", name: "dev", spec: sp, log: d.log}
+			j := &Job{d: d, id: "dev", name: "dev", spec: sp, local: sp.WorldSize, log: d.log}
 			st := j.stagerFor()
 			if st == nil {
 				t.Fatal("no stager for staging: device")

@@ -64,7 +64,7 @@ func (d *Daemon) gpus() ([]gpu.GPU, error) {
 // fails the job: a rank it cannot place is left unplaced, with the reason,
 // and the reason is logged.
 func (j *Job) placeRanks() []gpu.Placement {
-	n := j.spec.WorldSize
+	n := j.local
 	if !j.spec.GPU.Placed() {
 		return gpu.Unplaced(n, "gpu.place is false")
 	}

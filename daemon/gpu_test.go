@@ -55,7 +55,7 @@ func gpuJob(t *testing.T, d *Daemon, id, gpuSection string) *Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &Job{d: d, id: id, name: id, spec: sp, log: d.log}
+	j := &Job{d: d, id: id, name: id, spec: sp, local: sp.WorldSize, log: d.log}
 	j.client = d.sched.NewClient(1)
 	d.jobs[id] = j
 	return j

@@ -62,13 +62,18 @@ type Job struct {
 	baseDir   string
 	file      string // the submitted spec's name, for errors
 	worldOver int
-	hash      string
-	created   time.Time
-	spec      *spec.Job
-	footprint int64
-	log       *slog.Logger
-	client    *Client
-	finished  chan struct{} // closed when the supervisor has returned
+	// hosts is the share of the world this daemon serves; local of its
+	// ranks from world rank rankBase on (all of them, from 0, for one
+	// host). Every per-rank slice of the job is indexed by local rank.
+	hosts           engine.Hosts
+	local, rankBase int
+	hash            string
+	created         time.Time
+	spec            *spec.Job
+	footprint       int64
+	log             *slog.Logger
+	client          *Client
+	finished        chan struct{} // closed when the supervisor has returned
 
 	attachMu sync.Mutex // serializes attaches, restarts and cancels
 
@@ -156,7 +161,7 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.pack += max(pack, 0)
 }
 
-func (j *Job) ringName(r int) string { return j.spec.RingName(r) }
+func (j *Job) ringName(r int) string { return j.spec.RingName(j.rankBase + r) }
 
 func (j *Job) record() *record {
 	j.mu.Lock()
@@ -167,7 +172,7 @@ func (j *Job) record() *record {
 func (j *Job) recordLocked() *record {
 	return &record{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir, File: j.file,
-		WorldSize: j.worldOver, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
+		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
 	}
@@ -330,6 +335,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		RingOwner: j.owner,
 		FS:        j.fs(),
 		PlaceRing: j.placeRing(), // each rank's ring on its GPU's NUMA node (gpu.go)
+		Hosts:     j.hosts,
 	}
 	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
 	if st != nil {
@@ -452,7 +458,7 @@ func (j *Job) stopRun(why string, prepare func([]shm.RingInfo)) error {
 // short-lived producer that adopts each ring still running. Rings that
 // ended already are left as they are.
 func (j *Job) failRings(msg string) {
-	for r := 0; r < j.spec.WorldSize; r++ {
+	for r := 0; r < j.local; r++ {
 		name := j.ringName(r)
 		o, err := shm.Observe(j.spec.Ring.Dir, name)
 		if err != nil {

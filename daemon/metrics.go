@@ -167,7 +167,7 @@ func (c collector) collectJob(m metricSink, j *Job) {
 // (where ok says they could be read).
 func (c collector) collectRanks(m metricSink, j *Job, published []uint64, fullWait []time.Duration, infos []shm.RingInfo, ok []bool) {
 	for r := range published {
-		rl := []string{j.name, j.id, strconv.Itoa(r)}
+		rl := []string{j.name, j.id, strconv.Itoa(j.rankBase + r)}
 		m.counter(descBatches, float64(published[r]), rl...)
 		m.counter(descFullWait, fullWait[r].Seconds(), rl...)
 		m.counter(descEmptyWait, time.Duration(j.emptyWait[r].Load()).Seconds(), rl...)

@@ -27,20 +27,24 @@ type record struct {
 	GID     uint32 `json:"gid"`
 	// Groups are the owner's supplementary groups at submission: files
 	// are opened with Owner, GID and Groups, after a restart too.
-	Groups    []uint32  `json:"groups,omitempty"`
-	Spec      string    `json:"spec"`
-	BaseDir   string    `json:"base_dir,omitempty"`
-	File      string    `json:"file,omitempty"`
-	WorldSize int       `json:"world_size_override,omitempty"`
-	Weight    int       `json:"weight"`
-	Hash      string    `json:"spec_hash"`
-	State     string    `json:"state"`
-	Error     string    `json:"error,omitempty"`
-	Created   time.Time `json:"created"`
-	Started   time.Time `json:"started,omitzero"`
-	Ended     time.Time `json:"ended,omitzero"`
-	Restarts  int       `json:"restarts"`
-	Ranks     []rankRec `json:"ranks"`
+	Groups    []uint32 `json:"groups,omitempty"`
+	Spec      string   `json:"spec"`
+	BaseDir   string   `json:"base_dir,omitempty"`
+	File      string   `json:"file,omitempty"`
+	WorldSize int      `json:"world_size_override,omitempty"`
+	// Hosts and Host: the world runs on Hosts hosts and this daemon
+	// serves host Host's ranks (engine.Hosts); 0 and 0 for one host.
+	Hosts    int       `json:"hosts,omitempty"`
+	Host     int       `json:"host,omitempty"`
+	Weight   int       `json:"weight"`
+	Hash     string    `json:"spec_hash"`
+	State    string    `json:"state"`
+	Error    string    `json:"error,omitempty"`
+	Created  time.Time `json:"created"`
+	Started  time.Time `json:"started,omitzero"`
+	Ended    time.Time `json:"ended,omitzero"`
+	Restarts int       `json:"restarts"`
+	Ranks    []rankRec `json:"ranks"`
 	// Resume is the resume cursors the latest production run started
 	// with: the start of any ring it created before its generation was
 	// recorded (a crash in between).

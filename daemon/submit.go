@@ -126,6 +126,12 @@ func badInputs(err error) bool {
 	return false
 }
 
+// hostsHash is a spec's hash for one host's share of its world.
+func hostsHash(hash string, hosts, host int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s hosts %d host %d", hash, hosts, host)))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 func specHash(job *spec.Job) (string, error) {
 	b, err := job.Marshal()
 	if err != nil {
@@ -149,18 +155,23 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 			return nil, err
 		}
 	}
+	hosts := engine.Hosts{Count: rec.Hosts, Index: rec.Host}
+	local, base, err := hosts.Split(job.WorldSize)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, `"hosts" %d, "host" %d: %v`, rec.Hosts, rec.Host, err)
+	}
 	ranks := append([]rankRec(nil), rec.Ranks...)
-	for len(ranks) < job.WorldSize {
+	for len(ranks) < local {
 		ranks = append(ranks, rankRec{})
 	}
 	j := &Job{
 		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec, pins: rec.Pins,
-		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hash: rec.Hash, created: rec.Created, spec: job,
+		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hosts: hosts, local: local, rankBase: base, hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
-		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:job.WorldSize], removed: rec.RingsRemoved,
-		published: make([]uint64, job.WorldSize), fullWait: make([]time.Duration, job.WorldSize),
-		emptyWait: make([]atomic.Int64, job.WorldSize),
+		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:local], removed: rec.RingsRemoved,
+		published: make([]uint64, local), fullWait: make([]time.Duration, local),
+		emptyWait: make([]atomic.Int64, local),
 	}
 	j.log = d.log.With("job", j.name, "job_id", j.id)
 	j.client = d.sched.NewClient(d.weightOf(j))
@@ -171,8 +182,12 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 type submitRequest struct {
 	Spec      string `json:"spec"`
 	WorldSize int    `json:"world_size"`
-	BaseDir   string `json:"base_dir"`
-	Weight    int    `json:"weight"`
+	// Hosts and Host: the world_size ranks run on Hosts hosts (torchrun's
+	// --nnodes), and this daemon serves host Host's (its --node-rank).
+	Hosts   int    `json:"hosts"`
+	Host    int    `json:"host"`
+	BaseDir string `json:"base_dir"`
+	Weight  int    `json:"weight"`
 	// File is the spec's file name as the user gave it, for errors.
 	File string `json:"file"`
 }
@@ -198,6 +213,13 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	hash, err := specHash(job)
 	if err != nil {
 		return nil, false, errorf(http.StatusInternalServerError, "hash spec: %v", err)
+	}
+	if _, _, err := (engine.Hosts{Count: req.Hosts, Index: req.Host}).Split(job.WorldSize); err != nil {
+		return nil, false, errorf(http.StatusBadRequest, `"hosts" %d, "host" %d: %v`, req.Hosts, req.Host, err)
+	}
+	if req.Hosts > 1 {
+		// Each host's share is a job of its own: two shares never join.
+		hash = hostsHash(hash, req.Hosts, req.Host)
 	}
 	// One submission per name at a time: eight ranks submitting the same
 	// job at once plan it once and all join it.
@@ -232,7 +254,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	rec := &record{
 		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir, File: req.File,
-		WorldSize: req.WorldSize, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(), Pins: pins,
+		WorldSize: req.WorldSize, Hosts: req.Hosts, Host: req.Host, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(), Pins: pins,
 	}
 	j, err = d.newJob(rec)
 	if err != nil {
@@ -338,6 +360,10 @@ func checkRequest(req submitRequest) error {
 		return errorf(http.StatusBadRequest, `"spec" is required: the job spec as YAML or JSON text`)
 	case req.WorldSize < 0 || req.WorldSize > 4096:
 		return errorf(http.StatusBadRequest, `"world_size" %d: want 1 to 4096 (or leave it out)`, req.WorldSize)
+	case req.Hosts < 0 || req.Hosts > 4096:
+		return errorf(http.StatusBadRequest, `"hosts" %d: want 1 to 4096 (or leave it out)`, req.Hosts)
+	case req.Host < 0 || req.Host >= max(req.Hosts, 1):
+		return errorf(http.StatusBadRequest, `"host" %d: want 0 to %d, this host's index among the %d hosts`, req.Host, max(req.Hosts, 1)-1, max(req.Hosts, 1))
 	case req.Weight < 0 || req.Weight > MaxWeight:
 		return errorf(http.StatusBadRequest, `"weight" %d: want 1 to %d (or leave it out)`, req.Weight, MaxWeight)
 	case req.BaseDir != "" && !filepath.IsAbs(req.BaseDir):
@@ -372,7 +398,7 @@ func (d *Daemon) addJob(j *Job, uid uint32, exempt bool) error {
 		}
 	}
 	j.lastActive = time.Now()
-	j.next = make([]engine.Cursor, j.spec.WorldSize)
+	j.next = make([]engine.Cursor, j.local)
 	d.jobs[j.id] = j
 	return nil
 }

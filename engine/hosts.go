@@ -70,9 +70,9 @@ type Hosts struct {
 	Index int
 }
 
-// split returns the number of ranks on this host and its first rank, or
+// Split returns the number of ranks on this host and its first rank, or
 // an error saying why the split does not fit a world of world ranks.
-func (h Hosts) split(world int) (local, base int, err error) {
+func (h Hosts) Split(world int) (local, base int, err error) {
 	if h.Count <= 1 {
 		if h.Index != 0 {
 			return 0, 0, fmt.Errorf("host %d of %d: there is only host 0", h.Index, max(h.Count, 1))
@@ -123,7 +123,7 @@ type hostSplit struct {
 // newHostSplit plans this host's share of a job of world ranks over the
 // units of proc's plan.
 func newHostSplit(h Hosts, world int, proc *processor, seed uint64) (*hostSplit, error) {
-	local, base, err := h.split(world)
+	local, base, err := h.Split(world)
 	if err != nil || h.Count <= 1 {
 		return nil, err
 	}

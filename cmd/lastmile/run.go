@@ -18,6 +18,7 @@ type runOptions struct {
 	linger, keep, remove bool
 	asJSON, verbose      bool
 	workers              int
+	hosts                engine.Hosts
 	cpuProfile           string
 	traceFile            string
 	specPath             string
@@ -56,7 +57,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	limitHeap(ctx, job, fsys, log) // a planning error is the run's to report
 	st, err := engine.Run(ctx, job, engine.Options{
-		Logger: log, Linger: o.linger, Remove: o.remove && !o.keep, FS: fsys,
+		Logger: log, Linger: o.linger, Remove: o.remove && !o.keep, FS: fsys, Hosts: o.hosts,
 		Ready: func(rings []string) {
 			for _, r := range rings {
 				fmt.Fprintf(stderr, "ring ready: %s\n", r)
@@ -85,6 +86,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.BoolVar(&o.asJSON, "json", false, "print the run's statistics as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "log progress to stderr")
 	fs.IntVar(&o.workers, "workers", -1, "decode workers, 0 for automatic (default: the spec's decode.workers)")
+	fs.IntVar(&o.hosts.Count, "hosts", 1, "the hosts the job's world_size ranks run on (torchrun's --nnodes): this run serves one host's share")
+	fs.IntVar(&o.hosts.Index, "host", 0, "which of the -hosts this is, from 0 (torchrun's --node-rank)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this `file`")
 	fs.StringVar(&o.traceFile, "trace", "", "write an execution trace of the run to this `file` (go tool trace)")
 	fs.Usage = func() {
