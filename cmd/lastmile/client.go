@@ -191,6 +191,8 @@ type apiStatus struct {
 type submitRequest struct {
 	Spec      string `json:"spec"`
 	WorldSize int    `json:"world_size,omitempty"`
+	Hosts     int    `json:"hosts,omitempty"`
+	Host      int    `json:"host,omitempty"`
 	BaseDir   string `json:"base_dir,omitempty"`
 	Weight    int    `json:"weight,omitempty"`
 	File      string `json:"file,omitempty"` // the spec's file, for errors

@@ -16,6 +16,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("submit", stderr)
 	socket := socketFlag(fs)
 	worldSize := fs.Int("world-size", 0, "number of trainer ranks (default: the spec's world_size)")
+	hosts := fs.Int("hosts", 0, "the hosts the world's ranks run on (torchrun's --nnodes): lastmiled serves one host's share")
+	host := fs.Int("host", 0, "which of the -hosts this is, from 0 (torchrun's --node-rank)")
 	weight := fs.Int("weight", 0, "CPU share weight against other jobs, 1 to 1000 (default: the daemon's default_weight)")
 	asJSON := fs.Bool("json", false, "print the job as JSON")
 	fs.Usage = func() {
@@ -53,7 +55,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	c := newAPIClient(*socket)
-	raw, created, err := c.submit(ctx, submitRequest{Spec: string(text), WorldSize: *worldSize, BaseDir: baseDir, Weight: *weight, File: specFile(path)})
+	raw, created, err := c.submit(ctx, submitRequest{Spec: string(text), WorldSize: *worldSize, Hosts: *hosts, Host: *host, BaseDir: baseDir, Weight: *weight, File: specFile(path)})
 	if err != nil {
 		return specErrors(path, err)
 	}

@@ -254,18 +254,23 @@ class Client:
         """``GET /v1/status``: the daemon's version, uptime and totals."""
         return self.request("GET", API + "/status")[1]
 
-    def submit(self, spec, world_size=None, weight=None, base_dir=None, file=None):
+    def submit(self, spec, world_size=None, weight=None, base_dir=None, file=None, hosts=None, host=None):
         """``POST /v1/jobs``: submit a job, or join the identical running one.
 
         ``spec`` is the spec text (YAML or JSON); ``base_dir`` the directory its
         relative paths are relative to; ``file`` the spec's file name, which
         the daemon's errors name (:class:`SpecError`, checked against the
-        inputs before the daemon answers: every error at once). Returns ``(job, created)``: created is
-        False when an identical job existed (200) and True for a new one (201).
+        inputs before the daemon answers: every error at once). ``hosts`` and
+        ``host``: the world's ranks run on ``hosts`` hosts and this daemon
+        serves host ``host``'s (torchrun's ``--nnodes`` and ``--node-rank``).
+        Returns ``(job, created)``: created is False when an identical job
+        existed (200) and True for a new one (201).
         """
         body = {"spec": spec}
         if world_size is not None:
             body["world_size"] = int(world_size)
+        if hosts is not None and int(hosts) > 1:
+            body["hosts"], body["host"] = int(hosts), int(host or 0)
         if weight is not None:
             body["weight"] = weight
         if base_dir is not None:

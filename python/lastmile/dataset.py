@@ -57,7 +57,7 @@ except Exception:  # torch is optional
     _Base = object
     _worker_info = None
 
-__all__ = ["CursorError", "Dataset", "EpochError", "Position", "resolve_ranks"]
+__all__ = ["CursorError", "Dataset", "EpochError", "Position", "resolve_hosts", "resolve_ranks"]
 
 _MAIN_ONLY = (
     "lastmile.Dataset is read in the trainer's main process: use DataLoader(ds, "
@@ -126,6 +126,54 @@ def resolve_ranks(rank=None, world_size=None, env=None):
     return rank, world_size, local_rank
 
 
+def resolve_hosts(rank, world_size, local_rank, hosts=None, host=None, env=None):
+    """``(hosts, host)``: how many hosts the world's ranks run on, and which
+    one this process's is, from the arguments, else torchrun's
+    ``LOCAL_WORLD_SIZE`` (ranks per host) and ``GROUP_RANK`` (the host's
+    index; ``rank // LOCAL_WORLD_SIZE`` without it). ``(1, 0)`` for a world
+    on one host.
+
+    Each host's lastmiled serves only its own ranks, so every host must run
+    as many ranks (torchrun's ``--nproc-per-node``), numbered as torchrun
+    numbers them: host ``h`` runs ranks ``h*L`` to ``h*L + L - 1``.
+    """
+    env = os.environ if env is None else env
+    if hosts is None:
+        local = _env_int(env, "LOCAL_WORLD_SIZE")
+        if local is None or world_size is None or local >= world_size:
+            if world_size is not None and local_rank != rank:
+                raise ValueError(
+                    "rank %d is local rank %d, so the world of %d ranks spans hosts, but LOCAL_WORLD_SIZE "
+                    "is not set: pass hosts= and host=, or set LOCAL_WORLD_SIZE (torchrun sets it)"
+                    % (rank, local_rank, world_size))
+            return 1, 0
+        if local < 1 or world_size % local:
+            raise ValueError(
+                "WORLD_SIZE %d is not a multiple of LOCAL_WORLD_SIZE %d: lastmile needs the same number "
+                "of ranks on every host" % (world_size, local))
+        hosts = world_size // local
+        if host is None:
+            host = _env_int(env, "GROUP_RANK")
+    hosts = int(hosts)
+    if hosts > 1 and world_size is None:
+        raise ValueError("hosts=%d but no world size: pass world_size= or set WORLD_SIZE" % hosts)
+    if hosts < 1 or (world_size is not None and world_size % hosts):
+        raise ValueError("hosts=%d: want a divisor of world size %s, each host running as many ranks"
+                         % (hosts, world_size))
+    local = (world_size or 1) // hosts
+    if host is None:
+        host = rank // local
+    host = int(host)
+    if not 0 <= host < hosts:
+        raise ValueError("host %d: want 0 to %d" % (host, hosts - 1))
+    if not host * local <= rank < (host + 1) * local:
+        raise ValueError(
+            "rank %d does not run on host %d, whose ranks are %d to %d with %d ranks a host: lastmile "
+            "needs torchrun's numbering (rank = host * ranks a host + local rank)"
+            % (rank, host, host * local, (host + 1) * local - 1, local))
+    return hosts, host
+
+
 def _read_spec(spec_or_path):
     """``(text, base_dir, label)`` of a spec given as a path, text or dict."""
     if isinstance(spec_or_path, dict):
@@ -165,7 +213,12 @@ class Dataset(_Base):
 
     ``spec_or_path``: a job spec file (YAML or JSON; relative inputs are
     relative to it), spec text, or a dict. ``rank``/``world_size``: default
-    from torchrun's environment (:func:`resolve_ranks`). ``socket``: the
+    from torchrun's environment (:func:`resolve_ranks`). ``hosts``/``host``:
+    with ranks on several hosts (``torchrun --nnodes``), how many hosts and
+    which this is; default from torchrun's ``LOCAL_WORLD_SIZE`` and
+    ``GROUP_RANK`` (:func:`resolve_hosts`). Each host's lastmiled then
+    serves its own ranks, and every rank of the world gets the same number
+    of batches (docs/python.md, "Several hosts"). ``socket``: the
     daemon's socket (default ``$LASTMILE_SOCKET`` or
     ``/run/lastmile/lastmiled.sock``). ``weight``: the job's CPU share
     relative to other jobs. ``cursor``: ``(epoch, batch)`` to start at (None:
@@ -197,8 +250,9 @@ class Dataset(_Base):
     def __init__(self, spec_or_path, rank=None, world_size=None, *, socket=None, weight=1,
                  cursor=None, torch=True, device=None, copy=False, timeout=None,
                  heartbeat_timeout=None, open_timeout=60.0, reconnect_timeout=300.0,
-                 request_timeout=30.0, staging=None):
+                 request_timeout=30.0, staging=None, hosts=None, host=None):
         self.rank, self.world_size, self.local_rank = resolve_ranks(rank, world_size)
+        self.hosts, self.host = resolve_hosts(self.rank, self.world_size, self.local_rank, hosts, host)
         self.spec, self.base_dir, self.spec_label = _read_spec(spec_or_path)
         self.spec_sha256 = hashlib.sha256(self.spec.encode("utf-8")).hexdigest()
         self.weight = weight
@@ -252,7 +306,7 @@ class Dataset(_Base):
         try:
             self.job, self.created = self.client.submit(
                 self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir,
-                file=self.spec_label)
+                file=self.spec_label, hosts=self.hosts, host=self.host)
         except SpecError as e:
             e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
             raise

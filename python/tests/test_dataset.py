@@ -27,7 +27,7 @@ import daemonproc  # noqa: E402
 import fakedaemon  # noqa: E402
 from fakedaemon import row_id  # noqa: E402
 from lastmile import control  # noqa: E402
-from lastmile.dataset import resolve_ranks  # noqa: E402
+from lastmile.dataset import resolve_hosts, resolve_ranks  # noqa: E402
 
 try:
     import torch
@@ -119,6 +119,31 @@ class TestResolveRanks(unittest.TestCase):
                 with self.assertRaisesRegex(ValueError, want):
                     resolve_ranks(env=env)
 
+    def test_hosts(self):
+        f = resolve_hosts
+        self.assertEqual(f(0, None, 0, env={}), (1, 0))
+        self.assertEqual(f(3, 8, 3, env={"LOCAL_WORLD_SIZE": "8"}), (1, 0))
+        # torchrun --nnodes 2 --nproc-per-node 8, the second host
+        self.assertEqual(f(11, 16, 3, env={"LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "1"}), (2, 1))
+        self.assertEqual(f(11, 16, 3, env={"LOCAL_WORLD_SIZE": "8"}), (2, 1))
+        self.assertEqual(f(5, 6, 1, env={"LOCAL_WORLD_SIZE": "2"}), (3, 2))
+        # arguments win over the environment
+        self.assertEqual(f(5, 8, 5, hosts=2, env={"LOCAL_WORLD_SIZE": "8"}), (2, 1))
+        self.assertEqual(f(2, 4, 0, hosts=2, host=1), (2, 1))
+
+    def test_hosts_errors(self):
+        for args, kw, want in [
+            ((11, 16, 3), {"env": {}}, "LOCAL_WORLD_SIZE is not set"),
+            ((11, 16, 3), {"env": {"LOCAL_WORLD_SIZE": "6"}}, "not a multiple of LOCAL_WORLD_SIZE 6"),
+            ((11, 16, 3), {"env": {"LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "0"}}, "rank 11 does not run on host 0"),
+            ((1, 4, 1), {"hosts": 3, "env": {}}, "want a divisor of world size 4"),
+            ((1, 4, 1), {"hosts": 2, "host": 2, "env": {}}, "host 2: want 0 to 1"),
+            ((0, None, 0), {"hosts": 2, "env": {}}, "hosts=2 but no world size"),
+        ]:
+            with self.subTest(args=args, kw=kw):
+                with self.assertRaisesRegex(ValueError, want):
+                    resolve_hosts(*args, **kw)
+
     def test_dataset_reads_torchrun_env(self):
         tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, tmp, True)
@@ -138,6 +163,28 @@ class TestResolveRanks(unittest.TestCase):
         self.assertEqual((ds.rank, ds.world_size, ds.local_rank), (1, 2, 1))
         self.assertEqual(ds.client.socket, fake.sock)
         self.assertEqual(fake.requests[0][2]["world_size"], 2)
+        self.assertNotIn("hosts", fake.requests[0][2])
+
+    def test_dataset_on_the_second_of_two_hosts(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        fake = fakedaemon.FakeDaemon(os.path.join(tmp, "s"), tmp).start()
+        self.addCleanup(fake.close)
+        env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+               "GROUP_RANK": "1", "LASTMILE_SOCKET": fake.sock}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            ds = lastmile.Dataset(SPEC)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.assertEqual((ds.rank, ds.world_size, ds.hosts, ds.host), (3, 4, 2, 1))
+        body = fake.requests[0][2]
+        self.assertEqual((body["world_size"], body["hosts"], body["host"]), (4, 2, 1))
 
 
 class TestSubmit(FakeDaemonCase):
