@@ -223,7 +223,7 @@ func (j *Job) supervise() {
 	if unknown { // restored after a restart: estimate it again
 		if fp, err := engine.EstimateFootprint(context.Background(), j.spec, j.fs()); err == nil {
 			j.mu.Lock()
-			j.footprint = fp.Bytes()
+			j.footprint = fp.ForRanks(j.local).Bytes()
 			j.mu.Unlock()
 		}
 	}

@@ -248,7 +248,8 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if err := d.checkJob(ctx, p, job, nil); err != nil {
 		return nil, false, err
 	}
-	need, err := d.footprint(ctx, p, job)
+	local, _, _ := (engine.Hosts{Count: req.Hosts, Index: req.Host}).Split(job.WorldSize) // checked above
+	need, err := d.footprint(ctx, p, job, local)
 	if err != nil {
 		return nil, false, err
 	}
@@ -335,15 +336,17 @@ func (d *Daemon) claimName(ctx context.Context, job *spec.Job, hash string, uid 
 	}, nil
 }
 
-// footprint returns the memory job needs (engine.EstimateFootprint, its
-// files read as the submitter), or why it may not have it.
-func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job) (int64, error) {
+// footprint returns the memory job needs with the rings of ranks of its
+// ranks (engine.EstimateFootprint, its files read as the submitter), or
+// why it may not have it.
+func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int) (int64, error) {
 	pctx, cancel := context.WithTimeout(ctx, planTimeout)
 	fp, err := engine.EstimateFootprint(pctx, job, d.readerFS(p.cred()))
 	cancel()
 	if err != nil {
 		return 0, d.planError(ctx, p, job, err)
 	}
+	fp = fp.ForRanks(ranks) // this host's rings only
 	need := fp.Bytes()
 	if lim := int64(d.Config().Memory.PerJob); lim > 0 && need > lim {
 		return 0, errorf(http.StatusBadRequest,

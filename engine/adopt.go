@@ -115,6 +115,16 @@ func (f Footprint) Bytes() int64 {
 	return f.RingBytes + int64(f.InFlight)*f.UnitBytes + f.ShuffleBytes + f.CacheBytes + f.SideBytes
 }
 
+// ForRanks is f for a run that makes the rings of n of the job's ranks
+// only: one host's share of a world on several (Options.Hosts).
+func (f Footprint) ForRanks(n int) Footprint {
+	if f.Rings > 0 {
+		f.RingBytes = f.RingBytes / int64(f.Rings) * int64(n)
+	}
+	f.Rings = n
+	return f
+}
+
 // RuntimeOverhead is what a producing process holds beyond its jobs'
 // footprints: the binary, goroutine stacks, decoders' page buffers, the
 // garbage collector's slack under its memory limit. The Go heap gets

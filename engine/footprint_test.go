@@ -61,3 +61,15 @@ func TestUnitBytesEstimate(t *testing.T) {
 		t.Errorf("HeapLimit %d, want %d", got, want)
 	}
 }
+
+// ForRanks keeps everything but the rings: one host's share of a world
+// has the rings of its own ranks only.
+func TestFootprintForRanks(t *testing.T) {
+	f := Footprint{Rings: 8, RingBytes: 8 * 100, InFlight: 4, UnitBytes: 50, ShuffleBytes: 7, CacheBytes: 11, SideBytes: 13}
+	for _, tc := range []struct{ ranks, rings int }{{8, 800}, {2, 200}, {1, 100}} {
+		g := f.ForRanks(tc.ranks)
+		if g.Rings != tc.ranks || g.RingBytes != int64(tc.rings) || g.Bytes() != f.Bytes()-800+int64(tc.rings) {
+			t.Errorf("ForRanks(%d): %+v", tc.ranks, g)
+		}
+	}
+}
