@@ -22,8 +22,16 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 		e := newEnv(t)
 		e.start()
 		j := e.submit(spec, map[string]any{"hosts": 2, "host": h})
-		if j.WorldSize != 4 {
-			t.Fatalf("host %d: world size %d, want 4", h, j.WorldSize)
+		if j.WorldSize != 4 || j.Hosts != 2 || j.Host != h {
+			t.Fatalf("host %d: world size %d, host %d of %d; want 4, %d of 2", h, j.WorldSize, j.Host, j.Hosts, h)
+		}
+		if h == 0 {
+			// The whole world on one host has twice the rings.
+			whole := e.submit(strings.Replace(spec, "name: world", "name: whole", 1), nil)
+			if j.Memory <= 0 || whole.Memory <= j.Memory {
+				t.Fatalf("a host's share is charged %d bytes, the whole world %d", j.Memory, whole.Memory)
+			}
+			e.do("DELETE", "/v1/jobs/"+whole.ID, nil, nil)
 		}
 		other := 2 * (1 - h)
 		var a struct{ Error string }
