@@ -2,15 +2,18 @@
 
     python3 -m lastmile.launch --nproc 8 train.py [ARGS...]
     python3 -m lastmile.launch --nproc 2 -m mypackage.train [ARGS...]
+    python3 -m lastmile.launch --nnodes 2 --node-rank 1 --nproc 8 \
+        --master-addr HOST0 --master-port 29500 train.py     # on the second host
 
-Each process gets torch.distributed's environment: ``RANK`` and
-``LOCAL_RANK`` (0..N-1), ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` (N),
-``MASTER_ADDR`` (127.0.0.1) and ``MASTER_PORT`` (a free port unless
-``--master-port``), ``GROUP_RANK`` 0, so that
+Each process gets torch.distributed's environment: ``RANK`` (``node_rank *
+N + LOCAL_RANK``), ``LOCAL_RANK`` (0..N-1), ``WORLD_SIZE`` (``nnodes * N``),
+``LOCAL_WORLD_SIZE`` (N), ``GROUP_RANK`` (the node rank), ``MASTER_ADDR``
+(127.0.0.1) and ``MASTER_PORT`` (a free port unless ``--master-port``,
+which several nodes must give), so that
 ``torch.distributed.init_process_group()`` and ``lastmile.Dataset()`` find
-their rank. It is the launch for hosts where torchrun does not work (Debian's
-torch 1.13 torchrun fails with ``AttributeError: ... 'to_map'``): one node,
-no restarts, no elastic membership.
+their rank and host. It is the launch for hosts where torchrun does not work
+(Debian's torch 1.13 torchrun fails with ``AttributeError: ... 'to_map'``):
+static nodes, no restarts, no elastic membership.
 
 When a process fails, the others are stopped (SIGTERM, then SIGKILL after
 ``--grace`` seconds) and the launcher exits with the failed process's status
@@ -40,12 +43,13 @@ def free_port(host="127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def rank_env(rank, nproc, master_addr, master_port, base=None) -> dict:
-    """The environment of process ``rank`` of ``nproc``."""
+def rank_env(rank, nproc, master_addr, master_port, base=None, nnodes=1, node_rank=0) -> dict:
+    """The environment of local process ``rank`` of ``nproc`` on node
+    ``node_rank`` of ``nnodes``."""
     env = dict(os.environ if base is None else base)
     env.update({
-        "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0",
-        "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
+        "RANK": str(node_rank * nproc + rank), "LOCAL_RANK": str(rank), "GROUP_RANK": str(node_rank),
+        "WORLD_SIZE": str(nnodes * nproc), "LOCAL_WORLD_SIZE": str(nproc),
         "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
     })
     return env
@@ -59,11 +63,17 @@ def _pump(src, dst, tag):
 
 
 def launch(cmd, nproc, *, master_addr="127.0.0.1", master_port=None, grace=10.0, tag=False,
-           env=None) -> int:
+           env=None, nnodes=1, node_rank=0) -> int:
     """Run ``cmd`` (an argv list) ``nproc`` times with each rank's
-    environment; return the exit status (0 when every process exited 0)."""
+    environment, as node ``node_rank`` of ``nnodes``; return the exit status
+    (0 when every process exited 0)."""
     if nproc < 1:
         raise ValueError("--nproc %d: at least 1" % nproc)
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise ValueError("--node-rank %d of --nnodes %d: want 0 to %d" % (node_rank, nnodes, nnodes - 1))
+    if nnodes > 1 and not master_port:
+        raise ValueError("--nnodes %d: give --master-port (and --master-addr), the same on every node"
+                         % nnodes)
     port = master_port or free_port(master_addr)
     procs, pumps = [], []
     out = getattr(sys.stdout, "buffer", sys.stdout)
@@ -72,10 +82,10 @@ def launch(cmd, nproc, *, master_addr="127.0.0.1", master_port=None, grace=10.0,
         kw = {}
         if tag:
             kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        p = subprocess.Popen(cmd, env=rank_env(rank, nproc, master_addr, port, env), **kw)
+        p = subprocess.Popen(cmd, env=rank_env(rank, nproc, master_addr, port, env, nnodes, node_rank), **kw)
         procs.append(p)
         if tag:
-            t = ("[%d] " % rank).encode()
+            t = ("[%d] " % (node_rank * nproc + rank)).encode()
             for src, dst in ((p.stdout, out), (p.stderr, err)):
                 th = threading.Thread(target=_pump, args=(src, dst, t), daemon=True)
                 th.start()
@@ -127,7 +137,7 @@ def _stop(procs, grace):
 
 
 _VALUED = ("--nproc", "--nproc-per-node", "--nproc_per_node", "--master-addr", "--master-port",
-           "--grace")
+           "--grace", "--nnodes", "--node-rank", "--node_rank")
 
 
 def _split(argv):
@@ -152,9 +162,14 @@ def main(argv=None) -> int:
         prog="python3 -m lastmile.launch",
         usage="%(prog)s --nproc N [options] (SCRIPT | -m MODULE) [ARGS...]",
         description="Run N processes of a training script with torch.distributed's environment "
-                    "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), on this host.")
+                    "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), on this host: one "
+                    "node of --nnodes.")
     ap.add_argument("--nproc", "--nproc-per-node", "--nproc_per_node", type=int, required=True,
                     metavar="N", help="processes to run (ranks 0..N-1)")
+    ap.add_argument("--nnodes", type=int, default=1, metavar="H",
+                    help="nodes (hosts) the job runs on, N processes each (default 1)")
+    ap.add_argument("--node-rank", "--node_rank", type=int, default=0, metavar="I",
+                    help="this node's index, 0 to H-1 (default 0)")
     ap.add_argument("--master-addr", default="127.0.0.1", help="MASTER_ADDR (default 127.0.0.1)")
     ap.add_argument("--master-port", type=int, default=0,
                     help="MASTER_PORT (default: a free port)")
@@ -172,8 +187,12 @@ def main(argv=None) -> int:
         ap.error("a script to run (or -m MODULE)")
     if a.nproc < 1:
         ap.error("--nproc must be at least 1")
+    if a.nnodes < 1 or not 0 <= a.node_rank < a.nnodes:
+        ap.error("--node-rank %d of --nnodes %d: want 0 to %d" % (a.node_rank, a.nnodes, a.nnodes - 1))
+    if a.nnodes > 1 and not a.master_port:
+        ap.error("--nnodes %d: give --master-port (and --master-addr), the same on every node" % a.nnodes)
     return launch(cmd, a.nproc, master_addr=a.master_addr, master_port=a.master_port or None,
-                  grace=a.grace, tag=a.tag)
+                  grace=a.grace, tag=a.tag, nnodes=a.nnodes, node_rank=a.node_rank)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,22 @@ class TestLaunch(unittest.TestCase):
         self.assertEqual(sorted(r.stdout.splitlines()),
                          ["[%d] hello from %d" % (k, k) for k in range(3)])
 
+    def test_second_node(self):
+        s = self.script("""
+            import json, os, sys
+            keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_PORT"]
+            with open(os.path.join(sys.argv[1], "rank%s.json" % os.environ["RANK"]), "w") as f:
+                json.dump({k: os.environ.get(k) for k in keys}, f)
+            """)
+        r = self.launch("--nnodes", "3", "--node-rank", "1", "--nproc", "2", "--master-port", "29999",
+                        "--tag", s, self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for local in range(2):
+            with open(os.path.join(self.tmp, "rank%d.json" % (2 + local))) as f:
+                self.assertEqual(json.load(f), {
+                    "RANK": str(2 + local), "LOCAL_RANK": str(local), "WORLD_SIZE": "6",
+                    "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "MASTER_PORT": "29999"})
+
     def test_failure_stops_the_others(self):
         s = self.script("""
             import os, sys, time
@@ -86,6 +102,12 @@ class TestLaunch(unittest.TestCase):
         r = self.launch("--nproc", "2")
         self.assertEqual(r.returncode, 2)
         self.assertIn("a script to run", r.stderr)
+        r = self.launch("--nnodes", "2", "--nproc", "2", "x.py")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--nnodes 2: give --master-port", r.stderr)
+        r = self.launch("--nnodes", "2", "--node-rank", "2", "--master-port", "1", "--nproc", "2", "x.py")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--node-rank 2 of --nnodes 2: want 0 to 1", r.stderr)
 
     def test_module(self):
         r = self.launch("--nproc", "2", "-m", "json.tool", "--help")
