@@ -358,7 +358,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		cfg.InFlight += 2 * rw.slots
 	}
 	fields := proc.outFields()
-	if err := hooks.hosts.prepare(ctx, proc, cfg, bt, prog); err != nil {
+	if err := hooks.hosts.prepare(ctx, proc, cfg, bt, prog, hooks.gate); err != nil {
 		return err
 	}
 	// Decoded-unit buffers outlive each epoch's pool.Run, so later epochs

@@ -152,17 +152,32 @@ func (hs *hostSplit) units(order []int32) []int32 {
 
 // count fills hs.rows for every host but this one (and for this one too
 // where the plan tells), running the other hosts' units as far as their
-// row counts need (step 3 above).
-func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config) error {
+// row counts need (step 3 above), each through gate (nil: none).
+func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config, gate func(context.Context) (func(), error)) error {
+	units := proc.plan.Units
+	if proc.exact { // every unit yields its planned rows
+		clear(hs.rows)
+		for u, h := range hs.owner {
+			hs.rows[h] += units[u].Rows
+		}
+		return nil
+	}
 	var theirs []int32
 	for u, h := range hs.owner {
-		if int(h) != hs.Index || proc.exact {
+		if int(h) != hs.Index {
 			theirs = append(theirs, int32(u))
 		}
 	}
 	counts := make([]int64, len(theirs))
 	work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
-		n, b, err := countUnit(ctx, proc, worker, proc.plan.Units[theirs[i]], buf)
+		if gate != nil { // the daemon's share of the CPU between jobs
+			release, err := gate(ctx)
+			if err != nil {
+				return buf, err
+			}
+			defer release()
+		}
+		n, b, err := countUnit(ctx, proc, worker, units[theirs[i]], buf)
 		counts[i] = n
 		return b, err
 	}
@@ -170,7 +185,7 @@ func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config
 		return fmt.Errorf("counting the other hosts' rows: %w", err)
 	}
 	for h := range hs.rows {
-		if h != hs.Index || proc.exact {
+		if h != hs.Index {
 			hs.rows[h] = 0
 		}
 	}
@@ -183,7 +198,7 @@ func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config
 // countUnit returns how many rows unit u yields: with Select only where
 // that tells (processor.count), else by running it whole into buf.
 func countUnit(ctx context.Context, proc *processor, worker int, u decode.Unit, buf *column.Batch) (int64, *column.Batch, error) {
-	if proc.exact || proc.counted || proc.skips(u.Seq) {
+	if proc.counted || proc.skips(u.Seq) {
 		n, err := proc.count(ctx, worker, u)
 		return n, buf, err
 	}
@@ -246,11 +261,12 @@ func (hs *hostSplit) perEpoch(size int, last string) int64 {
 
 // prepare counts the other hosts' rows before a multi-host run's first
 // epoch and sets bt's limits on every epoch's steps from them.
-func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Config, bt *batcher, prog *Progress) error {
+func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Config, bt *batcher, prog *Progress,
+	gate func(context.Context) (func(), error)) error {
 	if hs == nil {
 		return nil
 	}
-	if err := hs.count(ctx, proc, cfg); err != nil {
+	if err := hs.count(ctx, proc, cfg, gate); err != nil {
 		return err
 	}
 	bt.capSteps, bt.padTo = hs.steps(bt.size, bt.last)

@@ -281,3 +281,48 @@ func TestHostsErrors(t *testing.T) {
 		t.Errorf("%d hosts failed, want the one without rows", failed)
 	}
 }
+
+// Counting the other hosts' rows takes the CPU through Options.Gate, as
+// decoding does: the daemon's share between jobs holds for it too.
+func TestHostsCountThroughTheGate(t *testing.T) {
+	src := fmt.Sprintf(hostsJob, 100, "drop", 2, 0, "pipeline:\n  - filter: \"row_id % 3 != 1\"\n")
+	src = strings.Replace(src, "epochs: 2", "epochs: 1", 1)
+	gated := func(hosts engine.Hosts) (calls, units int) {
+		dir := t.TempDir()
+		abs, _ := filepath.Abs("../testdata/small")
+		text := strings.ReplaceAll(src, "DATA", abs) + fmt.Sprintf("ring: {dir: %q, name: g, slots: 3}\ndecode: {workers: 2, max_unit_rows: 700}\n", dir)
+		job, err := spec.Parse("t.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		st, err := engine.Run(context.Background(), job, engine.Options{
+			Hosts: hosts,
+			Gate: func(context.Context) (func(), error) {
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				return func() {}, nil
+			},
+			Ready: func(rings []string) {
+				for _, name := range rings {
+					wg.Add(1)
+					go func() { defer wg.Done(); consume(context.Background(), dir, name) }()
+				}
+			},
+		})
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return calls, st.Units
+	}
+	one, units := gated(engine.Hosts{})
+	a, _ := gated(engine.Hosts{Count: 2, Index: 0})
+	b, _ := gated(engine.Hosts{Count: 2, Index: 1})
+	// Each unit is decoded by one host and counted by the other.
+	if one != units || a+b != one+units {
+		t.Errorf("the gate was taken %d and %d times by two hosts, %d by one: want %d more for the counting", a, b, one, units)
+	}
+}
