@@ -288,11 +288,14 @@ type jobView struct {
 	WorldSize int    `json:"world_size"`
 	// Hosts and Host: the world runs on Hosts hosts, this daemon serving
 	// host Host's ranks (0 and 0: one host, every rank here).
-	Hosts    int    `json:"hosts,omitempty"`
-	Host     int    `json:"host,omitempty"`
-	Epochs   int    `json:"epochs"`
-	Weight   int    `json:"weight"`
-	SpecHash string `json:"spec_hash"`
+	Hosts int `json:"hosts,omitempty"`
+	Host  int `json:"host,omitempty"`
+	// PlanDigest identifies the units the job's plan deals out
+	// (engine.PlanDigest); "" until known.
+	PlanDigest string `json:"plan_digest,omitempty"`
+	Epochs     int    `json:"epochs"`
+	Weight     int    `json:"weight"`
+	SpecHash   string `json:"spec_hash"`
 	// Snapshots are the Iceberg snapshots the job reads, pinned when it
 	// was accepted.
 	Snapshots []pin      `json:"iceberg_snapshots,omitempty"`
@@ -398,7 +401,7 @@ func (j *Job) view() jobView {
 	j.mu.Lock()
 	v := jobView{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, State: j.state, WorldSize: j.spec.WorldSize,
-		Hosts: j.hosts.Count, Host: j.hosts.Index,
+		Hosts: j.hosts.Count, Host: j.hosts.Index, PlanDigest: j.planDigest,
 		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Snapshots: j.pins, Created: j.created.UTC(),
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
 		Memory: j.footprint, Rings: []ringView{}, Unsaved: unsaved,

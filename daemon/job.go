@@ -67,13 +67,17 @@ type Job struct {
 	// host). Every per-rank slice of the job is indexed by local rank.
 	hosts           engine.Hosts
 	local, rankBase int
-	hash            string
-	created         time.Time
-	spec            *spec.Job
-	footprint       int64
-	log             *slog.Logger
-	client          *Client
-	finished        chan struct{} // closed when the supervisor has returned
+	// planDigest identifies the units the job's plan deals out
+	// (engine.PlanDigest): the trainers of a world on several hosts
+	// compare their hosts'. Under mu.
+	planDigest string
+	hash       string
+	created    time.Time
+	spec       *spec.Job
+	footprint  int64
+	log        *slog.Logger
+	client     *Client
+	finished   chan struct{} // closed when the supervisor has returned
 
 	attachMu sync.Mutex // serializes attaches, restarts and cancels
 
@@ -224,6 +228,7 @@ func (j *Job) supervise() {
 		if fp, err := engine.EstimateFootprint(context.Background(), j.spec, j.fs()); err == nil {
 			j.mu.Lock()
 			j.footprint = fp.ForRanks(j.local).Bytes()
+			j.planDigest = fp.PlanDigest
 			j.mu.Unlock()
 		}
 	}

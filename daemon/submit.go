@@ -249,7 +249,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 		return nil, false, err
 	}
 	local, _, _ := (engine.Hosts{Count: req.Hosts, Index: req.Host}).Split(job.WorldSize) // checked above
-	need, err := d.footprint(ctx, p, job, local)
+	need, digest, err := d.footprint(ctx, p, job, local)
 	if err != nil {
 		return nil, false, err
 	}
@@ -261,7 +261,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if err != nil {
 		return nil, false, err
 	}
-	j.footprint = need // not shared yet
+	j.footprint, j.planDigest = need, digest // not shared yet
 	if err := d.addJob(j, p.uid, exempt); err != nil {
 		j.client.Close()
 		return nil, false, err
@@ -337,23 +337,23 @@ func (d *Daemon) claimName(ctx context.Context, job *spec.Job, hash string, uid 
 }
 
 // footprint returns the memory job needs with the rings of ranks of its
-// ranks (engine.EstimateFootprint, its files read as the submitter), or
-// why it may not have it.
-func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int) (int64, error) {
+// ranks (engine.EstimateFootprint, its files read as the submitter), and
+// the digest of its plan, or why it may not have it.
+func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int) (int64, string, error) {
 	pctx, cancel := context.WithTimeout(ctx, planTimeout)
 	fp, err := engine.EstimateFootprint(pctx, job, d.readerFS(p.cred()))
 	cancel()
 	if err != nil {
-		return 0, d.planError(ctx, p, job, err)
+		return 0, "", d.planError(ctx, p, job, err)
 	}
 	fp = fp.ForRanks(ranks) // this host's rings only
 	need := fp.Bytes()
 	if lim := int64(d.Config().Memory.PerJob); lim > 0 && need > lim {
-		return 0, errorf(http.StatusBadRequest,
+		return 0, "", errorf(http.StatusBadRequest,
 			"job %q needs %s (%d rings of %d slots of %s, plus %d in-flight units of about %s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
 			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
 	}
-	return need, nil
+	return need, fp.PlanDigest, nil
 }
 
 // checkRequest checks a submit request's fields other than the spec.

@@ -107,6 +107,8 @@ type Footprint struct {
 	ShuffleBytes int64
 	SideBytes    int64
 	Files        []string // the input files the job reads
+	// PlanDigest identifies the units the plan deals out (PlanDigest).
+	PlanDigest string
 }
 
 // Bytes returns the total: the rings, the in-flight units, the shuffle
@@ -207,7 +209,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 		RingBytes: int64(job.WorldSize) * (header + int64(job.Ring.Slots)*size),
 		InFlight:  inflight, UnitBytes: unitBytes,
 		ShuffleBytes: int64(job.Shuffle.Buffer) * (max(perRow, 1) + windowIndexBytes), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,
-		Rows: plan.Rows, Units: len(plan.Units), Files: files,
+		Rows: plan.Rows, Units: len(plan.Units), Files: files, PlanDigest: PlanDigest(plan),
 	}, nil
 }
 

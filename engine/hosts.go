@@ -50,6 +50,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 
@@ -107,6 +109,20 @@ func assignUnits(units []decode.Unit, hosts int, seed uint64) []int32 {
 		load[h] += units[u].Rows
 	}
 	return owner
+}
+
+// PlanDigest identifies the units plan deals out: each one's file, the
+// file's size, its row group and rows. Every host of a world must plan the
+// same units, or their shares overlap and their steps disagree (a host
+// that lists a directory after a file landed in it, or an Iceberg table
+// after a commit); the trainers compare the hosts' digests
+// (docs/python.md, "Several hosts").
+func PlanDigest(plan *decode.Plan) string {
+	h := sha256.New()
+	for _, u := range plan.Units {
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%d\n", u.File, u.FileSize, u.RowGroup, u.RowStart, u.Rows)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // hostSplit is a multi-host run's share of the job (nil: one host).

@@ -295,8 +295,43 @@ class Dataset(_Base):
         self._per_epoch = None  # batches per epoch, once known
         self._pending = None  # a batch taken ahead of an epoch's iteration
         self._submit()
+        self._check_hosts()
 
     # -- control --------------------------------------------------------------
+    def _check_hosts(self):
+        """With ranks on several hosts, compare the hosts' plans across the
+        world (when torch.distributed is initialized): hosts that planned
+        different units would give their ranks overlapping rows and
+        different step counts, and DDP would hang at the first rank short of
+        a batch. Raises ValueError naming the hosts that disagree."""
+        if self.hosts <= 1:
+            return
+        try:
+            import torch.distributed as dist
+        except Exception:  # pragma: no cover - torch is optional
+            return
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world_size:
+            return
+        mine = (self.host, (self.job or {}).get("plan_digest"))
+        got = [None] * self.world_size
+        try:
+            dist.all_gather_object(got, mine)
+        except RuntimeError as e:  # e.g. NCCL without torch.cuda.set_device
+            log.warning("lastmile: could not compare the hosts' plans: %s", e)
+            return
+        if not all(digest for _, digest in got):
+            return  # a daemon that does not know its plan yet: nothing to compare
+        hosts = {}
+        for host, digest in got:
+            hosts.setdefault(digest, set()).add(host)
+        if len(hosts) > 1:
+            parts = ["host %s: %s" % (",".join(map(str, sorted(h))), d)
+                     for d, h in sorted(hosts.items(), key=lambda kv: min(kv[1]))]
+            raise ValueError(
+                "job %s: the %d hosts planned different inputs (%s), so their ranks would not get the "
+                "same batches: give every host the same files (an Iceberg table pinned to one snapshot, "
+                "?snapshot=ID) and submit again" % (self.spec_label, self.hosts, "; ".join(parts)))
+
     def _job_staging(self):
         """The job's gpu.staging as lastmiled reports it ("auto" when unset)."""
         g = self.job.get("gpu") if isinstance(self.job, dict) else None

@@ -77,21 +77,23 @@ ring: {slots: 4}
 @unittest.skipUnless(os.access(daemonproc.LASTMILED, os.X_OK),
                      "%s is not built: run `make build`" % daemonproc.LASTMILED)
 class TestTwoHosts(unittest.TestCase):
-    def test_ddp_across_two_hosts(self):
+    def run_hosts(self, inputs):
+        """Run TRAIN on two hosts, host h reading inputs[h]; return each
+        host's (returncode, stdout, stderr, daemon log)."""
         tmp = tempfile.mkdtemp(prefix="lm-hosts-")
         self.addCleanup(shutil.rmtree, tmp, True)
         script = os.path.join(tmp, "train.py")
-        spec = os.path.join(tmp, "hosts.yaml")
         with open(script, "w") as f:
             f.write(textwrap.dedent(TRAIN))
-        with open(spec, "w") as f:
-            f.write(SPEC % daemonproc.SMALL)
         sys.path.insert(0, daemonproc.PYROOT)
         from lastmile.launch import free_port
 
         port = free_port()
         groups = []
         for node in range(2):
+            spec = os.path.join(tmp, "hosts%d.yaml" % node)
+            with open(spec, "w") as f:
+                f.write(SPEC % inputs[node])
             d = daemonproc.Lastmiled(os.path.join(tmp, "d%d" % node))
             self.addCleanup(d.kill)
             d.start()
@@ -100,7 +102,7 @@ class TestTwoHosts(unittest.TestCase):
                     "--nproc", "2", "--master-port", str(port), script, spec]
             groups.append((d, subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
                                                stderr=subprocess.PIPE, text=True)))
-        lines = []
+        res = []
         for d, p in groups:
             try:
                 out, err = p.communicate(timeout=240)
@@ -108,7 +110,23 @@ class TestTwoHosts(unittest.TestCase):
                 for _, q in groups:
                     q.kill()
                 self.fail("the two hosts' ranks did not finish (a rank ran out of batches?):\n%s" % d.log())
-            self.assertEqual(p.returncode, 0, "%s\n%s" % (err, d.log()))
+            res.append((p.returncode, out, err, d.log()))
+        return res
+
+    def test_hosts_that_plan_different_inputs_stop(self):
+        tmp = tempfile.mkdtemp(prefix="lm-hosts-copy-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        copy = os.path.join(tmp, "small")
+        shutil.copytree(daemonproc.SMALL, copy)
+        os.remove(sorted(os.path.join(copy, n) for n in os.listdir(copy) if n.endswith(".parquet"))[-1])
+        for rc, out, err, log in self.run_hosts([daemonproc.SMALL, copy]):
+            self.assertNotEqual(rc, 0, out)
+            self.assertIn("the 2 hosts planned different inputs (host 0: sha256:", err)
+
+    def test_ddp_across_two_hosts(self):
+        lines = []
+        for rc, out, err, log in self.run_hosts([daemonproc.SMALL] * 2):
+            self.assertEqual(rc, 0, "%s\n%s" % (err, log))
             lines += out.splitlines()
         got = {}
         for line in lines:
