@@ -220,10 +220,11 @@ type cursor struct {
 type jobJSON struct {
 	ID, Name, State, Error string
 	Owner                  uint32
-	WorldSize              int   `json:"world_size"`
-	Hosts, Host            int   // one host's share of a world on several
-	Memory                 int64 `json:"memory_bytes"` // its charge against the memory budget
-	Restarts               int   `json:"generation_restarts"`
+	WorldSize              int    `json:"world_size"`
+	Hosts, Host            int    // one host's share of a world on several
+	PlanDigest             string `json:"plan_digest"`
+	Memory                 int64  `json:"memory_bytes"` // its charge against the memory budget
+	Restarts               int    `json:"generation_restarts"`
 	Rings                  []struct {
 		Rank             int
 		Name             string

@@ -18,6 +18,7 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 		"pipeline:\n  - filter: \"row_id % 4 != 3\"\n")
 	spec = strings.Replace(spec, "columns: [row_id]\n", "", 1)
 	var readers []*reader
+	var digests []string
 	for h := range 2 {
 		e := newEnv(t)
 		e.start()
@@ -25,6 +26,7 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 		if j.WorldSize != 4 || j.Hosts != 2 || j.Host != h {
 			t.Fatalf("host %d: world size %d, host %d of %d; want 4, %d of 2", h, j.WorldSize, j.Host, j.Hosts, h)
 		}
+		digests = append(digests, j.PlanDigest)
 		if h == 0 {
 			// The whole world on one host has twice the rings.
 			whole := e.submit(strings.Replace(spec, "name: world", "name: whole", 1), nil)
@@ -40,6 +42,9 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 			t.Fatalf("host %d, attaching rank %d: status %d %q", h, other, st, a.Error)
 		}
 		readers = append(readers, &reader{e: e, job: j.ID, rank: 2 * h}, &reader{e: e, job: j.ID, rank: 2*h + 1})
+	}
+	if !strings.HasPrefix(digests[0], "sha256:") || digests[0] != digests[1] {
+		t.Fatalf("the hosts' plan digests are %q and %q, want one sha256", digests[0], digests[1])
 	}
 	for _, bad := range []struct {
 		body map[string]any
