@@ -114,6 +114,9 @@ type apiJob struct {
 	GID                int         `json:"gid"`
 	State              string      `json:"state"`
 	WorldSize          int         `json:"world_size"`
+	Hosts              int         `json:"hosts"`
+	Host               int         `json:"host"`
+	PlanDigest         string      `json:"plan_digest"`
 	Epochs             int         `json:"epochs"`
 	Weight             int         `json:"weight"`
 	SpecHash           string      `json:"spec_hash"`

@@ -184,7 +184,15 @@ func printJob(w io.Writer, j *apiJob) error {
 	if j.Epochs == 0 {
 		epochs = "without end"
 	}
-	fmt.Fprintf(tw, "shape\t%d ranks, %s epochs, weight %d\n", j.WorldSize, epochs, j.Weight)
+	shape := fmt.Sprintf("%d ranks", j.WorldSize)
+	if j.Hosts > 1 {
+		local := j.WorldSize / j.Hosts
+		shape = fmt.Sprintf("%d ranks on %d hosts; this is host %d, ranks %d to %d", j.WorldSize, j.Hosts, j.Host, j.Host*local, j.Host*local+local-1)
+	}
+	fmt.Fprintf(tw, "shape\t%s, %s epochs, weight %d\n", shape, epochs, j.Weight)
+	if j.PlanDigest != "" {
+		fmt.Fprintf(tw, "plan\t%s\n", j.PlanDigest)
+	}
 	fmt.Fprintf(tw, "spec\t%s\n", j.SpecHash)
 	times := "created " + timeString(j.Created)
 	if j.Started != nil {
