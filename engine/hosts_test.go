@@ -13,40 +13,16 @@ import (
 	"github.com/lastmile/lastmile/spec"
 )
 
-// hostRun runs one host's share of src (testdata/small) and returns its
-// ranks' batches by world rank, with its rings' names in its rank order.
+// hostRun runs one host's share of src (runRings) and returns its ranks'
+// batches by world rank, with its rings' names in its rank order.
 func hostRun(t *testing.T, src string, hosts engine.Hosts, workers int, resume []engine.Cursor) (map[int]got, []string, error) {
 	t.Helper()
-	dir := t.TempDir()
-	abs, _ := filepath.Abs("../testdata/small")
-	src = strings.ReplaceAll(src, "DATA", abs)
-	src += fmt.Sprintf("ring: {dir: %q, name: h, slots: 3}\ndecode: {workers: %d, max_unit_rows: 700}\n", dir, workers)
-	job, err := spec.Parse("t.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	var res []got
-	var wg sync.WaitGroup
-	_, err = engine.Run(context.Background(), job, engine.Options{
-		Hosts: hosts, Resume: resume,
-		Ready: func(rings []string) {
-			names, res = rings, make([]got, len(rings))
-			for r, name := range rings {
-				wg.Add(1)
-				go func() { defer wg.Done(); res[r] = consume(context.Background(), dir, name) }()
-			}
-		},
-	})
-	wg.Wait()
+	res, names, err := runRings(t, src, workers, engine.Options{Hosts: hosts, Resume: resume})
 	if err != nil {
 		return nil, nil, err
 	}
 	out := map[int]got{}
 	for r, g := range res {
-		if g.err != nil {
-			t.Fatalf("host %d, its rank %d: %v", hosts.Index, r, g.err)
-		}
 		for _, c := range g.batches {
 			if c.Rank != g.batches[0].Rank {
 				t.Fatalf("host %d ring %s: batches for ranks %d and %d", hosts.Index, names[r], g.batches[0].Rank, c.Rank)
@@ -120,7 +96,7 @@ func TestHostsShareTheWorld(t *testing.T) {
 				}
 				local := tc.world / tc.hosts
 				for r, name := range names {
-					if want := fmt.Sprintf("h.r%d", h*local+r); name != want {
+					if want := fmt.Sprintf("r.r%d", h*local+r); name != want {
 						t.Fatalf("host %d ring %d is %s, want %s", h, r, name, want)
 					}
 				}

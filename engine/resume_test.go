@@ -22,37 +22,51 @@ type rankStream struct {
 // runStreams runs src and returns every rank's batches.
 func runStreams(t *testing.T, src string, workers int, resume []engine.Cursor) []rankStream {
 	t.Helper()
-	dir := t.TempDir()
-	abs, _ := filepath.Abs("../testdata/small")
-	src = strings.ReplaceAll(src, "DATA", abs)
-	src += fmt.Sprintf("ring: {dir: %s, name: r, slots: 3}\ndecode: {workers: %d, max_unit_rows: 700}\n", dir, workers)
-	job, err := spec.Parse("t.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := make([]got, job.WorldSize)
-	var wg sync.WaitGroup
-	_, err = engine.Run(context.Background(), job, engine.Options{
-		Resume: resume,
-		Ready: func(rings []string) {
-			for r, name := range rings {
-				wg.Add(1)
-				go func() { defer wg.Done(); res[r] = consume(context.Background(), dir, name) }()
-			}
-		},
-	})
-	wg.Wait()
+	res, _, err := runRings(t, src, workers, engine.Options{Resume: resume})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := make([]rankStream, len(res))
 	for r, g := range res {
-		if g.err != nil {
-			t.Fatalf("rank %d: %v", r, g.err)
-		}
 		out[r] = rankStream{g.batches, g.rows}
 	}
 	return out
+}
+
+// runRings runs src over testdata/small in units of at most 700 rows with
+// opts, reading each of its rings in a goroutine of its own as trainers
+// would, and returns each ring's batches with the rings' names.
+func runRings(t *testing.T, src string, workers int, opts engine.Options) ([]got, []string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	src = strings.ReplaceAll(src, "DATA", abs)
+	src += fmt.Sprintf("ring: {dir: %q, name: r, slots: 3}\ndecode: {workers: %d, max_unit_rows: 700}\n", dir, workers)
+	job, err := spec.Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var res []got
+	var wg sync.WaitGroup
+	opts.Ready = func(rings []string) {
+		names, res = rings, make([]got, len(rings))
+		for r, name := range rings {
+			wg.Add(1)
+			go func() { defer wg.Done(); res[r] = consume(context.Background(), dir, name) }()
+		}
+	}
+	_, err = engine.Run(context.Background(), job, opts)
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	for r, g := range res {
+		if g.err != nil {
+			t.Fatalf("ring %s: %v", names[r], g.err)
+		}
+	}
+	return res, names, nil
 }
 
 const shuffled = `

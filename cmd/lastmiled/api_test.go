@@ -239,14 +239,8 @@ func TestTwoJobs(t *testing.T) {
 	bad, _ := filepath.Abs("../../testdata/corrupt/badpage.parquet")
 	c := e.submit(badSpec("c", bad), nil)
 	readers := []*reader{{e: e, job: a.ID}, {e: e, job: b.ID, rank: 0}, {e: e, job: b.ID, rank: 1}}
-	errs := make(chan error, len(readers))
-	for _, r := range readers {
-		go func() { errs <- r.run(ctx) }()
-	}
-	for range readers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	if err := startReaders(ctx, readers)(); err != nil {
+		t.Fatal(err)
 	}
 	// Job a: two epochs, each row once per epoch.
 	var e0, e1 []int64

@@ -322,6 +322,25 @@ type reader struct {
 	mu        sync.Mutex
 }
 
+// startReaders runs each of readers in a goroutine of its own, as trainer
+// ranks run; the function it returns waits for all of them and gives the
+// first error.
+func startReaders(ctx context.Context, readers []*reader) (wait func() error) {
+	errs := make(chan error, len(readers))
+	for _, r := range readers {
+		go func() { errs <- r.run(ctx) }()
+	}
+	return func() error {
+		var first error
+		for range readers {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+}
+
 func (r *reader) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -60,14 +60,8 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 			t.Errorf("submit %v: status %d %q, want 400 saying %q", bad.body, st, a.Error, bad.want)
 		}
 	}
-	errs := make(chan error, len(readers))
-	for _, r := range readers {
-		go func() { errs <- r.run(ctx) }()
-	}
-	for range readers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	if err := startReaders(ctx, readers)(); err != nil {
+		t.Fatal(err)
 	}
 	var all []int64
 	for _, r := range readers {

@@ -28,18 +28,13 @@ func TestKill9MidEpoch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	readers := []*reader{{e: e, job: j.ID, rank: 0, delay: 3 * time.Millisecond}, {e: e, job: j.ID, rank: 1, delay: 3 * time.Millisecond}}
-	errs := make(chan error, len(readers))
-	for _, r := range readers {
-		go func() { errs <- r.run(ctx) }()
-	}
+	wait := startReaders(ctx, readers)
 	waitFor(t, "20 batches read", 30*time.Second, func() bool { return readers[0].count()+readers[1].count() >= 20 })
 	e.kill9()
 	time.Sleep(300 * time.Millisecond) // long enough for the readers to see the producer die
 	e.start()
-	for range readers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	if err := wait(); err != nil {
+		t.Fatal(err)
 	}
 	var all []int64
 	for _, r := range readers {

@@ -144,44 +144,35 @@ class TestResolveRanks(unittest.TestCase):
                 with self.assertRaisesRegex(ValueError, want):
                     resolve_hosts(*args, **kw)
 
-    def test_dataset_reads_torchrun_env(self):
+    def dataset_from_env(self, **env):
+        """A Dataset made with env set (torchrun's variables) over a fake
+        daemon; returns it and the daemon."""
         tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, tmp, True)
         fake = fakedaemon.FakeDaemon(os.path.join(tmp, "s"), tmp).start()
         self.addCleanup(fake.close)
-        env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LASTMILE_SOCKET": fake.sock}
+        env["LASTMILE_SOCKET"] = fake.sock
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            ds = lastmile.Dataset(SPEC)
+            return lastmile.Dataset(SPEC), fake
         finally:
             for k, v in old.items():
                 if v is None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+    def test_dataset_reads_torchrun_env(self):
+        ds, fake = self.dataset_from_env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
         self.assertEqual((ds.rank, ds.world_size, ds.local_rank), (1, 2, 1))
         self.assertEqual(ds.client.socket, fake.sock)
         self.assertEqual(fake.requests[0][2]["world_size"], 2)
         self.assertNotIn("hosts", fake.requests[0][2])
 
     def test_dataset_on_the_second_of_two_hosts(self):
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, True)
-        fake = fakedaemon.FakeDaemon(os.path.join(tmp, "s"), tmp).start()
-        self.addCleanup(fake.close)
-        env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-               "GROUP_RANK": "1", "LASTMILE_SOCKET": fake.sock}
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            ds = lastmile.Dataset(SPEC)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        ds, fake = self.dataset_from_env(RANK="3", WORLD_SIZE="4", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2",
+                                         GROUP_RANK="1")
         self.assertEqual((ds.rank, ds.world_size, ds.hosts, ds.host), (3, 4, 2, 1))
         body = fake.requests[0][2]
         self.assertEqual((body["world_size"], body["hosts"], body["host"]), (4, 2, 1))
