@@ -162,9 +162,9 @@ type batcher struct {
 	// ranks start among several hosts' (hosts.go).
 	rankBase int
 	// capSteps, when not negative, is the most steps an epoch has: the
-	// other hosts' fewest (last: drop); the rows past them are dropped.
-	// padTo is the fewest: the other hosts' most (last: pad), the steps
-	// this host lacks padded whole.
+	// fewest any host of several fills (last: drop, hosts.go); the rows
+	// past them are dropped. padTo is the fewest: the most any host fills
+	// (last: pad), the steps this host lacks padded whole.
 	capSteps, padTo int64
 
 	epoch uint64

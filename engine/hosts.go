@@ -18,22 +18,25 @@ package engine
 //     anything another host does. So resume stays exact per rank.
 //
 // Steps:
-//  1. Units are dealt to hosts once for the job (assignUnits): in an order
-//     drawn from the job's seed, each unit to the host with the fewest
-//     planned rows so far. A host reads the same units every epoch, in
-//     that epoch's shuffled unit order, so its unit cache serves its later
-//     epochs; the row shuffle then mixes them within the host.
-//  2. Each host batches its own units' rows for its L ranks, exactly as a
+//  1. Before its first epoch, each host counts every unit's rows: from the
+//     plan where nothing drops rows, else with the Early columns and Select
+//     only (what resuming uses), else, where later ops drop rows too, by
+//     running the units whole. A unit's count does not change between
+//     epochs (nothing row-local depends on the epoch; the unit cache
+//     relies on the same), so once per run suffices, and every host finds
+//     the same counts.
+//  2. Units are dealt to hosts by those counts (assignUnits): the largest
+//     first (ties in an order drawn from the job's seed), each to the host
+//     with the fewest rows so far. A host reads the same units every epoch, in that epoch's
+//     shuffled unit order, so its unit cache serves its later epochs; the
+//     row shuffle then mixes them within the host. Dealing by rows kept,
+//     not planned, keeps a filter that keeps some files' rows only from
+//     leaving one host short and the others dropping rows to match it.
+//  3. Each host batches its own units' rows for its L ranks, exactly as a
 //     one-host job of world size L would, with a window seed of its own.
-//  3. The steps of an epoch are what every host can fill: with last: drop
-//     the least of the hosts' full steps, with last: pad the most, the
-//     hosts with fewer rows padding whole steps from their epoch's first
-//     rows. A unit's row count does not change between epochs (nothing
-//     row-local depends on the epoch; the unit cache relies on the same),
-//     so each host counts the other hosts' units once per run, before its
-//     first epoch: from the plan where nothing drops rows, else with the
-//     Early columns and Select only (what resuming uses), or by running
-//     the units whole where later ops drop rows too.
+//  4. An epoch has the steps every host can fill: with last: drop the
+//     least of the hosts' full steps, with last: pad the most, the hosts
+//     with fewer rows padding whole steps from their epoch's first rows.
 //
 // Rejected designs:
 //   - Every host batching the whole world's rows and packing only its own
@@ -43,12 +46,17 @@ package engine
 //     so each host would still decompress every page.
 //   - Hosts exchanging their counts over the network: it needs the hosts'
 //     daemons to find each other before training starts, and a protocol
-//     for one that is late or gone. Counting locally costs the other
-//     hosts' Early columns once per run and needs nothing from anyone.
+//     for one that is late or gone. Counting locally costs the Early
+//     columns of every unit once per run and needs nothing from anyone.
+//   - Dealing units by their planned rows, before counting: cheaper to
+//     start, but a filter that keeps a few files' rows leaves the hosts
+//     far apart, and with last: drop every host then drops down to the
+//     poorest one's steps, each epoch.
 //   - A new unit assignment every epoch: a host's unit cache would then
 //     miss (or have to hold every unit) in later epochs.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -91,12 +99,15 @@ func (h Hosts) Split(world int) (local, base int, err error) {
 	return local, h.Index * local, nil
 }
 
-// assignUnits deals the units to hosts (step 1 above) and returns each
-// unit's host, by its index in units.
-func assignUnits(units []decode.Unit, hosts int, seed uint64) []int32 {
-	owner := make([]int32, len(units))
-	order := make([]int32, len(units))
+// assignUnits deals units to hosts by their rows (step 2 above) and
+// returns each unit's host, by its index in rows.
+func assignUnits(rows []int64, hosts int, seed uint64) []int32 {
+	owner := make([]int32, len(rows))
+	order := make([]int32, len(rows))
 	permute(order, newRNG(seed, streamHosts, 0, 0))
+	// The largest first (ties in the seed's order): each host then ends
+	// within one unit's rows of the others.
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(rows[b], rows[a]) })
 	load := make([]int64, hosts)
 	for _, u := range order {
 		h := 0
@@ -106,7 +117,7 @@ func assignUnits(units []decode.Unit, hosts int, seed uint64) []int32 {
 			}
 		}
 		owner[u] = int32(h)
-		load[h] += units[u].Rows
+		load[h] += rows[u]
 	}
 	return owner
 }
@@ -129,27 +140,22 @@ func PlanDigest(plan *decode.Plan) string {
 type hostSplit struct {
 	Hosts
 	local, base int
-	owner       []int32 // host of each plan unit (assignUnits)
-	// rows is each host's rows in an epoch: counted for the other hosts
-	// before the first epoch, and for this one only where the plan tells
-	// (exact); -1 where not known.
-	rows []int64
+	seed        uint64
+	owner       []int32 // host of each plan unit (assignUnits), set by prepare
+	rows        []int64 // each host's rows in an epoch, set by prepare
 }
 
-// newHostSplit plans this host's share of a job of world ranks over the
-// units of proc's plan.
+// newHostSplit checks h against a job of world ranks over the units of
+// proc's plan; prepare deals the units.
 func newHostSplit(h Hosts, world int, proc *processor, seed uint64) (*hostSplit, error) {
 	local, base, err := h.Split(world)
 	if err != nil || h.Count <= 1 {
 		return nil, err
 	}
-	units := proc.plan.Units
-	if len(units) < h.Count {
-		return nil, fmt.Errorf("%d hosts but the input has %d work units: each host needs one at least (use fewer hosts, or smaller units: decode.max_unit_rows)", h.Count, len(units))
+	if n := len(proc.plan.Units); n < h.Count {
+		return nil, fmt.Errorf("%d hosts but the input has %d work units: each host needs one at least (use fewer hosts, or smaller units: decode.max_unit_rows)", h.Count, n)
 	}
-	hs := &hostSplit{Hosts: h, local: local, base: base, owner: assignUnits(units, h.Count, seed)}
-	hs.rows = slices.Repeat([]int64{-1}, h.Count)
-	return hs, nil
+	return &hostSplit{Hosts: h, local: local, base: base, seed: seed}, nil
 }
 
 // units returns the units of order that this host reads.
@@ -166,107 +172,42 @@ func (hs *hostSplit) units(order []int32) []int32 {
 	return mine
 }
 
-// count fills hs.rows for every host but this one (and for this one too
-// where the plan tells), running the other hosts' units as far as their
-// row counts need (step 3 above), each through gate (nil: none).
-func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config, gate func(context.Context) (func(), error)) error {
-	units := proc.plan.Units
-	if proc.exact { // every unit yields its planned rows
-		clear(hs.rows)
-		for u, h := range hs.owner {
-			hs.rows[h] += units[u].Rows
-		}
+// prepare counts every unit's rows before a multi-host run's first epoch
+// (countUnits), deals the units to hosts by them, and sets bt's steps per
+// epoch to what every host fills (steps 1, 2 and 4 above).
+func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Config, bt *batcher, prog *Progress,
+	gate func(context.Context) (func(), error)) error {
+	if hs == nil {
 		return nil
 	}
-	var theirs []int32
+	rows, err := countUnits(ctx, proc, cfg, gate)
+	if err != nil {
+		return err
+	}
+	hs.owner = assignUnits(rows, hs.Count, hs.seed)
+	hs.rows = make([]int64, hs.Count)
 	for u, h := range hs.owner {
-		if int(h) != hs.Index {
-			theirs = append(theirs, int32(u))
-		}
+		hs.rows[h] += rows[u]
 	}
-	counts := make([]int64, len(theirs))
-	work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
-		if gate != nil { // the daemon's share of the CPU between jobs
-			release, err := gate(ctx)
-			if err != nil {
-				return buf, err
-			}
-			defer release()
-		}
-		n, b, err := countUnit(ctx, proc, worker, units[theirs[i]], buf)
-		counts[i] = n
-		return b, err
+	n := hs.perEpoch(bt.size, bt.last)
+	if n == 0 && slices.Max(hs.rows) > 0 {
+		return fmt.Errorf("the %d hosts cannot each fill a step of %d ranks × %d rows: their units yield %v rows "+
+			"(use fewer hosts, a smaller batch, or last: pad)", hs.Count, hs.local, bt.size, hs.rows)
 	}
-	if err := pool.Run(ctx, cfg, len(theirs), work, func(int, *column.Batch) error { return nil }); err != nil {
-		return fmt.Errorf("counting the other hosts' rows: %w", err)
+	if bt.last == "pad" {
+		bt.padTo = n
+	} else {
+		bt.capSteps = n
 	}
-	for h := range hs.rows {
-		if h != hs.Index {
-			hs.rows[h] = 0
-		}
-	}
-	for i, u := range theirs {
-		hs.rows[hs.owner[u]] += counts[i]
-	}
+	prog.setBatchesPerEpoch(n)
 	return nil
 }
 
-// countUnit returns how many rows unit u yields: with Select only where
-// that tells (processor.count), else by running it whole into buf.
-func countUnit(ctx context.Context, proc *processor, worker int, u decode.Unit, buf *column.Batch) (int64, *column.Batch, error) {
-	if proc.counted || proc.skips(u.Seq) {
-		n, err := proc.count(ctx, worker, u)
-		return n, buf, err
-	}
-	if n := proc.cache.rows(u.Seq); n >= 0 {
-		return n, buf, nil
-	}
-	if buf == nil {
-		buf = new(column.Batch)
-	}
-	if st := proc.workers[worker].state; st != nil {
-		// Not this host's rows: the ops' counters leave them out.
-		st.CountRows(false)
-		defer st.CountRows(true)
-	}
-	err := proc.run(ctx, worker, u, buf)
-	return int64(buf.Rows), buf, err
-}
-
-// steps returns the limits on an epoch's steps that the other hosts set
-// (step 3 above): with last: drop the least of their full steps (capped),
-// with pad the most of their steps, padded ones included (padTo). capped
-// is -1 where nothing caps this host, padTo 0 where nothing pads it.
-func (hs *hostSplit) steps(size int, last string) (capped, padTo int64) {
-	capped = -1
-	if hs == nil {
-		return capped, 0
-	}
-	step := int64(size) * int64(hs.local)
-	for h, n := range hs.rows {
-		if h == hs.Index || n < 0 {
-			continue
-		}
-		switch last {
-		case "pad":
-			padTo = max(padTo, (n+step-1)/step)
-		default:
-			if capped < 0 || n/step < capped {
-				capped = n / step
-			}
-		}
-	}
-	return capped, padTo
-}
-
-// perEpoch is every rank's batches in an epoch where every host's rows
-// are known (the plan's, when nothing drops rows), else -1.
+// perEpoch is the steps of an epoch that every host fills: with last:
+// pad the most any host's rows make, else the fewest full ones.
 func (hs *hostSplit) perEpoch(size int, last string) int64 {
 	var n int64 = -1
 	for _, rows := range hs.rows {
-		if rows < 0 {
-			return -1
-		}
 		k := batchesPerEpoch(rows, size, hs.local, last)
 		if n < 0 || last == "pad" && k > n || last != "pad" && k < n {
 			n = k
@@ -275,19 +216,54 @@ func (hs *hostSplit) perEpoch(size int, last string) int64 {
 	return n
 }
 
-// prepare counts the other hosts' rows before a multi-host run's first
-// epoch and sets bt's limits on every epoch's steps from them.
-func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Config, bt *batcher, prog *Progress,
-	gate func(context.Context) (func(), error)) error {
-	if hs == nil {
-		return nil
+// countUnits returns the rows each unit of proc's plan yields: the plan's
+// where nothing drops rows, else counted on the pool, each unit through
+// gate (nil: none), the daemon's share of the CPU between jobs.
+func countUnits(ctx context.Context, proc *processor, cfg pool.Config, gate func(context.Context) (func(), error)) ([]int64, error) {
+	units := proc.plan.Units
+	rows := make([]int64, len(units))
+	if proc.exact {
+		for i, u := range units {
+			rows[i] = u.Rows
+		}
+		return rows, nil
 	}
-	if err := hs.count(ctx, proc, cfg, gate); err != nil {
-		return err
+	work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+		if proc.skips(units[i].Seq) {
+			return buf, nil // pruned by its statistics: no rows, nothing read
+		}
+		if gate != nil {
+			release, err := gate(ctx)
+			if err != nil {
+				return buf, err
+			}
+			defer release()
+		}
+		n, b, err := countUnit(ctx, proc, worker, units[i], buf)
+		rows[i] = n
+		return b, err
 	}
-	bt.capSteps, bt.padTo = hs.steps(bt.size, bt.last)
-	if n := hs.perEpoch(bt.size, bt.last); n >= 0 {
-		prog.setBatchesPerEpoch(n)
+	if err := pool.Run(ctx, cfg, len(units), work, func(int, *column.Batch) error { return nil }); err != nil {
+		return nil, fmt.Errorf("counting the units' rows to deal them to hosts: %w", err)
 	}
-	return nil
+	return rows, nil
+}
+
+// countUnit returns how many rows unit u yields: with Select only where
+// that tells (processor.count), else by running it whole into buf.
+func countUnit(ctx context.Context, proc *processor, worker int, u decode.Unit, buf *column.Batch) (int64, *column.Batch, error) {
+	if proc.counted {
+		n, err := proc.count(ctx, worker, u)
+		return n, buf, err
+	}
+	if buf == nil {
+		buf = new(column.Batch)
+	}
+	if st := proc.workers[worker].state; st != nil {
+		// Counted, not emitted: the ops' counters leave these rows out.
+		st.CountRows(false)
+		defer st.CountRows(true)
+	}
+	err := proc.run(ctx, worker, u, buf)
+	return int64(buf.Rows), buf, err
 }

@@ -53,7 +53,7 @@ func TestHostsShareTheWorld(t *testing.T) {
 	filter := "pipeline:\n  - filter: \"row_id % 3 != 1\"\n"
 	sample := "pipeline:\n  - sample: {key: row_id, rates: [{rate: 0.4}]}\n"
 	// Rows whose seq_0 is longer than 8 are skipped: Select alone cannot
-	// count them, so the other hosts' units are run whole to count.
+	// count them, so the units are run whole to count.
 	long := "pipeline:\n  - filter: \"row_id % 2 == 0\"\n  - sequence: {column: seq_0, length: 8, on_long: skip}\n" +
 		"  - select: [row_id, seq_0]\n"
 	for _, tc := range []struct {
@@ -69,6 +69,7 @@ func TestHostsShareTheWorld(t *testing.T) {
 		{"2 hosts, a sample, pad", 2, 4, 128, 700, "pad", sample},
 		{"2 hosts, ops after Select drop rows, drop", 2, 2, 100, 300, "drop", long},
 		{"2 hosts, ops after Select drop rows, pad", 2, 4, 64, 0, "pad", long},
+		{"2 hosts, a filter that keeps a few units' rows, drop", 2, 2, 100, 0, "drop", "pipeline:\n  - filter: \"row_id < 2800\"\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.pipeline == "" {
@@ -256,9 +257,17 @@ func TestHostsErrors(t *testing.T) {
 	if failed != 1 {
 		t.Errorf("%d hosts failed, want the one without rows", failed)
 	}
+	// With last: drop, no host can fill a step the other cannot: both fail.
+	few = strings.Replace(few, "last: pad", "last: drop", 1)
+	for h := range 2 {
+		_, _, err := hostRun(t, few, engine.Hosts{Count: 2, Index: h}, 1, nil)
+		if err == nil || !strings.Contains(err.Error(), "the 2 hosts cannot each fill a step of 1 ranks × 100 rows: their units yield") {
+			t.Errorf("host %d: %v", h, err)
+		}
+	}
 }
 
-// Counting the other hosts' rows takes the CPU through Options.Gate, as
+// Counting the units' rows takes the CPU through Options.Gate, as
 // decoding does: the daemon's share between jobs holds for it too.
 func TestHostsCountThroughTheGate(t *testing.T) {
 	src := fmt.Sprintf(hostsJob, 100, "drop", 2, 0, "pipeline:\n  - filter: \"row_id % 3 != 1\"\n")
@@ -297,8 +306,28 @@ func TestHostsCountThroughTheGate(t *testing.T) {
 	one, units := gated(engine.Hosts{})
 	a, _ := gated(engine.Hosts{Count: 2, Index: 0})
 	b, _ := gated(engine.Hosts{Count: 2, Index: 1})
-	// Each unit is decoded by one host and counted by the other.
-	if one != units || a+b != one+units {
-		t.Errorf("the gate was taken %d and %d times by two hosts, %d by one: want %d more for the counting", a, b, one, units)
+	// Each host counts every unit and decodes its own.
+	if one != units || a+b != one+2*units {
+		t.Errorf("the gate was taken %d and %d times by two hosts, %d by one: want %d more for the counting", a, b, one, 2*units)
+	}
+}
+
+// Units are dealt by the rows they keep, not the rows they hold: where a
+// filter keeps the first two units' rows only (560 and 544 of them), each
+// host gets one, whatever the seed; dealt by planned rows, both would often
+// go to one host, and the other could fill no step.
+func TestHostsDealKeptRows(t *testing.T) {
+	for seed := range 4 {
+		src := fmt.Sprintf(hostsJob, 100, "drop", 2, 0, "pipeline:\n  - filter: \"row_id < 1104\"\n")
+		src = strings.Replace(src, "seed: 11", fmt.Sprintf("seed: %d", seed), 1)
+		for h := range 2 {
+			got, _, err := hostRun(t, src, engine.Hosts{Count: 2, Index: h}, 1, nil)
+			if err != nil {
+				t.Fatalf("seed %d host %d: %v", seed, h, err)
+			}
+			if n := len(got[h].batches); n != 2*5 {
+				t.Fatalf("seed %d host %d: %d batches in 2 epochs, want 5 a epoch", seed, h, n)
+			}
+		}
 	}
 }
