@@ -86,3 +86,52 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 		t.Fatalf("%d rows of the %d kept were read: two steps or more dropped", len(seen), kept)
 	}
 }
+
+// A daemon serving host 1 of 2, killed with SIGKILL mid-epoch and started
+// again, adopts its ranks' rings (named by their world ranks) and its
+// readers continue exactly: every batch once, in order, no row twice.
+func TestKill9OneHostOfTwo(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	j := e.submit(specFor("k9h", smallData, "world_size: 4\n"), map[string]any{"hosts": 2, "host": 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	readers := []*reader{{e: e, job: j.ID, rank: 2, delay: 3 * time.Millisecond}, {e: e, job: j.ID, rank: 3, delay: 3 * time.Millisecond}}
+	wait := startReaders(ctx, readers)
+	waitFor(t, "10 batches read", 30*time.Second, func() bool { return readers[0].count()+readers[1].count() >= 10 })
+	e.kill9()
+	time.Sleep(300 * time.Millisecond) // long enough for the readers to see the producer die
+	e.start()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, r := range readers {
+		if len(r.cursors) == 0 || len(r.cursors) != len(readers[0].cursors) {
+			t.Fatalf("rank %d: %d batches, rank 2 %d", r.rank, len(r.cursors), len(readers[0].cursors))
+		}
+		for i, c := range r.cursors {
+			if c.Epoch != 0 || c.BatchIndex != uint64(i) || c.Rank != uint32(r.rank) {
+				t.Fatalf("rank %d batch %d has cursor %+v", r.rank, i, c)
+			}
+		}
+		if r.reattach == 0 {
+			t.Errorf("rank %d never saw the producer die", r.rank)
+		}
+		for _, g := range r.gens {
+			if g != r.gens[0] {
+				t.Errorf("rank %d: generations %v: the ring was recreated, not adopted", r.rank, r.gens)
+			}
+		}
+		for _, id := range r.rows {
+			if seen[id] {
+				t.Fatalf("row %d read twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	got := e.waitJob(j.ID, 10*time.Second, "done")
+	if got.Restarts != 1 || got.Hosts != 2 || got.Host != 1 {
+		t.Errorf("after the restart: generation_restarts %d, host %d of %d; want 1, 1 of 2", got.Restarts, got.Host, got.Hosts)
+	}
+}
