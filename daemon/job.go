@@ -67,6 +67,11 @@ type Job struct {
 	// host). Every per-rank slice of the job is indexed by local rank.
 	hosts           engine.Hosts
 	local, rankBase int
+	// unitRows are the rows each unit of the plan unitRowsPlan yields, as
+	// a run of a job on several hosts counted them (engine.Options.Counted),
+	// kept for its later runs. Under mu.
+	unitRows     []int64
+	unitRowsPlan string
 	// planDigest identifies the units the job's plan deals out
 	// (engine.PlanDigest): the trainers of a world on several hosts
 	// compare their hosts'. Under mu.
@@ -179,6 +184,7 @@ func (j *Job) recordLocked() *record {
 		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
+		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan,
 	}
 }
 
@@ -328,6 +334,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 	j.notePerEpoch(j.run)
 	j.run = r
 	j.next = resume
+	unitRows, unitRowsPlan := j.unitRows, j.unitRowsPlan
 	j.mu.Unlock()
 	j.persist() // the resume cursors, before any ring is created
 	opts := engine.Options{
@@ -341,6 +348,16 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		FS:        j.fs(),
 		PlaceRing: j.placeRing(), // each rank's ring on its GPU's NUMA node (gpu.go)
 		Hosts:     j.hosts,
+		// One host's share of a world counts every unit's rows once; later
+		// runs of the job (restarts, trainers' cursors) reuse the counts.
+		UnitRows: unitRows, UnitRowsPlan: unitRowsPlan,
+		Counted: func(plan string, rows []int64) {
+			j.log.Info("units counted for the hosts' split", "units", len(rows), "plan", plan)
+			j.mu.Lock()
+			j.unitRows, j.unitRowsPlan = rows, plan
+			j.mu.Unlock()
+			j.persist()
+		},
 	}
 	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
 	if st != nil {

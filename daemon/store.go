@@ -34,17 +34,21 @@ type record struct {
 	WorldSize int      `json:"world_size_override,omitempty"`
 	// Hosts and Host: the world runs on Hosts hosts and this daemon
 	// serves host Host's ranks (engine.Hosts); 0 and 0 for one host.
-	Hosts    int       `json:"hosts,omitempty"`
-	Host     int       `json:"host,omitempty"`
-	Weight   int       `json:"weight"`
-	Hash     string    `json:"spec_hash"`
-	State    string    `json:"state"`
-	Error    string    `json:"error,omitempty"`
-	Created  time.Time `json:"created"`
-	Started  time.Time `json:"started,omitzero"`
-	Ended    time.Time `json:"ended,omitzero"`
-	Restarts int       `json:"restarts"`
-	Ranks    []rankRec `json:"ranks"`
+	Hosts int `json:"hosts,omitempty"`
+	Host  int `json:"host,omitempty"`
+	// UnitRows and UnitRowsPlan: the rows each unit of a plan yields, as a
+	// run of a job on several hosts counted them, for its later runs.
+	UnitRows     []int64   `json:"unit_rows,omitempty"`
+	UnitRowsPlan string    `json:"unit_rows_plan,omitempty"`
+	Weight       int       `json:"weight"`
+	Hash         string    `json:"spec_hash"`
+	State        string    `json:"state"`
+	Error        string    `json:"error,omitempty"`
+	Created      time.Time `json:"created"`
+	Started      time.Time `json:"started,omitzero"`
+	Ended        time.Time `json:"ended,omitzero"`
+	Restarts     int       `json:"restarts"`
+	Ranks        []rankRec `json:"ranks"`
 	// Resume is the resume cursors the latest production run started
 	// with: the start of any ring it created before its generation was
 	// recorded (a crash in between).

@@ -74,6 +74,16 @@ type Options struct {
 	// Rings, Ready, Resume and PlaceRing then count this host's ranks
 	// only, from 0.
 	Hosts Hosts
+	// UnitRows, with Hosts, are the rows each unit of the plan yields as an
+	// earlier run of the job counted them (Counted), and UnitRowsPlan that
+	// run's plan (PlanDigest): where this run plans the same units, it
+	// deals them without counting again.
+	UnitRows     []int64
+	UnitRowsPlan string
+	// Counted, if not nil, is called with the plan's digest and every
+	// unit's rows once a run with Hosts has counted them, before its first
+	// batch: a daemon keeps them for the job's later runs (UnitRows).
+	Counted func(plan string, rows []int64)
 }
 
 // Stats sums up a run.
@@ -194,7 +204,8 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	// The window points at cached unit outputs instead of copying them.
 	bt.window.stable = proc.cache.owns
-	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart, hosts: hs}
+	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart, hosts: hs,
+		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)
 	if err != nil {
@@ -267,6 +278,10 @@ type runHooks struct {
 	gate       func(context.Context) (func(), error)
 	epochStart func(epoch uint64)
 	hosts      *hostSplit // nil: one host
+	// unitRows and unitRowsPlan, counted (Options.UnitRows and Counted).
+	unitRows     []int64
+	unitRowsPlan string
+	counted      func(plan string, rows []int64)
 }
 
 // produce runs the epochs.
@@ -285,7 +300,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		cfg.InFlight += 2 * rw.slots
 	}
 	fields := proc.outFields()
-	if err := hooks.hosts.prepare(ctx, proc, cfg, bt, prog, hooks.gate); err != nil {
+	if err := hooks.hosts.prepare(ctx, proc, cfg, bt, prog, hooks); err != nil {
 		return err
 	}
 	// Decoded-unit buffers outlive each epoch's pool.Run, so later epochs

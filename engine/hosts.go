@@ -173,16 +173,23 @@ func (hs *hostSplit) units(order []int32) []int32 {
 }
 
 // prepare counts every unit's rows before a multi-host run's first epoch
-// (countUnits), deals the units to hosts by them, and sets bt's steps per
-// epoch to what every host fills (steps 1, 2 and 4 above).
+// (countUnits; an earlier run's counts of the same plan serve as well),
+// deals the units to hosts by them, and sets bt's steps per epoch to what
+// every host fills (steps 1, 2 and 4 above).
 func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Config, bt *batcher, prog *Progress,
-	gate func(context.Context) (func(), error)) error {
+	hooks runHooks) error {
 	if hs == nil {
 		return nil
 	}
-	rows, err := countUnits(ctx, proc, cfg, gate)
-	if err != nil {
-		return err
+	rows, plan := hooks.unitRows, PlanDigest(proc.plan)
+	if len(rows) != len(proc.plan.Units) || hooks.unitRowsPlan != plan {
+		var err error
+		if rows, err = countUnits(ctx, proc, cfg, hooks.gate); err != nil {
+			return err
+		}
+		if hooks.counted != nil {
+			hooks.counted(plan, slices.Clone(rows))
+		}
 	}
 	hs.owner = assignUnits(rows, hs.Count, hs.seed)
 	hs.rows = make([]int64, hs.Count)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lastmile/lastmile/engine"
@@ -328,6 +329,49 @@ func TestHostsDealKeptRows(t *testing.T) {
 			if n := len(got[h].batches); n != 2*5 {
 				t.Fatalf("seed %d host %d: %d batches in 2 epochs, want 5 a epoch", seed, h, n)
 			}
+		}
+	}
+}
+
+// A run given an earlier run's counts of the same plan deals the units
+// without counting them again, and produces the same batches; counts of
+// another plan are not used.
+func TestHostsReuseCounts(t *testing.T) {
+	src := fmt.Sprintf(hostsJob, 100, "drop", 4, 500, "pipeline:\n  - filter: \"row_id % 3 != 1\"\n")
+	hosts := engine.Hosts{Count: 2, Index: 1}
+	var plan string
+	var rows []int64
+	var calls atomic.Int64
+	run := func(opts engine.Options) []got {
+		opts.Hosts = hosts
+		opts.Gate = func(context.Context) (func(), error) { calls.Add(1); return func() {}, nil }
+		res, _, err := runRings(t, src, 1, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := run(engine.Options{Counted: func(p string, r []int64) { plan, rows = p, r }})
+	counting := calls.Load()
+	if !strings.HasPrefix(plan, "sha256:") || len(rows) == 0 {
+		t.Fatalf("Counted was called with %q and %d counts", plan, len(rows))
+	}
+	for _, tc := range []struct {
+		name   string
+		plan   string
+		counts bool
+	}{
+		{"the same plan", plan, false},
+		{"another plan", "sha256:0", true},
+	} {
+		calls.Store(0)
+		recounted := false
+		again := run(engine.Options{UnitRows: rows, UnitRowsPlan: tc.plan, Counted: func(string, []int64) { recounted = true }})
+		if !reflect.DeepEqual(again, first) {
+			t.Fatalf("%s: the batches differ from the first run's", tc.name)
+		}
+		if n := calls.Load(); recounted != tc.counts || (n == counting) != tc.counts {
+			t.Fatalf("%s: counted again %v (gate taken %d times, %d the first time)", tc.name, recounted, n, counting)
 		}
 	}
 }

@@ -89,11 +89,14 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 
 // A daemon serving host 1 of 2, killed with SIGKILL mid-epoch and started
 // again, adopts its ranks' rings (named by their world ranks) and its
-// readers continue exactly: every batch once, in order, no row twice.
+// readers continue exactly: every batch once, in order, no row twice. The
+// restarted run deals the units by the counts the first one kept.
 func TestKill9OneHostOfTwo(t *testing.T) {
 	e := newEnv(t)
 	e.start()
-	j := e.submit(specFor("k9h", smallData, "world_size: 4\n"), map[string]any{"hosts": 2, "host": 1})
+	spec := strings.Replace(specFor("k9h", smallData, "world_size: 4\npipeline:\n  - filter: \"row_id % 4 != 3\"\n"),
+		"columns: [row_id]\n", "", 1)
+	j := e.submit(spec, map[string]any{"hosts": 2, "host": 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	readers := []*reader{{e: e, job: j.ID, rank: 2, delay: 3 * time.Millisecond}, {e: e, job: j.ID, rank: 3, delay: 3 * time.Millisecond}}
@@ -133,5 +136,8 @@ func TestKill9OneHostOfTwo(t *testing.T) {
 	got := e.waitJob(j.ID, 10*time.Second, "done")
 	if got.Restarts != 1 || got.Hosts != 2 || got.Host != 1 {
 		t.Errorf("after the restart: generation_restarts %d, host %d of %d; want 1, 1 of 2", got.Restarts, got.Host, got.Hosts)
+	}
+	if n := strings.Count(e.log.String(), "units counted for the hosts' split"); n != 1 {
+		t.Errorf("the units were counted %d times, want once: the restarted run reuses the counts", n)
 	}
 }
