@@ -4,9 +4,9 @@ package engine
 //
 // torchrun --nnodes H --nproc-per-node L runs a job's H×L ranks on H
 // hosts, and each host's lastmiled serves only the L ranks that run on it
-// (global ranks Index×L to Index×L+L-1). Before this, a host made a ring
-// for every rank of the world; the rings of the other hosts' ranks were
-// never read, filled, and stopped its producer after a few steps.
+// (global ranks Index×L to Index×L+L-1). A host that made a ring for
+// every rank of the world would see the rings of the other hosts' ranks
+// never read: they fill, and stop its producer after a few steps.
 //
 // Invariants:
 //   - Every rank of the world gets the same number of batches each epoch
@@ -23,13 +23,14 @@ package engine
 //     only (what resuming uses), else, where later ops drop rows too, by
 //     running the units whole. A unit's count does not change between
 //     epochs (nothing row-local depends on the epoch; the unit cache
-//     relies on the same), so once per run suffices, and every host finds
+//     relies on the same), so once per job suffices (Options.Counted and
+//     UnitRows carry them to the job's later runs), and every host finds
 //     the same counts.
 //  2. Units are dealt to hosts by those counts (assignUnits): the largest
 //     first (ties in an order drawn from the job's seed), each to the host
-//     with the fewest rows so far. A host reads the same units every epoch, in that epoch's
-//     shuffled unit order, so its unit cache serves its later epochs; the
-//     row shuffle then mixes them within the host. Dealing by rows kept,
+//     with the fewest rows so far. A host reads the same units every
+//     epoch, in that epoch's shuffled unit order, so its unit cache serves
+//     its later epochs; the row shuffle then mixes them within the host. Dealing by rows kept,
 //     not planned, keeps a filter that keeps some files' rows only from
 //     leaving one host short and the others dropping rows to match it.
 //  3. Each host batches its own units' rows for its L ranks, exactly as a
@@ -47,7 +48,9 @@ package engine
 //   - Hosts exchanging their counts over the network: it needs the hosts'
 //     daemons to find each other before training starts, and a protocol
 //     for one that is late or gone. Counting locally costs the Early
-//     columns of every unit once per run and needs nothing from anyone.
+//     columns of every unit once per job and needs nothing from anyone;
+//     it is a fixed share of the whole job on every host, so it weighs
+//     more as hosts are added (docs/python.md, "Several hosts").
 //   - Dealing units by their planned rows, before counting: cheaper to
 //     start, but a filter that keeps a few files' rows leaves the hosts
 //     far apart, and with last: drop every host then drops down to the
