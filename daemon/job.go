@@ -72,6 +72,9 @@ type Job struct {
 	// kept for its later runs. Under mu.
 	unitRows     []int64
 	unitRowsPlan string
+	// countsKey is the hash of the spec as pinned: jobs with the same one
+	// can share unit counts (Daemon.countsFor). Set once, in newJob.
+	countsKey string
 	// planDigest identifies the units the job's plan deals out
 	// (engine.PlanDigest): the trainers of a world on several hosts
 	// compare their hosts'. Under mu.

@@ -155,6 +155,11 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 			return nil, err
 		}
 	}
+	// What a unit's count depends on besides the plan: the spec as pinned.
+	countsKey, err := specHash(job)
+	if err != nil {
+		return nil, err
+	}
 	hosts := engine.Hosts{Count: rec.Hosts, Index: rec.Host}
 	local, base, err := hosts.Split(job.WorldSize)
 	if err != nil {
@@ -167,7 +172,7 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 	j := &Job{
 		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec, pins: rec.Pins,
 		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hosts: hosts, local: local, rankBase: base,
-		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, hash: rec.Hash, created: rec.Created, spec: job,
+		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, countsKey: countsKey, hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
 		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:local], removed: rec.RingsRemoved,
@@ -263,6 +268,9 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 		return nil, false, err
 	}
 	j.footprint, j.planDigest = need, digest // not shared yet
+	if j.hosts.Count > 1 {
+		j.unitRowsPlan, j.unitRows = d.countsFor(j.countsKey)
+	}
 	if err := d.addJob(j, p.uid, exempt); err != nil {
 		j.client.Close()
 		return nil, false, err
@@ -355,6 +363,32 @@ func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int
 			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
 	}
 	return need, fp.PlanDigest, nil
+}
+
+// countsFor returns the unit counts that a job of the same spec (as
+// pinned) kept, and the plan they hold for: a new job on several hosts
+// then deals its units without counting them again where it plans the
+// same units (engine.Options.UnitRows). The job's files were opened as its
+// submitter before it got here, so the counts tell them nothing new.
+func (d *Daemon) countsFor(key string) (plan string, rows []int64) {
+	d.mu.Lock()
+	jobs := make([]*Job, 0, len(d.jobs))
+	for _, o := range d.jobs {
+		jobs = append(jobs, o)
+	}
+	d.mu.Unlock()
+	for _, o := range jobs {
+		if o.countsKey != key {
+			continue
+		}
+		o.mu.Lock()
+		plan, rows = o.unitRowsPlan, o.unitRows
+		o.mu.Unlock()
+		if len(rows) > 0 {
+			return plan, rows
+		}
+	}
+	return "", nil
 }
 
 // checkRequest checks a submit request's fields other than the spec.

@@ -76,8 +76,9 @@ type Options struct {
 	Hosts Hosts
 	// UnitRows, with Hosts, are the rows each unit of the plan yields as an
 	// earlier run of the job counted them (Counted), and UnitRowsPlan that
-	// run's plan (PlanDigest): where this run plans the same units, it
-	// deals them without counting again.
+	// run's plan as Counted gave it (a digest of its units, their files'
+	// sizes and modification times): where this run plans the same, it
+	// deals the units without counting them again.
 	UnitRows     []int64
 	UnitRowsPlan string
 	// Counted, if not nil, is called with the plan's digest and every

@@ -131,10 +131,18 @@ func assignUnits(rows []int64, hosts int, seed uint64) []int32 {
 // that lists a directory after a file landed in it, or an Iceberg table
 // after a commit); the trainers compare the hosts' digests
 // (docs/python.md, "Several hosts").
-func PlanDigest(plan *decode.Plan) string {
+func PlanDigest(plan *decode.Plan) string { return planDigest(plan, false) }
+
+// planDigest is PlanDigest, with each file's modification time too where
+// mtimes is set: what this host's counts of a plan's units hold for (a
+// file rewritten in place, its size kept, yields other rows).
+func planDigest(plan *decode.Plan, mtimes bool) string {
 	h := sha256.New()
 	for _, u := range plan.Units {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%d\n", u.File, u.FileSize, u.RowGroup, u.RowStart, u.Rows)
+		if mtimes {
+			fmt.Fprintf(h, "%d\n", u.ModTime)
+		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
@@ -184,7 +192,7 @@ func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Conf
 	if hs == nil {
 		return nil
 	}
-	rows, plan := hooks.unitRows, PlanDigest(proc.plan)
+	rows, plan := hooks.unitRows, planDigest(proc.plan, true)
 	if len(rows) != len(proc.plan.Units) || hooks.unitRowsPlan != plan {
 		var err error
 		if rows, err = countUnits(ctx, proc, cfg, hooks.gate); err != nil {

@@ -140,4 +140,15 @@ func TestKill9OneHostOfTwo(t *testing.T) {
 	if n := strings.Count(e.log.String(), "units counted for the hosts' split"); n != 1 {
 		t.Errorf("the units were counted %d times, want once: the restarted run reuses the counts", n)
 	}
+	// The same spec submitted again, once the job is over: a new job,
+	// which deals its units by the counts the first one kept.
+	waitFor(t, "the rings removed", 10*time.Second, func() bool { return len(e.job(j.ID).Rings) == 0 })
+	again := e.submit(spec, map[string]any{"hosts": 2, "host": 1})
+	if again.ID == j.ID {
+		t.Fatalf("the second submission joined the ended job %s", j.ID)
+	}
+	waitFor(t, "the second job producing", 10*time.Second, func() bool { return e.job(again.ID).Progress.Batches > 0 })
+	if n := strings.Count(e.log.String(), "units counted for the hosts' split"); n != 1 {
+		t.Errorf("the units were counted %d times, want once: a job of the same spec reuses the counts", n)
+	}
 }
