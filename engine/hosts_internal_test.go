@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"testing"
+
+	"github.com/lastmile/lastmile/decode"
 )
 
 // assignUnits deals units so that the hosts' rows end within one unit of
@@ -38,5 +40,36 @@ func TestAssignUnits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The hosts compare PlanDigest, which leaves out modification times (each
+// host's copy of a file has its own); the counts a host keeps hold for its
+// files as they were, so their digest covers the times too.
+func TestPlanDigest(t *testing.T) {
+	plan := &decode.Plan{Units: []decode.Unit{
+		{File: "/d/a.parquet", FileSize: 100, ModTime: 1, RowGroup: 0, Rows: 10},
+		{File: "/d/a.parquet", FileSize: 100, ModTime: 1, RowGroup: 1, Rows: 5},
+	}}
+	touched := &decode.Plan{Units: slices.Clone(plan.Units)}
+	touched.Units[1].ModTime = 2
+	grown := &decode.Plan{Units: slices.Clone(plan.Units)}
+	grown.Units[1].Rows = 6
+	for _, tc := range []struct {
+		name         string
+		a, b         *decode.Plan
+		mtimes, same bool
+	}{
+		{"the same plan", plan, plan, true, true},
+		{"a file touched, across hosts", plan, touched, false, true},
+		{"a file touched, this host's counts", plan, touched, true, false},
+		{"a row group grown", plan, grown, false, false},
+	} {
+		if same := planDigest(tc.a, tc.mtimes) == planDigest(tc.b, tc.mtimes); same != tc.same {
+			t.Errorf("%s: digests equal %v, want %v", tc.name, same, tc.same)
+		}
+	}
+	if PlanDigest(plan) != planDigest(plan, false) {
+		t.Error("PlanDigest is not the digest without modification times")
 	}
 }
