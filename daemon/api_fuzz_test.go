@@ -22,6 +22,8 @@ var fuzzJobs = []*record{
 	{ID: "0123456789ab", Name: "gone", Owner: 1000, GID: 1000, State: "done", RingsRemoved: true, Spec: "name: gone\ninputs: [/nonexistent/a.parquet]\nbatch: {size: 8}\n"},
 	{ID: "fedcba987654", Name: "theirs", Owner: 1001, GID: 1001, State: "failed", Error: "decode: corrupt page", Spec: "name: theirs\ninputs: [/nonexistent/b.parquet]\nbatch: {size: 8}\n"},
 	{ID: "111111111111", Name: "stopped", Owner: 1000, GID: 1000, State: "canceled", Error: "job canceled by uid 1000", Spec: "name: stopped\ninputs: [/nonexistent/c.parquet]\nbatch: {size: 8}\n"},
+	{ID: "222222222222", Name: "share", Owner: 1000, GID: 1000, State: "done", Hosts: 2, Host: 1, UnitRows: []int64{3, 4}, UnitRowsPlan: "sha256:0",
+		Spec: "name: share\ninputs: [/nonexistent/d.parquet]\nbatch: {size: 8}\nworld_size: 4\n"},
 }
 
 // fuzzSeeds are requests as lastmile's clients send them (python/lastmile
@@ -54,8 +56,11 @@ func fuzzSeeds() [][3]string {
 		`{"rank": 3}`, `{"rank": -1}`, `{"rank": 1e40}`, `{"wait": -1}`, `{"rank": 0, "wait": 700}`,
 		`[1]`, `null`, `"x"`, `{"spec": "x"} trailing`, `{"spec": "x", "spec": "y"}`, `{"rank": 0, "extra": 1}`,
 		`{"spec": "version: 2\nname: ../../etc\ninputs: []\nbatch: {size: -5}\nring: {mode: \"0777\", slots: 70000}\n"}`,
+		`{"spec": "name: w\ninputs: [/nonexistent/x.parquet]\nbatch: {size: 8}\n", "world_size": 16, "hosts": 2, "host": 1}`,
+		`{"spec": "x", "world_size": 6, "hosts": 4, "host": 3}`, `{"spec": "x", "hosts": -1, "host": 7}`, `{"rank": 2}`,
 	} {
-		for _, path := range []string{"/v1/jobs", "/v1/jobs/abc123def456/attach", "/v1/jobs/ctr/attach", "/v1/jobs/theirs/attach", "/v1/jobs/gone/attach"} {
+		for _, path := range []string{"/v1/jobs", "/v1/jobs/abc123def456/attach", "/v1/jobs/ctr/attach", "/v1/jobs/theirs/attach", "/v1/jobs/gone/attach",
+			"/v1/jobs/share/attach"} {
 			seeds = append(seeds, [3]string{"POST", path, h + "Content-Length: " + strconv.Itoa(len(b)) + "\n" + b})
 		}
 	}
