@@ -29,6 +29,7 @@ except Exception:  # pragma: no cover - torch is optional
     dist = None
 
 TRAIN = """
+import os
 import sys
 import torch
 import torch.distributed as dist
@@ -53,7 +54,9 @@ for epoch in ds.epochs():
         opt.step()
         steps += 1
         rows += len(batch["label"])
-print("rank %d of %d on host %d of %d: %d steps, %d rows" % (ds.rank, ds.world_size, ds.host, ds.hosts, steps, rows))
+# One write: the ranks share the launcher's stdout, and print() may split a line.
+os.write(1, ("rank %d of %d on host %d of %d: %d steps, %d rows\\n"
+             % (ds.rank, ds.world_size, ds.host, ds.hosts, steps, rows)).encode())
 dist.destroy_process_group()
 """
 
@@ -129,12 +132,10 @@ class TestTwoHosts(unittest.TestCase):
             self.assertEqual(rc, 0, "%s\n%s" % (err, log))
             lines += out.splitlines()
         got = {}
-        for line in lines:
-            m = re.match(r"rank (\d) of 4 on host (\d) of 2: (\d+) steps, (\d+) rows", line)
-            if m:
-                rank, host, steps, rows = map(int, m.groups())
-                self.assertEqual(host, rank // 2, line)
-                got[rank] = (steps, rows)
+        for m in re.finditer(r"rank (\d) of 4 on host (\d) of 2: (\d+) steps, (\d+) rows", "\n".join(lines)):
+            rank, host, steps, rows = map(int, m.groups())
+            self.assertEqual(host, rank // 2, m.group(0))
+            got[rank] = (steps, rows)
         self.assertEqual(sorted(got), [0, 1, 2, 3], lines)
         self.assertEqual(len(set(got.values())), 1, got)
         steps, rows = got[0]
