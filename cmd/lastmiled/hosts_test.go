@@ -113,19 +113,7 @@ func TestKill9OneHostOfTwo(t *testing.T) {
 		if len(r.cursors) == 0 || len(r.cursors) != len(readers[0].cursors) {
 			t.Fatalf("rank %d: %d batches, rank 2 %d", r.rank, len(r.cursors), len(readers[0].cursors))
 		}
-		for i, c := range r.cursors {
-			if c.Epoch != 0 || c.BatchIndex != uint64(i) || c.Rank != uint32(r.rank) {
-				t.Fatalf("rank %d batch %d has cursor %+v", r.rank, i, c)
-			}
-		}
-		if r.reattach == 0 {
-			t.Errorf("rank %d never saw the producer die", r.rank)
-		}
-		for _, g := range r.gens {
-			if g != r.gens[0] {
-				t.Errorf("rank %d: generations %v: the ring was recreated, not adopted", r.rank, r.gens)
-			}
-		}
+		checkAdopted(t, r)
 		for _, id := range r.rows {
 			if seen[id] {
 				t.Fatalf("row %d read twice", id)

@@ -41,25 +41,33 @@ func TestKill9MidEpoch(t *testing.T) {
 		if len(r.cursors) != 50 {
 			t.Errorf("rank %d: %d batches, want 50", r.rank, len(r.cursors))
 		}
-		for i, c := range r.cursors {
-			if c.Epoch != 0 || c.BatchIndex != uint64(i) || c.Rank != uint32(r.rank) {
-				t.Fatalf("rank %d batch %d has cursor %+v", r.rank, i, c)
-			}
-		}
-		if r.reattach == 0 {
-			t.Errorf("rank %d never saw the producer die", r.rank)
-		}
-		for _, g := range r.gens {
-			if g != r.gens[0] {
-				t.Errorf("rank %d: generations %v: the ring was recreated, not adopted", r.rank, r.gens)
-			}
-		}
+		checkAdopted(t, r)
 		all = append(all, r.rows...)
 	}
 	checkExactlyOnce(t, "epoch after kill -9", all, 10000)
 	got := e.waitJob(j.ID, 10*time.Second, "done")
 	if got.Restarts != 1 {
 		t.Errorf("generation_restarts %d, want 1", got.Restarts)
+	}
+}
+
+// checkAdopted checks what a reader of epoch 0 read across a kill -9 of
+// its daemon: every batch once, in order, for its rank, from a ring the
+// restarted daemon adopted.
+func checkAdopted(t *testing.T, r *reader) {
+	t.Helper()
+	for i, c := range r.cursors {
+		if c.Epoch != 0 || c.BatchIndex != uint64(i) || c.Rank != uint32(r.rank) {
+			t.Fatalf("rank %d batch %d has cursor %+v", r.rank, i, c)
+		}
+	}
+	if r.reattach == 0 {
+		t.Errorf("rank %d never saw the producer die", r.rank)
+	}
+	for _, g := range r.gens {
+		if g != r.gens[0] {
+			t.Errorf("rank %d: generations %v: the ring was recreated, not adopted", r.rank, r.gens)
+		}
 	}
 }
 
