@@ -132,7 +132,7 @@ func (j *Job) rankInfo(r int) (shm.RingInfo, error) {
 	if o == nil || o.Replaced() {
 		info, err := shm.Inspect(j.spec.Ring.Dir, j.ringName(r))
 		if err != nil {
-			return info, errorf(http.StatusConflict, "rank %d's ring is not available: %v", r, err)
+			return info, errorf(http.StatusConflict, "rank %d's ring is not available: %v", j.rankBase+r, err)
 		}
 		return info, nil
 	}
