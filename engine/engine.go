@@ -85,6 +85,13 @@ type Options struct {
 	// unit's rows once a run with Hosts has counted them, before its first
 	// batch: a daemon keeps them for the job's later runs (UnitRows).
 	Counted func(plan string, rows []int64)
+	// ShareCounts, if not nil, lets a run with Hosts count only its share
+	// of the units (hostcounts.go): it is called with that share before the
+	// first epoch and returns every unit's rows as the hosts counted them,
+	// blocking until they are all known or ctx ends. nil: the run counts
+	// every unit itself. Not called where UnitRows serve or the plan gives
+	// the rows.
+	ShareCounts func(ctx context.Context, share CountShare) ([]int64, error)
 }
 
 // Stats sums up a run.
@@ -206,7 +213,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	// The window points at cached unit outputs instead of copying them.
 	bt.window.stable = proc.cache.owns
 	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart, hosts: hs,
-		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted}
+		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted, shareCounts: opts.ShareCounts}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)
 	if err != nil {
@@ -283,6 +290,7 @@ type runHooks struct {
 	unitRows     []int64
 	unitRowsPlan string
 	counted      func(plan string, rows []int64)
+	shareCounts  func(ctx context.Context, share CountShare) ([]int64, error)
 }
 
 // produce runs the epochs.
@@ -336,6 +344,9 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		emit := func(i int, b *column.Batch) error {
 			if !proc.cache.owns(b) {
 				spare.seen(b) // a cached unit's output is never a spare
+			}
+			if err := hooks.hosts.check(proc, ur.units[i], b.Rows); err != nil {
+				return err
 			}
 			return bt.add(ctx, b)
 		}

@@ -45,12 +45,13 @@ package engine
 //     everything, H times the CPU of the job.
 //   - Dealing rows (not units) to hosts: a page holds rows of every host,
 //     so each host would still decompress every page.
-//   - Hosts exchanging their counts over the network: it needs the hosts'
-//     daemons to find each other before training starts, and a protocol
-//     for one that is late or gone. Counting locally costs the Early
-//     columns of every unit once per job and needs nothing from anyone;
-//     it is a fixed share of the whole job on every host, so it weighs
-//     more as hosts are added (docs/python.md, "Several hosts").
+//   - Hosts' daemons exchanging their counts with each other: it needs
+//     them to find each other before training starts, and a protocol for
+//     one that is late or gone. Counting locally costs the Early columns
+//     of every unit once per job and needs nothing from anyone; it is a
+//     fixed share of the whole job on every host, so it weighs more as
+//     hosts are added. Where the trainers can relay the counts, each host
+//     counts only its share instead (hostcounts.go).
 //   - Dealing units by their planned rows, before counting: cheaper to
 //     start, but a filter that keeps a few files' rows leaves the hosts
 //     far apart, and with last: drop every host then drops down to the
@@ -153,6 +154,7 @@ type hostSplit struct {
 	local, base int
 	seed        uint64
 	owner       []int32 // host of each plan unit (assignUnits), set by prepare
+	counts      []int64 // rows of each plan unit, set by prepare
 	rows        []int64 // each host's rows in an epoch, set by prepare
 }
 
@@ -195,13 +197,14 @@ func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Conf
 	rows, plan := hooks.unitRows, planDigest(proc.plan, true)
 	if len(rows) != len(proc.plan.Units) || hooks.unitRowsPlan != plan {
 		var err error
-		if rows, err = countUnits(ctx, proc, cfg, hooks.gate); err != nil {
+		if rows, err = hs.count(ctx, proc, cfg, hooks); err != nil {
 			return err
 		}
 		if hooks.counted != nil {
 			hooks.counted(plan, slices.Clone(rows))
 		}
 	}
+	hs.counts = rows
 	hs.owner = assignUnits(rows, hs.Count, hs.seed)
 	hs.rows = make([]int64, hs.Count)
 	for u, h := range hs.owner {
@@ -237,7 +240,10 @@ func (hs *hostSplit) perEpoch(size int, last string) int64 {
 // countUnits returns the rows each unit of proc's plan yields: the plan's
 // where nothing drops rows, else counted on the pool, each unit through
 // gate (nil: none), the daemon's share of the CPU between jobs.
-func countUnits(ctx context.Context, proc *processor, cfg pool.Config, gate func(context.Context) (func(), error)) ([]int64, error) {
+// Where mine is not nil, only the units i it reports are counted; the
+// others' rows are -1.
+func countUnits(ctx context.Context, proc *processor, cfg pool.Config, gate func(context.Context) (func(), error),
+	mine func(i int) bool) ([]int64, error) {
 	units := proc.plan.Units
 	rows := make([]int64, len(units))
 	if proc.exact {
@@ -247,6 +253,10 @@ func countUnits(ctx context.Context, proc *processor, cfg pool.Config, gate func
 		return rows, nil
 	}
 	work := func(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+		if mine != nil && !mine(i) {
+			rows[i] = -1
+			return buf, nil
+		}
 		if proc.skips(units[i].Seq) {
 			return buf, nil // pruned by its statistics: no rows, nothing read
 		}
