@@ -26,6 +26,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("/v1/jobs", d.methods(map[string]http.HandlerFunc{"GET": d.listJobs, "POST": d.postJob}))
 	mux.HandleFunc("/v1/jobs/{id}", d.methods(map[string]http.HandlerFunc{"GET": d.getJob, "DELETE": d.deleteJob}))
 	mux.HandleFunc("/v1/jobs/{id}/attach", d.methods(map[string]http.HandlerFunc{"POST": d.attachJob}))
+	mux.HandleFunc("/v1/jobs/{id}/counts", d.methods(map[string]http.HandlerFunc{"GET": d.getCounts, "POST": d.postCounts}))
 	mux.HandleFunc("/v1/status", d.methods(map[string]http.HandlerFunc{"GET": d.status}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint %s %s: see docs/control-api.md (paths start with /v1/)", r.Method, r.URL.Path))
@@ -293,9 +294,13 @@ type jobView struct {
 	// PlanDigest identifies the units the job's plan deals out
 	// (engine.PlanDigest); "" until known.
 	PlanDigest string `json:"plan_digest,omitempty"`
-	Epochs     int    `json:"epochs"`
-	Weight     int    `json:"weight"`
-	SpecHash   string `json:"spec_hash"`
+	// Counts is where the units' counts of a job on several hosts stand:
+	// "counting", "exchanging" (this host's share is counted, the other
+	// hosts' are awaited from the trainers) or "known"; "" on one host.
+	Counts   string `json:"counts,omitempty"`
+	Epochs   int    `json:"epochs"`
+	Weight   int    `json:"weight"`
+	SpecHash string `json:"spec_hash"`
 	// Snapshots are the Iceberg snapshots the job reads, pinned when it
 	// was accepted.
 	Snapshots []pin      `json:"iceberg_snapshots,omitempty"`
@@ -398,10 +403,11 @@ func timePtr(t time.Time) *time.Time {
 func (j *Job) view() jobView {
 	infos, ok := j.ringInfos()
 	unsaved := j.unsavedState()
+	counts := j.countsState()
 	j.mu.Lock()
 	v := jobView{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, State: j.state, WorldSize: j.spec.WorldSize,
-		Hosts: j.hosts.Count, Host: j.hosts.Index, PlanDigest: j.planDigest,
+		Hosts: j.hosts.Count, Host: j.hosts.Index, PlanDigest: j.planDigest, Counts: counts,
 		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Snapshots: j.pins, Created: j.created.UTC(),
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
 		Memory: j.footprint, Rings: []ringView{}, Unsaved: unsaved,

@@ -41,6 +41,9 @@ func fuzzSeeds() [][3]string {
 		{"DELETE", "/v1/jobs/%00", ""},
 		{"PUT", "/v1/jobs", h},
 		{"GET", "/v2/jobs", ""},
+		{"GET", "/v1/jobs/ctr/counts?wait=0", ""},
+		{"GET", "/v1/jobs/share/counts?wait=-1", ""},
+		{"GET", "/v1/jobs/theirs/counts?wait=x", ""},
 		{"GET", "/v1/jobs/a%2F..%2Fb", ""},
 		{"POST", "/v1/status", h + "Content-Length: 104857600\n"},
 		{"POST", "/v1/jobs", h + "Content-Length: 2\n"},
@@ -58,9 +61,11 @@ func fuzzSeeds() [][3]string {
 		`{"spec": "version: 2\nname: ../../etc\ninputs: []\nbatch: {size: -5}\nring: {mode: \"0777\", slots: 70000}\n"}`,
 		`{"spec": "name: w\ninputs: [/nonexistent/x.parquet]\nbatch: {size: 8}\n", "world_size": 16, "hosts": 2, "host": 1}`,
 		`{"spec": "x", "world_size": 6, "hosts": 4, "host": 3}`, `{"spec": "x", "hosts": -1, "host": 7}`, `{"rank": 2}`,
+		`{"spec": "x", "hosts": 2, "share_counts": true}`, `{"spec": "x", "share_counts": true}`,
+		`{"plan": "sha256:0", "rows": [1, -1, 3]}`, `{"plan": "", "rows": null}`, `{"rows": [1e30]}`,
 	} {
 		for _, path := range []string{"/v1/jobs", "/v1/jobs/abc123def456/attach", "/v1/jobs/ctr/attach", "/v1/jobs/theirs/attach", "/v1/jobs/gone/attach",
-			"/v1/jobs/share/attach"} {
+			"/v1/jobs/share/attach", "/v1/jobs/ctr/counts", "/v1/jobs/share/counts"} {
 			seeds = append(seeds, [3]string{"POST", path, h + "Content-Length: " + strconv.Itoa(len(b)) + "\n" + b})
 		}
 	}

@@ -72,6 +72,11 @@ type Job struct {
 	// kept for its later runs. Under mu.
 	unitRows     []int64
 	unitRowsPlan string
+	// shareCounts: the job counts only this host's share of the units and
+	// takes the other hosts' from its trainers, through exchange
+	// (counts.go). Both set once, in newJob.
+	shareCounts bool
+	exchange    *countExchange
 	// countsKey is the hash of the spec as pinned: jobs with the same one
 	// can share unit counts (Daemon.countsFor). Set once, in newJob.
 	countsKey string
@@ -184,7 +189,7 @@ func (j *Job) record() *record {
 func (j *Job) recordLocked() *record {
 	return &record{
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir, File: j.file,
-		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
+		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, ShareCounts: j.shareCounts, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
 		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan,
@@ -361,6 +366,14 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 			j.mu.Unlock()
 			j.persist()
 		},
+	}
+	if j.shareCounts {
+		// The trainers relay the other hosts' counts.
+		opts.ShareCounts = func(ctx context.Context, s engine.CountShare) ([]int64, error) {
+			j.log.Info("counted this host's share of the units: waiting for the other hosts' counts, which the trainers relay",
+				"units", len(s.Rows), "hosts", s.Hosts, "plan", s.Plan)
+			return j.exchange.wait(ctx, s)
+		}
 	}
 	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
 	if st != nil {

@@ -36,6 +36,8 @@ type record struct {
 	// serves host Host's ranks (engine.Hosts); 0 and 0 for one host.
 	Hosts int `json:"hosts,omitempty"`
 	Host  int `json:"host,omitempty"`
+	// ShareCounts: the trainers relay the hosts' unit counts (counts.go).
+	ShareCounts bool `json:"share_counts,omitempty"`
 	// UnitRows and UnitRowsPlan: the rows each unit of a plan yields, as a
 	// run of a job on several hosts counted them, for its later runs.
 	UnitRows     []int64   `json:"unit_rows,omitempty"`

@@ -172,7 +172,7 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 	j := &Job{
 		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec, pins: rec.Pins,
 		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hosts: hosts, local: local, rankBase: base,
-		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, countsKey: countsKey, hash: rec.Hash, created: rec.Created, spec: job,
+		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, countsKey: countsKey, shareCounts: rec.ShareCounts, exchange: newCountExchange(), hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
 		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:local], removed: rec.RingsRemoved,
@@ -190,10 +190,13 @@ type submitRequest struct {
 	WorldSize int    `json:"world_size"`
 	// Hosts and Host: the world_size ranks run on Hosts hosts (torchrun's
 	// --nnodes), and this daemon serves host Host's (its --node-rank).
-	Hosts   int    `json:"hosts"`
-	Host    int    `json:"host"`
-	BaseDir string `json:"base_dir"`
-	Weight  int    `json:"weight"`
+	Hosts int `json:"hosts"`
+	Host  int `json:"host"`
+	// ShareCounts: this host counts only its share of the units, and the
+	// job's trainers relay the other hosts' counts (counts.go).
+	ShareCounts bool   `json:"share_counts"`
+	BaseDir     string `json:"base_dir"`
+	Weight      int    `json:"weight"`
 	// File is the spec's file name as the user gave it, for errors.
 	File string `json:"file"`
 }
@@ -261,7 +264,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	rec := &record{
 		ID: newID(), Name: job.Name, Owner: p.uid, GID: p.gid, Groups: p.groups, Spec: req.Spec, BaseDir: req.BaseDir, File: req.File,
-		WorldSize: req.WorldSize, Hosts: req.Hosts, Host: req.Host, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(), Pins: pins,
+		WorldSize: req.WorldSize, Hosts: req.Hosts, Host: req.Host, ShareCounts: req.ShareCounts, Weight: req.Weight, Hash: hash, State: string(Pending), Created: time.Now().UTC(), Pins: pins,
 	}
 	j, err = d.newJob(rec)
 	if err != nil {
@@ -402,6 +405,8 @@ func checkRequest(req submitRequest) error {
 		return errorf(http.StatusBadRequest, `"hosts" %d: want 1 to 4096 (or leave it out)`, req.Hosts)
 	case req.Host < 0 || req.Host >= max(req.Hosts, 1):
 		return errorf(http.StatusBadRequest, `"host" %d: want 0 to %d, this host's index among the %d hosts`, req.Host, max(req.Hosts, 1)-1, max(req.Hosts, 1))
+	case req.ShareCounts && req.Hosts < 2:
+		return errorf(http.StatusBadRequest, `"share_counts" needs "hosts" 2 or more: one host counts every unit itself`)
 	case req.Weight < 0 || req.Weight > MaxWeight:
 		return errorf(http.StatusBadRequest, `"weight" %d: want 1 to %d (or leave it out)`, req.Weight, MaxWeight)
 	case req.BaseDir != "" && !filepath.IsAbs(req.BaseDir):

@@ -1,0 +1,265 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lastmile/lastmile/engine"
+)
+
+// The hosts' unit counts, relayed by the trainers.
+//
+// A job submitted with share_counts, one host's share of a world on
+// several hosts, counts only its share of the units (engine/hostcounts.go)
+// and needs the other hosts' counts before its first batch. lastmiled
+// does not reach the other hosts' daemons for them: the job's trainers
+// do, over the process group they already share. Steps:
+//  1. The run counts its share and calls countExchange.wait, which
+//     publishes the share and blocks.
+//  2. Each trainer GETs /v1/jobs/{id}/counts, which long-polls until the
+//     share (or the whole list, where this host knows it) is published.
+//  3. The trainers all-gather every host's share and merge them: each
+//     unit is counted by exactly one host.
+//  4. Each trainer POSTs the merged list. The first one that checks out
+//     (the job's plan, every unit counted, this host's share unchanged)
+//     wakes the run; later equal ones are accepted, differing ones
+//     refused. The run checks the list again, deals the units by it, and
+//     Counted keeps it in the job's record for every later run.
+//
+// A GET or POST counts as trainer activity, so a job whose trainers are
+// still exchanging is not reclaimed for want of an attach. Trainers that
+// never post leave the run waiting until the job is canceled or
+// reclaimed: the daemon has no view of the other hosts to time them out
+// by, and the trainers' collectives fail on their own where a host is
+// gone.
+
+// maxCountsWait is the longest a GET of a job's counts waits.
+const maxCountsWait = 30 * time.Second
+
+// countExchange is a job's side of step 1 and 4: the run's share, the
+// merged list, and a channel closed at every change of either.
+type countExchange struct {
+	mu      sync.Mutex
+	share   *engine.CountShare // this host's, once counted
+	all     []int64            // every unit's rows, once posted
+	changed chan struct{}
+}
+
+// newCountExchange returns an exchange with nothing published.
+func newCountExchange() *countExchange { return &countExchange{changed: make(chan struct{})} }
+
+// notify wakes every waiter; x.mu is held.
+func (x *countExchange) notify() {
+	close(x.changed)
+	x.changed = make(chan struct{})
+}
+
+// wait is the run's engine.Options.ShareCounts: it publishes share and
+// returns the list the trainers post, or ctx's error.
+func (x *countExchange) wait(ctx context.Context, share engine.CountShare) ([]int64, error) {
+	x.mu.Lock()
+	x.share = &share
+	if x.all != nil && (len(x.all) != len(share.Rows)) {
+		x.all = nil // posted for another plan: a new run planned differently
+	}
+	x.notify()
+	for x.all == nil {
+		ch := x.changed
+		x.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the other hosts' unit counts (their trainers relay them): %w", ctx.Err())
+		}
+		x.mu.Lock()
+	}
+	all := slices.Clone(x.all)
+	x.mu.Unlock()
+	return all, nil
+}
+
+// post takes the trainers' merged list for plan: refused (409) where it
+// is not for this host's plan or this host's share, or this host has not
+// published its share; accepted where equal to a list taken before.
+func (x *countExchange) post(plan string, rows []int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s := x.share
+	switch {
+	case s == nil:
+		return errorf(http.StatusConflict, "this host has not counted its share of the units yet: GET the counts until they are there, then post every host's")
+	case plan != s.Plan:
+		return errorf(http.StatusConflict, "the counts are for plan %s, but this host planned %s: every host must read the same input (an Iceberg table pinned to one snapshot, ?snapshot=ID)", plan, s.Plan)
+	case len(rows) != len(s.Rows):
+		return errorf(http.StatusBadRequest, `"rows" lists %d units, but the plan has %d`, len(rows), len(s.Rows))
+	}
+	for i, n := range rows {
+		switch {
+		case n < 0:
+			return errorf(http.StatusBadRequest, `"rows"[%d] is %d: every unit needs its count (host %d's to count)`, i, n, i%s.Hosts)
+		case s.Counts(i) && n != s.Rows[i]:
+			return errorf(http.StatusConflict, `"rows"[%d] is %d, but this host counted %d rows in that unit: every host must read the same input`, i, n, s.Rows[i])
+		}
+	}
+	if x.all != nil {
+		if !slices.Equal(x.all, rows) {
+			return errorf(http.StatusConflict, "the job already has other counts: every trainer must post the same merged list")
+		}
+		return nil
+	}
+	x.all = slices.Clone(rows)
+	x.notify()
+	return nil
+}
+
+// countsView is what GET /v1/jobs/{id}/counts returns.
+type countsView struct {
+	// Plan is the units' digest (engine.PlanDigest): the same on every
+	// host of the world.
+	Plan  string `json:"plan"`
+	Hosts int    `json:"hosts"`
+	Host  int    `json:"host"`
+	// Rows are each unit's rows, -1 for the units other hosts count; nil
+	// until this host has counted its share.
+	Rows []int64 `json:"rows"`
+	// Complete: Rows has every unit's count (the job's plan gives them, or
+	// it has its counts from an earlier run or the trainers); nothing is
+	// to be posted.
+	Complete bool `json:"complete"`
+	// State is the job's state: a terminal one means no counts will come.
+	State State `json:"state"`
+}
+
+// counts returns what this host knows of its units' counts now, and a
+// channel closed when that may change.
+func (j *Job) counts() (countsView, <-chan struct{}) {
+	j.mu.Lock()
+	v := countsView{Plan: j.planDigest, Hosts: max(j.hosts.Count, 1), Host: j.hosts.Index, State: j.state}
+	// Complete once the current run has dealt its units (its steps per
+	// epoch are known): the counts it kept, or found, are the ones it uses.
+	// (An ended job's kept counts are the ones its runs used.)
+	if len(j.unitRows) > 0 {
+		dealt := j.state.Terminal()
+		if r := j.run; r != nil && !dealt {
+			_, dealt = r.prog.BatchesPerEpoch()
+		}
+		if dealt {
+			v.Rows, v.Complete = slices.Clone(j.unitRows), true
+		}
+	}
+	j.mu.Unlock()
+	x := j.exchange
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s := x.share; s != nil && !v.Complete {
+		v.Plan, v.Rows = s.Plan, slices.Clone(s.Rows)
+	}
+	return v, x.changed
+}
+
+func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
+	j, err := d.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	wait := time.Duration(0)
+	if s := r.URL.Query().Get("wait"); s != "" {
+		sec, err := strconv.ParseFloat(s, 64)
+		if err != nil || sec < 0 {
+			writeError(w, errorf(http.StatusBadRequest, "wait=%q: want seconds to wait for the counts, 0 to %v", s, maxCountsWait.Seconds()))
+			return
+		}
+		wait = min(time.Duration(sec*float64(time.Second)), maxCountsWait)
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	// A run that deals its units by counts it had changes nothing in the
+	// exchange: the poll sees it.
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		j.touch()
+		v, changed := j.counts()
+		if v.Rows != nil || v.State.Terminal() {
+			writeJSON(w, http.StatusOK, v)
+			return
+		}
+		select {
+		case <-changed:
+		case <-j.finished:
+		case <-poll.C:
+		case <-deadline.C:
+			writeJSON(w, http.StatusOK, v)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// postCountsRequest is the body of POST /v1/jobs/{id}/counts.
+type postCountsRequest struct {
+	Plan string  `json:"plan"`
+	Rows []int64 `json:"rows"`
+}
+
+func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
+	var req postCountsRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	j, err := d.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	j.touch()
+	if v, _ := j.counts(); v.Complete {
+		// Known already (an earlier run, the plan, another trainer's
+		// post): the same list is a no-op, another one a mistake.
+		if req.Plan != v.Plan || !slices.Equal(req.Rows, v.Rows) {
+			writeError(w, errorf(http.StatusConflict, "the job already has its unit counts (plan %s), and they differ from these: every trainer must post the same merged list", v.Plan))
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	if err := j.exchange.post(req.Plan, req.Rows); err != nil {
+		writeError(w, err)
+		return
+	}
+	j.log.Info("the hosts' unit counts arrived from a trainer", "units", len(req.Rows), "plan", req.Plan)
+	v, _ := j.counts()
+	v.Plan, v.Rows, v.Complete = req.Plan, req.Rows, true
+	writeJSON(w, http.StatusOK, v)
+}
+
+// touch notes trainer activity: the job is not reclaimed while its
+// trainers exchange counts before they attach.
+func (j *Job) touch() {
+	j.mu.Lock()
+	j.lastActive = time.Now()
+	j.mu.Unlock()
+}
+
+// countsState is the job view's counts: "" on one host, else "known",
+// "exchanging" or "counting".
+func (j *Job) countsState() string {
+	if j.hosts.Count <= 1 {
+		return ""
+	}
+	switch v, _ := j.counts(); {
+	case v.Complete:
+		return "known"
+	case v.Rows != nil:
+		return "exchanging"
+	}
+	return "counting"
+}
