@@ -254,7 +254,8 @@ class Client:
         """``GET /v1/status``: the daemon's version, uptime and totals."""
         return self.request("GET", API + "/status")[1]
 
-    def submit(self, spec, world_size=None, weight=None, base_dir=None, file=None, hosts=None, host=None):
+    def submit(self, spec, world_size=None, weight=None, base_dir=None, file=None, hosts=None, host=None,
+               share_counts=False):
         """``POST /v1/jobs``: submit a job, or join the identical running one.
 
         ``spec`` is the spec text (YAML or JSON); ``base_dir`` the directory its
@@ -262,8 +263,10 @@ class Client:
         the daemon's errors name (:class:`SpecError`, checked against the
         inputs before the daemon answers: every error at once). ``hosts`` and
         ``host``: the world's ranks run on ``hosts`` hosts and this daemon
-        serves host ``host``'s (torchrun's ``--nnodes`` and ``--node-rank``).
-        Returns ``(job, created)``: created is False when an identical job
+        serves host ``host``'s (torchrun's ``--nnodes`` and ``--node-rank``);
+        ``share_counts``: that host counts only its share of the units, and
+        the trainers relay the other hosts' counts (:meth:`counts`,
+        :meth:`post_counts`). Returns ``(job, created)``: created is False when an identical job
         existed (200) and True for a new one (201).
         """
         body = {"spec": spec}
@@ -271,6 +274,8 @@ class Client:
             body["world_size"] = int(world_size)
         if hosts is not None and int(hosts) > 1:
             body["hosts"], body["host"] = int(hosts), int(host or 0)
+            if share_counts:
+                body["share_counts"] = True
         if weight is not None:
             body["weight"] = weight
         if base_dir is not None:
@@ -290,6 +295,22 @@ class Client:
     def job(self, job_id) -> dict:
         """``GET /v1/jobs/{id}``."""
         return self.request("GET", "%s/jobs/%s" % (API, _quote(job_id)))[1]
+
+    def counts(self, job_id, wait=None) -> dict:
+        """``GET /v1/jobs/{id}/counts``: this host's counts of the job's units
+        (``rows``, -1 for the units other hosts count; None while it counts),
+        their ``plan`` digest, and ``complete`` when every count is known.
+        ``wait``: seconds the daemon may wait for them (at most 30)."""
+        path = "%s/jobs/%s/counts" % (API, _quote(job_id))
+        if wait is not None:
+            path += "?wait=%g" % max(0.0, float(wait))
+        return self.request("GET", path)[1]
+
+    def post_counts(self, job_id, plan, rows) -> dict:
+        """``POST /v1/jobs/{id}/counts``: every unit's rows, as the hosts of
+        the world counted them, for the job's ``plan``."""
+        body = {"plan": plan, "rows": [int(n) for n in rows]}
+        return self.request("POST", "%s/jobs/%s/counts" % (API, _quote(job_id)), body)[1]
 
     def cancel(self, job_id) -> dict:
         """``DELETE /v1/jobs/{id}``."""

@@ -48,6 +48,7 @@ import time
 
 from . import control
 from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError
+from .hosts import exchange, usable_group
 from .ranks import resolve_hosts, resolve_ranks
 from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError, RingError
 
@@ -205,54 +206,31 @@ class Dataset(_Base):
         self._epoch = None  # set_epoch: iterate this epoch only
         self._per_epoch = None  # batches per epoch, once known
         self._pending = None  # a batch taken ahead of an epoch's iteration
-        self._submit()
-        self._check_hosts()
+        # Each host counts only its share of the units where the trainers
+        # can relay the other hosts' counts (lastmile/hosts.py).
+        self._submit(share_counts=self.hosts > 1 and usable_group(self.world_size) is not None)
+        self._join_hosts()
 
     # -- control --------------------------------------------------------------
-    def _check_hosts(self):
-        """With ranks on several hosts, compare the hosts' plans across the
-        world (when torch.distributed is initialized): hosts that planned
-        different units would give their ranks overlapping rows and
-        different step counts, and DDP would hang at the first rank short of
-        a batch. Raises ValueError naming the hosts that disagree."""
-        if self.hosts <= 1:
-            return
-        try:
-            import torch.distributed as dist
-        except Exception:  # pragma: no cover - torch is optional
-            return
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world_size:
-            return
-        mine = (self.host, (self.job or {}).get("plan_digest"))
-        got = [None] * self.world_size
-        try:
-            dist.all_gather_object(got, mine)
-        except RuntimeError as e:  # e.g. NCCL without torch.cuda.set_device
-            log.warning("lastmile: could not compare the hosts' plans: %s", e)
-            return
-        if not all(digest for _, digest in got):
-            return  # a daemon that does not know its plan yet: nothing to compare
-        hosts = {}
-        for host, digest in got:
-            hosts.setdefault(digest, set()).add(host)
-        if len(hosts) > 1:
-            parts = ["host %s: %s" % (",".join(map(str, sorted(h))), d)
-                     for d, h in sorted(hosts.items(), key=lambda kv: min(kv[1]))]
-            raise ValueError(
-                "job %s: the %d hosts planned different inputs (%s), so their ranks would not get the "
-                "same batches: give every host the same files (an Iceberg table pinned to one snapshot, "
-                "?snapshot=ID) and submit again" % (self.spec_label, self.hosts, "; ".join(parts)))
+    def _join_hosts(self):
+        """With ranks on several hosts, what the world's trainers do together
+        before the first batch (:func:`lastmile.hosts.exchange`): compare the
+        hosts' plans, and relay each host's counts of its share of the units
+        to the others. A collective: every rank of the world calls it. Raises
+        ValueError naming the hosts that disagree."""
+        if self.hosts > 1:
+            exchange(self.client, self.job["id"], self.host, self.hosts, self.world_size, self.spec_label)
 
     def _job_staging(self):
         """The job's gpu.staging as lastmiled reports it ("auto" when unset)."""
         g = self.job.get("gpu") if isinstance(self.job, dict) else None
         return (g or {}).get("staging") or "auto"
 
-    def _submit(self):
+    def _submit(self, share_counts=False):
         try:
             self.job, self.created = self.client.submit(
                 self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir,
-                file=self.spec_label, hosts=self.hosts, host=self.host)
+                file=self.spec_label, hosts=self.hosts, host=self.host, share_counts=share_counts)
         except SpecError as e:
             e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
             raise

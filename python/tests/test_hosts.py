@@ -131,6 +131,10 @@ class TestTwoHosts(unittest.TestCase):
         for rc, out, err, log in self.run_hosts([daemonproc.SMALL] * 2):
             self.assertEqual(rc, 0, "%s\n%s" % (err, log))
             lines += out.splitlines()
+            # Each host counted only its share of the units; the trainers
+            # relayed the other host's counts.
+            self.assertIn("counted this host's share of the units", log)
+            self.assertIn("the hosts' unit counts arrived from a trainer", log)
         got = {}
         for m in re.finditer(r"rank (\d) of 4 on host (\d) of 2: (\d+) steps, (\d+) rows", "\n".join(lines)):
             rank, host, steps, rows = map(int, m.groups())

@@ -1,0 +1,124 @@
+"""What the trainers of a world on several hosts do together before the first
+batch (docs/python.md, "Several hosts"): compare their hosts' plans, and
+relay each host's counts of its share of the work units to the others, over
+the torch.distributed process group they already have.
+
+Every rank of the world calls :func:`exchange` once, after its Dataset has
+submitted (the calls are collectives). Steps:
+
+1. Wait for this host's daemon to count its share of the units
+   (``GET /v1/jobs/{id}/counts``), or to know them all.
+2. All-gather ``(host, plan, rows, complete, error)`` across the world.
+3. Stop every rank with the same error where a host failed, or where the
+   hosts planned different inputs.
+4. Merge the shares (each unit is counted by exactly one host) and post
+   the whole list to this host's daemon, which then deals its units.
+
+A rank that fails in step 1 still takes part in step 2, with its error, so
+that the other ranks raise it too instead of waiting in the collective.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from . import control
+
+__all__ = ["exchange", "usable_group"]
+
+log = logging.getLogger("lastmile")
+
+# Seconds one GET of the counts may wait in the daemon.
+_POLL = 10.0
+
+
+def usable_group(world_size):
+    """torch.distributed, when it is initialized over the job's world;
+    else None."""
+    try:
+        import torch.distributed as dist
+    except Exception:  # pragma: no cover - torch is optional
+        return None
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != world_size:
+        return None
+    return dist
+
+
+def _local_counts(client, job_id):
+    """This host's counts view once it has rows, or raises ControlError
+    with the job's error if it ended first."""
+    while True:
+        v = client.counts(job_id, wait=_POLL)
+        if v.get("rows") is not None:
+            return v
+        if v.get("state") in ("failed", "canceled", "done"):
+            j = client.job(job_id)
+            raise control.ControlError("job %s %s before its units were counted: %s"
+                                       % (job_id, v.get("state"), j.get("error") or "no error given"))
+        time.sleep(0.01)
+
+
+def _merge(got, label):
+    """Every unit's rows from the hosts' (host, plan, rows, complete)
+    views; ValueError where two hosts give one unit different counts."""
+    merged = None
+    for host, _, rows, _ in got:
+        if merged is None:
+            merged = [-1] * len(rows)
+        for i, n in enumerate(rows):
+            if n < 0:
+                continue
+            if merged[i] >= 0 and merged[i] != n:
+                raise ValueError("job %s: the hosts' counts of unit %d differ (%d and %d, host %d): "
+                                 "every host must read the same input" % (label, i, merged[i], n, host))
+            merged[i] = n
+    missing = [i for i, n in enumerate(merged) if n < 0]
+    if missing:
+        raise ValueError("job %s: no host counted unit %d (of %d units missing)" % (label, missing[0], len(missing)))
+    return merged
+
+
+def _check_plans(got, hosts, label):
+    """ValueError naming the hosts, where they planned different inputs."""
+    plans = {}
+    for host, plan, _, _ in got:
+        plans.setdefault(plan, set()).add(host)
+    if len(plans) > 1:
+        parts = ["host %s: %s" % (",".join(map(str, sorted(h))), d)
+                 for d, h in sorted(plans.items(), key=lambda kv: min(kv[1]))]
+        raise ValueError(
+            "job %s: the %d hosts planned different inputs (%s), so their ranks would not get the "
+            "same batches: give every host the same files (an Iceberg table pinned to one snapshot, "
+            "?snapshot=ID) and submit again" % (label, hosts, "; ".join(parts)))
+
+
+def exchange(client, job_id, host, hosts, world_size, label):
+    """Steps 1-4 above, on every rank of the world. Returns False where no
+    initialized process group spans the world (nothing was exchanged).
+    Raises ValueError where the hosts disagree, ControlError where one
+    host's job failed."""
+    dist = usable_group(world_size)
+    if dist is None:
+        return False
+    mine, err = None, None
+    try:
+        v = _local_counts(client, job_id)
+        mine = (host, v.get("plan"), list(v["rows"]), bool(v.get("complete")))
+    except control.ControlError as e:
+        err = "host %d: %s" % (host, e)
+    got = [None] * world_size
+    try:
+        dist.all_gather_object(got, (mine, err))
+    except RuntimeError as e:  # e.g. NCCL without torch.cuda.set_device
+        raise control.ControlError("job %s: the ranks could not relay their hosts' unit counts over "
+                                   "torch.distributed: %s" % (label, e)) from e
+    errors = sorted({e for _, e in got if e})
+    if errors:
+        raise control.ControlError("job %s: %s" % (label, "; ".join(errors)))
+    views = [m for m, _ in got]
+    _check_plans(views, hosts, label)
+    merged = _merge(views, label)
+    if not mine[3]:
+        client.post_counts(job_id, mine[1], merged)
+    return True

@@ -1,0 +1,112 @@
+"""lastmile.hosts: the trainers' relay of their hosts' unit counts, against a
+fake control client and a fake process group.
+
+Run: cd python && /usr/bin/python3 -m unittest tests.test_hostcounts -v
+"""
+
+import os
+import sys
+import unittest
+from unittest import mock
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from lastmile import control, hosts  # noqa: E402
+
+
+class FakeClient:
+    """A daemon's counts endpoint: views, given in turn, and the posts."""
+
+    def __init__(self, *views, job=None):
+        self.views = list(views)
+        self.posts = []
+        self.job_view = job or {}
+
+    def counts(self, job_id, wait=None):
+        return self.views.pop(0) if len(self.views) > 1 else self.views[0]
+
+    def post_counts(self, job_id, plan, rows):
+        self.posts.append((plan, list(rows)))
+        return {}
+
+    def job(self, job_id):
+        return self.job_view
+
+
+class FakeGroup:
+    """all_gather_object that puts this rank's object at its rank and the
+    others' given ones elsewhere."""
+
+    def __init__(self, rank, others):
+        self.rank, self.others, self.sent = rank, others, None
+
+    def all_gather_object(self, got, obj):
+        self.sent = obj
+        it = iter(self.others)
+        for i in range(len(got)):
+            got[i] = obj if i == self.rank else next(it)
+
+
+def share(host, plan, rows, complete=False):
+    return {"plan": plan, "hosts": 2, "host": host, "rows": rows, "complete": complete, "state": "running"}
+
+
+class TestExchange(unittest.TestCase):
+    def run_exchange(self, client, others, rank=0, host=0):
+        g = FakeGroup(rank, others)
+        with mock.patch.object(hosts, "usable_group", lambda w: g):
+            return hosts.exchange(client, "j1", host, 2, 2, "spec.yaml"), g
+
+    def test_shares_merge_and_post(self):
+        c = FakeClient({"rows": None, "state": "running"}, share(0, "sha256:a", [5, -1, 7, -1]))
+        ok, g = self.run_exchange(c, [((1, "sha256:a", [-1, 6, -1, 8], False), None)])
+        self.assertTrue(ok)
+        self.assertEqual(g.sent, ((0, "sha256:a", [5, -1, 7, -1], False), None))
+        self.assertEqual(c.posts, [("sha256:a", [5, 6, 7, 8])])
+
+    def test_a_host_that_knows_every_count_posts_nothing(self):
+        c = FakeClient(share(0, "sha256:a", [5, 6, 7, 8], complete=True))
+        self.run_exchange(c, [((1, "sha256:a", [-1, 6, -1, 8], False), None)])
+        self.assertEqual(c.posts, [])
+
+    def test_complete_list_fills_a_share(self):
+        c = FakeClient(share(1, "sha256:a", [-1, 6, -1, 8]))
+        self.run_exchange(c, [((0, "sha256:a", [5, 6, 7, 8], True), None)], rank=1, host=1)
+        self.assertEqual(c.posts, [("sha256:a", [5, 6, 7, 8])])
+
+    def test_errors(self):
+        for name, other, want in [
+            ("plans differ", ((1, "sha256:b", [-1, 6, -1, 8], False), None),
+             "the 2 hosts planned different inputs (host 0: sha256:a; host 1: sha256:b)"),
+            ("counts differ", ((1, "sha256:a", [4, 6, 7, 8], True), None), "the hosts' counts of unit 0 differ (5 and 4, host 1)"),
+            ("a unit nobody counted", ((1, "sha256:a", [-1, -1, -1, 8], False), None), "no host counted unit 1"),
+        ]:
+            with self.subTest(name):
+                c = FakeClient(share(0, "sha256:a", [5, -1, 7, -1]))
+                with self.assertRaises(ValueError) as cm:
+                    self.run_exchange(c, [other])
+                self.assertIn(want, str(cm.exception))
+                self.assertEqual(c.posts, [])
+
+    def test_a_failed_host_stops_every_rank(self):
+        # This host's job failed: its rank still joins the collective, with the error.
+        c = FakeClient({"rows": None, "state": "failed"}, job={"error": "unit 3: corrupt page"})
+        with self.assertRaises(control.ControlError) as cm:
+            _, g = self.run_exchange(c, [((1, "sha256:a", [-1, 6], False), None)])
+        self.assertIn("host 0: job j1 failed before its units were counted: unit 3: corrupt page", str(cm.exception))
+        # The other host's rank raises the same error.
+        c = FakeClient(share(1, "sha256:a", [-1, 6]))
+        with self.assertRaises(control.ControlError) as cm:
+            self.run_exchange(c, [(None, "host 0: job j1 failed")], rank=1, host=1)
+        self.assertIn("host 0: job j1 failed", str(cm.exception))
+        self.assertEqual(c.posts, [])
+
+    def test_without_a_process_group_nothing_is_exchanged(self):
+        c = FakeClient(share(0, "sha256:a", [5, -1]))
+        with mock.patch.object(hosts, "usable_group", lambda w: None):
+            self.assertFalse(hosts.exchange(c, "j1", 0, 2, 2, "spec.yaml"))
+        self.assertEqual(c.posts, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
