@@ -117,6 +117,7 @@ type apiJob struct {
 	Hosts              int         `json:"hosts"`
 	Host               int         `json:"host"`
 	PlanDigest         string      `json:"plan_digest"`
+	Counts             string      `json:"counts"`
 	Epochs             int         `json:"epochs"`
 	Weight             int         `json:"weight"`
 	SpecHash           string      `json:"spec_hash"`

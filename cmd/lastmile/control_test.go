@@ -118,7 +118,7 @@ const jobJSON = `{
 const failedJobJSON = `{"id": "0000000000aa", "name": "old", "owner": 0, "gid": 0, "state": "failed",
   "world_size": 1, "epochs": 0, "weight": 3, "created": "2026-02-28T10:00:00Z", "started": null,
   "ended": "2026-02-28T10:01:00Z", "error": "input /data/x.parquet:\n  bad magic",
-  "memory_bytes": 0, "rings": [], "progress": {}}`
+  "memory_bytes": 0, "rings": [], "progress": {}, "counts": "exchanging"}`
 
 const statusJSON = `{"version": "v0.4.0-12-gabcdef0", "pid": 812, "started": "2026-03-01T11:58:00Z",
   "uptime_seconds": 7261.5, "draining": false,
@@ -335,7 +335,8 @@ RANK  RING                      STATE    NEXT   PRODUCED  RING FILL  CONSUMER
 	}
 
 	_, out, _ = runCmd(t, "status", "-socket", f.socket, "old")
-	for _, s := range []string{"state     failed\n", "error     input /data/x.parquet: bad magic\n", "0 epochs" + "", "no rings yet"} {
+	for _, s := range []string{"state     failed\n", "error     input /data/x.parquet: bad magic\n", "0 epochs" + "", "no rings yet",
+		"counts    exchanging: this host's share is counted; the trainers relay the other hosts' counts\n"} {
 		if s == "0 epochs" {
 			s = "without end epochs"
 		}

@@ -193,6 +193,9 @@ func printJob(w io.Writer, j *apiJob) error {
 	if j.PlanDigest != "" {
 		fmt.Fprintf(tw, "plan\t%s\n", j.PlanDigest)
 	}
+	if why, ok := countsStates[j.Counts]; ok {
+		fmt.Fprintf(tw, "counts\t%s: %s\n", j.Counts, why)
+	}
 	fmt.Fprintf(tw, "spec\t%s\n", j.SpecHash)
 	times := "created " + timeString(j.Created)
 	if j.Started != nil {
@@ -442,4 +445,11 @@ func ratio(a, b int64) float64 {
 		return math.NaN()
 	}
 	return float64(a) / float64(b)
+}
+
+// countsStates explain the job view's counts (a job on several hosts).
+var countsStates = map[string]string{
+	"counting":   "this host counts the rows its share of the units yields, before the first batch",
+	"exchanging": "this host's share is counted; the trainers relay the other hosts' counts",
+	"known":      "every unit's rows are known, and the units dealt to hosts",
 }
