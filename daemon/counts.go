@@ -168,6 +168,10 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := j.onHosts(); err != nil {
+		writeError(w, err)
+		return
+	}
 	wait := time.Duration(0)
 	if s := r.URL.Query().Get("wait"); s != "" {
 		sec, err := strconv.ParseFloat(s, 64)
@@ -220,6 +224,10 @@ func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := j.onHosts(); err != nil {
+		writeError(w, err)
+		return
+	}
 	j.touch()
 	if v, _ := j.counts(); v.Complete {
 		// Known already (an earlier run, the plan, another trainer's
@@ -262,4 +270,13 @@ func (j *Job) countsState() string {
 		return "exchanging"
 	}
 	return "counting"
+}
+
+// onHosts refuses the counts endpoints for a job of one host (409): it
+// deals no units, so it has no counts to exchange.
+func (j *Job) onHosts() error {
+	if j.hosts.Count <= 1 {
+		return errorf(http.StatusConflict, "job %s runs on one host: it has no unit counts to exchange", j.id)
+	}
+	return nil
 }

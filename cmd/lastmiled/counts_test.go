@@ -95,6 +95,14 @@ func TestTwoHostsExchangeCounts(t *testing.T) {
 			t.Fatalf("host %d: posting other counts after the run: %d, want 409", h, st)
 		}
 	}
+	one := envs[0].submit(strings.Replace(spec, "name: world", "name: one", 1), nil)
+	for _, m := range []string{"GET", "POST"} {
+		var a struct{ Error string }
+		if st, _ := envs[0].do(m, "/v1/jobs/"+one.ID+"/counts", map[string]any{"plan": "x", "rows": []int{1}}, &a); st != 409 ||
+			!strings.Contains(a.Error, "runs on one host") {
+			t.Fatalf("%s the counts of a job of one host: %d %q", m, st, a.Error)
+		}
+	}
 	var a struct{ Error string }
 	if st, _ := envs[0].do("POST", "/v1/jobs", map[string]any{"spec": spec, "share_counts": true}, &a); st != 400 ||
 		!strings.Contains(a.Error, `"share_counts" needs "hosts" 2 or more`) {

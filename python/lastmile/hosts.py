@@ -31,6 +31,8 @@ log = logging.getLogger("lastmile")
 
 # Seconds one GET of the counts may wait in the daemon.
 _POLL = 10.0
+# Seconds to wait for a daemon that stopped answering (a restart).
+_RESTART = 120.0
 
 
 def usable_group(world_size):
@@ -49,7 +51,11 @@ def _local_counts(client, job_id):
     """This host's counts view once it has rows, or raises ControlError
     with the job's error if it ended first."""
     while True:
-        v = client.counts(job_id, wait=_POLL)
+        try:
+            v = client.counts(job_id, wait=_POLL)
+        except control.DaemonUnavailableError:
+            client.wait(_RESTART)  # a restarting daemon: its job counts again
+            continue
         if v.get("rows") is not None:
             return v
         if v.get("state") in ("failed", "canceled", "done"):

@@ -22,8 +22,16 @@ class FakeClient:
         self.posts = []
         self.job_view = job or {}
 
+    waited = 0
+
     def counts(self, job_id, wait=None):
-        return self.views.pop(0) if len(self.views) > 1 else self.views[0]
+        v = self.views.pop(0) if len(self.views) > 1 else self.views[0]
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+    def wait(self, timeout):
+        self.waited += 1
 
     def post_counts(self, job_id, plan, rows):
         self.posts.append((plan, list(rows)))
@@ -63,6 +71,11 @@ class TestExchange(unittest.TestCase):
         self.assertTrue(ok)
         self.assertEqual(g.sent, ((0, "sha256:a", [5, -1, 7, -1], False), None))
         self.assertEqual(c.posts, [("sha256:a", [5, 6, 7, 8])])
+
+    def test_a_restarting_daemon_is_waited_for(self):
+        c = FakeClient(control.DaemonUnavailableError("restarting"), share(0, "sha256:a", [5, -1]))
+        self.run_exchange(c, [((1, "sha256:a", [-1, 6], False), None)])
+        self.assertEqual((c.waited, c.posts), (1, [("sha256:a", [5, 6])]))
 
     def test_a_host_that_knows_every_count_posts_nothing(self):
         c = FakeClient(share(0, "sha256:a", [5, 6, 7, 8], complete=True))
