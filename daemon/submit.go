@@ -226,6 +226,9 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if _, _, err := (engine.Hosts{Count: req.Hosts, Index: req.Host}).Split(job.WorldSize); err != nil {
 		return nil, false, errorf(http.StatusBadRequest, `"hosts" %d, "host" %d: %v`, req.Hosts, req.Host, err)
 	}
+	if err := checkDevices(job, req.Hosts); err != nil {
+		return nil, false, err
+	}
 	if req.Hosts > 1 {
 		// Each host's share is a job of its own: two shares never join.
 		hash = hostsHash(hash, req.Hosts, req.Host)
@@ -392,6 +395,21 @@ func (d *Daemon) countsFor(key string) (plan string, rows []int64) {
 		}
 	}
 	return "", nil
+}
+
+// checkDevices checks the spec's gpu.devices against the ranks this
+// daemon serves of the job's world (its Split is checked already): entry
+// r is local rank r's GPU, so the list has one per rank of a host.
+func checkDevices(job *spec.Job, hosts int) error {
+	n := len(job.GPU.Devices)
+	local, _, _ := (engine.Hosts{Count: hosts}).Split(job.WorldSize)
+	if n == 0 || n == local {
+		return nil
+	}
+	if hosts > 1 {
+		return errorf(http.StatusBadRequest, "gpu.devices lists %d GPUs, but each of the %d hosts runs %d ranks of world_size %d: list one GPU per rank of a host (entry r is local rank r's)", n, hosts, local, job.WorldSize)
+	}
+	return errorf(http.StatusBadRequest, "gpu.devices lists %d GPUs for world_size %d on one host: list one GPU per rank, or submit with hosts (torchrun --nnodes) if the world spans several", n, job.WorldSize)
 }
 
 // checkRequest checks a submit request's fields other than the spec.

@@ -45,8 +45,10 @@ func (j *Job) validateGPU(d *Decoder) {
 	default:
 		d.Errorf(nil, "gpu.staging", "want host, device or off, got %q", g.Staging)
 	}
-	if len(g.Devices) > 0 && len(g.Devices) != j.WorldSize {
-		d.Errorf(nil, "gpu.devices", "lists %d GPUs for world_size %d: give one per rank, or none", len(g.Devices), j.WorldSize)
+	// One per rank, or, for a world on several hosts, one per rank of a
+	// host: the daemon checks the list against the ranks it serves.
+	if n := len(g.Devices); n > 0 && (n > j.WorldSize || j.WorldSize%n != 0) {
+		d.Errorf(nil, "gpu.devices", "lists %d GPUs for world_size %d: give one per rank (one per rank of a host, for a world on several hosts), or none", n, j.WorldSize)
 	}
 	for i, dev := range g.Devices {
 		if strings.TrimSpace(dev) == "" || len(dev) > 96 {

@@ -18,7 +18,9 @@ func TestGPUSection(t *testing.T) {
 		}},
 		{"gpu: {visible_devices: \"2,3\"}", "", func(g GPU) bool { return g.VisibleDevices == "2,3" }},
 		{"gpu: {staging: pinned}", "gpu.staging", nil},
-		{"gpu: {devices: [0]}", "gpu.devices", nil},
+		{"gpu: {devices: [0, 1, 2]}", "gpu.devices", nil},
+		// One per rank of a host, for a world of 2 hosts of one rank each.
+		{"gpu: {devices: [3]}", "", func(g GPU) bool { return len(g.Devices) == 1 }},
 		{"gpu: {devices: [0, \"\"]}", "gpu.devices[1]", nil},
 		{"gpu: {stagin: host}", "stagin", nil},
 	} {

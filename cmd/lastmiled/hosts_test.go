@@ -60,6 +60,30 @@ func TestTwoHostsShareAWorld(t *testing.T) {
 			t.Errorf("submit %v: status %d %q, want 400 saying %q", bad.body, st, a.Error, bad.want)
 		}
 	}
+	// gpu.devices lists one GPU per rank of a host.
+	for _, tc := range []struct {
+		devices string
+		hosts   int
+		want    string
+	}{
+		{"[0, 1]", 1, "gpu.devices lists 2 GPUs for world_size 4 on one host"},
+		{"[0, 1, 2, 3]", 2, "gpu.devices lists 4 GPUs, but each of the 2 hosts runs 2 ranks of world_size 4"},
+		{"[0, 1, 2]", 2, "lists 3 GPUs for world_size 4: give one per rank"},
+		{"[0, 1]", 2, ""},
+	} {
+		text := strings.Replace(spec, "name: world", "name: gpus", 1) + "gpu: {devices: " + tc.devices + "}\n"
+		var a struct{ ID, Error string }
+		st, _ := readers[0].e.do("POST", "/v1/jobs", map[string]any{"spec": text, "hosts": tc.hosts, "host": 0}, &a)
+		switch {
+		case tc.want == "" && st != 201:
+			t.Errorf("devices %s on %d hosts: %d %q, want 201", tc.devices, tc.hosts, st, a.Error)
+		case tc.want != "" && (st != 400 || !strings.Contains(a.Error, tc.want)):
+			t.Errorf("devices %s on %d hosts: %d %q, want 400 saying %q", tc.devices, tc.hosts, st, a.Error, tc.want)
+		}
+		if st == 201 {
+			readers[0].e.do("DELETE", "/v1/jobs/"+a.ID, nil, nil)
+		}
+	}
 	if err := startReaders(ctx, readers)(); err != nil {
 		t.Fatal(err)
 	}
