@@ -219,7 +219,9 @@ class Dataset(_Base):
         to the others. A collective: every rank of the world calls it. Raises
         ValueError naming the hosts that disagree."""
         if self.hosts > 1:
-            exchange(self.client, self.job["id"], self.host, self.hosts, self.world_size, self.spec_label)
+            local = self.world_size // self.hosts
+            exchange(self.client, self.job["id"], self.host, self.hosts, self.world_size, self.spec_label,
+                     first=self.rank % local == 0)
 
     def _job_staging(self):
         """The job's gpu.staging as lastmiled reports it ("auto" when unset)."""

@@ -8,7 +8,8 @@ submitted (the calls are collectives). Steps:
 
 1. Wait for this host's daemon to count its share of the units
    (``GET /v1/jobs/{id}/counts``), or to know them all.
-2. All-gather ``(host, plan, rows, complete, error)`` across the world.
+2. All-gather ``(host, plan, rows, complete, error)`` across the world
+   (``rows`` from each host's first rank only: the list can be long).
 3. Stop every rank with the same error where a host failed, or where the
    hosts planned different inputs.
 4. Merge the shares (each unit is counted by exactly one host) and post
@@ -99,18 +100,21 @@ def _check_plans(got, hosts, label):
             "?snapshot=ID) and submit again" % (label, hosts, "; ".join(parts)))
 
 
-def exchange(client, job_id, host, hosts, world_size, label):
-    """Steps 1-4 above, on every rank of the world. Returns False where no
-    initialized process group spans the world (nothing was exchanged).
-    Raises ValueError where the hosts disagree, ControlError where one
-    host's job failed."""
+def exchange(client, job_id, host, hosts, world_size, label, first=True):
+    """Steps 1-4 above, on every rank of the world. ``first``: this rank is
+    its host's first; only those send their host's counts and post the
+    merged list (the others send the plan only: a host's ranks see one
+    job). Returns False where no initialized process group spans the world
+    (nothing was exchanged). Raises ValueError where the hosts disagree,
+    ControlError where one host's job failed."""
     dist = usable_group(world_size)
     if dist is None:
         return False
     mine, err = None, None
     try:
         v = _local_counts(client, job_id)
-        mine = (host, v.get("plan"), list(v["rows"]), bool(v.get("complete")))
+        rows = list(v["rows"]) if first else None
+        mine = (host, v.get("plan"), rows, bool(v.get("complete")))
     except control.ControlError as e:
         err = "host %d: %s" % (host, e)
     got = [None] * world_size
@@ -124,7 +128,7 @@ def exchange(client, job_id, host, hosts, world_size, label):
         raise control.ControlError("job %s: %s" % (label, "; ".join(errors)))
     views = [m for m, _ in got]
     _check_plans(views, hosts, label)
-    merged = _merge(views, label)
-    if not mine[3]:
+    merged = _merge([m for m in views if m[2] is not None], label)
+    if first and not mine[3]:
         client.post_counts(job_id, mine[1], merged)
     return True

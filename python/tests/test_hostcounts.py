@@ -77,6 +77,14 @@ class TestExchange(unittest.TestCase):
         self.run_exchange(c, [((1, "sha256:a", [-1, 6], False), None)])
         self.assertEqual((c.waited, c.posts), (1, [("sha256:a", [5, 6])]))
 
+    def test_a_hosts_other_ranks_send_the_plan_only(self):
+        c = FakeClient(share(0, "sha256:a", [5, -1]))
+        g = FakeGroup(1, [((0, "sha256:a", [5, -1], False), None), ((1, "sha256:a", [-1, 6], False), None),
+                          ((1, "sha256:a", None, False), None)])
+        with mock.patch.object(hosts, "usable_group", lambda w: g):
+            self.assertTrue(hosts.exchange(c, "j1", 0, 2, 4, "spec.yaml", first=False))
+        self.assertEqual((g.sent, c.posts), (((0, "sha256:a", None, False), None), []))
+
     def test_a_host_that_knows_every_count_posts_nothing(self):
         c = FakeClient(share(0, "sha256:a", [5, 6, 7, 8], complete=True))
         self.run_exchange(c, [((1, "sha256:a", [-1, 6, -1, 8], False), None)])
