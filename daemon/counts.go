@@ -47,6 +47,7 @@ type countExchange struct {
 	mu      sync.Mutex
 	share   *engine.CountShare // this host's, once counted
 	all     []int64            // every unit's rows, once posted
+	allPlan string             // the plan all was posted for
 	changed chan struct{}
 }
 
@@ -64,7 +65,7 @@ func (x *countExchange) notify() {
 func (x *countExchange) wait(ctx context.Context, share engine.CountShare) ([]int64, error) {
 	x.mu.Lock()
 	x.share = &share
-	if x.all != nil && (len(x.all) != len(share.Rows)) {
+	if x.all != nil && (x.allPlan != share.Plan || len(x.all) != len(share.Rows)) {
 		x.all = nil // posted for another plan: a new run planned differently
 	}
 	x.notify()
@@ -112,7 +113,7 @@ func (x *countExchange) post(plan string, rows []int64) error {
 		}
 		return nil
 	}
-	x.all = slices.Clone(rows)
+	x.all, x.allPlan = slices.Clone(rows), plan
 	x.notify()
 	return nil
 }

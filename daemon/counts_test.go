@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/engine"
+)
+
+// A run waiting for the hosts' counts gets the first list posted that
+// checks out, gives up when its context ends, and a later run of another
+// plan does not take a list posted for the earlier one.
+func TestCountExchange(t *testing.T) {
+	share := engine.CountShare{Plan: "sha256:a", Hosts: 2, Host: 1, Rows: []int64{-1, 6, -1, 8}}
+	x := newCountExchange()
+	if err := x.post("sha256:a", []int64{5, 6, 7, 8}); err == nil || !strings.Contains(err.Error(), "has not counted its share") {
+		t.Fatalf("a post before the share: %v", err)
+	}
+	got := make(chan []int64, 1)
+	go func() {
+		all, err := x.wait(context.Background(), share)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- all
+	}()
+	for published := false; !published; time.Sleep(time.Millisecond) {
+		x.mu.Lock()
+		published = x.share != nil
+		x.mu.Unlock()
+	}
+	for _, bad := range []struct {
+		plan string
+		rows []int64
+		want string
+	}{
+		{"sha256:b", []int64{5, 6, 7, 8}, "but this host planned sha256:a"},
+		{"sha256:a", []int64{5, 6, 7}, `"rows" lists 3 units, but the plan has 4`},
+		{"sha256:a", []int64{5, 6, -1, 8}, `"rows"[2] is -1`},
+		{"sha256:a", []int64{5, 9, 7, 8}, `"rows"[1] is 9, but this host counted 6`},
+	} {
+		if err := x.post(bad.plan, bad.rows); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("post %s %v: %v, want %q", bad.plan, bad.rows, err, bad.want)
+		}
+	}
+	if err := x.post("sha256:a", []int64{5, 6, 7, 8}); err != nil {
+		t.Fatal(err)
+	}
+	if all := <-got; !slices.Equal(all, []int64{5, 6, 7, 8}) {
+		t.Fatalf("the run got %v", all)
+	}
+	if err := x.post("sha256:a", []int64{5, 6, 7, 8}); err != nil {
+		t.Fatalf("the same list again: %v", err)
+	}
+	if err := x.post("sha256:a", []int64{4, 6, 7, 8}); err == nil || !strings.Contains(err.Error(), "already has other counts") {
+		t.Fatalf("another list: %v", err)
+	}
+	// A later run of the same plan takes the list at once; one of another
+	// plan waits, until its context ends.
+	if all, err := x.wait(context.Background(), share); err != nil || !slices.Equal(all, []int64{5, 6, 7, 8}) {
+		t.Fatalf("the same plan again: %v %v", all, err)
+	}
+	other := share
+	other.Plan = "sha256:c"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := x.wait(ctx, other); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the other hosts' unit counts") {
+		t.Fatalf("another plan: %v", err)
+	}
+}
