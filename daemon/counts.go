@@ -25,11 +25,18 @@ import (
 //     share (or the whole list, where this host knows it) is published.
 //  3. The trainers all-gather every host's share and merge them: each
 //     unit is counted by exactly one host.
-//  4. Each trainer POSTs the merged list. The first one that checks out
-//     (the job's plan, every unit counted, this host's share unchanged)
-//     wakes the run; later equal ones are accepted, differing ones
-//     refused. The run checks the list again, deals the units by it, and
-//     Counted keeps it in the job's record for every later run.
+//  4. Each host's first trainer POSTs the merged list. The first one
+//     that checks out (every unit counted; once the share is counted, the
+//     job's plan and this host's share unchanged) is kept in the job's
+//     record and wakes the run; later equal ones are accepted, differing
+//     ones refused. The run checks the list against its share (it may have
+//     come first), deals the units by it, and Counted keeps it for every
+//     later run.
+//
+// A daemon killed and restarted at any step loses nothing the trainers
+// gave it: before step 4 they find its share again (a GET that fails
+// waits for the daemon), after it the record holds their list and the
+// restarted run, counting its share again, checks and takes it.
 //
 // A GET or POST counts as trainer activity, so a job whose trainers are
 // still exchanging is not reclaimed for want of an attach. Trainers that
@@ -51,8 +58,25 @@ type countExchange struct {
 	changed chan struct{}
 }
 
-// newCountExchange returns an exchange with nothing published.
-func newCountExchange() *countExchange { return &countExchange{changed: make(chan struct{})} }
+// newCountExchange returns an exchange holding the list posted for plan
+// (from the job's record: posted before a restart), or nothing.
+func newCountExchange(plan string, all []int64) *countExchange {
+	x := &countExchange{changed: make(chan struct{})}
+	if len(all) > 0 {
+		x.all, x.allPlan = all, plan
+	}
+	return x
+}
+
+// posted returns the list taken and its plan, for the job's record.
+func (x *countExchange) posted() (string, []int64) {
+	if x == nil {
+		return "", nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.allPlan, x.all
+}
 
 // notify wakes every waiter; x.mu is held.
 func (x *countExchange) notify() {
@@ -61,13 +85,13 @@ func (x *countExchange) notify() {
 }
 
 // wait is the run's engine.Options.ShareCounts: it publishes share and
-// returns the list the trainers post, or ctx's error.
+// returns the list the trainers post, or ctx's error. A list posted
+// before the share was counted (the trainers were quicker, or this daemon
+// restarted after they posted) is checked now, and one that disagrees
+// with the share fails the run: the trainers have moved on.
 func (x *countExchange) wait(ctx context.Context, share engine.CountShare) ([]int64, error) {
 	x.mu.Lock()
 	x.share = &share
-	if x.all != nil && (x.allPlan != share.Plan || len(x.all) != len(share.Rows)) {
-		x.all = nil // posted for another plan: a new run planned differently
-	}
 	x.notify()
 	for x.all == nil {
 		ch := x.changed
@@ -79,36 +103,54 @@ func (x *countExchange) wait(ctx context.Context, share engine.CountShare) ([]in
 		}
 		x.mu.Lock()
 	}
-	all := slices.Clone(x.all)
+	all, plan := slices.Clone(x.all), x.allPlan
 	x.mu.Unlock()
+	if err := checkShare(share, plan, all); err != nil {
+		return nil, fmt.Errorf("the trainers' unit counts: %w", err)
+	}
 	return all, nil
 }
 
-// post takes the trainers' merged list for plan: refused (409) where it
-// is not for this host's plan or this host's share, or this host has not
-// published its share; accepted where equal to a list taken before.
-func (x *countExchange) post(plan string, rows []int64) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	s := x.share
+// checkShare checks a list posted for plan against this host's share:
+// the same plan, as many units, this host's own counts unchanged.
+func checkShare(s engine.CountShare, plan string, rows []int64) error {
 	switch {
-	case s == nil:
-		return errorf(http.StatusConflict, "this host has not counted its share of the units yet: GET the counts until they are there, then post every host's")
 	case plan != s.Plan:
 		return errorf(http.StatusConflict, "the counts are for plan %s, but this host planned %s: every host must read the same input (an Iceberg table pinned to one snapshot, ?snapshot=ID)", plan, s.Plan)
 	case len(rows) != len(s.Rows):
 		return errorf(http.StatusBadRequest, `"rows" lists %d units, but the plan has %d`, len(rows), len(s.Rows))
 	}
 	for i, n := range rows {
-		switch {
-		case n < 0:
-			return errorf(http.StatusBadRequest, `"rows"[%d] is %d: every unit needs its count (host %d's to count)`, i, n, i%s.Hosts)
-		case s.Counts(i) && n != s.Rows[i]:
+		if s.Counts(i) && n != s.Rows[i] {
 			return errorf(http.StatusConflict, `"rows"[%d] is %d, but this host counted %d rows in that unit: every host must read the same input`, i, n, s.Rows[i])
 		}
 	}
+	return nil
+}
+
+// post takes the trainers' merged list for plan, from a job on hosts
+// hosts: refused where a count is missing, where it differs from a list
+// taken before, or, once this host has counted its share, where it does
+// not fit the share (checkShare). Before that it is taken, and checked
+// when the share is counted (wait).
+func (x *countExchange) post(plan string, rows []int64, hosts int) error {
+	if len(rows) == 0 {
+		return errorf(http.StatusBadRequest, `"rows" is empty: post every unit's count`)
+	}
+	for i, n := range rows {
+		if n < 0 {
+			return errorf(http.StatusBadRequest, `"rows"[%d] is %d: every unit needs its count (host %d's to count)`, i, n, i%max(hosts, 1))
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s := x.share; s != nil {
+		if err := checkShare(*s, plan, rows); err != nil {
+			return err
+		}
+	}
 	if x.all != nil {
-		if !slices.Equal(x.all, rows) {
+		if x.allPlan != plan || !slices.Equal(x.all, rows) {
 			return errorf(http.StatusConflict, "the job already has other counts: every trainer must post the same merged list")
 		}
 		return nil
@@ -155,6 +197,9 @@ func (j *Job) counts() (countsView, <-chan struct{}) {
 	}
 	j.mu.Unlock()
 	x := j.exchange
+	if x == nil {
+		return v, nil
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s := x.share; s != nil && !v.Complete {
@@ -240,10 +285,11 @@ func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, v)
 		return
 	}
-	if err := j.exchange.post(req.Plan, req.Rows); err != nil {
+	if err := j.exchange.post(req.Plan, req.Rows, j.hosts.Count); err != nil {
 		writeError(w, err)
 		return
 	}
+	j.persist() // a restart before the run takes them keeps them
 	j.log.Info("the hosts' unit counts arrived from a trainer", "units", len(req.Rows), "plan", req.Plan)
 	v, _ := j.counts()
 	v.Plan, v.Rows, v.Complete = req.Plan, req.Rows, true

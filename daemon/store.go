@@ -38,6 +38,10 @@ type record struct {
 	Host  int `json:"host,omitempty"`
 	// ShareCounts: the trainers relay the hosts' unit counts (counts.go).
 	ShareCounts bool `json:"share_counts,omitempty"`
+	// SharedRows and SharedPlan: the unit counts the trainers posted, and
+	// the plan they are for (counts.go), kept until a run takes them.
+	SharedRows []int64 `json:"shared_rows,omitempty"`
+	SharedPlan string  `json:"shared_plan,omitempty"`
 	// UnitRows and UnitRowsPlan: the rows each unit of a plan yields, as a
 	// run of a job on several hosts counted them, for its later runs.
 	UnitRows     []int64   `json:"unit_rows,omitempty"`

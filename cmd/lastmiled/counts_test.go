@@ -44,6 +44,37 @@ func jobCounts(e *env, job string) string {
 	return v.Counts
 }
 
+// runWorld runs a 4-rank world of spec on two fresh lastmileds, host h
+// on envs[h], submitted with share_counts as share says, and returns what
+// each rank read; between runs after the submissions, before any rank
+// attaches (it relays the counts, when shared).
+func runWorld(ctx context.Context, t *testing.T, spec string, share bool, between func(envs []*env, jobs []string)) (map[int][]int64, []*env, []string) {
+	t.Helper()
+	var readers []*reader
+	var envs []*env
+	var jobs []string
+	for h := range 2 {
+		e := newEnv(t)
+		e.start()
+		j := e.submit(spec, map[string]any{"hosts": 2, "host": h, "share_counts": share})
+		envs, jobs = append(envs, e), append(jobs, j.ID)
+		readers = append(readers, &reader{e: e, job: j.ID, rank: 2 * h}, &reader{e: e, job: j.ID, rank: 2*h + 1})
+	}
+	if between != nil {
+		between(envs, jobs)
+	}
+	if err := startReaders(ctx, readers)(); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int][]int64{}
+	for _, r := range readers {
+		rows[r.rank] = r.rows
+	}
+	return rows, envs, jobs
+}
+
+const countsSpecExtra = "world_size: 4\nshuffle: {units: true, buffer: 1000}\nseed: 7\npipeline:\n  - filter: \"row_id % 4 != 3\"\n"
+
 // Two lastmileds whose trainers relay their hosts' unit counts (each host
 // counting only its share) give every rank exactly the batches of two
 // that each count every unit; the daemons refuse counts they can tell are
@@ -51,33 +82,9 @@ func jobCounts(e *env, job string) string {
 func TestTwoHostsExchangeCounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	spec := specFor("world", smallData, "world_size: 4\nshuffle: {units: true, buffer: 1000}\nseed: 7\n"+
-		"pipeline:\n  - filter: \"row_id % 4 != 3\"\n")
-	world := func(share bool) (map[int][]int64, []*env, []string) {
-		var readers []*reader
-		var envs []*env
-		var jobs []string
-		for h := range 2 {
-			e := newEnv(t)
-			e.start()
-			j := e.submit(spec, map[string]any{"hosts": 2, "host": h, "share_counts": share})
-			envs, jobs = append(envs, e), append(jobs, j.ID)
-			readers = append(readers, &reader{e: e, job: j.ID, rank: 2 * h}, &reader{e: e, job: j.ID, rank: 2*h + 1})
-		}
-		if share {
-			relayCounts(t, envs, jobs)
-		}
-		if err := startReaders(ctx, readers)(); err != nil {
-			t.Fatal(err)
-		}
-		rows := map[int][]int64{}
-		for _, r := range readers {
-			rows[r.rank] = r.rows
-		}
-		return rows, envs, jobs
-	}
-	want, _, _ := world(false)
-	got, envs, jobs := world(true)
+	spec := specFor("world", smallData, countsSpecExtra)
+	want, _, _ := runWorld(ctx, t, spec, false, nil)
+	got, envs, jobs := runWorld(ctx, t, spec, true, func(envs []*env, jobs []string) { relayCounts(t, envs, jobs) })
 	if !reflect.DeepEqual(got, want) {
 		t.Fatal("ranks fed by hosts that exchanged their counts read other rows than those of hosts that counted alone")
 	}
@@ -160,6 +167,44 @@ func relayCounts(t *testing.T, envs []*env, jobs []string) {
 	for h := range envs {
 		if st, msg := post(h, shares[h].Plan, merged); st != 200 {
 			t.Fatalf("host %d: posting the merged counts: %d %s", h, st, msg)
+		}
+	}
+}
+
+// A host's lastmiled killed with SIGKILL while its trainers relay the
+// counts, and started again, loses nothing they gave it: killed after
+// they read its share, it counts again and takes the list posted while it
+// recounts; killed after they posted, its record holds the list. Every
+// rank reads what it reads without the restart.
+func TestKill9DuringCountExchange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	spec := specFor("world", smallData, countsSpecExtra)
+	want, _, _ := runWorld(ctx, t, spec, false, nil)
+	for _, postFirst := range []bool{false, true} {
+		got, _, _ := runWorld(ctx, t, spec, true, func(envs []*env, jobs []string) {
+			shares := []countsJSON{countsOf(t, envs[0], jobs[0]), countsOf(t, envs[1], jobs[1])}
+			merged := slices.Clone(shares[0].Rows)
+			for i := range merged {
+				merged[i] = shares[i%2].Rows[i]
+			}
+			post := func(h int) {
+				if st, err := envs[h].do("POST", "/v1/jobs/"+jobs[h]+"/counts", map[string]any{"plan": shares[h].Plan, "rows": merged}, nil); st != 200 {
+					t.Fatalf("host %d: posting the merged counts: %d %v", h, st, err)
+				}
+			}
+			if postFirst {
+				post(0)
+			}
+			envs[0].kill9()
+			envs[0].start()
+			if !postFirst {
+				post(0)
+			}
+			post(1)
+		})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("posted before the kill %v: the ranks read other rows than without a restart", postFirst)
 		}
 	}
 }

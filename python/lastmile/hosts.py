@@ -130,5 +130,15 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     _check_plans(views, hosts, label)
     merged = _merge([m for m in views if m[2] is not None], label)
     if first and not mine[3]:
-        client.post_counts(job_id, mine[1], merged)
+        _post(client, job_id, mine[1], merged)
     return True
+
+
+def _post(client, job_id, plan, rows):
+    """Post the merged list, waiting for a daemon that restarts: it takes
+    the list before or after counting its share again."""
+    while True:
+        try:
+            return client.post_counts(job_id, plan, rows)
+        except control.DaemonUnavailableError:
+            client.wait(_RESTART)

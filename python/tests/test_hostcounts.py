@@ -33,7 +33,12 @@ class FakeClient:
     def wait(self, timeout):
         self.waited += 1
 
+    post_errors = ()
+
     def post_counts(self, job_id, plan, rows):
+        if self.post_errors:
+            e, self.post_errors = self.post_errors[0], self.post_errors[1:]
+            raise e
         self.posts.append((plan, list(rows)))
         return {}
 
@@ -74,8 +79,9 @@ class TestExchange(unittest.TestCase):
 
     def test_a_restarting_daemon_is_waited_for(self):
         c = FakeClient(control.DaemonUnavailableError("restarting"), share(0, "sha256:a", [5, -1]))
+        c.post_errors = (control.DaemonUnavailableError("restarting again"),)
         self.run_exchange(c, [((1, "sha256:a", [-1, 6], False), None)])
-        self.assertEqual((c.waited, c.posts), (1, [("sha256:a", [5, 6])]))
+        self.assertEqual((c.waited, c.posts), (2, [("sha256:a", [5, 6])]))
 
     def test_a_hosts_other_ranks_send_the_plan_only(self):
         c = FakeClient(share(0, "sha256:a", [5, -1]))
