@@ -209,12 +209,8 @@ func (j *Job) counts() (countsView, <-chan struct{}) {
 }
 
 func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
-	j, err := d.lookup(r)
+	j, err := d.hostsJob(r)
 	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := j.onHosts(); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -265,12 +261,8 @@ func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	j, err := d.lookup(r)
+	j, err := d.hostsJob(r)
 	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := j.onHosts(); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -319,11 +311,12 @@ func (j *Job) countsState() string {
 	return "counting"
 }
 
-// onHosts refuses the counts endpoints for a job of one host (409): it
-// deals no units, so it has no counts to exchange.
-func (j *Job) onHosts() error {
-	if j.hosts.Count <= 1 {
-		return errorf(http.StatusConflict, "job %s runs on one host: it has no unit counts to exchange", j.id)
+// hostsJob is the request's job (Daemon.lookup), refused (409) where it
+// runs on one host: it deals no units, so it has no counts to exchange.
+func (d *Daemon) hostsJob(r *http.Request) (*Job, error) {
+	j, err := d.lookup(r)
+	if err == nil && j.hosts.Count <= 1 {
+		err = errorf(http.StatusConflict, "job %s runs on one host: it has no unit counts to exchange", j.id)
 	}
-	return nil
+	return j, err
 }
