@@ -55,27 +55,40 @@ type countExchange struct {
 	share   *engine.CountShare // this host's, once counted
 	all     []int64            // every unit's rows, once posted
 	allPlan string             // the plan all was posted for
+	alone   bool               // the trainers cannot relay: count every unit here
 	changed chan struct{}
 }
 
 // newCountExchange returns an exchange holding the list posted for plan
 // (from the job's record: posted before a restart), or nothing.
-func newCountExchange(plan string, all []int64) *countExchange {
-	x := &countExchange{changed: make(chan struct{})}
+func newCountExchange(plan string, all []int64, alone bool) *countExchange {
+	x := &countExchange{changed: make(chan struct{}), alone: alone}
 	if len(all) > 0 {
 		x.all, x.allPlan = all, plan
 	}
 	return x
 }
 
-// posted returns the list taken and its plan, for the job's record.
-func (x *countExchange) posted() (string, []int64) {
+// posted returns the list taken and its plan, and whether the trainers
+// asked this host to count alone, for the job's record.
+func (x *countExchange) posted() (string, []int64, bool) {
 	if x == nil {
-		return "", nil
+		return "", nil, false
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.allPlan, x.all
+	return x.allPlan, x.all, x.alone
+}
+
+// countAlone is the trainers' word that they cannot relay the counts:
+// the run counts every unit itself (engine.ErrCountAlone).
+func (x *countExchange) countAlone() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.alone {
+		x.alone = true
+		x.notify()
+	}
 }
 
 // notify wakes every waiter; x.mu is held.
@@ -93,7 +106,7 @@ func (x *countExchange) wait(ctx context.Context, share engine.CountShare) ([]in
 	x.mu.Lock()
 	x.share = &share
 	x.notify()
-	for x.all == nil {
+	for x.all == nil && !x.alone {
 		ch := x.changed
 		x.mu.Unlock()
 		select {
@@ -103,8 +116,11 @@ func (x *countExchange) wait(ctx context.Context, share engine.CountShare) ([]in
 		}
 		x.mu.Lock()
 	}
-	all, plan := slices.Clone(x.all), x.allPlan
+	all, plan, alone := slices.Clone(x.all), x.allPlan, x.alone
 	x.mu.Unlock()
+	if all == nil && alone {
+		return nil, fmt.Errorf("the trainers asked this host to count every unit: %w", engine.ErrCountAlone)
+	}
 	if err := checkShare(share, plan, all); err != nil {
 		return nil, fmt.Errorf("the trainers' unit counts: %w", err)
 	}
@@ -249,10 +265,14 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// postCountsRequest is the body of POST /v1/jobs/{id}/counts.
+// postCountsRequest is the body of POST /v1/jobs/{id}/counts: every
+// unit's rows for a plan, or CountHere.
 type postCountsRequest struct {
 	Plan string  `json:"plan"`
 	Rows []int64 `json:"rows"`
+	// CountHere: the trainers cannot relay the counts (their process
+	// group failed the exchange); this host counts every unit itself.
+	CountHere bool `json:"count_here"`
 }
 
 func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
@@ -267,6 +287,18 @@ func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.touch()
+	if req.CountHere {
+		if req.Plan != "" || req.Rows != nil {
+			writeError(w, errorf(http.StatusBadRequest, `"count_here" goes alone: post either it or "plan" and "rows"`))
+			return
+		}
+		j.exchange.countAlone()
+		j.persist()
+		j.log.Warn("the trainers cannot relay the hosts' unit counts: this host counts every unit itself")
+		v, _ := j.counts()
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
 	if v, _ := j.counts(); v.Complete {
 		// Known already (an earlier run, the plan, another trainer's
 		// post): the same list is a no-op, another one a mistake.

@@ -16,7 +16,7 @@ import (
 // plan does not take a list posted for the earlier one.
 func TestCountExchange(t *testing.T) {
 	share := engine.CountShare{Plan: "sha256:a", Hosts: 2, Host: 1, Rows: []int64{-1, 6, -1, 8}}
-	x := newCountExchange("", nil)
+	x := newCountExchange("", nil, false)
 	got := make(chan []int64, 1)
 	go func() {
 		all, err := x.wait(context.Background(), share)
@@ -85,13 +85,13 @@ func TestCountExchangePostedFirst(t *testing.T) {
 		{"another length", "sha256:a", []int64{5, 6, 7}, `"rows" lists 3 units, but the plan has 4`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, x := range []*countExchange{newCountExchange("", nil), newCountExchange(tc.plan, tc.rows)} {
+			for _, x := range []*countExchange{newCountExchange("", nil, false), newCountExchange(tc.plan, tc.rows, false)} {
 				if x.all == nil {
 					if err := x.post(tc.plan, tc.rows, 2); err != nil {
 						t.Fatalf("a post before the share is counted: %v", err)
 					}
 				}
-				if plan, rows := x.posted(); plan != tc.plan || !slices.Equal(rows, tc.rows) {
+				if plan, rows, _ := x.posted(); plan != tc.plan || !slices.Equal(rows, tc.rows) {
 					t.Fatalf("kept %s %v", plan, rows)
 				}
 				all, err := x.wait(context.Background(), share)
@@ -104,7 +104,7 @@ func TestCountExchangePostedFirst(t *testing.T) {
 			}
 		})
 	}
-	x := newCountExchange("", nil)
+	x := newCountExchange("", nil, false)
 	if err := x.post("sha256:a", []int64{5, -1}, 2); err == nil || !strings.Contains(err.Error(), `"rows"[1] is -1: every unit needs its count (host 1's to count)`) {
 		t.Fatalf("a list with a unit uncounted: %v", err)
 	}
@@ -112,5 +112,22 @@ func TestCountExchangePostedFirst(t *testing.T) {
 	defer cancel()
 	if _, err := x.wait(ctx, share); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the other hosts' unit counts") {
 		t.Fatalf("nothing posted: %v", err)
+	}
+}
+
+// Told to count alone, a waiting run returns engine.ErrCountAlone, and so
+// does a later one (the word is kept in the job's record).
+func TestCountExchangeAlone(t *testing.T) {
+	share := engine.CountShare{Plan: "sha256:a", Hosts: 2, Host: 0, Rows: []int64{5, -1}}
+	x := newCountExchange("", nil, false)
+	got := make(chan error, 1)
+	go func() { _, err := x.wait(context.Background(), share); got <- err }()
+	x.countAlone()
+	if err := <-got; !errors.Is(err, engine.ErrCountAlone) {
+		t.Fatalf("the waiting run: %v", err)
+	}
+	_, _, alone := x.posted()
+	if _, err := newCountExchange("", nil, alone).wait(context.Background(), share); !errors.Is(err, engine.ErrCountAlone) {
+		t.Fatalf("a run after a restart: %v", err)
 	}
 }

@@ -187,9 +187,9 @@ func (j *Job) record() *record {
 }
 
 func (j *Job) recordLocked() *record {
-	sharedPlan, sharedRows := j.exchange.posted() // j.mu before the exchange's lock
+	sharedPlan, sharedRows, alone := j.exchange.posted() // j.mu before the exchange's lock
 	return &record{
-		SharedRows: sharedRows, SharedPlan: sharedPlan,
+		SharedRows: sharedRows, SharedPlan: sharedPlan, CountAlone: alone,
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir, File: j.file,
 		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, ShareCounts: j.shareCounts, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,

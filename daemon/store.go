@@ -42,6 +42,9 @@ type record struct {
 	// the plan they are for (counts.go), kept until a run takes them.
 	SharedRows []int64 `json:"shared_rows,omitempty"`
 	SharedPlan string  `json:"shared_plan,omitempty"`
+	// CountAlone: the trainers could not relay the counts, and asked this
+	// host to count every unit itself.
+	CountAlone bool `json:"count_alone,omitempty"`
 	// UnitRows and UnitRowsPlan: the rows each unit of a plan yields, as a
 	// run of a job on several hosts counted them, for its later runs.
 	UnitRows     []int64   `json:"unit_rows,omitempty"`

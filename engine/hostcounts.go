@@ -34,7 +34,8 @@ package engine
 //  2. Call ShareCounts with the share; it blocks until every host's
 //     share has arrived, or its context ends.
 //  3. Check the list it returns (CountShare.check) and deal the units by
-//     it (hosts.go, step 2).
+//     it (hosts.go, step 2). Where ShareCounts says the list will not
+//     come (ErrCountAlone), count the other hosts' units here instead.
 //
 // Rejected designs:
 //   - Daemons exchanging counts directly, over the peer (Flight)
@@ -52,10 +53,16 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/lastmile/lastmile/pool"
 )
+
+// ErrCountAlone, returned by Options.ShareCounts, says that the other
+// hosts' counts will not come (the trainers could not relay them): the
+// run counts the rest of the units itself, as without ShareCounts.
+var ErrCountAlone = errors.New("the other hosts' unit counts will not come: this host counts every unit")
 
 // CountShare is one host's count of its share of a plan's units (Options.
 // ShareCounts).
@@ -106,6 +113,9 @@ func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config
 		return nil, err
 	}
 	all, err := hooks.shareCounts(ctx, share)
+	if errors.Is(err, ErrCountAlone) {
+		return hs.countRest(ctx, proc, cfg, hooks, share)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("exchanging the hosts' unit counts: %w", err)
 	}
@@ -113,6 +123,21 @@ func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config
 		return nil, err
 	}
 	return all, nil
+}
+
+// countRest counts the units of every other host's share, and returns
+// them with share's: every unit's rows, as without ShareCounts.
+func (hs *hostSplit) countRest(ctx context.Context, proc *processor, cfg pool.Config, hooks runHooks, share CountShare) ([]int64, error) {
+	rest, err := countUnits(ctx, proc, cfg, hooks.gate, func(i int) bool { return !share.Counts(i) })
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range share.Rows {
+		if share.Counts(i) {
+			rest[i] = n
+		}
+	}
+	return rest, nil
 }
 
 // check returns an error when unit u (its index in the plan) yielded

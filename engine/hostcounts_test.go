@@ -184,3 +184,31 @@ func TestHostsShareCountsErrors(t *testing.T) {
 		})
 	}
 }
+
+// A host told that the other hosts' counts will not come counts their
+// units itself, and produces what it would have with the counts shared.
+func TestHostsShareCountsAlone(t *testing.T) {
+	src := fmt.Sprintf(hostsJob, 100, "drop", 4, 300, "pipeline:\n  - filter: \"row_id % 3 != 1\"\n")
+	want, errs := runHosts(t, src, 2, func(int, *engine.Options) {})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	x := newExchange(2)
+	got, errs := runHosts(t, src, 2, func(h int, o *engine.Options) {
+		o.ShareCounts = func(ctx context.Context, s engine.CountShare) ([]int64, error) {
+			if h == 0 {
+				return nil, fmt.Errorf("the trainers gave up: %w", engine.ErrCountAlone)
+			}
+			return x.share(ctx, s)
+		}
+		if h == 1 {
+			o.ShareCounts = nil // counts every unit: no exchange to wait for
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("a host that counted alone after sharing failed gave other batches")
+	}
+}

@@ -208,3 +208,27 @@ func TestKill9DuringCountExchange(t *testing.T) {
 		}
 	}
 }
+
+// Trainers that cannot relay the counts tell each host to count every
+// unit itself (count_here): the ranks read what they would have read.
+func TestCountHere(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	spec := specFor("world", smallData, countsSpecExtra)
+	want, _, _ := runWorld(ctx, t, spec, false, nil)
+	got, _, _ := runWorld(ctx, t, spec, true, func(envs []*env, jobs []string) {
+		for h, e := range envs {
+			var a struct{ Error string }
+			if st, _ := e.do("POST", "/v1/jobs/"+jobs[h]+"/counts", map[string]any{"count_here": true, "rows": []int{1}}, &a); st != 400 ||
+				!strings.Contains(a.Error, `"count_here" goes alone`) {
+				t.Fatalf("host %d: count_here with rows: %d %q", h, st, a.Error)
+			}
+			if st, err := e.do("POST", "/v1/jobs/"+jobs[h]+"/counts", map[string]any{"count_here": true}, nil); st != 200 {
+				t.Fatalf("host %d: count_here: %d %v", h, st, err)
+			}
+		}
+	})
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("hosts told to count every unit gave other rows than hosts that counted alone from the start")
+	}
+}

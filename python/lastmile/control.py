@@ -306,10 +306,15 @@ class Client:
             path += "?wait=%g" % max(0.0, float(wait))
         return self.request("GET", path)[1]
 
-    def post_counts(self, job_id, plan, rows) -> dict:
+    def post_counts(self, job_id, plan, rows, count_here=False) -> dict:
         """``POST /v1/jobs/{id}/counts``: every unit's rows, as the hosts of
-        the world counted them, for the job's ``plan``."""
-        body = {"plan": plan, "rows": [int(n) for n in rows]}
+        the world counted them, for the job's ``plan``; or, with
+        ``count_here``, that the trainers cannot relay them and the host
+        counts every unit itself."""
+        if count_here:
+            body = {"count_here": True}
+        else:
+            body = {"plan": plan, "rows": [int(n) for n in rows]}
         return self.request("POST", "%s/jobs/%s/counts" % (API, _quote(job_id)), body)[1]
 
     def cancel(self, job_id) -> dict:

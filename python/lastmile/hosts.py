@@ -17,6 +17,10 @@ submitted (the calls are collectives). Steps:
 
 A rank that fails in step 1 still takes part in step 2, with its error, so
 that the other ranks raise it too instead of waiting in the collective.
+Where step 2 itself fails (a process group that cannot gather objects),
+each host's first rank tells its daemon to count every unit itself
+(``count_here``): the same batches, without the saving. The objects travel
+over a gloo group even where the job's default group is NCCL.
 """
 
 from __future__ import annotations
@@ -119,10 +123,16 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
         err = "host %d: %s" % (host, e)
     got = [None] * world_size
     try:
-        dist.all_gather_object(got, (mine, err))
-    except RuntimeError as e:  # e.g. NCCL without torch.cuda.set_device
-        raise control.ControlError("job %s: the ranks could not relay their hosts' unit counts over "
-                                   "torch.distributed: %s" % (label, e)) from e
+        dist.all_gather_object(got, (mine, err), group=_object_group(dist))
+    except RuntimeError as e:
+        # The hosts' daemons count every unit themselves instead: the same
+        # batches, at the cost of the counting the exchange saves.
+        log.warning("lastmile: job %s: the ranks could not relay their hosts' unit counts over "
+                    "torch.distributed (%s): each host counts every unit itself, and the hosts' "
+                    "plans are not compared", label, e)
+        if first and err is None:
+            _post(client, job_id, count_here=True)
+        return False
     errors = sorted({e for _, e in got if e})
     if errors:
         raise control.ControlError("job %s: %s" % (label, "; ".join(errors)))
@@ -134,11 +144,32 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     return True
 
 
-def _post(client, job_id, plan, rows):
-    """Post the merged list, waiting for a daemon that restarts: it takes
-    the list before or after counting its share again."""
+def _post(client, job_id, plan=None, rows=None, count_here=False):
+    """Post the merged list (or count_here), waiting for a daemon that
+    restarts: it takes the list before or after counting its share again."""
     while True:
         try:
-            return client.post_counts(job_id, plan, rows)
+            return client.post_counts(job_id, plan, rows, count_here=count_here)
         except control.DaemonUnavailableError:
             client.wait(_RESTART)
+
+
+# The gloo group the exchange's objects travel over, per default group: a
+# job's ranks build it in the same order, as new_group requires.
+_groups = {}
+
+
+def _object_group(dist):
+    """None (the default group) where it is gloo; else a gloo group over
+    the same ranks, made once: all_gather_object over NCCL needs each
+    rank's CUDA device set first (torch.cuda.set_device), and moves the
+    objects through GPU memory. None where gloo is not available."""
+    try:
+        if dist.get_backend() == "gloo":
+            return None
+        key = id(dist.group.WORLD)
+        if key not in _groups:
+            _groups[key] = dist.new_group(backend="gloo")
+        return _groups[key]
+    except (RuntimeError, ValueError, AttributeError):
+        return None

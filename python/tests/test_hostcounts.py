@@ -35,11 +35,11 @@ class FakeClient:
 
     post_errors = ()
 
-    def post_counts(self, job_id, plan, rows):
+    def post_counts(self, job_id, plan, rows, count_here=False):
         if self.post_errors:
             e, self.post_errors = self.post_errors[0], self.post_errors[1:]
             raise e
-        self.posts.append((plan, list(rows)))
+        self.posts.append("count_here" if count_here else (plan, list(rows)))
         return {}
 
     def job(self, job_id):
@@ -48,13 +48,18 @@ class FakeClient:
 
 class FakeGroup:
     """all_gather_object that puts this rank's object at its rank and the
-    others' given ones elsewhere."""
+    others' given ones elsewhere (or raises fail)."""
 
-    def __init__(self, rank, others):
-        self.rank, self.others, self.sent = rank, others, None
+    def __init__(self, rank, others, fail=None):
+        self.rank, self.others, self.sent, self.fail = rank, others, None, fail
 
-    def all_gather_object(self, got, obj):
+    def get_backend(self):
+        return "gloo"
+
+    def all_gather_object(self, got, obj, group=None):
         self.sent = obj
+        if self.fail:
+            raise self.fail
         it = iter(self.others)
         for i in range(len(got)):
             got[i] = obj if i == self.rank else next(it)
@@ -127,6 +132,36 @@ class TestExchange(unittest.TestCase):
             self.run_exchange(c, [(None, "host 0: job j1 failed")], rank=1, host=1)
         self.assertIn("host 0: job j1 failed", str(cm.exception))
         self.assertEqual(c.posts, [])
+
+    def test_a_group_that_cannot_gather_counts_each_host_alone(self):
+        for first, posts in [(True, ["count_here"]), (False, [])]:
+            c = FakeClient(share(0, "sha256:a", [5, -1]))
+            g = FakeGroup(0, [], fail=RuntimeError("NCCL error: duplicate GPU detected"))
+            with mock.patch.object(hosts, "usable_group", lambda w: g), self.assertLogs("lastmile", "WARNING") as logs:
+                self.assertFalse(hosts.exchange(c, "j1", 0, 2, 2, "spec.yaml", first=first))
+            self.assertEqual(c.posts, posts)
+            self.assertIn("each host counts every unit itself", logs.output[0])
+
+    def test_objects_travel_over_gloo(self):
+        made = []
+
+        class Dist:
+            group = type("G", (), {"WORLD": object()})
+
+            def __init__(self, backend):
+                self.backend = backend
+
+            def get_backend(self):
+                return self.backend
+
+            def new_group(self, backend):
+                made.append(backend)
+                return "gloo group %d" % len(made)
+
+        self.assertIsNone(hosts._object_group(Dist("gloo")))
+        nccl = Dist("nccl")
+        self.assertEqual([hosts._object_group(nccl), hosts._object_group(nccl)], ["gloo group 1"] * 2)
+        self.assertEqual(made, ["gloo"])
 
     def test_without_a_process_group_nothing_is_exchanged(self):
         c = FakeClient(share(0, "sha256:a", [5, -1]))
