@@ -69,6 +69,13 @@
 //
 //	chaos: seed S, runs N, faults F (kill9-daemon a, kill9-trainer b, stop-cont c, shm-full d, input-corrupt e), rows lost 0, rows repeated 0, errors seen E
 //
+// Hosts runs split a world between two lastmileds (torchrun --nnodes 2),
+// each serving its own ranks from its share of the units, with a filter
+// that makes each host count the rows every unit keeps and batch.last: pad
+// so that none is dropped; the faults above hit either host's daemon, and
+// every kept row of every epoch must be recorded exactly once across the
+// world (hosts_test.go).
+//
 // go test ./chaos/ runs the short version (four runs, a few faults, under
 // a minute); make chaos runs the full one (-chaos.full: at least
 // -chaos.faults faults); -chaos.seed=S reproduces a run's schedule.
@@ -85,9 +92,9 @@ import (
 
 var (
 	chaosSeed   = flag.Uint64("chaos.seed", 0, "seed of the first run (0: from the clock); run i uses seed+i")
-	chaosRuns   = flag.Int("chaos.runs", 4, "runs at least this many runs (seeds seed..seed+runs-1; one in four is an input run)")
+	chaosRuns   = flag.Int("chaos.runs", 4, "runs at least this many runs (seeds seed..seed+runs-1; by the seed modulo 4: 0 a process run with a CPU peer, 1 a hosts run, 2 a process run, 3 an input run)")
 	chaosFull   = flag.Bool("chaos.full", false, "the full suite: longer jobs, more faults per run")
-	chaosPeers  = flag.Bool("chaos.peers", true, "process runs of even seeds spill every unit they can to a CPU peer daemon, which faults may kill or stop")
+	chaosPeers  = flag.Bool("chaos.peers", true, "process runs of seeds 0 modulo 4 spill every unit they can to a CPU peer daemon, which faults may kill or stop")
 	chaosFaults = flag.Int("chaos.faults", 50, "with -chaos.full: keep running until this many faults were injected")
 )
 
@@ -130,7 +137,10 @@ func TestChaos(t *testing.T) {
 		runSeed := seed + uint64(i)
 		rng := rand.New(rand.NewPCG(runSeed, 0x6c6d))
 		kind, run := "process", processRun
-		if runSeed%4 == 3 {
+		switch runSeed % 4 {
+		case 1:
+			kind, run = "hosts", hostsRun
+		case 3:
 			kind, run = "input", inputRun
 		}
 		ok := t.Run(fmt.Sprintf("%s-seed-%d", kind, runSeed), func(t *testing.T) { run(t, c, rng, runSeed, data) })

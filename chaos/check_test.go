@@ -90,6 +90,10 @@ func (j *job) check(c *tally, complete bool) {
 				note("rank %d: row %+v is outside %d epochs of %d rows", tr.rank, r, j.epochs, n)
 				continue
 			}
+			if j.keep != nil && !j.keep(r.id) {
+				wrong++
+				note("rank %d: row %d of epoch %d is one the filter drops", tr.rank, r.id, r.epoch)
+			}
 			if r.cat != j.data.g.Cat(r.id, 0) || r.dense != math.Float32bits(j.data.g.Dense(r.id, 0)) {
 				wrong++
 				note("rank %d: row %d of epoch %d has cat_0 %d dense_0 %v, datagen says %d %v", tr.rank, r.id, r.epoch,
@@ -101,7 +105,7 @@ func (j *job) check(c *tally, complete bool) {
 	lost, repeated := 0, 0
 	for e, s := range seen {
 		for id, k := range s {
-			if k == 0 && complete {
+			if k == 0 && complete && (j.keep == nil || j.keep(int64(id))) {
 				lost++
 				note("epoch %d: row %d lost", e, id)
 			}

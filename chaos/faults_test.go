@@ -38,6 +38,11 @@ type job struct {
 	peer     *daemon // a CPU peer d spills to, or nil
 	trainers []*trainer
 	epochs   int
+	// hosts are the daemons of a world split between hosts (d is the one
+	// faults hit next); nil for one host.
+	hosts []*daemon
+	// keep says which rows the job's filter keeps; nil: every row.
+	keep func(id int64) bool
 }
 
 // startDaemon starts a daemon in a new directory with shm as its shm
@@ -113,6 +118,11 @@ func (j *job) fail(format string, args ...any) {
 	for _, tr := range j.trainers {
 		fmt.Fprintf(&b, "\n--- rank %d log:\n%s", tr.rank, tail(tr.logText(), 3000))
 	}
+	for h, d := range j.hosts {
+		if d != j.d {
+			fmt.Fprintf(&b, "\n--- host %d's daemon log:\n%s", h, tail(d.logText(), 4000))
+		}
+	}
 	j.t.Errorf(format+"%s\n--- daemon log:\n%s", append(args, b.String(), tail(j.d.logText(), 6000))...)
 }
 
@@ -131,7 +141,7 @@ func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data datase
 		dur, faults = 6*time.Second, 5
 	}
 	var d, peer *daemon
-	if *chaosPeers && seed%2 == 0 {
+	if *chaosPeers && seed%4 == 0 {
 		d, peer = startWithPeer(t, data)
 	} else {
 		d = startDaemon(t, "")

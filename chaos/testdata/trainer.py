@@ -4,7 +4,7 @@ consumer (chaos/soak_test.go).
     trainer.py CONFIG_JSON
 
 CONFIG_JSON: {"spec", "rank", "world_size", "socket", "dir", "delay",
-"soak"}. The rank reads its batches with lastmile.Dataset and records them
+"soak", "hosts", "host"}. The rank reads its batches with lastmile.Dataset and records them
 in dir:
 
     rankR.rows   one line per row: "epoch row_id cat_0 dense_0_bits"
@@ -50,10 +50,12 @@ def write_json(path, obj):
 
 
 def lines(batch):
+    """The batch's real rows (padding left out: last: pad repeats rows)."""
     e = batch.cursor.epoch
-    ids = np.asarray(batch["row_id"])
-    cats = np.asarray(batch["cat_0"])
-    bits = np.asarray(batch["dense_0"]).view(np.uint32)
+    n = batch.real_rows
+    ids = np.asarray(batch["row_id"])[:n]
+    cats = np.asarray(batch["cat_0"])[:n]
+    bits = np.asarray(batch["dense_0"]).view(np.uint32)[:n]
     return "".join("%d %d %d %d\n" % (e, r, c, d) for r, c, d in zip(ids.tolist(), cats.tolist(), bits.tolist())).encode()
 
 
@@ -98,7 +100,8 @@ def open_dataset(lastmile, cfg):
     while True:
         try:
             return lastmile.Dataset(cfg["spec"], cfg["rank"], cfg["world_size"], socket=cfg["socket"],
-                                    torch=False, timeout=300, open_timeout=120, reconnect_timeout=300)
+                                    torch=False, timeout=300, open_timeout=120, reconnect_timeout=300,
+                                    hosts=cfg.get("hosts"), host=cfg.get("host"))
         except lastmile.DaemonUnavailableError:
             if time.monotonic() > deadline:
                 raise
