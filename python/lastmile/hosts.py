@@ -137,8 +137,16 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     if errors:
         raise control.ControlError("job %s: %s" % (label, "; ".join(errors)))
     views = [m for m, _ in got]
-    _check_plans(views, hosts, label)
-    merged = _merge([m for m in views if m[2] is not None], label)
+    try:
+        _check_plans(views, hosts, label)
+        merged = _merge([m for m in views if m[2] is not None], label)
+    except ValueError:
+        if first:  # the job cannot run: free what it holds now, not after the grace period
+            try:
+                client.cancel(job_id)
+            except control.ControlError as e:
+                log.warning("lastmile: job %s: could not cancel it: %s", label, e)
+        raise
     if first and not mine[3]:
         _post(client, job_id, mine[1], merged)
     return True

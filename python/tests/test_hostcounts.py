@@ -42,8 +42,14 @@ class FakeClient:
         self.posts.append("count_here" if count_here else (plan, list(rows)))
         return {}
 
+    canceled = 0
+
     def job(self, job_id):
         return self.job_view
+
+    def cancel(self, job_id):
+        self.canceled += 1
+        return {}
 
 
 class FakeGroup:
@@ -118,7 +124,7 @@ class TestExchange(unittest.TestCase):
                 with self.assertRaises(ValueError) as cm:
                     self.run_exchange(c, [other])
                 self.assertIn(want, str(cm.exception))
-                self.assertEqual(c.posts, [])
+                self.assertEqual((c.posts, c.canceled), ([], 1))
 
     def test_a_failed_host_stops_every_rank(self):
         # This host's job failed: its rank still joins the collective, with the error.

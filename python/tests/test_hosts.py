@@ -125,6 +125,7 @@ class TestTwoHosts(unittest.TestCase):
         for rc, out, err, log in self.run_hosts([daemonproc.SMALL, copy]):
             self.assertNotEqual(rc, 0, out)
             self.assertIn("the 2 hosts planned different inputs (host 0: sha256:", err)
+            self.assertIn("cancel requested", log)  # the job cannot run: its trainers cancel it
 
     def test_ddp_across_two_hosts(self):
         lines = []
