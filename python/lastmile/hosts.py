@@ -26,6 +26,7 @@ over a gloo group even where the job's default group is NCCL.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from . import control
@@ -123,7 +124,8 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
         err = "host %d: %s" % (host, e)
     got = [None] * world_size
     try:
-        dist.all_gather_object(got, (mine, err), group=_object_group(dist))
+        with _keepalive(client, job_id):
+            dist.all_gather_object(got, (mine, err), group=_object_group(dist))
     except RuntimeError as e:
         # The hosts' daemons count every unit themselves instead: the same
         # batches, at the cost of the counting the exchange saves.
@@ -150,6 +152,33 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     if first and not mine[3]:
         _post(client, job_id, mine[1], merged)
     return True
+
+
+class _keepalive:
+    """While a rank waits in the collective for slower hosts (counting a
+    large share, or starting late), it asks its daemon for the counts every
+    ``every`` seconds: trainer activity, so the job is not reclaimed for
+    want of an attach (the daemon's grace, 10 minutes by default)."""
+
+    def __init__(self, client, job_id, every=30.0):
+        self.client, self.job_id, self.every = client, job_id, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lastmile-keepalive", daemon=True)
+
+    def _run(self):
+        while not self.stop.wait(self.every):
+            try:
+                self.client.counts(self.job_id)
+            except control.ControlError:
+                pass  # a restarting daemon: the next one, or the post, finds it
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
 
 
 def _post(client, job_id, plan=None, rows=None, count_here=False):

@@ -6,6 +6,7 @@ Run: cd python && /usr/bin/python3 -m unittest tests.test_hostcounts -v
 
 import os
 import sys
+import time
 import unittest
 from unittest import mock
 
@@ -147,6 +148,19 @@ class TestExchange(unittest.TestCase):
                 self.assertFalse(hosts.exchange(c, "j1", 0, 2, 2, "spec.yaml", first=first))
             self.assertEqual(c.posts, posts)
             self.assertIn("each host counts every unit itself", logs.output[0])
+
+    def test_a_rank_waiting_for_slower_hosts_keeps_its_job(self):
+        c = FakeClient(share(0, "sha256:a", [5, -1]))
+        calls = []
+        c.counts = lambda job_id, wait=None: calls.append(job_id) or {}
+        with hosts._keepalive(c, "j1", every=0.01):
+            deadline = time.monotonic() + 5
+            while len(calls) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        n = len(calls)
+        self.assertGreaterEqual(n, 3)
+        time.sleep(0.05)
+        self.assertEqual(len(calls), n)  # stopped with the collective
 
     def test_objects_travel_over_gloo(self):
         made = []
