@@ -233,7 +233,7 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 	wait := time.Duration(0)
 	if s := r.URL.Query().Get("wait"); s != "" {
 		sec, err := strconv.ParseFloat(s, 64)
-		if err != nil || sec < 0 {
+		if err != nil || !(sec >= 0 && sec <= maxCountsWait.Seconds()*1e6) { // NaN and Inf too
 			writeError(w, errorf(http.StatusBadRequest, "wait=%q: want seconds to wait for the counts, 0 to %v", s, maxCountsWait.Seconds()))
 			return
 		}
