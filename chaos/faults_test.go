@@ -148,29 +148,46 @@ func processRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data datase
 	}
 	j := newJob(t, d, rng, seed, data, dur, 0)
 	j.peer = peer
-	for i := 0; i < faults; i++ {
+	j.faults(c, rng, faults, func() {})
+	if !j.finish(c) {
+		return
+	}
+	if peer != nil {
+		t.Logf("the peer computed %d units of the job (since its last restart)", peer.servedUnits())
+	}
+}
+
+// faults injects n faults, 50 to 700 ms apart, each after before (which
+// may pick the daemon it hits), while a trainer runs.
+func (j *job) faults(c *tally, rng *rand.Rand, n int, before func()) {
+	for i := 0; i < n; i++ {
 		time.Sleep(time.Duration(50+rng.IntN(650)) * time.Millisecond)
 		if len(j.running()) == 0 {
-			break
+			return
 		}
+		before()
 		j.inject(c, rng)
 	}
+}
+
+// finish waits for the trainers, checks that each ended well and that
+// every row was recorded exactly once, and counts the run; false where
+// the run failed.
+func (j *job) finish(c *tally) bool {
 	if !j.wait(3 * time.Minute) {
-		return
+		return false
 	}
 	for _, tr := range j.trainers {
 		if e, _ := tr.end(); !e.OK {
 			j.fail("rank %d failed: %s", tr.rank, e.Error)
-			return
+			return false
 		}
 	}
 	j.check(c, true)
-	if peer != nil {
-		t.Logf("the peer computed %d units of the job (since its last restart)", peer.servedUnits())
-	}
 	c.mu.Lock()
 	c.runs++
 	c.mu.Unlock()
+	return !j.t.Failed()
 }
 
 // inject applies one fault drawn from rng and counts it.

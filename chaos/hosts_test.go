@@ -29,28 +29,11 @@ func hostsRun(t *testing.T, c *tally, rng *rand.Rand, seed uint64, data dataset)
 	}
 	daemons := []*daemon{startDaemon(t, ""), startDaemon(t, "")}
 	j := newHostsJob(t, daemons, rng, seed, data, dur)
-	for i := 0; i < faults; i++ {
-		time.Sleep(time.Duration(50+rng.IntN(650)) * time.Millisecond)
-		if len(j.running()) == 0 {
-			break
-		}
+	j.faults(c, rng, faults, func() {
 		j.d = daemons[rng.IntN(len(daemons))]
 		j.t.Logf("next fault: host %d's lastmiled, or any rank's trainer", indexOf(daemons, j.d))
-		j.inject(c, rng)
-	}
-	if !j.wait(3 * time.Minute) {
-		return
-	}
-	for _, tr := range j.trainers {
-		if e, _ := tr.end(); !e.OK {
-			j.fail("rank %d failed: %s", tr.rank, e.Error)
-			return
-		}
-	}
-	j.check(c, true)
-	c.mu.Lock()
-	c.runs++
-	c.mu.Unlock()
+	})
+	j.finish(c)
 }
 
 // newHostsJob starts the trainers of a world of 2 hosts × 1 or 2 ranks,
