@@ -230,9 +230,17 @@ class Dataset(_Base):
 
     def _submit(self, share_counts=False):
         try:
-            self.job, self.created = self.client.submit(
-                self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir,
-                file=self.spec_label, hosts=self.hosts, host=self.host, share_counts=share_counts)
+            try:
+                self.job, self.created = self.client.submit(
+                    self.spec, world_size=self.world_size, weight=self.weight, base_dir=self.base_dir,
+                    file=self.spec_label, hosts=self.hosts, host=self.host, share_counts=share_counts)
+            except SpecError as e:
+                if not (share_counts and 'unknown field "share_counts"' in str(e)):
+                    raise
+                # A lastmiled older than the counts exchange: it counts every
+                # unit itself (lastmile/hosts.py finds that out too).
+                self._submit()
+                return
         except SpecError as e:
             e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
             raise

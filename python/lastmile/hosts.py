@@ -8,8 +8,10 @@ submitted (the calls are collectives). Steps:
 
 1. Wait for this host's daemon to count its share of the units
    (``GET /v1/jobs/{id}/counts``), or to know them all.
-2. All-gather ``(host, plan, rows, complete, error)`` across the world
-   (``rows`` from each host's first rank only: the list can be long).
+2. All-gather ``(host, plan, rows, complete, legacy, error)`` across the
+   world (``rows`` from each host's first rank only: the list can be
+   long; ``legacy``: a lastmiled older than the exchange, which counts
+   every unit itself, and then so does every host).
 3. Stop every rank with the same error where a host failed, or where the
    hosts planned different inputs.
 4. Merge the shares (each unit is counted by exactly one host) and post
@@ -55,13 +57,19 @@ def usable_group(world_size):
 
 def _local_counts(client, job_id):
     """This host's counts view once it has rows, or raises ControlError
-    with the job's error if it ended first."""
+    with the job's error if it ended first. A lastmiled older than the
+    counts exchange counts every unit itself: its view has no rows,
+    ``complete`` and ``legacy`` set, and the plan from the job."""
     while True:
         try:
             v = client.counts(job_id, wait=_POLL)
         except control.DaemonUnavailableError:
             client.wait(_RESTART)  # a restarting daemon: its job counts again
             continue
+        except control.JobNotFoundError as e:
+            if not str(e).startswith("no such endpoint"):
+                raise
+            return {"plan": client.job(job_id).get("plan_digest"), "rows": None, "complete": True, "legacy": True}
         if v.get("rows") is not None:
             return v
         if v.get("state") in ("failed", "canceled", "done"):
@@ -72,10 +80,11 @@ def _local_counts(client, job_id):
 
 
 def _merge(got, label):
-    """Every unit's rows from the hosts' (host, plan, rows, complete)
-    views; ValueError where two hosts give one unit different counts."""
+    """Every unit's rows from the hosts' (host, plan, rows, complete,
+    legacy) views; ValueError where two hosts give one unit different
+    counts."""
     merged = None
-    for host, _, rows, _ in got:
+    for host, _, rows, _, _ in got:
         if merged is None:
             merged = [-1] * len(rows)
         for i, n in enumerate(rows):
@@ -94,7 +103,9 @@ def _merge(got, label):
 def _check_plans(got, hosts, label):
     """ValueError naming the hosts, where they planned different inputs."""
     plans = {}
-    for host, plan, _, _ in got:
+    for host, plan, _, _, _ in got:
+        if plan is None:
+            return  # a daemon that does not know its plan yet: nothing to compare
         plans.setdefault(plan, set()).add(host)
     if len(plans) > 1:
         parts = ["host %s: %s" % (",".join(map(str, sorted(h))), d)
@@ -118,8 +129,8 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     mine, err = None, None
     try:
         v = _local_counts(client, job_id)
-        rows = list(v["rows"]) if first else None
-        mine = (host, v.get("plan"), rows, bool(v.get("complete")))
+        rows = list(v["rows"]) if first and v["rows"] is not None else None
+        mine = (host, v.get("plan"), rows, bool(v.get("complete")), bool(v.get("legacy")))
     except control.ControlError as e:
         err = "host %d: %s" % (host, e)
     got = [None] * world_size
@@ -141,6 +152,11 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     views = [m for m, _ in got]
     try:
         _check_plans(views, hosts, label)
+        if any(m[4] for m in views):
+            # A host's lastmiled cannot take part: every host counts alone.
+            if first and not mine[3]:
+                _post(client, job_id, count_here=True)
+            return True
         merged = _merge([m for m in views if m[2] is not None], label)
     except ValueError:
         if first:  # the job cannot run: free what it holds now, not after the grace period

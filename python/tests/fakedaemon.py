@@ -125,6 +125,7 @@ class FakeDaemon:
         self.keep = False
         self.attach_unavailable = 0
         self.count_known = True
+        self.old = False  # a lastmiled older than the counts exchange
         self.no_next = False
         self.generation = 0
         self.server = None
@@ -184,6 +185,8 @@ class FakeDaemon:
     def submit(self, body):
         if self.submit_error:
             return self.submit_error
+        if self.old and isinstance(body, dict) and "share_counts" in body:
+            return 400, {"error": 'request body: unknown field "share_counts"'}
         if not isinstance(body, dict) or not isinstance(body.get("spec"), str):
             return 400, {"error": "invalid request", "fields": [
                 {"line": 0, "field": "spec", "msg": "required"}]}

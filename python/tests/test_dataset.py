@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -23,6 +24,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import lastmile  # noqa: E402
+import lastmile.dataset  # noqa: E402
 import daemonproc  # noqa: E402
 import fakedaemon  # noqa: E402
 from fakedaemon import row_id  # noqa: E402
@@ -127,6 +129,32 @@ class TestTorchrunEnv(unittest.TestCase):
         self.assertEqual((ds.rank, ds.world_size, ds.hosts, ds.host), (3, 4, 2, 1))
         body = fake.requests[0][2]
         self.assertEqual((body["world_size"], body["hosts"], body["host"]), (4, 2, 1))
+
+
+class TestShareCounts(FakeDaemonCase):
+    """With torch.distributed over the world, a Dataset on one of several
+    hosts asks its daemon to count only its share (share_counts), and
+    still runs against a lastmiled older than that."""
+
+    def run_dataset(self, old):
+        self.fake.old = old
+        exchanged = []
+        with mock.patch.object(lastmile.dataset, "usable_group", lambda w: object()), \
+                mock.patch.object(lastmile.dataset, "exchange", lambda *a, **k: exchanged.append(a)):
+            ds = lastmile.Dataset(SPEC, 0, 2, socket=self.fake.sock, hosts=2, host=0)
+        posts = [b for (m, p, b) in self.fake.requests if m == "POST" and p == "/v1/jobs"]
+        return ds, [b.get("share_counts") for b in posts], exchanged
+
+    def test_share_counts(self):
+        ds, posts, exchanged = self.run_dataset(old=False)
+        self.assertEqual(posts, [True])
+        self.assertEqual(len(exchanged), 1)
+
+    def test_a_daemon_older_than_share_counts(self):
+        ds, posts, exchanged = self.run_dataset(old=True)
+        self.assertEqual(posts, [True, None])
+        self.assertTrue(ds.job["id"])
+        self.assertEqual(len(exchanged), 1)  # it finds the old daemon out itself (lastmile/hosts.py)
 
 
 class TestSubmit(FakeDaemonCase):
