@@ -176,6 +176,19 @@ func (x *countExchange) post(plan string, rows []int64, hosts int) error {
 	return nil
 }
 
+// shareCountsHook is the job's engine.Options.ShareCounts: nil unless it
+// was submitted with share_counts.
+func (j *Job) shareCountsHook() func(context.Context, engine.CountShare) ([]int64, error) {
+	if !j.shareCounts {
+		return nil
+	}
+	return func(ctx context.Context, s engine.CountShare) ([]int64, error) {
+		j.log.Info("counted this host's share of the units: waiting for the other hosts' counts, which the trainers relay",
+			"units", len(s.Rows), "hosts", s.Hosts, "plan", s.Plan)
+		return j.exchange.wait(ctx, s)
+	}
+}
+
 // countsView is what GET /v1/jobs/{id}/counts returns.
 type countsView struct {
 	// Plan is the units' digest (engine.PlanDigest): the same on every

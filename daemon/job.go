@@ -369,14 +369,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 			j.persist()
 		},
 	}
-	if j.shareCounts {
-		// The trainers relay the other hosts' counts.
-		opts.ShareCounts = func(ctx context.Context, s engine.CountShare) ([]int64, error) {
-			j.log.Info("counted this host's share of the units: waiting for the other hosts' counts, which the trainers relay",
-				"units", len(s.Rows), "hosts", s.Hosts, "plan", s.Plan)
-			return j.exchange.wait(ctx, s)
-		}
-	}
+	opts.ShareCounts = j.shareCountsHook() // the trainers relay the other hosts' counts (counts.go)
 	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
 	if st != nil {
 		opts.Stage = st
