@@ -370,7 +370,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		},
 	}
 	opts.ShareCounts = j.shareCountsHook() // the trainers relay the other hosts' counts (counts.go)
-	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
+	st := j.stagerFor()                    // device staging (devstage.go), nil unless asked for
 	if st != nil {
 		opts.Stage = st
 	}
