@@ -369,8 +369,9 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 			j.persist()
 		},
 	}
-	opts.ShareCounts = j.shareCountsHook() // the trainers relay the other hosts' counts (counts.go)
-	st := j.stagerFor()                    // device staging (devstage.go), nil unless asked for
+	// The trainers relay the other hosts' counts (counts.go).
+	opts.ShareCounts = j.shareCountsHook()
+	st := j.stagerFor() // device staging (devstage.go), nil unless asked for
 	if st != nil {
 		opts.Stage = st
 	}
