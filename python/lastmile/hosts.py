@@ -8,10 +8,11 @@ submitted (the calls are collectives). Steps:
 
 1. Wait for this host's daemon to count its share of the units
    (``GET /v1/jobs/{id}/counts``), or to know them all.
-2. All-gather ``(host, plan, rows, complete, legacy, error)`` across the
-   world (``rows`` from each host's first rank only: the list can be
-   long; ``legacy``: a lastmiled older than the exchange, which counts
-   every unit itself, and then so does every host).
+2. All-gather ``(host, plan, share, complete, legacy, error)`` across the
+   world: ``share``, the counts of the host's own units only, from each
+   host's first rank only, so that the gathered lists add up to one count
+   a unit; ``legacy``, a lastmiled older than the exchange, which counts
+   every unit itself (and then so does every host).
 3. Stop every rank with the same error where a host failed, or where the
    hosts planned different inputs.
 4. Merge the shares (each unit is counted by exactly one host) and post
@@ -79,22 +80,20 @@ def _local_counts(client, job_id):
         time.sleep(0.01)
 
 
-def _merge(got, label):
-    """Every unit's rows from the hosts' (host, plan, rows, complete,
-    legacy) views; ValueError where two hosts give one unit different
-    counts."""
-    merged = None
-    for host, _, rows, _, _ in got:
-        if merged is None:
-            merged = [-1] * len(rows)
-        for i, n in enumerate(rows):
-            if n < 0:
-                continue
-            if merged[i] >= 0 and merged[i] != n:
-                raise ValueError("job %s: the hosts' counts of unit %d differ (%d and %d, host %d): "
-                                 "every host must read the same input" % (label, i, merged[i], n, host))
-            merged[i] = n
-    missing = [i for i, n in enumerate(merged) if n < 0]
+def _merge(got, hosts, label):
+    """Every unit's rows from the hosts' (host, plan, share, complete,
+    legacy) views, each ``share`` the rows of the units its host counts
+    (every ``hosts``-th from the host's index); ValueError where the
+    shares do not fit together."""
+    n = sum(len(share) for _, _, share, _, _ in got)
+    merged = [-1] * n
+    for host, _, share, _, _ in got:
+        want = len(range(host, n, hosts))
+        if len(share) != want:
+            raise ValueError("job %s: host %d sent %d counts for its share of %d units: every host must "
+                             "read the same input" % (label, host, len(share), want))
+        merged[host::hosts] = share
+    missing = [i for i, c in enumerate(merged) if c < 0]
     if missing:
         raise ValueError("job %s: no host counted unit %d (of %d units missing)" % (label, missing[0], len(missing)))
     return merged
@@ -129,8 +128,10 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
     mine, err = None, None
     try:
         v = _local_counts(client, job_id)
-        rows = list(v["rows"]) if first and v["rows"] is not None else None
-        mine = (host, v.get("plan"), rows, bool(v.get("complete")), bool(v.get("legacy")))
+        # Only the host's own share travels: the gathered lists add up to
+        # one count a unit, however many hosts there are.
+        share = list(v["rows"][host::hosts]) if first and v["rows"] is not None else None
+        mine = (host, v.get("plan"), share, bool(v.get("complete")), bool(v.get("legacy")))
     except control.ControlError as e:
         err = "host %d: %s" % (host, e)
     got = [None] * world_size
@@ -157,7 +158,7 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
             if first and not mine[3]:
                 _post(client, job_id, count_here=True)
             return True
-        merged = _merge([m for m in views if m[2] is not None], label)
+        merged = _merge([m for m in views if m[2] is not None], hosts, label)
     except ValueError:
         if first:  # the job cannot run: free what it holds now, not after the grace period
             try:

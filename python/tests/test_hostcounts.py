@@ -84,20 +84,20 @@ class TestExchange(unittest.TestCase):
 
     def test_shares_merge_and_post(self):
         c = FakeClient({"rows": None, "state": "running"}, share(0, "sha256:a", [5, -1, 7, -1]))
-        ok, g = self.run_exchange(c, [((1, "sha256:a", [-1, 6, -1, 8], False, False), None)])
+        ok, g = self.run_exchange(c, [((1, "sha256:a", [6, 8], False, False), None)])
         self.assertTrue(ok)
-        self.assertEqual(g.sent, ((0, "sha256:a", [5, -1, 7, -1], False, False), None))
+        self.assertEqual(g.sent, ((0, "sha256:a", [5, 7], False, False), None))
         self.assertEqual(c.posts, [("sha256:a", [5, 6, 7, 8])])
 
     def test_a_restarting_daemon_is_waited_for(self):
         c = FakeClient(control.DaemonUnavailableError("restarting"), share(0, "sha256:a", [5, -1]))
         c.post_errors = (control.DaemonUnavailableError("restarting again"),)
-        self.run_exchange(c, [((1, "sha256:a", [-1, 6], False, False), None)])
+        self.run_exchange(c, [((1, "sha256:a", [6], False, False), None)])
         self.assertEqual((c.waited, c.posts), (2, [("sha256:a", [5, 6])]))
 
     def test_a_hosts_other_ranks_send_the_plan_only(self):
         c = FakeClient(share(0, "sha256:a", [5, -1]))
-        g = FakeGroup(1, [((0, "sha256:a", [5, -1], False, False), None), ((1, "sha256:a", [-1, 6], False, False), None),
+        g = FakeGroup(1, [((0, "sha256:a", [5], False, False), None), ((1, "sha256:a", [6], False, False), None),
                           ((1, "sha256:a", None, False, False), None)])
         with mock.patch.object(hosts, "usable_group", lambda w: g):
             self.assertTrue(hosts.exchange(c, "j1", 0, 2, 4, "spec.yaml", first=False))
@@ -105,20 +105,20 @@ class TestExchange(unittest.TestCase):
 
     def test_a_host_that_knows_every_count_posts_nothing(self):
         c = FakeClient(share(0, "sha256:a", [5, 6, 7, 8], complete=True))
-        self.run_exchange(c, [((1, "sha256:a", [-1, 6, -1, 8], False, False), None)])
+        self.run_exchange(c, [((1, "sha256:a", [6, 8], False, False), None)])
         self.assertEqual(c.posts, [])
 
     def test_complete_list_fills_a_share(self):
         c = FakeClient(share(1, "sha256:a", [-1, 6, -1, 8]))
-        self.run_exchange(c, [((0, "sha256:a", [5, 6, 7, 8], True, False), None)], rank=1, host=1)
+        self.run_exchange(c, [((0, "sha256:a", [5, 7], True, False), None)], rank=1, host=1)
         self.assertEqual(c.posts, [("sha256:a", [5, 6, 7, 8])])
 
     def test_errors(self):
         for name, other, want in [
-            ("plans differ", ((1, "sha256:b", [-1, 6, -1, 8], False, False), None),
+            ("plans differ", ((1, "sha256:b", [6, 8], False, False), None),
              "the 2 hosts planned different inputs (host 0: sha256:a; host 1: sha256:b)"),
-            ("counts differ", ((1, "sha256:a", [4, 6, 7, 8], True, False), None), "the hosts' counts of unit 0 differ (5 and 4, host 1)"),
-            ("a unit nobody counted", ((1, "sha256:a", [-1, -1, -1, 8], False, False), None), "no host counted unit 1"),
+            ("a share of another length", ((1, "sha256:a", [6, 8, 9], True, False), None), "host 0 sent 2 counts for its share of 3 units"),
+            ("a unit nobody counted", ((1, "sha256:a", [-1, 8], False, False), None), "no host counted unit 1"),
         ]:
             with self.subTest(name):
                 c = FakeClient(share(0, "sha256:a", [5, -1, 7, -1]))
@@ -131,7 +131,7 @@ class TestExchange(unittest.TestCase):
         # This host's job failed: its rank still joins the collective, with the error.
         c = FakeClient({"rows": None, "state": "failed"}, job={"error": "unit 3: corrupt page"})
         with self.assertRaises(control.ControlError) as cm:
-            _, g = self.run_exchange(c, [((1, "sha256:a", [-1, 6], False, False), None)])
+            _, g = self.run_exchange(c, [((1, "sha256:a", [6], False, False), None)])
         self.assertIn("host 0: job j1 failed before its units were counted: unit 3: corrupt page", str(cm.exception))
         # The other host's rank raises the same error.
         c = FakeClient(share(1, "sha256:a", [-1, 6]))
@@ -165,7 +165,7 @@ class TestExchange(unittest.TestCase):
     def test_a_daemon_older_than_the_exchange_makes_every_host_count_alone(self):
         c = FakeClient(control.JobNotFoundError("no such endpoint GET /v1/jobs/j1/counts: see docs/control-api.md"),
                        job={"plan_digest": "sha256:a"})
-        _, g = self.run_exchange(c, [((1, "sha256:a", [-1, 6], False, False), None)])
+        _, g = self.run_exchange(c, [((1, "sha256:a", [6], False, False), None)])
         self.assertEqual((g.sent, c.posts), (((0, "sha256:a", None, True, True), None), []))
         # The other host, whose lastmiled shares, is told to count alone.
         c = FakeClient(share(1, "sha256:a", [-1, 6]))
