@@ -103,6 +103,16 @@ func TestTwoHostsExchangeCounts(t *testing.T) {
 		}
 	}
 	one := envs[0].submit(strings.Replace(spec, "name: world", "name: one", 1), nil)
+	// The counts of 300,000 units outgrow control.max_body (1 MiB): the
+	// counts endpoint takes them (and refuses them here for what they say).
+	many := make([]int64, 300_000)
+	for i := range many {
+		many[i] = 1_000_000 // 8 bytes of JSON each: 2.4 MB
+	}
+	var a struct{ Error string }
+	if st, _ := envs[0].do("POST", "/v1/jobs/"+one.ID+"/counts", map[string]any{"plan": "x", "rows": many}, &a); st != 409 {
+		t.Fatalf("posting 300,000 counts: %d %q, want 409 (not 413)", st, a.Error)
+	}
 	for _, m := range []string{"GET", "POST"} {
 		var a struct{ Error string }
 		if st, _ := envs[0].do(m, "/v1/jobs/"+one.ID+"/counts", map[string]any{"plan": "x", "rows": []int{1}}, &a); st != 409 ||
@@ -110,7 +120,6 @@ func TestTwoHostsExchangeCounts(t *testing.T) {
 			t.Fatalf("%s the counts of a job of one host: %d %q", m, st, a.Error)
 		}
 	}
-	var a struct{ Error string }
 	if st, _ := envs[0].do("POST", "/v1/jobs", map[string]any{"spec": spec, "share_counts": true}, &a); st != 400 ||
 		!strings.Contains(a.Error, `"share_counts" needs "hosts" 2 or more`) {
 		t.Fatalf("share_counts on one host: %d %q", st, a.Error)
