@@ -80,6 +80,17 @@ func (x *countExchange) posted() (string, []int64, bool) {
 	return x.allPlan, x.all, x.alone
 }
 
+// taken drops the posted list once a run has counted with it: the job's
+// unitRows hold it from then on, and the record need not hold it twice.
+func (x *countExchange) taken() {
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.all, x.allPlan = nil, ""
+}
+
 // countAlone is the trainers' word that they cannot relay the counts:
 // the run counts every unit itself (engine.ErrCountAlone).
 func (x *countExchange) countAlone() {

@@ -366,6 +366,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 			j.mu.Lock()
 			j.unitRows, j.unitRowsPlan = rows, plan
 			j.mu.Unlock()
+			j.exchange.taken() // the record keeps one copy of the counts
 			j.persist()
 		},
 	}
