@@ -44,6 +44,8 @@ func fuzzSeeds() [][3]string {
 		{"GET", "/v1/jobs/ctr/counts?wait=0", ""},
 		{"GET", "/v1/jobs/share/counts?wait=-1", ""},
 		{"GET", "/v1/jobs/theirs/counts?wait=x", ""},
+		{"GET", "/v1/jobs/share/counts?rows=0&wait=0", ""},
+		{"GET", "/v1/jobs/share/counts?rows=maybe", ""},
 		{"GET", "/v1/jobs/a%2F..%2Fb", ""},
 		{"POST", "/v1/status", h + "Content-Length: 104857600\n"},
 		{"POST", "/v1/jobs", h + "Content-Length: 2\n"},

@@ -210,6 +210,9 @@ type countsView struct {
 	// Rows are each unit's rows, -1 for the units other hosts count; nil
 	// until this host has counted its share.
 	Rows []int64 `json:"rows"`
+	// Counted: Rows is there (left out with ?rows=0, for a caller that
+	// needs to know only that).
+	Counted bool `json:"counted"`
 	// Complete: Rows has every unit's count (the job's plan gives them, or
 	// it has its counts from an earlier run or the trainers); nothing is
 	// to be posted.
@@ -263,6 +266,22 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(sec*float64(time.Second)), maxCountsWait)
 	}
+	rows := true
+	switch s := r.URL.Query().Get("rows"); s {
+	case "", "1", "true":
+	case "0", "false":
+		rows = false
+	default:
+		writeError(w, errorf(http.StatusBadRequest, "rows=%q: want 0 to leave the counts out of the answer, or 1", s))
+		return
+	}
+	answer := func(v countsView) {
+		v.Counted = v.Rows != nil
+		if !rows {
+			v.Rows = nil
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	// A run that deals its units by counts it had changes nothing in the
@@ -273,7 +292,7 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 		j.touch()
 		v, changed := j.counts()
 		if v.Rows != nil || v.State.Terminal() {
-			writeJSON(w, http.StatusOK, v)
+			answer(v)
 			return
 		}
 		select {
@@ -281,7 +300,7 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 		case <-j.finished:
 		case <-poll.C:
 		case <-deadline.C:
-			writeJSON(w, http.StatusOK, v)
+			answer(v)
 			return
 		case <-r.Context().Done():
 			return

@@ -12,11 +12,11 @@ import (
 
 // countsJSON is GET /v1/jobs/{id}/counts.
 type countsJSON struct {
-	Plan        string
-	Hosts, Host int
-	Rows        []int64
-	Complete    bool
-	State       string
+	Plan              string
+	Hosts, Host       int
+	Rows              []int64
+	Counted, Complete bool
+	State             string
 }
 
 // countsOf long-polls a job's counts until this host's share (or every
@@ -139,6 +139,10 @@ func relayCounts(t *testing.T, envs []*env, jobs []string) {
 		}
 		if s := jobCounts(e, jobs[h]); s != "exchanging" {
 			t.Fatalf("host %d's job view: counts %q, want exchanging", h, s)
+		}
+		var short countsJSON
+		if st, _ := e.do("GET", "/v1/jobs/"+jobs[h]+"/counts?rows=0", nil, &short); st != 200 || short.Rows != nil || !short.Counted || !c.Counted {
+			t.Fatalf("host %d: counts without rows: %d %+v", h, st, short)
 		}
 		shares = append(shares, c)
 	}

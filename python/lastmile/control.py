@@ -296,14 +296,20 @@ class Client:
         """``GET /v1/jobs/{id}``."""
         return self.request("GET", "%s/jobs/%s" % (API, _quote(job_id)))[1]
 
-    def counts(self, job_id, wait=None) -> dict:
+    def counts(self, job_id, wait=None, rows=True) -> dict:
         """``GET /v1/jobs/{id}/counts``: this host's counts of the job's units
         (``rows``, -1 for the units other hosts count; None while it counts),
-        their ``plan`` digest, and ``complete`` when every count is known.
-        ``wait``: seconds the daemon may wait for them (at most 30)."""
-        path = "%s/jobs/%s/counts" % (API, _quote(job_id))
+        their ``plan`` digest, ``counted`` once the rows are there, and
+        ``complete`` when every count is known. ``wait``: seconds the daemon
+        may wait for them (at most 30); ``rows=False`` leaves the rows out."""
+        query = []
         if wait is not None:
-            path += "?wait=%g" % max(0.0, float(wait))
+            query.append("wait=%g" % max(0.0, float(wait)))
+        if not rows:
+            query.append("rows=0")
+        path = "%s/jobs/%s/counts" % (API, _quote(job_id))
+        if query:
+            path += "?" + "&".join(query)
         return self.request("GET", path)[1]
 
     def post_counts(self, job_id, plan, rows, count_here=False) -> dict:

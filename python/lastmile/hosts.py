@@ -56,14 +56,14 @@ def usable_group(world_size):
     return dist
 
 
-def _local_counts(client, job_id):
+def _local_counts(client, job_id, rows=True):
     """This host's counts view once it has rows, or raises ControlError
     with the job's error if it ended first. A lastmiled older than the
     counts exchange counts every unit itself: its view has no rows,
     ``complete`` and ``legacy`` set, and the plan from the job."""
     while True:
         try:
-            v = client.counts(job_id, wait=_POLL)
+            v = client.counts(job_id, wait=_POLL, rows=rows)
         except control.DaemonUnavailableError:
             client.wait(_RESTART)  # a restarting daemon: its job counts again
             continue
@@ -71,7 +71,7 @@ def _local_counts(client, job_id):
             if not str(e).startswith("no such endpoint"):
                 raise
             return {"plan": client.job(job_id).get("plan_digest"), "rows": None, "complete": True, "legacy": True}
-        if v.get("rows") is not None:
+        if v.get("rows") is not None or (not rows and v.get("counted")):
             return v
         if v.get("state") in ("failed", "canceled", "done"):
             j = client.job(job_id)
@@ -127,10 +127,10 @@ def exchange(client, job_id, host, hosts, world_size, label, first=True):
         return False
     mine, err = None, None
     try:
-        v = _local_counts(client, job_id)
+        v = _local_counts(client, job_id, rows=first)
         # Only the host's own share travels: the gathered lists add up to
         # one count a unit, however many hosts there are.
-        share = list(v["rows"][host::hosts]) if first and v["rows"] is not None else None
+        share = list(v["rows"][host::hosts]) if first and v.get("rows") is not None else None
         mine = (host, v.get("plan"), share, bool(v.get("complete")), bool(v.get("legacy")))
     except control.ControlError as e:
         err = "host %d: %s" % (host, e)
@@ -185,7 +185,7 @@ class _keepalive:
     def _run(self):
         while not self.stop.wait(self.every):
             try:
-                self.client.counts(self.job_id)
+                self.client.counts(self.job_id, rows=False)
             except control.ControlError:
                 pass  # a restarting daemon: the next one, or the post, finds it
 

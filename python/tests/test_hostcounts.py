@@ -25,7 +25,7 @@ class FakeClient:
 
     waited = 0
 
-    def counts(self, job_id, wait=None):
+    def counts(self, job_id, wait=None, rows=True):
         v = self.views.pop(0) if len(self.views) > 1 else self.views[0]
         if isinstance(v, Exception):
             raise v
@@ -152,13 +152,14 @@ class TestExchange(unittest.TestCase):
     def test_a_rank_waiting_for_slower_hosts_keeps_its_job(self):
         c = FakeClient(share(0, "sha256:a", [5, -1]))
         calls = []
-        c.counts = lambda job_id, wait=None: calls.append(job_id) or {}
+        c.counts = lambda job_id, wait=None, rows=True: calls.append(rows) or {}
         with hosts._keepalive(c, "j1", every=0.01):
             deadline = time.monotonic() + 5
             while len(calls) < 3 and time.monotonic() < deadline:
                 time.sleep(0.01)
         n = len(calls)
         self.assertGreaterEqual(n, 3)
+        self.assertEqual(set(calls), {False})  # without the rows
         time.sleep(0.05)
         self.assertEqual(len(calls), n)  # stopped with the collective
 
