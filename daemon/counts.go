@@ -222,7 +222,9 @@ type countsView struct {
 }
 
 // counts returns what this host knows of its units' counts now, and a
-// channel closed when that may change.
+// channel closed when that may change. v.Rows is shared, not copied (the
+// job view asks on every call, and a plan may have millions of units):
+// unitRows and a published share are replaced, never written in place.
 func (j *Job) counts() (countsView, <-chan struct{}) {
 	j.mu.Lock()
 	v := countsView{Plan: j.planDigest, Hosts: max(j.hosts.Count, 1), Host: j.hosts.Index, State: j.state}
@@ -235,7 +237,7 @@ func (j *Job) counts() (countsView, <-chan struct{}) {
 			_, dealt = r.prog.BatchesPerEpoch()
 		}
 		if dealt {
-			v.Rows, v.Complete = slices.Clone(j.unitRows), true
+			v.Rows, v.Complete = j.unitRows, true
 		}
 	}
 	j.mu.Unlock()
@@ -246,7 +248,7 @@ func (j *Job) counts() (countsView, <-chan struct{}) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s := x.share; s != nil && !v.Complete {
-		v.Plan, v.Rows = s.Plan, slices.Clone(s.Rows)
+		v.Plan, v.Rows = s.Plan, s.Rows
 	}
 	return v, x.changed
 }
