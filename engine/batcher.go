@@ -200,6 +200,7 @@ type batcher struct {
 	lastBytes int64      // payload bytes of the last packed batch
 	bySrc     []bySource // per span of a batch being packed (bySource)
 	tmp       packScratch
+	skipCopy  bool // Options.BenchSkipCopy
 
 	prog *Progress
 }

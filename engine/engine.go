@@ -66,6 +66,12 @@ type Options struct {
 	// epoch's first unit is decoded), on the producing goroutine: a
 	// benchmark's exact epoch boundary, with nothing polling for it.
 	EpochStart func(epoch uint64)
+	// BenchSkipCopy is for one measurement only, lastmile bench's ceiling
+	// of decoding into slots (bench/copies.go): packing skips copying the
+	// values of rows that go to a batch in order, so those tensors hold
+	// whatever their slot held before. Shapes, offsets, validity and
+	// gathered rows are written as always. Never set it for a trainer.
+	BenchSkipCopy bool
 	// Hosts, when Count is 2 or more, makes this run serve one host's
 	// share of a world that runs on several (hosts.go): the ranks
 	// Index×L to Index×L+L-1 of the job's world_size, L = world/Count.
@@ -204,6 +210,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	bt := newBatcher(job.Batch.Size, local, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume, bt.rankBase = job.Shuffle.Buffer, job.Seed, opts.Resume, base
+	bt.skipCopy = opts.BenchSkipCopy
 	if hs != nil {
 		// Each host's row shuffle draws from a seed of its own.
 		bt.seed = splitmix64(job.Seed ^ streamHosts<<8 ^ uint64(hs.Index))

@@ -91,9 +91,9 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 		case f.group != nil:
 			err = fillGroup(slot, i, f, spans, rows, &b.tmp)
 		case f.Kind == column.Fixed:
-			err = fillFixed(slot, i, f, spans, rows)
+			err = fillFixed(slot, i, f, spans, rows, b.skipCopy)
 		default:
-			err = fillList(slot, i, f, spans, rows, &b.tmp)
+			err = fillList(slot, i, f, spans, rows, &b.tmp, b.skipCopy)
 		}
 		if err == nil && f.group == nil && f.Nullable {
 			err = fillValidity(slot, i, f.col, spans, rows)
@@ -106,8 +106,9 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 }
 
 // fillFixed packs fixed-width field i (column f.col of the spans) into
-// the slot as a dense [rows] or [rows, width] array.
-func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) error {
+// the slot as a dense [rows] or [rows, width] array. With skip
+// (Options.BenchSkipCopy) rows in order are left unwritten.
+func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int, skip bool) error {
 	shape := []int64{int64(rows)}
 	if f.Width > 1 {
 		shape = append(shape, int64(f.Width))
@@ -123,6 +124,10 @@ func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 			continue
 		}
 		if sp.idx == nil {
+			if skip {
+				off += (sp.hi - sp.lo) * w
+				continue
+			}
 			off += copy(dst[off:], sp.b.Columns[ci].Data[sp.lo*w:sp.hi*w])
 			continue
 		}
@@ -132,8 +137,9 @@ func fillFixed(slot *shm.Slot, i int, f *packField, spans []span, rows int) erro
 }
 
 // fillList packs list or bytes field i into the slot as its values and
-// rows+1 int64 offsets, rebased to start at 0.
-func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int, tmp *packScratch) error {
+// rows+1 int64 offsets, rebased to start at 0. With skip
+// (Options.BenchSkipCopy) the values of rows in order are left unwritten.
+func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int, tmp *packScratch, skip bool) error {
 	ci, dt, es := f.col, shm.DType(f.DType), f.DType.Size()
 	if f.Kind == column.Bytes {
 		dt = shm.DType(column.Uint8)
@@ -172,7 +178,9 @@ func fillList(slot *shm.Slot, i int, f *packField, spans []span, rows int, tmp *
 			continue
 		}
 		lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
-		copy(vals[base*e:], c.Data[lo*e:hi*e])
+		if !skip {
+			copy(vals[base*e:], c.Data[lo*e:hi*e])
+		}
 		for _, o := range c.Offsets[sp.lo+1 : sp.hi+1] {
 			k++
 			offs[k] = base + o - lo
