@@ -264,11 +264,10 @@ func (r *PlanReport) fit(ctx context.Context, cfg PlanConfig) error {
 // core: decode's part of a row's cost.
 func (r *PlanReport) decodeAlone(ctx context.Context, cfg PlanConfig) error {
 	job := cfg.Job
-	inputs, err := engine.InputFiles(ctx, job, nil)
+	inputs, opts, err := engine.InputPlan(ctx, job, nil)
 	if err != nil {
 		return err
 	}
-	opts := engine.PlanOptions(job, nil)
 	all, err := decode.PlanFiles(ctx, inputs, opts)
 	if err != nil {
 		return err

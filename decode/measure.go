@@ -88,6 +88,8 @@ func NewUnitDecoder(p Path, fields []Field) (UnitDecoder, error) {
 func comparable(p Path, f *Field) error {
 	why := ""
 	switch {
+	case f.StoredAs != "":
+		why = "a column found by its field id under another name"
 	case f.Name != f.Path[0]:
 		why = "a column inside a struct"
 	case p == PathParquetGo && f.converts():

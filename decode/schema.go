@@ -36,6 +36,20 @@ type Field struct {
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
 	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
+	// StoredAs is the column's name in the file, where it differs from
+	// Name: found by its field id after a rename (fieldid.go). Path
+	// starts with it.
+	StoredAs string `json:"stored_as,omitempty"`
+}
+
+// samePath reports whether f and g lie at the same place in their files'
+// schemas, the top-level name apart where either was found by field id
+// under another name (a rename).
+func samePath(f, g *Field) bool {
+	if f.StoredAs == "" && g.StoredAs == "" {
+		return slices.Equal(f.Path, g.Path)
+	}
+	return len(f.Path) == len(g.Path) && len(f.Path) > 0 && slices.Equal(f.Path[1:], g.Path[1:])
 }
 
 func (f *Field) defWidth() uint { return uint(bits.Len16(uint16(f.MaxDef))) }
@@ -55,7 +69,7 @@ func (f *Field) sameAs(g *Field) string {
 		return fmt.Sprintf("decimal %v scale %d vs decimal %v scale %d", f.Decimal, f.Scale, g.Decimal, g.Scale)
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
-	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !slices.Equal(f.Path, g.Path):
+	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !samePath(f, g):
 		return fmt.Sprintf("layout %s (def %d rep %d) vs %s (def %d rep %d)",
 			strings.Join(f.Path, "."), f.MaxDef, f.MaxRep, strings.Join(g.Path, "."), g.MaxDef, g.MaxRep)
 	}
@@ -127,18 +141,21 @@ func isListGroup(el *format.SchemaElement) bool {
 // when names is empty, a struct's leaves named by their dotted paths)
 // against the schema; hashed names the string columns read as ids. Every
 // column (names empty) means every column the decoder can read: the
-// others are returned as unreadable, each with why.
-func resolveFields(root *schemaNode, names []string, hashed map[string]uint64) ([]Field, []Unreadable, error) {
+// others are returned as unreadable, each with why. ids gives top-level
+// names field ids to find them by (fieldid.go).
+func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, ids map[string]int32) ([]Field, []Unreadable, error) {
 	every := len(names) == 0
 	if every {
-		for _, c := range root.children {
-			names = appendLeafNames(names, c, c.el.Name)
-		}
+		names = everyName(root, ids)
 	}
 	fields := make([]Field, 0, len(names))
 	var unreadable []Unreadable
 	for _, name := range names {
-		node, st, err := findColumn(root, name)
+		stored, err := storedName(root, name, ids)
+		if err != nil {
+			return nil, nil, fmt.Errorf("column %q: %w", name, err)
+		}
+		node, st, err := findColumn(root, stored)
 		if err != nil {
 			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}
@@ -155,6 +172,9 @@ func resolveFields(root *schemaNode, names []string, hashed map[string]uint64) (
 			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}
 		f.Name = name
+		if stored != name {
+			f.StoredAs = stored
+		}
 		fields = append(fields, f)
 	}
 	if every {

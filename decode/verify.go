@@ -1,6 +1,11 @@
 package decode
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/parquet-go/parquet-go/format"
+)
 
 // VerifyUnits makes every later Open check its unit against the unit's
 // file's own footer before anything is decoded: the row group exists and
@@ -27,7 +32,8 @@ func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
 		return fmt.Errorf("%w: rows [%d, %d) of a row group of %d", ErrBadUnit, u.RowStart, u.RowStart+u.Rows, g.NumRows)
 	}
 	for i := range u.Chunks {
-		want, err := chunkOf(g, &d.fields[i], size)
+		f := renamedIn(g, d.fields[i])
+		want, err := chunkOf(g, &f, size)
 		if err != nil {
 			return err
 		}
@@ -58,4 +64,20 @@ func sameChunk(c, w *Chunk) error {
 		return fmt.Errorf("column index at %d (%d bytes), the file's at %d (%d)", c.ColIndex, c.ColIndexLen, w.ColIndex, w.ColIndexLen)
 	}
 	return nil
+}
+
+// renamedIn returns f with the path its leaf has in row group g, where
+// the two differ in the top-level name only: a file of an Iceberg table
+// written before that column was renamed (fieldid.go). The planner found
+// the column by its field id there; a peer checks the rest of the path,
+// the types, sizes and codec against the file as for any unit.
+func renamedIn(g *format.RowGroup, f Field) Field {
+	if f.Leaf < 0 || f.Leaf >= len(g.Columns) {
+		return f
+	}
+	p := g.Columns[f.Leaf].MetaData.PathInSchema
+	if len(p) == len(f.Path) && len(p) > 0 && p[0] != f.Path[0] && slices.Equal(p[1:], f.Path[1:]) {
+		f.Path = slices.Clone(p)
+	}
+	return f
 }

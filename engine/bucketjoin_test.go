@@ -18,6 +18,7 @@ import (
 // whole-table join, within a max_memory that the whole table exceeds.
 func TestIcebergBucketJoin(t *testing.T) {
 	dir := t.TempDir()
+	tabs := map[string]*icebergtest.Table{}
 	write := func(name string, l icebergtest.Layout, rows []icebergtest.Row) string {
 		tab, err := icebergtest.New(filepath.Join(dir, name), l)
 		if err != nil {
@@ -27,6 +28,7 @@ func TestIcebergBucketJoin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		tabs[name] = tab
 		return meta
 	}
 	var in, side []icebergtest.Row
@@ -40,16 +42,17 @@ func TestIcebergBucketJoin(t *testing.T) {
 	bucketed := write("side", icebergtest.Layout{Buckets: 8}, side)
 	whole := write("side_whole", icebergtest.Layout{}, side)
 
+	on := "key"
 	run := func(table, maxMem string) ([]int64, error) {
 		src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 10, last: keep}
 ring: {dir: RINGDIR, name: t, slots: 3}
 decode: {workers: 3}
 pipeline:
-  - join: {kind: semi, table: %q, on: key, max_memory: %s}
+  - join: {kind: semi, table: %q, on: %s, max_memory: %s}
   - rename: {id: row_id}
   - select: [row_id]
-`, "iceberg:"+input, "iceberg:"+table, maxMem)
+`, "iceberg:"+input, "iceberg:"+table, on, maxMem)
 		_, res, err := runJob(t, src)
 		if err != nil {
 			return nil, err
@@ -87,5 +90,23 @@ pipeline:
 	// The whole table does not fit 6KiB: the fallback refuses it clearly.
 	if _, err := run(whole, "6KiB"); err == nil || !strings.Contains(err.Error(), "over max_memory") {
 		t.Errorf("whole table over max_memory: %v", err)
+	}
+	// The key renamed in all three tables after their files were written:
+	// both joins read it by field id under its new name.
+	metas := map[string]*string{"in": &input, "side": &bucketed, "side_whole": &whole}
+	for name, meta := range metas {
+		if *meta, err = tabs[name].Rename("key", "user_key"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	on = "user_key"
+	for _, tc := range []struct{ table, maxMem string }{{whole, "1GiB"}, {bucketed, "6KiB"}} {
+		got, err := run(tc.table, tc.maxMem)
+		if err != nil {
+			t.Fatalf("renamed key, %s: %v", tc.maxMem, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("renamed key, %s: kept %d rows, want %d", tc.maxMem, len(got), len(want))
+		}
 	}
 }

@@ -26,7 +26,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 	paths, tables, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
-		plan, err = decode.PlanFiles(ctx, paths, schemaOptions(job, fsys))
+		plan, err = decode.PlanFiles(ctx, paths, withFieldIDs(schemaOptions(job, fsys), tables))
 	}
 	if err != nil {
 		if parseErr == nil || ctx.Err() != nil {

@@ -145,3 +145,53 @@ func TestIcebergPin(t *testing.T) {
 	}
 	_ = tab
 }
+
+// TestIcebergRenamedColumn: after ALTER TABLE RENAME COLUMN id TO row_id,
+// the data files still name the column "id" with its field id; a job
+// reads it as row_id, prunes by it, and refuses the old name.
+func TestIcebergRenamedColumn(t *testing.T) {
+	tab, _, _, _ := icebergTable(t)
+	meta, err := tab.Rename("id", "row_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fmt.Sprintf("inputs: [%q]\nbatch: {size: 10, last: keep}\nring: {dir: RINGDIR, name: t, slots: 3}\n", "iceberg:"+meta)
+	tests := []struct {
+		name     string
+		src      string
+		want     []int64
+		pruned   int
+		err      string // what Run says, and Check says checkErr
+		checkErr string
+	}{
+		{"no pipeline", in + "columns: [row_id]\n", idRange(0, 1500, nil), 0, "", ""},
+		{"a filter that prunes by statistics", in + "pipeline:\n  - filter: {expr: 'row_id >= 1200'}\n  - select: [row_id]\n",
+			idRange(1200, 1500, nil), 4, "", ""},
+		{"the old name", in + "columns: [id, score]\n", nil, 0, `the table has no column "id"`, `unknown column "id"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job, err := spec.Parse("t.yaml", []byte(strings.ReplaceAll(tc.src, "RINGDIR", t.TempDir())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cerr := engine.Check(context.Background(), job, nil, nil)
+			st, res, err := runJob(t, tc.src)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || cerr == nil || !strings.Contains(cerr.Error(), tc.checkErr) {
+					t.Fatalf("run: %v; check: %v; want %q and %q", err, cerr, tc.err, tc.checkErr)
+				}
+				return
+			}
+			if err != nil || cerr != nil {
+				t.Fatal(err, cerr)
+			}
+			if got := allRows(t, res); !slices.Equal(got, tc.want) {
+				t.Errorf("%d rows (first %v), want %d", len(got), got[:min(5, len(got))], len(tc.want))
+			}
+			if st.FilesPruned != tc.pruned {
+				t.Errorf("pruned %d files, want %d", st.FilesPruned, tc.pruned)
+			}
+		})
+	}
+}

@@ -111,3 +111,33 @@ func inputBuckets(ins []iceberg.Input) *ops.Buckets {
 	}
 	return b
 }
+
+// withFieldIDs returns opts reading the data files of tables by their
+// tables' field ids (decode.PlanOptions.FieldIDs): a column renamed since
+// a file was written is found under its old name there. Plain inputs are
+// read by name.
+func withFieldIDs(opts decode.PlanOptions, tables []iceberg.Input) decode.PlanOptions {
+	byPath := map[string]map[string]int32{}
+	for _, in := range tables {
+		if in.Scan == nil {
+			continue
+		}
+		for _, f := range in.Scan.Files {
+			byPath[f.Path] = in.Scan.FieldIDs
+		}
+	}
+	if len(byPath) > 0 {
+		opts.FieldIDs = func(path string) map[string]int32 { return byPath[path] }
+	}
+	return opts
+}
+
+// InputPlan is InputFiles and PlanOptions together: what the planner
+// reads for job, and how, Iceberg tables' field ids included.
+func InputPlan(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, decode.PlanOptions, error) {
+	paths, tables, err := inputFiles(ctx, job, fsys)
+	if err != nil {
+		return nil, decode.PlanOptions{}, err
+	}
+	return paths, withFieldIDs(PlanOptions(job, fsys), tables), nil
+}

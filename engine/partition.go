@@ -148,7 +148,7 @@ func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string
 	if err != nil || len(files) == 0 {
 		return paths, tables, err // planning says what is wrong
 	}
-	schema, err := schemaPlan(ctx, files, schemaOptions(job, fsys))
+	schema, err := schemaPlan(ctx, files, withFieldIDs(schemaOptions(job, fsys), tables))
 	if err != nil {
 		return nil, nil, err
 	}

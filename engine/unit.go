@@ -81,6 +81,7 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 	if err != nil {
 		return nil, err
 	}
+	planOpts = withFieldIDs(planOpts, tables)
 	if len(job.Pipeline) == 0 {
 		plan, err := decode.PlanFiles(ctx, paths, planOpts)
 		if err != nil {
@@ -155,7 +156,9 @@ func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []
 	if len(paths) == 0 {
 		return nil, nil, 0, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
-	schema, err := schemaPlan(ctx, paths, schemaOptions(job, fsys))
+	every := planOpts
+	every.Columns = nil
+	schema, err := schemaPlan(ctx, paths, every)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}

@@ -28,6 +28,10 @@ type Scan struct {
 	// DeletedRows is the number of rows of Files that the snapshot's
 	// position deletes remove (deletes.go).
 	DeletedRows int64
+	// FieldIDs are the field ids of the snapshot's schema's top-level
+	// columns, by name: how its data files are read, whatever a column
+	// was named when a file was written (decode.PlanOptions.FieldIDs).
+	FieldIDs map[string]int32
 
 	deletes   []deleteFile // the snapshot's position delete files
 	eqDeletes []*eqDelete  // and its equality delete files (eqdeletes.go)
@@ -123,7 +127,10 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	if err != nil {
 		return nil, fail("manifest list %s: %v", snap.ManifestList, err)
 	}
-	s := &Scan{Table: name, SnapshotID: snap.ID}
+	s := &Scan{Table: name, SnapshotID: snap.ID, FieldIDs: map[string]int32{}}
+	for _, f := range schema.Fields() {
+		s.FieldIDs[f.Name] = int32(f.ID)
+	}
 	bk := bucketState{}
 	for _, mf := range manifests {
 		if err := ctx.Err(); err != nil {

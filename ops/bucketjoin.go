@@ -292,7 +292,8 @@ func emptyPlan(p *decode.Plan) *decode.Plan { return &decode.Plan{Fields: p.Fiel
 type tableLayout struct {
 	col string
 	n   int
-	of  map[string]int // file → bucket
+	of  map[string]int   // file → bucket
+	ids map[string]int32 // the table's field ids (decode.PlanOptions.FieldIDs)
 }
 
 // bucketJoin decides whether join t runs as a bucket join, and prepares
@@ -351,7 +352,11 @@ func (c *compiler) bucketJoin(ctx context.Context, op *spec.Op, t *sideTable, l 
 			bt.plans[b] = emptyPlan(t.plan)
 			continue
 		}
-		p, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: cols, FS: c.env.FS})
+		opts := decode.PlanOptions{Columns: cols, FS: c.env.FS}
+		if l != nil {
+			opts.FieldIDs = func(string) map[string]int32 { return l.ids }
+		}
+		p, err := decode.PlanFiles(ctx, paths, opts)
 		if err != nil {
 			return c.tableErr(ctx, op, "table", err)
 		}

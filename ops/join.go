@@ -126,11 +126,13 @@ func planTable(ctx context.Context, fsys decode.FS, table string, cols []string)
 	if len(sc.Files) == 0 {
 		return nil, nil, fmt.Errorf("iceberg table %s snapshot %d has no data files", sc.Table, sc.SnapshotID)
 	}
-	p, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: cols, FS: fsys})
+	// By field id: a column renamed since a file was written.
+	ids := func(string) map[string]int32 { return sc.FieldIDs }
+	p, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: cols, FS: fsys, FieldIDs: ids})
 	if err != nil || sc.Buckets == nil {
 		return p, nil, err
 	}
-	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}}
+	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}, ids: sc.FieldIDs}
 	for _, f := range sc.Files {
 		l.of[f.Path] = f.Bucket
 	}

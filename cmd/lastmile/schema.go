@@ -80,11 +80,10 @@ func specInputs(ctx context.Context, path string, fsys decode.FS) ([]string, dec
 	if job == nil || job.Invalid("inputs") {
 		return nil, decode.PlanOptions{}, perr
 	}
-	inputs, err := engine.InputFiles(ctx, job, fsys)
+	inputs, opts, err := engine.InputPlan(ctx, job, fsys)
 	if err != nil {
 		return nil, decode.PlanOptions{}, err
 	}
-	opts := engine.PlanOptions(job, fsys)
 	opts.Columns = nil
 	return inputs, opts, nil
 }

@@ -19,12 +19,14 @@ import (
 )
 
 // Row is a row of a test table: schema id long, part string, key long,
-// score double (field ids 1 to 4).
+// score double (field ids 1 to 4, which the data files store, as
+// Iceberg's writers do). Data files always name the columns so, even
+// after Rename: a file is read by field id.
 type Row struct {
-	ID    int64   `parquet:"id"`
-	Part  string  `parquet:"part"`
-	Key   int64   `parquet:"key"`
-	Score float64 `parquet:"score"`
+	ID    int64   `parquet:"id,id(1)"`
+	Part  string  `parquet:"part,id(2)"`
+	Key   int64   `parquet:"key,id(3)"`
+	Score float64 `parquet:"score,id(4)"`
 }
 
 // Layout is how a test table is partitioned.
@@ -58,6 +60,7 @@ type Table struct {
 	groupRows int64
 	where     map[int64]Position // each row's data file and position, by id
 	version   int
+	metaFiles int // metadata files written
 }
 
 // New starts an empty table at dir.
@@ -178,7 +181,7 @@ func (t *Table) DeleteEquality(part, col string, values any, seq int64) (int64, 
 		return 0, "", fmt.Errorf("no column %q", col)
 	}
 	v := reflect.ValueOf(values)
-	typ := reflect.StructOf([]reflect.StructField{{Name: "V", Type: v.Type().Elem(), Tag: reflect.StructTag(`parquet:"` + col + `"`)}})
+	typ := reflect.StructOf([]reflect.StructField{{Name: "V", Type: v.Type().Elem(), Tag: reflect.StructTag(fmt.Sprintf(`parquet:"%s,id(%d)"`, col, field.ID))}})
 	path := filepath.Join(t.Dir, "data", fmt.Sprintf("eq-delete-%d.parquet", id))
 	f, err := os.Create(path)
 	if err != nil {
@@ -374,15 +377,43 @@ func (t *Table) commit(id, seq int64, data, deletes []ice.ManifestEntry) (int64,
 	t.meta.Snapshots = append(t.meta.Snapshots, snap)
 	cur := id
 	t.meta.CurrentSnapshotID = &cur
-	data2, err := json.MarshalIndent(&t.meta, "", "  ")
+	path, err := t.writeMetadata()
 	if err != nil {
 		return 0, "", err
 	}
-	path := filepath.Join(meta, fmt.Sprintf("v%d.metadata.json", len(t.meta.Snapshots)))
-	if err := os.WriteFile(path, data2, 0o644); err != nil {
-		return 0, "", err
-	}
 	return id, path, nil
+}
+
+// writeMetadata writes t.meta as the next metadata file and returns its
+// path.
+func (t *Table) writeMetadata() (string, error) {
+	data, err := json.MarshalIndent(&t.meta, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	t.metaFiles++
+	path := t.MetadataPath()
+	return path, os.WriteFile(path, data, 0o644)
+}
+
+// Rename renames column from to to in a new current schema, as ALTER
+// TABLE RENAME COLUMN does: the field keeps its id, the data files keep
+// the old name. It returns the new metadata file's path.
+func (t *Table) Rename(from, to string) (string, error) {
+	fields := t.schema.Fields()
+	found := false
+	for i := range fields {
+		if fields[i].Name == from {
+			fields[i].Name, found = to, true
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("no column %q", from)
+	}
+	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
+	t.meta.Schemas = append(t.meta.Schemas, t.schema)
+	t.meta.CurrentSchemaID = t.schema.ID
+	return t.writeMetadata()
 }
 
 // MetadataJSON returns the current metadata file's text.
@@ -390,5 +421,5 @@ func (t *Table) MetadataJSON() ([]byte, error) { return json.Marshal(&t.meta) }
 
 // MetadataPath returns the current metadata file's path.
 func (t *Table) MetadataPath() string {
-	return filepath.Join(t.Dir, "metadata", fmt.Sprintf("v%d.metadata.json", len(t.meta.Snapshots)))
+	return filepath.Join(t.Dir, "metadata", fmt.Sprintf("v%d.metadata.json", t.metaFiles))
 }

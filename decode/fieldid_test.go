@@ -1,0 +1,179 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// Rows of one table over its history, as an Iceberg writer stores them:
+// every column with its field id.
+type (
+	// before "score" (field id 4) was renamed from "points"
+	idRowBefore struct {
+		ID     int64   `parquet:"id,id(1)"`
+		Points float64 `parquet:"points,id(4)"`
+		Tags   []int64 `parquet:"tags,list,id(5)"`
+	}
+	// after the rename
+	idRowAfter struct {
+		ID    int64   `parquet:"id,id(1)"`
+		Score float64 `parquet:"score,id(4)"`
+		Tags  []int64 `parquet:"tags,list,id(5)"`
+	}
+	// "score" dropped, and a new "score" (field id 9) added
+	idRowReadded struct {
+		ID    int64   `parquet:"id,id(1)"`
+		Score float64 `parquet:"score,id(9)"`
+		Tags  []int64 `parquet:"tags,list,id(5)"`
+	}
+	// no field ids: plain Parquet
+	idRowPlain struct {
+		ID    int64   `parquet:"id"`
+		Score float64 `parquet:"score"`
+		Tags  []int64 `parquet:"tags,list"`
+	}
+)
+
+// writeIDRows writes n rows from id first, score = id/2, tags = [id],
+// with the layout of T.
+func writeIDRows[T any](t *testing.T, path string, first, n int, mk func(id int64, score float64, tags []int64) T) {
+	rows := make([]T, n)
+	for i := range rows {
+		id := int64(first + i)
+		rows[i] = mk(id, float64(id)/2, []int64{id})
+	}
+	writePG(t, path, rows, "snappy", 1)
+}
+
+// TestFieldIDs: with PlanOptions.FieldIDs a column is found by its field
+// id in files that store ids, whatever its name there (a rename), and
+// files without ids are read by name; a column of that name with another
+// id, or a missing one, is refused with what to do.
+func TestFieldIDs(t *testing.T) {
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name+".parquet") }
+	writeIDRows(t, path("a-before"), 0, 3000, func(id int64, s float64, g []int64) idRowBefore { return idRowBefore{id, s, g} })
+	writeIDRows(t, path("b-after"), 3000, 2500, func(id int64, s float64, g []int64) idRowAfter { return idRowAfter{id, s, g} })
+	writeIDRows(t, path("c-plain"), 5500, 1000, func(id int64, s float64, g []int64) idRowPlain { return idRowPlain{id, s, g} })
+	writeIDRows(t, path("readded"), 0, 100, func(id int64, s float64, g []int64) idRowReadded { return idRowReadded{id, s, g} })
+	table := map[string]int32{"id": 1, "score": 4, "tags": 5}
+	tests := []struct {
+		name  string
+		files []string
+		ids   map[string]int32
+		cols  []string
+		rows  int   // rows read, or
+		err   error // the error
+		says  string
+		// fields the plan has, where cols is nil (every column)
+		fields []string
+	}{
+		{"renamed, the old file first", []string{"a-before", "b-after"}, table, []string{"id", "score", "tags"}, 5500, nil, "", nil},
+		{"renamed, the new file first", []string{"b-after", "a-before"}, table, []string{"score", "id"}, 5500, nil, "", nil},
+		{"a file without field ids, by name", []string{"b-after", "c-plain", "a-before"}, table, []string{"id", "score"}, 6500, nil, "", nil},
+		{"every column, renamed", []string{"a-before", "b-after"}, table, nil, 5500, nil, "", []string{"id", "score", "tags"}},
+		{"every column, a dropped column left out", []string{"readded"}, table, nil, 100, nil, "", []string{"id", "tags"}},
+		{"every column without FieldIDs, by name", []string{"a-before"}, nil, nil, 3000, nil, "", []string{"id", "points", "tags"}},
+		{"without FieldIDs, by name as before", []string{"a-before"}, nil, []string{"score"}, 0, ErrMissingColumn, `"score"`, nil},
+		{"dropped and added again", []string{"readded"}, table, []string{"id", "score"}, 0, ErrSchemaMismatch,
+			"field id 9, the table's column of that name is field id 4", nil},
+		{"the old name, which the table no longer has", []string{"a-before"}, table, []string{"id", "points"}, 0,
+			ErrMissingColumn, `the table has no column "points"`, nil},
+		{"added after the file was written", []string{"b-after"}, map[string]int32{"id": 1, "extra": 12}, []string{"id", "extra"}, 0,
+			ErrMissingColumn, "no column with field id 12", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var in []string
+			for _, f := range tc.files {
+				in = append(in, path(f))
+			}
+			// One input each, in this order (a directory would sort them).
+			var plan *Plan
+			var err error
+			plan, err = PlanFiles(context.Background(), in[:1], PlanOptions{Columns: tc.cols, FieldIDs: func(string) map[string]int32 { return tc.ids }})
+			if err == nil && len(in) > 1 {
+				plan, err = PlanFiles(context.Background(), in, PlanOptions{Columns: tc.cols, FieldIDs: func(string) map[string]int32 { return tc.ids }})
+			}
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || !strings.Contains(fmtErr(err), tc.says) {
+					t.Fatalf("error %v, want %v saying %q", err, tc.err, tc.says)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, f := range plan.Fields {
+				names = append(names, f.Name)
+			}
+			if tc.cols == nil && !slices.Equal(names, tc.fields) {
+				t.Fatalf("fields %v, want %v", names, tc.fields)
+			}
+			seen := map[int64]bool{}
+			n := eachUnit(t, plan, func(u Unit, b *column.Batch, first int) {
+				var ids []int64
+				for ci, f := range plan.Fields {
+					c := &b.Columns[ci]
+					switch f.Name {
+					case "id":
+						ids = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(c.Data))), b.Rows)
+					case "score", "tags", "points":
+					default:
+						t.Fatalf("field %q", f.Name)
+					}
+				}
+				for ci, f := range plan.Fields {
+					c := &b.Columns[ci]
+					for r := range b.Rows {
+						switch f.Name {
+						case "score", "points":
+							got := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(c.Data))), b.Rows)[r]
+							if ids != nil && got != float64(ids[r])/2 {
+								t.Fatalf("%s row %d: score %v, want %v", u.File, r, got, float64(ids[r])/2)
+							}
+						case "tags":
+							lo, hi := c.Offsets[r], c.Offsets[r+1]
+							v := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(c.Data))), hi)
+							if hi-lo != 1 || v[lo] != ids[r] {
+								t.Fatalf("%s row %d: tags %v, want [%d]", u.File, r, v[lo:hi], ids[r])
+							}
+						}
+					}
+				}
+				for _, id := range ids {
+					seen[id] = true
+				}
+			})
+			if n != tc.rows || (slices.Contains(names, "id") && len(seen) != tc.rows) {
+				t.Fatalf("%d rows read (%d distinct ids), want %d", n, len(seen), tc.rows)
+			}
+			// A CPU peer checks each unit against its file's footer: a
+			// renamed column's path differs in its top-level name only.
+			vd := plan.NewDecoder()
+			defer vd.Close()
+			vd.VerifyUnits()
+			var b column.Batch
+			for _, u := range plan.Units {
+				if err := vd.Decode(context.Background(), u, &b); err != nil {
+					t.Fatalf("verified decode: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
