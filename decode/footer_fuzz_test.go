@@ -30,6 +30,11 @@ func FuzzPlanFooter(f *testing.F) {
 		writeFile(f, p, s)
 		seeds = append(seeds, p)
 	}
+	// A file whose columns carry field ids, as Iceberg's writers store
+	// them (fieldid.go).
+	ided := filepath.Join(f.TempDir(), "ids.parquet")
+	writePG(f, ided, []idRowBefore{{1, 0.5, []int64{1}}, {2, 1, nil}, {3, 1.5, []int64{3, 4}}}, "snappy", 1)
+	seeds = append(seeds, ided)
 	for _, dir := range []string{"small", "weighted"} {
 		m, _ := filepath.Glob(filepath.Join("..", "testdata", dir, "*.parquet"))
 		seeds = append(seeds, m...)
@@ -71,12 +76,29 @@ func planAndDecode(t *testing.T, path string) {
 		}
 	}()
 	ctx := context.Background()
-	plan, err := PlanFiles(ctx, []string{path}, PlanOptions{})
-	if err != nil {
-		return
+	// By name, and by field id as an Iceberg table's data files are
+	// read (the names a table gives the seeds' columns' ids).
+	ids := map[string]int32{"id": 1, "score": 4, "tags": 5, "row_id": 2}
+	byID := func(string) map[string]int32 { return ids }
+	for _, opts := range []PlanOptions{{}, {FieldIDs: byID}, {Columns: []string{"id", "score", "tags"}, FieldIDs: byID}} {
+		plan, err := PlanFiles(ctx, []string{path}, opts)
+		if err != nil {
+			continue
+		}
+		decodeEvery(t, plan, opts.FieldIDs != nil)
 	}
+}
+
+// decodeEvery decodes every unit of plan, failing t on output that does
+// not match it; verify checks each unit against its file's footer first,
+// as a CPU peer does.
+func decodeEvery(t *testing.T, plan *Plan, verify bool) {
+	ctx := context.Background()
 	d := plan.NewDecoder()
 	defer d.Close()
+	if verify {
+		d.VerifyUnits()
+	}
 	var b column.Batch
 	for _, u := range plan.Units {
 		if err := d.Decode(ctx, u, &b); err != nil {
