@@ -63,16 +63,10 @@ func PinInputs(ctx context.Context, job *spec.Job, fsys decode.FS) (*spec.Job, e
 	return c, nil
 }
 
-// InputFiles lists what the planner reads for job (nil fsys:
+// inputFiles lists what the planner reads for job (nil fsys:
 // decode.OSFS): its plain inputs as they are (files, globs, directories,
-// object prefixes), the data files of its Iceberg tables' snapshots. Code
-// that plans a job's input itself passes these to decode.PlanFiles.
-func InputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, error) {
-	paths, _, err := inputFiles(ctx, job, fsys)
-	return paths, err
-}
-
-// inputFiles is InputFiles, with the Iceberg tables' scans.
+// object prefixes), the data files of its Iceberg tables' snapshots, and
+// the tables' scans.
 func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, []iceberg.Input, error) {
 	ins, err := iceberg.Opener{FS: fsys}.Expand(ctx, job.Inputs)
 	if err != nil {
@@ -132,8 +126,11 @@ func withFieldIDs(opts decode.PlanOptions, tables []iceberg.Input) decode.PlanOp
 	return opts
 }
 
-// InputPlan is InputFiles and PlanOptions together: what the planner
-// reads for job, and how, Iceberg tables' field ids included.
+// InputPlan is what the planner reads for job (nil fsys: decode.OSFS)
+// and how: its plain inputs as they are (files, globs, directories,
+// object prefixes), the data files of its Iceberg tables' snapshots, and
+// PlanOptions with the tables' field ids. Code that plans a job's input
+// itself passes these to decode.PlanFiles.
 func InputPlan(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, decode.PlanOptions, error) {
 	paths, tables, err := inputFiles(ctx, job, fsys)
 	if err != nil {
