@@ -36,9 +36,9 @@ type Field struct {
 	MaxDef   int16        `json:"max_def"`
 	MaxRep   int16        `json:"max_rep"`
 	RowDef   int16        `json:"row_def"` // lists: definition level of a present, empty list
-	// StoredAs is the column's name in the file, where it differs from
-	// Name: found by its field id after a rename (fieldid.go). Path
-	// starts with it.
+	// StoredAs is the column's name in the file (a dotted path inside
+	// structs), where it differs from Name: found by its top-level
+	// column's field id after a rename (fieldid.go). Path is the file's.
 	StoredAs string `json:"stored_as,omitempty"`
 }
 
