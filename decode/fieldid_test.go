@@ -52,10 +52,11 @@ func writeIDRows[T any](t *testing.T, path string, first, n int, mk func(id int6
 	writePG(t, path, rows, "snappy", 1)
 }
 
-// TestFieldIDs: with PlanOptions.FieldIDs a column is found by its field
-// id in files that store ids, whatever its name there (a rename), and
-// files without ids are read by name; a column of that name with another
-// id, or a missing one, is refused with what to do.
+// TestFieldIDs: with PlanOptions.Table a column is found by its field
+// id in files that store ids, whatever its name there (a rename), files
+// without ids through the table's name mapping or else by name; a column
+// of that name with another id, or a missing one, is refused with what to
+// do.
 func TestFieldIDs(t *testing.T) {
 	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name+".parquet") }
@@ -63,11 +64,15 @@ func TestFieldIDs(t *testing.T) {
 	writeIDRows(t, path("b-after"), 3000, 2500, func(id int64, s float64, g []int64) idRowAfter { return idRowAfter{id, s, g} })
 	writeIDRows(t, path("c-plain"), 5500, 1000, func(id int64, s float64, g []int64) idRowPlain { return idRowPlain{id, s, g} })
 	writeIDRows(t, path("readded"), 0, 100, func(id int64, s float64, g []int64) idRowReadded { return idRowReadded{id, s, g} })
-	table := map[string]int32{"id": 1, "score": 4, "tags": 5}
+	table := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5}}
+	// An imported table (files without ids) whose score was then renamed:
+	// its name mapping gives id 4 both names.
+	imported := &TableSchema{IDs: map[string]int32{"id": 1, "rating": 4, "tags": 5},
+		Mapped: map[string]int32{"id": 1, "score": 4, "rating": 4, "tags": 5}}
 	tests := []struct {
 		name  string
 		files []string
-		ids   map[string]int32
+		table *TableSchema
 		cols  []string
 		rows  int   // rows read, or
 		err   error // the error
@@ -80,13 +85,18 @@ func TestFieldIDs(t *testing.T) {
 		{"a file without field ids, by name", []string{"b-after", "c-plain", "a-before"}, table, []string{"id", "score"}, 6500, nil, "", nil},
 		{"every column, renamed", []string{"a-before", "b-after"}, table, nil, 5500, nil, "", []string{"id", "score", "tags"}},
 		{"every column, a dropped column left out", []string{"readded"}, table, nil, 100, nil, "", []string{"id", "tags"}},
-		{"every column without FieldIDs, by name", []string{"a-before"}, nil, nil, 3000, nil, "", []string{"id", "points", "tags"}},
-		{"without FieldIDs, by name as before", []string{"a-before"}, nil, []string{"score"}, 0, ErrMissingColumn, `"score"`, nil},
+		{"every column of no table, by name", []string{"a-before"}, nil, nil, 3000, nil, "", []string{"id", "points", "tags"}},
+		{"no table, by name as before", []string{"a-before"}, nil, []string{"score"}, 0, ErrMissingColumn, `"score"`, nil},
 		{"dropped and added again", []string{"readded"}, table, []string{"id", "score"}, 0, ErrSchemaMismatch,
 			"field id 9, the table's column of that name is field id 4", nil},
 		{"the old name, which the table no longer has", []string{"a-before"}, table, []string{"id", "points"}, 0,
 			ErrMissingColumn, `the table has no column "points"`, nil},
-		{"added after the file was written", []string{"b-after"}, map[string]int32{"id": 1, "extra": 12}, []string{"id", "extra"}, 0,
+		{"no field ids, by the name mapping", []string{"c-plain"}, imported, []string{"id", "rating", "tags"}, 1000, nil, "", nil},
+		{"every column, by the name mapping", []string{"c-plain"}, imported, nil, 1000, nil, "", []string{"id", "rating", "tags"}},
+		{"no field ids, a column the mapping leaves out", []string{"c-plain"},
+			&TableSchema{IDs: map[string]int32{"id": 1, "score": 4}, Mapped: map[string]int32{"id": 1}}, []string{"id", "score"}, 0,
+			ErrMissingColumn, "no column with field id 4", nil},
+		{"added after the file was written", []string{"b-after"}, &TableSchema{IDs: map[string]int32{"id": 1, "extra": 12}}, []string{"id", "extra"}, 0,
 			ErrMissingColumn, "no column with field id 12", nil},
 	}
 	for _, tc := range tests {
@@ -98,9 +108,9 @@ func TestFieldIDs(t *testing.T) {
 			// One input each, in this order (a directory would sort them).
 			var plan *Plan
 			var err error
-			plan, err = PlanFiles(context.Background(), in[:1], PlanOptions{Columns: tc.cols, FieldIDs: func(string) map[string]int32 { return tc.ids }})
+			plan, err = PlanFiles(context.Background(), in[:1], PlanOptions{Columns: tc.cols, Table: func(string) *TableSchema { return tc.table }})
 			if err == nil && len(in) > 1 {
-				plan, err = PlanFiles(context.Background(), in, PlanOptions{Columns: tc.cols, FieldIDs: func(string) map[string]int32 { return tc.ids }})
+				plan, err = PlanFiles(context.Background(), in, PlanOptions{Columns: tc.cols, Table: func(string) *TableSchema { return tc.table }})
 			}
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) || !strings.Contains(fmtErr(err), tc.says) {
@@ -126,7 +136,7 @@ func TestFieldIDs(t *testing.T) {
 					switch f.Name {
 					case "id":
 						ids = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(c.Data))), b.Rows)
-					case "score", "tags", "points":
+					case "score", "tags", "points", "rating":
 					default:
 						t.Fatalf("field %q", f.Name)
 					}
@@ -135,7 +145,7 @@ func TestFieldIDs(t *testing.T) {
 					c := &b.Columns[ci]
 					for r := range b.Rows {
 						switch f.Name {
-						case "score", "points":
+						case "score", "points", "rating":
 							got := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(c.Data))), b.Rows)[r]
 							if ids != nil && got != float64(ids[r])/2 {
 								t.Fatalf("%s row %d: score %v, want %v", u.File, r, got, float64(ids[r])/2)

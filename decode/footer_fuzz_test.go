@@ -78,14 +78,14 @@ func planAndDecode(t *testing.T, path string) {
 	ctx := context.Background()
 	// By name, and by field id as an Iceberg table's data files are
 	// read (the names a table gives the seeds' columns' ids).
-	ids := map[string]int32{"id": 1, "score": 4, "tags": 5, "row_id": 2}
-	byID := func(string) map[string]int32 { return ids }
-	for _, opts := range []PlanOptions{{}, {FieldIDs: byID}, {Columns: []string{"id", "score", "tags"}, FieldIDs: byID}} {
+	table := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5, "row_id": 2}, Mapped: map[string]int32{"points": 4}}
+	byID := func(string) *TableSchema { return table }
+	for _, opts := range []PlanOptions{{}, {Table: byID}, {Columns: []string{"id", "score", "tags"}, Table: byID}} {
 		plan, err := PlanFiles(ctx, []string{path}, opts)
 		if err != nil {
 			continue
 		}
-		decodeEvery(t, plan, opts.FieldIDs != nil)
+		decodeEvery(t, plan, opts.Table != nil)
 	}
 }
 

@@ -32,11 +32,10 @@ type PlanOptions struct {
 	// Hashed names string and list<string> columns to read as int64 ids:
 	// each string s as XXH64(s) mod the name's modulus (hashed.go).
 	Hashed map[string]uint64
-	// FieldIDs, if not nil, gives the file at path its table's field ids
-	// of top-level columns by name (Iceberg; nil for a file of no table):
-	// a file that stores field ids is then read by id, whatever a
-	// column's name there (fieldid.go).
-	FieldIDs func(path string) map[string]int32
+	// Table, if not nil, gives the file at path the schema of its table
+	// (Iceberg; nil for a file of no table): its columns are then found
+	// by field id, whatever their names in the file (fieldid.go).
+	Table func(path string) *TableSchema
 }
 
 // FileInfo describes one planned file.
@@ -170,11 +169,11 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 	if err != nil {
 		return nil, fail(corrupt(err))
 	}
-	var ids map[string]int32
-	if opts.FieldIDs != nil {
-		ids = opts.FieldIDs(path)
+	var table *TableSchema
+	if opts.Table != nil {
+		table = opts.Table(path)
 	}
-	fields, unreadable, err := resolveFields(root, opts.Columns, opts.Hashed, ids)
+	fields, unreadable, err := resolveFields(root, opts.Columns, opts.Hashed, table)
 	if err != nil {
 		return nil, fail(err)
 	}

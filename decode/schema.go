@@ -141,17 +141,17 @@ func isListGroup(el *format.SchemaElement) bool {
 // when names is empty, a struct's leaves named by their dotted paths)
 // against the schema; hashed names the string columns read as ids. Every
 // column (names empty) means every column the decoder can read: the
-// others are returned as unreadable, each with why. ids gives top-level
-// names field ids to find them by (fieldid.go).
-func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, ids map[string]int32) ([]Field, []Unreadable, error) {
+// others are returned as unreadable, each with why. A table's schema
+// (nil for none) finds columns by field id (fieldid.go).
+func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, table *TableSchema) ([]Field, []Unreadable, error) {
 	every := len(names) == 0
 	if every {
-		names = everyName(root, ids)
+		names = table.everyName(root)
 	}
 	fields := make([]Field, 0, len(names))
 	var unreadable []Unreadable
 	for _, name := range names {
-		stored, err := storedName(root, name, ids)
+		stored, err := table.storedName(root, name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}

@@ -17,7 +17,13 @@ import (
 // 0..999 (parts a..d), snapshot 2 adds ids 1000..1499 (parts a and b).
 func icebergTable(t *testing.T) (tab *icebergtest.Table, s1, s2 int64, meta string) {
 	t.Helper()
-	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true})
+	return icebergTableIn(t, icebergtest.Layout{ByPart: true})
+}
+
+// icebergTableIn is icebergTable with layout l.
+func icebergTableIn(t *testing.T, l icebergtest.Layout) (tab *icebergtest.Table, s1, s2 int64, meta string) {
+	t.Helper()
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +153,19 @@ func TestIcebergPin(t *testing.T) {
 }
 
 // TestIcebergRenamedColumn: after ALTER TABLE RENAME COLUMN id TO row_id,
-// the data files still name the column "id" with its field id; a job
-// reads it as row_id, prunes by it, and refuses the old name.
+// the data files still name the column "id", with its field id or, in an
+// imported table, through the table's name mapping; a job reads it as
+// row_id, prunes by it, and refuses the old name.
 func TestIcebergRenamedColumn(t *testing.T) {
-	tab, _, _, _ := icebergTable(t)
+	for _, imported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("imported=%v", imported), func(t *testing.T) {
+			testRenamedColumn(t, icebergtest.Layout{ByPart: true, Imported: imported})
+		})
+	}
+}
+
+func testRenamedColumn(t *testing.T, l icebergtest.Layout) {
+	tab, _, _, _ := icebergTableIn(t, l)
 	meta, err := tab.Rename("id", "row_id")
 	if err != nil {
 		t.Fatal(err)

@@ -107,21 +107,21 @@ func inputBuckets(ins []iceberg.Input) *ops.Buckets {
 }
 
 // withFieldIDs returns opts reading the data files of tables by their
-// tables' field ids (decode.PlanOptions.FieldIDs): a column renamed since
+// tables' field ids (decode.PlanOptions.Table): a column renamed since
 // a file was written is found under its old name there. Plain inputs are
 // read by name.
 func withFieldIDs(opts decode.PlanOptions, tables []iceberg.Input) decode.PlanOptions {
-	byPath := map[string]map[string]int32{}
+	byPath := map[string]*decode.TableSchema{}
 	for _, in := range tables {
 		if in.Scan == nil {
 			continue
 		}
 		for _, f := range in.Scan.Files {
-			byPath[f.Path] = in.Scan.FieldIDs
+			byPath[f.Path] = in.Scan.Schema
 		}
 	}
 	if len(byPath) > 0 {
-		opts.FieldIDs = func(path string) map[string]int32 { return byPath[path] }
+		opts.Table = func(path string) *decode.TableSchema { return byPath[path] }
 	}
 	return opts
 }

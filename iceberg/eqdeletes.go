@@ -48,10 +48,10 @@ import (
 // eqDelete is an equality delete file of a snapshot.
 type eqDelete struct {
 	path    string
-	seq     int64            // data sequence number
-	columns []string         // top-level columns of the equality field ids
-	ids     map[string]int32 // and those ids, by name (decode.PlanOptions.FieldIDs)
-	global  bool             // written under an unpartitioned spec
+	seq     int64               // data sequence number
+	columns []string            // top-level columns of the equality field ids
+	schema  *decode.TableSchema // those columns' field ids, by name (decode.PlanOptions.Table)
+	global  bool                // written under an unpartitioned spec
 	specID  int32
 	part    map[int]any
 	keys    map[string]struct{} // its rows' keys, once loaded
@@ -149,7 +149,8 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 	if len(ids) == 0 {
 		return fmt.Errorf("equality delete file %s (in manifest %s) names no equality fields", df.FilePath(), manifest)
 	}
-	d := &eqDelete{seq: e.SequenceNum(), global: spec.NumFields() == 0, specID: df.SpecID(), part: df.Partition(), ids: map[string]int32{}}
+	d := &eqDelete{seq: e.SequenceNum(), global: spec.NumFields() == 0, specID: df.SpecID(), part: df.Partition(),
+		schema: &decode.TableSchema{IDs: map[string]int32{}}}
 	var err error
 	if d.path, err = localOrURL(df.FilePath()); err != nil {
 		return fmt.Errorf("delete file: %v", err)
@@ -165,7 +166,7 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), f.Name, f.Type)
 		}
 		d.columns = append(d.columns, f.Name)
-		d.ids[f.Name] = int32(id)
+		d.schema.IDs[f.Name] = int32(id)
 	}
 	s.eqDeletes = append(s.eqDeletes, d)
 	return nil
@@ -246,8 +247,8 @@ func (s *Scan) matchFile(ctx context.Context, fsys decode.FS, f *File, apply []*
 	}
 	apply = loaded
 	// By field id: a column renamed since the file was written.
-	ids := func(string) map[string]int32 { return s.FieldIDs }
-	plan, err := decode.PlanFiles(ctx, []string{f.Path}, decode.PlanOptions{FS: fsys, Columns: cols, FieldIDs: ids})
+	table := func(string) *decode.TableSchema { return s.Schema }
+	plan, err := decode.PlanFiles(ctx, []string{f.Path}, decode.PlanOptions{FS: fsys, Columns: cols, Table: table})
 	if err != nil {
 		return nil, err
 	}
@@ -301,8 +302,8 @@ func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error
 	if d.keys != nil || d.ints != nil {
 		return nil
 	}
-	ids := func(string) map[string]int32 { return d.ids }
-	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: d.columns, FieldIDs: ids})
+	table := func(string) *decode.TableSchema { return d.schema }
+	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: d.columns, Table: table})
 	if err != nil {
 		return err
 	}

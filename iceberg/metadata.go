@@ -29,6 +29,7 @@ type Metadata struct {
 	DefaultSpecID     int                 `json:"default-spec-id"`
 	CurrentSnapshotID *int64              `json:"current-snapshot-id"`
 	Snapshots         []Snapshot          `json:"snapshots"`
+	Properties        map[string]string   `json:"properties,omitempty"`
 }
 
 // Snapshot is one snapshot of a table.
@@ -166,4 +167,35 @@ func readLocation(fsys decode.FS, loc string) ([]byte, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return nil, fmt.Errorf("read %s: %w", name, err)
+}
+
+// nameMappingKey is the table property that gives the field ids of the
+// columns of data files that store none (files a table imported).
+const nameMappingKey = "schema.name-mapping.default"
+
+// nameMapping returns the table's name mapping of top-level columns: a
+// name that files without field ids give a column, to its field id. It is
+// nil when the table has none.
+func (m *Metadata) nameMapping() (map[string]int32, error) {
+	text, ok := m.Properties[nameMappingKey]
+	if !ok {
+		return nil, nil
+	}
+	var nm ice.NameMapping
+	if err := json.Unmarshal([]byte(text), &nm); err != nil {
+		return nil, fmt.Errorf("table property %s: %v", nameMappingKey, err)
+	}
+	mapped := map[string]int32{}
+	for _, f := range nm {
+		if f.FieldID == nil {
+			continue // names without an id: such columns are not the table's
+		}
+		for _, name := range f.Names {
+			if prev, dup := mapped[name]; dup && prev != int32(*f.FieldID) {
+				return nil, fmt.Errorf("table property %s: the name %q is mapped to field ids %d and %d", nameMappingKey, name, prev, *f.FieldID)
+			}
+			mapped[name] = int32(*f.FieldID)
+		}
+	}
+	return mapped, nil
 }

@@ -28,10 +28,11 @@ type Scan struct {
 	// DeletedRows is the number of rows of Files that the snapshot's
 	// position deletes remove (deletes.go).
 	DeletedRows int64
-	// FieldIDs are the field ids of the snapshot's schema's top-level
-	// columns, by name: how its data files are read, whatever a column
-	// was named when a file was written (decode.PlanOptions.FieldIDs).
-	FieldIDs map[string]int32
+	// Schema is how the snapshot's schema names its files' top-level
+	// columns: their field ids, and the table's name mapping for files
+	// that store none (decode.PlanOptions.Table). Its data files are read
+	// through it, whatever a column was named when a file was written.
+	Schema *decode.TableSchema
 
 	deletes   []deleteFile // the snapshot's position delete files
 	eqDeletes []*eqDelete  // and its equality delete files (eqdeletes.go)
@@ -127,9 +128,12 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	if err != nil {
 		return nil, fail("manifest list %s: %v", snap.ManifestList, err)
 	}
-	s := &Scan{Table: name, SnapshotID: snap.ID, FieldIDs: map[string]int32{}}
+	s := &Scan{Table: name, SnapshotID: snap.ID, Schema: &decode.TableSchema{IDs: map[string]int32{}}}
 	for _, f := range schema.Fields() {
-		s.FieldIDs[f.Name] = int32(f.ID)
+		s.Schema.IDs[f.Name] = int32(f.ID)
+	}
+	if s.Schema.Mapped, err = m.nameMapping(); err != nil {
+		return nil, fail("%v", err)
 	}
 	bk := bucketState{}
 	for _, mf := range manifests {

@@ -290,10 +290,10 @@ func emptyPlan(p *decode.Plan) *decode.Plan { return &decode.Plan{Fields: p.Fiel
 // tableLayout is how a side table's files are bucketed, as its Iceberg
 // partitions say.
 type tableLayout struct {
-	col string
-	n   int
-	of  map[string]int   // file → bucket
-	ids map[string]int32 // the table's field ids (decode.PlanOptions.FieldIDs)
+	col    string
+	n      int
+	of     map[string]int      // file → bucket
+	schema *decode.TableSchema // the table's columns (decode.PlanOptions.Table)
 }
 
 // bucketJoin decides whether join t runs as a bucket join, and prepares
@@ -354,7 +354,7 @@ func (c *compiler) bucketJoin(ctx context.Context, op *spec.Op, t *sideTable, l 
 		}
 		opts := decode.PlanOptions{Columns: cols, FS: c.env.FS}
 		if l != nil {
-			opts.FieldIDs = func(string) map[string]int32 { return l.ids }
+			opts.Table = func(string) *decode.TableSchema { return l.schema }
 		}
 		p, err := decode.PlanFiles(ctx, paths, opts)
 		if err != nil {

@@ -127,12 +127,12 @@ func planTable(ctx context.Context, fsys decode.FS, table string, cols []string)
 		return nil, nil, fmt.Errorf("iceberg table %s snapshot %d has no data files", sc.Table, sc.SnapshotID)
 	}
 	// By field id: a column renamed since a file was written.
-	ids := func(string) map[string]int32 { return sc.FieldIDs }
-	p, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: cols, FS: fsys, FieldIDs: ids})
+	schema := func(string) *decode.TableSchema { return sc.Schema }
+	p, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: cols, FS: fsys, Table: schema})
 	if err != nil || sc.Buckets == nil {
 		return p, nil, err
 	}
-	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}, ids: sc.FieldIDs}
+	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}, schema: sc.Schema}
 	for _, f := range sc.Files {
 		l.of[f.Path] = f.Bucket
 	}

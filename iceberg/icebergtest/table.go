@@ -44,6 +44,10 @@ type Layout struct {
 	// FormatVersion is the table's Iceberg format version: 2 (0 means
 	// 2) or 3, which deletion vectors need.
 	FormatVersion int
+	// Imported writes data files without field ids, as files a table
+	// imported (Iceberg's migrate and add_files) are, and gives the table
+	// a name mapping (schema.name-mapping.default) of its columns' names.
+	Imported bool
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
@@ -61,6 +65,7 @@ type Table struct {
 	where     map[int64]Position // each row's data file and position, by id
 	version   int
 	metaFiles int // metadata files written
+	imported  bool
 }
 
 // New starts an empty table at dir.
@@ -87,6 +92,13 @@ func New(dir string, l Layout) (*Table, error) {
 	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
 		where: map[int64]Position{}, version: max(l.FormatVersion, 2)}
 	t.meta = iceberg.Metadata{FormatVersion: t.version, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
+	if l.Imported {
+		t.imported = true
+		t.meta.Properties = map[string]string{}
+		if err := t.mapNames(); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -267,7 +279,17 @@ func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
 	if t.groupRows > 0 {
 		opts = append(opts, parquet.MaxRowsPerRowGroup(t.groupRows))
 	}
-	if err := parquet.WriteFile(path, rows, opts...); err != nil {
+	var err error
+	if t.imported {
+		plain := make([]plainRow, len(rows))
+		for i, r := range rows {
+			plain[i] = plainRow(r)
+		}
+		err = parquet.WriteFile(path, plain, opts...)
+	} else {
+		err = parquet.WriteFile(path, rows, opts...)
+	}
+	if err != nil {
 		return nil, err
 	}
 	for i, r := range rows {
@@ -413,7 +435,42 @@ func (t *Table) Rename(from, to string) (string, error) {
 	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
 	t.meta.Schemas = append(t.meta.Schemas, t.schema)
 	t.meta.CurrentSchemaID = t.schema.ID
+	if t.imported {
+		// As Iceberg does on a rename: the new name joins the old in
+		// the mapping, which the data files' names still need.
+		if err := t.mapNames(); err != nil {
+			return "", err
+		}
+	}
 	return t.writeMetadata()
+}
+
+// plainRow is Row as an imported data file has it: no field ids.
+type plainRow struct {
+	ID    int64   `parquet:"id"`
+	Part  string  `parquet:"part"`
+	Key   int64   `parquet:"key"`
+	Score float64 `parquet:"score"`
+}
+
+// mapNames sets the table's name mapping: each column's id by every
+// name it has had (the data files' names are Row's).
+func (t *Table) mapNames() error {
+	var nm ice.NameMapping
+	for _, f := range t.schema.Fields() {
+		id := f.ID
+		names := []string{f.Name}
+		if old := []string{"id", "part", "key", "score"}[id-1]; old != f.Name {
+			names = append(names, old)
+		}
+		nm = append(nm, ice.MappedField{FieldID: &id, Names: names})
+	}
+	data, err := json.Marshal(nm)
+	if err != nil {
+		return err
+	}
+	t.meta.Properties["schema.name-mapping.default"] = string(data)
+	return nil
 }
 
 // MetadataJSON returns the current metadata file's text.
