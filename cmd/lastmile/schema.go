@@ -139,7 +139,9 @@ func fieldFrom(f decode.Field) string {
 	if f.Unsigned {
 		s = append(s, "unsigned")
 	}
-	if strings.Contains(f.Name, ".") { // a struct's field, a map's keys or values, a list of structs' field
+	if f.StoredAs != "" { // an Iceberg table's column, renamed since (decode/fieldid.go)
+		s = append(s, fmt.Sprintf("named %s in the first file", f.StoredAs))
+	} else if strings.Contains(f.Name, ".") { // a struct's field, a map's keys or values, a list of structs' field
 		s = append(s, "parquet "+strings.Join(f.Path, "."))
 	}
 	return strings.Join(s, "; ")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -69,5 +70,34 @@ func TestSchema(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Fields) != 4 || len(got.Unreadable) != 1 {
 		t.Fatalf("schema -json: %v: %s", err, out.String())
+	}
+}
+
+// TestSchemaRenamed: an Iceberg table's column renamed after its files
+// were written is listed by its new name, with the name the files have.
+func TestSchemaRenamed(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tab.Append([]icebergtest.Row{{ID: 1, Part: "a", Key: 2, Score: 0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tab.Rename("score", "rating")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(spec, []byte("version: 1\ninputs: [\"iceberg:"+meta+"\"]\nbatch: {size: 8}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"schema", spec}, &out, &errb); code != 0 {
+		t.Fatalf("schema: exit %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"rating  float64", "named score in the first file"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("no %q in\n%s", w, out.String())
+		}
 	}
 }
