@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,12 @@ func TestIcebergOnS3(t *testing.T) {
 			if !strings.HasPrefix(f.Path, "s3://lake/db/events/data/") {
 				t.Fatalf("data file %q", f.Path)
 			}
+		}
+		// The planner names the data files as the scan does: their
+		// tables' field ids are found by those names (engine.InputPlan).
+		named, err := decode.ExpandInputs(ctx, fsys, iceberg.Paths(sc.Files))
+		if err != nil || !slices.Equal(named, iceberg.Paths(sc.Files)) {
+			t.Fatalf("the planner names the data files %v (%v), the scan %v", named, err, iceberg.Paths(sc.Files))
 		}
 		plan, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: []string{"id"}, FS: fsys})
 		if err != nil {
