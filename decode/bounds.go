@@ -49,6 +49,10 @@ type Bounds struct {
 func groupBounds(g *format.RowGroup, fields []Field) []Bounds {
 	out := make([]Bounds, len(fields))
 	for i := range fields {
+		if fields[i].Absent {
+			out[i] = Bounds{Nulls: g.NumRows} // every row null, no values
+			continue
+		}
 		out[i] = chunkBounds(&g.Columns[fields[i].Leaf].MetaData.Statistics, &fields[i])
 	}
 	return out

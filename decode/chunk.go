@@ -61,6 +61,14 @@ func (d *Decoder) finishColumn(fi int, col *column.Column) {
 func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
 	c := &d.unit.Chunks[fi]
 	d.resetColumn(fi, dst)
+	if c.Absent {
+		n := int(d.unit.Rows)
+		if sel != nil {
+			n = len(sel)
+		}
+		appendNulls(dst, n)
+		return nil
+	}
 	d.pr.reset(withContext(d.ctx, d.file), c, &d.hdr)
 	if err := d.decodePages(fi, c, &d.pr, sel, dst); err != nil {
 		return err

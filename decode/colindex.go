@@ -43,7 +43,7 @@ func (d *Decoder) PageBounds(fi int) ([]PageBounds, error) {
 		return nil, errors.New("decode: PageBounds before a successful Open")
 	}
 	f, c := &d.fields[fi], &d.unit.Chunks[fi]
-	if c.ColIndexLen <= 0 || c.IndexLen <= 0 || f.Kind == column.List || f.converts() {
+	if c.Absent || c.ColIndexLen <= 0 || c.IndexLen <= 0 || f.Kind == column.List || f.converts() {
 		return nil, nil
 	}
 	var oi format.OffsetIndex

@@ -68,6 +68,9 @@ func (a *arrowDecoder) Decode(ctx context.Context, u Unit, dst *column.Batch) (e
 			err = fail(fmt.Errorf("arrow panic: %v", r))
 		}
 	}()
+	if err := absentIn(&u, a.fields); err != nil {
+		return err
+	}
 	fr, err := a.reader(u.File)
 	if err != nil {
 		return fail(err)

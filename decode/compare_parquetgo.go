@@ -61,6 +61,9 @@ func (p *pgDecoder) file(path string) (*parquet.File, error) {
 }
 
 func (p *pgDecoder) Decode(ctx context.Context, u Unit, dst *column.Batch) error {
+	if err := absentIn(&u, p.fields); err != nil {
+		return err
+	}
 	pf, err := p.file(u.File)
 	if err != nil {
 		return &Error{File: u.File, RowGroup: u.RowGroup, PageOffset: -1, Err: err}

@@ -73,6 +73,9 @@ func (d *Decoder) PrefetchSelected(sel []int32) error {
 // the whole chunk when it has no usable index or sel is nil.
 func (d *Decoder) selRanges(fi int, sel []int32, dst []Range) ([]Range, error) {
 	c := &d.unit.Chunks[fi]
+	if c.Absent {
+		return dst, nil
+	}
 	if c.DictLen > 0 {
 		dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})
 	}

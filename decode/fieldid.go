@@ -3,6 +3,8 @@ package decode
 import (
 	"fmt"
 	"strings"
+
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Columns by field id: how a table format that names its columns by id
@@ -24,6 +26,17 @@ import (
 // table does not have is refused, and projecting every column gives the
 // table's names, leaving out the file's columns that the table has
 // dropped.
+//
+// A column added to the table after a file was written is not in that
+// file: Iceberg reads it as null in every row of it. TableSchema.Added
+// gives each column as the table's writers store it (its Parquet schema
+// elements), so a file without it resolves the column from those
+// elements, as if the file held it, and marks it absent (Field.Absent,
+// Chunk.Absent): its units read no bytes for it, and the decoder gives
+// every row null (absent.go). Field.Absent is how the resolution went in
+// one file; the plan's field is a present one wherever any file has the
+// column, and the two need only agree on what the decoder produces
+// (sameAs).
 
 // TableSchema is how a table names the top-level columns of its files.
 type TableSchema struct {
@@ -33,6 +46,16 @@ type TableSchema struct {
 	// the names those files give them (Iceberg's
 	// schema.name-mapping.default); nil without a mapping.
 	Mapped map[string]int32
+	// Added gives, by field id, each top-level column as the table's
+	// writers store it: its Parquet schema elements, the column's own
+	// first. A file without the column reads it as nulls of that type;
+	// a column without an entry is refused in such a file.
+	Added map[int32][]format.SchemaElement
+	// Order is the table's top-level column names, in its order: with
+	// it, projecting every column gives them so, in every file (those a
+	// file lacks included). Without it, every column is the file's, in
+	// its order.
+	Order []string
 }
 
 // columnID is the field id of top-level column c of a file: the one the
@@ -47,63 +70,95 @@ func (t *TableSchema) columnID(c *schemaNode) (int32, bool) {
 
 // fileColumnName returns the name under which the top-level column with
 // field id id is stored in the file whose schema is root, for the
-// projected name: that column's name, or name itself where no column of
-// the file has a known id. It refuses a file whose column of that name
-// has another id, and one that has no column with the id.
-func (t *TableSchema) fileColumnName(root *schemaNode, name string, id int32) (string, error) {
+// projected name, and the schema to find it in: root, or the column as
+// the table stores it (absentRoot) where the file was written before it
+// was added. A file where no column has a known id is read by name. It
+// refuses a file whose column of that name has another id, and one that
+// lacks the column without a type for it in Added.
+func (t *TableSchema) fileColumnName(root *schemaNode, name string, id int32) (string, *schemaNode, error) {
 	known := false
 	var same int32 // the id of the file's column of that name, 0 for none or unknown
 	for _, c := range root.children {
 		cid, ok := t.columnID(c)
 		known = known || ok
 		if ok && cid == id {
-			return c.el.Name, nil
+			return c.el.Name, root, nil
 		}
 		if ok && c.el.Name == name {
 			same = cid
 		}
 	}
+	_, added := t.Added[id]
 	switch {
-	case !known:
-		return name, nil
+	case !known && (childNamed(root, name) != nil || !added):
+		return name, root, nil
 	case same != 0:
-		return "", fmt.Errorf("%w: the file's column %q is field id %d, the table's column of that name is field id %d: "+
+		return "", nil, fmt.Errorf("%w: the file's column %q is field id %d, the table's column of that name is field id %d: "+
 			"it was dropped and added again after this file was written, so the file holds none of its values; "+
 			"rewrite the table's data files (compaction) to read it", ErrSchemaMismatch, name, same, id)
+	case added:
+		src, err := t.absentRoot(name, id)
+		return name, src, err
 	default:
-		return "", fmt.Errorf("%w: no column with field id %d (the table's %q): it was added to the table after this file was written, "+
-			"and lastmile does not read a missing column as nulls; rewrite the table's data files (compaction) to read it",
+		return "", nil, fmt.Errorf("%w: no column with field id %d (the table's %q): it was added to the table after this file was written, "+
+			"and lastmile cannot fill it in there (it has an initial default, or a type lastmile cannot describe); "+
+			"rewrite the table's data files (compaction) to read it",
 			ErrMissingColumn, id, name)
 	}
 }
 
+// absentRoot is a schema holding only the table's column id, named name,
+// as Added stores it.
+func (t *TableSchema) absentRoot(name string, id int32) (*schemaNode, error) {
+	els := t.Added[id]
+	if len(els) == 0 {
+		return nil, fmt.Errorf("%w: the table's column %q (field id %d) has no schema elements", ErrSchemaMismatch, name, id)
+	}
+	all := make([]format.SchemaElement, 0, 1+len(els))
+	all = append(all, format.SchemaElement{Name: "schema"})
+	all[0].NumChildren.Set(1)
+	all = append(all, els...)
+	all[1].Name = name
+	root, err := buildSchema(all)
+	if err != nil || len(root.children) != 1 {
+		return nil, fmt.Errorf("%w: the table's column %q (field id %d): its schema elements are malformed", ErrSchemaMismatch, name, id)
+	}
+	return root, nil
+}
+
 // storedName is the name under which the file whose schema is root
-// stores the projected column name: name itself without a table, else
-// the column with the field id the table gives name, or the top-level
-// column a dotted name starts with (a struct's member). A name that is
-// not the table's is refused.
-func (t *TableSchema) storedName(root *schemaNode, name string) (string, error) {
+// stores the projected column name, and the schema to find it in (root,
+// or absentRoot's for a column the file lacks): name itself in root
+// without a table, else the column with the field id the table gives
+// name, or the top-level column a dotted name starts with (a struct's
+// member). A name that is not the table's is refused.
+func (t *TableSchema) storedName(root *schemaNode, name string) (string, *schemaNode, error) {
 	if t == nil {
-		return name, nil
+		return name, root, nil
 	}
 	if id, ok := t.IDs[name]; ok {
 		return t.fileColumnName(root, name, id)
 	}
 	top, rest, dotted := strings.Cut(name, ".")
 	if id, ok := t.IDs[top]; ok && dotted {
-		s, err := t.fileColumnName(root, top, id)
-		return s + "." + rest, err
+		s, src, err := t.fileColumnName(root, top, id)
+		return s + "." + rest, src, err
 	}
-	return "", fmt.Errorf("%w: the table has no column %q (a column renamed or dropped since the file was written is read by the table's current names)",
+	return "", nil, fmt.Errorf("%w: the table has no column %q (a column renamed or dropped since the file was written is read by the table's current names)",
 		ErrMissingColumn, name)
 }
 
 // everyName lists every column of the file whose schema is root, as
-// projecting every column names them (appendLeafNames): under the
-// table's names where the file's columns have known ids, leaving out
-// those the table has dropped, and those of unknown id that the table
-// does not have by name.
+// projecting every column names them (appendLeafNames). With the table's
+// Order, they are the table's columns in its order (tableNames).
+// Otherwise they are the file's in its order: under the table's names
+// where the file's columns have known ids, leaving out those the table
+// has dropped, and those of unknown id that the table does not have by
+// name.
 func (t *TableSchema) everyName(root *schemaNode) []string {
+	if t != nil && t.Order != nil {
+		return t.tableNames(root)
+	}
 	var byID map[int32]string
 	if t != nil {
 		byID = make(map[int32]string, len(t.IDs))
@@ -124,6 +179,26 @@ func (t *TableSchema) everyName(root *schemaNode) []string {
 			if !ok {
 				continue // not the table's
 			}
+		}
+		names = appendLeafNames(names, c, name)
+	}
+	return names
+}
+
+// tableNames lists the table's columns in its order, each as the file
+// stores it or, for one it lacks, as the table does. A column the file
+// cannot give is listed by its name, for resolveFields to refuse.
+func (t *TableSchema) tableNames(root *schemaNode) []string {
+	var names []string
+	for _, name := range t.Order {
+		stored, src, err := t.storedName(root, name)
+		c := (*schemaNode)(nil)
+		if err == nil {
+			c = childNamed(src, stored)
+		}
+		if c == nil {
+			names = append(names, name)
+			continue
 		}
 		names = appendLeafNames(names, c, name)
 	}

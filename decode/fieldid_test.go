@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Rows of one table over its history, as an Iceberg writer stores them:
@@ -32,6 +34,14 @@ type (
 		ID    int64   `parquet:"id,id(1)"`
 		Score float64 `parquet:"score,id(9)"`
 		Tags  []int64 `parquet:"tags,list,id(5)"`
+	}
+	// "extra" (field id 12) and "more" (13) added after the files above
+	idRowExtra struct {
+		ID    int64    `parquet:"id,id(1)"`
+		Score float64  `parquet:"score,id(4)"`
+		Tags  []int64  `parquet:"tags,list,id(5)"`
+		Extra *float64 `parquet:"extra,id(12),optional"`
+		More  []int64  `parquet:"more,id(13),optional,list"`
 	}
 	// no field ids: plain Parquet
 	idRowPlain struct {
@@ -64,7 +74,16 @@ func TestFieldIDs(t *testing.T) {
 	writeIDRows(t, path("b-after"), 3000, 2500, func(id int64, s float64, g []int64) idRowAfter { return idRowAfter{id, s, g} })
 	writeIDRows(t, path("c-plain"), 5500, 1000, func(id int64, s float64, g []int64) idRowPlain { return idRowPlain{id, s, g} })
 	writeIDRows(t, path("readded"), 0, 100, func(id int64, s float64, g []int64) idRowReadded { return idRowReadded{id, s, g} })
+	writeIDRows(t, path("d-extra"), 6500, 700, func(id int64, s float64, g []int64) idRowExtra {
+		e := float64(id * 3)
+		return idRowExtra{id, s, g, &e, []int64{id, -id}}
+	})
 	table := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5}}
+	// The table after ALTER TABLE ADD COLUMN extra double, more
+	// list<long>: files written before read them as nulls.
+	added := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5, "extra": 12, "more": 13},
+		Added: map[int32][]format.SchemaElement{12: optionalDouble("extra", 12), 13: optionalLongList("more", 13)},
+		Order: []string{"id", "score", "tags", "extra", "more"}}
 	// An imported table (files without ids) whose score was then renamed:
 	// its name mapping gives id 4 both names.
 	imported := &TableSchema{IDs: map[string]int32{"id": 1, "rating": 4, "tags": 5},
@@ -96,8 +115,20 @@ func TestFieldIDs(t *testing.T) {
 		{"no field ids, a column the mapping leaves out", []string{"c-plain"},
 			&TableSchema{IDs: map[string]int32{"id": 1, "score": 4}, Mapped: map[string]int32{"id": 1}}, []string{"id", "score"}, 0,
 			ErrMissingColumn, "no column with field id 4", nil},
-		{"added after the file was written", []string{"b-after"}, &TableSchema{IDs: map[string]int32{"id": 1, "extra": 12}}, []string{"id", "extra"}, 0,
+		{"added after the file was written, of no known type", []string{"b-after"}, &TableSchema{IDs: map[string]int32{"id": 1, "extra": 12}}, []string{"id", "extra"}, 0,
 			ErrMissingColumn, "no column with field id 12", nil},
+		{"added, the old files first", []string{"a-before", "b-after", "d-extra"}, added, []string{"id", "extra", "more"}, 6200, nil, "", nil},
+		{"added, the new file first", []string{"d-extra", "b-after"}, added, []string{"more", "id", "extra"}, 3200, nil, "", nil},
+		{"added, the decoder's buffers reused", []string{"d-extra", "readded"}, added, []string{"id", "extra", "more"}, 800, nil, "", nil},
+		{"added, no file has it", []string{"b-after"}, added, []string{"extra", "id", "more"}, 2500, nil, "", nil},
+		{"added, without field ids by name", []string{"c-plain", "d-extra"}, added, []string{"id", "extra"}, 1700, nil, "", nil},
+		{"every column, the added ones in the table's order", []string{"a-before", "d-extra"}, added, nil, 3700, nil, "",
+			[]string{"id", "score", "tags", "extra", "more"}},
+		{"added with another type than the file's", []string{"d-extra", "a-before"},
+			&TableSchema{IDs: map[string]int32{"id": 1, "extra": 12}, Added: map[int32][]format.SchemaElement{12: optionalLongList("extra", 12)}},
+			[]string{"id", "extra"}, 0, ErrSchemaMismatch, "kind", nil},
+		{"dropped and added again, with types", []string{"readded"}, &TableSchema{IDs: table.IDs, Added: added.Added}, []string{"id", "score"}, 0,
+			ErrSchemaMismatch, "field id 9, the table's column of that name is field id 4", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +163,7 @@ func TestFieldIDs(t *testing.T) {
 					switch f.Name {
 					case "id":
 						ids = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(c.Data))), b.Rows)
-					case "score", "tags", "points", "rating":
+					case "score", "tags", "points", "rating", "extra", "more":
 					default:
 						t.Fatalf("field %q", f.Name)
 					}
@@ -146,6 +177,8 @@ func TestFieldIDs(t *testing.T) {
 							if ids != nil && got != float64(ids[r])/2 {
 								t.Fatalf("%s row %d: score %v, want %v", u.File, r, got, float64(ids[r])/2)
 							}
+						case "extra", "more":
+							checkAdded(t, u.File, r, c, ids[r])
 						case "tags":
 							lo, hi := c.Offsets[r], c.Offsets[r+1]
 							v := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(c.Data))), hi)
@@ -175,4 +208,56 @@ func TestFieldIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkAdded checks row r of column c, extra or more (idRowExtra): null
+// with zeros or no values in a file written before they were added,
+// else extra = 3·id and more = [id, -id].
+func checkAdded(t *testing.T, file string, r int, c *column.Column, id int64) {
+	t.Helper()
+	valid := c.Valid == nil || c.Valid[r] != 0
+	var got []int64
+	if c.Kind == column.Fixed {
+		got = []int64{int64(unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(c.Data))), c.Len)[r])}
+	} else if lo, hi := c.Offsets[r], c.Offsets[r+1]; hi > lo {
+		got = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(c.Data))), hi)[lo:hi]
+	}
+	want, wantValid := []int64{0}, false
+	if c.Kind != column.Fixed {
+		want = nil
+	}
+	if strings.HasSuffix(file, "d-extra.parquet") {
+		want, wantValid = []int64{3 * id}, true
+		if c.Kind != column.Fixed {
+			want = []int64{id, -id}
+		}
+	}
+	if valid != wantValid || !slices.Equal(got, want) {
+		t.Fatalf("%s row %d: %s %v (valid %v), want %v (valid %v)", file, r, c.Name, got, valid, want, wantValid)
+	}
+}
+
+// optionalDouble and optionalLongList are a column's Parquet schema
+// elements as an Iceberg writer stores an optional double and an
+// optional list<long> (TableSchema.Added).
+func optionalDouble(name string, id int32) []format.SchemaElement {
+	el := format.SchemaElement{Name: name, FieldID: id}
+	el.RepetitionType.Set(format.Optional)
+	el.Type.Set(format.Double)
+	return []format.SchemaElement{el}
+}
+
+func optionalLongList(name string, id int32) []format.SchemaElement {
+	top := format.SchemaElement{Name: name, FieldID: id}
+	top.RepetitionType.Set(format.Optional)
+	top.NumChildren.Set(1)
+	top.ConvertedType.Set(deprecated.List)
+	top.LogicalType.Value = &format.ListType{}
+	list := format.SchemaElement{Name: "list"}
+	list.RepetitionType.Set(format.Repeated)
+	list.NumChildren.Set(1)
+	el := format.SchemaElement{Name: "element", FieldID: id + 100}
+	el.RepetitionType.Set(format.Optional)
+	el.Type.Set(format.Int64)
+	return []format.SchemaElement{top, list, el}
 }

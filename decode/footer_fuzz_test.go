@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // FuzzPlanFooter feeds mutated footers (the file's thrift metadata: its
@@ -80,7 +81,13 @@ func planAndDecode(t *testing.T, path string) {
 	// read (the names a table gives the seeds' columns' ids).
 	table := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5, "row_id": 2}, Mapped: map[string]int32{"points": 4}}
 	byID := func(string) *TableSchema { return table }
-	for _, opts := range []PlanOptions{{}, {Table: byID}, {Columns: []string{"id", "score", "tags"}, Table: byID}} {
+	// And with a column added since (read as nulls), every column in
+	// the table's order.
+	added := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5, "extra": 12}, Mapped: table.Mapped,
+		Added: map[int32][]format.SchemaElement{12: optionalDouble("extra", 12), 5: optionalLongList("tags", 5)},
+		Order: []string{"id", "score", "tags", "extra"}}
+	withAdded := func(string) *TableSchema { return added }
+	for _, opts := range []PlanOptions{{}, {Table: byID}, {Columns: []string{"id", "score", "tags"}, Table: byID}, {Table: withAdded}} {
 		plan, err := PlanFiles(ctx, []string{path}, opts)
 		if err != nil {
 			continue

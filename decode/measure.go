@@ -90,6 +90,8 @@ func comparable(p Path, f *Field) error {
 	switch {
 	case f.StoredAs != "":
 		why = "a column found by its field id under another name"
+	case f.Absent:
+		why = "a column its files lack"
 	case f.Name != f.Path[0]:
 		why = "a column inside a struct"
 	case p == PathParquetGo && f.converts():
@@ -100,6 +102,18 @@ func comparable(p Path, f *Field) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the %s comparison path does not decode %q, %s", ErrUnsupported, p, f.Name, why)
+}
+
+// absentIn refuses a unit with a column its file lacks: the comparison
+// paths read the file's columns only.
+func absentIn(u *Unit, fields []Field) error {
+	for i := range u.Chunks {
+		if u.Chunks[i].Absent {
+			return &Error{File: u.File, RowGroup: u.RowGroup, Column: fields[i].Name, PageOffset: -1,
+				Err: fmt.Errorf("%w: the comparison paths do not read a column the file lacks", ErrUnsupported)}
+		}
+	}
+	return nil
 }
 
 // Result is one measured pass over a plan's units.
@@ -253,6 +267,9 @@ func (d *Decoder) DecompressOnly(ctx context.Context, u Unit) (int64, error) {
 	h := &d.hdr
 	for fi := range d.fields {
 		c := &d.unit.Chunks[fi]
+		if c.Absent {
+			continue
+		}
 		d.pr.reset(d.file, c, h)
 		for {
 			_, body, ok, err := d.pr.next()

@@ -137,6 +137,11 @@ func (p *Plan) add(fp *filePlan) error {
 				return &Error{File: fp.info.Path, RowGroup: -1, Column: fp.fields[i].Name, PageOffset: -1,
 					Err: fmt.Errorf("%w with %s: %s", ErrSchemaMismatch, p.Files[0].Path, d)}
 			}
+			if p.Fields[i].Absent && !fp.fields[i].Absent {
+				// The first file that has the column gives the plan
+				// its field; later ones agree with it in full.
+				p.Fields[i] = fp.fields[i]
+			}
 		}
 	}
 	for _, u := range fp.units {
@@ -213,9 +218,13 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 	return fp, nil
 }
 
-// chunkOf describes field f's column chunk in row group g.
+// chunkOf describes field f's column chunk in row group g: for a field
+// the file lacks, an absent chunk of one null level a row.
 func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
-	if f.Leaf >= len(g.Columns) {
+	if f.Absent {
+		return Chunk{Leaf: -1, Absent: true, Values: g.NumRows}, nil
+	}
+	if f.Leaf < 0 || f.Leaf >= len(g.Columns) {
 		return Chunk{}, corruptf("row group has %d column chunks, leaf %d wanted", len(g.Columns), f.Leaf)
 	}
 	cc := &g.Columns[f.Leaf]
@@ -265,6 +274,10 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 	var ois []*format.OffsetIndex
 	if !opts.IgnoreOffsetIndex && len(fields) > 0 {
 		for i := range fields {
+			if fields[i].Absent {
+				ois = append(ois, nil) // no pages to cut
+				continue
+			}
 			oi, err := readOffsetIndex(f, size, &g.Columns[fields[i].Leaf])
 			if err != nil {
 				return nil, err
@@ -276,6 +289,9 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 			ois = append(ois, oi)
 		}
 	}
+	if !slices.ContainsFunc(ois, func(oi *format.OffsetIndex) bool { return oi != nil }) {
+		ois = nil // every field absent: even cuts
+	}
 	var cuts []int64 // slice starts, then NumRows
 	if ois == nil {
 		n := (g.NumRows + max - 1) / max
@@ -283,9 +299,9 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 			cuts = append(cuts, k*g.NumRows/n)
 		}
 	} else {
-		heavy := 0
+		heavy := -1
 		for i := range fields {
-			if base.Chunks[i].Uncompressed > base.Chunks[heavy].Uncompressed {
+			if ois[i] != nil && (heavy < 0 || base.Chunks[i].Uncompressed > base.Chunks[heavy].Uncompressed) {
 				heavy = i
 			}
 		}
@@ -313,7 +329,9 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 		u.Chunks = slices.Clone(base.Chunks)
 		if ois != nil {
 			for i := range u.Chunks {
-				narrowChunk(&u.Chunks[i], ois[i], u.RowStart, u.RowStart+u.Rows)
+				if ois[i] != nil {
+					narrowChunk(&u.Chunks[i], ois[i], u.RowStart, u.RowStart+u.Rows)
+				}
 			}
 		}
 		units = append(units, u)

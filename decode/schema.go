@@ -40,6 +40,11 @@ type Field struct {
 	// structs), where it differs from Name: found by its top-level
 	// column's field id after a rename (fieldid.go). Path is the file's.
 	StoredAs string `json:"stored_as,omitempty"`
+	// Absent marks a column of an Iceberg table that no planned file
+	// has (it was added after they were written): every row is null.
+	// Path and the levels are as the table's writers store it; Leaf is
+	// -1 (fieldid.go).
+	Absent bool `json:"absent,omitempty"`
 }
 
 // samePath reports whether f and g lie at the same place in their files'
@@ -58,6 +63,9 @@ func (f *Field) repWidth() uint { return uint(bits.Len16(uint16(f.MaxRep))) }
 // sameAs reports the first attribute in which g differs from f, or "".
 // The leaf index may differ: units address chunks by their own index.
 func (f *Field) sameAs(g *Field) string {
+	if f.Absent || g.Absent {
+		return f.sameValues(g)
+	}
 	switch {
 	case f.Kind != g.Kind:
 		return fmt.Sprintf("kind %v vs %v", f.Kind, g.Kind)
@@ -72,6 +80,23 @@ func (f *Field) sameAs(g *Field) string {
 	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !samePath(f, g):
 		return fmt.Sprintf("layout %s (def %d rep %d) vs %s (def %d rep %d)",
 			strings.Join(f.Path, "."), f.MaxDef, f.MaxRep, strings.Join(g.Path, "."), g.MaxDef, g.MaxRep)
+	}
+	return ""
+}
+
+// sameValues is sameAs for a column that one file lacks (Absent): the
+// decoder gives its rows nulls of the field's kind and type, so only
+// what a column looks like decoded must agree, not how files store it.
+func (f *Field) sameValues(g *Field) string {
+	switch {
+	case f.Kind != g.Kind:
+		return fmt.Sprintf("kind %v vs %v", f.Kind, g.Kind)
+	case f.DType != g.DType:
+		return fmt.Sprintf("type %v vs %v", f.DType, g.DType)
+	case f.Hash != g.Hash:
+		return fmt.Sprintf("hashed mod %d vs %d", f.Hash, g.Hash)
+	case f.Nullable != g.Nullable:
+		return fmt.Sprintf("nullable %v vs %v (a column that some files lack must be optional)", f.Nullable, g.Nullable)
 	}
 	return ""
 }
@@ -151,11 +176,11 @@ func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, t
 	fields := make([]Field, 0, len(names))
 	var unreadable []Unreadable
 	for _, name := range names {
-		stored, err := table.storedName(root, name)
+		stored, src, err := table.storedName(root, name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}
-		node, st, err := findColumn(root, stored)
+		node, st, err := findColumn(src, stored)
 		if err != nil {
 			return nil, nil, fmt.Errorf("column %q: %w", name, err)
 		}
@@ -174,6 +199,9 @@ func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, t
 		f.Name = name
 		if stored != name {
 			f.StoredAs = stored
+		}
+		if src != root {
+			f.Absent, f.Leaf = true, -1
 		}
 		fields = append(fields, f)
 	}

@@ -327,6 +327,9 @@ func unitRanges(u *Unit, deferred, indexed []bool, dst []Range) []Range {
 	dst = dst[:0]
 	for i := range u.Chunks {
 		c := &u.Chunks[i]
+		if c.Absent {
+			continue
+		}
 		if c.DictLen > 0 {
 			dst = append(dst, Range{Off: c.DictOffset, Len: c.DictLen})
 		}

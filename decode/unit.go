@@ -77,6 +77,10 @@ type Chunk struct {
 	// out pages by it (colindex.go).
 	ColIndex    int64 `json:"col_index,omitempty"`
 	ColIndexLen int32 `json:"col_index_len,omitempty"`
+	// Absent marks a column the file does not have (Field.Absent): Leaf
+	// is -1, nothing is read, and every row decodes null. Values is the
+	// row group's rows, one null level each.
+	Absent bool `json:"absent,omitempty"`
 }
 
 // maxIndexBytes bounds an OffsetIndex the decoder reads (about 20 bytes a
@@ -121,6 +125,12 @@ func (u *Unit) validate() error {
 	}
 	for i := range u.Chunks {
 		c := &u.Chunks[i]
+		if c.Absent {
+			if *c != (Chunk{Leaf: -1, Absent: true, Values: c.Values}) || c.Values < 0 {
+				return fmt.Errorf("invalid absent chunk %d", i)
+			}
+			continue
+		}
 		if c.Leaf < 0 || !codecSupported(c.Codec) || c.Offset < 4 || c.End < c.Offset || c.End > u.FileSize ||
 			c.DictLen < 0 || c.DictOffset < 0 || c.DictOffset+c.DictLen > u.FileSize || c.FirstRow < 0 ||
 			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 ||

@@ -32,7 +32,14 @@ func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
 		return fmt.Errorf("%w: rows [%d, %d) of a row group of %d", ErrBadUnit, u.RowStart, u.RowStart+u.Rows, g.NumRows)
 	}
 	for i := range u.Chunks {
-		f := renamedIn(g, d.fields[i])
+		if u.Chunks[i].Absent {
+			continue // reads nothing from the file
+		}
+		// At the unit's own leaf: the files of a table may order their
+		// columns differently, and the plan's field is the first's.
+		f := d.fields[i]
+		f.Leaf = u.Chunks[i].Leaf
+		f = renamedIn(g, f)
 		want, err := chunkOf(g, &f, size)
 		if err != nil {
 			return err
