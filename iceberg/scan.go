@@ -128,9 +128,10 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 	if err != nil {
 		return nil, fail("manifest list %s: %v", snap.ManifestList, err)
 	}
-	s := &Scan{Table: name, SnapshotID: snap.ID, Schema: &decode.TableSchema{IDs: map[string]int32{}}}
+	s := &Scan{Table: name, SnapshotID: snap.ID, Schema: &decode.TableSchema{IDs: map[string]int32{}, Added: addedColumns(schema)}}
 	for _, f := range schema.Fields() {
 		s.Schema.IDs[f.Name] = int32(f.ID)
+		s.Schema.Order = append(s.Schema.Order, f.Name)
 	}
 	if s.Schema.Mapped, err = m.nameMapping(); err != nil {
 		return nil, fail("%v", err)

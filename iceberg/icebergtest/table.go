@@ -20,13 +20,35 @@ import (
 
 // Row is a row of a test table: schema id long, part string, key long,
 // score double (field ids 1 to 4, which the data files store, as
-// Iceberg's writers do). Data files always name the columns so, even
-// after Rename: a file is read by field id.
+// Iceberg's writers do), and after AddColumns weight double and tags
+// list<long> (field ids 5 and 6, optional). Data files always name the
+// columns so, even after Rename: a file is read by field id.
 type Row struct {
+	ID     int64   `parquet:"id,id(1)"`
+	Part   string  `parquet:"part,id(2)"`
+	Key    int64   `parquet:"key,id(3)"`
+	Score  float64 `parquet:"score,id(4)"`
+	Weight *float64
+	Tags   []int64
+}
+
+// storedRow is Row as a data file written before AddColumns holds it.
+type storedRow struct {
 	ID    int64   `parquet:"id,id(1)"`
 	Part  string  `parquet:"part,id(2)"`
 	Key   int64   `parquet:"key,id(3)"`
 	Score float64 `parquet:"score,id(4)"`
+}
+
+// storedRowAdded is Row as a data file written after AddColumns holds
+// it: tags is a three-level list, as Iceberg's writers store lists.
+type storedRowAdded struct {
+	ID     int64    `parquet:"id,id(1)"`
+	Part   string   `parquet:"part,id(2)"`
+	Key    int64    `parquet:"key,id(3)"`
+	Score  float64  `parquet:"score,id(4)"`
+	Weight *float64 `parquet:"weight,id(5),optional"`
+	Tags   []int64  `parquet:"tags,id(6),optional,list"`
 }
 
 // Layout is how a test table is partitioned.
@@ -66,6 +88,7 @@ type Table struct {
 	version   int
 	metaFiles int // metadata files written
 	imported  bool
+	added     bool // AddColumns ran: data files hold weight and tags
 }
 
 // New starts an empty table at dir.
@@ -279,17 +302,7 @@ func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
 	if t.groupRows > 0 {
 		opts = append(opts, parquet.MaxRowsPerRowGroup(t.groupRows))
 	}
-	var err error
-	if t.imported {
-		plain := make([]plainRow, len(rows))
-		for i, r := range rows {
-			plain[i] = plainRow(r)
-		}
-		err = parquet.WriteFile(path, plain, opts...)
-	} else {
-		err = parquet.WriteFile(path, rows, opts...)
-	}
-	if err != nil {
+	if err := t.writeRows(path, rows, opts); err != nil {
 		return nil, err
 	}
 	for i, r := range rows {
@@ -445,13 +458,74 @@ func (t *Table) Rename(from, to string) (string, error) {
 	return t.writeMetadata()
 }
 
-// plainRow is Row as an imported data file has it: no field ids.
-type plainRow struct {
-	ID    int64   `parquet:"id"`
-	Part  string  `parquet:"part"`
-	Key   int64   `parquet:"key"`
-	Score float64 `parquet:"score"`
+// AddColumns adds the optional columns weight double (field id 5) and
+// tags list<long> (6, its elements 7) in a new current schema, as ALTER
+// TABLE ADD COLUMN does: the data files written before hold neither, and
+// read them as nulls. It returns the new metadata file's path.
+func (t *Table) AddColumns() (string, error) {
+	if t.added {
+		return "", fmt.Errorf("columns already added")
+	}
+	fields := append(t.schema.Fields(),
+		ice.NestedField{ID: 5, Name: "weight", Type: ice.PrimitiveTypes.Float64},
+		ice.NestedField{ID: 6, Name: "tags", Type: &ice.ListType{ElementID: 7, Element: ice.PrimitiveTypes.Int64}})
+	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
+	t.meta.Schemas = append(t.meta.Schemas, t.schema)
+	t.meta.CurrentSchemaID = t.schema.ID
+	t.added = true
+	if t.imported {
+		if err := t.mapNames(); err != nil {
+			return "", err
+		}
+	}
+	return t.writeMetadata()
 }
+
+// writeRows writes rows as the table's data files then hold them: with
+// or without the added columns, with or without field ids.
+func (t *Table) writeRows(path string, rows []Row, opts []parquet.WriterOption) error {
+	switch {
+	case t.imported && t.added:
+		return parquet.WriteFile(path, convertRows(rows, func(r Row) plainRowAdded {
+			return plainRowAdded{r.ID, r.Part, r.Key, r.Score, r.Weight, r.Tags}
+		}), opts...)
+	case t.imported:
+		return parquet.WriteFile(path, convertRows(rows, func(r Row) plainRow { return plainRow{r.ID, r.Part, r.Key, r.Score} }), opts...)
+	case t.added:
+		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRowAdded {
+			return storedRowAdded{r.ID, r.Part, r.Key, r.Score, r.Weight, r.Tags}
+		}), opts...)
+	default:
+		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRow { return storedRow{r.ID, r.Part, r.Key, r.Score} }), opts...)
+	}
+}
+
+func convertRows[T any](rows []Row, f func(Row) T) []T {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// plainRow and plainRowAdded are storedRow and storedRowAdded as an
+// imported data file has them: no field ids.
+type (
+	plainRow struct {
+		ID    int64   `parquet:"id"`
+		Part  string  `parquet:"part"`
+		Key   int64   `parquet:"key"`
+		Score float64 `parquet:"score"`
+	}
+	plainRowAdded struct {
+		ID     int64    `parquet:"id"`
+		Part   string   `parquet:"part"`
+		Key    int64    `parquet:"key"`
+		Score  float64  `parquet:"score"`
+		Weight *float64 `parquet:"weight,optional"`
+		Tags   []int64  `parquet:"tags,optional,list"`
+	}
+)
 
 // mapNames sets the table's name mapping: each column's id by every
 // name it has had (the data files' names are Row's).
@@ -460,7 +534,7 @@ func (t *Table) mapNames() error {
 	for _, f := range t.schema.Fields() {
 		id := f.ID
 		names := []string{f.Name}
-		if old := []string{"id", "part", "key", "score"}[id-1]; old != f.Name {
+		if old := []string{"id", "part", "key", "score", "weight", "tags"}[id-1]; old != f.Name {
 			names = append(names, old)
 		}
 		nm = append(nm, ice.MappedField{FieldID: &id, Names: names})

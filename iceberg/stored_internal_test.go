@@ -1,0 +1,128 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"path/filepath"
+	"testing"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestStoredColumn: a column added after a file was written resolves,
+// in that file, from storedColumn's schema to the kind and type a file
+// holding it gives, nullable, and decodes as nulls; types the decoder
+// cannot read are refused as they would be in a file.
+func TestStoredColumn(t *testing.T) {
+	type row struct {
+		ID int64 `parquet:"id,id(1)"`
+	}
+	path := filepath.Join(t.TempDir(), "old.parquet")
+	if err := parquet.WriteFile(path, []row{{1}, {2}, {3}}); err != nil {
+		t.Fatal(err)
+	}
+	structOf := &ice.StructType{FieldList: []ice.NestedField{
+		{ID: 20, Name: "a", Type: ice.PrimitiveTypes.Int32, Required: true},
+		{ID: 21, Name: "b", Type: ice.PrimitiveTypes.String},
+	}}
+	tests := []struct {
+		name    string
+		typ     ice.Type
+		column  string // projected: "x" or a member
+		kind    column.Kind
+		dtype   column.DType
+		decimal bool
+		err     error
+	}{
+		{"boolean", ice.PrimitiveTypes.Bool, "x", column.Fixed, column.Bool, false, nil},
+		{"int", ice.PrimitiveTypes.Int32, "x", column.Fixed, column.Int32, false, nil},
+		{"long", ice.PrimitiveTypes.Int64, "x", column.Fixed, column.Int64, false, nil},
+		{"float", ice.PrimitiveTypes.Float32, "x", column.Fixed, column.Float32, false, nil},
+		{"double", ice.PrimitiveTypes.Float64, "x", column.Fixed, column.Float64, false, nil},
+		{"date", ice.PrimitiveTypes.Date, "x", column.Fixed, column.Int32, false, nil},
+		{"time", ice.PrimitiveTypes.Time, "x", column.Fixed, column.Int64, false, nil},
+		{"timestamp", ice.PrimitiveTypes.Timestamp, "x", column.Fixed, column.Int64, false, nil},
+		{"timestamptz", ice.PrimitiveTypes.TimestampTz, "x", column.Fixed, column.Int64, false, nil},
+		{"timestamp_ns", ice.PrimitiveTypes.TimestampNs, "x", column.Fixed, column.Int64, false, nil},
+		{"string", ice.PrimitiveTypes.String, "x", column.Bytes, column.Uint8, false, nil},
+		{"binary", ice.PrimitiveTypes.Binary, "x", column.Bytes, column.Uint8, false, nil},
+		{"decimal(9, 2)", ice.DecimalTypeOf(9, 2), "x", column.Fixed, column.Float64, true, nil},
+		{"decimal(18, 4)", ice.DecimalTypeOf(18, 4), "x", column.Fixed, column.Float64, true, nil},
+		{"decimal(38, 10)", ice.DecimalTypeOf(38, 10), "x", column.Fixed, column.Float64, true, nil},
+		{"list<float>", &ice.ListType{ElementID: 30, Element: ice.PrimitiveTypes.Float32}, "x", column.List, column.Float32, false, nil},
+		{"list<long>, required elements", &ice.ListType{ElementID: 30, Element: ice.PrimitiveTypes.Int64, ElementRequired: true},
+			"x", column.List, column.Int64, false, nil},
+		{"a struct's member", structOf, "x.a", column.Fixed, column.Int32, false, nil},
+		{"a struct's other member", structOf, "x.b", column.Bytes, column.Uint8, false, nil},
+		{"a map's values", &ice.MapType{KeyID: 40, KeyType: ice.PrimitiveTypes.Int64, ValueID: 41, ValueType: ice.PrimitiveTypes.Float64},
+			"x.value", column.List, column.Float64, false, nil},
+		{"uuid", ice.PrimitiveTypes.UUID, "x", 0, 0, false, decode.ErrUnsupported},
+		{"list<string>", &ice.ListType{ElementID: 30, Element: ice.PrimitiveTypes.String}, "x", 0, 0, false, decode.ErrUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ice.NestedField{ID: 2, Name: "x", Type: tc.typ}
+			added := addedColumns(ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true}, f))
+			if _, ok := added[2]; !ok || len(added) != 1 {
+				t.Fatalf("added columns %v, want field 2 alone", added)
+			}
+			table := &decode.TableSchema{IDs: map[string]int32{"id": 1, "x": 2}, Added: added}
+			plan, err := decode.PlanFiles(context.Background(), []string{path},
+				decode.PlanOptions{Columns: []string{tc.column}, Table: func(string) *decode.TableSchema { return table }})
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("plan: %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := plan.Fields[0]
+			if !got.Absent || !got.Nullable || got.Kind != tc.kind || got.DType != tc.dtype || got.Decimal != tc.decimal {
+				t.Fatalf("field %+v, want absent and nullable, kind %v, dtype %v, decimal %v", got, tc.kind, tc.dtype, tc.decimal)
+			}
+			d := plan.NewDecoder()
+			defer d.Close()
+			var b column.Batch
+			if err := d.Decode(context.Background(), plan.Units[0], &b); err != nil {
+				t.Fatal(err)
+			}
+			if c := &b.Columns[0]; c.Len != 3 || c.NullCount() != 3 {
+				t.Fatalf("%d rows, %d null; want 3 null", c.Len, c.NullCount())
+			}
+		})
+	}
+}
+
+// TestAddedColumnsLeftOut: a required column, or one with an initial
+// default (format v3), is not read as nulls in a file without it.
+func TestAddedColumnsLeftOut(t *testing.T) {
+	s := ice.NewSchema(0,
+		ice.NestedField{ID: 1, Name: "required", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "defaulted", Type: ice.PrimitiveTypes.Int64, InitialDefault: int64(7)},
+		ice.NestedField{ID: 3, Name: "plain", Type: ice.PrimitiveTypes.Int64})
+	added := addedColumns(s)
+	if _, ok := added[3]; !ok || len(added) != 1 {
+		t.Fatalf("added columns %v, want field 3 alone", added)
+	}
+}
+
+// TestDecimalBytes: the fewest bytes whose two's complement holds every
+// decimal of p digits, as the Iceberg spec sizes FIXED decimals.
+func TestDecimalBytes(t *testing.T) {
+	for p := int32(1); p <= 38; p++ {
+		limit := new(big.Int).Sub(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(p)), nil), big.NewInt(1))
+		want := int32(1)
+		for new(big.Int).Lsh(big.NewInt(1), uint(8*want-1)).Cmp(limit) <= 0 {
+			want++
+		}
+		if got := decimalBytes(p); got != want {
+			t.Errorf("decimal(%d): %d bytes, want %d", p, got, want)
+		}
+	}
+}
