@@ -139,6 +139,9 @@ func fieldFrom(f decode.Field) string {
 	if f.Unsigned {
 		s = append(s, "unsigned")
 	}
+	if f.Absent { // an Iceberg table's column, added since every planned file was written
+		s = append(s, "in no file yet (added since): every row null")
+	}
 	if f.StoredAs != "" { // an Iceberg table's column, renamed since (decode/fieldid.go)
 		s = append(s, fmt.Sprintf("named %s in the first file", f.StoredAs))
 	} else if strings.Contains(f.Name, ".") { // a struct's field, a map's keys or values, a list of structs' field

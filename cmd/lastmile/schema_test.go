@@ -74,7 +74,8 @@ func TestSchema(t *testing.T) {
 }
 
 // TestSchemaRenamed: an Iceberg table's column renamed after its files
-// were written is listed by its new name, with the name the files have.
+// were written is listed by its new name, with the name the files have,
+// and a column added since, which no file has yet, as null in every row.
 func TestSchemaRenamed(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
 	if err != nil {
@@ -83,7 +84,10 @@ func TestSchemaRenamed(t *testing.T) {
 	if _, _, err := tab.Append([]icebergtest.Row{{ID: 1, Part: "a", Key: 2, Score: 0.5}}); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := tab.Rename("score", "rating")
+	if _, err := tab.Rename("score", "rating"); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tab.AddColumns() // weight and tags, in no data file yet
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +99,7 @@ func TestSchemaRenamed(t *testing.T) {
 	if code := run(context.Background(), []string{"schema", spec}, &out, &errb); code != 0 {
 		t.Fatalf("schema: exit %d: %s", code, errb.String())
 	}
-	for _, w := range []string{"rating  float64", "named score in the first file"} {
+	for _, w := range []string{"rating  float64", "named score in the first file", "list<int64>", "in no file yet (added since): every row null"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("no %q in\n%s", w, out.String())
 		}

@@ -1,0 +1,198 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// addedRow is what a row of addedTable reads as: weight and tags are
+// null (ok false) in the rows written before the columns were added.
+type addedRow struct {
+	weight   float64
+	weightOK bool
+	tags     []int64
+	tagsOK   bool
+}
+
+// wantAdded is row id's weight and tags: ids 0..999 were written before
+// ALTER TABLE ADD COLUMN; of the later ones, odd ids have no weight,
+// every third id no tags and every fifth an empty list.
+func wantAdded(id int64) addedRow {
+	if id < 1000 {
+		return addedRow{}
+	}
+	r := addedRow{weight: float64(id) / 4, weightOK: id%2 == 0, tagsOK: id%3 != 0}
+	if r.tagsOK && id%5 != 0 {
+		r.tags = []int64{id, id + 1}
+	}
+	if !r.weightOK {
+		r.weight = 0
+	}
+	return r
+}
+
+// addedTable is a table partitioned by part whose snapshot 1 holds ids
+// 0..999 (id renamed row_id later), and snapshot 2, after AddColumns,
+// ids 1000..1499 with weight and tags as wantAdded says.
+func addedTable(t *testing.T, l icebergtest.Layout) string {
+	t.Helper()
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(start, n int) []icebergtest.Row {
+		rows := make([]icebergtest.Row, n)
+		for i := range rows {
+			id := int64(start + i)
+			w := wantAdded(id)
+			rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + int(id)%3)), Key: id % 97, Score: float64(id)}
+			if w.weightOK {
+				rows[i].Weight = &w.weight
+			}
+			if w.tagsOK {
+				rows[i].Tags = append([]int64{}, w.tags...)
+			}
+		}
+		return rows
+	}
+	if _, _, err := tab.Append(mk(0, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.AddColumns(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tab.Append(mk(1000, 500)); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tab.Rename("id", "row_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+// TestIcebergAddedColumns: after ALTER TABLE ADD COLUMN, the data files
+// written before read the new columns as nulls, whichever file comes
+// first, in files with field ids and in imported ones read through the
+// name mapping; a filter on a new column skips the old files' row groups
+// by their statistics (every row null).
+func TestIcebergAddedColumns(t *testing.T) {
+	for _, imported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("imported=%v", imported), func(t *testing.T) {
+			meta := addedTable(t, icebergtest.Layout{ByPart: true, Imported: imported})
+			in := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: RINGDIR, name: t, slots: 3}\n", "iceberg:"+meta)
+			tests := []struct {
+				name   string
+				src    string
+				ids    []int64
+				pruned int
+			}{
+				{"the new columns", in + "columns: [row_id, weight, tags]\n", idRange(0, 1500, nil), 0},
+				{"every column", in, idRange(0, 1500, nil), 0},
+				{"a filter on a new column", in + "pipeline:\n  - filter: {expr: 'weight > 300'}\n  - select: [row_id, weight, tags]\n",
+					idRange(1202, 1500, func(id int64) bool { return id%2 == 0 }), 3},
+			}
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					src := strings.ReplaceAll(tc.src, "RINGDIR", t.TempDir())
+					job, err := spec.Parse("t.yaml", []byte(src))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := engine.Check(context.Background(), job, nil, nil); err != nil {
+						t.Fatalf("check: %v", err)
+					}
+					rows, st := runAdded(t, job)
+					if got := slices.Sorted(maps.Keys(rows)); !slices.Equal(got, tc.ids) {
+						t.Fatalf("%d rows (first %v), want %d", len(got), got[:min(5, len(got))], len(tc.ids))
+					}
+					for id, got := range rows {
+						if want := wantAdded(id); !sameAdded(got, want) {
+							t.Fatalf("row %d: %+v, want %+v", id, got, want)
+						}
+					}
+					if st.UnitsPruned != tc.pruned {
+						t.Errorf("pruned %d units, want %d", st.UnitsPruned, tc.pruned)
+					}
+				})
+			}
+		})
+	}
+}
+
+func sameAdded(a, b addedRow) bool {
+	return a.weight == b.weight && a.weightOK == b.weightOK && a.tagsOK == b.tagsOK && slices.Equal(a.tags, b.tags)
+}
+
+// runAdded runs job (world size 1) and reads row_id, weight and tags of
+// every row from its ring.
+func runAdded(t *testing.T, job *spec.Job) (map[int64]addedRow, engine.Stats) {
+	t.Helper()
+	rows := map[int64]addedRow{}
+	var cerr error
+	done := make(chan struct{})
+	st, err := engine.Run(context.Background(), job, engine.Options{Ready: func(rings []string) {
+		go func() {
+			defer close(done)
+			cerr = readAdded(job.Ring.Dir, rings[0], rows)
+		}()
+	}})
+	<-done
+	if err := errors.Join(err, cerr); err != nil {
+		t.Fatal(err)
+	}
+	return rows, st
+}
+
+func readAdded(dir, name string, rows map[int64]addedRow) error {
+	c, err := shm.Open(dir, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		b, err := c.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ids := int64s(b.Tensor("row_id", shm.RoleDense))
+		w, wv := b.Tensor("weight", shm.RoleDense), b.Tensor("weight", shm.RoleValidity)
+		tv, to, tok := b.Tensor("tags", shm.RoleValues), b.Tensor("tags", shm.RoleOffsets), b.Tensor("tags", shm.RoleValidity)
+		if w == nil || wv == nil || tv == nil || to == nil || tok == nil {
+			return fmt.Errorf("batch %d: weight or tags missing, or not nullable", b.Seq)
+		}
+		weights := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(w.Data))), b.Rows)
+		vals, offs := int64s(tv), int64s(to)
+		for i, id := range ids[:b.Rows] {
+			r := addedRow{weight: weights[i], weightOK: wv.Data[i] != 0, tagsOK: tok.Data[i] != 0}
+			if offs[i+1] > offs[i] {
+				r.tags = append([]int64{}, vals[offs[i]:offs[i+1]]...)
+			}
+			if _, dup := rows[id]; dup {
+				return fmt.Errorf("row %d twice", id)
+			}
+			rows[id] = r
+		}
+		c.Release()
+	}
+}
+
+func int64s(t *shm.Tensor) []int64 {
+	return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(t.Data))), len(t.Data)/8)
+}

@@ -1,0 +1,64 @@
+package peer
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
+)
+
+// TestSpillIcebergAddedColumnsByteIdentical: columns added to an Iceberg
+// table after some of its files were written read as nulls in those
+// files on a peer as on the host: the units' absent chunks travel in
+// their tickets, the peer reads nothing for them, and the spilled run's
+// batches are the local run's, byte for byte.
+func TestSpillIcebergAddedColumnsByteIdentical(t *testing.T) {
+	f := newFixture(t)
+	tab, err := icebergtest.New(filepath.Join(f.data, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(from, n int64) []icebergtest.Row {
+		out := make([]icebergtest.Row, n)
+		for i := range out {
+			id := from + int64(i)
+			out[i] = icebergtest.Row{ID: id, Part: string(rune('a' + id%3)), Key: id % 13, Score: float64(id) / 4}
+			if id%2 == 0 {
+				w := float64(id) / 8
+				out[i].Weight = &w
+			}
+			if id%3 != 0 {
+				out[i].Tags = []int64{id, id % 7}
+			}
+		}
+		return out
+	}
+	if _, _, err := tab.Append(rows(0, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.AddColumns(); err != nil {
+		t.Fatal(err)
+	}
+	_, meta, err := tab.Append(rows(1500, 1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`version: 1
+name: added
+inputs: ["iceberg:%s"]
+batch: {size: 100, last: drop}
+epochs: 1
+seed: 9
+shuffle: {units: true, buffer: 300}
+ring: {slots: 4, dir: %s}
+decode: {max_unit_rows: 100, workers: 1}
+pipeline:
+  - filter: "key != 3"
+  - select: [id, weight, tags]
+`, meta, f.shm)
+	_, want, _ := f.localThenSpilled("added", text)
+	if n := len(want[0]); n < 26 || n > 28 {
+		t.Fatalf("the local run gave %d batches of 100; want about 27", n)
+	}
+}
