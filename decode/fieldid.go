@@ -8,111 +8,89 @@ import (
 )
 
 // Columns by field id: how a table format that names its columns by id
-// (Iceberg) reads files written before a column was renamed.
+// (Iceberg) reads files written before its schema changed.
 //
-// An Iceberg table names each column by a field id that never changes and
-// never returns; its writers store that id with the column in every
-// Parquet file's schema (SchemaElement.field_id). A rename changes the
-// name in the table's schema only, so a file written before it holds the
-// column under its old name. Reading by name would miss it, and a column
-// dropped and added again under its old name would read the old column's
-// values, which the table says are gone. So where PlanOptions.Table
-// gives a file its table's schema, each projected column is read by its
-// field id: the top-level column of the file with that id, whatever its
-// name there. A file without field ids (one that a table imported, as
-// Iceberg's migrate and add_files procedures do) takes its columns' ids
-// from the table's name mapping, which lists each id's names in such
-// files; without a mapping it is read by name. A projected name that the
-// table does not have is refused, and projecting every column gives the
-// table's names, leaving out the file's columns that the table has
-// dropped.
+// An Iceberg table names each column, and each member of a struct, by a
+// field id that never changes and never returns; its writers store that
+// id with the column in every Parquet file's schema
+// (SchemaElement.field_id). A rename changes the name in the table's
+// schema only, so a file written before it holds the column under its
+// old name. Reading by name would miss it, and a column dropped and added
+// again under its old name would read the old column's values, which the
+// table says are gone. So where PlanOptions.Table gives a file its
+// table's schema, each projected column is read by its field id: the
+// top-level column of the file with that id, whatever its name there,
+// and inside it the struct members with the ids of the table's members
+// that the projected name walks (fieldmember.go). A file without field
+// ids (one that a table imported, as Iceberg's migrate and add_files
+// procedures do) takes its columns' ids from the table's name mapping,
+// which lists each id's names in such files; without a mapping it is
+// read by name. A projected name that the table does not have is
+// refused, and projecting every column gives the table's names, leaving
+// out the file's columns that the table has dropped.
 //
-// A column added to the table after a file was written is not in that
-// file: Iceberg reads it as null in every row of it. TableSchema.Added
-// gives each column as the table's writers store it (its Parquet schema
-// elements), so a file without it resolves the column from those
-// elements, as if the file held it, and marks it absent (Field.Absent,
-// Chunk.Absent): its units read no bytes for it, and the decoder gives
-// every row null (absent.go). Field.Absent is how the resolution went in
-// one file; the plan's field is a present one wherever any file has the
-// column, and the two need only agree on what the decoder produces
-// (sameAs).
+// A column, or a struct member, added to the table after a file was
+// written is not in that file: Iceberg reads it as null in every row of
+// it. TableSchema.Stored gives each column as the table's writers store
+// it now (its Parquet schema elements, with field ids), so a file without
+// it resolves the column from those elements, as if the file held it,
+// and marks it absent (Field.Absent, Chunk.Absent): its units read no
+// bytes for it, and the decoder gives every row null (absent.go). Only
+// the ids in TableSchema.Nullable may be missing so: a required column,
+// or one whose rows before it was added hold a default, is refused.
+// Field.Absent is how the resolution went in one file; the plan's field
+// is a present one wherever any file has the column, and the two need
+// only agree on what the decoder produces (sameAs).
 
-// TableSchema is how a table names the top-level columns of its files.
+// TableSchema is how a table names the columns of its files.
 type TableSchema struct {
-	// IDs are the table's columns' field ids, by their names now.
+	// IDs are the table's top-level columns' field ids, by their names
+	// now.
 	IDs map[string]int32
 	// Mapped are the field ids of columns of files that store none, by
-	// the names those files give them (Iceberg's
-	// schema.name-mapping.default); nil without a mapping.
+	// the names those files give them, a struct member's by its dotted
+	// path ("user.age"; Iceberg's schema.name-mapping.default); nil
+	// without a mapping.
 	Mapped map[string]int32
-	// Added gives, by field id, each top-level column as the table's
-	// writers store it: its Parquet schema elements, the column's own
-	// first. A file without the column reads it as nulls of that type;
-	// a column without an entry is refused in such a file.
-	Added map[int32][]format.SchemaElement
+	// Stored gives, by top-level field id, each column as the table's
+	// writers store it now: its Parquet schema elements, the column's
+	// own first, with its members' field ids and current names. Without
+	// an entry a column's members are found by name, and a file without
+	// the column is refused.
+	Stored map[int32][]format.SchemaElement
+	// Nullable are the field ids, of columns and of struct members, that
+	// read as null in a file written before they were added.
+	Nullable map[int32]bool
 	// Order is the table's top-level column names, in its order: with
 	// it, projecting every column gives them so, in every file (those a
-	// file lacks included). Without it, every column is the file's, in
-	// its order.
+	// file lacks included), each expanded as the table stores it. Without
+	// it, every column is the file's, in its order.
 	Order []string
 }
 
 // columnID is the field id of top-level column c of a file: the one the
 // file stores, else the one the name mapping gives its name.
 func (t *TableSchema) columnID(c *schemaNode) (int32, bool) {
+	return t.nodeID(c, c.el.Name)
+}
+
+// nodeID is the field id of the file's node c at dotted path (its names
+// in the file): the one the file stores, else the name mapping's.
+func (t *TableSchema) nodeID(c *schemaNode, path string) (int32, bool) {
 	if c.el.FieldID != 0 {
 		return c.el.FieldID, true
 	}
-	id, ok := t.Mapped[c.el.Name]
+	id, ok := t.Mapped[path]
 	return id, ok
 }
 
-// fileColumnName returns the name under which the top-level column with
-// field id id is stored in the file whose schema is root, for the
-// projected name, and the schema to find it in: root, or the column as
-// the table stores it (absentRoot) where the file was written before it
-// was added. A file where no column has a known id is read by name. It
-// refuses a file whose column of that name has another id, and one that
-// lacks the column without a type for it in Added.
-func (t *TableSchema) fileColumnName(root *schemaNode, name string, id int32) (string, *schemaNode, error) {
-	known := false
-	var same int32 // the id of the file's column of that name, 0 for none or unknown
-	for _, c := range root.children {
-		cid, ok := t.columnID(c)
-		known = known || ok
-		if ok && cid == id {
-			return c.el.Name, root, nil
-		}
-		if ok && c.el.Name == name {
-			same = cid
-		}
-	}
-	_, added := t.Added[id]
-	switch {
-	case !known && (childNamed(root, name) != nil || !added):
-		return name, root, nil
-	case same != 0:
-		return "", nil, fmt.Errorf("%w: the file's column %q is field id %d, the table's column of that name is field id %d: "+
-			"it was dropped and added again after this file was written, so the file holds none of its values; "+
-			"rewrite the table's data files (compaction) to read it", ErrSchemaMismatch, name, same, id)
-	case added:
-		src, err := t.absentRoot(name, id)
-		return name, src, err
-	default:
-		return "", nil, fmt.Errorf("%w: no column with field id %d (the table's %q): it was added to the table after this file was written, "+
-			"and lastmile cannot fill it in there (it has an initial default, or a type lastmile cannot describe); "+
-			"rewrite the table's data files (compaction) to read it",
-			ErrMissingColumn, id, name)
-	}
-}
-
-// absentRoot is a schema holding only the table's column id, named name,
-// as Added stores it.
-func (t *TableSchema) absentRoot(name string, id int32) (*schemaNode, error) {
-	els := t.Added[id]
+// tableColumn is the table's top-level column id as Stored gives it,
+// named name, in a schema of its own; nil without an entry, or one that
+// is malformed.
+func (t *TableSchema) tableColumn(name string, id int32) *schemaNode {
+	els := t.Stored[id]
 	if len(els) == 0 {
-		return nil, fmt.Errorf("%w: the table's column %q (field id %d) has no schema elements", ErrSchemaMismatch, name, id)
+		return nil
 	}
 	all := make([]format.SchemaElement, 0, 1+len(els))
 	all = append(all, format.SchemaElement{Name: "schema"})
@@ -121,17 +99,73 @@ func (t *TableSchema) absentRoot(name string, id int32) (*schemaNode, error) {
 	all[1].Name = name
 	root, err := buildSchema(all)
 	if err != nil || len(root.children) != 1 {
-		return nil, fmt.Errorf("%w: the table's column %q (field id %d): its schema elements are malformed", ErrSchemaMismatch, name, id)
+		return nil
 	}
-	return root, nil
+	return root
+}
+
+// fileColumnName returns the name under which the top-level column with
+// field id id is stored in the file whose schema is root, for the
+// projected name, and the schema to find it in: root, or the column as
+// the table stores it (tableColumn) where the file was written before it
+// was added. A file where no column has a known id is read by name. It
+// refuses a file whose column of that name has another id, and one that
+// lacks a column that cannot read as nulls.
+func (t *TableSchema) fileColumnName(root *schemaNode, name string, id int32) (string, *schemaNode, error) {
+	c, known, same := t.childByID(root, "", id, name)
+	switch {
+	case c != nil:
+		return c.el.Name, root, nil
+	case !known && childNamed(root, name) != nil:
+		return name, root, nil
+	case same != 0:
+		return "", nil, droppedError(name, same, id)
+	}
+	if src := t.tableColumn(name, id); src != nil && t.Nullable[id] {
+		return name, src, nil
+	}
+	if !known {
+		return name, root, nil // findColumn says it is missing
+	}
+	return "", nil, missingError(name, id)
+}
+
+// childByID returns the child of the file's node n (at dotted path
+// prefix, "" for the root) with field id id, whether any child's id is
+// known, and the id of the child named name, 0 for none or unknown.
+func (t *TableSchema) childByID(n *schemaNode, prefix string, id int32, name string) (found *schemaNode, known bool, same int32) {
+	for _, c := range n.children {
+		cid, ok := t.nodeID(c, prefix+c.el.Name)
+		known = known || ok
+		if ok && cid == id && found == nil {
+			found = c
+		}
+		if ok && c.el.Name == name {
+			same = cid
+		}
+	}
+	return found, known, same
+}
+
+func droppedError(name string, same, id int32) error {
+	return fmt.Errorf("%w: the file's column %q is field id %d, the table's column of that name is field id %d: "+
+		"it was dropped and added again after this file was written, so the file holds none of its values; "+
+		"rewrite the table's data files (compaction) to read it", ErrSchemaMismatch, name, same, id)
+}
+
+func missingError(name string, id int32) error {
+	return fmt.Errorf("%w: no column with field id %d (the table's %q): it was added to the table after this file was written, "+
+		"and lastmile cannot fill it in there (it is required, has an initial default, or has a type lastmile cannot describe); "+
+		"rewrite the table's data files (compaction) to read it", ErrMissingColumn, id, name)
 }
 
 // storedName is the name under which the file whose schema is root
 // stores the projected column name, and the schema to find it in (root,
-// or absentRoot's for a column the file lacks): name itself in root
-// without a table, else the column with the field id the table gives
-// name, or the top-level column a dotted name starts with (a struct's
-// member). A name that is not the table's is refused.
+// or one holding the column as the table stores it, where the file
+// lacks it): name itself in root without a table, else the column with
+// the field id the table gives name, or, for a dotted name, the members
+// of the top-level column it starts with (memberName). A name that is
+// not the table's is refused.
 func (t *TableSchema) storedName(root *schemaNode, name string) (string, *schemaNode, error) {
 	if t == nil {
 		return name, root, nil
@@ -140,12 +174,16 @@ func (t *TableSchema) storedName(root *schemaNode, name string) (string, *schema
 		return t.fileColumnName(root, name, id)
 	}
 	top, rest, dotted := strings.Cut(name, ".")
-	if id, ok := t.IDs[top]; ok && dotted {
-		s, src, err := t.fileColumnName(root, top, id)
+	id, ok := t.IDs[top]
+	if !ok || !dotted {
+		return "", nil, fmt.Errorf("%w: the table has no column %q (a column renamed or dropped since the file was written is read by the table's current names)",
+			ErrMissingColumn, name)
+	}
+	s, src, err := t.fileColumnName(root, top, id)
+	if err != nil || src != root {
 		return s + "." + rest, src, err
 	}
-	return "", nil, fmt.Errorf("%w: the table has no column %q (a column renamed or dropped since the file was written is read by the table's current names)",
-		ErrMissingColumn, name)
+	return t.memberName(root, s, top, id, rest)
 }
 
 // everyName lists every column of the file whose schema is root, as
@@ -185,14 +223,19 @@ func (t *TableSchema) everyName(root *schemaNode) []string {
 	return names
 }
 
-// tableNames lists the table's columns in its order, each as the file
-// stores it or, for one it lacks, as the table does. A column the file
-// cannot give is listed by its name, for resolveFields to refuse.
+// tableNames lists the table's columns in its order, each expanded as
+// the table stores it where Stored says, else as the file does. A column
+// the file cannot give is listed by its name, for resolveFields to
+// refuse.
 func (t *TableSchema) tableNames(root *schemaNode) []string {
 	var names []string
 	for _, name := range t.Order {
+		if tc := t.tableColumn(name, t.IDs[name]); tc != nil {
+			names = appendLeafNames(names, tc.children[0], name)
+			continue
+		}
 		stored, src, err := t.storedName(root, name)
-		c := (*schemaNode)(nil)
+		var c *schemaNode
 		if err == nil {
 			c = childNamed(src, stored)
 		}

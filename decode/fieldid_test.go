@@ -82,8 +82,9 @@ func TestFieldIDs(t *testing.T) {
 	// The table after ALTER TABLE ADD COLUMN extra double, more
 	// list<long>: files written before read them as nulls.
 	added := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5, "extra": 12, "more": 13},
-		Added: map[int32][]format.SchemaElement{12: optionalDouble("extra", 12), 13: optionalLongList("more", 13)},
-		Order: []string{"id", "score", "tags", "extra", "more"}}
+		Stored:   map[int32][]format.SchemaElement{12: optionalDouble("extra", 12), 13: optionalLongList("more", 13)},
+		Nullable: map[int32]bool{12: true, 13: true},
+		Order:    []string{"id", "score", "tags", "extra", "more"}}
 	// An imported table (files without ids) whose score was then renamed:
 	// its name mapping gives id 4 both names.
 	imported := &TableSchema{IDs: map[string]int32{"id": 1, "rating": 4, "tags": 5},
@@ -125,9 +126,10 @@ func TestFieldIDs(t *testing.T) {
 		{"every column, the added ones in the table's order", []string{"a-before", "d-extra"}, added, nil, 3700, nil, "",
 			[]string{"id", "score", "tags", "extra", "more"}},
 		{"added with another type than the file's", []string{"d-extra", "a-before"},
-			&TableSchema{IDs: map[string]int32{"id": 1, "extra": 12}, Added: map[int32][]format.SchemaElement{12: optionalLongList("extra", 12)}},
+			&TableSchema{IDs: map[string]int32{"id": 1, "extra": 12}, Stored: map[int32][]format.SchemaElement{12: optionalLongList("extra", 12)},
+				Nullable: map[int32]bool{12: true}},
 			[]string{"id", "extra"}, 0, ErrSchemaMismatch, "kind", nil},
-		{"dropped and added again, with types", []string{"readded"}, &TableSchema{IDs: table.IDs, Added: added.Added}, []string{"id", "score"}, 0,
+		{"dropped and added again, with types", []string{"readded"}, &TableSchema{IDs: table.IDs, Stored: added.Stored, Nullable: added.Nullable}, []string{"id", "score"}, 0,
 			ErrSchemaMismatch, "field id 9, the table's column of that name is field id 4", nil},
 	}
 	for _, tc := range tests {
@@ -239,7 +241,7 @@ func checkAdded(t *testing.T, file string, r int, c *column.Column, id int64) {
 
 // optionalDouble and optionalLongList are a column's Parquet schema
 // elements as an Iceberg writer stores an optional double and an
-// optional list<long> (TableSchema.Added).
+// optional list<long> (TableSchema.Stored).
 func optionalDouble(name string, id int32) []format.SchemaElement {
 	el := format.SchemaElement{Name: name, FieldID: id}
 	el.RepetitionType.Set(format.Optional)

@@ -84,8 +84,9 @@ func planAndDecode(t *testing.T, path string) {
 	// And with a column added since (read as nulls), every column in
 	// the table's order.
 	added := &TableSchema{IDs: map[string]int32{"id": 1, "score": 4, "tags": 5, "extra": 12}, Mapped: table.Mapped,
-		Added: map[int32][]format.SchemaElement{12: optionalDouble("extra", 12), 5: optionalLongList("tags", 5)},
-		Order: []string{"id", "score", "tags", "extra"}}
+		Stored:   map[int32][]format.SchemaElement{12: optionalDouble("extra", 12), 5: optionalLongList("tags", 5)},
+		Nullable: map[int32]bool{12: true, 5: true},
+		Order:    []string{"id", "score", "tags", "extra"}}
 	withAdded := func(string) *TableSchema { return added }
 	for _, opts := range []PlanOptions{{}, {Table: byID}, {Columns: []string{"id", "score", "tags"}, Table: byID}, {Table: withAdded}} {
 		plan, err := PlanFiles(ctx, []string{path}, opts)

@@ -48,13 +48,14 @@ type Field struct {
 }
 
 // samePath reports whether f and g lie at the same place in their files'
-// schemas, the top-level name apart where either was found by field id
-// under another name (a rename).
+// schemas: where either was found by field id under another name (a
+// rename of the column or of a struct member around it), at the same
+// depth, the ids having matched the rest.
 func samePath(f, g *Field) bool {
 	if f.StoredAs == "" && g.StoredAs == "" {
 		return slices.Equal(f.Path, g.Path)
 	}
-	return len(f.Path) == len(g.Path) && len(f.Path) > 0 && slices.Equal(f.Path[1:], g.Path[1:])
+	return len(f.Path) == len(g.Path) && len(f.Path) > 0
 }
 
 func (f *Field) defWidth() uint { return uint(bits.Len16(uint16(f.MaxDef))) }

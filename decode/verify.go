@@ -74,16 +74,20 @@ func sameChunk(c, w *Chunk) error {
 }
 
 // renamedIn returns f with the path its leaf has in row group g, where
-// the two differ in the top-level name only: a file of an Iceberg table
-// written before that column was renamed (fieldid.go). The planner found
-// the column by its field id there; a peer checks the rest of the path,
-// the types, sizes and codec against the file as for any unit.
+// the two differ in names only, at the same depth: a file of an Iceberg
+// table written before that column, or a struct member around it, was
+// renamed (fieldid.go, fieldmember.go). The planner found the column by
+// field ids there, which a footer's column chunks do not carry; a peer
+// checks the depth, sizes, codec and byte ranges against the file as for
+// any unit. A unit naming another leaf of the same depth could only
+// garble its requester's own batches: the peer still reads nothing
+// outside the chunk the footer gives that leaf.
 func renamedIn(g *format.RowGroup, f Field) Field {
 	if f.Leaf < 0 || f.Leaf >= len(g.Columns) {
 		return f
 	}
 	p := g.Columns[f.Leaf].MetaData.PathInSchema
-	if len(p) == len(f.Path) && len(p) > 0 && p[0] != f.Path[0] && slices.Equal(p[1:], f.Path[1:]) {
+	if len(p) == len(f.Path) && len(p) > 0 && !slices.Equal(p, f.Path) {
 		f.Path = slices.Clone(p)
 	}
 	return f

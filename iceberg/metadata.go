@@ -186,16 +186,43 @@ func (m *Metadata) nameMapping() (map[string]int32, error) {
 		return nil, fmt.Errorf("table property %s: %v", nameMappingKey, err)
 	}
 	mapped := map[string]int32{}
-	for _, f := range nm {
+	if err := mapNames(mapped, "", nm, 0); err != nil {
+		return nil, fmt.Errorf("table property %s: %v", nameMappingKey, err)
+	}
+	return mapped, nil
+}
+
+// mapNames adds to mapped the field ids of fields, by each of their
+// names after prefix, and of their nested fields by the dotted paths of
+// those names ("user.age"): every name a struct member has had, under
+// every name its struct has had.
+func mapNames(mapped map[string]int32, prefix string, fields []ice.MappedField, depth int) error {
+	if depth > 16 {
+		return fmt.Errorf("nested deeper than 16 levels")
+	}
+	for _, f := range fields {
 		if f.FieldID == nil {
 			continue // names without an id: such columns are not the table's
 		}
 		for _, name := range f.Names {
-			if prev, dup := mapped[name]; dup && prev != int32(*f.FieldID) {
-				return nil, fmt.Errorf("table property %s: the name %q is mapped to field ids %d and %d", nameMappingKey, name, prev, *f.FieldID)
+			key := prefix + name
+			if prev, dup := mapped[key]; dup && prev != int32(*f.FieldID) {
+				return fmt.Errorf("the name %q is mapped to field ids %d and %d", key, prev, *f.FieldID)
 			}
-			mapped[name] = int32(*f.FieldID)
+			mapped[key] = int32(*f.FieldID)
+			if len(f.Fields) > 0 && len(mapped) <= maxMappedNames {
+				if err := mapNames(mapped, key+".", f.Fields, depth+1); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	return mapped, nil
+	if len(mapped) > maxMappedNames {
+		return fmt.Errorf("more than %d names", maxMappedNames)
+	}
+	return nil
 }
+
+// maxMappedNames bounds the names a name mapping gives: each name of a
+// struct repeats its members' names, so a small mapping could list many.
+const maxMappedNames = 1 << 16

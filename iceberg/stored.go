@@ -11,27 +11,38 @@ import (
 // A column added to a table after some of its data files were written is
 // not in those files, and reads as null in each of their rows. The
 // decoder resolves such a column from its Parquet schema as the table's
-// writers would store it (decode.TableSchema.Added), so that it has the
+// writers would store it (decode.TableSchema.Stored), so that it has the
 // type, kind and nullability a file holding it gives. storedColumn
 // writes that schema from the column's Iceberg type, by the Parquet
 // appendix of the Iceberg spec: three-level lists and maps, and each
 // primitive's physical type and annotation.
 
-// addedColumns gives each top-level column of schema that can read as
-// nulls in a file without it: an optional one without an initial
-// default (a default is a value, not a null, and lastmile does not fill
-// it in), of a type storedColumn describes.
-func addedColumns(schema *ice.Schema) map[int32][]format.SchemaElement {
-	out := map[int32][]format.SchemaElement{}
-	for _, f := range schema.Fields() {
-		if f.Required || f.InitialDefault != nil {
-			continue
+// storedColumns gives each top-level column of schema as its writers
+// store it (decode.TableSchema.Stored), leaving out those of a type
+// storedColumn does not describe, and the field ids that read as nulls
+// in a file written before they were added (decode.TableSchema.Nullable):
+// optional columns and struct members without an initial default (a
+// default is a value, not a null, and lastmile does not fill it in).
+func storedColumns(schema *ice.Schema) (map[int32][]format.SchemaElement, map[int32]bool) {
+	stored, nullable := map[int32][]format.SchemaElement{}, map[int32]bool{}
+	var note func(f ice.NestedField)
+	note = func(f ice.NestedField) {
+		if !f.Required && f.InitialDefault == nil {
+			nullable[int32(f.ID)] = true
 		}
-		if els, err := storedColumn(f); err == nil {
-			out[int32(f.ID)] = els
+		if st, ok := f.Type.(*ice.StructType); ok {
+			for _, m := range st.FieldList {
+				note(m)
+			}
 		}
 	}
-	return out
+	for _, f := range schema.Fields() {
+		if els, err := storedColumn(f); err == nil {
+			stored[int32(f.ID)] = els
+		}
+		note(f)
+	}
+	return stored, nullable
 }
 
 // storedColumn returns field f's Parquet schema elements, its own first.

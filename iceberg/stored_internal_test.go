@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/big"
 	"path/filepath"
 	"testing"
@@ -66,11 +67,11 @@ func TestStoredColumn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := ice.NestedField{ID: 2, Name: "x", Type: tc.typ}
-			added := addedColumns(ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true}, f))
-			if _, ok := added[2]; !ok || len(added) != 1 {
-				t.Fatalf("added columns %v, want field 2 alone", added)
+			stored, nullable := storedColumns(ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true}, f))
+			if _, ok := stored[2]; !ok || len(stored) != 2 || !nullable[2] || nullable[1] {
+				t.Fatalf("stored %v, nullable %v; want both columns stored, field 2 nullable", stored, nullable)
 			}
-			table := &decode.TableSchema{IDs: map[string]int32{"id": 1, "x": 2}, Added: added}
+			table := &decode.TableSchema{IDs: map[string]int32{"id": 1, "x": 2}, Stored: stored, Nullable: nullable}
 			plan, err := decode.PlanFiles(context.Background(), []string{path},
 				decode.PlanOptions{Columns: []string{tc.column}, Table: func(string) *decode.TableSchema { return table }})
 			if tc.err != nil {
@@ -99,16 +100,25 @@ func TestStoredColumn(t *testing.T) {
 	}
 }
 
-// TestAddedColumnsLeftOut: a required column, or one with an initial
-// default (format v3), is not read as nulls in a file without it.
-func TestAddedColumnsLeftOut(t *testing.T) {
+// TestNullableColumns: a required column, or one with an initial
+// default (format v3), does not read as nulls in a file without it; an
+// optional struct member does.
+func TestNullableColumns(t *testing.T) {
 	s := ice.NewSchema(0,
 		ice.NestedField{ID: 1, Name: "required", Type: ice.PrimitiveTypes.Int64, Required: true},
 		ice.NestedField{ID: 2, Name: "defaulted", Type: ice.PrimitiveTypes.Int64, InitialDefault: int64(7)},
-		ice.NestedField{ID: 3, Name: "plain", Type: ice.PrimitiveTypes.Int64})
-	added := addedColumns(s)
-	if _, ok := added[3]; !ok || len(added) != 1 {
-		t.Fatalf("added columns %v, want field 3 alone", added)
+		ice.NestedField{ID: 3, Name: "plain", Type: ice.PrimitiveTypes.Int64},
+		ice.NestedField{ID: 4, Name: "user", Type: &ice.StructType{FieldList: []ice.NestedField{
+			{ID: 5, Name: "age", Type: ice.PrimitiveTypes.Int32, Required: true},
+			{ID: 6, Name: "city", Type: ice.PrimitiveTypes.String},
+		}}, Required: true})
+	stored, nullable := storedColumns(s)
+	if len(stored) != 4 {
+		t.Fatalf("%d columns stored, want 4", len(stored))
+	}
+	want := map[int32]bool{3: true, 6: true}
+	if !maps.Equal(nullable, want) {
+		t.Fatalf("nullable %v, want %v", nullable, want)
 	}
 }
 
