@@ -176,6 +176,10 @@ func FuzzUnitUnmarshal(f *testing.F) {
 	}
 	f.Add([]byte{1, '{', '}'})
 	f.Add([]byte{2})
+	absent := Unit{File: "t/x.parquet", FileSize: 100, Rows: 10, Chunks: []Chunk{{Leaf: -1, Absent: true, Values: 10}}}
+	if b, err := absent.MarshalBinary(); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var u Unit
 		if err := u.UnmarshalBinary(b); err != nil {
