@@ -53,7 +53,8 @@ func groupBounds(g *format.RowGroup, fields []Field) []Bounds {
 			out[i] = Bounds{Nulls: g.NumRows} // every row null, no values
 			continue
 		}
-		out[i] = chunkBounds(&g.Columns[fields[i].Leaf].MetaData.Statistics, &fields[i])
+		f := storedForm(&fields[i]) // the file's statistics are of its own type
+		out[i] = chunkBounds(&g.Columns[fields[i].Leaf].MetaData.Statistics, &f)
 	}
 	return out
 }

@@ -13,17 +13,21 @@ import (
 // to. INT96 timestamps become int64 nanoseconds (int96.go), DECIMAL
 // becomes float64 (decimal.go), UINT_32 becomes int64, and UINT_64 is
 // int64 where it fits: torch has no uint64, and a value past 2^63 is
-// refused (uint64Values) rather than read as a negative one. Their pages are
-// never decompressed into place or viewed where they lie (the fast
-// paths of page.go and values.go check converts); values are decoded as
-// stored and converted (pageValues.convertPage), and a dictionary is
-// converted once when its page is read (readDict), after which its
-// indexes gather converted values like any other dictionary's.
+// refused (uint64Values) rather than read as a negative one, and a
+// promoted INT32 or FLOAT column becomes int64 or float64 (promote.go).
+// Their pages are never decompressed into place or viewed where they lie
+// (the fast paths of page.go and values.go check converts); values are
+// decoded as stored and converted (pageValues.convertPage), and a
+// dictionary is converted once when its page is read (readDict), after
+// which its indexes gather converted values like any other
+// dictionary's.
 
 // converts reports whether the field's values are stored other than as
 // its dtype, so that no path may place or view stored values as decoded
 // ones.
-func (f *Field) converts() bool { return f.isInt96() || f.Decimal || f.Unsigned || f.Hash > 0 }
+func (f *Field) converts() bool {
+	return f.isInt96() || f.Decimal || f.Unsigned || f.Hash > 0 || f.widened
+}
 
 // storedSize is the width of one stored value of a field whose values
 // convert: 12 for INT96, the fixed length of a FIXED_LEN_BYTE_ARRAY, 4
@@ -34,7 +38,7 @@ func (f *Field) storedSize() int {
 		return int96Size
 	case format.FixedLenByteArray:
 		return int(f.TypeLen)
-	case format.Int32:
+	case format.Int32, format.Float:
 		return 4
 	}
 	return 8
@@ -45,9 +49,12 @@ func (f *Field) storedSize() int {
 // encoding) into a scratch buffer, which convertStored then converts.
 func (f *Field) storedView() Field {
 	g := *f
-	g.Decimal, g.Scale, g.Unsigned, g.DType = false, 0, false, column.Int64
-	if format.Type(f.Physical) == format.Int32 {
+	g.Decimal, g.Scale, g.Unsigned, g.widened, g.DType = false, 0, false, false, column.Int64
+	switch format.Type(f.Physical) {
+	case format.Int32:
 		g.DType = column.Int32
+	case format.Float:
+		g.DType = column.Float32
 	}
 	return g
 }
@@ -57,6 +64,10 @@ func (f *Field) storedView() Field {
 func convertStored(f *Field, dst, src []byte, n int) error {
 	if f.isInt96() {
 		return int96Nanos(dst, src, n)
+	}
+	if f.widened {
+		widen(f, dst, src, n)
+		return nil
 	}
 	if f.Unsigned && format.Type(f.Physical) == format.Int32 {
 		for i := range n {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"syscall"
 
 	"github.com/lastmile/lastmile/column"
@@ -17,7 +18,8 @@ import (
 // units. A Decoder is not safe for concurrent use. The zero value is not
 // usable; call NewDecoder.
 type Decoder struct {
-	fields []Field
+	base   []Field // the fields it was made for
+	fields []Field // as the open unit's chunks store them (promotedView)
 	files  fileCache
 	z      decompressor
 
@@ -84,11 +86,11 @@ func NewDecoder(fields []Field) *Decoder { return NewDecoderFS(fields, nil) }
 // NewDecoderFS returns a decoder for fields that opens files through fsys
 // (nil: OSFS).
 func NewDecoderFS(fields []Field, fsys FS) *Decoder {
-	return &Decoder{fields: fields, files: fileCache{max: 4, fs: orOS(fsys)}, stash: make([][]byte, len(fields))}
+	return &Decoder{base: fields, fields: slices.Clone(fields), files: fileCache{max: 4, fs: orOS(fsys)}, stash: make([][]byte, len(fields))}
 }
 
 // Fields returns the fields the decoder was made for.
-func (d *Decoder) Fields() []Field { return d.fields }
+func (d *Decoder) Fields() []Field { return d.base }
 
 // Close closes the decoder's files and releases its decompressors. The
 // decoder must not be used afterwards.
@@ -130,6 +132,9 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 		if err := d.checkUnit(f, &u, size); err != nil {
 			return fail(err)
 		}
+	}
+	for i := range d.fields {
+		d.fields[i] = promotedView(&d.base[i], &u.Chunks[i])
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
 	clear(d.locsSet)

@@ -104,13 +104,14 @@ func comparable(p Path, f *Field) error {
 	return fmt.Errorf("%w: the %s comparison path does not decode %q, %s", ErrUnsupported, p, f.Name, why)
 }
 
-// absentIn refuses a unit with a column its file lacks: the comparison
-// paths read the file's columns only.
+// absentIn refuses a unit with a column its file lacks, or stores in a
+// type its table has promoted since: the comparison paths read the
+// file's columns as they are.
 func absentIn(u *Unit, fields []Field) error {
 	for i := range u.Chunks {
-		if u.Chunks[i].Absent {
+		if c := &u.Chunks[i]; c.Absent || c.Physical != 0 {
 			return &Error{File: u.File, RowGroup: u.RowGroup, Column: fields[i].Name, PageOffset: -1,
-				Err: fmt.Errorf("%w: the comparison paths do not read a column the file lacks", ErrUnsupported)}
+				Err: fmt.Errorf("%w: the comparison paths read a file's columns only as it stores them", ErrUnsupported)}
 		}
 	}
 	return nil

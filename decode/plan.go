@@ -249,6 +249,7 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 	c := Chunk{
 		Leaf: f.Leaf, Codec: int32(md.Codec), Offset: start, End: end,
 		Values: md.NumValues, Uncompressed: md.TotalUncompressedSize,
+		Physical: f.StoredPhysical, TypeLen: f.StoredTypeLen,
 	}
 	// The OffsetIndex, where it lies inside the file; the decoder reads
 	// it only for selections, and ignores one that does not fit.

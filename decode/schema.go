@@ -45,6 +45,14 @@ type Field struct {
 	// Path and the levels are as the table's writers store it; Leaf is
 	// -1 (fieldid.go).
 	Absent bool `json:"absent,omitempty"`
+	// StoredPhysical and StoredTypeLen are the file's type where the
+	// table has promoted the column since the file was written (int to
+	// long, float to double, a decimal's precision); Physical and
+	// TypeLen are then the table's (promote.go).
+	StoredPhysical int32 `json:"stored_physical,omitempty"`
+	StoredTypeLen  int32 `json:"stored_type_len,omitempty"`
+
+	widened bool // a decoder's view of a promoted INT32 or FLOAT chunk (promotedView)
 }
 
 // samePath reports whether f and g lie at the same place in their files'
@@ -203,6 +211,8 @@ func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, t
 		}
 		if src != root {
 			f.Absent, f.Leaf = true, -1
+		} else if tf, ok := table.tableField(name, m); ok {
+			f = promote(f, tf)
 		}
 		fields = append(fields, f)
 	}
@@ -352,7 +362,11 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	f.Nullable = f.Nullable || st.nullable
 	pt, _ := leaf.el.Type.Get()
 	f.Physical = int32(pt)
-	f.TypeLen, _ = leaf.el.TypeLength.Get()
+	if pt == format.FixedLenByteArray {
+		// Elsewhere a type_length is at most a bit width that some
+		// writers set and others leave out: no part of the type.
+		f.TypeLen, _ = leaf.el.TypeLength.Get()
+	}
 	dt, err := leafDType(leaf.el)
 	if err != nil && hash > 0 && pt == format.FixedLenByteArray && f.TypeLen > 0 {
 		dt, err = column.Uint8, nil // fixed-size binary (UUIDs, digests), hashed as strings are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Unit is one piece of work: rows [RowStart, RowStart+Rows) of one row
@@ -81,6 +82,11 @@ type Chunk struct {
 	// is -1, nothing is read, and every row decodes null. Values is the
 	// row group's rows, one null level each.
 	Absent bool `json:"absent,omitempty"`
+	// Physical and TypeLen, when Physical is not 0, are the type the
+	// file stores the column in, narrower than its field's: the table
+	// promoted it since (Field.StoredPhysical, promote.go).
+	Physical int32 `json:"physical,omitempty"`
+	TypeLen  int32 `json:"type_len,omitempty"`
 }
 
 // maxIndexBytes bounds an OffsetIndex the decoder reads (about 20 bytes a
@@ -131,6 +137,9 @@ func (u *Unit) validate() error {
 			}
 			continue
 		}
+		if !storableAs(c.Physical, c.TypeLen) {
+			return fmt.Errorf("invalid chunk %d: stored type %d (length %d)", i, c.Physical, c.TypeLen)
+		}
 		if c.Leaf < 0 || !codecSupported(c.Codec) || c.Offset < 4 || c.End < c.Offset || c.End > u.FileSize ||
 			c.DictLen < 0 || c.DictOffset < 0 || c.DictOffset+c.DictLen > u.FileSize || c.FirstRow < 0 ||
 			c.FirstRow > u.RowStart || c.Values < 0 || c.Uncompressed < 0 ||
@@ -152,6 +161,21 @@ func (u *Unit) validate() error {
 		}
 	}
 	return nil
+}
+
+// storableAs reports whether a chunk may say it stores its column as
+// physical type p of length n: none (0), or a type a promoted column has
+// (promote.go).
+func storableAs(p, n int32) bool {
+	switch format.Type(p) {
+	case 0:
+		return p == 0 && n == 0
+	case format.Int32, format.Int64, format.Float:
+		return n == 0
+	case format.FixedLenByteArray:
+		return n >= 1 && n <= 16
+	}
+	return false
 }
 
 // maxPartitions bounds a unit's partition values: more directory levels

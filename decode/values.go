@@ -132,7 +132,7 @@ func (pv *pageValues) convertPage(dst []byte, n int) error {
 		return pv.hashPage(dst, n)
 	}
 	w := f.storedSize()
-	if (f.Decimal || f.Unsigned) && format.Type(f.Physical) != format.FixedLenByteArray {
+	if (f.Decimal || f.Unsigned || f.widened) && format.Type(f.Physical) != format.FixedLenByteArray {
 		g := f.storedView()
 		sv := *pv
 		sv.f = &g

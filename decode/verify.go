@@ -37,7 +37,7 @@ func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
 		}
 		// At the unit's own leaf: the files of a table may order their
 		// columns differently, and the plan's field is the first's.
-		f := d.fields[i]
+		f := d.base[i]
 		f.Leaf = u.Chunks[i].Leaf
 		f = renamedIn(g, f)
 		want, err := chunkOf(g, &f, size)
@@ -46,6 +46,10 @@ func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
 		}
 		if err := sameChunk(&u.Chunks[i], &want); err != nil {
 			return fmt.Errorf("%w: column %q: %v", ErrBadUnit, d.fields[i].Name, err)
+		}
+		if p := u.Chunks[i].Physical; p != 0 && p != int32(g.Columns[want.Leaf].MetaData.Type) {
+			return fmt.Errorf("%w: column %q: stored as %v, the file has %v", ErrBadUnit, d.fields[i].Name,
+				format.Type(p), g.Columns[want.Leaf].MetaData.Type)
 		}
 	}
 	return nil

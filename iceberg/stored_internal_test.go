@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/lastmile/lastmile/column"
@@ -134,5 +135,43 @@ func TestDecimalBytes(t *testing.T) {
 		if got := decimalBytes(p); got != want {
 			t.Errorf("decimal(%d): %d bytes, want %d", p, got, want)
 		}
+	}
+}
+
+// TestPromotedFromStored: a file written before the table promoted its
+// columns (int to long, float to double, decimal(9, 2) to decimal(18,
+// 2)) reads them as the table's types, from the schema storedColumns
+// writes for them.
+func TestPromotedFromStored(t *testing.T) {
+	type old struct {
+		N int32   `parquet:"n,id(2)"`
+		X float32 `parquet:"x,id(3)"`
+		D int32   `parquet:"d,decimal(2:9),id(4)"`
+	}
+	path := filepath.Join(t.TempDir(), "old.parquet")
+	if err := parquet.WriteFile(path, []old{{-5, 0.25, 1234}, {7, -1.5, -1}}); err != nil {
+		t.Fatal(err)
+	}
+	stored, nullable := storedColumns(ice.NewSchema(1,
+		ice.NestedField{ID: 2, Name: "n", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 3, Name: "x", Type: ice.PrimitiveTypes.Float64, Required: true},
+		ice.NestedField{ID: 4, Name: "d", Type: ice.DecimalTypeOf(18, 2), Required: true}))
+	table := &decode.TableSchema{IDs: map[string]int32{"n": 2, "x": 3, "d": 4}, Stored: stored, Nullable: nullable}
+	plan, err := decode.PlanFiles(context.Background(), []string{path}, decode.PlanOptions{Table: func(string) *decode.TableSchema { return table }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := plan.NewDecoder()
+	defer d.Close()
+	var b column.Batch
+	if err := d.Decode(context.Background(), plan.Units[0], &b); err != nil {
+		t.Fatal(err)
+	}
+	n := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b.Columns[0].Data))), 2)
+	x := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b.Columns[1].Data))), 2)
+	dec := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b.Columns[2].Data))), 2)
+	if b.Columns[0].DType != column.Int64 || b.Columns[1].DType != column.Float64 || n[0] != -5 || n[1] != 7 ||
+		x[0] != 0.25 || x[1] != -1.5 || dec[0] != 12.34 || dec[1] != -0.01 {
+		t.Fatalf("n %v x %v d %v (dtypes %v %v)", n, x, dec, b.Columns[0].DType, b.Columns[1].DType)
 	}
 }

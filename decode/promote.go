@@ -1,0 +1,106 @@
+package decode
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Promoted columns. An Iceberg table may widen a column's type after
+// files were written: int to long, float to double, a decimal's
+// precision (its scale stays). A file written before holds the narrower
+// form, and reads as the table's: the planner gives such a file's field
+// the table's type (Physical, TypeLen, DType) and keeps the file's in
+// StoredPhysical and StoredTypeLen, which its units' chunks carry
+// (Chunk.Physical, Chunk.TypeLen). So fields agree across a table's
+// files, and the decoder, which decodes every unit with the plan's
+// fields, views a field as its chunk stores it (promotedView) for that
+// unit: an INT32 or FLOAT column is decoded as stored, by the common
+// paths of every encoding, and widened (convertStored); a decimal is
+// converted from whichever integer or fixed width its file has.
+
+// promote returns f, the field a file resolves, with the table's type tf
+// where the table has promoted it since the file was written, and f
+// itself otherwise.
+func promote(f, tf Field) Field {
+	fp, tp := format.Type(f.Physical), format.Type(tf.Physical)
+	switch {
+	case f.Kind != tf.Kind || f.Hash > 0 || f.Unsigned || tf.Unsigned:
+		return f
+	case !f.Decimal && !tf.Decimal && f.DType == column.Int32 && fp == format.Int32 && tf.DType == column.Int64 && tp == format.Int64:
+	case !f.Decimal && !tf.Decimal && f.DType == column.Float32 && fp == format.Float && tf.DType == column.Float64 && tp == format.Double:
+	case f.Decimal && tf.Decimal && f.Scale == tf.Scale && (fp != tp || f.TypeLen != tf.TypeLen):
+	default:
+		return f
+	}
+	f.StoredPhysical, f.StoredTypeLen = f.Physical, f.TypeLen
+	f.Physical, f.TypeLen, f.DType = tf.Physical, tf.TypeLen, tf.DType
+	return f
+}
+
+// tableField is the projected name resolved in the table's own schema
+// (TableSchema.Stored), as its writers store it now; false where the
+// table does not give it.
+func (t *TableSchema) tableField(name string, hash uint64) (Field, bool) {
+	if t == nil {
+		return Field{}, false
+	}
+	top := name
+	if _, ok := t.IDs[name]; !ok {
+		top, _, _ = strings.Cut(name, ".")
+	}
+	root := t.tableColumn(top, t.IDs[top])
+	if root == nil {
+		return Field{}, false
+	}
+	node, st, err := findColumn(root, name)
+	if err != nil {
+		return Field{}, false
+	}
+	f, err := resolveField(node, st, hash)
+	return f, err == nil
+}
+
+// promotedView is f as chunk c stores it, where c's file has an older,
+// narrower type (promote); f itself otherwise.
+func promotedView(f *Field, c *Chunk) Field {
+	g := *f
+	if c.Physical == 0 || (c.Physical == f.Physical && c.TypeLen == f.TypeLen) {
+		return g
+	}
+	g.Physical, g.TypeLen = c.Physical, c.TypeLen
+	g.StoredPhysical, g.StoredTypeLen = 0, 0
+	g.widened = !f.Decimal
+	return g
+}
+
+// storedForm is f as its file stores it, for reading the file's own
+// statistics: f itself unless promoted.
+func storedForm(f *Field) Field {
+	if f.StoredPhysical == 0 {
+		return *f
+	}
+	g := promotedView(f, &Chunk{Physical: f.StoredPhysical, TypeLen: f.StoredTypeLen})
+	if g.widened {
+		g = g.storedView()
+	}
+	return g
+}
+
+// widen converts n INT32 (or FLOAT) values at src into int64 (float64)
+// ones at dst, 8 bytes each.
+func widen(f *Field, dst, src []byte, n int) {
+	if format.Type(f.Physical) == format.Float {
+		for i := range n {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(src[i*4:]))
+			binary.LittleEndian.PutUint64(dst[i*8:], math.Float64bits(float64(v)))
+		}
+		return
+	}
+	for i := range n {
+		binary.LittleEndian.PutUint64(dst[i*8:], uint64(int64(int32(binary.LittleEndian.Uint32(src[i*4:])))))
+	}
+}
