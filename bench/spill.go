@@ -507,6 +507,7 @@ type recordUnits struct {
 }
 
 func (r *recordUnits) Slots() int                                { return 1 }
+func (r *recordUnits) Planned(*decode.Plan)                      {}
 func (r *recordUnits) Watch(context.Context, func() engine.Load) {}
 func (r *recordUnits) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch, _ engine.Load) (bool, error) {
 	r.mu.Lock()

@@ -171,6 +171,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
+	if opts.Spill != nil {
+		opts.Spill.Planned(plan)
+	}
 	// The pool runs at most one goroutine per unit; that is the count used.
 	st.Workers = max(min(workers, len(plan.Units)), 1)
 	notePlanned(&st, opts.Progress, proc, len(fields), slots, log)

@@ -29,6 +29,7 @@ type slowPeer struct {
 }
 
 func (p *slowPeer) Slots() int                                { return 2 }
+func (p *slowPeer) Planned(*decode.Plan)                      {}
 func (p *slowPeer) Watch(context.Context, func() engine.Load) {}
 func (p *slowPeer) HedgeAfter() time.Duration                 { return p.after }
 

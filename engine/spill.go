@@ -47,6 +47,10 @@ type Spill interface {
 	// Slots is the most units this run may have on peers at once: the
 	// number of spill workers.
 	Slots() int
+	// Planned is called once per run, before any RunUnit, with the
+	// run's plan: the columns its units decode by, as planning every
+	// input file gave them, which a peer must decode them by too.
+	Planned(plan *decode.Plan)
 	// RunUnit runs u on a peer and fills out with its output rows, the
 	// same as a local run would compute. ran is false when no peer ran it
 	// (declined, or every try failed): the caller then runs it locally.
@@ -146,6 +150,29 @@ func NewUnitProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, worker
 	if err != nil {
 		return nil, err
 	}
+	return unitProcessor(proc, workers), nil
+}
+
+// NewUnitProcessorOf is NewUnitProcessor for the columns the requester
+// planned (decode.PlanOf): a unit of an Iceberg table is decoded by what
+// planning all of the table's files gave, a column renamed, added or
+// promoted since one of them was written included. No file is planned.
+func NewUnitProcessorOf(ctx context.Context, job *spec.Job, fields, partitions []decode.Field, fsys decode.FS, workers int) (*UnitProcessor, error) {
+	plan, err := decode.PlanOf(fields, partitions, fsys)
+	if err != nil {
+		return nil, fmt.Errorf("the requester's plan: %w", err)
+	}
+	workers = max(workers, 1)
+	proc, err := processorOf(ctx, job, plan, workers, fsys)
+	if err != nil {
+		return nil, err
+	}
+	return unitProcessor(proc, workers), nil
+}
+
+// unitProcessor wraps proc, whose decoders it makes check every unit
+// against its file's footer.
+func unitProcessor(proc *processor, workers int) *UnitProcessor {
 	for _, w := range proc.workers {
 		w.dec.VerifyUnits()
 	}
@@ -153,7 +180,7 @@ func NewUnitProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, worker
 	for i := range workers {
 		up.free <- i
 	}
-	return up, nil
+	return up
 }
 
 // Units are the job's work units as the engine plans them: what a spill

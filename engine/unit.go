@@ -102,6 +102,27 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 	if err != nil {
 		return nil, err
 	}
+	return pipelineProcessor(job, plan, prog, pruned, deleted, workers)
+}
+
+// processorOf is newProcessor for a plan of another host's fields
+// (decode.PlanOf): the pipeline is compiled against them, and no file is
+// planned or pruned.
+func processorOf(ctx context.Context, job *spec.Job, plan *decode.Plan, workers int, fsys decode.FS) (*processor, error) {
+	workers = max(workers, 1)
+	if len(job.Pipeline) == 0 {
+		return &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}, nil
+	}
+	env := ops.Env{Seed: job.Seed, Workers: min(workers, cpus.Available()), FS: fsys}
+	prog, err := ops.Compile(ctx, job, slices.Concat(plan.Fields, plan.Partitions), env)
+	if err != nil {
+		return nil, err
+	}
+	return pipelineProcessor(job, plan, prog, 0, 0, workers)
+}
+
+// pipelineProcessor is the processor of job's pipeline prog over plan.
+func pipelineProcessor(job *spec.Job, plan *decode.Plan, prog *ops.Program, pruned int, deleted int64, workers int) (*processor, error) {
 	p := &processor{plan: plan, prog: prog, exact: !dropsRows(job) && deleted == 0, counted: !prog.ApplyDrops(), pruned: pruned, deleted: deleted}
 	p.skip, p.skipped = pruneUnits(plan, prog)
 	p.filterCols = filterColumns(prog)
@@ -122,8 +143,12 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 		isEarly[name] = true
 	}
 	for _, name := range prog.Needs() {
+		i, ok := index[name]
+		if !ok {
+			return nil, fmt.Errorf("the plan has no column %q, which the pipeline reads", name)
+		}
 		if !isEarly[name] {
-			p.late = append(p.late, index[name])
+			p.late = append(p.late, i)
 		}
 	}
 	p.workers = newWorkers(plan, prog, workers)

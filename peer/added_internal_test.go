@@ -6,13 +6,15 @@ import (
 	"testing"
 
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // TestSpillIcebergAddedColumnsByteIdentical: columns added to an Iceberg
 // table after some of its files were written read as nulls in those
-// files on a peer as on the host: the units' absent chunks travel in
-// their tickets, the peer reads nothing for them, and the spilled run's
-// batches are the local run's, byte for byte.
+// files on a peer as on the host: the tickets carry the requester's
+// columns (a peer planning the unit's file alone would not find the new
+// ones, nor a renamed one) and the units' absent chunks, the peer reads nothing for them,
+// and the spilled run's batches are the local run's, byte for byte.
 func TestSpillIcebergAddedColumnsByteIdentical(t *testing.T) {
 	f := newFixture(t)
 	tab, err := icebergtest.New(filepath.Join(f.data, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 250})
@@ -40,7 +42,10 @@ func TestSpillIcebergAddedColumnsByteIdentical(t *testing.T) {
 	if _, err := tab.AddColumns(); err != nil {
 		t.Fatal(err)
 	}
-	_, meta, err := tab.Append(rows(1500, 1500))
+	if _, _, err := tab.Append(rows(1500, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tab.Rename("id", "row_id") // and a rename, which the files do not know
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +60,33 @@ ring: {slots: 4, dir: %s}
 decode: {max_unit_rows: 100, workers: 1}
 pipeline:
   - filter: "key != 3"
-  - select: [id, weight, tags]
+  - select: [row_id, weight, tags]
 `, meta, f.shm)
-	_, want, _ := f.localThenSpilled("added", text)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.run(job, nil)
 	if n := len(want[0]); n < 26 || n > 28 {
 		t.Fatalf("the local run gave %d batches of 100; want about 27", n)
+	}
+	// Half the units are of files without weight and tags: the peer
+	// computes them by the requester's columns, never failing one.
+	srv, addr := f.server(nil)
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	cfg := SpillerConfig{}
+	cfg.Policy.Always = true
+	for try := 0; try < 5 && srv.Stats().Units.Load() < 10; try++ {
+		sp, err := NewSpiller(p, f.roots, text, job, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, "added", f.run(job, sp), want)
+		if n := sp.Stats().Fallbacks.Load(); n != 0 {
+			t.Fatalf("%d units failed on the peer and ran here", n)
+		}
+	}
+	if n, failed := srv.Stats().Units.Load(), srv.Stats().Failures.Load(); n < 10 || failed != 0 {
+		t.Fatalf("the peer computed %d units and failed %d; want at least 10, none failed", n, failed)
 	}
 }

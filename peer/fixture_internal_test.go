@@ -256,6 +256,7 @@ type recordSpill struct {
 }
 
 func (r *recordSpill) Slots() int                                { return 1 }
+func (r *recordSpill) Planned(*decode.Plan)                      {}
 func (r *recordSpill) Watch(context.Context, func() engine.Load) {}
 func (r *recordSpill) RunUnit(_ context.Context, u decode.Unit, _ *column.Batch, _ engine.Load) (bool, error) {
 	r.mu.Lock()

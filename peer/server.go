@@ -419,17 +419,18 @@ func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (
 		c.byKey = map[string]*cachedJob{}
 	}
 	c.clock++
-	j, ok := c.byKey[t.Hash]
+	key := t.planKey()
+	j, ok := c.byKey[key]
 	if !ok {
 		c.evictLocked()
 		j = &cachedJob{ready: make(chan struct{})}
-		c.byKey[t.Hash] = j
+		c.byKey[key] = j
 		go func() {
 			up, err := compile(t, r, workers)
 			c.mu.Lock()
 			j.up, j.err = up, err
-			if err != nil && c.byKey[t.Hash] == j {
-				delete(c.byKey, t.Hash)
+			if err != nil && c.byKey[key] == j {
+				delete(c.byKey, key)
 			}
 			if up != nil && j.evicted && j.refs == 0 {
 				up.Close()
@@ -491,8 +492,9 @@ func (c *jobCache) closeAll() {
 	}
 }
 
-// compile parses t's job and compiles it against t's unit's file, read
-// through the roots.
+// compile parses t's job and compiles it against the requester's columns
+// where t carries them, else against t's unit's file, read through the
+// roots.
 func compile(t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, error) {
 	job, err := spec.Parse("", []byte(t.Job))
 	if err != nil {
@@ -508,7 +510,14 @@ func compile(t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, error) {
 	job.Inputs = []string{t.Unit.File}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return engine.NewUnitProcessor(ctx, job, r, workers)
+	if len(t.Plan) == 0 {
+		return engine.NewUnitProcessor(ctx, job, r, workers)
+	}
+	var cols PlanColumns
+	if err := json.Unmarshal(t.Plan, &cols); err != nil {
+		return nil, fmt.Errorf("the requester's columns: %w", err)
+	}
+	return engine.NewUnitProcessorOf(ctx, job, cols.Fields, cols.Partitions, r, workers)
 }
 
 // InfoAction is the Flight action a requester calls for a peer's Info.

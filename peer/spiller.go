@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,9 @@ type Spiller struct {
 	log    *slog.Logger
 	outRow atomic.Uint64 // float64 bits: moving mean of output bytes per input row of spilled units
 	stats  SpillStats
+
+	mu   sync.Mutex
+	plan json.RawMessage // the run's columns (PlanColumns), sent in every ticket; set by Planned
 }
 
 // SpillStats counts one job's spilling.
@@ -179,6 +183,19 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 // Slots implements engine.Spill.
 func (s *Spiller) Slots() int { return s.cfg.Slots }
 
+// Planned implements engine.Spill: every later ticket carries the plan's
+// columns, which its peer computes the unit by.
+func (s *Spiller) Planned(plan *decode.Plan) {
+	b, err := json.Marshal(PlanColumns{Fields: plan.Fields, Partitions: plan.Partitions})
+	if err != nil {
+		s.log.Warn("spill: the plan's columns do not encode; peers plan each unit's file themselves", "err", err)
+		b = nil
+	}
+	s.mu.Lock()
+	s.plan = b
+	s.mu.Unlock()
+}
+
 // Stats returns the job's spill counters.
 func (s *Spiller) Stats() *SpillStats { return &s.stats }
 
@@ -212,7 +229,10 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	}
 	pu := u
 	pu.File = name
-	ticket, err := marshalTicket(s.job, s.hash, pu, WireCompact)
+	s.mu.Lock()
+	plan := s.plan
+	s.mu.Unlock()
+	ticket, err := marshalTicket(s.job, s.hash, plan, pu, WireCompact)
 	if err != nil || len(ticket) > maxTicket { // a unit with very many deleted rows: a peer would refuse it
 		s.stats.decline("ticket too large")
 		return false, nil

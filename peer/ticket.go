@@ -46,6 +46,28 @@ type Ticket struct {
 	// DeletedSet is Unit.Deleted as a portable roaring bitmap (version
 	// 3 only; Unit.Deleted is then empty on the wire).
 	DeletedSet []byte `json:"deleted_set,omitempty"`
+	// Plan is the requester's plan's columns (PlanColumns, as JSON): the
+	// peer decodes and computes the unit by them. A requester before it
+	// sends none, and the peer then plans the unit's file itself, which
+	// gives the same columns unless the job reads an Iceberg table whose
+	// schema changed since some of its files were written.
+	Plan json.RawMessage `json:"plan,omitempty"`
+}
+
+// PlanColumns are a requester's plan's columns: its fields and
+// partition columns (decode.PlanOf).
+type PlanColumns struct {
+	Fields     []decode.Field `json:"fields"`
+	Partitions []decode.Field `json:"partitions,omitempty"`
+}
+
+// planKey is the key a peer's compiled jobs are cached by: the job's
+// hash and, where the ticket carries the requester's columns, theirs.
+func (t *Ticket) planKey() string {
+	if len(t.Plan) == 0 {
+		return t.Hash
+	}
+	return t.Hash + "+" + jobHash(t.Plan)
 }
 
 func jobHash(job []byte) string {
@@ -61,9 +83,10 @@ const maxTicket = 1 << 20
 const maxDeletedRows = 1 << 24
 
 // marshalTicket encodes the ticket for unit u (File already a ROOT/REL
-// name): version 1 without deleted rows, version 3 with them.
-func marshalTicket(job, hash string, u decode.Unit, wire int) ([]byte, error) {
-	t := Ticket{Version: Version, Job: job, Hash: hash, Unit: u, Wire: wire}
+// name), with plan the requester's columns (nil: none): version 1
+// without deleted rows, version 3 with them.
+func marshalTicket(job, hash string, plan json.RawMessage, u decode.Unit, wire int) ([]byte, error) {
+	t := Ticket{Version: Version, Job: job, Hash: hash, Unit: u, Wire: wire, Plan: plan}
 	if len(u.Deleted) > 0 {
 		if len(u.Deleted) > maxDeletedRows {
 			return nil, fmt.Errorf("%d deleted rows in one unit (a peer takes at most %d)", len(u.Deleted), maxDeletedRows)

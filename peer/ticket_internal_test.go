@@ -44,7 +44,7 @@ func TestParseTicketDeleted(t *testing.T) {
 			many = append(many, r)
 		}
 	}
-	sent, err := marshalTicket(job, jobHash([]byte(job)), with(many...), WireCompact)
+	sent, err := marshalTicket(job, jobHash([]byte(job)), nil, with(many...), WireCompact)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestTicketDeletedSize(t *testing.T) {
 				u.Deleted = append(u.Deleted, r)
 			}
 		}
-		b, err := marshalTicket(job, jobHash([]byte(job)), u, WireCompact)
+		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func FuzzParseTicket(f *testing.F) {
 	u := decode.Unit{File: "data/x.parquet", Rows: 100, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
 	for _, del := range [][]int32{nil, {0}, {1, 2, 3, 50, 99}} {
 		u.Deleted = del
-		b, err := marshalTicket(job, jobHash([]byte(job)), u, WireCompact)
+		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact)
 		if err != nil {
 			f.Fatal(err)
 		}
