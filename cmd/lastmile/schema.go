@@ -13,6 +13,7 @@ import (
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // runSchema prints the columns of a job's inputs, or of Parquet files, as
@@ -141,6 +142,9 @@ func fieldFrom(f decode.Field) string {
 	}
 	if f.Absent { // an Iceberg table's column, added since every planned file was written
 		s = append(s, "in no file yet (added since): every row null")
+	}
+	if f.StoredPhysical != 0 { // an Iceberg table's column, promoted since (decode/promote.go)
+		s = append(s, fmt.Sprintf("stored as %v in the first file, widened", format.Type(f.StoredPhysical)))
 	}
 	if f.StoredAs != "" { // an Iceberg table's column, renamed since (decode/fieldid.go)
 		s = append(s, fmt.Sprintf("named %s in the first file", f.StoredAs))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
 	"github.com/parquet-go/parquet-go"
 )
@@ -102,6 +103,28 @@ func TestSchemaRenamed(t *testing.T) {
 	for _, w := range []string{"rating  float64", "named score in the first file", "list<int64>", "in no file yet (added since): every row null"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("no %q in\n%s", w, out.String())
+		}
+	}
+}
+
+// TestFieldFrom: what lastmile schema says a column is read from, where
+// that is not plain.
+func TestFieldFrom(t *testing.T) {
+	tests := []struct {
+		name string
+		f    decode.Field
+		want string
+	}{
+		{"plain", decode.Field{Name: "x", Path: []string{"x"}}, ""},
+		{"a struct's member", decode.Field{Name: "u.age", Path: []string{"u", "age"}}, "parquet u.age"},
+		{"hashed", decode.Field{Name: "s", Path: []string{"s"}, Hash: 1000}, "strings hashed mod 1000"},
+		{"renamed", decode.Field{Name: "rating", Path: []string{"score"}, StoredAs: "score"}, "named score in the first file"},
+		{"added", decode.Field{Name: "w", Path: []string{"w"}, Absent: true}, "in no file yet (added since): every row null"},
+		{"promoted", decode.Field{Name: "n", Path: []string{"n"}, Physical: 2, StoredPhysical: 1}, "stored as INT32 in the first file, widened"},
+	}
+	for _, tc := range tests {
+		if got := fieldFrom(tc.f); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
