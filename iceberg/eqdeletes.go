@@ -50,7 +50,7 @@ type eqDelete struct {
 	path    string
 	seq     int64               // data sequence number
 	columns []string            // top-level columns of the equality field ids
-	schema  *decode.TableSchema // those columns' field ids, by name (decode.PlanOptions.Table)
+	schema  *decode.TableSchema // those columns' field ids, by name, and their types now (decode.PlanOptions.Table)
 	global  bool                // written under an unpartitioned spec
 	specID  int32
 	part    map[int]any
@@ -150,7 +150,7 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 		return fmt.Errorf("equality delete file %s (in manifest %s) names no equality fields", df.FilePath(), manifest)
 	}
 	d := &eqDelete{seq: e.SequenceNum(), global: spec.NumFields() == 0, specID: df.SpecID(), part: df.Partition(),
-		schema: &decode.TableSchema{IDs: map[string]int32{}}}
+		schema: &decode.TableSchema{IDs: map[string]int32{}, Stored: s.Schema.Stored}}
 	var err error
 	if d.path, err = localOrURL(df.FilePath()); err != nil {
 		return fmt.Errorf("delete file: %v", err)
