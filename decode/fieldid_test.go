@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/lastmile/lastmile/column"
-	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -237,29 +236,4 @@ func checkAdded(t *testing.T, file string, r int, c *column.Column, id int64) {
 	if valid != wantValid || !slices.Equal(got, want) {
 		t.Fatalf("%s row %d: %s %v (valid %v), want %v (valid %v)", file, r, c.Name, got, valid, want, wantValid)
 	}
-}
-
-// optionalDouble and optionalLongList are a column's Parquet schema
-// elements as an Iceberg writer stores an optional double and an
-// optional list<long> (TableSchema.Stored).
-func optionalDouble(name string, id int32) []format.SchemaElement {
-	el := format.SchemaElement{Name: name, FieldID: id}
-	el.RepetitionType.Set(format.Optional)
-	el.Type.Set(format.Double)
-	return []format.SchemaElement{el}
-}
-
-func optionalLongList(name string, id int32) []format.SchemaElement {
-	top := format.SchemaElement{Name: name, FieldID: id}
-	top.RepetitionType.Set(format.Optional)
-	top.NumChildren.Set(1)
-	top.ConvertedType.Set(deprecated.List)
-	top.LogicalType.Value = &format.ListType{}
-	list := format.SchemaElement{Name: "list"}
-	list.RepetitionType.Set(format.Repeated)
-	list.NumChildren.Set(1)
-	el := format.SchemaElement{Name: "element", FieldID: id + 100}
-	el.RepetitionType.Set(format.Optional)
-	el.Type.Set(format.Int64)
-	return []format.SchemaElement{top, list, el}
 }

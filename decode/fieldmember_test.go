@@ -82,7 +82,7 @@ func TestStructMembersByID(t *testing.T) {
 		return r
 	})
 	table := &TableSchema{IDs: map[string]int32{"id": 1, "user": 10},
-		Stored:   map[int32][]format.SchemaElement{1: requiredLong("id", 1), 10: userStruct()},
+		Stored:   map[int32][]format.SchemaElement{1: {leafElement("id", 1, format.Required, format.Int64)}, 10: userStruct()},
 		Nullable: map[int32]bool{11: true, 12: true, 13: true},
 		Mapped:   map[string]int32{"id": 1, "user": 10, "user.age": 11, "user.name": 12},
 		Order:    []string{"id", "user"}}
@@ -200,27 +200,16 @@ func writeMemberRows[T any](t *testing.T, path string, first, n int, mk func(id 
 	writePG(t, path, rows, "snappy", 1)
 }
 
-func requiredLong(name string, id int32) []format.SchemaElement {
-	el := format.SchemaElement{Name: name, FieldID: id}
-	el.RepetitionType.Set(format.Required)
-	el.Type.Set(format.Int64)
-	return []format.SchemaElement{el}
-}
-
 // userStruct is user as the table stores it now: struct<years int,
 // name string, city string>, the members optional.
 func userStruct() []format.SchemaElement {
 	top := format.SchemaElement{Name: "user", FieldID: 10}
 	top.RepetitionType.Set(format.Required)
 	top.NumChildren.Set(3)
-	years := format.SchemaElement{Name: "years", FieldID: 11}
-	years.RepetitionType.Set(format.Optional)
-	years.Type.Set(format.Int32)
+	years := leafElement("years", 11, format.Optional, format.Int32)
 	els := []format.SchemaElement{top, years}
 	for i, name := range []string{"name", "city"} {
-		el := format.SchemaElement{Name: name, FieldID: int32(12 + i)}
-		el.RepetitionType.Set(format.Optional)
-		el.Type.Set(format.ByteArray)
+		el := leafElement(name, int32(12+i), format.Optional, format.ByteArray)
 		el.ConvertedType.Set(deprecated.UTF8)
 		el.LogicalType.Value = &format.StringType{}
 		els = append(els, el)

@@ -151,30 +151,16 @@ func writePromo[T any](t *testing.T, path string, first, n int, mk func(id int64
 
 // promotedTable is the table's columns as its writers store them now.
 func promotedTable() map[int32][]format.SchemaElement {
-	leaf := func(name string, id int32, rep format.FieldRepetitionType, pt format.Type) format.SchemaElement {
-		el := format.SchemaElement{Name: name, FieldID: id}
-		el.RepetitionType.Set(rep)
-		el.Type.Set(pt)
-		return el
-	}
-	d := leaf("d", 4, format.Required, format.Int64)
+	d := leafElement("d", 4, format.Required, format.Int64)
 	d.LogicalType.Value = &format.DecimalType{Precision: 18, Scale: 2}
 	d.ConvertedType.Set(deprecated.Decimal)
 	d.Precision.Set(18)
 	d.Scale.Set(2)
-	l := format.SchemaElement{Name: "l", FieldID: 5}
-	l.RepetitionType.Set(format.Optional)
-	l.NumChildren.Set(1)
-	l.ConvertedType.Set(deprecated.List)
-	l.LogicalType.Value = &format.ListType{}
-	list := format.SchemaElement{Name: "list"}
-	list.RepetitionType.Set(format.Repeated)
-	list.NumChildren.Set(1)
 	return map[int32][]format.SchemaElement{
-		1: {leaf("id", 1, format.Required, format.Int64)},
-		2: {leaf("n", 2, format.Required, format.Int64)},
-		3: {leaf("x", 3, format.Required, format.Double)},
+		1: {leafElement("id", 1, format.Required, format.Int64)},
+		2: {leafElement("n", 2, format.Required, format.Int64)},
+		3: {leafElement("x", 3, format.Required, format.Double)},
 		4: {d},
-		5: {l, list, leaf("element", 6, format.Required, format.Int64)},
+		5: listElements("l", 5, format.Optional, leafElement("element", 6, format.Required, format.Int64)),
 	}
 }

@@ -69,22 +69,10 @@ func appendStored(els []format.SchemaElement, name string, id int32, rep format.
 		}
 		return els, nil
 	case *ice.ListType:
-		el.NumChildren.Set(1)
-		el.ConvertedType.Set(deprecated.List)
-		el.LogicalType.Value = &format.ListType{}
-		list := format.SchemaElement{Name: "list"}
-		list.RepetitionType.Set(format.Repeated)
-		list.NumChildren.Set(1)
-		els = append(els, el, list)
+		els = appendRepeated(els, el, deprecated.List, &format.ListType{}, "list", 1)
 		return appendStored(els, "element", int32(t.ElementID), repetitionOf(t.ElementRequired), t.Element)
 	case *ice.MapType:
-		el.NumChildren.Set(1)
-		el.ConvertedType.Set(deprecated.Map)
-		el.LogicalType.Value = &format.MapType{}
-		kv := format.SchemaElement{Name: "key_value"}
-		kv.RepetitionType.Set(format.Repeated)
-		kv.NumChildren.Set(2)
-		els = append(els, el, kv)
+		els = appendRepeated(els, el, deprecated.Map, &format.MapType{}, "key_value", 2)
 		els, err := appendStored(els, "key", int32(t.KeyID), format.Required, t.KeyType)
 		if err != nil {
 			return nil, err
@@ -95,6 +83,20 @@ func appendStored(els []format.SchemaElement, name string, id int32, rep format.
 		return nil, err
 	}
 	return append(els, el), nil
+}
+
+// appendRepeated appends a list's or map's annotated group el and the
+// repeated group named inner, of n children, inside it: the outer two
+// levels of the three the spec writes.
+func appendRepeated(els []format.SchemaElement, el format.SchemaElement, ct deprecated.ConvertedType, lt format.LogicalTypeValue,
+	inner string, n int32) []format.SchemaElement {
+	el.NumChildren.Set(1)
+	el.ConvertedType.Set(ct)
+	el.LogicalType.Value = lt
+	rep := format.SchemaElement{Name: inner}
+	rep.RepetitionType.Set(format.Repeated)
+	rep.NumChildren.Set(n)
+	return append(els, el, rep)
 }
 
 func repetitionOf(required bool) format.FieldRepetitionType {
