@@ -1,8 +1,6 @@
 package decode
 
 import (
-	"context"
-	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -137,22 +135,11 @@ func TestFieldIDs(t *testing.T) {
 			for _, f := range tc.files {
 				in = append(in, path(f))
 			}
-			// One input each, in this order (a directory would sort them).
-			table := func(string) *TableSchema { return tc.table }
-			plan, err := PlanFiles(context.Background(), in, PlanOptions{Columns: tc.cols, Table: table})
-			if tc.err != nil {
-				if err == nil || !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
-					t.Fatalf("error %v, want %v saying %q", err, tc.err, tc.says)
-				}
+			plan := planTable(t, in, tc.cols, tc.table, tc.err, tc.says)
+			if plan == nil {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, f := range plan.Fields {
-				names = append(names, f.Name)
-			}
+			names := fieldNames(plan)
 			if tc.cols == nil && !slices.Equal(names, tc.fields) {
 				t.Fatalf("fields %v, want %v", names, tc.fields)
 			}
@@ -198,15 +185,7 @@ func TestFieldIDs(t *testing.T) {
 			}
 			// A CPU peer checks each unit against its file's footer: a
 			// renamed column's path differs in its top-level name only.
-			vd := plan.NewDecoder()
-			defer vd.Close()
-			vd.VerifyUnits()
-			var b column.Batch
-			for _, u := range plan.Units {
-				if err := vd.Decode(context.Background(), u, &b); err != nil {
-					t.Fatalf("verified decode: %v", err)
-				}
-			}
+			decodeVerified(t, plan)
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package decode
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -113,36 +111,18 @@ func TestStructMembersByID(t *testing.T) {
 			for _, f := range tc.files {
 				in = append(in, path(f))
 			}
-			plan, err := PlanFiles(context.Background(), in, PlanOptions{Columns: tc.cols, Table: func(string) *TableSchema { return tc.table }})
-			if tc.err != nil {
-				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
-					t.Fatalf("error %v, want %v saying %q", err, tc.err, tc.says)
-				}
+			plan := planTable(t, in, tc.cols, tc.table, tc.err, tc.says)
+			if plan == nil {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, f := range plan.Fields {
-				names = append(names, f.Name)
-			}
-			if tc.cols == nil && !slices.Equal(names, tc.fields) {
+			if names := fieldNames(plan); tc.cols == nil && !slices.Equal(names, tc.fields) {
 				t.Fatalf("fields %v, want %v", names, tc.fields)
 			}
 			n := eachUnit(t, plan, func(u Unit, b *column.Batch, _ int) { checkMembers(t, u.File, plan.Fields, b) })
 			if n != tc.rows {
 				t.Fatalf("%d rows, want %d", n, tc.rows)
 			}
-			vd := plan.NewDecoder() // as a CPU peer checks each unit
-			defer vd.Close()
-			vd.VerifyUnits()
-			var b column.Batch
-			for _, u := range plan.Units {
-				if err := vd.Decode(context.Background(), u, &b); err != nil {
-					t.Fatalf("verified decode: %v", err)
-				}
-			}
+			decodeVerified(t, plan) // as a CPU peer checks each unit
 		})
 	}
 }

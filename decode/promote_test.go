@@ -90,14 +90,9 @@ func TestPromotedColumns(t *testing.T) {
 				t.Fatalf("%d rows, want %d", rows, plan.Rows)
 			}
 			checkPromotedBounds(t, plan, map[string]int64{path("old"): 0, path("old-dict"): 400, path("new"): 700})
-			vd := plan.NewDecoder()
-			defer vd.Close()
-			vd.VerifyUnits()
+			vd := decodeVerified(t, plan)
 			var b column.Batch
 			for _, u := range plan.Units {
-				if err := vd.Decode(context.Background(), u, &b); err != nil {
-					t.Fatalf("verified decode: %v", err)
-				}
 				if u.Chunks[1].Physical == 0 {
 					continue
 				}
