@@ -9,7 +9,9 @@ import (
 
 // TestTimeBounds: date and timestamp column bounds bound a filter in the
 // numbers the columns decode to, and a bound a float64 cannot hold
-// exactly bounds nothing.
+// exactly bounds nothing. A long or double promoted since a file was
+// written keeps that file's int or float bounds, 4 bytes (the spec's
+// rule for promoted types).
 func TestTimeBounds(t *testing.T) {
 	at := time.Date(2025, 11, 20, 6, 0, 0, 123456000, time.UTC)
 	enc := func(l ice.Literal) []byte {
@@ -32,6 +34,10 @@ func TestTimeBounds(t *testing.T) {
 		{"timestamp before 1970", ice.PrimitiveTypes.Timestamp, ice.NewLiteral(ice.Timestamp(-86400e6)), -86400e6, true},
 		{"timestamp_ns of today", ice.PrimitiveTypes.TimestampNs, ice.NewLiteral(ice.TimestampNano(at.UnixNano())), 0, false},
 		{"timestamp_ns of 1970", ice.PrimitiveTypes.TimestampNs, ice.NewLiteral(ice.TimestampNano(1000)), 1000, true},
+		{"long, promoted from int", ice.PrimitiveTypes.Int64, ice.NewLiteral(int32(-70000)), -70000, true},
+		{"double, promoted from float", ice.PrimitiveTypes.Float64, ice.NewLiteral(float32(2.5)), 2.5, true},
+		{"long", ice.PrimitiveTypes.Int64, ice.NewLiteral(int64(1 << 40)), 1 << 40, true},
+		{"long of neither width", ice.PrimitiveTypes.Int64, ice.NewLiteral(true), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _, ok := boundOf(tc.typ, enc(tc.lit))

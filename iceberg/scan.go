@@ -340,6 +340,17 @@ func boundOf(t ice.Type, b []byte) (float64, string, bool) {
 	default:
 		return 0, "", false
 	}
+	if len(b) == 4 {
+		// A long or double promoted from an int or float since the file
+		// was written: its bounds are the older type's (the spec's
+		// binary serialization of promoted values).
+		switch t.(type) {
+		case ice.Int64Type:
+			t = ice.PrimitiveTypes.Int32
+		case ice.Float64Type:
+			t = ice.PrimitiveTypes.Float32
+		}
+	}
 	lit, err := ice.LiteralFromBytes(t, b)
 	if err != nil {
 		return 0, "", false
