@@ -32,25 +32,6 @@ type Row struct {
 	Tags   []int64
 }
 
-// storedRow is Row as a data file written before AddColumns holds it.
-type storedRow struct {
-	ID    int64   `parquet:"id,id(1)"`
-	Part  string  `parquet:"part,id(2)"`
-	Key   int64   `parquet:"key,id(3)"`
-	Score float64 `parquet:"score,id(4)"`
-}
-
-// storedRowAdded is Row as a data file written after AddColumns holds
-// it: tags is a three-level list, as Iceberg's writers store lists.
-type storedRowAdded struct {
-	ID     int64    `parquet:"id,id(1)"`
-	Part   string   `parquet:"part,id(2)"`
-	Key    int64    `parquet:"key,id(3)"`
-	Score  float64  `parquet:"score,id(4)"`
-	Weight *float64 `parquet:"weight,id(5),optional"`
-	Tags   []int64  `parquet:"tags,id(6),optional,list"`
-}
-
 // Layout is how a test table is partitioned.
 type Layout struct {
 	// ByPart partitions by identity(part): one data file per part value.
@@ -70,6 +51,10 @@ type Layout struct {
 	// imported (Iceberg's migrate and add_files) are, and gives the table
 	// a name mapping (schema.name-mapping.default) of its columns' names.
 	Imported bool
+	// FloatScore makes score a float (32 bits) until PromoteScore makes
+	// it a double: the data files written before store float values and
+	// float bounds. Not with Imported or AddColumns.
+	FloatScore bool
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
@@ -89,6 +74,7 @@ type Table struct {
 	metaFiles int // metadata files written
 	imported  bool
 	added     bool // AddColumns ran: data files hold weight and tags
+	narrow    bool // score is a float: data files store it so (Layout.FloatScore)
 }
 
 // New starts an empty table at dir.
@@ -105,6 +91,14 @@ func New(dir string, l Layout) (*Table, error) {
 		ice.NestedField{ID: 3, Name: "key", Type: ice.PrimitiveTypes.Int64, Required: true},
 		ice.NestedField{ID: 4, Name: "score", Type: ice.PrimitiveTypes.Float64, Required: true},
 	)
+	if l.FloatScore {
+		if l.Imported {
+			return nil, fmt.Errorf("FloatScore with Imported is not supported")
+		}
+		fields := schema.Fields()
+		fields[3].Type = ice.PrimitiveTypes.Float32
+		schema = ice.NewSchema(0, fields...)
+	}
 	var fields []ice.PartitionField
 	if l.ByPart {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "part", Transform: ice.IdentityTransform{}})
@@ -113,7 +107,7 @@ func New(dir string, l Layout) (*Table, error) {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
 	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
-		where: map[int64]Position{}, version: max(l.FormatVersion, 2)}
+		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore}
 	t.meta = iceberg.Metadata{FormatVersion: t.version, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	if l.Imported {
 		t.imported = true
@@ -328,12 +322,14 @@ func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
 		lo.Key, hi.Key = min(lo.Key, r.Key), max(hi.Key, r.Key)
 		lo.Score, hi.Score = min(lo.Score, r.Score), max(hi.Score, r.Score)
 	}
-	b.LowerBoundValues(bounds(lo)).UpperBoundValues(bounds(hi))
+	b.LowerBoundValues(bounds(lo, t.narrow)).UpperBoundValues(bounds(hi, t.narrow))
 	b.NullValueCounts(map[int]int64{1: 0, 2: 0, 3: 0, 4: 0}).NaNValueCounts(map[int]int64{4: 0})
 	return b.Build(), nil
 }
 
-func bounds(r Row) map[int][]byte {
+// bounds are r's values as a manifest's bounds, score as a float where
+// narrow is set.
+func bounds(r Row, narrow bool) map[int][]byte {
 	enc := func(l ice.Literal) []byte {
 		b, err := l.MarshalBinary()
 		if err != nil {
@@ -341,9 +337,13 @@ func bounds(r Row) map[int][]byte {
 		}
 		return b
 	}
+	score := enc(ice.NewLiteral(r.Score))
+	if narrow {
+		score = enc(ice.NewLiteral(float32(r.Score)))
+	}
 	return map[int][]byte{
 		1: enc(ice.NewLiteral(r.ID)), 2: enc(ice.NewLiteral(r.Part)),
-		3: enc(ice.NewLiteral(r.Key)), 4: enc(ice.NewLiteral(r.Score)),
+		3: enc(ice.NewLiteral(r.Key)), 4: score,
 	}
 }
 
@@ -429,122 +429,6 @@ func (t *Table) writeMetadata() (string, error) {
 	t.metaFiles++
 	path := t.MetadataPath()
 	return path, os.WriteFile(path, data, 0o644)
-}
-
-// Rename renames column from to to in a new current schema, as ALTER
-// TABLE RENAME COLUMN does: the field keeps its id, the data files keep
-// the old name. It returns the new metadata file's path.
-func (t *Table) Rename(from, to string) (string, error) {
-	fields := t.schema.Fields()
-	found := false
-	for i := range fields {
-		if fields[i].Name == from {
-			fields[i].Name, found = to, true
-		}
-	}
-	if !found {
-		return "", fmt.Errorf("no column %q", from)
-	}
-	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
-	t.meta.Schemas = append(t.meta.Schemas, t.schema)
-	t.meta.CurrentSchemaID = t.schema.ID
-	if t.imported {
-		// As Iceberg does on a rename: the new name joins the old in
-		// the mapping, which the data files' names still need.
-		if err := t.mapNames(); err != nil {
-			return "", err
-		}
-	}
-	return t.writeMetadata()
-}
-
-// AddColumns adds the optional columns weight double (field id 5) and
-// tags list<long> (6, its elements 7) in a new current schema, as ALTER
-// TABLE ADD COLUMN does: the data files written before hold neither, and
-// read them as nulls. It returns the new metadata file's path.
-func (t *Table) AddColumns() (string, error) {
-	if t.added {
-		return "", fmt.Errorf("columns already added")
-	}
-	fields := append(t.schema.Fields(),
-		ice.NestedField{ID: 5, Name: "weight", Type: ice.PrimitiveTypes.Float64},
-		ice.NestedField{ID: 6, Name: "tags", Type: &ice.ListType{ElementID: 7, Element: ice.PrimitiveTypes.Int64}})
-	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
-	t.meta.Schemas = append(t.meta.Schemas, t.schema)
-	t.meta.CurrentSchemaID = t.schema.ID
-	t.added = true
-	if t.imported {
-		if err := t.mapNames(); err != nil {
-			return "", err
-		}
-	}
-	return t.writeMetadata()
-}
-
-// writeRows writes rows as the table's data files then hold them: with
-// or without the added columns, with or without field ids.
-func (t *Table) writeRows(path string, rows []Row, opts []parquet.WriterOption) error {
-	switch {
-	case t.imported && t.added:
-		return parquet.WriteFile(path, convertRows(rows, func(r Row) plainRowAdded {
-			return plainRowAdded{r.ID, r.Part, r.Key, r.Score, r.Weight, r.Tags}
-		}), opts...)
-	case t.imported:
-		return parquet.WriteFile(path, convertRows(rows, func(r Row) plainRow { return plainRow{r.ID, r.Part, r.Key, r.Score} }), opts...)
-	case t.added:
-		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRowAdded {
-			return storedRowAdded{r.ID, r.Part, r.Key, r.Score, r.Weight, r.Tags}
-		}), opts...)
-	default:
-		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRow { return storedRow{r.ID, r.Part, r.Key, r.Score} }), opts...)
-	}
-}
-
-func convertRows[T any](rows []Row, f func(Row) T) []T {
-	out := make([]T, len(rows))
-	for i, r := range rows {
-		out[i] = f(r)
-	}
-	return out
-}
-
-// plainRow and plainRowAdded are storedRow and storedRowAdded as an
-// imported data file has them: no field ids.
-type (
-	plainRow struct {
-		ID    int64   `parquet:"id"`
-		Part  string  `parquet:"part"`
-		Key   int64   `parquet:"key"`
-		Score float64 `parquet:"score"`
-	}
-	plainRowAdded struct {
-		ID     int64    `parquet:"id"`
-		Part   string   `parquet:"part"`
-		Key    int64    `parquet:"key"`
-		Score  float64  `parquet:"score"`
-		Weight *float64 `parquet:"weight,optional"`
-		Tags   []int64  `parquet:"tags,optional,list"`
-	}
-)
-
-// mapNames sets the table's name mapping: each column's id by every
-// name it has had (the data files' names are Row's).
-func (t *Table) mapNames() error {
-	var nm ice.NameMapping
-	for _, f := range t.schema.Fields() {
-		id := f.ID
-		names := []string{f.Name}
-		if old := []string{"id", "part", "key", "score", "weight", "tags"}[id-1]; old != f.Name {
-			names = append(names, old)
-		}
-		nm = append(nm, ice.MappedField{FieldID: &id, Names: names})
-	}
-	data, err := json.Marshal(nm)
-	if err != nil {
-		return err
-	}
-	t.meta.Properties["schema.name-mapping.default"] = string(data)
-	return nil
 }
 
 // MetadataJSON returns the current metadata file's text.
