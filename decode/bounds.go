@@ -51,6 +51,9 @@ func groupBounds(g *format.RowGroup, fields []Field) []Bounds {
 	for i := range fields {
 		if fields[i].Absent {
 			out[i] = Bounds{Nulls: g.NumRows} // every row null, no values
+			if fields[i].Default != nil {
+				out[i] = Bounds{Nulls: 0} // every row the default
+			}
 			continue
 		}
 		f := storedForm(&fields[i]) // the file's statistics are of its own type

@@ -66,6 +66,12 @@ func (d *Decoder) decodeColumn(fi int, sel []int32, dst *column.Column) error {
 		if sel != nil {
 			n = len(sel)
 		}
+		if c.Default != nil {
+			if err := appendDefault(dst, n, c.Default); err != nil {
+				return d.errorf(fi, -1, err)
+			}
+			return nil
+		}
 		appendNulls(dst, n)
 		return nil
 	}

@@ -35,9 +35,10 @@ import (
 // it now (its Parquet schema elements, with field ids), so a file without
 // it resolves the column from those elements, as if the file held it,
 // and marks it absent (Field.Absent, Chunk.Absent): its units read no
-// bytes for it, and the decoder gives every row null (absent.go). Only
-// the ids in TableSchema.Nullable may be missing so: a required column,
-// or one whose rows before it was added hold a default, is refused.
+// bytes for it, and the decoder gives every row null (absent.go), or
+// the column's initial default where TableSchema.Defaults gives one.
+// Only those ids and the ones in TableSchema.Nullable may be missing so:
+// a required column without a default is refused.
 // Field.Absent is how the resolution went in one file; the plan's field
 // is a present one wherever any file has the column, and the two need
 // only agree on what the decoder produces (sameAs).
@@ -61,6 +62,11 @@ type TableSchema struct {
 	// Nullable are the field ids, of columns and of struct members, that
 	// read as null in a file written before they were added.
 	Nullable map[int32]bool
+	// Defaults are the values that columns and struct members added
+	// with an initial default read in a file written before: each in
+	// Parquet's PLAIN encoding of its stored type (a BYTE_ARRAY's with
+	// its 4-byte length, a BOOLEAN's in one byte).
+	Defaults map[int32][]byte
 	// Order is the table's top-level column names, in its order: with
 	// it, projecting every column gives them so, in every file (those a
 	// file lacks included), each expanded as the table stores it. Without
@@ -121,7 +127,8 @@ func (t *TableSchema) fileColumnName(root *schemaNode, name string, id int32) (s
 	case same != 0:
 		return "", nil, droppedError(name, same, id)
 	}
-	if src := t.tableColumn(name, id); src != nil && t.Nullable[id] {
+	if src := t.tableColumn(name, id); src != nil && t.absentOK(id) {
+		src.deflt = t.Defaults[id]
 		return name, src, nil
 	}
 	if !known {
@@ -147,6 +154,10 @@ func (t *TableSchema) childByID(n *schemaNode, prefix string, id int32, name str
 	return found, known, same
 }
 
+// absentOK reports whether field id may be missing from a file: it reads
+// as null there, or as its initial default.
+func (t *TableSchema) absentOK(id int32) bool { return t.Nullable[id] || t.Defaults[id] != nil }
+
 func droppedError(name string, same, id int32) error {
 	return fmt.Errorf("%w: the file's column %q is field id %d, the table's column of that name is field id %d: "+
 		"it was dropped and added again after this file was written, so the file holds none of its values; "+
@@ -155,7 +166,8 @@ func droppedError(name string, same, id int32) error {
 
 func missingError(name string, id int32) error {
 	return fmt.Errorf("%w: no column with field id %d (the table's %q): it was added to the table after this file was written, "+
-		"and lastmile cannot fill it in there (it is required, has an initial default, or has a type lastmile cannot describe); "+
+		"and lastmile cannot fill it in there (it is required without an initial default, has a default lastmile does not read, "+
+		"or has a type lastmile cannot describe); "+
 		"rewrite the table's data files (compaction) to read it", ErrMissingColumn, id, name)
 }
 

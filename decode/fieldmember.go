@@ -52,8 +52,11 @@ func (t *TableSchema) memberName(root *schemaNode, stored, top string, id int32,
 			}
 		case same != 0:
 			return "", nil, droppedError(tpath, same, mid)
-		case t.Nullable[mid]:
+		case t.absentOK(mid):
 			src, err := absentMember(chain, tc)
+			if src != nil {
+				src.deflt = t.Defaults[mid]
+			}
 			return remainder, src, err
 		default:
 			return "", nil, missingError(tpath, mid)

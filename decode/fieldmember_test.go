@@ -125,6 +125,20 @@ func TestStructMembersByID(t *testing.T) {
 			decodeVerified(t, plan) // as a CPU peer checks each unit
 		})
 	}
+	t.Run("added with an initial default", func(t *testing.T) {
+		defaulted := *table
+		defaulted.Nullable = strict.Nullable
+		defaulted.Defaults = map[int32][]byte{13: append([]byte{7, 0, 0, 0}, "nowhere"...)}
+		plan := planTable(t, []string{path("old")}, []string{"id", "user.city"}, &defaulted, nil, "")
+		eachUnit(t, plan, func(u Unit, b *column.Batch, _ int) {
+			c := &b.Columns[1]
+			for r := range b.Rows {
+				if got := string(c.Data[c.Offsets[r]:c.Offsets[r+1]]); got != "nowhere" || c.NullCount() != 0 {
+					t.Fatalf("row %d: city %q (%d null), want \"nowhere\"", r, got, c.NullCount())
+				}
+			}
+		})
+	})
 }
 
 // checkMembers checks a batch of memberRow*: years = id mod 100, name

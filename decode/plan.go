@@ -222,7 +222,7 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 // the file lacks, an absent chunk of one null level a row.
 func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 	if f.Absent {
-		return Chunk{Leaf: -1, Absent: true, Values: g.NumRows}, nil
+		return Chunk{Leaf: -1, Absent: true, Values: g.NumRows, Default: f.Default}, nil
 	}
 	if f.Leaf < 0 || f.Leaf >= len(g.Columns) {
 		return Chunk{}, corruptf("row group has %d column chunks, leaf %d wanted", len(g.Columns), f.Leaf)

@@ -51,6 +51,10 @@ type Field struct {
 	// TypeLen are then the table's (promote.go).
 	StoredPhysical int32 `json:"stored_physical,omitempty"`
 	StoredTypeLen  int32 `json:"stored_type_len,omitempty"`
+	// Default, for an Absent field, is the value every row reads in
+	// place of null (an Iceberg column's initial default), as the
+	// column decodes: a Fixed value's bytes, a Bytes value's (absent.go).
+	Default []byte `json:"default,omitempty"`
 
 	widened bool // a decoder's view of a promoted INT32 or FLOAT chunk (promotedView)
 }
@@ -116,6 +120,10 @@ type schemaNode struct {
 	el       *format.SchemaElement
 	children []*schemaNode
 	leaf     int // leaf index, -1 for groups
+	// deflt, on the root of a schema made for a column a file lacks
+	// (fieldid.go), is the value its rows read there, as
+	// TableSchema.Defaults stores it; nil for nulls.
+	deflt []byte
 }
 
 func buildSchema(els []format.SchemaElement) (*schemaNode, error) {
@@ -211,6 +219,9 @@ func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, t
 		}
 		if src != root {
 			f.Absent, f.Leaf = true, -1
+			if f.Default, err = defaultValue(&f, src.deflt); err != nil {
+				return nil, nil, fmt.Errorf("column %q: its initial default: %w", name, err)
+			}
 		} else if tf, ok := table.tableField(name, m); ok {
 			f = promote(f, tf)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go/format"
@@ -87,6 +88,9 @@ type Chunk struct {
 	// promoted it since (Field.StoredPhysical, promote.go).
 	Physical int32 `json:"physical,omitempty"`
 	TypeLen  int32 `json:"type_len,omitempty"`
+	// Default, for an absent chunk, is the value its rows read in place
+	// of null (Field.Default).
+	Default []byte `json:"default,omitempty"`
 }
 
 // maxIndexBytes bounds an OffsetIndex the decoder reads (about 20 bytes a
@@ -132,10 +136,14 @@ func (u *Unit) validate() error {
 	for i := range u.Chunks {
 		c := &u.Chunks[i]
 		if c.Absent {
-			if *c != (Chunk{Leaf: -1, Absent: true, Values: c.Values}) || c.Values < 0 {
+			if c.Leaf != -1 || c.Values < 0 || len(c.Default) > maxDefault ||
+				!reflect.DeepEqual(*c, Chunk{Leaf: -1, Absent: true, Values: c.Values, Default: c.Default}) {
 				return fmt.Errorf("invalid absent chunk %d", i)
 			}
 			continue
+		}
+		if c.Default != nil {
+			return fmt.Errorf("invalid chunk %d: a default for a column the file has", i)
 		}
 		if !storableAs(c.Physical, c.TypeLen) {
 			return fmt.Errorf("invalid chunk %d: stored type %d (length %d)", i, c.Physical, c.TypeLen)
@@ -162,6 +170,9 @@ func (u *Unit) validate() error {
 	}
 	return nil
 }
+
+// maxDefault bounds an absent chunk's default value.
+const maxDefault = 1 << 16
 
 // storableAs reports whether a chunk may say it stores its column as
 // physical type p of length n: none (0), or a type a promoted column has

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -32,14 +33,14 @@ func TestUnitDeletedTravels(t *testing.T) {
 // bytes, or a chunk with no leaf that is not absent, is refused.
 func TestUnitAbsentChunkTravels(t *testing.T) {
 	present := Chunk{Leaf: 0, Offset: 4, End: 50, Values: 10, Uncompressed: 80}
-	absent := Chunk{Leaf: -1, Absent: true, Values: 10}
+	absent := Chunk{Leaf: -1, Absent: true, Values: 10, Default: []byte{7, 0, 0, 0}}
 	u := Unit{File: "t/x.parquet", FileSize: 100, Rows: 10, Chunks: []Chunk{present, absent}}
 	b, err := u.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var back Unit
-	if err := back.UnmarshalBinary(b); err != nil || !slices.Equal(back.Chunks, u.Chunks) {
+	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back.Chunks, u.Chunks) {
 		t.Fatalf("round trip: %+v, %v", back.Chunks, err)
 	}
 	for _, bad := range []Chunk{
@@ -48,6 +49,8 @@ func TestUnitAbsentChunkTravels(t *testing.T) {
 		{Leaf: -1, Absent: true, Values: 10, DictOffset: 4, DictLen: 8},
 		{Leaf: -1, Absent: true, Values: 10, Index: 60, IndexLen: 8},
 		{Leaf: -1, Absent: true, Values: -1},
+		{Leaf: -1, Absent: true, Values: 10, Default: make([]byte, maxDefault+1)},
+		{Leaf: 0, Offset: 4, End: 50, Values: 10, Default: []byte{1}},
 		{Leaf: -1, Offset: 4, End: 50, Values: 10},
 	} {
 		u.Chunks[1] = bad

@@ -256,3 +256,37 @@ func TestIcebergPromotedColumn(t *testing.T) {
 		})
 	}
 }
+
+// TestIcebergInitialDefault: a required column added with an initial
+// default (format v3) reads the default in every row of the files
+// written before, and a filter on it keeps or drops them all.
+func TestIcebergInitialDefault(t *testing.T) {
+	tab, _, _, _ := icebergTableIn(t, icebergtest.Layout{ByPart: true, FormatVersion: 3})
+	meta, err := tab.AddDefaulted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		body string
+		rows int
+	}{
+		{"the column", "columns: [id, bonus]\n", 1500},
+		{"a filter it passes", "pipeline:\n  - filter: {expr: 'bonus == 7'}\n  - select: [id, bonus]\n", 1500},
+		{"a filter it fails", "pipeline:\n  - filter: {expr: 'bonus > 7'}\n  - select: [id, bonus]\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\n%s", "iceberg:"+meta, dir, tc.body)
+			_, out := runRowsStats(t, src, dir)
+			if len(out["id"]) != tc.rows || len(out["bonus"]) != tc.rows {
+				t.Fatalf("%d ids, %d bonuses; want %d", len(out["id"]), len(out["bonus"]), tc.rows)
+			}
+			for i, b := range out["bonus"] {
+				if b[0] != 7 {
+					t.Fatalf("row %d (id %d): bonus %d, want 7", i, out["id"][i][0], b[0])
+				}
+			}
+		})
+	}
+}

@@ -129,7 +129,7 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 		return nil, fail("manifest list %s: %v", snap.ManifestList, err)
 	}
 	s := &Scan{Table: name, SnapshotID: snap.ID, Schema: &decode.TableSchema{IDs: map[string]int32{}}}
-	s.Schema.Stored, s.Schema.Nullable = storedColumns(schema)
+	s.Schema.Stored, s.Schema.Nullable, s.Schema.Defaults = storedColumns(schema)
 	for _, f := range schema.Fields() {
 		s.Schema.IDs[f.Name] = int32(f.ID)
 		s.Schema.Order = append(s.Schema.Order, f.Name)

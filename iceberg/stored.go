@@ -19,15 +19,23 @@ import (
 
 // storedColumns gives each top-level column of schema as its writers
 // store it (decode.TableSchema.Stored), leaving out those of a type
-// storedColumn does not describe, and the field ids that read as nulls
-// in a file written before they were added (decode.TableSchema.Nullable):
-// optional columns and struct members without an initial default (a
-// default is a value, not a null, and lastmile does not fill it in).
-func storedColumns(schema *ice.Schema) (map[int32][]format.SchemaElement, map[int32]bool) {
-	stored, nullable := map[int32][]format.SchemaElement{}, map[int32]bool{}
+// storedColumn does not describe; the field ids that read as nulls in a
+// file written before they were added (decode.TableSchema.Nullable):
+// optional columns and struct members without an initial default; and
+// the initial defaults, which such a file reads instead
+// (decode.TableSchema.Defaults, defaults.go). A required column without
+// a default, or a default lastmile does not read, is in neither: a file
+// without it is refused.
+func storedColumns(schema *ice.Schema) (stored map[int32][]format.SchemaElement, nullable map[int32]bool, defaults map[int32][]byte) {
+	stored, nullable, defaults = map[int32][]format.SchemaElement{}, map[int32]bool{}, map[int32][]byte{}
 	var note func(f ice.NestedField)
 	note = func(f ice.NestedField) {
-		if !f.Required && f.InitialDefault == nil {
+		switch {
+		case f.InitialDefault != nil:
+			if b, err := plainDefault(f.Type, f.InitialDefault); err == nil {
+				defaults[int32(f.ID)] = b
+			}
+		case !f.Required:
 			nullable[int32(f.ID)] = true
 		}
 		if st, ok := f.Type.(*ice.StructType); ok {
@@ -42,7 +50,7 @@ func storedColumns(schema *ice.Schema) (map[int32][]format.SchemaElement, map[in
 		}
 		note(f)
 	}
-	return stored, nullable
+	return stored, nullable, defaults
 }
 
 // storedColumn returns field f's Parquet schema elements, its own first.

@@ -68,7 +68,7 @@ func TestStoredColumn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := ice.NestedField{ID: 2, Name: "x", Type: tc.typ}
-			stored, nullable := storedColumns(ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true}, f))
+			stored, nullable, _ := storedColumns(ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true}, f))
 			if _, ok := stored[2]; !ok || len(stored) != 2 || !nullable[2] || nullable[1] {
 				t.Fatalf("stored %v, nullable %v; want both columns stored, field 2 nullable", stored, nullable)
 			}
@@ -113,13 +113,60 @@ func TestNullableColumns(t *testing.T) {
 			{ID: 5, Name: "age", Type: ice.PrimitiveTypes.Int32, Required: true},
 			{ID: 6, Name: "city", Type: ice.PrimitiveTypes.String},
 		}}, Required: true})
-	stored, nullable := storedColumns(s)
+	stored, nullable, defaults := storedColumns(s)
 	if len(stored) != 4 {
 		t.Fatalf("%d columns stored, want 4", len(stored))
 	}
 	want := map[int32]bool{3: true, 6: true}
 	if !maps.Equal(nullable, want) {
 		t.Fatalf("nullable %v, want %v", nullable, want)
+	}
+	if len(defaults) != 1 || string(defaults[2]) != string([]byte{7, 0, 0, 0, 0, 0, 0, 0}) {
+		t.Fatalf("defaults %v, want field 2's 7", defaults)
+	}
+}
+
+// TestPlainDefault: an initial default, as the metadata's JSON gives it,
+// in the PLAIN encoding of its column's stored type; a type or value it
+// does not take is an error.
+func TestPlainDefault(t *testing.T) {
+	tests := []struct {
+		name string
+		typ  ice.Type
+		v    any
+		want []byte // nil: an error
+	}{
+		{"boolean", ice.PrimitiveTypes.Bool, true, []byte{1}},
+		{"int from JSON", ice.PrimitiveTypes.Int32, float64(-2), []byte{0xfe, 0xff, 0xff, 0xff}},
+		{"long", ice.PrimitiveTypes.Int64, float64(1 << 40), []byte{0, 0, 0, 0, 0, 1, 0, 0}},
+		{"float", ice.PrimitiveTypes.Float32, 0.5, []byte{0, 0, 0, 0x3f}},
+		{"double", ice.PrimitiveTypes.Float64, 0.5, []byte{0, 0, 0, 0, 0, 0, 0xe0, 0x3f}},
+		{"string", ice.PrimitiveTypes.String, "free", []byte{4, 0, 0, 0, 'f', 'r', 'e', 'e'}},
+		{"date", ice.PrimitiveTypes.Date, "1970-01-03", []byte{2, 0, 0, 0}},
+		{"timestamp", ice.PrimitiveTypes.Timestamp, "1970-01-01T00:00:01.000002", []byte{0x42, 0x42, 0x0f, 0, 0, 0, 0, 0}},
+		{"timestamptz", ice.PrimitiveTypes.TimestampTz, "1970-01-01T01:00:01+01:00", []byte{0x40, 0x42, 0x0f, 0, 0, 0, 0, 0}},
+		{"decimal(9, 2)", ice.DecimalTypeOf(9, 2), "14.20", []byte{0x8c, 0x05, 0, 0}},
+		{"decimal(18, 4)", ice.DecimalTypeOf(18, 4), "-1", []byte{0xf0, 0xd8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"decimal(38, 0)", ice.DecimalTypeOf(38, 0), "-1", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"a decimal with more places", ice.DecimalTypeOf(9, 2), "1.234", nil},
+		{"a fraction for an int", ice.PrimitiveTypes.Int32, 1.5, nil},
+		{"an int out of range", ice.PrimitiveTypes.Int32, float64(1 << 40), nil},
+		{"a string for a long", ice.PrimitiveTypes.Int64, "7", nil},
+		{"a date not in the spec's form", ice.PrimitiveTypes.Date, "03/01/1970", nil},
+		{"a uuid", ice.PrimitiveTypes.UUID, "f79c3e09-677c-4bbd-a479-3f349cb785e7", nil},
+		{"a list", &ice.ListType{ElementID: 3, Element: ice.PrimitiveTypes.Int64}, []any{}, nil},
+	}
+	for _, tc := range tests {
+		got, err := plainDefault(tc.typ, tc.v)
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%s: %v accepted as %v", tc.name, tc.v, got)
+			}
+			continue
+		}
+		if err != nil || string(got) != string(tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
 
@@ -152,7 +199,7 @@ func TestPromotedFromStored(t *testing.T) {
 	if err := parquet.WriteFile(path, []old{{-5, 0.25, 1234}, {7, -1.5, -1}}); err != nil {
 		t.Fatal(err)
 	}
-	stored, nullable := storedColumns(ice.NewSchema(1,
+	stored, nullable, _ := storedColumns(ice.NewSchema(1,
 		ice.NestedField{ID: 2, Name: "n", Type: ice.PrimitiveTypes.Int64, Required: true},
 		ice.NestedField{ID: 3, Name: "x", Type: ice.PrimitiveTypes.Float64, Required: true},
 		ice.NestedField{ID: 4, Name: "d", Type: ice.DecimalTypeOf(18, 2), Required: true}))

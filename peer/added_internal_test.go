@@ -143,3 +143,40 @@ func spillsEvolved(t *testing.T, f *fixture, text string, lo, hi int) {
 		t.Fatalf("the peer computed %d units and failed %d; want at least 10, none failed", n, failed)
 	}
 }
+
+// TestSpillIcebergDefaultByteIdentical: a column added with an initial
+// default reads it on a peer as on the host: the value travels in the
+// units' absent chunks.
+func TestSpillIcebergDefaultByteIdentical(t *testing.T) {
+	f := newFixture(t)
+	tab, err := icebergtest.New(filepath.Join(f.data, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 250, FormatVersion: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]icebergtest.Row, 3000)
+	for i := range rows {
+		id := int64(i)
+		rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + id%3)), Key: id % 13, Score: float64(id) / 4}
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tab.AddDefaulted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`version: 1
+name: defaulted
+inputs: ["iceberg:%s"]
+batch: {size: 100, last: drop}
+epochs: 1
+seed: 9
+shuffle: {units: true, buffer: 300}
+ring: {slots: 4, dir: %s}
+decode: {max_unit_rows: 100, workers: 1}
+pipeline:
+  - filter: "key != 3"
+  - select: [id, bonus]
+`, meta, f.shm)
+	spillsEvolved(t, f, text, 26, 28)
+}

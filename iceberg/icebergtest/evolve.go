@@ -83,6 +83,21 @@ func (t *Table) PromoteScore() (string, error) {
 	return t.writeMetadata()
 }
 
+// AddDefaulted adds the required column bonus long (field id 8) with the
+// initial default 7, as a format v3 ALTER TABLE ADD COLUMN ... DEFAULT
+// does: every data file written before reads 7. Data files are not
+// written after it (Append refuses). It returns the new metadata file's
+// path.
+func (t *Table) AddDefaulted() (string, error) {
+	fields := append(t.schema.Fields(), ice.NestedField{ID: 8, Name: "bonus", Type: ice.PrimitiveTypes.Int64, Required: true,
+		InitialDefault: int64(7), WriteDefault: int64(7)})
+	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
+	t.meta.Schemas = append(t.meta.Schemas, t.schema)
+	t.meta.CurrentSchemaID = t.schema.ID
+	t.defaulted = true
+	return t.writeMetadata()
+}
+
 // AddColumns adds the optional columns weight double (field id 5) and
 // tags list<long> (6, its elements 7) in a new current schema, as ALTER
 // TABLE ADD COLUMN does: the data files written before hold neither, and
@@ -110,6 +125,8 @@ func (t *Table) AddColumns() (string, error) {
 // or without the added columns, with or without field ids.
 func (t *Table) writeRows(path string, rows []Row, opts []parquet.WriterOption) error {
 	switch {
+	case t.defaulted:
+		return fmt.Errorf("data files after AddDefaulted are not supported")
 	case t.narrow && t.added:
 		return fmt.Errorf("FloatScore with AddColumns is not supported")
 	case t.narrow:

@@ -75,6 +75,7 @@ type Table struct {
 	imported  bool
 	added     bool // AddColumns ran: data files hold weight and tags
 	narrow    bool // score is a float: data files store it so (Layout.FloatScore)
+	defaulted bool // AddDefaulted ran
 }
 
 // New starts an empty table at dir.

@@ -1,0 +1,147 @@
+package iceberg
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+
+	ice "github.com/apache/iceberg-go"
+)
+
+// Initial defaults (format v3). A column added with an initial default
+// reads that value, not null, in every row of a file written before it
+// was added. The metadata holds the default in the spec's JSON
+// single-value form (numbers, booleans, and strings for strings, dates,
+// timestamps and decimals); plainDefault writes it as Parquet's PLAIN
+// encoding of the column's stored type (storedColumn), which the decoder
+// converts as it would a file's value (decode.TableSchema.Defaults).
+
+// plainDefault is v, the initial default of a column of type t, in PLAIN
+// encoding; an error for a type or value it does not take.
+func plainDefault(t ice.Type, v any) ([]byte, error) {
+	switch t := t.(type) {
+	case ice.BooleanType:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("boolean default %v", v)
+		}
+		if b {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
+	case ice.Int32Type:
+		n, err := integer(v, math.MinInt32, math.MaxInt32)
+		return le(4, uint64(n)), err
+	case ice.Int64Type:
+		n, err := integer(v, math.MinInt64, math.MaxInt64)
+		return le(8, uint64(n)), err
+	case ice.Float32Type:
+		f, err := float(v)
+		return le(4, uint64(math.Float32bits(float32(f)))), err
+	case ice.Float64Type:
+		f, err := float(v)
+		return le(8, math.Float64bits(f)), err
+	case ice.StringType:
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("string default %v", v)
+		}
+		return append(le(4, uint64(len(s))), s...), nil
+	case ice.DateType:
+		d, err := parseTime(v, "2006-01-02")
+		return le(4, uint64(int32(d.Unix()/86400))), err
+	case ice.TimestampType, ice.TimestampTzType:
+		ts, err := parseTime(v, "2006-01-02T15:04:05.999999", "2006-01-02T15:04:05.999999Z07:00")
+		return le(8, uint64(ts.UnixMicro())), err
+	case ice.DecimalType:
+		return decimalDefault(t, v)
+	}
+	return nil, fmt.Errorf("no default of type %s is read", t)
+}
+
+func le(n int, v uint64) []byte {
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, v)
+	return b[:n]
+}
+
+// integer is v, a JSON number or a Go integer, as an int64 in [lo, hi].
+func integer(v any, lo, hi int64) (int64, error) {
+	var n int64
+	switch x := v.(type) {
+	case float64:
+		if x != math.Trunc(x) || x < -(1<<53) || x > 1<<53 {
+			return 0, fmt.Errorf("integer default %v", v)
+		}
+		n = int64(x)
+	case int:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	default:
+		return 0, fmt.Errorf("integer default %v", v)
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("default %d out of range", n)
+	}
+	return n, nil
+}
+
+func float(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case float32:
+		return float64(x), nil
+	}
+	return 0, fmt.Errorf("floating-point default %v", v)
+}
+
+func parseTime(v any, layouts ...string) (time.Time, error) {
+	s, ok := v.(string)
+	if ok {
+		for _, l := range layouts {
+			if t, err := time.Parse(l, s); err == nil {
+				return t, nil
+			}
+		}
+	}
+	return time.Time{}, fmt.Errorf("date or time default %v", v)
+}
+
+// decimalDefault is a decimal's default ("14.20") as its unscaled value,
+// stored as storedColumn stores the type: INT32, INT64 or big-endian
+// FIXED_LEN_BYTE_ARRAY.
+func decimalDefault(t ice.DecimalType, v any) ([]byte, error) {
+	s, ok := v.(string)
+	r, ok2 := new(big.Rat).SetString(s)
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("decimal default %v", v)
+	}
+	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(t.Scale())), nil)))
+	if !r.IsInt() {
+		return nil, fmt.Errorf("decimal default %s has more than %d places", s, t.Scale())
+	}
+	n := r.Num()
+	switch p := int32(t.Precision()); {
+	case p <= 9 && n.IsInt64() && n.Int64() >= math.MinInt32 && n.Int64() <= math.MaxInt32:
+		return le(4, uint64(n.Int64())), nil
+	case p <= 18 && p > 9 && n.IsInt64():
+		return le(8, uint64(n.Int64())), nil
+	case p > 18:
+		w := int(decimalBytes(p))
+		b := make([]byte, w)
+		if n.Sign() < 0 { // two's complement
+			n = new(big.Int).Add(n, new(big.Int).Lsh(big.NewInt(1), uint(8*w)))
+		}
+		if n.BitLen() > 8*w {
+			return nil, fmt.Errorf("decimal default %s out of range", s)
+		}
+		return n.FillBytes(b), nil
+	}
+	return nil, fmt.Errorf("decimal default %s out of range", s)
+}
