@@ -39,6 +39,13 @@ type storedRowAdded struct {
 	Tags   []int64  `parquet:"tags,id(6),optional,list"`
 }
 
+// newSchema makes fields the table's current schema, a new one.
+func (t *Table) newSchema(fields []ice.NestedField) {
+	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
+	t.meta.Schemas = append(t.meta.Schemas, t.schema)
+	t.meta.CurrentSchemaID = t.schema.ID
+}
+
 // Rename renames column from to to in a new current schema, as ALTER
 // TABLE RENAME COLUMN does: the field keeps its id, the data files keep
 // the old name. It returns the new metadata file's path.
@@ -53,9 +60,7 @@ func (t *Table) Rename(from, to string) (string, error) {
 	if !found {
 		return "", fmt.Errorf("no column %q", from)
 	}
-	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
-	t.meta.Schemas = append(t.meta.Schemas, t.schema)
-	t.meta.CurrentSchemaID = t.schema.ID
+	t.newSchema(fields)
 	if t.imported {
 		// As Iceberg does on a rename: the new name joins the old in
 		// the mapping, which the data files' names still need.
@@ -76,9 +81,7 @@ func (t *Table) PromoteScore() (string, error) {
 	}
 	fields := t.schema.Fields()
 	fields[3].Type = ice.PrimitiveTypes.Float64
-	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
-	t.meta.Schemas = append(t.meta.Schemas, t.schema)
-	t.meta.CurrentSchemaID = t.schema.ID
+	t.newSchema(fields)
 	t.narrow = false
 	return t.writeMetadata()
 }
@@ -91,9 +94,7 @@ func (t *Table) PromoteScore() (string, error) {
 func (t *Table) AddDefaulted() (string, error) {
 	fields := append(t.schema.Fields(), ice.NestedField{ID: 8, Name: "bonus", Type: ice.PrimitiveTypes.Int64, Required: true,
 		InitialDefault: int64(7), WriteDefault: int64(7)})
-	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
-	t.meta.Schemas = append(t.meta.Schemas, t.schema)
-	t.meta.CurrentSchemaID = t.schema.ID
+	t.newSchema(fields)
 	t.defaulted = true
 	return t.writeMetadata()
 }
@@ -109,9 +110,7 @@ func (t *Table) AddColumns() (string, error) {
 	fields := append(t.schema.Fields(),
 		ice.NestedField{ID: 5, Name: "weight", Type: ice.PrimitiveTypes.Float64},
 		ice.NestedField{ID: 6, Name: "tags", Type: &ice.ListType{ElementID: 7, Element: ice.PrimitiveTypes.Int64}})
-	t.schema = ice.NewSchema(len(t.meta.Schemas), fields...)
-	t.meta.Schemas = append(t.meta.Schemas, t.schema)
-	t.meta.CurrentSchemaID = t.schema.ID
+	t.newSchema(fields)
 	t.added = true
 	if t.imported {
 		if err := t.mapNames(); err != nil {
