@@ -30,9 +30,14 @@ func promote(f, tf Field) Field {
 	switch {
 	case f.Kind != tf.Kind || f.Hash > 0 || f.Unsigned || tf.Unsigned:
 		return f
-	case !f.Decimal && !tf.Decimal && f.DType == column.Int32 && fp == format.Int32 && tf.DType == column.Int64 && tp == format.Int64:
-	case !f.Decimal && !tf.Decimal && f.DType == column.Float32 && fp == format.Float && tf.DType == column.Float64 && tp == format.Double:
 	case f.Decimal && tf.Decimal && f.Scale == tf.Scale && (fp != tp || f.TypeLen != tf.TypeLen):
+	case !f.plain || !tf.plain:
+		// A date or a timestamp: format v3's date to timestamp is no
+		// int to long (days are not microseconds), and is not read:
+		// the files disagree, and the planner says so.
+		return f
+	case f.DType == column.Int32 && fp == format.Int32 && tf.DType == column.Int64 && tp == format.Int64:
+	case f.DType == column.Float32 && fp == format.Float && tf.DType == column.Float64 && tp == format.Double:
 	default:
 		return f
 	}

@@ -159,3 +159,26 @@ func promotedTable() map[int32][]format.SchemaElement {
 		5: listElements("l", 5, format.Optional, leafElement("element", 6, format.Required, format.Int64)),
 	}
 }
+
+// TestDateNotPromoted: a date column a table has made a timestamp
+// (format v3) is not widened as an int would be: days are not
+// microseconds. The files disagree, and planning them together fails.
+func TestDateNotPromoted(t *testing.T) {
+	type (
+		dated struct {
+			D int32 `parquet:"d,date,id(2)"`
+		}
+		stamped struct {
+			D int64 `parquet:"d,timestamp(microsecond),id(2)"`
+		}
+	)
+	dir := t.TempDir()
+	old, now := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.parquet")
+	writePG(t, old, []dated{{1}, {2}}, "snappy", 1)
+	writePG(t, now, []stamped{{86400e6}}, "snappy", 1)
+	ts := leafElement("d", 2, format.Required, format.Int64)
+	ts.LogicalType.Value = &format.TimestampType{Unit: format.TimeUnit{Value: &format.MicroSeconds{}}}
+	ts.ConvertedType.Set(deprecated.TimestampMicros)
+	table := &TableSchema{IDs: map[string]int32{"d": 2}, Stored: map[int32][]format.SchemaElement{2: {ts}}}
+	planTable(t, []string{old, now}, []string{"d"}, table, ErrSchemaMismatch, "type int32")
+}

@@ -57,6 +57,7 @@ type Field struct {
 	Default []byte `json:"default,omitempty"`
 
 	widened bool // a decoder's view of a promoted INT32 or FLOAT chunk (promotedView)
+	plain   bool // the leaf is a plain number (plainNumber): set by resolveField, for promote
 }
 
 // samePath reports whether f and g lie at the same place in their files'
@@ -388,6 +389,7 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	f.DType = dt
 	f.Scale, f.Decimal = decimalScale(leaf.el)
 	f.Unsigned = isUnsigned(leaf.el, 32) || isUnsigned(leaf.el, 64)
+	f.plain = plainNumber(leaf.el)
 	switch {
 	case dt == column.Uint8 && hash > 0: // strings as ids (hashed.go)
 		f.Hash, f.DType = hash, column.Int64
@@ -446,6 +448,23 @@ func leafDType(el *format.SchemaElement) (column.DType, error) {
 
 // isUnsigned reports whether el is an unsigned integer of the given
 // width (logical Integer or converted UINT_32/UINT_64).
+// plainNumber reports whether el is a number with no meaning beyond its
+// value: no annotation, or a signed integer one. A date or a timestamp
+// is not (promote.go must not widen days into microseconds).
+func plainNumber(el *format.SchemaElement) bool {
+	switch lt := el.LogicalType.Value.(type) {
+	case nil:
+	case *format.IntType:
+		if !lt.IsSigned {
+			return false
+		}
+	default:
+		return false
+	}
+	ct, ok := el.ConvertedType.Get()
+	return !ok || ct == deprecated.Int8 || ct == deprecated.Int16 || ct == deprecated.Int32 || ct == deprecated.Int64
+}
+
 func isUnsigned(el *format.SchemaElement, bits int8) bool {
 	if it, ok := el.LogicalType.Value.(*format.IntType); ok {
 		return !it.IsSigned && it.BitWidth == bits
