@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -98,8 +99,13 @@ func printSchema(w io.Writer, plan *decode.Plan) error {
 		files, plan.Rows, len(plan.Units), plan.Files[0].Path)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  column\ttype\tnull\tfrom")
-	for _, f := range plan.Fields {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, typeName(f), yesNo(f.Nullable), fieldFrom(f))
+	notes := changedIn(plan)
+	for i, f := range plan.Fields {
+		from := fieldFrom(f)
+		if notes[i] != "" && from != "" {
+			from += "; "
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, typeName(f), yesNo(f.Nullable), from+notes[i])
 	}
 	for _, f := range plan.Partitions {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, typeName(f), "", "partition directories")
@@ -140,12 +146,6 @@ func fieldFrom(f decode.Field) string {
 	if f.Unsigned {
 		s = append(s, "unsigned")
 	}
-	if f.Absent { // an Iceberg table's column, added since every planned file was written
-		s = append(s, "in no file yet (added since): every row null")
-	}
-	if f.StoredPhysical != 0 { // an Iceberg table's column, promoted since (decode/promote.go)
-		s = append(s, fmt.Sprintf("stored as %v in the first file, widened", format.Type(f.StoredPhysical)))
-	}
 	if f.StoredAs != "" { // an Iceberg table's column, renamed since (decode/fieldid.go)
 		s = append(s, fmt.Sprintf("named %s in the first file", f.StoredAs))
 	} else if strings.Contains(f.Name, ".") { // a struct's field, a map's keys or values, a list of structs' field
@@ -159,4 +159,57 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return ""
+}
+
+// changedIn says, for each of plan's fields, in how many of its files an
+// Iceberg table's schema change shows (decode/fieldid.go, promote.go):
+// the column added since they were written, so that they read it as
+// nulls or as its default, or promoted since, so that they store it
+// narrower; "" where none.
+func changedIn(plan *decode.Plan) []string {
+	absent := make([]map[string]bool, len(plan.Fields))
+	narrow := make([]map[string]format.Type, len(plan.Fields))
+	defaulted := make([]bool, len(plan.Fields))
+	for _, u := range plan.Units {
+		for i, c := range u.Chunks {
+			switch {
+			case i >= len(plan.Fields):
+			case c.Absent:
+				if absent[i] == nil {
+					absent[i] = map[string]bool{}
+				}
+				absent[i][u.File], defaulted[i] = true, c.Default != nil
+			case c.Physical != 0:
+				if narrow[i] == nil {
+					narrow[i] = map[string]format.Type{}
+				}
+				narrow[i][u.File] = format.Type(c.Physical)
+			}
+		}
+	}
+	notes := make([]string, len(plan.Fields))
+	n := len(plan.Files)
+	for i := range plan.Fields {
+		reads := "null"
+		if defaulted[i] {
+			reads = "its default"
+		}
+		switch k := len(absent[i]); {
+		case k == n && k > 0:
+			notes[i] = "in no file yet (added since): every row " + reads
+		case k > 0:
+			notes[i] = fmt.Sprintf("added since %d of %d files were written: %s there", k, n, reads)
+		}
+		if len(narrow[i]) > 0 {
+			var types []string
+			for _, t := range narrow[i] {
+				if name := t.String(); !slices.Contains(types, name) {
+					types = append(types, name)
+				}
+			}
+			slices.Sort(types)
+			notes[i] = fmt.Sprintf("stored as %s in %d of %d files (promoted since): widened", strings.Join(types, " or "), len(narrow[i]), n)
+		}
+	}
+	return notes
 }

@@ -119,12 +119,59 @@ func TestFieldFrom(t *testing.T) {
 		{"a struct's member", decode.Field{Name: "u.age", Path: []string{"u", "age"}}, "parquet u.age"},
 		{"hashed", decode.Field{Name: "s", Path: []string{"s"}, Hash: 1000}, "strings hashed mod 1000"},
 		{"renamed", decode.Field{Name: "rating", Path: []string{"score"}, StoredAs: "score"}, "named score in the first file"},
-		{"added", decode.Field{Name: "w", Path: []string{"w"}, Absent: true}, "in no file yet (added since): every row null"},
-		{"promoted", decode.Field{Name: "n", Path: []string{"n"}, Physical: 2, StoredPhysical: 1}, "stored as INT32 in the first file, widened"},
 	}
 	for _, tc := range tests {
 		if got := fieldFrom(tc.f); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSchemaChanged: lastmile schema says in how many of an Iceberg
+// table's files a column added or promoted since they were written
+// reads as nulls or is widened.
+func TestSchemaChanged(t *testing.T) {
+	added, err := icebergtest.New(filepath.Join(t.TempDir(), "added"), icebergtest.Layout{ByPart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := icebergtest.New(filepath.Join(t.TempDir(), "promoted"), icebergtest.Layout{ByPart: true, FloatScore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(from int64) []icebergtest.Row {
+		return []icebergtest.Row{{ID: from, Part: "a", Score: 0.5}, {ID: from + 1, Part: "b", Score: 1.5}}
+	}
+	for _, tc := range []struct {
+		name   string
+		tab    *icebergtest.Table
+		change func() (string, error)
+		want   string
+	}{
+		{"added", added, added.AddColumns, "added since 2 of 4 files were written: null there"},
+		{"promoted", promoted, promoted.PromoteScore, "stored as FLOAT in 2 of 4 files (promoted since): widened"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := tc.tab.Append(rows(0)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tc.change(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := tc.tab.Append(rows(2)); err != nil {
+				t.Fatal(err)
+			}
+			spec := filepath.Join(t.TempDir(), "job.yaml")
+			if err := os.WriteFile(spec, []byte("version: 1\ninputs: [\"iceberg:"+tc.tab.MetadataPath()+"\"]\nbatch: {size: 8}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), []string{"schema", spec}, &out, &errb); code != 0 {
+				t.Fatalf("schema: exit %d: %s", code, errb.String())
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Errorf("no %q in\n%s", tc.want, out.String())
+			}
+		})
 	}
 }
