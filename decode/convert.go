@@ -63,7 +63,7 @@ func (f *Field) storedView() Field {
 // each).
 func convertStored(f *Field, dst, src []byte, n int) error {
 	if f.isInt96() {
-		return int96Nanos(dst, src, n)
+		return int96Values(dst, src, n, f.int96Unit())
 	}
 	if f.widened {
 		widen(f, dst, src, n)

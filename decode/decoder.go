@@ -134,6 +134,9 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 		}
 	}
 	for i := range d.fields {
+		if err := viewable(&d.base[i], &u.Chunks[i]); err != nil {
+			return fail(err)
+		}
 		d.fields[i] = promotedView(&d.base[i], &u.Chunks[i])
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true

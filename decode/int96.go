@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -18,6 +19,12 @@ import (
 // value into int64 nanoseconds since 1970-01-01 00:00 UTC, as Arrow
 // (timestamp[ns]) and Spark read them, with no time-zone adjustment.
 //
+// In a table that reads the column as its own timestamp (an Iceberg
+// table migrated from Hive: its old files hold INT96, the files its
+// writers add INT64 microseconds), the value is counted in the table's
+// unit instead (Field.TimeUnit, promote.go), rounded down as a time
+// before 1970 is: every file of the table then reads alike.
+//
 // The type's statistics and sort order are undefined, so nothing here
 // reads them. A value whose instant int64 nanoseconds cannot hold (before
 // 1677-09-22 or after 2262-04-10, the last whole days inside the range)
@@ -29,47 +36,87 @@ const (
 	// julianUnixEpoch is the Julian day number of 1970-01-01.
 	julianUnixEpoch = 2440588
 	nanosPerDay     = 86400 * int64(time.Second)
-	// maxInt96Days bounds |days since 1970| so that days*nanosPerDay
-	// cannot overflow; a nanosecond-of-day then overflows only at the
-	// range's very edge, which the sum checks.
-	maxInt96Days = math.MaxInt64 / nanosPerDay
 )
 
 // isInt96 reports whether the field's values are stored as INT96.
 func (f *Field) isInt96() bool { return f.Physical == int32(format.Int96) }
 
-// int96Nanos converts the n 12-byte INT96 values of src into n int64
-// nanoseconds at dst (8n bytes). src must hold 12n bytes.
-func int96Nanos(dst, src []byte, n int) error {
+// int96Unit is the nanoseconds one decoded value of an INT96 field
+// counts: the table's timestamp unit where it has one, else 1.
+func (f *Field) int96Unit() int64 { return max(f.TimeUnit, 1) }
+
+// int96Values converts the n 12-byte INT96 values of src into n int64
+// counts of unit nanoseconds since 1970 at dst (8n bytes). src must hold
+// 12n bytes; unit is 1, 1,000 or 1,000,000.
+func int96Values(dst, src []byte, n int, unit int64) error {
 	for i := range n {
 		v := src[i*int96Size : (i+1)*int96Size]
-		ns, err := int96Value(int64(binary.LittleEndian.Uint64(v)), int32(binary.LittleEndian.Uint32(v[8:])))
+		t, err := int96Value(int64(binary.LittleEndian.Uint64(v)), int32(binary.LittleEndian.Uint32(v[8:])), unit)
 		if err != nil {
 			return err
 		}
-		binary.LittleEndian.PutUint64(dst[i*8:], uint64(ns))
+		binary.LittleEndian.PutUint64(dst[i*8:], uint64(t))
 	}
 	return nil
 }
 
 // int96Value is the instant of Julian day jd plus nod nanoseconds, in
-// nanoseconds since the Unix epoch.
-func int96Value(nod int64, jd int32) (int64, error) {
+// units of unit nanoseconds since the Unix epoch, rounded down.
+func int96Value(nod int64, jd int32, unit int64) (int64, error) {
+	perDay := nanosPerDay / unit
 	days := int64(jd) - julianUnixEpoch
-	if days < -maxInt96Days || days > maxInt96Days {
-		return 0, int96RangeError(jd)
+	if days < -math.MaxInt64/perDay || days > math.MaxInt64/perDay {
+		return 0, int96RangeError(jd, unit)
 	}
-	base := days * nanosPerDay
-	if nod > 0 && base > math.MaxInt64-nod || nod < 0 && base < math.MinInt64-nod {
-		return 0, int96RangeError(jd)
+	base, in := days*perDay, nod/unit
+	if nod%unit < 0 {
+		in-- // rounded down, not toward zero
 	}
-	return base + nod, nil
+	if in > 0 && base > math.MaxInt64-in || in < 0 && base < math.MinInt64-in {
+		return 0, int96RangeError(jd, unit)
+	}
+	return base + in, nil
 }
 
-func int96RangeError(jd int32) error {
-	return fmt.Errorf("%w: INT96 timestamp on %s (Julian day %d) is outside what int64 nanoseconds since 1970 hold "+
-		"(1677-09-22 to 2262-04-10); drop or rewrite such rows where the table is written, or store the column as INT64 TIMESTAMP",
-		ErrUnsupported, julianDate(jd), jd)
+func int96RangeError(jd int32, unit int64) error {
+	span := " (1677-09-22 to 2262-04-10)"
+	if unit != 1 {
+		span = ""
+	}
+	return fmt.Errorf("%w: INT96 timestamp on %s (Julian day %d) is outside what int64 %s since 1970 hold%s; "+
+		"drop or rewrite such rows where the table is written, or store the column as INT64 TIMESTAMP",
+		ErrUnsupported, julianDate(jd), jd, unitName(unit), span)
+}
+
+// timestampUnit is the nanoseconds a value of el, an INT64 column,
+// counts where it is a timestamp (its logical type, or the converted
+// TIMESTAMP_MILLIS or TIMESTAMP_MICROS), and 0 otherwise.
+func timestampUnit(el *format.SchemaElement) int64 {
+	if ts, ok := el.LogicalType.Value.(*format.TimestampType); ok && ts.Unit.Value != nil {
+		return int64(ts.Unit.Value.Duration())
+	}
+	switch ct, _ := el.ConvertedType.Get(); ct {
+	case deprecated.TimestampMillis:
+		return int64(time.Millisecond)
+	case deprecated.TimestampMicros:
+		return int64(time.Microsecond)
+	}
+	return 0
+}
+
+// unitName names a timestamp unit in nanoseconds.
+func unitName(unit int64) string {
+	switch unit {
+	case 0:
+		return "no unit (not a timestamp)"
+	case 1:
+		return "nanoseconds"
+	case int64(time.Microsecond):
+		return "microseconds"
+	case int64(time.Millisecond):
+		return "milliseconds"
+	}
+	return fmt.Sprintf("%d ns", unit)
 }
 
 // julianDate formats Julian day jd as a proleptic Gregorian date, for

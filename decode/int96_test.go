@@ -41,6 +41,10 @@ func int96Bytes(t time.Time) []byte {
 	return b
 }
 
+// maxInt96Days bounds |days since 1970| of an instant that int64
+// nanoseconds hold.
+const maxInt96Days = math.MaxInt64 / nanosPerDay
+
 func TestInt96Value(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -56,7 +60,7 @@ func TestInt96Value(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := make([]byte, 8)
-			if err := int96Nanos(dst, int96Bytes(tc.at), 1); err != nil {
+			if err := int96Values(dst, int96Bytes(tc.at), 1, 1); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := int64(binary.LittleEndian.Uint64(dst)), tc.at.UnixNano(); got != want {
@@ -78,7 +82,7 @@ func TestInt96Value(t *testing.T) {
 		{"a negative time of day past the start", -2 * 86400e9, int32(julianUnixEpoch - maxInt96Days), "1677-09-22"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := int96Value(tc.nod, tc.jd)
+			_, err := int96Value(tc.nod, tc.jd, 1)
 			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.wantDate) {
 				t.Fatalf("got %v, want ErrUnsupported naming %s", err, tc.wantDate)
 			}
@@ -369,20 +373,24 @@ func FuzzInt96(f *testing.F) {
 		}
 		nod := int64(binary.LittleEndian.Uint64(b))
 		jd := int32(binary.LittleEndian.Uint32(b[8:]))
-		exact := new(big.Int).Mul(big.NewInt(int64(jd)-julianUnixEpoch), big.NewInt(nanosPerDay))
-		exact.Add(exact, big.NewInt(nod))
-		dst := make([]byte, 8)
-		err := int96Nanos(dst, b, 1)
+		ns := new(big.Int).Mul(big.NewInt(int64(jd)-julianUnixEpoch), big.NewInt(nanosPerDay))
+		ns.Add(ns, big.NewInt(nod))
 		days := int64(jd) - julianUnixEpoch
-		switch {
-		case err == nil && !exact.IsInt64():
-			t.Fatalf("nod %d jd %d: %d, but the instant %v is out of range", nod, jd, int64(binary.LittleEndian.Uint64(dst)), exact)
-		case err == nil && int64(binary.LittleEndian.Uint64(dst)) != exact.Int64():
-			t.Fatalf("nod %d jd %d: %d, want %v", nod, jd, int64(binary.LittleEndian.Uint64(dst)), exact)
-		case err != nil && !errors.Is(err, ErrUnsupported):
-			t.Fatalf("nod %d jd %d: %v", nod, jd, err)
-		case err != nil && exact.IsInt64() && days >= -maxInt96Days && days <= maxInt96Days:
-			t.Fatalf("nod %d jd %d: %v, but %v is in range", nod, jd, err, exact)
+		for _, unit := range []int64{1, 1e3, 1e6} {
+			exact := new(big.Int).Div(ns, big.NewInt(unit)) // Euclidean: rounded down for a positive unit
+			dst := make([]byte, 8)
+			err := int96Values(dst, b, 1, unit)
+			maxDays := math.MaxInt64 / (nanosPerDay / unit)
+			switch got := int64(binary.LittleEndian.Uint64(dst)); {
+			case err == nil && !exact.IsInt64():
+				t.Fatalf("nod %d jd %d unit %d: %d, but the instant %v is out of range", nod, jd, unit, got, exact)
+			case err == nil && got != exact.Int64():
+				t.Fatalf("nod %d jd %d unit %d: %d, want %v", nod, jd, unit, got, exact)
+			case err != nil && !errors.Is(err, ErrUnsupported):
+				t.Fatalf("nod %d jd %d unit %d: %v", nod, jd, unit, err)
+			case err != nil && exact.IsInt64() && days >= -maxDays && days <= maxDays:
+				t.Fatalf("nod %d jd %d unit %d: %v, but %v is in range", nod, jd, unit, err, exact)
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 
@@ -31,6 +32,10 @@ func promote(f, tf Field) Field {
 	case f.Kind != tf.Kind || f.Hash > 0 || f.Unsigned || tf.Unsigned:
 		return f
 	case f.Decimal && tf.Decimal && f.Scale == tf.Scale && (fp != tp || f.TypeLen != tf.TypeLen):
+	case fp == format.Int96 && tp == format.Int64 && tf.TimeUnit > 0:
+		// A Hive file's INT96 in a table whose timestamps are INT64
+		// (Iceberg's migrate): read in the table's unit (int96.go).
+		f.TimeUnit = tf.TimeUnit
 	case !f.plain || !tf.plain:
 		// A date or a timestamp: format v3's date to timestamp is no
 		// int to long (days are not microseconds), and is not read:
@@ -78,8 +83,33 @@ func promotedView(f *Field, c *Chunk) Field {
 	}
 	g.Physical, g.TypeLen = c.Physical, c.TypeLen
 	g.StoredPhysical, g.StoredTypeLen = 0, 0
-	g.widened = !f.Decimal
+	g.widened = !f.Decimal && !g.isInt96()
 	return g
+}
+
+// viewable checks that chunk c's stored type is one that field f, as the
+// plan has it, can be read from: its own, or one the table promoted f
+// from (promote). A unit from elsewhere (a peer's requester) could pair
+// any two, and a view that decodes values wider than its field's dtype
+// would overrun the column.
+func viewable(f *Field, c *Chunk) error {
+	if c.Physical == 0 || (c.Physical == f.Physical && c.TypeLen == f.TypeLen) {
+		return nil
+	}
+	cp, fp := format.Type(c.Physical), format.Type(f.Physical)
+	switch {
+	case f.Hash > 0 || f.Unsigned:
+	case f.Decimal && f.DType == column.Float64 && (cp == format.Int32 || cp == format.Int64 || cp == format.FixedLenByteArray):
+		return nil
+	case f.Decimal:
+	case cp == format.Int32 && fp == format.Int64 && f.DType == column.Int64 && f.TimeUnit == 0:
+		return nil
+	case cp == format.Float && fp == format.Double && f.DType == column.Float64:
+		return nil
+	case cp == format.Int96 && fp == format.Int64 && f.DType == column.Int64 && f.TimeUnit > 0:
+		return nil
+	}
+	return fmt.Errorf("%w: column %q stored as %v cannot be read as %v (%v)", ErrBadUnit, f.Name, cp, fp, f.DType)
 }
 
 // storedForm is f as its file stores it, for reading the file's own

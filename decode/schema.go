@@ -55,6 +55,13 @@ type Field struct {
 	// place of null (an Iceberg column's initial default), as the
 	// column decodes: a Fixed value's bytes, a Bytes value's (absent.go).
 	Default []byte `json:"default,omitempty"`
+	// TimeUnit, for a timestamp, is the nanoseconds one of its values
+	// counts: 1, 1,000 or 1,000,000 for an INT64 TIMESTAMP of NANOS,
+	// MICROS or MILLIS; 0 for any other column. An INT96 column decodes
+	// to nanoseconds (int96.go), except in a file whose table reads the
+	// column as its own timestamp: the file's field then takes the
+	// table's type and unit (promote.go).
+	TimeUnit int64 `json:"time_unit,omitempty"`
 
 	widened bool // a decoder's view of a promoted INT32 or FLOAT chunk (promotedView)
 	plain   bool // the leaf is a plain number (plainNumber): set by resolveField, for promote
@@ -89,6 +96,8 @@ func (f *Field) sameAs(g *Field) string {
 		return fmt.Sprintf("hashed mod %d vs %d", f.Hash, g.Hash)
 	case f.Decimal != g.Decimal || f.Scale != g.Scale || f.Unsigned != g.Unsigned:
 		return fmt.Sprintf("decimal %v scale %d vs decimal %v scale %d", f.Decimal, f.Scale, g.Decimal, g.Scale)
+	case f.TimeUnit != g.TimeUnit:
+		return fmt.Sprintf("timestamps of %s vs %s", unitName(f.TimeUnit), unitName(g.TimeUnit))
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
 	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !samePath(f, g):
@@ -109,6 +118,8 @@ func (f *Field) sameValues(g *Field) string {
 		return fmt.Sprintf("type %v vs %v", f.DType, g.DType)
 	case f.Hash != g.Hash:
 		return fmt.Sprintf("hashed mod %d vs %d", f.Hash, g.Hash)
+	case f.TimeUnit != g.TimeUnit:
+		return fmt.Sprintf("timestamps of %s vs %s", unitName(f.TimeUnit), unitName(g.TimeUnit))
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v (a column that some files lack must be optional)", f.Nullable, g.Nullable)
 	}
@@ -390,6 +401,9 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	f.Scale, f.Decimal = decimalScale(leaf.el)
 	f.Unsigned = isUnsigned(leaf.el, 32) || isUnsigned(leaf.el, 64)
 	f.plain = plainNumber(leaf.el)
+	if pt == format.Int64 {
+		f.TimeUnit = timestampUnit(leaf.el)
+	}
 	switch {
 	case dt == column.Uint8 && hash > 0: // strings as ids (hashed.go)
 		f.Hash, f.DType = hash, column.Int64

@@ -181,7 +181,7 @@ func storableAs(p, n int32) bool {
 	switch format.Type(p) {
 	case 0:
 		return p == 0 && n == 0
-	case format.Int32, format.Int64, format.Float:
+	case format.Int32, format.Int64, format.Float, format.Int96:
 		return n == 0
 	case format.FixedLenByteArray:
 		return n >= 1 && n <= 16

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/lastmile/lastmile/engine"
@@ -286,6 +287,61 @@ func TestIcebergInitialDefault(t *testing.T) {
 				if b[0] != 7 {
 					t.Fatalf("row %d (id %d): bonus %d, want 7", i, out["id"][i][0], b[0])
 				}
+			}
+		})
+	}
+}
+
+// TestIcebergMigratedTimes: a table migrated from Hive, whose old files
+// store ts as INT96 and whose new ones as INT64 microseconds, reads ts
+// in microseconds in every file (rounded down), and a time window in
+// microseconds keeps the same rows of both kinds.
+func TestIcebergMigratedTimes(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Hive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(start, n int) []icebergtest.Row {
+		rows := make([]icebergtest.Row, n)
+		for i := range rows {
+			id := int64(start + i)
+			rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + int(id)%3)), Key: id % 97, Score: float64(id)}
+		}
+		return rows
+	}
+	if _, _, err := tab.Append(mk(0, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	tab.NativeWrites()
+	_, meta, err := tab.Append(mk(1000, 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := icebergtest.EventTime(700)
+	for _, tc := range []struct {
+		name string
+		body string
+		ids  []int64
+	}{
+		{"every row", "columns: [id, ts]\n", idRange(0, 1500, nil)},
+		{"a time window", fmt.Sprintf("pipeline:\n  - filter: {expr: 'ts >= timestamp(\"%s\", \"us\")'}\n  - select: [id, ts]\n",
+			cut.Format(time.RFC3339Nano)), idRange(700, 1500, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\n%s", "iceberg:"+meta, dir, tc.body)
+			_, out := runRowsStats(t, src, dir)
+			var got []int64
+			for i, r := range out["id"] {
+				id := r[0]
+				if ts, want := out["ts"][i][0], icebergtest.EventTime(id).UnixMicro(); ts != want {
+					t.Fatalf("row %d: ts %d, want %d", id, ts, want)
+				}
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.ids) {
+				t.Fatalf("%d rows (first %v), want %d", len(got), got[:min(3, len(got))], len(tc.ids))
 			}
 		})
 	}

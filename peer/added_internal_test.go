@@ -75,6 +75,19 @@ func TestSpillIcebergDefaultByteIdentical(t *testing.T) {
 	spillsEvolved(t, f, evolvedJob("defaulted", meta, f.shm, "id, bonus"))
 }
 
+// TestSpillIcebergMigratedByteIdentical: a table migrated from Hive, its
+// old files storing ts as INT96 and its new ones as INT64 microseconds,
+// reads ts in microseconds on a peer as on the host: the plan's fields
+// carry the table's time unit, and the INT96 chunks their stored type.
+func TestSpillIcebergMigratedByteIdentical(t *testing.T) {
+	f := newFixture(t)
+	tab := evolvedTable(t, f, icebergtest.Layout{Hive: true})
+	appendIDs(t, tab, 0, 1500, nil)
+	tab.NativeWrites()
+	appendIDs(t, tab, 1500, 1500, nil)
+	spillsEvolved(t, f, evolvedJob("migrated", tab.MetadataPath(), f.shm, "id, ts"))
+}
+
 // evolvedTable starts a table under f's data root, partitioned by part,
 // with l's other settings.
 func evolvedTable(t *testing.T, f *fixture, l icebergtest.Layout) *icebergtest.Table {

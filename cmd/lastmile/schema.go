@@ -166,6 +166,19 @@ func yesNo(b bool) string {
 // the column added since they were written, so that they read it as
 // nulls or as its default, or promoted since, so that they store it
 // narrower; "" where none.
+// timeUnitName names a timestamp's unit of unit nanoseconds.
+func timeUnitName(unit int64) string {
+	switch unit {
+	case 1:
+		return "nanoseconds"
+	case 1e3:
+		return "microseconds"
+	case 1e6:
+		return "milliseconds"
+	}
+	return fmt.Sprintf("units of %d ns", unit)
+}
+
 func changedIn(plan *decode.Plan) []string {
 	absent := make([]map[string]bool, len(plan.Fields))
 	narrow := make([]map[string]format.Type, len(plan.Fields))
@@ -208,7 +221,11 @@ func changedIn(plan *decode.Plan) []string {
 				}
 			}
 			slices.Sort(types)
-			notes[i] = fmt.Sprintf("stored as %s in %d of %d files (promoted since): widened", strings.Join(types, " or "), len(narrow[i]), n)
+			how := "(promoted since): widened"
+			if slices.Contains(types, format.Int96.String()) {
+				how = "(as Hive and Spark wrote timestamps): read as " + timeUnitName(plan.Fields[i].TimeUnit)
+			}
+			notes[i] = fmt.Sprintf("stored as %s in %d of %d files %s", strings.Join(types, " or "), len(narrow[i]), n, how)
 		}
 	}
 	return notes

@@ -139,6 +139,11 @@ func TestSchemaChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	migrated, err := icebergtest.New(filepath.Join(t.TempDir(), "migrated"), icebergtest.Layout{ByPart: true, Hive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := func() (string, error) { migrated.NativeWrites(); return "", nil }
 	rows := func(from int64) []icebergtest.Row {
 		return []icebergtest.Row{{ID: from, Part: "a", Score: 0.5}, {ID: from + 1, Part: "b", Score: 1.5}}
 	}
@@ -150,6 +155,7 @@ func TestSchemaChanged(t *testing.T) {
 	}{
 		{"added", added, added.AddColumns, "added since 2 of 4 files were written: null there"},
 		{"promoted", promoted, promoted.PromoteScore, "stored as FLOAT in 2 of 4 files (promoted since): widened"},
+		{"migrated", migrated, native, "stored as INT96 in 2 of 4 files (as Hive and Spark wrote timestamps): read as microseconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, _, err := tc.tab.Append(rows(0)); err != nil {

@@ -104,8 +104,11 @@ func (t *Table) AddDefaulted() (string, error) {
 // TABLE ADD COLUMN does: the data files written before hold neither, and
 // read them as nulls. It returns the new metadata file's path.
 func (t *Table) AddColumns() (string, error) {
-	if t.added {
+	switch {
+	case t.added:
 		return "", fmt.Errorf("columns already added")
+	case t.hive:
+		return "", fmt.Errorf("AddColumns with Hive is not supported")
 	}
 	fields := append(t.schema.Fields(),
 		ice.NestedField{ID: 5, Name: "weight", Type: ice.PrimitiveTypes.Float64},
@@ -128,6 +131,8 @@ func (t *Table) writeRows(path string, rows []Row, opts []parquet.WriterOption) 
 		return fmt.Errorf("data files after AddDefaulted are not supported")
 	case t.narrow && t.added:
 		return fmt.Errorf("FloatScore with AddColumns is not supported")
+	case t.hive:
+		return t.writeHive(path, rows, opts)
 	case t.narrow:
 		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRowFloat {
 			return storedRowFloat{r.ID, r.Part, r.Key, float32(r.Score)}
@@ -174,6 +179,9 @@ type (
 	}
 )
 
+// storedNames are the columns' names in data files, by field id.
+var storedNames = map[int]string{1: "id", 2: "part", 3: "key", 4: "score", 5: "weight", 6: "tags", 8: "bonus", 9: "ts"}
+
 // mapNames sets the table's name mapping: each column's id by every
 // name it has had (the data files' names are Row's).
 func (t *Table) mapNames() error {
@@ -181,7 +189,7 @@ func (t *Table) mapNames() error {
 	for _, f := range t.schema.Fields() {
 		id := f.ID
 		names := []string{f.Name}
-		if old := []string{"id", "part", "key", "score", "weight", "tags"}[id-1]; old != f.Name {
+		if old := storedNames[id]; old != f.Name {
 			names = append(names, old)
 		}
 		nm = append(nm, ice.MappedField{FieldID: &id, Names: names})

@@ -55,6 +55,12 @@ type Layout struct {
 	// it a double: the data files written before store float values and
 	// float bounds. Not with Imported or AddColumns.
 	FloatScore bool
+	// Hive makes the table one that Iceberg's migrate made of a Hive
+	// table: it has a sixth column, ts timestamptz (field id 9, each
+	// row's EventTime), and its data files, as Imported ones, have no
+	// field ids and store ts as INT96, until NativeWrites. Not with
+	// FloatScore or AddColumns.
+	Hive bool
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
@@ -73,6 +79,8 @@ type Table struct {
 	version   int
 	metaFiles int // metadata files written
 	imported  bool
+	hive      bool // Layout.Hive: ts is a column; INT96 in data files until native
+	native    bool // NativeWrites ran
 	added     bool // AddColumns ran: data files hold weight and tags
 	narrow    bool // score is a float: data files store it so (Layout.FloatScore)
 	defaulted bool // AddDefaulted ran
@@ -100,6 +108,14 @@ func New(dir string, l Layout) (*Table, error) {
 		fields[3].Type = ice.PrimitiveTypes.Float32
 		schema = ice.NewSchema(0, fields...)
 	}
+	if l.Hive {
+		if l.FloatScore {
+			return nil, fmt.Errorf("FloatScore with Hive is not supported")
+		}
+		schema = ice.NewSchema(0, append(schema.Fields(),
+			ice.NestedField{ID: 9, Name: "ts", Type: ice.PrimitiveTypes.TimestampTz, Required: true})...)
+		l.Imported = true
+	}
 	var fields []ice.PartitionField
 	if l.ByPart {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "part", Transform: ice.IdentityTransform{}})
@@ -108,7 +124,7 @@ func New(dir string, l Layout) (*Table, error) {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
 	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
-		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore}
+		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore, hive: l.Hive}
 	t.meta = iceberg.Metadata{FormatVersion: t.version, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	if l.Imported {
 		t.imported = true
