@@ -114,23 +114,31 @@ func TestMaxExpand(t *testing.T) {
 		}
 		return out[:n]
 	}
+	// Snappy's, deflate's and LZ4's densest ratios are limits of their
+	// formats (a copy element's length against its size), reached by 1
+	// MiB; zstd's grows with the page (a block of one repeated byte
+	// costs a few bytes), so only it is tried at 8 MiB as well.
 	for _, size := range []int{1, 100, 64 << 10, 1 << 20, 8 << 20} {
 		for _, page := range [][]byte{make([]byte, size), bytes.Repeat([]byte{7, 9}, (size+1)/2)} {
 			for _, c := range []struct {
 				codec int32
-				src   []byte
+				enc   func([]byte) []byte
 			}{
-				{codecNone, page},
-				{codecSnappy, s2.EncodeSnappyBest(nil, page)},
-				{codecGzip, gz(page)},
-				{codecLz4Raw, lz(page)},
-				{codecZstd, zstdFrames(t, page)["best"]},
+				{codecNone, func(p []byte) []byte { return p }},
+				{codecSnappy, func(p []byte) []byte { return s2.EncodeSnappyBest(nil, p) }},
+				{codecGzip, gz},
+				{codecLz4Raw, lz},
+				{codecZstd, func(p []byte) []byte { return zstdFrames(t, p)["best"] }},
 			} {
-				if size == 8<<20 {
-					t.Logf("%s: %d bytes stored in %d (%.1f:1)", codecName(c.codec), len(page), len(c.src), float64(len(page))/float64(len(c.src)))
+				if size > 1<<20 && c.codec != codecZstd && c.codec != codecNone {
+					continue
 				}
-				if most, err := codecBound(c.codec, c.src); err != nil || int64(len(page)) > most {
-					t.Errorf("%s: a %d-byte page stored in %d bytes; the bound allows %d (%v)", codecName(c.codec), len(page), len(c.src), most, err)
+				src := c.enc(page)
+				if size == 8<<20 {
+					t.Logf("%s: %d bytes stored in %d (%.1f:1)", codecName(c.codec), len(page), len(src), float64(len(page))/float64(len(src)))
+				}
+				if most, err := codecBound(c.codec, src); err != nil || int64(len(page)) > most {
+					t.Errorf("%s: a %d-byte page stored in %d bytes; the bound allows %d (%v)", codecName(c.codec), len(page), len(src), most, err)
 				}
 			}
 		}
