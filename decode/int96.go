@@ -41,6 +41,16 @@ const (
 // isInt96 reports whether the field's values are stored as INT96.
 func (f *Field) isInt96() bool { return f.Physical == int32(format.Int96) }
 
+// Counts is the nanoseconds one decoded value of f counts where f is a
+// timestamp: its TimeUnit, or 1 for an INT96 column read as nanoseconds;
+// 0 for any other column. An expression's timestamp() takes it.
+func (f *Field) Counts() int64 {
+	if f.TimeUnit == 0 && f.isInt96() {
+		return 1
+	}
+	return f.TimeUnit
+}
+
 // int96Unit is the nanoseconds one decoded value of an INT96 field
 // counts: the table's timestamp unit where it has one, else 1.
 func (f *Field) int96Unit() int64 { return max(f.TimeUnit, 1) }

@@ -294,8 +294,9 @@ func TestIcebergInitialDefault(t *testing.T) {
 
 // TestIcebergMigratedTimes: a table migrated from Hive, whose old files
 // store ts as INT96 and whose new ones as INT64 microseconds, reads ts
-// in microseconds in every file (rounded down), and a time window in
-// microseconds keeps the same rows of both kinds.
+// in microseconds in every file (rounded down), and a time window keeps
+// the same rows of both kinds, in microseconds whether it says so or
+// leaves timestamp() the column's unit.
 func TestIcebergMigratedTimes(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Hive: true})
 	if err != nil {
@@ -317,7 +318,7 @@ func TestIcebergMigratedTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := icebergtest.EventTime(700)
+	cut := icebergtest.EventTime(700).Truncate(time.Microsecond) // row 700 as the table holds it
 	for _, tc := range []struct {
 		name string
 		body string
@@ -325,6 +326,8 @@ func TestIcebergMigratedTimes(t *testing.T) {
 	}{
 		{"every row", "columns: [id, ts]\n", idRange(0, 1500, nil)},
 		{"a time window", fmt.Sprintf("pipeline:\n  - filter: {expr: 'ts >= timestamp(\"%s\", \"us\")'}\n  - select: [id, ts]\n",
+			cut.Format(time.RFC3339Nano)), idRange(700, 1500, nil)},
+		{"a time window that leaves the unit to the column", fmt.Sprintf("pipeline:\n  - filter: {expr: 'ts >= timestamp(\"%s\")'}\n  - select: [id, ts]\n",
 			cut.Format(time.RFC3339Nano)), idRange(700, 1500, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

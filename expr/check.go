@@ -18,7 +18,8 @@ type checker struct {
 }
 
 func (c *checker) column(id *Ident) (*node, error) {
-	t, ok := c.schema.Lookup(id.Name)
+	f, ok := c.schema.field(id.Name)
+	t := f.Type
 	if !ok {
 		msg := fmt.Sprintf("unknown column %q", id.Name)
 		names := make([]string, len(c.schema))
@@ -40,7 +41,7 @@ func (c *checker) column(id *Ident) (*node, error) {
 	if i == len(c.cols) {
 		c.cols = append(c.cols, colRef{name: id.Name, t: t})
 	}
-	return &node{op: opCol, t: t, pos: id.At, col: i}, nil
+	return &node{op: opCol, t: t, pos: id.At, col: i, unit: f.Unit}, nil
 }
 
 // any checks n in a context that accepts every value: the null literal,
@@ -200,6 +201,9 @@ func (c *checker) binary(n *Binary) (*node, error) {
 		return c.fold(nd), nil
 	}
 	o := cmpOps[n.Op]
+	if x, y, err = c.sameUnit(n, x, y); err != nil {
+		return nil, err
+	}
 	kx, ky := x.t.Kind, y.t.Kind
 	switch {
 	case kx.IsNumber() && ky.IsNumber():

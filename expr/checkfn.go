@@ -335,6 +335,9 @@ func (c *checker) in(n *Binary) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if _, v, err = c.sameUnit(n, x, v); err != nil {
+			return nil, err
+		}
 		if !v.isConst() {
 			return nil, errorf(e.Pos(), "%s wants constants, got %s", n.Op, describe(e, v))
 		}

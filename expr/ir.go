@@ -93,6 +93,13 @@ type node struct {
 	mod    divisor // opHashMod
 	prefix string  // opStartsWith
 
+	// unit is the nanoseconds a value counts: a timestamp column's
+	// (Field.Unit), or a timestamp() constant's; 0 elsewhere. instant
+	// marks a timestamp() without a unit: its value is nanoseconds until
+	// a comparison with a timestamp column converts it (timefn.go).
+	unit    int64
+	instant bool
+
 	out  vec        // the result; opConst keeps its value here (cst)
 	own  vec        // buffers the node owns; out's slices point into them
 	argv []*vec     // evaluated arguments, reused

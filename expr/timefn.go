@@ -22,7 +22,7 @@ func (c *checker) timestamp(n *Call) (*node, error) {
 	if s.t.Kind != String || !s.isConst() || s.isNullConst() {
 		return nil, errorf(n.Args[0].Pos(), "timestamp wants a constant string time, got %s", describe(n.Args[0], s))
 	}
-	unit := "ns"
+	unit, instant := "ns", len(n.Args) == 1
 	if len(n.Args) == 2 {
 		u, err := c.value(n.Args[1])
 		if err != nil {
@@ -37,7 +37,80 @@ func (c *checker) timestamp(n *Call) (*node, error) {
 	if err != nil {
 		return nil, errorf(n.Args[0].Pos(), "timestamp: %v", err)
 	}
-	return constInt(v, n.At), nil
+	nd := constInt(v, n.At)
+	nd.unit, nd.instant = timeUnits[unit], instant
+	return nd, nil
+}
+
+// sameUnit makes a timestamp() constant compared with a timestamp
+// column count the column's unit. One without a unit is an instant in
+// nanoseconds, converted so that the comparison means what the time
+// says: col < T is col < ceil(T/unit), col <= T is col <= floor(T/unit),
+// and an instant between two counts is an error for == and in, which it
+// could never equal. One whose unit differs is an error, since comparing
+// counts of two units is never what a filter means. Other operands are
+// returned as they are; a timestamp() that meets anything but a
+// comparison first (arithmetic, a map) stays nanoseconds.
+func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
+	col, t, colNode, op := x, y, n.X, n.Op
+	if y.op == opCol {
+		col, t, colNode, op = y, x, n.Y, flipCmp[n.Op]
+	}
+	if col.op != opCol || col.unit == 0 || t.unit == 0 || !t.isConst() || t.t.Kind != Int64 {
+		return x, y, nil
+	}
+	if !t.instant {
+		if t.unit != col.unit {
+			return nil, nil, errorf(n.At, "%s counts %s and timestamp(...) %s: give timestamp() the column's unit %q, or none",
+				describe(colNode, col), unitWord(col.unit), unitWord(t.unit), unitAbbrev(col.unit))
+		}
+		return x, y, nil
+	}
+	ns := t.out.i64[0]
+	v, rem := ns/col.unit, ns%col.unit
+	if rem < 0 {
+		v, rem = v-1, rem+col.unit // rounded down
+	}
+	switch {
+	case rem == 0:
+	case op == "<" || op == ">=":
+		v++ // rounded up
+	case op == "<=" || op == ">":
+	default:
+		return nil, nil, errorf(n.At, "%s counts %s, and timestamp(...) falls between two of them: no value is equal to it",
+			describe(colNode, col), unitWord(col.unit))
+	}
+	nd := constInt(v, t.pos)
+	nd.unit = col.unit
+	if t == x {
+		return nd, y, nil
+	}
+	return x, nd, nil
+}
+
+// flipCmp is the comparison with its operands swapped.
+var flipCmp = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+// unitWord and unitAbbrev name a unit of so many nanoseconds.
+func unitWord(unit int64) string {
+	for _, u := range []struct {
+		ns   int64
+		name string
+	}{{1, "nanoseconds"}, {1e3, "microseconds"}, {1e6, "milliseconds"}, {1e9, "seconds"}} {
+		if u.ns == unit {
+			return u.name
+		}
+	}
+	return fmt.Sprintf("units of %d ns", unit)
+}
+
+func unitAbbrev(unit int64) string {
+	for name, ns := range timeUnits {
+		if ns == unit {
+			return name
+		}
+	}
+	return fmt.Sprint(unit)
 }
 
 // date("2025-11-20") is the day, a constant int32 counted in days since

@@ -3,6 +3,7 @@ package expr_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,6 +86,75 @@ func TestDate(t *testing.T) {
 		var e *expr.Error
 		if !errors.As(err, &e) || e.Msg != msg {
 			t.Errorf("Compile(%q) = %v, want %s", src, err, msg)
+		}
+	}
+}
+
+// TestTimestampTakesColumnUnit: a timestamp() without a unit compared with
+// a timestamp column counts the column's unit (rounded down), on either
+// side and in an in list; one with another unit is an error; one that
+// meets arithmetic first stays nanoseconds.
+func TestTimestampTakesColumnUnit(t *testing.T) {
+	us := func(s string) int64 {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixMicro()
+	}
+	vals := []int64{us("2025-11-19T23:59:59.999999Z"), us("2025-11-20T00:00:00Z"), us("2025-11-20T06:00:00Z"), -1, 0}
+	b := batch(ints("ts", column.Int64, vals, nil), ints("n", column.Int64, vals, nil))
+	sch := expr.BatchSchema(b)
+	sch[0].Unit = 1e3 // ts counts microseconds; n is a plain number
+	for _, tc := range []struct {
+		src  string
+		want []int64
+		msg  string
+	}{
+		{src: `ts >= timestamp("2025-11-20")`, want: []int64{0, 1, 1, 0, 0}},
+		{src: `timestamp("2025-11-20") <= ts`, want: []int64{0, 1, 1, 0, 0}},
+		{src: `ts >= timestamp("2025-11-20", "us")`, want: []int64{0, 1, 1, 0, 0}},
+		{src: `ts < timestamp("1970-01-01T00:00:00.0000005Z")`, want: []int64{0, 0, 0, 1, 1}},  // 0 µs is before 500 ns
+		{src: `ts <= timestamp("1969-12-31T23:59:59.9999995Z")`, want: []int64{0, 0, 0, 1, 0}}, // -1 µs is not after
+		{src: `ts > timestamp("1969-12-31T23:59:59.9999995Z")`, want: []int64{1, 1, 1, 0, 1}},
+		{src: `timestamp("1970-01-01T00:00:00.0000005Z") > ts`, want: []int64{0, 0, 0, 1, 1}},
+		{src: `ts >= timestamp("1969-12-31T23:59:59.9999995Z")`, want: []int64{1, 1, 1, 0, 1}},
+		{src: `ts == timestamp("1969-12-31T23:59:59.999999Z")`, want: []int64{0, 0, 0, 1, 0}},
+		{src: `ts == timestamp("1969-12-31T23:59:59.9999995Z")`,
+			msg: `int64 column "ts" counts microseconds, and timestamp(...) falls between two of them: no value is equal to it`},
+		{src: `ts in [timestamp("2025-11-20T00:00:00.0000001Z")]`,
+			msg: `int64 column "ts" counts microseconds, and timestamp(...) falls between two of them: no value is equal to it`},
+		{src: `ts in [timestamp("2025-11-20"), timestamp("1970-01-01")]`, want: []int64{0, 1, 0, 0, 1}},
+		{src: `n >= timestamp("2025-11-20")`, want: []int64{0, 0, 0, 0, 0}}, // no unit: nanoseconds
+		{src: `ts >= timestamp("2025-11-20") - 0`, want: []int64{0, 0, 0, 0, 0}},
+		{src: `ts >= timestamp("2025-11-20", "ms")`,
+			msg: `int64 column "ts" counts microseconds and timestamp(...) milliseconds: give timestamp() the column's unit "us", or none`},
+		{src: `timestamp("2025-11-20", "ns") > ts`,
+			msg: `int64 column "ts" counts microseconds and timestamp(...) nanoseconds: give timestamp() the column's unit "us", or none`},
+		{src: `ts in [timestamp("2025-11-20", "s")]`,
+			msg: `int64 column "ts" counts microseconds and timestamp(...) seconds: give timestamp() the column's unit "us", or none`},
+	} {
+		e, err := expr.Compile(tc.src, sch)
+		if tc.msg != "" {
+			var ee *expr.Error
+			if !errors.As(err, &ee) || ee.Msg != tc.msg {
+				t.Errorf("Compile(%q) = %v, want %s", tc.src, err, tc.msg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.src, err)
+		}
+		out := &column.Column{Name: "out"}
+		if err := e.Eval(b, out); err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for i := range out.Len {
+			got = append(got, int64(out.Data[i]))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.src, got, tc.want)
 		}
 	}
 }

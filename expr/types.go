@@ -82,6 +82,10 @@ func (t Type) String() string {
 type Field struct {
 	Name string
 	Type Type
+	// Unit, for a timestamp column, is the nanoseconds one of its values
+	// counts (1, 1,000, 1,000,000); 0 for any other column. A
+	// timestamp() without a unit compared with the column takes it.
+	Unit int64
 }
 
 // Schema lists the columns an expression may read. Lookup is linear: a
@@ -90,12 +94,17 @@ type Schema []Field
 
 // Lookup returns the type of the named column.
 func (s Schema) Lookup(name string) (Type, bool) {
+	f, ok := s.field(name)
+	return f.Type, ok
+}
+
+func (s Schema) field(name string) (Field, bool) {
 	for _, f := range s {
 		if f.Name == name {
-			return f.Type, true
+			return f, true
 		}
 	}
-	return Type{}, false
+	return Field{}, false
 }
 
 // ColumnType maps a column layout to the expression type that reads it:

@@ -25,6 +25,7 @@ type value struct {
 	nullable bool   // rows may be null
 	producer int    // index of the step that computes it, -1 for inputs
 	group    *group // a feature group (stack, jagged): no rows of its own
+	unit     int64  // an input timestamp's unit in nanoseconds (decode.Field.Counts); 0 otherwise
 }
 
 // entry is one column of the schema at some point in the pipeline.
@@ -134,7 +135,7 @@ func (c *compiler) start() {
 			continue
 		}
 		c.proj[n] = true
-		vid := c.addValue(value{input: n, kind: f.Kind, dtype: f.DType, width: 1, nullable: f.Nullable, producer: -1})
+		vid := c.addValue(value{input: n, kind: f.Kind, dtype: f.DType, width: 1, nullable: f.Nullable, producer: -1, unit: f.Counts()})
 		c.schema = append(c.schema, entry{name: n, vid: vid, nullable: f.Nullable})
 	}
 }
@@ -238,7 +239,7 @@ func (c *compiler) exprSchema() expr.Schema {
 		v := &c.vals[e.vid]
 		t, err := expr.ColumnType(v.kind, v.dtype, v.width, e.nullable)
 		if err == nil && v.group == nil {
-			s = append(s, expr.Field{Name: e.name, Type: t})
+			s = append(s, expr.Field{Name: e.name, Type: t, Unit: v.unit})
 		}
 	}
 	return s
