@@ -146,6 +146,9 @@ func fieldFrom(f decode.Field) string {
 	if f.Unsigned {
 		s = append(s, "unsigned")
 	}
+	if u := f.Counts(); u > 0 {
+		s = append(s, "timestamp in "+timeUnitName(u)) // what timestamp() counts in a filter
+	}
 	if f.StoredAs != "" { // an Iceberg table's column, renamed since (decode/fieldid.go)
 		s = append(s, fmt.Sprintf("named %s in the first file", f.StoredAs))
 	} else if strings.Contains(f.Name, ".") { // a struct's field, a map's keys or values, a list of structs' field
@@ -161,11 +164,6 @@ func yesNo(b bool) string {
 	return ""
 }
 
-// changedIn says, for each of plan's fields, in how many of its files an
-// Iceberg table's schema change shows (decode/fieldid.go, promote.go):
-// the column added since they were written, so that they read it as
-// nulls or as its default, or promoted since, so that they store it
-// narrower; "" where none.
 // timeUnitName names a timestamp's unit of unit nanoseconds.
 func timeUnitName(unit int64) string {
 	switch unit {
@@ -179,6 +177,11 @@ func timeUnitName(unit int64) string {
 	return fmt.Sprintf("units of %d ns", unit)
 }
 
+// changedIn says, for each of plan's fields, in how many of its files an
+// Iceberg table's schema change shows (decode/fieldid.go, promote.go):
+// the column added since they were written, so that they read it as
+// nulls or as its default, or promoted since, so that they store it
+// narrower; "" where none.
 func changedIn(plan *decode.Plan) []string {
 	absent := make([]map[string]bool, len(plan.Fields))
 	narrow := make([]map[string]format.Type, len(plan.Fields))

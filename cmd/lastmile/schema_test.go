@@ -155,7 +155,7 @@ func TestSchemaChanged(t *testing.T) {
 	}{
 		{"added", added, added.AddColumns, "added since 2 of 4 files were written: null there"},
 		{"promoted", promoted, promoted.PromoteScore, "stored as FLOAT in 2 of 4 files (promoted since): widened"},
-		{"migrated", migrated, native, "stored as INT96 in 2 of 4 files (as Hive and Spark wrote timestamps): read as microseconds"},
+		{"migrated", migrated, native, "timestamp in microseconds; stored as INT96 in 2 of 4 files (as Hive and Spark wrote timestamps): read as microseconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, _, err := tc.tab.Append(rows(0)); err != nil {
