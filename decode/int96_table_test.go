@@ -36,6 +36,12 @@ type (
 		ID int64 `parquet:"id,id(1)"`
 		TS int64 `parquet:"ts,id(2),timestamp(millisecond:utc)"`
 	}
+	// plainTSRow stores ts microseconds as a plain INT64, as some
+	// writers do.
+	plainTSRow struct {
+		ID int64 `parquet:"id,id(1)"`
+		TS int64 `parquet:"ts,id(2)"`
+	}
 )
 
 // hiveAt is row id's event time: before and after 1970, with parts of a
@@ -77,6 +83,8 @@ func writeHive(t *testing.T, dir string) map[string]string {
 			err = parquet.WriteFile(files[name], r, parquet.MaxRowsPerRowGroup(150))
 		case []millisRow:
 			err = parquet.WriteFile(files[name], r)
+		case []plainTSRow:
+			err = parquet.WriteFile(files[name], r)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -86,16 +94,19 @@ func writeHive(t *testing.T, dir string) map[string]string {
 	var dict []hiveRowDict
 	var ice []icebergTSRow
 	var millis []millisRow
+	var plain []plainTSRow
 	for id := range int64(400) {
 		hive = append(hive, hiveRow{id, int96Bytes96(hiveAt(id))})
 		dict = append(dict, hiveRowDict{400 + id, int96Bytes96(hiveAt(400 + id%7))})
 		ice = append(ice, icebergTSRow{800 + id, hiveAt(800 + id).UnixMicro()})
 		millis = append(millis, millisRow{id, hiveAt(id).UnixMilli()})
+		plain = append(plain, plainTSRow{1200 + id, hiveAt(1200 + id).UnixMicro()})
 	}
 	write("hive", hive)
 	write("hive-dict", dict)
 	write("iceberg", ice)
 	write("millis", millis)
+	write("plain", plain)
 	return files
 }
 
@@ -182,6 +193,15 @@ func TestInt96InTable(t *testing.T) {
 	}
 	planTable(t, in("hive", "iceberg"), nil, nil, ErrSchemaMismatch, "type")
 	planTable(t, in("millis", "iceberg"), nil, nil, ErrSchemaMismatch, "timestamps of milliseconds vs microseconds")
+	// A plain INT64 beside microsecond timestamps: the same numbers, and
+	// the plan knows their unit whichever file comes first.
+	for _, names := range [][]string{{"plain", "iceberg"}, {"iceberg", "plain"}} {
+		plan := planTable(t, in(names...), nil, nil, nil, "")
+		if u := plan.Fields[1].TimeUnit; u != 1000 {
+			t.Fatalf("%v: time unit %d, want 1000", names, u)
+		}
+		checkTimes(t, plan, plan.NewDecoder(), 1000)
+	}
 	plan := planTable(t, in("hive"), nil, nil, nil, "")
 	checkTimes(t, plan, plan.NewDecoder(), 1) // no table: nanoseconds, as before
 }

@@ -142,6 +142,9 @@ func (p *Plan) add(fp *filePlan) error {
 				// its field; later ones agree with it in full.
 				p.Fields[i] = fp.fields[i]
 			}
+			if p.Fields[i].TimeUnit == 0 {
+				p.Fields[i].TimeUnit = fp.fields[i].TimeUnit // a plain INT64 in the files before
+			}
 		}
 	}
 	for _, u := range fp.units {

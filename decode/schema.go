@@ -96,7 +96,10 @@ func (f *Field) sameAs(g *Field) string {
 		return fmt.Sprintf("hashed mod %d vs %d", f.Hash, g.Hash)
 	case f.Decimal != g.Decimal || f.Scale != g.Scale || f.Unsigned != g.Unsigned:
 		return fmt.Sprintf("decimal %v scale %d vs decimal %v scale %d", f.Decimal, f.Scale, g.Decimal, g.Scale)
-	case f.TimeUnit != g.TimeUnit:
+	case f.TimeUnit != g.TimeUnit && f.TimeUnit != 0 && g.TimeUnit != 0:
+		// A column some writers annotate as a timestamp and others leave
+		// a plain INT64 plans together, as the same numbers (Plan.add
+		// keeps the unit); two units never do.
 		return fmt.Sprintf("timestamps of %s vs %s", unitName(f.TimeUnit), unitName(g.TimeUnit))
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
@@ -118,7 +121,7 @@ func (f *Field) sameValues(g *Field) string {
 		return fmt.Sprintf("type %v vs %v", f.DType, g.DType)
 	case f.Hash != g.Hash:
 		return fmt.Sprintf("hashed mod %d vs %d", f.Hash, g.Hash)
-	case f.TimeUnit != g.TimeUnit:
+	case f.TimeUnit != g.TimeUnit && f.TimeUnit != 0 && g.TimeUnit != 0:
 		return fmt.Sprintf("timestamps of %s vs %s", unitName(f.TimeUnit), unitName(g.TimeUnit))
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v (a column that some files lack must be optional)", f.Nullable, g.Nullable)
