@@ -36,6 +36,8 @@ type PlanOptions struct {
 	// (Iceberg; nil for a file of no table): its columns are then found
 	// by field id, whatever their names in the file (fieldid.go).
 	Table func(path string) *TableSchema
+
+	tableFields *tableFields // set by PlanFiles for its files (promote.go)
 }
 
 // FileInfo describes one planned file.
@@ -95,6 +97,7 @@ func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, e
 	}
 	fileOpts := opts
 	fileOpts.Columns = files
+	fileOpts.tableFields = &tableFields{}
 	plans, errs := planEach(ctx, fsys, paths, fileOpts, parts)
 	for i, fp := range plans {
 		if errs[i] != nil {
@@ -181,7 +184,7 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 	if opts.Table != nil {
 		table = opts.Table(path)
 	}
-	fields, unreadable, err := resolveFields(root, opts.Columns, opts.Hashed, table)
+	fields, unreadable, err := resolveFields(root, opts.Columns, opts.Hashed, table, opts.tableFields)
 	if err != nil {
 		return nil, fail(err)
 	}

@@ -200,7 +200,7 @@ func isListGroup(el *format.SchemaElement) bool {
 // column (names empty) means every column the decoder can read: the
 // others are returned as unreadable, each with why. A table's schema
 // (nil for none) finds columns by field id (fieldid.go).
-func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, table *TableSchema) ([]Field, []Unreadable, error) {
+func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, table *TableSchema, cache *tableFields) ([]Field, []Unreadable, error) {
 	every := len(names) == 0
 	if every {
 		names = table.everyName(root)
@@ -237,7 +237,7 @@ func resolveFields(root *schemaNode, names []string, hashed map[string]uint64, t
 			if f.Default, err = defaultValue(&f, src.deflt); err != nil {
 				return nil, nil, fmt.Errorf("column %q: its initial default: %w", name, err)
 			}
-		} else if tf, ok := table.tableField(name, m); ok {
+		} else if tf, ok := cache.get(table, name, m); ok {
 			f = promote(f, tf)
 		}
 		fields = append(fields, f)
