@@ -20,7 +20,7 @@ var schema = expr.Schema{
 	{Name: "d64", Type: typ(expr.Float64, false)},
 	{Name: "cat_0", Type: typ(expr.Int32, false)},
 	{Name: "cat_opt", Type: typ(expr.Int32, true)},
-	{Name: "id_opt", Type: typ(expr.Int64, true)},
+	{Name: "id_opt", Type: typ(expr.Int64, true), Unit: 1e3}, // a timestamp in microseconds
 	{Name: "query", Type: typ(expr.String, false)},
 	{Name: "query_opt", Type: typ(expr.String, true)},
 	{Name: "seq_0", Type: typ(expr.List, true)},

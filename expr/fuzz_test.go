@@ -27,6 +27,7 @@ var fuzzSeeds = []string{
 	"if(flag_opt, query_opt, null)",
 	"ctx.geo.lat > 0.5 and `user.age` != user_id",
 	`user_id >= timestamp("2025-11-20T06:00:00+01:00") and user_id < timestamp("2025-11-27", "us")`,
+	`timestamp("1970-01-01T00:00:00.0000005Z") < id_opt or id_opt in [timestamp("1969-12-31T23:59:59.999999Z")]`,
 }
 
 // FuzzParse checks that Parse never panics and that what it accepts
