@@ -208,14 +208,7 @@ func TestIcebergPromotedColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mk := func(start, n int) []icebergtest.Row {
-		rows := make([]icebergtest.Row, n)
-		for i := range rows {
-			id := int64(start + i)
-			rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + int(id)%3)), Key: id % 97, Score: float64(id) / 4}
-		}
-		return rows
-	}
+	mk := func(start, n int) []icebergtest.Row { return partRows(start, n, 4) }
 	if _, _, err := tab.Append(mk(0, 1000)); err != nil {
 		t.Fatal(err)
 	}
@@ -302,14 +295,7 @@ func TestIcebergMigratedTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mk := func(start, n int) []icebergtest.Row {
-		rows := make([]icebergtest.Row, n)
-		for i := range rows {
-			id := int64(start + i)
-			rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + int(id)%3)), Key: id % 97, Score: float64(id)}
-		}
-		return rows
-	}
+	mk := func(start, n int) []icebergtest.Row { return partRows(start, n, 1) }
 	if _, _, err := tab.Append(mk(0, 1000)); err != nil {
 		t.Fatal(err)
 	}
@@ -348,4 +334,15 @@ func TestIcebergMigratedTimes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// partRows are ids start..start+n-1 in parts a, b and c by id mod 3,
+// key id mod 97, score id / scoreDiv.
+func partRows(start, n int, scoreDiv float64) []icebergtest.Row {
+	rows := make([]icebergtest.Row, n)
+	for i := range rows {
+		id := int64(start + i)
+		rows[i] = icebergtest.Row{ID: id, Part: string(rune('a' + int(id)%3)), Key: id % 97, Score: float64(id) / scoreDiv}
+	}
+	return rows
 }
