@@ -42,8 +42,8 @@ const (
 func (f *Field) isInt96() bool { return f.Physical == int32(format.Int96) }
 
 // Counts is the nanoseconds one decoded value of f counts where f is a
-// timestamp: its TimeUnit, or 1 for an INT96 column read as nanoseconds;
-// 0 for any other column. An expression's timestamp() takes it.
+// timestamp or a date: its TimeUnit, or 1 for an INT96 column read as
+// nanoseconds; 0 for any other column. An expression's timestamp() takes it.
 func (f *Field) Counts() int64 {
 	if f.TimeUnit == 0 && f.isInt96() {
 		return 1
@@ -98,18 +98,29 @@ func int96RangeError(jd int32, unit int64) error {
 		ErrUnsupported, julianDate(jd), jd, unitName(unit), span)
 }
 
-// timestampUnit is the nanoseconds a value of el, an INT64 column,
-// counts where it is a timestamp (its logical type, or the converted
-// TIMESTAMP_MILLIS or TIMESTAMP_MICROS), and 0 otherwise.
+// timestampUnit is the nanoseconds a value of el, an INT64 or INT32
+// column, counts where it is a timestamp or a date (its logical type,
+// or the converted TIMESTAMP_MILLIS, TIMESTAMP_MICROS or DATE), and 0
+// otherwise.
 func timestampUnit(el *format.SchemaElement) int64 {
-	if ts, ok := el.LogicalType.Value.(*format.TimestampType); ok && ts.Unit.Value != nil {
-		return int64(ts.Unit.Value.Duration())
+	pt, _ := el.Type.Get()
+	switch lt := el.LogicalType.Value.(type) {
+	case *format.TimestampType:
+		if lt.Unit.Value != nil && pt == format.Int64 {
+			return int64(lt.Unit.Value.Duration())
+		}
+	case *format.DateType:
+		if pt == format.Int32 {
+			return nanosPerDay
+		}
 	}
-	switch ct, _ := el.ConvertedType.Get(); ct {
-	case deprecated.TimestampMillis:
+	switch ct, _ := el.ConvertedType.Get(); {
+	case ct == deprecated.TimestampMillis && pt == format.Int64:
 		return int64(time.Millisecond)
-	case deprecated.TimestampMicros:
+	case ct == deprecated.TimestampMicros && pt == format.Int64:
 		return int64(time.Microsecond)
+	case ct == deprecated.Date && pt == format.Int32:
+		return nanosPerDay
 	}
 	return 0
 }
@@ -125,6 +136,8 @@ func unitName(unit int64) string {
 		return "microseconds"
 	case int64(time.Millisecond):
 		return "milliseconds"
+	case nanosPerDay:
+		return "days"
 	}
 	return fmt.Sprintf("%d ns", unit)
 }

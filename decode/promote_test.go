@@ -181,4 +181,10 @@ func TestDateNotPromoted(t *testing.T) {
 	ts.ConvertedType.Set(deprecated.TimestampMicros)
 	table := &TableSchema{IDs: map[string]int32{"d": 2}, Stored: map[int32][]format.SchemaElement{2: {ts}}}
 	planTable(t, []string{old, now}, []string{"d"}, table, ErrSchemaMismatch, "type int32")
+	// Each alone: a date counts days, the timestamp microseconds.
+	for path, unit := range map[string]int64{old: nanosPerDay, now: 1000} {
+		if f := planTable(t, []string{path}, []string{"d"}, nil, nil, "").Fields[0]; f.Counts() != unit {
+			t.Errorf("%s: a value counts %d ns, want %d", path, f.Counts(), unit)
+		}
+	}
 }

@@ -55,9 +55,10 @@ type Field struct {
 	// place of null (an Iceberg column's initial default), as the
 	// column decodes: a Fixed value's bytes, a Bytes value's (absent.go).
 	Default []byte `json:"default,omitempty"`
-	// TimeUnit, for a timestamp, is the nanoseconds one of its values
-	// counts: 1, 1,000 or 1,000,000 for an INT64 TIMESTAMP of NANOS,
-	// MICROS or MILLIS; 0 for any other column. An INT96 column decodes
+	// TimeUnit, for a timestamp or a date, is the nanoseconds one of its
+	// values counts: 1, 1,000 or 1,000,000 for an INT64 TIMESTAMP of
+	// NANOS, MICROS or MILLIS, 86,400·10^9 for an INT32 DATE; 0 for any
+	// other column. An INT96 column decodes
 	// to nanoseconds (int96.go), except in a file whose table reads the
 	// column as its own timestamp: the file's field then takes the
 	// table's type and unit (promote.go).
@@ -404,7 +405,7 @@ func resolveField(top *schemaNode, st structPath, hash uint64) (Field, error) {
 	f.Scale, f.Decimal = decimalScale(leaf.el)
 	f.Unsigned = isUnsigned(leaf.el, 32) || isUnsigned(leaf.el, 64)
 	f.plain = plainNumber(leaf.el)
-	if pt == format.Int64 {
+	if pt == format.Int64 || pt == format.Int32 {
 		f.TimeUnit = timestampUnit(leaf.el)
 	}
 	switch {

@@ -56,13 +56,12 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 	if y.op == opCol {
 		col, t, colNode, op = y, x, n.Y, flipCmp[n.Op]
 	}
-	if col.op != opCol || col.unit == 0 || t.unit == 0 || !t.isConst() || t.t.Kind != Int64 {
+	if col.op != opCol || col.unit == 0 || t.unit == 0 || !t.isConst() || (t.t.Kind != Int64 && t.unit != dayNanos) {
 		return x, y, nil
 	}
 	if !t.instant {
 		if t.unit != col.unit {
-			return nil, nil, errorf(n.At, "%s counts %s and timestamp(...) %s: give timestamp() the column's unit %q, or none",
-				describe(colNode, col), unitWord(col.unit), unitWord(t.unit), unitAbbrev(col.unit))
+			return nil, nil, unitError(n.At, describe(colNode, col), col.unit, t.unit)
 		}
 		return x, y, nil
 	}
@@ -88,6 +87,22 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 	return x, nd, nil
 }
 
+// unitError says that a column of unit col was compared with a
+// timestamp() or date() of unit given, and what to write instead.
+func unitError(pos int, column string, col, given int64) error {
+	call, fix := "timestamp(...)", fmt.Sprintf("give timestamp() the column's unit %q, or none", unitAbbrev(col))
+	if given == dayNanos {
+		call, fix = "date(...)", "compare it with a timestamp() without a unit, which takes the column's"
+	}
+	if col == dayNanos {
+		fix = "compare it with date(...), or a timestamp() without a unit, which takes the column's"
+	}
+	return errorf(pos, "%s counts %s and %s %s: %s", column, unitWord(col), call, unitWord(given), fix)
+}
+
+// dayNanos is the unit of a DATE column and of date(): a day.
+const dayNanos = 86400 * int64(time.Second)
+
 // flipCmp is the comparison with its operands swapped.
 var flipCmp = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
@@ -96,7 +111,7 @@ func unitWord(unit int64) string {
 	for _, u := range []struct {
 		ns   int64
 		name string
-	}{{1, "nanoseconds"}, {1e3, "microseconds"}, {1e6, "milliseconds"}, {1e9, "seconds"}} {
+	}{{1, "nanoseconds"}, {1e3, "microseconds"}, {1e6, "milliseconds"}, {1e9, "seconds"}, {dayNanos, "days"}} {
 		if u.ns == unit {
 			return u.name
 		}
@@ -140,6 +155,7 @@ func (c *checker) date(n *Call) (*node, error) {
 	}
 	nd := constOf(Type{Kind: Int32}, n.At)
 	nd.out.i32[0] = int32(v)
+	nd.unit = dayNanos
 	return nd, nil
 }
 

@@ -106,11 +106,7 @@ func TestTimestampTakesColumnUnit(t *testing.T) {
 	b := batch(ints("ts", column.Int64, vals, nil), ints("n", column.Int64, vals, nil))
 	sch := expr.BatchSchema(b)
 	sch[0].Unit = 1e3 // ts counts microseconds; n is a plain number
-	for _, tc := range []struct {
-		src  string
-		want []int64
-		msg  string
-	}{
+	checkUnits(t, b, sch, []unitCase{
 		{src: `ts >= timestamp("2025-11-20")`, want: []int64{0, 1, 1, 0, 0}},
 		{src: `timestamp("2025-11-20") <= ts`, want: []int64{0, 1, 1, 0, 0}},
 		{src: `ts >= timestamp("2025-11-20", "us")`, want: []int64{0, 1, 1, 0, 0}},
@@ -133,7 +129,40 @@ func TestTimestampTakesColumnUnit(t *testing.T) {
 			msg: `int64 column "ts" counts microseconds and timestamp(...) nanoseconds: give timestamp() the column's unit "us", or none`},
 		{src: `ts in [timestamp("2025-11-20", "s")]`,
 			msg: `int64 column "ts" counts microseconds and timestamp(...) seconds: give timestamp() the column's unit "us", or none`},
-	} {
+	})
+}
+
+// TestDateColumnUnit: a DATE column counts days: a timestamp() without a
+// unit compared with it counts days too, date() is its own unit, and a
+// date() compared with a timestamp column, or a timestamp() with a unit
+// with a date column, is an error.
+func TestDateColumnUnit(t *testing.T) {
+	b := batch(ints("day", column.Int32, []int64{20411, 20412, 20413, -1, 0}, nil), ints("ts", column.Int64, []int64{0, 1, 2, 3, 4}, nil))
+	sch := expr.BatchSchema(b)
+	sch[0].Unit, sch[1].Unit = 86400e9, 1e3
+	checkUnits(t, b, sch, []unitCase{
+		{src: `day >= date("2025-11-20")`, want: []int64{0, 1, 1, 0, 0}},
+		{src: `day >= timestamp("2025-11-20")`, want: []int64{0, 1, 1, 0, 0}},
+		{src: `day >= timestamp("2025-11-19T12:00:00Z")`, want: []int64{0, 1, 1, 0, 0}}, // no day before noon is after it
+		{src: `day <= timestamp("1969-12-31T12:00:00Z")`, want: []int64{0, 0, 0, 1, 0}},
+		{src: `ts >= date("2025-11-20")`,
+			msg: `int64 column "ts" counts microseconds and date(...) days: compare it with a timestamp() without a unit, which takes the column's`},
+		{src: `day < timestamp("2025-11-20", "us")`,
+			msg: `int32 column "day" counts days and timestamp(...) microseconds: compare it with date(...), or a timestamp() without a unit, which takes the column's`},
+	})
+}
+
+// unitCase is a condition over a batch whose schema gives units, and the
+// rows it keeps, or the compile error it gives.
+type unitCase struct {
+	src  string
+	want []int64
+	msg  string
+}
+
+func checkUnits(t *testing.T, b *column.Batch, sch expr.Schema, cases []unitCase) {
+	t.Helper()
+	for _, tc := range cases {
 		e, err := expr.Compile(tc.src, sch)
 		if tc.msg != "" {
 			var ee *expr.Error

@@ -147,7 +147,11 @@ func fieldFrom(f decode.Field) string {
 		s = append(s, "unsigned")
 	}
 	if u := f.Counts(); u > 0 {
-		s = append(s, "timestamp in "+timeUnitName(u)) // what timestamp() counts in a filter
+		what := "timestamp in " + timeUnitName(u) // what timestamp() counts in a filter
+		if u == 86400e9 {
+			what = "date"
+		}
+		s = append(s, what)
 	}
 	if f.StoredAs != "" { // an Iceberg table's column, renamed since (decode/fieldid.go)
 		s = append(s, fmt.Sprintf("named %s in the first file", f.StoredAs))
@@ -173,6 +177,8 @@ func timeUnitName(unit int64) string {
 		return "microseconds"
 	case 1e6:
 		return "milliseconds"
+	case 86400e9:
+		return "days"
 	}
 	return fmt.Sprintf("units of %d ns", unit)
 }
