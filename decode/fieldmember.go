@@ -53,6 +53,13 @@ func (t *TableSchema) memberName(root *schemaNode, stored, top string, id int32,
 		case same != 0:
 			return "", nil, droppedError(tpath, same, mid)
 		case t.absentOK(mid):
+			if t.Defaults[mid] != nil && optionalIn(chain) {
+				// The member reads its default where its struct is
+				// present and null where it is null, and an absent
+				// chunk reads no levels to tell the two apart.
+				return "", nil, fmt.Errorf("%w: column %q was added with an initial default inside a struct that may be null, "+
+					"which lastmile cannot yet read from files written before; rewrite those data files", ErrUnsupported, tpath)
+			}
 			src, err := absentMember(chain, tc)
 			if src != nil {
 				src.deflt = t.Defaults[mid]
@@ -66,6 +73,17 @@ func (t *TableSchema) memberName(root *schemaNode, stored, top string, id int32,
 		chain = append(chain, c)
 	}
 	return path, root, nil
+}
+
+// optionalIn reports whether any of the file's structs in chain may be
+// null.
+func optionalIn(chain []*schemaNode) bool {
+	for _, c := range chain {
+		if repetition(c.el) == format.Optional {
+			return true
+		}
+	}
+	return false
 }
 
 // absentMember is a schema of the file's structs in chain, outermost

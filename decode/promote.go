@@ -127,6 +127,9 @@ func promotedView(f *Field, c *Chunk) Field {
 // any two, and a view that decodes values wider than its field's dtype
 // would overrun the column.
 func viewable(f *Field, c *Chunk) error {
+	if c.Absent {
+		return defaultFits(f, c, c.Values)
+	}
 	if c.Physical == 0 || (c.Physical == f.Physical && c.TypeLen == f.TypeLen) {
 		return nil
 	}
@@ -144,6 +147,27 @@ func viewable(f *Field, c *Chunk) error {
 		return nil
 	}
 	return fmt.Errorf("%w: column %q stored as %v cannot be read as %v (%v)", ErrBadUnit, f.Name, cp, fp, f.DType)
+}
+
+// maxDefaultBytes bounds what an absent chunk's default may make of a
+// unit's rows: a requester's 64 KiB string default over a million rows
+// would otherwise take 64 GiB of a peer.
+const maxDefaultBytes = 1 << 28
+
+// defaultFits checks an absent chunk's default against its field: a
+// Fixed value of the field's width, a string of at most maxDefaultBytes
+// over the unit's rows, no default for a list.
+func defaultFits(f *Field, c *Chunk, rows int64) error {
+	n := int64(len(c.Default))
+	switch {
+	case c.Default == nil:
+		return nil
+	case f.Kind == column.Fixed && n != int64(f.DType.Size()),
+		f.Kind == column.List,
+		f.Kind == column.Bytes && rows > 0 && n > maxDefaultBytes/rows:
+		return fmt.Errorf("%w: column %q (%v %v): an absent chunk's default of %d bytes over %d rows", ErrBadUnit, f.Name, f.Kind, f.DType, n, rows)
+	}
+	return nil
 }
 
 // storedForm is f as its file stores it, for reading the file's own

@@ -54,7 +54,7 @@ type Field struct {
 	// Default, for an Absent field, is the value every row reads in
 	// place of null (an Iceberg column's initial default), as the
 	// column decodes: a Fixed value's bytes, a Bytes value's (absent.go).
-	Default []byte `json:"default,omitempty"`
+	Default []byte `json:"default"` // not omitted when empty: "" is a default, nil none
 	// TimeUnit, for a timestamp or a date, is the nanoseconds one of its
 	// values counts: 1, 1,000 or 1,000,000 for an INT64 TIMESTAMP of
 	// NANOS, MICROS or MILLIS, 86,400·10^9 for an INT32 DATE; 0 for any

@@ -89,8 +89,9 @@ type Chunk struct {
 	Physical int32 `json:"physical,omitempty"`
 	TypeLen  int32 `json:"type_len,omitempty"`
 	// Default, for an absent chunk, is the value its rows read in place
-	// of null (Field.Default).
-	Default []byte `json:"default,omitempty"`
+	// of null (Field.Default). Not omitted when empty: an empty string
+	// is a default ("", not null), and travels as one.
+	Default []byte `json:"default"`
 }
 
 // maxIndexBytes bounds an OffsetIndex the decoder reads (about 20 bytes a

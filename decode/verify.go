@@ -33,6 +33,9 @@ func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
 	}
 	for i := range u.Chunks {
 		if u.Chunks[i].Absent {
+			if err := absentFrom(g, &d.base[i]); err != nil {
+				return err
+			}
 			continue // reads nothing from the file
 		}
 		// At the unit's own leaf: the files of a table may order their
@@ -95,4 +98,16 @@ func renamedIn(g *format.RowGroup, f Field) Field {
 		f.Path = slices.Clone(p)
 	}
 	return f
+}
+
+// absentFrom checks that row group g has no column at f's path: a unit
+// may call a column absent (nulls, or its default, in every row) only in
+// a file that lacks it.
+func absentFrom(g *format.RowGroup, f *Field) error {
+	for i := range g.Columns {
+		if slices.Equal(g.Columns[i].MetaData.PathInSchema, f.Path) {
+			return fmt.Errorf("%w: column %q is absent in the unit, and the file has it", ErrBadUnit, f.Name)
+		}
+	}
+	return nil
 }

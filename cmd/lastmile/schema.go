@@ -234,7 +234,11 @@ func changedIn(plan *decode.Plan) []string {
 			if slices.Contains(types, format.Int96.String()) {
 				how = "(as Hive and Spark wrote timestamps): read as " + timeUnitName(plan.Fields[i].TimeUnit)
 			}
-			notes[i] = fmt.Sprintf("stored as %s in %d of %d files %s", strings.Join(types, " or "), len(narrow[i]), n, how)
+			note := fmt.Sprintf("stored as %s in %d of %d files %s", strings.Join(types, " or "), len(narrow[i]), n, how)
+			if notes[i] != "" { // added since some files, promoted since others
+				note = notes[i] + "; " + note
+			}
+			notes[i] = note
 		}
 	}
 	return notes
