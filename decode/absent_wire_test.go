@@ -178,3 +178,40 @@ func TestDefaultFits(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanOfInconsistentFields: fields from the wire whose kind,
+// repetition level and dtype disagree (a list leaf as a scalar, a string
+// column as int64 strings, a scalar as a list) are refused by PlanOf, or,
+// where taken, decode into valid columns: never into columns that break
+// column.Column's invariants, which a peer's pipeline and the requester
+// would read.
+func TestPlanOfInconsistentFields(t *testing.T) {
+	plan := wirePlan(t) // id int64, s string, l list<int64>
+	for _, tc := range []struct {
+		name string
+		edit func(f []Field)
+	}{
+		{"a list leaf as a Fixed column", func(f []Field) { f[2].Kind = column.Fixed }},
+		{"a string column as Bytes of int64", func(f []Field) { f[1].DType = column.Int64 }},
+		{"an int64 column as a List", func(f []Field) { f[0].Kind = column.List }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fields := append([]Field(nil), plan.Fields...)
+			tc.edit(fields)
+			p, err := PlanOf(fields, nil, nil)
+			if err != nil {
+				return // refused: fine
+			}
+			d := p.NewDecoder()
+			defer d.Close()
+			d.VerifyUnits()
+			var b column.Batch
+			if err := d.Decode(context.Background(), plan.Units[0], &b); err != nil {
+				return // refused: fine
+			}
+			if err := b.Check(); err != nil {
+				t.Errorf("PlanOf accepted it, and a verified decode gave a broken batch: %v", err)
+			}
+		})
+	}
+}

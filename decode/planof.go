@@ -47,6 +47,12 @@ func (f *Field) check() error {
 		return fmt.Errorf("dtype %d", f.DType)
 	case f.MaxDef < 0 || f.MaxRep < 0 || f.MaxDef > maxLevel || f.MaxRep > maxLevel || f.RowDef < 0 || f.RowDef > f.MaxDef:
 		return fmt.Errorf("levels def %d rep %d row %d", f.MaxDef, f.MaxRep, f.RowDef)
+	case (f.Kind == column.List) != (f.MaxRep == 1) || f.MaxRep > 1:
+		// A list has one repetition level (lists of lists are not
+		// read), a value of a row none.
+		return fmt.Errorf("kind %v with repetition level %d", f.Kind, f.MaxRep)
+	case f.Kind == column.Bytes && (f.DType != column.Uint8 || f.Hash > 0):
+		return fmt.Errorf("strings of %v (hashed %d)", f.DType, f.Hash)
 	case f.Physical < int32(format.Boolean) || f.Physical > int32(format.FixedLenByteArray) || f.TypeLen < 0 || f.TypeLen > 1<<16:
 		return fmt.Errorf("parquet type %d (length %d)", f.Physical, f.TypeLen)
 	case f.Scale < 0 || f.Scale > 76 || !storableAs(f.StoredPhysical, f.StoredTypeLen):
