@@ -65,21 +65,33 @@ func wirePlan(t *testing.T) *Plan {
 	return planPaths(t, PlanOptions{}, path)
 }
 
-// TestAbsentChunkDefaultOnListRefused: a peer (VerifyUnits) takes a unit
-// whose chunk of a list column says the column is absent with a default,
-// and produces a column that breaks its own invariants (offsets in bytes
-// where they count elements).
-func TestAbsentChunkDefaultOnListRefused(t *testing.T) {
+// decodeAbsent decodes wirePlan's first unit as a CPU peer does
+// (VerifyUnits), its chunk i replaced by an absent one with default def.
+func decodeAbsent(t *testing.T, i int, def []byte) (*Plan, Unit, *column.Batch, error) {
+	t.Helper()
 	plan := wirePlan(t)
 	d := plan.NewDecoder()
 	defer d.Close()
 	d.VerifyUnits()
 	u := plan.Units[0]
 	u.Chunks = append([]Chunk(nil), u.Chunks...)
-	u.Chunks[2] = Chunk{Leaf: -1, Absent: true, Values: u.Rows, Default: []byte{1, 2, 3}}
+	u.Chunks[i] = Chunk{Leaf: -1, Absent: true, Values: u.Rows, Default: def}
 	var b column.Batch
-	if err := d.Decode(context.Background(), u, &b); err != nil {
-		return // refused: fine
+	err := d.Decode(context.Background(), u, &b)
+	return plan, u, &b, err
+}
+
+// TestAbsentChunkDefaultOnListRefused: a unit whose chunk of a list
+// column says the column is absent with a default is refused; decoded,
+// it gave a column that broke its own invariants (offsets in bytes
+// where they count elements).
+func TestAbsentChunkDefaultOnListRefused(t *testing.T) {
+	_, _, b, err := decodeAbsent(t, 2, []byte{1, 2, 3})
+	if err != nil {
+		if !errors.Is(err, ErrBadUnit) {
+			t.Fatalf("refused with %v, want ErrBadUnit", err)
+		}
+		return
 	}
 	for i := range b.Columns {
 		if err := b.Columns[i].Check(); err != nil {
@@ -88,21 +100,14 @@ func TestAbsentChunkDefaultOnListRefused(t *testing.T) {
 	}
 }
 
-// TestAbsentChunkOfPresentColumnRefused: a peer (VerifyUnits) takes a
-// unit that marks a string column the file has absent, with a default of
-// 64 KiB, and decodes 100 rows of it into 6.5 MB: what a peer allocates
-// is no longer bounded by the file, as VerifyUnits says.
+// TestAbsentChunkOfPresentColumnRefused: a unit that marks a string
+// column the file has absent, with a default of 64 KiB, is refused;
+// decoded, 100 rows of it took 6.5 MB, what a peer allocates no longer
+// bounded by the file, as VerifyUnits says it is.
 func TestAbsentChunkOfPresentColumnRefused(t *testing.T) {
-	plan := wirePlan(t)
-	d := plan.NewDecoder()
-	defer d.Close()
-	d.VerifyUnits()
-	u := plan.Units[0]
-	u.Chunks = append([]Chunk(nil), u.Chunks...)
 	big := make([]byte, maxDefault)
-	u.Chunks[1] = Chunk{Leaf: -1, Absent: true, Values: u.Rows, Default: big}
-	var b column.Batch
-	if err := d.Decode(context.Background(), u, &b); err == nil {
+	plan, u, b, err := decodeAbsent(t, 1, big)
+	if err == nil {
 		t.Errorf("a unit marking the file's column %q absent with a %d-byte default was decoded: %d bytes for %d rows (file %d bytes)",
 			plan.Fields[1].Name, len(big), len(b.Columns[1].Data), b.Rows, u.FileSize)
 	}
