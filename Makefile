@@ -82,11 +82,11 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(BIN)/lastmile bench
 
-# fuzz runs each of the 43 fuzzers for FUZZTIME (go test fuzzes one target
-# per run), about 35 minutes in all: specs, ring headers and slots, Parquet
+# fuzz runs each of the 46 fuzzers for FUZZTIME (go test fuzzes one target
+# per run), about 38 minutes in all: specs, ring headers and slots, Parquet
 # footers, pages and their codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
-# units), Iceberg metadata, manifests, references and deletion vectors, expressions
+# units, the requester's columns a job compiles against), Iceberg metadata, manifests, references and deletion vectors, expressions
 # and pipelines, and the cgroup files cpus reads. FUZZMIN bounds the
 # minimization of each new interesting input: Go's default (60s) spent a
 # 30s run of a ring slot fuzzer (8 KiB inputs) minimizing, at about a dozen
@@ -145,6 +145,9 @@ fuzz:
 	$(FUZZONE) cpus FuzzParseMountinfo
 	$(FUZZONE) iceberg FuzzParseMetadata
 	$(FUZZONE) roots FuzzSplit
+	$(FUZZONE) decode FuzzPlanOf
+	$(FUZZONE) expr FuzzParse
+	$(FUZZONE) peer FuzzCompileTicket
 
 # chaos runs the full chaos suite (docs/reliability.md): seeded random
 # faults (kill -9 and SIGSTOP of the daemon and of trainers, a full shm

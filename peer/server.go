@@ -235,7 +235,7 @@ func (s *Server) admit(who string) (func(), error) {
 }
 
 func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, stream flight.FlightService_DoGetServer) error {
-	j, done, err := s.jobs.get(ctx, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.Workers)
+	j, done, err := s.jobs.get(ctx, log, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.Workers)
 	if err != nil {
 		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
 			s.stats.RefusedOutside.Add(1)
@@ -243,6 +243,9 @@ func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, str
 			return status.Error(codes.PermissionDenied, err.Error())
 		}
 		s.stats.Failures.Add(1)
+		if errors.Is(err, errCompilePanic) {
+			return status.Error(codes.Internal, fmt.Sprintf("compile job: %v", err))
+		}
 		return status.Error(codes.InvalidArgument, fmt.Sprintf("compile job: %v", err))
 	}
 	defer done()
@@ -410,7 +413,7 @@ type cachedJob struct {
 // get returns the compiled job of t, compiling it (once, whatever the
 // number of concurrent callers) against t's unit's file, and the function
 // to call when done with it.
-func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (*cachedJob, func(), error) {
+func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r rootsFS, workers int) (*cachedJob, func(), error) {
 	if _, _, err := roots.Split(t.Unit.File); err != nil {
 		return nil, nil, fmt.Errorf("unit file: %w", err)
 	}
@@ -426,7 +429,7 @@ func (c *jobCache) get(ctx context.Context, t *Ticket, r rootsFS, workers int) (
 		j = &cachedJob{ready: make(chan struct{})}
 		c.byKey[key] = j
 		go func() {
-			up, err := compile(t, r, workers)
+			up, err := compileSafely(log, t, r, workers)
 			c.mu.Lock()
 			j.up, j.err = up, err
 			if err != nil && c.byKey[key] == j {
@@ -491,6 +494,30 @@ func (c *jobCache) closeAll() {
 		delete(c.byKey, k)
 	}
 }
+
+// compileSafely is compile on a goroutine of its own: a panic while
+// compiling a requester's job (a bug, or columns no check foresaw) fails
+// that job's units with an error, logged with its stack, instead of
+// ending the daemon, as computeUnit does for one unit.
+func compileSafely(log *slog.Logger, t *Ticket, r rootsFS, workers int) (up *engine.UnitProcessor, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("compiling a requester's job panicked", "file", t.Unit.File, "panic", p, "stack", string(debug.Stack()))
+			up, err = nil, fmt.Errorf("%w: %v", errCompilePanic, p)
+		}
+	}()
+	if compileHook != nil {
+		compileHook()
+	}
+	return compile(t, r, workers)
+}
+
+// errCompilePanic is the error of a compile that panicked: the
+// requester's fault or not, a bug of this peer (codes.Internal).
+var errCompilePanic = errors.New("BUG: compiling the job panicked")
+
+// compileHook, when set (by tests), runs before each compile.
+var compileHook func()
 
 // compile parses t's job and compiles it against the requester's columns
 // where t carries them, else against t's unit's file, read through the
