@@ -58,6 +58,9 @@ func groupBounds(g *format.RowGroup, fields []Field) []Bounds {
 		}
 		f := storedForm(&fields[i]) // the file's statistics are of its own type
 		out[i] = chunkBounds(&g.Columns[fields[i].Leaf].MetaData.Statistics, &f)
+		if daysOf(&fields[i]) {
+			out[i] = dayBounds(out[i], fields[i].TimeUnit)
+		}
 	}
 	return out
 }

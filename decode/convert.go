@@ -66,8 +66,7 @@ func convertStored(f *Field, dst, src []byte, n int) error {
 		return int96Values(dst, src, n, f.int96Unit())
 	}
 	if f.widened {
-		widen(f, dst, src, n)
-		return nil
+		return widen(f, dst, src, n)
 	}
 	if f.Unsigned && format.Type(f.Physical) == format.Int32 {
 		for i := range n {

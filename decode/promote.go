@@ -37,9 +37,13 @@ func promote(f, tf Field) Field {
 		// A Hive file's INT96 in a table whose timestamps are INT64
 		// (Iceberg's migrate): read in the table's unit (int96.go).
 		f.TimeUnit = tf.TimeUnit
+	case fp == format.Int32 && f.TimeUnit == nanosPerDay && tp == format.Int64 && tf.TimeUnit > 0 && tf.TimeUnit < nanosPerDay:
+		// Format v3's date to timestamp (or timestamp_ns): the file's
+		// days read as the table's unit, each day's first instant
+		// (widen), not as an int widened to a long.
+		f.TimeUnit = tf.TimeUnit
 	case !f.plain || !tf.plain:
-		// A date or a timestamp: format v3's date to timestamp is no
-		// int to long (days are not microseconds), and is not read:
+		// Other dates, times and timestamps: no promotion gives them,
 		// the files disagree, and the planner says so.
 		return f
 	case f.DType == column.Int32 && fp == format.Int32 && tf.DType == column.Int64 && tp == format.Int64:
@@ -141,6 +145,8 @@ func viewable(f *Field, c *Chunk) error {
 	case f.Decimal:
 	case cp == format.Int32 && fp == format.Int64 && f.DType == column.Int64 && f.TimeUnit == 0:
 		return nil
+	case cp == format.Int32 && fp == format.Int64 && f.DType == column.Int64 && f.TimeUnit > 0 && f.TimeUnit < nanosPerDay:
+		return nil // days of a date the table made a timestamp
 	case cp == format.Float && fp == format.Double && f.DType == column.Float64:
 		return nil
 	case cp == format.Int96 && fp == format.Int64 && f.DType == column.Int64 && f.TimeUnit > 0:
@@ -184,16 +190,62 @@ func storedForm(f *Field) Field {
 }
 
 // widen converts n INT32 (or FLOAT) values at src into int64 (float64)
-// ones at dst, 8 bytes each.
-func widen(f *Field, dst, src []byte, n int) {
+// ones at dst, 8 bytes each. An INT32 of a field counted in a unit of
+// time below a day is a date the table made a timestamp: its days become
+// the first instant of each, in the field's unit, and a day past what an
+// int64 of that unit holds (about 292 years from 1970 in nanoseconds) is
+// refused rather than wrapped.
+func widen(f *Field, dst, src []byte, n int) error {
 	if format.Type(f.Physical) == format.Float {
 		for i := range n {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(src[i*4:]))
 			binary.LittleEndian.PutUint64(dst[i*8:], math.Float64bits(float64(v)))
 		}
-		return
+		return nil
+	}
+	if f.TimeUnit > 0 && f.TimeUnit < nanosPerDay {
+		return daysIn(dst, src, n, f.TimeUnit)
 	}
 	for i := range n {
 		binary.LittleEndian.PutUint64(dst[i*8:], uint64(int64(int32(binary.LittleEndian.Uint32(src[i*4:])))))
 	}
+	return nil
+}
+
+// daysIn converts n INT32 days since 1970 at src into int64 counts of
+// unit nanoseconds at dst.
+func daysIn(dst, src []byte, n int, unit int64) error {
+	per := nanosPerDay / unit
+	most := math.MaxInt64 / per
+	for i := range n {
+		d := int64(int32(binary.LittleEndian.Uint32(src[i*4:])))
+		if d > most || d < -most {
+			return fmt.Errorf("%w: a date %d days from 1970 is past what a timestamp in %s holds", ErrUnsupported, d, unitName(unit))
+		}
+		binary.LittleEndian.PutUint64(dst[i*8:], uint64(d*per))
+	}
+	return nil
+}
+
+// daysOf reports whether f is a timestamp that its file stores as a
+// date's days (promote).
+func daysOf(f *Field) bool {
+	return f.StoredPhysical == int32(format.Int32) && f.Physical == int32(format.Int64) && f.TimeUnit > 0 && f.TimeUnit < nanosPerDay
+}
+
+// dayBounds scales bounds b of a date's days (a file's statistics of a
+// column the table made a timestamp) to the field's unit, forgetting them
+// where they do not fit.
+func dayBounds(b Bounds, unit int64) Bounds {
+	if !b.Known || !b.Int {
+		return b
+	}
+	per := nanosPerDay / unit
+	most := math.MaxInt64 / per
+	if b.MinInt < -most || b.MaxInt > most {
+		b.Known, b.Int = false, false
+		return b
+	}
+	b.MinInt, b.MaxInt = b.MinInt*per, b.MaxInt*per
+	return b
 }

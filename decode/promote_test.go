@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -160,31 +161,148 @@ func promotedTable() map[int32][]format.SchemaElement {
 	}
 }
 
-// TestDateNotPromoted: a date column a table has made a timestamp
-// (format v3) is not widened as an int would be: days are not
-// microseconds. The files disagree, and planning them together fails.
-func TestDateNotPromoted(t *testing.T) {
+// Dated rows: a date column that the table has since made a timestamp
+// (format v3), written before (plain and dictionary-encoded) and after.
+type (
+	datedRow struct {
+		ID int64 `parquet:"id,id(1)"`
+		D  int32 `parquet:"d,date,id(2)"`
+	}
+	datedRowDict struct {
+		ID int64 `parquet:"id,id(1)"`
+		D  int32 `parquet:"d,date,id(2),dict"`
+	}
+	stampedRowMicros struct {
+		ID int64 `parquet:"id,id(1)"`
+		D  int64 `parquet:"d,timestamp(microsecond),id(2)"`
+	}
+	stampedRowNanos struct {
+		ID int64 `parquet:"id,id(1)"`
+		D  int64 `parquet:"d,timestamp(nanosecond),id(2)"`
+	}
+)
+
+// dayOf is row id's date, in days from 1970 (some before it).
+func dayOf(id int64) int64 { return 3*id - 100 }
+
+// stampedTable is the table with d a timestamp in unit.
+func stampedTable(unit int64) *TableSchema {
+	ts := leafElement("d", 2, format.Required, format.Int64)
+	u := format.TimeUnit{Value: &format.MicroSeconds{}}
+	if unit == 1 {
+		u = format.TimeUnit{Value: &format.NanoSeconds{}}
+	}
+	ts.LogicalType.Value = &format.TimestampType{Unit: u}
+	return &TableSchema{IDs: map[string]int32{"id": 1, "d": 2}, Stored: map[int32][]format.SchemaElement{
+		1: {leafElement("id", 1, format.Required, format.Int64)}, 2: {ts}}}
+}
+
+// TestDatePromoted: a date column that a table has made a timestamp
+// (format v3's date to timestamp and timestamp_ns) reads each old file's
+// days as each day's first instant in the table's unit, plain or
+// dictionary-encoded, beside files written since; the old files'
+// statistics bound the values in that unit; a peer checks a chunk's
+// stored type against its footer.
+func TestDatePromoted(t *testing.T) {
+	for _, unit := range []int64{1000, 1} {
+		t.Run(unitName(unit), func(t *testing.T) {
+			dir := t.TempDir()
+			path := func(name string) string { return filepath.Join(dir, name+".parquet") }
+			writePromo(t, path("old"), 0, 300, func(id int64) datedRow { return datedRow{id, int32(dayOf(id))} })
+			writePromo(t, path("old-dict"), 300, 200, func(id int64) datedRowDict { return datedRowDict{id, int32(dayOf(id / 10))} })
+			per := nanosPerDay / unit
+			if unit == 1 {
+				writePromo(t, path("new"), 500, 100, func(id int64) stampedRowNanos { return stampedRowNanos{id, dayOf(id)*per + id} })
+			} else {
+				writePromo(t, path("new"), 500, 100, func(id int64) stampedRowMicros { return stampedRowMicros{id, dayOf(id)*per + id} })
+			}
+			want := func(id int64) int64 {
+				switch {
+				case id < 300:
+					return dayOf(id) * per
+				case id < 500:
+					return dayOf(id/10) * per
+				}
+				return dayOf(id)*per + id
+			}
+			plan := planTable(t, []string{path("old"), path("old-dict"), path("new")}, nil, stampedTable(unit), nil, "")
+			if f := plan.Fields[1]; f.DType != column.Int64 || f.Counts() != unit {
+				t.Fatalf("d: %v counting %d ns, want int64 counting %d", f.DType, f.Counts(), unit)
+			}
+			first := map[string]int64{path("old"): 0, path("old-dict"): 300, path("new"): 500}
+			eachUnit(t, plan, func(u Unit, b *column.Batch, _ int) {
+				ids := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b.Columns[0].Data))), b.Rows)
+				ds := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b.Columns[1].Data))), b.Rows)
+				for r, id := range ids {
+					if ds[r] != want(id) {
+						t.Fatalf("%s row %d (id %d): %d, want %d", u.File, r, id, ds[r], want(id))
+					}
+				}
+				lo, hi := want(first[u.File]+u.RowStart), want(first[u.File]+u.RowStart+u.Rows-1)
+				if bd := u.Bounds[1]; !bd.Known || !bd.Int || bd.MinInt > lo || bd.MaxInt < hi {
+					t.Fatalf("%s: bounds of d %+v, want [%d, %d] at least", u.File, bd, lo, hi)
+				}
+			})
+			vd := decodeVerified(t, plan)
+			var b column.Batch
+			for _, u := range plan.Units {
+				if u.Chunks[1].Physical == 0 {
+					continue
+				}
+				u.Chunks[1].Physical = int32(format.Float) // not what the file has
+				if err := vd.Decode(context.Background(), u, &b); !errors.Is(err, ErrBadUnit) {
+					t.Fatalf("a chunk stored as FLOAT, the file's date: %v, want ErrBadUnit", err)
+				}
+			}
+		})
+	}
+}
+
+// TestDatePastTheUnit: a date that a timestamp of the table's unit cannot
+// hold (nanoseconds reach about 292 years from 1970) fails its unit
+// naming the date, rather than wrapping to another instant; its file's
+// statistics, which would overflow too, bound nothing.
+func TestDatePastTheUnit(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "a.parquet")
+	writePromo(t, old, 0, 3, func(id int64) datedRow { return datedRow{id, int32(20000 + 100000*id)} })
+	plan := planTable(t, []string{old}, nil, stampedTable(1), nil, "")
+	if b := plan.Units[0].Bounds[1]; b.Known {
+		t.Errorf("bounds %+v of days past the unit", b)
+	}
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	var b column.Batch
+	err := d.Decode(context.Background(), plan.Units[0], &b)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "120000 days") || !strings.Contains(err.Error(), "nanoseconds") {
+		t.Fatalf("a date of 120000 days read in nanoseconds: %v, want ErrUnsupported naming it", err)
+	}
+	// Microseconds hold it.
+	eachUnit(t, planTable(t, []string{old}, nil, stampedTable(1000), nil, ""), func(Unit, *column.Batch, int) {})
+}
+
+// TestDateNotPromotedToLong: a date column a table says is a long (no
+// promotion gives that: days are no count of anything else) is not
+// widened as an int would be. The files disagree, and planning them
+// together fails; each alone counts its own unit.
+func TestDateNotPromotedToLong(t *testing.T) {
 	type (
 		dated struct {
 			D int32 `parquet:"d,date,id(2)"`
 		}
-		stamped struct {
-			D int64 `parquet:"d,timestamp(microsecond),id(2)"`
+		long struct {
+			D int64 `parquet:"d,id(2)"`
 		}
 	)
 	dir := t.TempDir()
 	old, now := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.parquet")
 	writePG(t, old, []dated{{1}, {2}}, "snappy", 1)
-	writePG(t, now, []stamped{{86400e6}}, "snappy", 1)
-	ts := leafElement("d", 2, format.Required, format.Int64)
-	ts.LogicalType.Value = &format.TimestampType{Unit: format.TimeUnit{Value: &format.MicroSeconds{}}}
-	ts.ConvertedType.Set(deprecated.TimestampMicros)
-	table := &TableSchema{IDs: map[string]int32{"d": 2}, Stored: map[int32][]format.SchemaElement{2: {ts}}}
+	writePG(t, now, []long{{86400e6}}, "snappy", 1)
+	table := &TableSchema{IDs: map[string]int32{"d": 2}, Stored: map[int32][]format.SchemaElement{2: {leafElement("d", 2, format.Required, format.Int64)}}}
 	planTable(t, []string{old, now}, []string{"d"}, table, ErrSchemaMismatch, "type int32")
-	// Each alone: a date counts days, the timestamp microseconds.
-	for path, unit := range map[string]int64{old: nanosPerDay, now: 1000} {
-		if f := planTable(t, []string{path}, []string{"d"}, nil, nil, "").Fields[0]; f.Counts() != unit {
-			t.Errorf("%s: a value counts %d ns, want %d", path, f.Counts(), unit)
+	for path, unit := range map[string]int64{old: nanosPerDay, now: 0} {
+		if f := planTable(t, []string{path}, []string{"d"}, nil, nil, "").Fields[0]; f.TimeUnit != unit {
+			t.Errorf("%s: a value counts %d ns, want %d", path, f.TimeUnit, unit)
 		}
 	}
 }

@@ -251,6 +251,64 @@ func TestIcebergPromotedColumn(t *testing.T) {
 	}
 }
 
+// TestIcebergPromotedDate: after format v3's ALTER TABLE ALTER COLUMN
+// day TYPE timestamp, the data files written before (dates, date bounds)
+// read day as each date's first instant in microseconds, beside the
+// timestamps written since, and a filter on it skips either side by its
+// manifests' bounds.
+func TestIcebergPromotedDate(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Dated: true, FormatVersion: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(start, n int) []icebergtest.Row { return partRows(start, n, 4) }
+	if _, _, err := tab.Append(mk(0, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.PromoteDay(); err != nil {
+		t.Fatal(err)
+	}
+	_, meta, err := tab.Append(mk(1000, 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(id int64) int64 {
+		if id < 1000 {
+			return int64(icebergtest.DayOf(id)) * 86400e6
+		}
+		return icebergtest.DayStamp(id)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   string
+		ids    []int64
+		pruned int // files
+	}{
+		{"every row", "columns: [id, day]\n", idRange(0, 1500, nil), 0},
+		{"a filter the old files' date bounds rule out", "pipeline:\n  - filter: {expr: 'day >= timestamp(\"1970-05-04\")'}\n  - select: [id, day]\n",
+			idRange(1001, 1500, nil), 3},
+		{"a filter the new files' bounds rule out", "pipeline:\n  - filter: {expr: 'day < timestamp(\"1970-01-01\")'}\n  - select: [id, day]\n",
+			idRange(0, 140, nil), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\n%s", "iceberg:"+meta, dir, tc.body)
+			st, out := runRowsStats(t, src, dir)
+			var got []int64
+			for i, r := range out["id"] {
+				if day := out["day"][i][0]; day != want(r[0]) {
+					t.Fatalf("row %d: day %d, want %d", r[0], day, want(r[0]))
+				}
+				got = append(got, r[0])
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.ids) || st.FilesPruned != tc.pruned {
+				t.Fatalf("%d rows (first %v), %d files pruned; want %d rows, %d pruned", len(got), got[:min(3, len(got))], st.FilesPruned, len(tc.ids), tc.pruned)
+			}
+		})
+	}
+}
+
 // TestIcebergInitialDefault: a required column added with an initial
 // default (format v3) reads the default in every row of the files
 // written before, and a filter on it keeps or drops them all.

@@ -11,7 +11,8 @@ import (
 // numbers the columns decode to, and a bound a float64 cannot hold
 // exactly bounds nothing. A long or double promoted since a file was
 // written keeps that file's int or float bounds, 4 bytes (the spec's
-// rule for promoted types).
+// rule for promoted types), and so does a timestamp that was a date
+// (format v3), whose days bound the first instant of each.
 func TestTimeBounds(t *testing.T) {
 	at := time.Date(2025, 11, 20, 6, 0, 0, 123456000, time.UTC)
 	enc := func(l ice.Literal) []byte {
@@ -37,6 +38,10 @@ func TestTimeBounds(t *testing.T) {
 		{"long, promoted from int", ice.PrimitiveTypes.Int64, ice.NewLiteral(int32(-70000)), -70000, true},
 		{"double, promoted from float", ice.PrimitiveTypes.Float64, ice.NewLiteral(float32(2.5)), 2.5, true},
 		{"long", ice.PrimitiveTypes.Int64, ice.NewLiteral(int64(1 << 40)), 1 << 40, true},
+		{"timestamp, promoted from date", ice.PrimitiveTypes.Timestamp, ice.NewLiteral(ice.Date(-3)), -3 * 86400e6, true},
+		{"timestamptz, promoted from date", ice.PrimitiveTypes.TimestampTz, ice.NewLiteral(ice.Date(20412)), 20412 * 86400e6, true},
+		{"timestamp_ns of 1970, promoted from date", ice.PrimitiveTypes.TimestampNs, ice.NewLiteral(ice.Date(1)), 86400e9, true},
+		{"timestamp_ns of today, promoted from date", ice.PrimitiveTypes.TimestampNs, ice.NewLiteral(ice.Date(20412)), 0, false},
 		{"long of neither width", ice.PrimitiveTypes.Int64, ice.NewLiteral(true), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

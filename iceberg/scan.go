@@ -3,6 +3,7 @@ package iceberg
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -349,6 +350,10 @@ func boundOf(t ice.Type, b []byte) (float64, string, bool) {
 			t = ice.PrimitiveTypes.Int32
 		case ice.Float64Type:
 			t = ice.PrimitiveTypes.Float32
+		case ice.TimestampType, ice.TimestampTzType:
+			return dayBound(b, 86400e6) // format v3: a date made a timestamp
+		case ice.TimestampNsType, ice.TimestampTzNsType:
+			return dayBound(b, 86400e9)
 		}
 	}
 	lit, err := ice.LiteralFromBytes(t, b)
@@ -356,6 +361,17 @@ func boundOf(t ice.Type, b []byte) (float64, string, bool) {
 		return 0, "", false
 	}
 	return valueOf(lit.Any())
+}
+
+// dayBound is a date's bound b (4 bytes of days) as the first instant of
+// its day, counted per day to the day: what a date that the table has
+// made a timestamp reads as (decode's promote).
+func dayBound(b []byte, per int64) (float64, string, bool) {
+	d := int64(int32(binary.LittleEndian.Uint32(b)))
+	if d > math.MaxInt64/per || d < -math.MaxInt64/per {
+		return 0, "", false
+	}
+	return valueOf(d * per)
 }
 
 // valueOf turns a partition value or literal into a Range bound.

@@ -88,6 +88,21 @@ func TestSpillIcebergMigratedByteIdentical(t *testing.T) {
 	spillsEvolved(t, f, evolvedJob("migrated", tab.MetadataPath(), f.shm, "id, ts"))
 }
 
+// TestSpillIcebergDatedByteIdentical: a date column a table has made a
+// timestamp (format v3) reads its old files' days in microseconds on a
+// peer as on the host: the plan's fields carry the table's unit, and the
+// old files' chunks their stored INT32.
+func TestSpillIcebergDatedByteIdentical(t *testing.T) {
+	f := newFixture(t)
+	tab := evolvedTable(t, f, icebergtest.Layout{Dated: true, FormatVersion: 3})
+	appendIDs(t, tab, 0, 1500, nil)
+	if _, err := tab.PromoteDay(); err != nil {
+		t.Fatal(err)
+	}
+	appendIDs(t, tab, 1500, 1500, nil)
+	spillsEvolved(t, f, evolvedJob("dated", tab.MetadataPath(), f.shm, "id, day"))
+}
+
 // evolvedTable starts a table under f's data root, partitioned by part,
 // with l's other settings.
 func evolvedTable(t *testing.T, f *fixture, l icebergtest.Layout) *icebergtest.Table {

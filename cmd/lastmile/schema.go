@@ -231,8 +231,11 @@ func changedIn(plan *decode.Plan) []string {
 			}
 			slices.Sort(types)
 			how := "(promoted since): widened"
-			if slices.Contains(types, format.Int96.String()) {
-				how = "(as Hive and Spark wrote timestamps): read as " + timeUnitName(plan.Fields[i].TimeUnit)
+			switch tu := plan.Fields[i].TimeUnit; {
+			case slices.Contains(types, format.Int96.String()):
+				how = "(as Hive and Spark wrote timestamps): read as " + timeUnitName(tu)
+			case tu > 0 && slices.Contains(types, format.Int32.String()):
+				how = "(dates, a timestamp since): each day's first instant, in " + timeUnitName(tu)
 			}
 			note := fmt.Sprintf("stored as %s in %d of %d files %s", strings.Join(types, " or "), len(narrow[i]), n, how)
 			if notes[i] != "" { // added since some files, promoted since others

@@ -129,7 +129,7 @@ func TestFieldFrom(t *testing.T) {
 
 // TestSchemaChanged: lastmile schema says in how many of an Iceberg
 // table's files a column added or promoted since they were written
-// reads as nulls or is widened.
+// reads as nulls or is widened, or its dates read as instants.
 func TestSchemaChanged(t *testing.T) {
 	added, err := icebergtest.New(filepath.Join(t.TempDir(), "added"), icebergtest.Layout{ByPart: true})
 	if err != nil {
@@ -144,6 +144,10 @@ func TestSchemaChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	native := func() (string, error) { migrated.NativeWrites(); return "", nil }
+	dated, err := icebergtest.New(filepath.Join(t.TempDir(), "dated"), icebergtest.Layout{ByPart: true, Dated: true, FormatVersion: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rows := func(from int64) []icebergtest.Row {
 		return []icebergtest.Row{{ID: from, Part: "a", Score: 0.5}, {ID: from + 1, Part: "b", Score: 1.5}}
 	}
@@ -155,6 +159,7 @@ func TestSchemaChanged(t *testing.T) {
 	}{
 		{"added", added, added.AddColumns, "added since 2 of 4 files were written: null there"},
 		{"promoted", promoted, promoted.PromoteScore, "stored as FLOAT in 2 of 4 files (promoted since): widened"},
+		{"dated", dated, dated.PromoteDay, "timestamp in microseconds; stored as INT32 in 2 of 4 files (dates, a timestamp since): each day's first instant, in microseconds"},
 		{"migrated", migrated, native, "timestamp in microseconds; stored as INT96 in 2 of 4 files (as Hive and Spark wrote timestamps): read as microseconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

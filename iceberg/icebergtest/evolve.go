@@ -133,6 +133,8 @@ func (t *Table) writeRows(path string, rows []Row, opts []parquet.WriterOption) 
 		return fmt.Errorf("FloatScore with AddColumns is not supported")
 	case t.hive:
 		return t.writeHive(path, rows, opts)
+	case t.dated:
+		return t.writeDated(path, rows, opts)
 	case t.narrow:
 		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRowFloat {
 			return storedRowFloat{r.ID, r.Part, r.Key, float32(r.Score)}

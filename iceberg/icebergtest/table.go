@@ -61,6 +61,10 @@ type Layout struct {
 	// field ids and store ts as INT96, until NativeWrites. Not with
 	// FloatScore or AddColumns.
 	Hive bool
+	// Dated gives the table a seventh column, day date (field id 10, each
+	// row's DayOf), until PromoteDay makes it a timestamp (format v3;
+	// dated.go). Not with FloatScore, Hive, Imported or AddColumns.
+	Dated bool
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
@@ -84,6 +88,8 @@ type Table struct {
 	added     bool // AddColumns ran: data files hold weight and tags
 	narrow    bool // score is a float: data files store it so (Layout.FloatScore)
 	defaulted bool // AddDefaulted ran
+	dated     bool // Layout.Dated: day is a column
+	stamped   bool // PromoteDay ran: data files store day as a timestamp
 }
 
 // New starts an empty table at dir.
@@ -116,6 +122,12 @@ func New(dir string, l Layout) (*Table, error) {
 			ice.NestedField{ID: 9, Name: "ts", Type: ice.PrimitiveTypes.TimestampTz, Required: true})...)
 		l.Imported = true
 	}
+	if err := checkDated(l); err != nil {
+		return nil, err
+	}
+	if l.Dated {
+		schema = ice.NewSchema(0, append(schema.Fields(), datedField)...)
+	}
 	var fields []ice.PartitionField
 	if l.ByPart {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "part", Transform: ice.IdentityTransform{}})
@@ -124,7 +136,7 @@ func New(dir string, l Layout) (*Table, error) {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
 	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
-		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore, hive: l.Hive}
+		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore, hive: l.Hive, dated: l.Dated}
 	t.meta = iceberg.Metadata{FormatVersion: t.version, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	if l.Imported {
 		t.imported = true
@@ -339,7 +351,9 @@ func (t *Table) writeData(rows []Row) (ice.DataFile, error) {
 		lo.Key, hi.Key = min(lo.Key, r.Key), max(hi.Key, r.Key)
 		lo.Score, hi.Score = min(lo.Score, r.Score), max(hi.Score, r.Score)
 	}
-	b.LowerBoundValues(bounds(lo, t.narrow)).UpperBoundValues(bounds(hi, t.narrow))
+	los, his := bounds(lo, t.narrow), bounds(hi, t.narrow)
+	t.dayBounds(los, his, lo.ID, hi.ID)
+	b.LowerBoundValues(los).UpperBoundValues(his)
 	b.NullValueCounts(map[int]int64{1: 0, 2: 0, 3: 0, 4: 0}).NaNValueCounts(map[int]int64{4: 0})
 	return b.Build(), nil
 }
