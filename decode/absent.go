@@ -83,6 +83,9 @@ func defaultValue(f *Field, plain []byte) ([]byte, error) {
 		}
 		return plain[4:], nil
 	case f.Hash > 0 && pt == format.FixedLenByteArray:
+		if len(plain) != int(f.TypeLen) {
+			return nil, corruptf("a FIXED_LEN_BYTE_ARRAY(%d) default of %d bytes", f.TypeLen, len(plain))
+		}
 		out := make([]byte, 8)
 		return out, hashFixed(out, plain, 1, int(f.TypeLen), f.Hash)
 	case pt == format.Boolean:

@@ -30,6 +30,17 @@ func TestAbsentDefaults(t *testing.T) {
 	decimal.ConvertedType.Set(deprecated.Decimal)
 	utf8 := leafElement("x", 12, format.Optional, format.ByteArray)
 	utf8.ConvertedType.Set(deprecated.UTF8)
+	uuid := leafElement("x", 12, format.Optional, format.FixedLenByteArray)
+	uuid.TypeLength.Set(16)
+	uuid.LogicalType.Value = &format.UUIDType{}
+	fixed := leafElement("x", 12, format.Optional, format.FixedLenByteArray)
+	fixed.TypeLength.Set(2)
+	nanos := leafElement("x", 12, format.Optional, format.Int64)
+	nanos.LogicalType.Value = &format.TimestampType{Unit: format.TimeUnit{Value: &format.NanoSeconds{}}}
+	clock := leafElement("x", 12, format.Optional, format.Int64)
+	clock.LogicalType.Value = &format.TimeType{Unit: format.TimeUnit{Value: &format.MicroSeconds{}}}
+	clock.ConvertedType.Set(deprecated.TimeMicros)
+	id16 := []byte("0123456789abcdef")
 	tests := []struct {
 		name   string
 		el     format.SchemaElement
@@ -45,6 +56,13 @@ func TestAbsentDefaults(t *testing.T) {
 		{"string", utf8, str("free"), 0, []byte("free"), nil},
 		{"string, hashed", utf8, str("free"), 1000, nil, nil},
 		{"decimal(9, 2)", decimal, le(4, 1234), 0, le(8, math.Float64bits(12.34)), nil},
+		{"binary", leafElement("x", 12, format.Optional, format.ByteArray), str("\x00\xff"), 0, []byte{0, 0xff}, nil},
+		{"uuid, hashed", uuid, id16, 1000, nil, nil},
+		{"fixed[2], hashed", fixed, []byte{0x0a, 0xff}, 1000, nil, nil},
+		{"timestamp_ns", nanos, le(8, 1e9+2), 0, le(8, 1e9+2), nil},
+		{"time", clock, le(8, 1e6+2), 0, le(8, 1e6+2), nil},
+		{"a fixed[2] default of 3 bytes", fixed, []byte{1, 2, 3}, 1000, nil, ErrCorrupt},
+		{"a uuid default of 15 bytes", uuid, id16[1:], 1000, nil, ErrCorrupt},
 		{"a long default of 4 bytes", leafElement("x", 12, format.Optional, format.Int64), le(4, 7), 0, nil, ErrCorrupt},
 		{"a string default with a wrong length", utf8, append(le(4, 9), "free"...), 0, nil, ErrCorrupt},
 	}
@@ -69,7 +87,11 @@ func TestAbsentDefaults(t *testing.T) {
 			want := tc.want
 			if tc.hash > 0 {
 				want = make([]byte, 8)
-				if err := hashPlain(want, tc.plain, 1, tc.hash); err != nil {
+				hash := func() error { return hashPlain(want, tc.plain, 1, tc.hash) }
+				if tl, ok := tc.el.TypeLength.Get(); ok {
+					hash = func() error { return hashFixed(want, tc.plain, 1, int(tl), tc.hash) }
+				}
+				if err := hash(); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -2,12 +2,14 @@ package iceberg
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/big"
 	"time"
 
 	ice "github.com/apache/iceberg-go"
+	"github.com/google/uuid"
 )
 
 // Initial defaults (format v3). A column added with an initial default
@@ -55,10 +57,39 @@ func plainDefault(t ice.Type, v any) ([]byte, error) {
 	case ice.TimestampType, ice.TimestampTzType:
 		ts, err := parseTime(v, "2006-01-02T15:04:05.999999", "2006-01-02T15:04:05.999999Z07:00")
 		return le(8, uint64(ts.UnixMicro())), err
+	case ice.TimestampNsType, ice.TimestampTzNsType:
+		ts, err := parseTime(v, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04:05.999999999Z07:00")
+		return le(8, uint64(ts.UnixNano())), err
+	case ice.TimeType:
+		tm, err := parseTime(v, "15:04:05.999999")
+		return le(8, uint64(tm.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds())), err
+	case ice.BinaryType:
+		b, err := hexDefault(v, -1)
+		return append(le(4, uint64(len(b))), b...), err
+	case ice.FixedType:
+		return hexDefault(v, t.Len())
+	case ice.UUIDType:
+		s, ok := v.(string)
+		u, err := uuid.Parse(s)
+		if !ok || err != nil || len(s) != 36 {
+			return nil, fmt.Errorf("uuid default %v", v)
+		}
+		return u[:], nil
 	case ice.DecimalType:
 		return decimalDefault(t, v)
 	}
 	return nil, fmt.Errorf("no default of type %s is read", t)
+}
+
+// hexDefault is a binary or fixed default, a string of hexadecimal digits
+// in the spec's JSON form, of n bytes (any number where n < 0).
+func hexDefault(v any, n int) ([]byte, error) {
+	s, ok := v.(string)
+	b, err := hex.DecodeString(s)
+	if !ok || err != nil || n >= 0 && len(b) != n {
+		return nil, fmt.Errorf("binary default %v (want %s hexadecimal digits)", v, map[bool]string{true: "2 per byte", false: fmt.Sprint(2 * n)}[n < 0])
+	}
+	return b, nil
 }
 
 func le(n int, v uint64) []byte {

@@ -153,7 +153,17 @@ func TestPlainDefault(t *testing.T) {
 		{"an int out of range", ice.PrimitiveTypes.Int32, float64(1 << 40), nil},
 		{"a string for a long", ice.PrimitiveTypes.Int64, "7", nil},
 		{"a date not in the spec's form", ice.PrimitiveTypes.Date, "03/01/1970", nil},
-		{"a uuid", ice.PrimitiveTypes.UUID, "f79c3e09-677c-4bbd-a479-3f349cb785e7", nil},
+		{"timestamp_ns", ice.PrimitiveTypes.TimestampNs, "1970-01-01T00:00:01.000000002", []byte{0x02, 0xca, 0x9a, 0x3b, 0, 0, 0, 0}},
+		{"timestamptz_ns", ice.PrimitiveTypes.TimestampTzNs, "1970-01-01T01:00:01+01:00", []byte{0x00, 0xca, 0x9a, 0x3b, 0, 0, 0, 0}},
+		{"time", ice.PrimitiveTypes.Time, "00:00:01.000002", []byte{0x42, 0x42, 0x0f, 0, 0, 0, 0, 0}},
+		{"binary", ice.PrimitiveTypes.Binary, "0aff", []byte{2, 0, 0, 0, 0x0a, 0xff}},
+		{"fixed[2]", ice.FixedTypeOf(2), "0aff", []byte{0x0a, 0xff}},
+		{"uuid", ice.PrimitiveTypes.UUID, "f79c3e09-677c-4bbd-a479-3f349cb785e7",
+			[]byte{0xf7, 0x9c, 0x3e, 0x09, 0x67, 0x7c, 0x4b, 0xbd, 0xa4, 0x79, 0x3f, 0x34, 0x9c, 0xb7, 0x85, 0xe7}},
+		{"a uuid in braces", ice.PrimitiveTypes.UUID, "{f79c3e09-677c-4bbd-a479-3f349cb785e7}", nil},
+		{"fixed[2] of 3 bytes", ice.FixedTypeOf(2), "0aff00", nil},
+		{"binary of odd digits", ice.PrimitiveTypes.Binary, "0af", nil},
+		{"a time past the day", ice.PrimitiveTypes.Time, "24:00:00", nil},
 		{"a list", &ice.ListType{ElementID: 3, Element: ice.PrimitiveTypes.Int64}, []any{}, nil},
 	}
 	for _, tc := range tests {
