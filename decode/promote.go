@@ -227,6 +227,12 @@ func daysIn(dst, src []byte, n int, unit int64) error {
 	return nil
 }
 
+// widenedInt reports whether f is a long that its file stores as an int
+// (promote), not a date.
+func widenedInt(f *Field) bool {
+	return f.StoredPhysical == int32(format.Int32) && f.TimeUnit == 0
+}
+
 // daysOf reports whether f is a timestamp that its file stores as a
 // date's days (promote).
 func daysOf(f *Field) bool {

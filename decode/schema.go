@@ -102,6 +102,11 @@ func (f *Field) sameAs(g *Field) string {
 		// a plain INT64 plans together, as the same numbers (Plan.add
 		// keeps the unit); two units never do.
 		return fmt.Sprintf("timestamps of %s vs %s", unitName(f.TimeUnit), unitName(g.TimeUnit))
+	case widenedInt(f) && g.TimeUnit > 0 || widenedInt(g) && f.TimeUnit > 0:
+		// An int a table widened to a long plans with a plain INT64, but
+		// not with timestamps: the decoder reads a widened INT32 of a
+		// field with a time unit as a date's days (promote.go).
+		return fmt.Sprintf("an int widened to a long vs timestamps of %s", unitName(max(f.TimeUnit, g.TimeUnit)))
 	case f.Nullable != g.Nullable:
 		return fmt.Sprintf("nullable %v vs %v", f.Nullable, g.Nullable)
 	case f.MaxDef != g.MaxDef || f.MaxRep != g.MaxRep || f.RowDef != g.RowDef || !samePath(f, g):

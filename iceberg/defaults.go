@@ -59,6 +59,9 @@ func plainDefault(t ice.Type, v any) ([]byte, error) {
 		return le(8, uint64(ts.UnixMicro())), err
 	case ice.TimestampNsType, ice.TimestampTzNsType:
 		ts, err := parseTime(v, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04:05.999999999Z07:00")
+		if err == nil && (ts.Before(time.Unix(0, math.MinInt64)) || ts.After(time.Unix(0, math.MaxInt64))) {
+			return nil, fmt.Errorf("default %v is past what a timestamp in nanoseconds holds (the years 1677 to 2262)", v)
+		}
 		return le(8, uint64(ts.UnixNano())), err
 	case ice.TimeType:
 		tm, err := parseTime(v, "15:04:05.999999")

@@ -164,6 +164,8 @@ func TestPlainDefault(t *testing.T) {
 		{"fixed[2] of 3 bytes", ice.FixedTypeOf(2), "0aff00", nil},
 		{"binary of odd digits", ice.PrimitiveTypes.Binary, "0af", nil},
 		{"a time past the day", ice.PrimitiveTypes.Time, "24:00:00", nil},
+		{"a timestamp_ns past 2262", ice.PrimitiveTypes.TimestampNs, "2300-01-01T00:00:00", nil},
+		{"a timestamptz_ns before 1677", ice.PrimitiveTypes.TimestampTzNs, "1600-01-01T00:00:00+00:00", nil},
 		{"a list", &ice.ListType{ElementID: 3, Element: ice.PrimitiveTypes.Int64}, []any{}, nil},
 	}
 	for _, tc := range tests {
