@@ -345,3 +345,44 @@ func TestIcebergDeletionVectors(t *testing.T) {
 		t.Fatalf("%d rows; want %d", len(got), len(want))
 	}
 }
+
+// TestIcebergEqualityDeletesOnAStructMember: an equality delete file on
+// a member of a struct column (user.uid, as a table whose rows are keyed
+// by a nested id has) deletes the rows whose member matches, in its
+// partition; rows whose struct is null are not matched by a value.
+func TestIcebergEqualityDeletesOnAStructMember(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Nested: true, RowGroupRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tab.Append(partRows(0, 1500, 4)); err != nil {
+		t.Fatal(err)
+	}
+	// partRows puts id in part a, b or c by id mod 3; user.uid is id mod 50.
+	_, meta, err := tab.DeleteEquality("a", "user.uid", []int64{3, 9, 12}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := func(id int64) bool {
+		uid, ok := icebergtest.UserOf(id)
+		return id%3 == 0 && ok && (uid == 3 || uid == 9 || uid == 12)
+	}
+	want := idRange(0, 1500, func(id int64) bool { return !del(id) })
+	if len(want) == 1500 || len(want) < 1400 {
+		t.Fatalf("the delete file deletes %d rows: change the test's values", 1500-len(want))
+	}
+	dir := t.TempDir()
+	src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\ncolumns: [id, user.uid]\n", "iceberg:"+meta, dir)
+	_, out := runRowsStats(t, src, dir)
+	var got []int64
+	for i, r := range out["id"] {
+		if uid, ok := icebergtest.UserOf(r[0]); ok && out["user.uid"][i][0] != uid {
+			t.Fatalf("row %d: user.uid %d, want %d", r[0], out["user.uid"][i][0], uid)
+		}
+		got = append(got, r[0])
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d rows; want %d", len(got), len(want))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/lastmile/lastmile/column"
@@ -156,20 +157,56 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 		return fmt.Errorf("delete file: %v", err)
 	}
 	for _, id := range ids {
-		f, ok := schema.FindFieldByID(id)
-		if !ok || !slices.ContainsFunc(schema.Fields(), func(top ice.NestedField) bool { return top.ID == id }) {
-			return fmt.Errorf("equality delete file %s: field %d is not a top-level column; lastmile applies equality deletes on top-level columns only", df.FilePath(), id)
+		name, top, err := equalityColumn(schema, id)
+		if err != nil {
+			return fmt.Errorf("equality delete file %s: %w; "+
+				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), err)
 		}
-		switch f.Type.(type) {
-		case *ice.StructType, *ice.ListType, *ice.MapType:
-			return fmt.Errorf("equality delete file %s: column %q is %s; lastmile applies equality deletes on columns of primitive types; "+
-				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), f.Name, f.Type)
-		}
-		d.columns = append(d.columns, f.Name)
-		d.schema.IDs[f.Name] = int32(id)
+		d.columns = append(d.columns, name)
+		d.schema.IDs[top.Name] = int32(top.ID)
 	}
 	s.eqDeletes = append(s.eqDeletes, d)
 	return nil
+}
+
+// equalityColumn is the column that equality field id names: a top-level
+// column, or a member of structs named by its dotted path ("user.id"),
+// which the decoder resolves by the ids of the top-level column (top)
+// and of each member (decode's fieldmember.go), whatever their names in
+// a file. A field inside a list or map, or not of a primitive type, is
+// an error.
+func equalityColumn(schema *ice.Schema, id int) (name string, top ice.NestedField, err error) {
+	f, ok := schema.FindFieldByID(id)
+	if !ok {
+		return "", top, fmt.Errorf("field %d is not in the table's schema", id)
+	}
+	switch f.Type.(type) {
+	case *ice.StructType, *ice.ListType, *ice.MapType:
+		return "", top, fmt.Errorf("column %q is %s; lastmile applies equality deletes on columns of primitive types", f.Name, f.Type)
+	}
+	for _, t := range schema.Fields() {
+		if path, ok := memberPath(t, id); ok {
+			return strings.Join(path, "."), t, nil
+		}
+	}
+	return "", top, fmt.Errorf("field %d (%q) is inside a list or map; lastmile applies equality deletes on columns and struct members only", id, f.Name)
+}
+
+// memberPath is the names from f down to field id through structs only.
+func memberPath(f ice.NestedField, id int) ([]string, bool) {
+	if f.ID == id {
+		return []string{f.Name}, true
+	}
+	st, ok := f.Type.(*ice.StructType)
+	if !ok {
+		return nil, false
+	}
+	for _, m := range st.FieldList {
+		if path, ok := memberPath(m, id); ok {
+			return append([]string{f.Name}, path...), true
+		}
+	}
+	return nil, false
 }
 
 // appliesTo reports whether d deletes rows of data file f.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 
+	ice "github.com/apache/iceberg-go"
 	"github.com/lastmile/lastmile/column"
 )
 
@@ -45,6 +47,46 @@ func TestFloatKeys(t *testing.T) {
 		kb := appendKey(nil, []*column.Column{&id, &c.b}, 0)
 		if got := bytes.Equal(ka, kb); got != c.equal {
 			t.Errorf("%s: keys equal %v, want %v", c.name, got, c.equal)
+		}
+	}
+}
+
+// TestEqualityColumn: an equality field id names a top-level column or
+// a struct member by its dotted path, with the top-level column its ids
+// resolve by; a field inside a list or map, a struct, or one the schema
+// lacks is refused, saying which.
+func TestEqualityColumn(t *testing.T) {
+	schema := ice.NewSchema(0,
+		ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "user", Type: &ice.StructType{FieldList: []ice.NestedField{
+			{ID: 3, Name: "uid", Type: ice.PrimitiveTypes.Int64},
+			{ID: 4, Name: "geo", Type: &ice.StructType{FieldList: []ice.NestedField{{ID: 5, Name: "cell", Type: ice.PrimitiveTypes.String}}}},
+		}}},
+		ice.NestedField{ID: 6, Name: "events", Type: &ice.ListType{ElementID: 7, Element: &ice.StructType{FieldList: []ice.NestedField{
+			{ID: 8, Name: "item", Type: ice.PrimitiveTypes.Int64}}}}},
+		ice.NestedField{ID: 9, Name: "attrs", Type: &ice.MapType{KeyID: 10, KeyType: ice.PrimitiveTypes.String, ValueID: 11, ValueType: ice.PrimitiveTypes.Int64}},
+	)
+	for _, tc := range []struct {
+		id   int
+		name string // "": refused
+		top  int
+		says string
+	}{
+		{1, "id", 1, ""},
+		{3, "user.uid", 2, ""},
+		{5, "user.geo.cell", 2, ""},
+		{2, "", 0, "primitive types"},
+		{8, "", 0, "inside a list or map"},
+		{10, "", 0, "inside a list or map"},
+		{11, "", 0, "inside a list or map"},
+		{99, "", 0, "not in the table's schema"},
+	} {
+		name, top, err := equalityColumn(schema, tc.id)
+		switch {
+		case tc.name != "" && (err != nil || name != tc.name || top.ID != tc.top):
+			t.Errorf("field %d: %q under %d, %v; want %q under %d", tc.id, name, top.ID, err, tc.name, tc.top)
+		case tc.name == "" && (err == nil || !strings.Contains(err.Error(), tc.says)):
+			t.Errorf("field %d: %q, %v; want an error saying %q", tc.id, name, err, tc.says)
 		}
 	}
 }

@@ -135,6 +135,8 @@ func (t *Table) writeRows(path string, rows []Row, opts []parquet.WriterOption) 
 		return t.writeHive(path, rows, opts)
 	case t.dated:
 		return t.writeDated(path, rows, opts)
+	case t.nested:
+		return t.writeNested(path, rows, opts)
 	case t.narrow:
 		return parquet.WriteFile(path, convertRows(rows, func(r Row) storedRowFloat {
 			return storedRowFloat{r.ID, r.Part, r.Key, float32(r.Score)}

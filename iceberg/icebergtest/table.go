@@ -65,6 +65,11 @@ type Layout struct {
 	// row's DayOf), until PromoteDay makes it a timestamp (format v3;
 	// dated.go). Not with FloatScore, Hive, Imported or AddColumns.
 	Dated bool
+	// Nested gives the table the column user struct<uid long> (field ids
+	// 11 and 12, each row's UserOf; nested.go), which equality deletes
+	// can name as "user.uid". Not with FloatScore, Hive, Imported, Dated
+	// or AddColumns.
+	Nested bool
 }
 
 // Table is a table being written at Dir (metadata under Dir/metadata,
@@ -90,6 +95,7 @@ type Table struct {
 	defaulted bool // AddDefaulted ran
 	dated     bool // Layout.Dated: day is a column
 	stamped   bool // PromoteDay ran: data files store day as a timestamp
+	nested    bool // Layout.Nested: user is a column
 }
 
 // New starts an empty table at dir.
@@ -128,6 +134,12 @@ func New(dir string, l Layout) (*Table, error) {
 	if l.Dated {
 		schema = ice.NewSchema(0, append(schema.Fields(), datedField)...)
 	}
+	if err := checkNested(l); err != nil {
+		return nil, err
+	}
+	if l.Nested {
+		schema = ice.NewSchema(0, append(schema.Fields(), nestedField)...)
+	}
 	var fields []ice.PartitionField
 	if l.ByPart {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "part", Transform: ice.IdentityTransform{}})
@@ -136,7 +148,7 @@ func New(dir string, l Layout) (*Table, error) {
 		fields = append(fields, ice.PartitionField{SourceIDs: []int{3}, FieldID: 1001, Name: "key_bucket", Transform: ice.BucketTransform{NumBuckets: l.Buckets}})
 	}
 	t := &Table{Dir: dir, url: l.URL, schema: schema, spec: ice.NewPartitionSpecID(0, fields...), groupRows: l.RowGroupRows,
-		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore, hive: l.Hive, dated: l.Dated}
+		where: map[int64]Position{}, version: max(l.FormatVersion, 2), narrow: l.FloatScore, hive: l.Hive, dated: l.Dated, nested: l.Nested}
 	t.meta = iceberg.Metadata{FormatVersion: t.version, Location: dir, Schemas: []*ice.Schema{schema}, Specs: []ice.PartitionSpec{t.spec}}
 	if l.Imported {
 		t.imported = true
@@ -224,7 +236,7 @@ func (t *Table) Locate(id int64) (Position, bool) {
 
 // DeleteEquality commits a snapshot that adds an equality delete file
 // on one column of the schema ("id", "key" or "part"; "score" for a
-// table lastmile must refuse) with values ([]int64, []string or
+// table lastmile must refuse; "user.uid" of a Layout.Nested table) with values ([]int64, []string or
 // []float64), in the partition of the data files of part (the first
 // one's, when the table is not partitioned by part). seq, when > 0, is
 // its data sequence number instead of the snapshot's.
@@ -239,7 +251,7 @@ func (t *Table) DeleteEquality(part, col string, values any, seq int64) (int64, 
 		return 0, "", fmt.Errorf("no column %q", col)
 	}
 	v := reflect.ValueOf(values)
-	typ := reflect.StructOf([]reflect.StructField{{Name: "V", Type: v.Type().Elem(), Tag: reflect.StructTag(fmt.Sprintf(`parquet:"%s,id(%d)"`, col, field.ID))}})
+	typ, rowOf := deleteRowType(col, field.ID, v.Type().Elem())
 	path := filepath.Join(t.Dir, "data", fmt.Sprintf("eq-delete-%d.parquet", id))
 	f, err := os.Create(path)
 	if err != nil {
@@ -247,8 +259,7 @@ func (t *Table) DeleteEquality(part, col string, values any, seq int64) (int64, 
 	}
 	w := parquet.NewWriter(f, parquet.SchemaOf(reflect.New(typ).Interface()))
 	for i := range v.Len() {
-		row := reflect.New(typ).Elem()
-		row.Field(0).Set(v.Index(i))
+		row := rowOf(v.Index(i))
 		if err := w.Write(row.Addr().Interface()); err != nil {
 			return 0, "", err
 		}
