@@ -15,9 +15,10 @@ import (
 // file was written is found under its old name, one dropped and added
 // again is refused, and one added since reads as nulls where the table
 // says it may (absentMember). The walk stops at the first node that is
-// not a plain struct in the table or in the file (a list's elements, a
-// map's keys or values): the rest of the name is taken as it is, as
-// findColumn takes it.
+// not a plain struct in the table or in the file. At a list of structs
+// whose field the name's last part is (LIST.FIELD), the field is found
+// by id too (listMember); anywhere else (a map's keys or values) the
+// rest of the name is taken as it is, as findColumn takes it.
 
 // memberName returns the name under which the file whose schema is root
 // stores the member rest (dotted, the table's names) of its top-level
@@ -35,6 +36,10 @@ func (t *TableSchema) memberName(root *schemaNode, stored, top string, id int32,
 	for i, p := range parts {
 		remainder := path + "." + strings.Join(parts[i:], ".")
 		if !isStruct(tn) || !isStruct(fn) {
+			if i == len(parts)-1 && isListGroup(tn.el) && isListGroup(fn.el) {
+				name, err := t.listMember(tn, fn, path, tpath, p)
+				return name, root, err
+			}
 			return remainder, root, nil
 		}
 		tc := childNamed(tn, p)
@@ -73,6 +78,56 @@ func (t *TableSchema) memberName(root *schemaNode, stored, top string, id int32,
 		chain = append(chain, c)
 	}
 	return path, root, nil
+}
+
+// listMember returns the name (LIST.FIELD) under which the file's list
+// of structs fn, at path, stores the field name of the elements of the
+// table's list tn (at tpath): the file's field with the table's field's
+// id, as for a struct's members; by name where the file gives no ids. A
+// field the file lacks is refused: an absent field of a list's elements
+// would need the list's levels, which lastmile does not read for it.
+func (t *TableSchema) listMember(tn, fn *schemaNode, path, tpath, name string) (string, error) {
+	te, fe := elementOf(tn), elementOf(fn)
+	if te == nil || fe == nil {
+		return path + "." + name, nil // not lists of structs: listLeaf says what they are
+	}
+	tc, tname := childNamed(te, name), tpath+"."+name
+	switch {
+	case tc == nil:
+		return "", fmt.Errorf("%w: the table has no column %q", ErrMissingColumn, tname)
+	case tc.el.FieldID == 0:
+		return path + "." + name, nil
+	}
+	id := tc.el.FieldID
+	c, known, same := t.childByID(fe, path+"."+fe.el.Name+".", id, name)
+	switch {
+	case c != nil:
+		return path + "." + c.el.Name, nil
+	case !known:
+		return path + "." + name, nil
+	case same != 0:
+		return "", droppedError(tname, same, id)
+	}
+	return "", fmt.Errorf("%w: no field with field id %d (the table's %q) in the elements of the file's list %q: "+
+		"it was added to the table after this file was written, and lastmile cannot fill in a field of a list's elements; "+
+		"rewrite the table's data files (compaction) to read it", ErrMissingColumn, id, tname, path)
+}
+
+// elementOf is the element group of a list of structs n (LIST → list →
+// element, or a two-level list's repeated group of several fields), nil
+// for any other node.
+func elementOf(n *schemaNode) *schemaNode {
+	if !isListGroup(n.el) || len(n.children) != 1 || n.children[0].leaf >= 0 {
+		return nil
+	}
+	rep := n.children[0]
+	switch {
+	case len(rep.children) == 1 && rep.children[0].leaf < 0 && isStruct(rep.children[0]):
+		return rep.children[0]
+	case len(rep.children) > 1:
+		return rep
+	}
+	return nil
 }
 
 // optionalIn reports whether any of the file's structs in chain may be
