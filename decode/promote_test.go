@@ -91,18 +91,27 @@ func TestPromotedColumns(t *testing.T) {
 				t.Fatalf("%d rows, want %d", rows, plan.Rows)
 			}
 			checkPromotedBounds(t, plan, map[string]int64{path("old"): 0, path("old-dict"): 400, path("new"): 700})
-			vd := decodeVerified(t, plan)
-			var b column.Batch
-			for _, u := range plan.Units {
-				if u.Chunks[1].Physical == 0 {
-					continue
-				}
-				u.Chunks[1].Physical = int32(format.Float) // not what the file has
-				if err := vd.Decode(context.Background(), u, &b); !errors.Is(err, ErrBadUnit) {
-					t.Fatalf("a chunk stored as FLOAT, the file's INT32: %v, want ErrBadUnit", err)
-				}
-			}
+			refusesFloatChunks(t, plan, 1)
 		})
+	}
+}
+
+// refusesFloatChunks: a peer's decoder refuses each unit of plan whose
+// column col's chunk, stored narrower than its field (promoted), claims
+// FLOAT, which its file does not store.
+func refusesFloatChunks(t *testing.T, plan *Plan, col int) {
+	t.Helper()
+	vd := decodeVerified(t, plan)
+	var b column.Batch
+	for _, u := range plan.Units {
+		if u.Chunks[col].Physical == 0 {
+			continue
+		}
+		stored := format.Type(u.Chunks[col].Physical)
+		u.Chunks[col].Physical = int32(format.Float) // not what the file has
+		if err := vd.Decode(context.Background(), u, &b); !errors.Is(err, ErrBadUnit) {
+			t.Fatalf("a chunk stored as FLOAT, the file's %v: %v, want ErrBadUnit", stored, err)
+		}
 	}
 }
 
@@ -243,17 +252,7 @@ func TestDatePromoted(t *testing.T) {
 					t.Fatalf("%s: bounds of d %+v, want [%d, %d] at least", u.File, bd, lo, hi)
 				}
 			})
-			vd := decodeVerified(t, plan)
-			var b column.Batch
-			for _, u := range plan.Units {
-				if u.Chunks[1].Physical == 0 {
-					continue
-				}
-				u.Chunks[1].Physical = int32(format.Float) // not what the file has
-				if err := vd.Decode(context.Background(), u, &b); !errors.Is(err, ErrBadUnit) {
-					t.Fatalf("a chunk stored as FLOAT, the file's date: %v, want ErrBadUnit", err)
-				}
-			}
+			refusesFloatChunks(t, plan, 1)
 		})
 	}
 }
