@@ -162,6 +162,13 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 			return fmt.Errorf("equality delete file %s: %w; "+
 				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), err)
 		}
+		if name != top.Name && s.Schema.Stored[int32(top.ID)] == nil {
+			// Without the struct's shape the decoder would find the
+			// member by name, not by field id.
+			return fmt.Errorf("equality delete file %s: column %q is a member of %q, a struct whose type lastmile cannot describe "+
+				"(a member of a type it does not read), so its members cannot be found by field id; "+
+				"compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", df.FilePath(), name, top.Name)
+		}
 		d.columns = append(d.columns, name)
 		d.schema.IDs[top.Name] = int32(top.ID)
 	}
@@ -185,9 +192,19 @@ func equalityColumn(schema *ice.Schema, id int) (name string, top ice.NestedFiel
 		return "", top, fmt.Errorf("column %q is %s; lastmile applies equality deletes on columns of primitive types", f.Name, f.Type)
 	}
 	for _, t := range schema.Fields() {
-		if path, ok := memberPath(t, id); ok {
-			return strings.Join(path, "."), t, nil
+		path, ok := memberPath(t, id)
+		if !ok {
+			continue
 		}
+		name := strings.Join(path, ".")
+		if len(path) > 1 && (strings.Count(name, ".") != len(path)-1 || slices.ContainsFunc(schema.Fields(), func(f ice.NestedField) bool { return f.Name == name })) {
+			// The decoder takes a member by its dotted path, and a name
+			// holding a dot, or a top-level column named as the path,
+			// would make it read another column.
+			return "", t, fmt.Errorf("field %d: its path %q is ambiguous (a name in it holds a dot, or a top-level column has that name); "+
+				"lastmile applies equality deletes on struct members whose path names them alone", id, name)
+		}
+		return name, t, nil
 	}
 	return "", top, fmt.Errorf("field %d (%q) is inside a list or map; lastmile applies equality deletes on columns and struct members only", id, f.Name)
 }
