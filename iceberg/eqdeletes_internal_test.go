@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/decode"
 )
 
 // TestFloatKeys: float values key equal exactly when Java's
@@ -88,5 +90,52 @@ func TestEqualityColumn(t *testing.T) {
 		case tc.name == "" && (err == nil || !strings.Contains(err.Error(), tc.says)):
 			t.Errorf("field %d: %q, %v; want an error saying %q", tc.id, name, err, tc.says)
 		}
+	}
+}
+
+// TestEqualityMemberFoundByNameRefused: an equality delete on a struct
+// member that the decoder could find only by name is refused, saying
+// why, rather than matched against another column: a member of a struct
+// that also holds a member of a type lastmile cannot describe (the
+// table's schema then gives no shape for the struct, and a member
+// dropped and added again under the same name would match the old one's
+// values), and a member whose dotted path is also a top-level column's
+// name (Iceberg allows dots in names).
+func TestEqualityMemberFoundByNameRefused(t *testing.T) {
+	id := ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true}
+	user := func(more ...ice.NestedField) ice.NestedField {
+		return ice.NestedField{ID: 2, Name: "user", Required: true, Type: &ice.StructType{FieldList: append([]ice.NestedField{
+			{ID: 3, Name: "uid", Type: ice.PrimitiveTypes.Int64}}, more...)}}
+	}
+	for _, tc := range []struct {
+		name   string
+		schema *ice.Schema
+		says   string
+	}{
+		{"a struct lastmile cannot describe", ice.NewSchema(0, id, user(ice.NestedField{ID: 4, Name: "payload", Type: ice.VariantType{}})),
+			"cannot be found by field id"},
+		{"a top-level column named as the path", ice.NewSchema(0, id, user(),
+			ice.NestedField{ID: 5, Name: "user.uid", Type: ice.PrimitiveTypes.Int64, Required: true}), "is ambiguous"},
+		{"a member's name with a dot", ice.NewSchema(0, id, ice.NestedField{ID: 2, Name: "user", Required: true,
+			Type: &ice.StructType{FieldList: []ice.NestedField{{ID: 3, Name: "u.id", Type: ice.PrimitiveTypes.Int64}}}}), "is ambiguous"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := &decode.TableSchema{IDs: map[string]int32{}}
+			ts.Stored, ts.Nullable, ts.Defaults = storedColumns(tc.schema)
+			for _, f := range tc.schema.Fields() {
+				ts.IDs[f.Name] = int32(f.ID)
+			}
+			s := &Scan{Table: "t", Schema: ts}
+			spec := ice.NewPartitionSpec()
+			b, err := ice.NewDataFileBuilder(spec, ice.EntryContentEqDeletes, filepath.Join(t.TempDir(), "del.parquet"), ice.ParquetFile, nil, nil, nil, 1, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq := int64(2)
+			e := ice.NewManifestEntry(ice.EntryStatusADDED, nil, &seq, &seq, b.EqualityFieldIDs([]int{3}).Build())
+			if err := s.noteEquality(e, "m", tc.schema, &spec); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("noteEquality: %v, want a refusal saying %q", err, tc.says)
+			}
+		})
 	}
 }
