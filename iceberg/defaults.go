@@ -89,8 +89,11 @@ func plainDefault(t ice.Type, v any) ([]byte, error) {
 func hexDefault(v any, n int) ([]byte, error) {
 	s, ok := v.(string)
 	b, err := hex.DecodeString(s)
-	if !ok || err != nil || n >= 0 && len(b) != n {
-		return nil, fmt.Errorf("binary default %v (want %s hexadecimal digits)", v, map[bool]string{true: "2 per byte", false: fmt.Sprint(2 * n)}[n < 0])
+	switch {
+	case !ok || err != nil:
+		return nil, fmt.Errorf("binary default %v: want a string of hexadecimal digits, two a byte", v)
+	case n >= 0 && len(b) != n:
+		return nil, fmt.Errorf("fixed default %v: %d bytes, want %d", v, len(b), n)
 	}
 	return b, nil
 }
