@@ -38,6 +38,9 @@ type Consumer struct {
 	mem  []byte
 	r    *ring
 	hdr  Header
+	// arena maps the job's unit arena read-only (whole file), for a ring
+	// of major 4 that names one (§8); else nil.
+	arena []byte
 
 	dev, ino uint64 // the file's identity, to tell when its name was given to a new ring
 	// leftover describes the ring when WaitOpen attached to a leftover
@@ -175,6 +178,17 @@ func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 				ErrSchemaHash, hdr.SchemaHash, len(hdr.Fields), want, len(opts.Schema)))
 		}
 	}
+	var arena []byte
+	if hdr.ArenaID != 0 {
+		if arena, err = openArena(dir, hdr.ArenaID, hdr.ArenaSize, opts.Owner); err != nil {
+			return fail(fmt.Errorf("%s: %w", path, err))
+		}
+		defer func() {
+			if !ok {
+				unix.Munmap(arena)
+			}
+		}()
+	}
 	r := newRing(mem, hdr.SlotCount, hdr.SlotSize, hdr.DataOffset)
 	if err := lockByte(fd, consumerLockByte); err != nil {
 		if err == errLocked {
@@ -187,15 +201,16 @@ func OpenWith(dir, name string, opts OpenOptions) (*Consumer, error) {
 	r.consumerHeartbeat.Store(monotonicNow())
 	ok = true
 	c := &Consumer{
-		name: name,
-		path: path,
-		fd:   fd,
-		mem:  mem,
-		r:    r,
-		hdr:  hdr,
-		dev:  st.Dev,
-		ino:  st.Ino,
-		head: r.head.Load(),
+		name:  name,
+		path:  path,
+		fd:    fd,
+		mem:   mem,
+		arena: arena,
+		r:     r,
+		hdr:   hdr,
+		dev:   st.Dev,
+		ino:   st.Ino,
+		head:  r.head.Load(),
 	}
 	c.batch.Tensors = make([]Tensor, 0, TensorCount(hdr.Fields))
 	return c, nil
@@ -273,7 +288,7 @@ func (c *Consumer) take(h, tail uint64) (*Batch, error) {
 		return &c.batch, nil
 	}
 	mem := r.slot(h)
-	sh, tensors, err := parseSlot(mem, c.hdr.Fields, c.batch.Tensors, c.hdr.VersionMinor)
+	sh, tensors, err := parseSlot(mem, c.hdr.Fields, c.batch.Tensors, c.hdr.VersionMinor, c.arena)
 	if err != nil {
 		c.err = fmt.Errorf("ring %q: batch %d: %w", c.name, h, err)
 		return nil, c.err
@@ -363,7 +378,10 @@ func (c *Consumer) Close() error {
 	c.closed = true
 	c.r.consumerPID.Store(0)
 	err := unix.Munmap(c.mem)
-	c.mem, c.r = nil, nil
+	if c.arena != nil {
+		unix.Munmap(c.arena)
+	}
+	c.mem, c.r, c.arena = nil, nil, nil
 	if cerr := unix.Close(c.fd); err == nil {
 		err = cerr
 	}

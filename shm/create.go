@@ -39,6 +39,10 @@ type Config struct {
 	Owner uint32
 	// Fields is the schema every batch follows.
 	Fields []Field
+	// Arena, if not nil, is the job's unit arena (arena.go): the ring is
+	// format 4.2 and names it, and Slot.AddArena may point tensors into
+	// it. Every ring of a job names the same arena.
+	Arena *Arena
 }
 
 // DefaultDir returns $LASTMILE_SHM_DIR if set, else /dev/shm.
@@ -109,6 +113,7 @@ func Create(cfg Config) (*Producer, error) {
 		slots:       g.slotCount,
 		dev:         st.Dev,
 		ino:         st.Ino,
+		arena:       cfg.Arena,
 		hbStop:      make(chan struct{}),
 		hbDone:      make(chan struct{}),
 	}
@@ -206,8 +211,12 @@ func buildTemp(cfg Config, schema []byte, g geometry) (*builtRing, error) {
 		return fail(err)
 	}
 	pid := os.Getpid()
-	major, minor := formatVersion(cfg.Fields)
+	major, minor := formatVersion(cfg.Fields, cfg.Arena != nil)
 	writeHeader(b.mem, g, schema, major, minor, b.generation, int32(pid), processStart(pid))
+	if a := cfg.Arena; a != nil {
+		binary.LittleEndian.PutUint64(b.mem[offArenaID:], a.id)
+		binary.LittleEndian.PutUint64(b.mem[offArenaSize:], uint64(len(a.mem)-ArenaHeaderSize))
+	}
 	u64At(b.mem, offMagic).Store(magicWord) // last, with a release store (§3.1)
 	return b, nil
 }

@@ -19,7 +19,7 @@ const (
 	// readers keep reading every ring they can. A minor version adds the
 	// same fields to every major (§7): this package writes 1.2, 2.2 or 3.2
 	// (x.2 adds the announcement, announce.go).
-	VersionMajor = 3
+	VersionMajor = 4
 	VersionMinor = 2
 
 	// MaxSlots is the largest slot count (§3.1).
@@ -262,7 +262,10 @@ func (f *Field) rowsPer() int64 {
 // major 3 when it has a weighted jagged field, which a 2.x reader would
 // not know, else 2 when it has a jagged field, which a 1.x reader would
 // not know, else 1. The minor version is the same for every major (§7).
-func formatVersion(fields []Field) (major, minor uint16) {
+func formatVersion(fields []Field, arena bool) (major, minor uint16) {
+	if arena {
+		return 4, VersionMinor
+	}
 	major = 1
 	for i := range fields {
 		switch {

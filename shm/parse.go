@@ -29,6 +29,11 @@ type Header struct {
 	ProducerStart uint64 // clock ticks since boot, /proc/PID/stat field 22
 	Created       time.Time
 	Fields        []Field
+	// ArenaID and ArenaSize name the job's unit arena (format 4.x, §8):
+	// the file ArenaName(ArenaID) in the ring's directory, of ArenaSize
+	// data bytes after its header page. Both are 0 for a ring without one.
+	ArenaID   uint64
+	ArenaSize int64
 }
 
 // ParseHeader parses and validates the header of a ring file of fileSize
@@ -76,6 +81,15 @@ func ParseHeader(b []byte, fileSize int64) (Header, error) {
 	case h.SchemaOffset+h.SchemaLen > h.HeaderSize || uint64(h.HeaderSize) > dataOffset:
 		return h, corruptf("schema_offset %d + schema_len %d <= header_size %d <= data_offset %d does not hold",
 			h.SchemaOffset, h.SchemaLen, h.HeaderSize, dataOffset)
+	}
+	if h.VersionMajor >= 4 {
+		h.ArenaID = le.Uint64(b[offArenaID:])
+		size := le.Uint64(b[offArenaSize:])
+		if (h.ArenaID == 0) != (size == 0) || size%pageSize != 0 || size > maxFileSize {
+			return h, corruptf("arena_id %#x with arena_size %d: want both 0, or an id with a positive multiple of %d (at most %d)",
+				h.ArenaID, size, pageSize, int64(maxFileSize))
+		}
+		h.ArenaSize = int64(size)
 	}
 	h.SlotCount = int(slotCount)
 	h.SlotSize = int64(slotSize)
@@ -233,8 +247,11 @@ type Tensor struct {
 	Role   Role
 	DType  DType
 	Shape  []int64
-	Offset int64  // payload offset from the start of the slot
-	Data   []byte // the payload: a view into the slot, never a copy
+	Offset int64  // payload offset from the start of the slot, or of the arena file
+	Data   []byte // the payload: a view into the slot or the arena, never a copy
+	// InArena says the payload lies in the job's unit arena (format 4.x,
+	// §8), Offset from the start of the arena file.
+	InArena bool
 
 	shape [maxTensorDims]int64
 }
@@ -248,13 +265,20 @@ type Tensor struct {
 // as format x.1 (VersionMinor) requires; a consumer checks a slot of an
 // older minor version by its own rules.
 func ParseSlot(slot []byte, fields []Field, dst []Tensor) (SlotHeader, []Tensor, error) {
-	return parseSlot(slot, fields, dst, VersionMinor)
+	return parseSlot(slot, fields, dst, VersionMinor, nil)
+}
+
+// ParseSlotArena is ParseSlot for a ring of major 4 whose arena file,
+// mapped whole (header page included), is arena: a tensor entry of place
+// 1 must lie in its data, and its Data is a view into arena.
+func ParseSlotArena(slot []byte, fields []Field, dst []Tensor, arena []byte) (SlotHeader, []Tensor, error) {
+	return parseSlot(slot, fields, dst, VersionMinor, arena)
 }
 
 // parseSlot is ParseSlot for a ring of the given minor version. From x.1
 // on, pad_rows is set exactly when batch_flags bit 1 is, and null rows of
 // ragged fields are empty; an x.0 producer promised neither.
-func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16) (SlotHeader, []Tensor, error) {
+func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16, arena []byte) (SlotHeader, []Tensor, error) {
 	dst = dst[:0]
 	sh, count, tableBytes, err := parseSlotHeader(slot, fields, minor)
 	if err != nil {
@@ -277,7 +301,7 @@ func parseSlot(slot []byte, fields []Field, dst []Tensor, minor uint16) (SlotHea
 		// through the error paths' formatting of its shape.
 		dst = append(dst, Tensor{Field: field, Name: f.Name, Role: role, DType: DType(e[tensorOffDType])})
 		t := &dst[len(dst)-1]
-		if err := parseTensor(slot, e, &sh, f, t, tableBytes); err != nil {
+		if err := parseTensor(slot, e, &sh, f, t, tableBytes, arena); err != nil {
 			return sh, dst, err
 		}
 		if err := rc.check(t, f, sh.Seq, minor); err != nil {
@@ -340,9 +364,10 @@ func parseSlotHeader(slot []byte, fields []Field, minor uint16) (sh SlotHeader, 
 // parseTensor checks tensor table entry e, whose field, role and dtype t
 // already holds, against field f and the slot header sh: dtype, shape,
 // leading dimension, nbytes, and a payload offset that is aligned, after
-// the table (which ends at tableBytes) and within used_bytes. It fills in
-// t's shape, Offset and Data (a view into slot).
-func parseTensor(slot, e []byte, sh *SlotHeader, f *Field, t *Tensor, tableBytes uint64) error {
+// the table (which ends at tableBytes) and within used_bytes, or, for
+// place 1, inside the arena's data (§8.2). It fills in t's shape, Offset
+// and Data (a view into slot or arena).
+func parseTensor(slot, e []byte, sh *SlotHeader, f *Field, t *Tensor, tableBytes uint64, arena []byte) error {
 	le := binary.LittleEndian
 	role := t.Role
 	used := uint64(sh.UsedBytes)
@@ -362,12 +387,43 @@ func parseTensor(slot, e []byte, sh *SlotHeader, f *Field, t *Tensor, tableBytes
 			sh.Seq, f.Name, role, le.Uint64(e[tensorOffNBytes:]), t.shape[:ndim], t.DType, nbytes)
 	}
 	off := le.Uint64(e[tensorOffOffset:])
+	if e[6] != 0 || e[7] != 0 {
+		return corruptf("slot %d: %q %v tensor: reserved bytes 6-7 are %d %d, want 0", sh.Seq, f.Name, role, e[6], e[7])
+	}
+	switch e[tensorOffPlace] {
+	case placeSlot:
+	case placeArena:
+		return arenaTensor(e, sh, f, t, off, nbytes, arena)
+	default:
+		return corruptf("slot %d: %q %v tensor: place %d, want 0 (the slot) or 1 (the arena)", sh.Seq, f.Name, role, e[tensorOffPlace])
+	}
 	if off%PayloadAlign != 0 || off < tableBytes || off > used || nbytes > used-off {
 		return corruptf("slot %d: %q %v tensor at offset %d, %d bytes: not %d-aligned after the table (%d) and within used_bytes %d",
 			sh.Seq, f.Name, role, off, nbytes, PayloadAlign, tableBytes, used)
 	}
 	t.Offset = int64(off)
 	t.Data = slot[off : off+nbytes : off+nbytes]
+	return nil
+}
+
+// arenaTensor checks a place-1 entry (§8.2): a ring with an arena, a
+// role whose payload may lie there (dense, values, weights), an offset
+// aligned to the dtype inside the arena's data. It points t's Data there.
+func arenaTensor(e []byte, sh *SlotHeader, f *Field, t *Tensor, off, nbytes uint64, arena []byte) error {
+	if len(arena) == 0 {
+		return corruptf("slot %d: %q %v tensor lies in an arena, and the ring has none", sh.Seq, f.Name, t.Role)
+	}
+	if t.Role != RoleDense && t.Role != RoleValues && t.Role != RoleWeights {
+		return corruptf("slot %d: %q %v tensor lies in the arena; only dense, values and weights tensors may", sh.Seq, f.Name, t.Role)
+	}
+	n := uint64(len(arena))
+	if off%uint64(t.DType.Size()) != 0 || off < ArenaHeaderSize || off > n || nbytes > n-off {
+		return corruptf("slot %d: %q %v tensor at arena offset %d, %d bytes: not %d-aligned within the arena's data (%d to %d)",
+			sh.Seq, f.Name, t.Role, off, nbytes, t.DType.Size(), ArenaHeaderSize, n)
+	}
+	t.Offset = int64(off)
+	t.Data = arena[off : off+nbytes : off+nbytes]
+	t.InArena = true
 	return nil
 }
 

@@ -38,6 +38,7 @@ type Producer struct {
 	slotSize    int64
 	slots       int
 	dev, ino    uint64 // identity of our file, so Remove never unlinks a successor
+	arena       *Arena // the job's unit arena this ring names (Config.Arena); nil after an adoption
 
 	next    uint64        // sequence of the next batch: our copy of tail
 	held    [MaxHeld]Slot // reused; batch seq uses held[seq%MaxHeld]
@@ -210,6 +211,78 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 	return s.mem[off:end:end], nil
 }
 
+// AddArena appends the next tensor of the batch's table, as Add does, with
+// data as its payload in place: data must lie in the ring's arena
+// (Config.Arena), aligned to the dtype's size, and be exactly the
+// tensor's size. Only dense, values and weights tensors may lie there
+// (§8.2). The bytes must stay as they are until the consumer releases the
+// batch (Producer.Stats' Head passes it): the arena's user keeps that
+// account.
+func (s *Slot) AddArena(field int, role Role, dtype DType, data []byte, shape ...int64) error {
+	p := s.p
+	if !s.live {
+		return fmt.Errorf("ring %q: AddArena on a slot that was published, discarded or closed", p.name)
+	}
+	if !s.set {
+		return fmt.Errorf("ring %q: SetRows before AddArena", p.name)
+	}
+	if s.k >= p.tensorCount {
+		return fmt.Errorf("ring %q: batch already has all %d tensors", p.name, p.tensorCount)
+	}
+	off, ok := p.arena.Offset(data)
+	if !ok {
+		return fmt.Errorf("ring %q: AddArena: the payload does not lie in the ring's arena", p.name)
+	}
+	if role != RoleDense && role != RoleValues && role != RoleWeights {
+		return fmt.Errorf("ring %q: AddArena: a %v tensor cannot lie in the arena", p.name, role)
+	}
+	save := s.it
+	wantField, wantRole, _ := s.it.next()
+	f := &p.fields[wantField]
+	if field != wantField || role != wantRole {
+		s.it = save
+		return fmt.Errorf("ring %q: tensor %d must be field %d (%q) role %v, got field %d role %v",
+			p.name, s.k, wantField, f.Name, wantRole, field, role)
+	}
+	n, err := checkShape(f, role, dtype, shape)
+	if err == nil && n != int64(len(data)) {
+		err = fmt.Errorf("%d bytes of data for shape %v of %v (%d bytes)", len(data), shapeString(shape), dtype, n)
+	}
+	if err == nil && off%int64(dtype.Size()) != 0 {
+		err = fmt.Errorf("arena offset %d is not a multiple of %v's size", off, dtype)
+	}
+	if err != nil {
+		s.it = save
+		return fmt.Errorf("ring %q: field %q %v tensor: %w", p.name, f.Name, role, err)
+	}
+	e := s.mem[slotHeaderSize+s.k*tensorEntrySize : slotHeaderSize+(s.k+1)*tensorEntrySize]
+	le := binary.LittleEndian
+	le.PutUint16(e[tensorOffField:], uint16(field))
+	e[tensorOffRole] = byte(role)
+	e[tensorOffDType] = byte(dtype)
+	e[tensorOffNDim] = byte(len(shape))
+	clear(e[5:8])
+	e[tensorOffPlace] = placeArena
+	for j := 0; j < maxTensorDims; j++ {
+		var d int64
+		if j < len(shape) {
+			d = shape[j]
+		}
+		le.PutUint64(e[tensorOffShape+8*j:], uint64(d))
+	}
+	le.PutUint64(e[tensorOffOffset:], uint64(off))
+	le.PutUint64(e[tensorOffNBytes:], uint64(n))
+	clear(e[56:64])
+	s.k++
+	s.used = max(s.used, tableEnd(p.tensorCount))
+	return nil
+}
+
+// Arena returns the arena the ring names and this producer may point
+// tensors into (Config.Arena), or nil: none, or a ring this producer
+// adopted (§8: an adopting producer writes no arena entries).
+func (p *Producer) Arena() *Arena { return p.arena }
+
 // AddTensor is Add followed by a copy of data into the region; data must
 // be exactly the tensor's size.
 func (s *Slot) AddTensor(field int, role Role, dtype DType, data []byte, shape ...int64) error {
@@ -371,7 +444,11 @@ func (p *Producer) Publish(s *Slot) error {
 	le.PutUint32(m[slotOffPadRows:], uint32(s.pad))
 	clear(m[slotOffPadRows+4 : slotHeaderSize])
 	var err error
-	if _, p.scratch, err = ParseSlot(m, p.fields, p.scratch); err != nil && !p.detached.Load() {
+	var arena []byte
+	if p.arena != nil {
+		arena = p.arena.mem
+	}
+	if _, p.scratch, err = parseSlot(m, p.fields, p.scratch, VersionMinor, arena); err != nil && !p.detached.Load() {
 		return fmt.Errorf("ring %q: publish batch %d: %w", p.name, s.seq, err)
 	}
 	// Detached mid-pack, the slot may be torn; it is in private memory,

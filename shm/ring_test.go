@@ -327,7 +327,7 @@ func TestOpenErrors(t *testing.T) {
 		{"not a ring", func(t *testing.T, path string) { patch(t, path, 0, []byte("PK\x03\x04")) }, shm.ErrNotRing, "magic"},
 		{"empty file", func(t *testing.T, path string) { os.Truncate(path, 0) }, shm.ErrTruncated, "shorter than the magic"},
 		{"truncated", func(t *testing.T, path string) { os.Truncate(path, 12288) }, shm.ErrTruncated, "the header describes"},
-		{"major version", func(t *testing.T, path string) { patch(t, path, 8, []byte{4, 0}) }, shm.ErrVersion, "upgrade lastmile"},
+		{"major version", func(t *testing.T, path string) { patch(t, path, 8, []byte{5, 0}) }, shm.ErrVersion, "upgrade lastmile"},
 		{"major version 0", func(t *testing.T, path string) { patch(t, path, 8, []byte{0, 0}) }, shm.ErrVersion, "upgrade lastmile"},
 		{"schema hash", func(t *testing.T, path string) { patch(t, path, 4096+8, []byte("L")) }, shm.ErrSchemaHash, "hashes to"},
 		{"slot count", func(t *testing.T, path string) { patch(t, path, 16, []byte{0, 0, 0, 0}) }, shm.ErrCorrupt, "slot_count 0"},

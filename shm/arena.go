@@ -1,0 +1,256 @@
+package shm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The unit arena (format 4.2, docs/ring-format.md §8)
+//
+// A ring slot holds a batch's tensors, so the producer writes each of them
+// twice: once where decoding puts a unit's columns, once into the slot.
+// A ring of major 4 may instead name a payload that lies in a second
+// shared file, the job's arena: the daemon decodes a unit's columns into
+// it, and a batch whose rows are a run of one unit's rows points into it
+// rather than copying them (tensor entry byte 5, place 1). Every ring of
+// a job names the same arena in its header (line 0: arena_id,
+// arena_size), and the file's name follows from the id alone
+// (ArenaName), so that no name has to fit in the header and none can be
+// a ring's name ('+' is not allowed in those).
+//
+// Invariants:
+//   - A range of the arena that a published, unreleased batch names is
+//     never written: the producer frees a range only once every ring whose
+//     batches name it has released them (head past them). The arena's
+//     user (package engine) keeps that account; this package only maps
+//     the file and checks that a tensor entry lies inside it.
+//   - The arena is created once, with its full size reserved and
+//     pre-faulted (as a ring is), owned like the job's rings, and never
+//     resized. Line 0 is immutable, so a ring names one arena for life;
+//     a producer that adopts a ring (§6.6) writes no place-1 entry,
+//     since it cannot know which ranges its predecessor's batches still
+//     name.
+//
+// Rejected: hard links of one arena file under each ring's name (a name
+// per ring to find it by; every file under a ring's name must have one
+// link, trust.go), and an arena inside each ring file (a unit's rows are
+// dealt to every rank's ring, so it would have to be decoded once per
+// ring).
+
+// arenaMagic begins every arena file.
+var arenaMagic = [8]byte{'L', 'M', 'A', 'R', 'E', 'N', 'A', 1}
+
+// ArenaHeaderSize is the size of an arena's header page: arena offsets
+// (tensor entry byte 40 with place 1) are from the start of the file, and
+// data begins here.
+const ArenaHeaderSize = pageSize
+
+// Arena header offsets (§8.1).
+const (
+	arenaOffMagic = 0
+	arenaOffID    = 8
+	arenaOffSize  = 16
+)
+
+// Ring header (line 0) offsets of format 4.x (§3.1).
+const (
+	offArenaID   = 88
+	offArenaSize = 96
+)
+
+// placeArena is tensor entry byte 5 for a payload in the arena.
+const (
+	tensorOffPlace = 5
+	placeSlot      = 0
+	placeArena     = 1
+)
+
+// ArenaName returns the file name of the arena with the given id.
+func ArenaName(id uint64) string { return "arena+" + fmt.Sprintf("%016x", id) }
+
+// Arena is a job's unit arena, mapped read-write by its producer. Its
+// memory is shared with every trainer of the job's rings: write only
+// ranges no published, unreleased batch names.
+type Arena struct {
+	dir      string
+	path     string
+	id       uint64
+	fd       int
+	mem      []byte // the whole file
+	dev, ino uint64
+}
+
+// ArenaConfig describes an arena to create.
+type ArenaConfig struct {
+	// Dir is the ring directory. Default: DefaultDir().
+	Dir string
+	// Size is the data bytes, rounded up to a multiple of 4096.
+	Size int64
+	// Mode is the file's permission bits. Default 0600.
+	Mode os.FileMode
+}
+
+// CreateArena creates, reserves and pre-faults an arena of cfg.Size data
+// bytes under a fresh random id (O_CREAT|O_EXCL, never through a planted
+// file). /dev/shm too small for it fails here, naming what to do.
+func CreateArena(cfg ArenaConfig) (*Arena, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = DefaultDir()
+	}
+	if cfg.Mode == 0 {
+		cfg.Mode = 0o600
+	}
+	if cfg.Size <= 0 || cfg.Size > maxFileSize {
+		return nil, fmt.Errorf("create arena: size %d, want 1 to %d bytes", cfg.Size, int64(maxFileSize))
+	}
+	size := alignUp(cfg.Size, pageSize)
+	var a *Arena
+	for attempt := 0; a == nil; attempt++ {
+		id, err := randomU64()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(cfg.Dir, ArenaName(id))
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(cfg.Mode))
+		if errors.Is(err, unix.EEXIST) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create arena %s: %w", path, err)
+		}
+		a = &Arena{dir: cfg.Dir, path: path, id: id, fd: fd}
+	}
+	fail := func(err error) (*Arena, error) {
+		a.Remove()
+		return nil, fmt.Errorf("create arena %s: %w", a.path, err)
+	}
+	if err := unix.Fchmod(a.fd, uint32(cfg.Mode)); err != nil {
+		return fail(err)
+	}
+	if err := reserve(a.fd, ArenaHeaderSize+size); err != nil {
+		g := geometry{fileSize: ArenaHeaderSize + size, slotCount: 0, dataOffset: ArenaHeaderSize}
+		return fail(spaceError(cfg.Dir, g, err))
+	}
+	mem, err := mapFile(a.fd, ArenaHeaderSize+size, false)
+	if err != nil {
+		return fail(err)
+	}
+	a.mem = mem
+	prefault(mem)
+	var st unix.Stat_t
+	if err := unix.Fstat(a.fd, &st); err != nil {
+		return fail(err)
+	}
+	a.dev, a.ino = st.Dev, st.Ino
+	le := binary.LittleEndian
+	le.PutUint64(mem[arenaOffID:], a.id)
+	le.PutUint64(mem[arenaOffSize:], uint64(size))
+	copy(mem[arenaOffMagic:], arenaMagic[:])
+	return a, nil
+}
+
+// ID returns the arena's id, which names its file.
+func (a *Arena) ID() uint64 { return a.id }
+
+// Path returns the arena's file.
+func (a *Arena) Path() string { return a.path }
+
+// Data returns the arena's data bytes, after its header: what a producer
+// decodes into.
+func (a *Arena) Data() []byte { return a.mem[ArenaHeaderSize:] }
+
+// Offset returns the file offset of b, and whether b lies wholly in the
+// arena's data.
+func (a *Arena) Offset(b []byte) (int64, bool) {
+	if a == nil || len(b) == 0 {
+		return 0, false
+	}
+	return offsetIn(a.mem, b)
+}
+
+// offsetIn returns where b begins in mem, and whether b lies in mem past
+// the arena header.
+func offsetIn(mem, b []byte) (int64, bool) {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base+ArenaHeaderSize || p-base > uintptr(len(mem)) || uintptr(len(b)) > uintptr(len(mem))-(p-base) {
+		return 0, false
+	}
+	return int64(p - base), true
+}
+
+// Remove unmaps and closes the arena and unlinks its file if the name is
+// still the file this process made. Readers that mapped it keep their
+// mapping. Call it once no ring will be opened again that names it: after
+// the job's rings are removed.
+func (a *Arena) Remove() error {
+	if a.mem != nil {
+		unix.Munmap(a.mem)
+		a.mem = nil
+	}
+	if a.fd >= 0 {
+		unix.Close(a.fd)
+		a.fd = -1
+	}
+	if a.ino != 0 && !sameFile(a.path, a.dev, a.ino) {
+		return nil
+	}
+	if err := unix.Unlink(a.path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove arena %s: %w", a.path, err)
+	}
+	return nil
+}
+
+// openArena maps, read-only, the arena a ring's header names (id, data
+// size), after the trust checks of every file in the ring directory.
+func openArena(dir string, id uint64, size int64, owner uint32) ([]byte, error) {
+	path := filepath.Join(dir, ArenaName(id))
+	fd, st, err := openTrusted(path, unix.O_RDONLY, owner)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("the ring names arena %s, which is missing: its producer removed it (the ring was left from a finished run) or it was deleted; %w", path, os.ErrNotExist)
+		}
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if st.Size < ArenaHeaderSize+size {
+		return nil, fmt.Errorf("%w: arena %s is %d bytes, the ring says %d data bytes after a %d-byte header", ErrTruncated, path, st.Size, size, ArenaHeaderSize)
+	}
+	mem, err := unix.Mmap(fd, 0, int(ArenaHeaderSize+size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap arena %s: %w", path, err)
+	}
+	if err := checkArenaHeader(mem, id, size); err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("arena %s: %w", path, err)
+	}
+	return mem, nil
+}
+
+// checkArenaHeader checks an arena's header page against the ring's
+// line 0 (§8.1).
+func checkArenaHeader(mem []byte, id uint64, size int64) error {
+	le := binary.LittleEndian
+	switch {
+	case len(mem) < ArenaHeaderSize:
+		return fmt.Errorf("%w: %d bytes, shorter than the header page", ErrTruncated, len(mem))
+	case !bytes.Equal(mem[:len(arenaMagic)], arenaMagic[:]):
+		return fmt.Errorf("%w: magic is %q, want %q (not an arena, or not finished)", ErrNotRing, mem[:len(arenaMagic)], arenaMagic[:])
+	case le.Uint64(mem[arenaOffID:]) != id:
+		return corruptf("arena_id %#x, the ring names %#x", le.Uint64(mem[arenaOffID:]), id)
+	case le.Uint64(mem[arenaOffSize:]) != uint64(size):
+		return corruptf("arena size %d, the ring says %d", le.Uint64(mem[arenaOffSize:]), size)
+	}
+	return nil
+}
+
+// arenaString describes an arena id for errors and tools.
+func arenaString(id uint64) string { return strconv.FormatUint(id, 16) }
