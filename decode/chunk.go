@@ -383,6 +383,12 @@ func (d *Decoder) reserveWhole(f *Field, c *Chunk, dst *column.Column) {
 	if n > maxExpansion*(c.End-c.Offset+c.DictLen)+1<<16 {
 		return
 	}
+	if d.alloc != nil {
+		if b := d.alloc(int(n)); b != nil {
+			dst.Data = b[:0]
+			return
+		}
+	}
 	dst.Data = make([]byte, 0, n)
 }
 

@@ -70,6 +70,9 @@ type Decoder struct {
 	// chunk's level count is its own (reserveWhole).
 	whole bool
 
+	// alloc, if not nil, gives the buffer reserveWhole reserves (SetAlloc).
+	alloc func(n int) []byte
+
 	idxRaw []byte    // an OffsetIndex as read
 	locs   []pageLoc // its pages within the unit's chunk
 	// locsBy holds each field's pages of the open unit once read
@@ -192,6 +195,14 @@ func (d *Decoder) Decode(ctx context.Context, u Unit, dst *column.Batch) error {
 	dst.Rows = int(u.Rows)
 	return nil
 }
+
+// SetAlloc makes the decoder take the values buffer of each column it
+// sizes for a whole row group from alloc (nil: from the heap, as by
+// default): lastmile's unit arena (engine/arena.go), so that a unit's
+// columns are decoded where the trainer will read them. alloc returns a
+// buffer of at least n bytes, or nil for none (the heap then). Only a
+// column whose buffer is short is given one: clear dst's Data first.
+func (d *Decoder) SetAlloc(alloc func(n int) []byte) { d.alloc = alloc }
 
 // DecodeColumn decodes field of the unit given to Open into dst, reusing
 // dst's buffers. A nil sel decodes all the unit's rows; otherwise sel

@@ -201,6 +201,9 @@ type batcher struct {
 	bySrc     []bySource // per span of a batch being packed (bySource)
 	tmp       packScratch
 	skipCopy  bool // Options.BenchSkipCopy
+	// arena, if not nil, is the job's unit arena: batches of one unit's
+	// rows in order point into it (arena.go, fillFromArena).
+	arena *unitArena
 
 	prog *Progress
 }

@@ -126,6 +126,9 @@ type Stats struct {
 	// deletion vectors: deletes.go), in each epoch.
 	RowsDeleted int64
 	Rings       []string
+	// ArenaUnits is the units decoded into the unit arena (ring.arena),
+	// ArenaFallbacks those decoded to the heap for want of a free chunk.
+	ArenaUnits, ArenaFallbacks int
 	// Pages counts the data pages the local decoders decoded, and those a
 	// selection skipped (unread where the page index located them).
 	Pages decode.Stats
@@ -179,8 +182,13 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	notePlanned(&st, opts.Progress, proc, len(fields), slots, log)
 	warnUnreadable(log, job, plan)
 
-	rings, err := createRings(job, plan, fields, local, base, opts.RingOwner, opts.PlaceRing)
+	ua, err := arenaFor(job, opts, plan, workers, local)
 	if err != nil {
+		return st, fmt.Errorf("job %q: %w", job.Name, err)
+	}
+	rings, err := createRings(job, plan, fields, local, base, opts.RingOwner, opts.PlaceRing, ua.shared())
+	if err != nil {
+		ua.close(true)
 		return st, err
 	}
 	for _, r := range rings {
@@ -192,7 +200,12 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 				r.Remove()
 			}
 		}
+		ua.close(opts.Remove)
 	}()
+	if ua != nil && !ua.use(rings) {
+		log.Info("ring.arena: a ring was adopted from an earlier run; its batches are copied into slots")
+		ua.serving = false
+	}
 	writers := writersFor(ctx, rings, opts.Stage)
 	prog := opts.Progress
 	if prog == nil {
@@ -214,6 +227,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	bt := newBatcher(job.Batch.Size, local, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume, bt.rankBase = job.Shuffle.Buffer, job.Seed, opts.Resume, base
 	bt.skipCopy = opts.BenchSkipCopy
+	if ua != nil && ua.serving {
+		bt.arena = ua
+	}
 	if hs != nil {
 		// Each host's row shuffle draws from a seed of its own.
 		bt.seed = splitmix64(job.Seed ^ streamHosts<<8 ^ uint64(hs.Index))
@@ -224,6 +240,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted, shareCounts: opts.ShareCounts}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)
+	if bt.arena != nil {
+		st.ArenaUnits, st.ArenaFallbacks = int(ua.units.Load()), int(ua.fallbacks.Load())
+	}
 	if err != nil {
 		bt.abort()
 		failRings(rings, err)
@@ -348,7 +367,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				return fmt.Errorf("epoch %d: resume: %w", e, err)
 			}
 		}
-		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: hooks.gate, fields: fields, spare: &spare, units: order[first:]}
+		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: hooks.gate, fields: fields, spare: &spare, units: order[first:], arena: bt.arena}
 		emit := func(i int, b *column.Batch) error {
 			if !proc.cache.owns(b) {
 				spare.seen(b) // a cached unit's output is never a spare
@@ -386,6 +405,7 @@ type unitRun struct {
 	fields []OutField
 	spare  *batchPool
 	units  []int32
+	arena  *unitArena // nil: none (arena.go)
 }
 
 // work computes the epoch's i-th unit into buf (a spare batch when nil):
@@ -399,6 +419,11 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 	}
 	if buf == nil {
 		buf = ur.spare.get()
+	}
+	if ur.arena != nil {
+		// The unit is decoded into an arena chunk if one is free
+		// (arena.go); with a unit arena there is no cache nor peer.
+		ur.proc.workers[worker].dec.SetAlloc(ur.arena.prepare(buf))
 	}
 	if ur.proc.skips(int(ur.units[i])) {
 		// Pruned by its statistics: no rows, nothing read, here or on

@@ -90,6 +90,7 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 		switch {
 		case f.group != nil:
 			err = fillGroup(slot, i, f, spans, rows, &b.tmp)
+		case b.fillFromArena(slot, i, f, spans, rows, &err):
 		case f.Kind == column.Fixed:
 			err = fillFixed(slot, i, f, spans, rows, b.skipCopy)
 		default:
@@ -103,6 +104,55 @@ func (b *batcher) fill(slot *shm.Slot, spans []span, rows int) error {
 		}
 	}
 	return nil
+}
+
+// fillFromArena packs field i by pointing into the unit arena, and
+// reports whether it did (setting *err if that failed half way): when
+// the batch's rows are a run of one unit's
+// rows, in order, that the unit decoded into its arena chunk (arena.go).
+// A list's offsets, rebased, are written into the slot; its values are
+// named where they are. Anything else is left to fillFixed or fillList.
+func (b *batcher) fillFromArena(slot *shm.Slot, i int, f *packField, spans []span, rows int, err *error) bool {
+	if b.arena == nil || len(spans) != 1 || spans[0].from != nil || spans[0].idx != nil || f.Kind == column.Bytes {
+		return false
+	}
+	sp, ci, es := &spans[0], f.col, f.DType.Size()
+	if f.Kind == column.Fixed {
+		w := es * f.Width
+		p := b.arena.data(sp.b, ci, sp.lo, sp.hi, w)
+		if p == nil {
+			return false
+		}
+		shape := []int64{int64(rows)}
+		if f.Width > 1 {
+			shape = append(shape, int64(f.Width))
+		}
+		if slot.AddArena(i, shm.RoleDense, shm.DType(f.DType), p, shape...) != nil {
+			return false
+		}
+		b.arena.named(sp.b, b.rank, slot.Seq())
+		return true
+	}
+	c := &sp.b.Columns[ci]
+	if len(c.Offsets) <= sp.hi {
+		return false
+	}
+	lo, hi := c.Offsets[sp.lo], c.Offsets[sp.hi]
+	p := b.arena.data(sp.b, ci, int(lo), int(hi), es)
+	if p == nil || slot.AddArena(i, shm.RoleValues, shm.DType(f.DType), p, hi-lo) != nil {
+		return false
+	}
+	b.arena.named(sp.b, b.rank, slot.Seq())
+	ob, e := slot.Add(i, shm.RoleOffsets, shm.DType(column.Int64), int64(rows+1))
+	if e != nil {
+		*err = e
+		return true
+	}
+	offs := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ob))), rows+1)
+	for k, o := range c.Offsets[sp.lo : sp.hi+1] {
+		offs[k] = o - lo
+	}
+	return true
 }
 
 // fillFixed packs fixed-width field i (column f.col of the spans) into

@@ -46,7 +46,7 @@ func failRings(rings []*shm.Producer, err error) {
 }
 
 func createRings(job *spec.Job, plan *decode.Plan, fields []packField, local, base int, owner uint32,
-	place func(rank int, create func() error) error) ([]*shm.Producer, error) {
+	place func(rank int, create func() error) error, arena *shm.Arena) ([]*shm.Producer, error) {
 	if place == nil {
 		place = func(_ int, create func() error) error { return create() }
 	}
@@ -65,7 +65,7 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []packField, local, ba
 		err := place(r, func() (err error) {
 			p, err = shm.Take(shm.Config{ // Take: Create, or adopt a ring this process claimed (engine/adopt.go)
 				Dir: job.Ring.Dir, Name: job.RingName(base + r), Slots: job.Ring.Slots,
-				SlotSize: size, Mode: mode, Fields: rf, Owner: owner,
+				SlotSize: size, Mode: mode, Fields: rf, Owner: owner, Arena: arena,
 			})
 			return err
 		})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -187,11 +186,9 @@ func offsetIn(mem, b []byte) (int64, bool) {
 	return int64(p - base), true
 }
 
-// Remove unmaps and closes the arena and unlinks its file if the name is
-// still the file this process made. Readers that mapped it keep their
-// mapping. Call it once no ring will be opened again that names it: after
-// the job's rings are removed.
-func (a *Arena) Remove() error {
+// Close unmaps and closes the arena, leaving its file for the rings that
+// name it (their remover calls RemoveArena).
+func (a *Arena) Close() {
 	if a.mem != nil {
 		unix.Munmap(a.mem)
 		a.mem = nil
@@ -200,6 +197,40 @@ func (a *Arena) Remove() error {
 		unix.Close(a.fd)
 		a.fd = -1
 	}
+}
+
+// RemoveArena unlinks the arena with the given id in dir, if it is a
+// file the trust rules allow (trust.go: a regular file with one link,
+// owned by this process's uid, root, or owner): what removes a job's
+// rings removes the arena they name once they are gone.
+func RemoveArena(dir string, id uint64, owner uint32) error {
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	path := filepath.Join(dir, ArenaName(id))
+	fd, st, err := openTrusted(path, unix.O_RDONLY, owner)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer unix.Close(fd)
+	if !sameFile(path, st.Dev, st.Ino) {
+		return nil
+	}
+	if err := unix.Unlink(path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove arena %s: %w", path, err)
+	}
+	return nil
+}
+
+// Remove unmaps and closes the arena and unlinks its file if the name is
+// still the file this process made. Readers that mapped it keep their
+// mapping. Call it once no ring will be opened again that names it: after
+// the job's rings are removed.
+func (a *Arena) Remove() error {
+	a.Close()
 	if a.ino != 0 && !sameFile(a.path, a.dev, a.ino) {
 		return nil
 	}
@@ -251,6 +282,3 @@ func checkArenaHeader(mem []byte, id uint64, size int64) error {
 	}
 	return nil
 }
-
-// arenaString describes an arena id for errors and tools.
-func arenaString(id uint64) string { return strconv.FormatUint(id, 16) }

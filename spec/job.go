@@ -86,6 +86,12 @@ type Ring struct {
 	// Mode is the ring files' permission bits as an octal string (default
 	// "0600").
 	Mode string `yaml:"mode"`
+	// Arena decodes units into a shared file every rank's trainer maps
+	// (ring format 4.2, docs/ring-format.md §8), so that a batch of rows
+	// in their unit's order names them there instead of copying them
+	// into its slot. For jobs without a pipeline, row shuffle, unit
+	// cache or device staging; trainers need lastmile 4.2 readers.
+	Arena bool `yaml:"arena"`
 }
 
 // Cache is the cache section. The row-local part of a pipeline gives the
@@ -109,6 +115,28 @@ type Decode struct {
 	// MaxUnitRows splits row groups larger than this into several work
 	// units; 0 keeps whole row groups.
 	MaxUnitRows int64 `yaml:"max_unit_rows"`
+}
+
+// validateArena refuses ring.arena beside what would gather or copy
+// every row anyway, or stage slots only (docs/ring-format.md §8).
+func (j *Job) validateArena(d *Decoder) {
+	if !j.Ring.Arena {
+		return
+	}
+	why := ""
+	switch {
+	case len(j.Pipeline) > 0:
+		why = "a pipeline (its ops write new columns)"
+	case j.Shuffle.Buffer > 0:
+		why = "a row shuffle (shuffle.buffer gathers every row)"
+	case j.Cache.MaxMemory > 0:
+		why = "a unit cache (cache.max_memory keeps units for later epochs)"
+	case j.GPU.Staging == StagingDevice:
+		why = "device staging (gpu.staging: device copies slots only)"
+	}
+	if why != "" {
+		d.Errorf(nil, "ring.arena", "the unit arena does not apply to a job with %s: remove ring.arena, or that", why)
+	}
 }
 
 var (
@@ -325,6 +353,7 @@ func (j *Job) validate(d *Decoder) {
 		d.Errorf(nil, "decode.inflight", "must be at least decode.workers (%d), got %d", j.Decode.Workers, j.Decode.InFlight)
 	}
 	j.validatePipeline(d)
+	j.validateArena(d)
 	if j.Cache.MaxMemory < 0 || j.Cache.MaxMemory > 1<<44 {
 		d.Errorf(nil, "cache.max_memory", "want 0 (no cache) to 16TiB, got %s", j.Cache.MaxMemory)
 	}

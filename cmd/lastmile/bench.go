@@ -289,7 +289,7 @@ func writeBench(w io.Writer, spine *bench.Report, pipe *bench.PipelineReport, sp
 	if copies != nil {
 		fmt.Fprintln(w)
 		copies.WriteTable(w)
-		targets = append(targets, copies.Target, copies.FirstPass, copies.Ceiling)
+		targets = append(targets, copies.Target, copies.FirstPass, copies.Copying, copies.Ceiling)
 	}
 	if len(targets) > 0 {
 		fmt.Fprintln(w, "\nDeveloper targets (docs/benchmarks.md)")
