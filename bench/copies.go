@@ -64,7 +64,7 @@ type CopiesReport struct {
 	CopyingCPU  float64 `json:"copying_cpu_seconds"`
 	CopyingPack float64 `json:"copying_pack_seconds"`
 	Copying     Target  `json:"copying"`
-	FirstPass     Target  `json:"first_pass"` // FirstPassCPU / KernelCPU, beside the target
+	FirstPass   Target  `json:"first_pass"` // FirstPassCPU / KernelCPU, beside the target
 	// CeilingCPU is ProducerCPU with the packing copy of rows in order
 	// skipped (engine.Options.BenchSkipCopy; the consumer still reads
 	// every byte): what a pass would cost if decoding wrote straight into

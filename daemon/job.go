@@ -403,6 +403,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 func (j *Job) onReady(r *run, rings []string) {
 	dir := j.spec.Ring.Dir
 	obs := make([]*shm.Observer, len(rings))
+	chowned := map[uint64]bool{}
 	for i, name := range rings {
 		path := filepath.Join(dir, name)
 		if err := j.d.chownRing(path, j.owner, j.gid); err != nil {
@@ -414,6 +415,13 @@ func (j *Job) onReady(r *run, rings []string) {
 			continue
 		}
 		obs[i] = o
+		if id := o.Header().ArenaID; id != 0 && !chowned[id] {
+			// The unit arena every ring of the job names (ring.arena).
+			chowned[id] = true
+			if err := j.d.chownRing(filepath.Join(dir, shm.ArenaName(id)), j.owner, j.gid); err != nil {
+				j.log.Error("give the unit arena to its owner", "arena", shm.ArenaName(id), "err", err)
+			}
+		}
 	}
 	j.mu.Lock()
 	old := j.obs

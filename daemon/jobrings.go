@@ -68,6 +68,7 @@ func (j *Job) removeRings() {
 			o.Close()
 		}
 	}
+	arenas := map[uint64]bool{}
 	for r := range ranks {
 		name := j.ringName(r)
 		shm.Unclaim(j.spec.Ring.Dir, name)
@@ -75,7 +76,7 @@ func (j *Job) removeRings() {
 		if err != nil {
 			continue
 		}
-		info := o.Info()
+		info, arena := o.Info(), o.Header().ArenaID
 		o.Close()
 		if info.Generation != ranks[r].Generation || info.ProducerAlive {
 			continue
@@ -85,6 +86,15 @@ func (j *Job) removeRings() {
 			if err := os.Remove(info.Path); err != nil {
 				j.log.Warn("remove ring", "rank", r, "ring", name, "err", err)
 			}
+		}
+		if arena != 0 {
+			arenas[arena] = true
+		}
+	}
+	// The unit arena the removed rings named (ring.arena), after them.
+	for id := range arenas {
+		if err := shm.RemoveArena(j.spec.Ring.Dir, id, j.owner); err != nil {
+			j.log.Warn("remove unit arena", "arena", shm.ArenaName(id), "err", err)
 		}
 	}
 	j.log.Info("rings removed")

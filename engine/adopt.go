@@ -106,15 +106,18 @@ type Footprint struct {
 	// tables (their decoded size, at most each join's max_memory).
 	ShuffleBytes int64
 	SideBytes    int64
-	Files        []string // the input files the job reads
+	// ArenaBytes is the unit arena's file (ring.arena, arena.go): shared
+	// memory, like the rings, outside the Go heap.
+	ArenaBytes int64
+	Files      []string // the input files the job reads
 	// PlanDigest identifies the units the plan deals out (PlanDigest).
 	PlanDigest string
 }
 
-// Bytes returns the total: the rings, the in-flight units, the shuffle
-// window, the unit cache and the side tables.
+// Bytes returns the total: the rings, the unit arena, the in-flight
+// units, the shuffle window, the unit cache and the side tables.
 func (f Footprint) Bytes() int64 {
-	return f.RingBytes + int64(f.InFlight)*f.UnitBytes + f.ShuffleBytes + f.CacheBytes + f.SideBytes
+	return f.RingBytes + f.ArenaBytes + int64(f.InFlight)*f.UnitBytes + f.ShuffleBytes + f.CacheBytes + f.SideBytes
 }
 
 // ForRanks is f for a run that makes the rings of n of the job's ranks
@@ -147,7 +150,7 @@ const (
 func HeapLimit(fps ...Footprint) int64 {
 	n := int64(heapOverhead)
 	for _, f := range fps {
-		n += f.Bytes() - f.RingBytes
+		n += f.Bytes() - f.RingBytes - f.ArenaBytes
 	}
 	return n
 }
@@ -204,8 +207,14 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	// The header, schema block and alignment before slot 0: at most 2 MiB
 	// plus the schema (96 bytes per field).
 	header := int64(2<<20) + int64(96*len(plan.Fields))
+	var arena int64
+	if job.Ring.Arena {
+		chunk, rows := arenaChunkSize(plan)
+		arena = chunk * int64(arenaChunks(job, workers, job.WorldSize, rows))
+	}
 	return Footprint{
-		Rings: job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
+		ArenaBytes: arena,
+		Rings:      job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
 		RingBytes: int64(job.WorldSize) * (header + int64(job.Ring.Slots)*size),
 		InFlight:  inflight, UnitBytes: unitBytes,
 		ShuffleBytes: int64(job.Shuffle.Buffer) * (max(perRow, 1) + windowIndexBytes), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,

@@ -215,4 +215,3 @@ func TestArenaRefused(t *testing.T) {
 		}
 	}
 }
-

@@ -94,6 +94,11 @@ func Create(cfg Config) (*Producer, error) {
 		b.discard()
 		return fail(err)
 	}
+	if old != nil && old.arena != 0 && (cfg.Arena == nil || cfg.Arena.id != old.arena) {
+		// The replaced ring's producer died: its unit arena goes with it
+		// (a consumer that mapped it keeps its mapping).
+		RemoveArena(cfg.Dir, old.arena, cfg.Owner)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(b.fd, &st); err != nil {
 		b.tmp = path

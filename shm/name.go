@@ -32,6 +32,7 @@ import (
 type staleRing struct {
 	fd       int
 	dev, ino uint64
+	arena    uint64 // the unit arena it names (format 4.x), 0: none
 }
 
 // release closes s, dropping its lock; a nil s is nothing.
@@ -53,7 +54,7 @@ func claimName(path string, owner uint32) (*staleRing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("existing file: %w", err)
 	}
-	var hdr [offProducerPID + 4]byte
+	var hdr [offArenaSize + 8]byte
 	n, _ := unix.Pread(fd, hdr[:], 0)
 	if err := lockByte(fd, producerLockByte); err != nil {
 		unix.Close(fd)
@@ -67,7 +68,11 @@ func claimName(path string, owner uint32) (*staleRing, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s exists and is not a lastmile ring: remove it, or choose another ring name", path)
 	}
-	return &staleRing{fd: fd, dev: st.Dev, ino: st.Ino}, nil
+	old := &staleRing{fd: fd, dev: st.Dev, ino: st.Ino}
+	if n == len(hdr) && binary.LittleEndian.Uint16(hdr[offVersionMajor:]) >= 4 {
+		old.arena = binary.LittleEndian.Uint64(hdr[offArenaID:])
+	}
+	return old, nil
 }
 
 // createTemp creates the temporary file of ring name in dir, with mode.
