@@ -37,9 +37,18 @@ class _Core:
     held slot and close everything without keeping the Ring alive.
     """
 
-    def __init__(self, fd, mm, geo, path):
+    def __init__(self, fd, mm, geo, path, arena=None):
         self.fd = fd
         self.mm = mm
+        # The unit arena the ring names (docs/ring-format.md 8), mapped
+        # read-only, or None. Place-1 tensors are views of it.
+        self.arena = arena
+        self.arena_base = self.arena_end = 0  # its address range, to tell its views from the slots'
+        if arena is not None:
+            a = np.frombuffer(arena, dtype=np.uint8)
+            self.arena_base = a.ctypes.data
+            self.arena_end = self.arena_base + len(a)
+            del a
         self.geo = geo
         self.path = path
         self.closed = False
@@ -122,6 +131,7 @@ class _Core:
             os.close(self.fd)
             self._u8 = None
             self.mm = None
+            self.arena = None
             return
         try:
             self.release()
@@ -146,3 +156,9 @@ class _Core:
                 # the slot) alive; it is unmapped when the last one is freed.
                 pass
             self.mm = None
+            if self.arena is not None:
+                try:
+                    self.arena.close()
+                except BufferError:  # as above: a batch's arena arrays are alive
+                    pass
+                self.arena = None

@@ -17,11 +17,11 @@ import numpy as np
 
 from . import _futex
 from ._futex import load_u32, load_u64
-from .format import (MAGIC, OFF_CONSUMER_HEARTBEAT, OFF_CONSUMER_PID, OFF_CONSUMER_WAITING,
+from .format import (ARENA_HEADER_SIZE, ARENA_MAGIC, _ARENA_HEADER, MAGIC, OFF_CONSUMER_HEARTBEAT, OFF_CONSUMER_PID, OFF_CONSUMER_WAITING,
                      OFF_DATA_FUTEX, OFF_ENDED, OFF_HEAD, OFF_PRODUCER_HEARTBEAT,
                      OFF_PRODUCER_WAITING, OFF_SPACE_FUTEX, OFF_STATE, OFF_TAIL, PAGE,
                      STATE_ERROR, STATE_RUNNING, _STATE_NAMES, RingError, RingFormatError, _age,
-                     _Geometry, _lock_free, _message, ring_path)
+                     _Geometry, _lock_free, _message, arena_name, ring_path)
 
 
 class _Leftover(Exception):
@@ -101,6 +101,46 @@ def _check_trusted(fd, path):
         raise RingError("%s is owned by uid %d, not by this user (uid %d) or root: lastmiled "
                         "gives each ring to its trainer, so this file may have been planted; "
                         "remove it" % (path, st.st_uid, os.geteuid()))
+
+
+def open_arena(dir, arena_id, arena_size, ring):
+    """Map read-only the unit arena a ring names (docs/ring-format.md 8.1):
+    ``DIR/arena+HEX``, opened and trusted as a ring file is, at least
+    ``4096 + arena_size`` bytes, its header naming the same id and size.
+    Returns the mapping (header page and data); the caller closes it."""
+    path = os.path.join(dir, arena_name(arena_id))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise RingError("ring %s names the unit arena %s, which is missing: its producer removed it "
+                        "(the ring is left from a finished run) or it was deleted; the ring cannot be "
+                        "read. Start the job again (lastmiled makes a new arena with its rings)"
+                        % (ring, path)) from None
+    except OSError as e:
+        raise RingError("ring %s names the unit arena %s, which cannot be opened (%s): it must be a "
+                        "regular file, not a symlink" % (ring, path, e.strerror or e)) from None
+    try:
+        _check_trusted(fd, path)
+        size = os.fstat(fd).st_size
+        need = ARENA_HEADER_SIZE + arena_size
+        if size < need:
+            raise RingFormatError("unit arena %s is truncated: %d bytes, ring %s says %d data bytes after "
+                                  "a %d-byte header" % (path, size, ring, arena_size, ARENA_HEADER_SIZE))
+        mm = mmap.mmap(fd, need, mmap.MAP_SHARED, mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    magic, got_id, got_size = _ARENA_HEADER.unpack_from(mm, 0)
+    err = None
+    if magic != ARENA_MAGIC:
+        err = "magic is %r, want %r (not a lastmile arena, or not finished)" % (magic, ARENA_MAGIC)
+    elif got_id != arena_id:
+        err = "its arena_id is 0x%016x, ring %s names 0x%016x" % (got_id, ring, arena_id)
+    elif got_size != arena_size:
+        err = "its data size is %d, ring %s says %d" % (got_size, ring, arena_size)
+    if err is not None:
+        mm.close()
+        raise RingFormatError("unit arena %s: %s; the ring cannot be read" % (path, err))
+    return mm
 
 
 def inspect(name, dir=None) -> dict:

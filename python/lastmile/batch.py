@@ -40,6 +40,13 @@ class Batch(Mapping):
 
     The arrays are zero-copy views of the ring slot and are valid only until the
     slot is released (the next batch, ``ring.release()``, ``ring.close()``).
+
+    In a ring that names a unit arena (format 4.2, ``ring: {arena: true}``)
+    dense, values and weights arrays may instead be views of the arena, a
+    file shared by every rank of the job and mapped read-only: such numpy
+    arrays are not writeable, and writing into such a torch tensor (an
+    in-place op) kills the process with SIGSEGV. Copy first (``.clone()``,
+    ``np.array(a)``, ``batch.detach()``) to modify a batch in place.
     """
 
     __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
@@ -189,11 +196,7 @@ class Batch(Mapping):
                          self.seq, self.cursor, self.flags, True, self, pad_rows=self._pad)
         import torch  # lazily: torch is optional
 
-        def conv(arr, code):
-            if code == DTYPE_BFLOAT16:
-                return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-            return torch.from_numpy(arr)
-
+        conv = _torch_conv
         data = {}
         for f in self._fields:
             v = self._data[f.name]
@@ -201,7 +204,7 @@ class Batch(Mapping):
                 data[f.name] = Ragged(conv(v.values, f.dtype_code), torch.from_numpy(v.offsets))
             elif f.weighted:
                 data[f.name] = WeightedKeyedJagged(v.keys, conv(v.values, f.dtype_code), torch.from_numpy(v.lengths),
-                                                   torch.from_numpy(v.offsets), torch.from_numpy(v.weights))
+                                                   torch.from_numpy(v.offsets), conv(v.weights, 9))
             elif f.kind == "jagged":
                 data[f.name] = KeyedJagged(v.keys, conv(v.values, f.dtype_code), torch.from_numpy(v.lengths),
                                            torch.from_numpy(v.offsets))
@@ -310,9 +313,28 @@ def _kjt_weights(t, name, v, weights):
 def _torch_conv(arr, code):
     import torch  # lazily: torch is optional
 
+    if not arr.flags.writeable:
+        return _torch_conv_readonly(arr, code)
     if code == DTYPE_BFLOAT16:
         return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(arr)
+
+
+def _torch_conv_readonly(arr, code):
+    """_torch_conv of a read-only array: a view of the unit arena, which the
+    reader maps read-only (docs/ring-format.md 8.1). torch has no read-only
+    tensors and warns that writing to one is undefined; the Batch doc says
+    so once for every user (an in-place write to it faults), so the warning
+    is not repeated here."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        if code == DTYPE_BFLOAT16:
+            return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(arr)
 
 
 class _SlotCache:
@@ -369,14 +391,17 @@ class _SlotCache:
             oe = unpack(old, i * TENSOR_ENTRY_SIZE)
             if e == oe:
                 continue
-            s0, off, nbytes = e[4], e[8], e[9]
-            if e[:4] != oe[:4] or e[5:8] != oe[5:8] or nbytes != s0 * size or off % PAYLOAD_ALIGN \
-                    or off + nbytes > used or off + nbytes > slot_size:
+            # e: field, role, dtype, ndim, place, reserved, shape[4], offset, nbytes. Only a
+            # payload in the slot is patched: one in the unit arena (place 1, format 4.2; or
+            # a values entry that was there) takes the caller's full validation.
+            s0, off, nbytes = e[6], e[10], e[11]
+            if e[:6] != oe[:6] or e[4] or e[5] or e[7:10] != oe[7:10] or nbytes != s0 * size \
+                    or off % PAYLOAD_ALIGN or off + nbytes > used or off + nbytes > slot_size:
                 return False
             todo.append((i, name, size, code, s0, off, nbytes, attr))
         for i, name, size, code, attr in vinfo:  # a jagged field's weights: one per value (3 entries before)
-            if attr == "weights" and unpack(table, i * TENSOR_ENTRY_SIZE)[4] != \
-                    unpack(table, (i - 3) * TENSOR_ENTRY_SIZE)[4]:
+            if attr == "weights" and unpack(table, i * TENSOR_ENTRY_SIZE)[6] != \
+                    unpack(table, (i - 3) * TENSOR_ENTRY_SIZE)[6]:
                 return False
         vbase, data, tdata, ragged = self.vbase, self.data, self.tdata, self.ragged
         for i, name, size, code, s0, off, nbytes, attr in todo:

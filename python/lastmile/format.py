@@ -1,4 +1,4 @@
-"""The lastmile ring format, versions 1.x and 2.x, up to 1.1 and 2.1 (docs/ring-format.md): constants,
+"""The lastmile ring format, versions 1.x to 4.x (docs/ring-format.md): constants,
 errors, the header and schema parsers and the value types of batches.
 
 The consumer protocol is in lastmile.ring, which re-exports every name here.
@@ -20,7 +20,7 @@ import numpy as np
 # --------------------------------------------------------------------------
 
 MAGIC = b"LMRING\x00\x01"
-FORMAT_MAJOR = 3  # the newest major read: 1.x to 3.x (2.0 adds jagged fields, 3.0 their weights)
+FORMAT_MAJOR = 4  # the newest major read: 1.x to 4.x (2.0 adds jagged fields, 3.0 their weights, 4.2 the unit arena)
 FORMAT_MINOR = 1  # the newest minor known: 1.1 and 2.1 add pad_rows, ended_unix_ns (docs/ring-format.md 7)
 PAGE = 4096
 SEQ_EMPTY = 2**64 - 1
@@ -32,6 +32,10 @@ MESSAGE_MAX = 1020
 
 # line 0: geometry (3.1)
 _GEOMETRY = struct.Struct("<8sHHIIIQQQIIQiIQQ")  # 88 bytes from offset 0
+# line 0, format 4.x: the unit arena the ring names (8.1), reserved (0) in 1.x-3.x
+_ARENA_REF = struct.Struct("<QQ")  # arena_id, arena_size
+OFF_ARENA_REF = 88
+MAX_FILE_SIZE = 1 << 46  # the Go side's bound on a ring's or arena's size
 # line 1: producer (3.2)
 OFF_TAIL = 128
 OFF_DATA_FUTEX = 136
@@ -63,11 +67,18 @@ MAX_KEYS = 4096
 # slots (5)
 _SLOT_HEADER = struct.Struct("<QQIIQQIII")  # 52 bytes used of 64 (pad_rows at 48: format x.1)
 SLOT_HEADER_SIZE = 64
-_TENSOR = struct.Struct("<HBBB3x4QQQ8x")  # 64 bytes
+# field, role, dtype, ndim, place (4.x; reserved 0 before), reserved (bytes 6-7), shape[4], offset, nbytes
+_TENSOR = struct.Struct("<HBBBBH4QQQ8x")  # 64 bytes
 TENSOR_ENTRY_SIZE = 64
+PLACE_SLOT, PLACE_ARENA = 0, 1  # tensor entry byte 5 (8.2): the payload lies in the slot, or in the arena
 ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS, ROLE_WEIGHTS = 0, 1, 2, 3, 4, 5
 BATCH_LAST_IN_EPOCH, BATCH_PADDED = 1, 2
 PAYLOAD_ALIGN = 256
+
+# the unit arena (8)
+ARENA_MAGIC = b"LMARENA\x01"
+ARENA_HEADER_SIZE = PAGE  # arena offsets are from the start of the file; data begins here
+_ARENA_HEADER = struct.Struct("<8sQQ")  # magic, arena_id, data size
 
 # code -> (name, numpy dtype used for the view, element size)
 DTYPES = {
@@ -296,6 +307,11 @@ def ring_dir(dir=None) -> str:
     return os.environ.get("LASTMILE_SHM_DIR") or "/dev/shm"
 
 
+def arena_name(arena_id: int) -> str:
+    """The file name of the unit arena with id ``arena_id`` (8.1): ``arena+`` and 16 lowercase hex digits."""
+    return "arena+%016x" % arena_id
+
+
 def ring_path(name: str, dir=None) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name) or name.startswith("."):
         raise ValueError(
@@ -395,6 +411,15 @@ class _Geometry:
                 "%s is truncated: data_offset %d + %d slots x %d bytes = %d > file size %d"
                 % (path, self.data_offset, self.slot_count, self.slot_size, end, size))
         self.data_end = end
+        # 8.1: the unit arena, named in line 0 of a 4.x ring (reserved bytes before)
+        self.arena_id = self.arena_size = 0
+        if self.major >= 4:
+            self.arena_id, self.arena_size = _ARENA_REF.unpack_from(mm, OFF_ARENA_REF)
+            if ((self.arena_id == 0) != (self.arena_size == 0) or self.arena_size % PAGE
+                    or self.arena_size > MAX_FILE_SIZE):
+                raise bad("arena_id 0x%x with arena_size %d: want both 0 (no arena), or an id with a "
+                          "positive multiple of 4096 (at most %d)"
+                          % (self.arena_id, self.arena_size, MAX_FILE_SIZE))
         schema = bytes(mm[self.schema_offset : self.schema_offset + self.schema_len])
         h = fnv1a64(schema)
         if h != self.schema_hash:
@@ -403,7 +428,7 @@ class _Geometry:
         self.fields = _parse_schema(schema, path)
 
     def as_dict(self):
-        return {
+        d = {
             "version": "%d.%d" % (self.major, self.minor),
             "slot_count": self.slot_count,
             "slot_size": self.slot_size,
@@ -415,6 +440,10 @@ class _Geometry:
             "created_unix_ns": self.created_unix_ns,
             "schema": [f.as_dict() for f in self.fields],
         }
+        if self.arena_id:
+            d["arena"] = arena_name(self.arena_id)
+            d["arena_size"] = self.arena_size
+        return d
 
 
 def _parse_schema(block: bytes, path) -> tuple:

@@ -69,14 +69,14 @@ from .format import (  # noqa: F401  (re-exported: lastmile.ring is the public m
     FIELD_NULLABLE, FIELD_UTF8, FIELD_WEIGHTED, ROLE_WEIGHTS, DTYPE_FLOAT32, _SLOT_HEADER, SLOT_HEADER_SIZE, _TENSOR, TENSOR_ENTRY_SIZE,
     ROLE_DENSE, ROLE_VALUES, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_LENGTHS, KIND_JAGGED, KeyedJagged,
     WeightedKeyedJagged, BATCH_LAST_IN_EPOCH, BATCH_PADDED,
-    PAYLOAD_ALIGN, DTYPES, DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16, _NAME_RE, _FLOCK,
+    PAYLOAD_ALIGN, PLACE_SLOT, PLACE_ARENA, ARENA_HEADER_SIZE, DTYPES, DTYPE_INT64, DTYPE_UINT8, DTYPE_BFLOAT16, _NAME_RE, _FLOCK,
     _HAVE_OFD, RingError, RingFormatError, RingVersionError, RingBusyError, ProducerDiedError,
     ProducerHungError, ProducerError, Ragged, Cursor, Field, fnv1a64, ring_dir, ring_path,
     _lock_free, _try_lock, _unlock, _message, _age, _fmt_age, _Geometry, _parse_schema,
     _expected_tensors,
 )
 from ._ringfile import (  # noqa: F401  (inspect is re-exported: lastmile.ring is the public module)
-    _Leftover, _Unfinished, _check_trusted, _describe_consumer, _leftover, inspect,
+    _Leftover, _Unfinished, _check_trusted, _describe_consumer, _leftover, inspect, open_arena,
 )
 
 SPIN_SECONDS = 50e-6  # "tens of microseconds" (6.3)
@@ -206,7 +206,7 @@ class Ring:
         # block on a planted FIFO; what is opened must be a regular file of
         # one link owned by this user or root (docs/daemon-security.md).
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-        mm = None
+        mm = arena = None
         try:
             _check_trusted(fd, path)
             size = os.fstat(fd).st_size
@@ -237,9 +237,13 @@ class Ring:
                 raise RingBusyError(
                     "ring %s already has a consumer (%s); one consumer per ring"
                     % (path, _describe_consumer(pid)), pid=pid)
-            core = _Core(fd, mm, geo, path)
+            if geo.arena_id:  # 8.1: mapped once, read-only, for as long as the ring
+                arena = open_arena(os.path.dirname(path), geo.arena_id, geo.arena_size, path)
+            core = _Core(fd, mm, geo, path, arena)
             core.leftover = what
         except BaseException:
+            if arena is not None:
+                arena.close()
             if mm is not None:
                 try:
                     mm.close()
@@ -547,7 +551,7 @@ class Ring:
         elif c.max_end > used:
             for i, end in enumerate(c.ends):
                 if end > used:
-                    off = end - _TENSOR.unpack_from(table, i * TENSOR_ENTRY_SIZE)[9]
+                    off = end - _TENSOR.unpack_from(table, i * TENSOR_ENTRY_SIZE)[11]
                     raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
                                     % (i, self._field_of[i].name, off, end - off, used))
         # Per batch: ragged offsets (their contents change with every batch).
@@ -587,7 +591,7 @@ class Ring:
         tpos = self._tensor_pos
         for i in todo:
             f, role, dcode = plan[i]
-            fi, r, dt, ndim, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack_from(
+            fi, r, dt, ndim, place, reserved, s0, s1, s2, s3, off, nbytes = _TENSOR.unpack_from(
                 table, i * TENSOR_ENTRY_SIZE)
             if fi != f.index or r != role or dt != dcode:
                 raise self._bad(h, "tensor %d is (field %d, role %d, dtype %d), expected (%d, %d, %d) "
@@ -615,17 +619,27 @@ class Ring:
             if nbytes != nel * size:
                 raise self._bad(h, "tensor %d of field %r: nbytes %d != %d elements x %d"
                                 % (i, f.name, nbytes, nel, size))
-            if off % PAYLOAD_ALIGN:
-                raise self._bad(h, "tensor %d of field %r: offset %d is not 256-byte aligned"
-                                % (i, f.name, off))
-            if off + nbytes > used:
-                raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
-                                % (i, f.name, off, nbytes, used))
-            arr = np.ndarray(shape, dtype=npdt, buffer=mm, offset=so + off)
+            if reserved:
+                raise self._bad(h, "tensor %d of field %r: reserved bytes 6-7 are 0x%04x, want 0"
+                                % (i, f.name, reserved))
+            if place == PLACE_ARENA:
+                arr = self._arena_view(h, i, f, role, shape, npdt, size, off, nbytes)
+                ends[i] = 0  # used_bytes counts the slot only (8.2)
+            elif place != PLACE_SLOT:
+                raise self._bad(h, "tensor %d of field %r: place %d, want 0 (the slot) or 1 (the "
+                                   "unit arena, format 4.2)" % (i, f.name, place))
+            else:
+                if off % PAYLOAD_ALIGN:
+                    raise self._bad(h, "tensor %d of field %r: offset %d is not 256-byte aligned"
+                                    % (i, f.name, off))
+                if off + nbytes > used:
+                    raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
+                                    % (i, f.name, off, nbytes, used))
+                arr = np.ndarray(shape, dtype=npdt, buffer=mm, offset=so + off)
+                ends[i] = off + nbytes
             if role == ROLE_VALIDITY:
                 arr = arr.view(np.bool_)
             arrs[i] = arr
-            ends[i] = off + nbytes
             changed[tpos[i]] = f
         c = _SlotCache()
         c.rows = rows
@@ -672,6 +686,25 @@ class Ring:
                               for f, i, io, iv in layout if f.kind == "ragged" and iv >= 0)
         c.tdata, c.tvalid, c.tdirty = tdata, tvalid, tuple(dirty)
         return c
+
+    def _arena_view(self, h, i, f, role, shape, npdt, size, off, nbytes):
+        """The view of a place-1 tensor (docs/ring-format.md 8.2): in the ring's
+        arena, a dense, values or weights tensor, aligned to its dtype, within
+        the arena's data. Read-only, as the arena is mapped."""
+        arena = self._core.arena
+        if arena is None:
+            raise self._bad(h, "tensor %d of field %r lies in a unit arena (place 1), and the ring "
+                               "names none" % (i, f.name))
+        if role not in (ROLE_DENSE, ROLE_VALUES, ROLE_WEIGHTS):
+            raise self._bad(h, "tensor %d of field %r (role %d) lies in the unit arena; only dense, "
+                               "values and weights tensors may (offsets, lengths and validity are "
+                               "always in the slot)" % (i, f.name, role))
+        n = len(arena)
+        if off % size or off < ARENA_HEADER_SIZE or off > n or nbytes > n - off:
+            raise self._bad(h, "tensor %d of field %r at arena offset %d, %d bytes: not %d-byte "
+                               "aligned within the arena's data (%d to %d)"
+                            % (i, f.name, off, nbytes, size, ARENA_HEADER_SIZE, n))
+        return np.ndarray(shape, dtype=npdt, buffer=arena, offset=off)
 
     # ------------------------------------------------------------------------
     # Closing

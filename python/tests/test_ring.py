@@ -440,13 +440,13 @@ class PlantedFileTests(RingTestCase):
 
 class FormatTests(RingTestCase):
     def test_unknown_major_version(self):
-        for v in [(4, 1), (0, 2)]:
+        for v in [(5, 2), (0, 2)]:
             w = self.writer(version=v)
             with self.assertRaises(lastmile.RingVersionError) as cm:
                 lastmile.Ring.open(w.name, self.dir)
             msg = str(cm.exception)
             self.assertIn("%d.%d" % v, msg)
-            self.assertIn("1.x to 3.x", msg)
+            self.assertIn("1.x to 4.x", msg)
             self.assertIn("pgrade", msg)
             self.assertEqual(cm.exception.found, v)
             os.unlink(w.path)
