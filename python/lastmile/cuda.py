@@ -13,6 +13,9 @@ out), each batch gets there like this:
    stream, into a device slot taken from a small pool (``pool``, default 3).
    The batch's tensors are views of the device slot at the payload offsets
    of the ring slot, so a batch of any number of tensors costs one copy.
+   A tensor in the job's unit arena (format 4.2, docs/ring-format.md 8)
+   is not in the slot: it is copied on its own with ``Tensor.to(device)``
+   from the arena's pageable pages (the arena is not registered).
    The trainer's current stream waits on the copy's event, so its kernels
    run after the copy without the host waiting.
 3. The ring slot is released only after the copy's event has completed
@@ -149,6 +152,11 @@ class TorchCUDA:
     def view(self, dst, offset, nbytes, dtype, shape):
         return dst[offset : offset + nbytes].view(dtype).view(shape)
 
+    def upload(self, t):
+        """A device copy of host tensor ``t`` (pageable: a unit arena's view),
+        on the trainer's current stream, done with ``t`` when it returns."""
+        return t.to(self.device)
+
 
 _TMPFS, _HUGETLBFS = 0x01021994, 0x958458F6
 _FS_NAMES = {_TMPFS: "tmpfs", _HUGETLBFS: "hugetlbfs", 0xEF53: "ext2/3/4", 0x58465342: "xfs",
@@ -282,8 +290,14 @@ class HostStaging:
         self.cuda.order_after(ev)
         tb = batch.torch()
         base = core.base + so
+        arena_lo, arena_hi = core.arena_base, core.arena_end
 
         def conv(t):
+            if t.numel() and arena_lo <= t.data_ptr() < arena_hi:
+                # A tensor in the unit arena (format 4.2): not in the slot,
+                # and not registered. Copied on its own, from pageable
+                # memory, before the slot (and so its arena bytes) is released.
+                return self.cuda.upload(t)
             off = t.data_ptr() - base if t.numel() else 0
             return self.cuda.view(dst, off, t.numel() * t.element_size(), t.dtype, t.shape)
 

@@ -149,6 +149,14 @@ class DeviceStaging:
         if ann is None or ann.generation == self.lost:
             self.ann = None
             return
+        if core.arena is not None:
+            # Device staging copies slots only, and a ring that names a unit
+            # arena has tensors outside them (docs/ring-format.md 8.3):
+            # lastmiled never announces both. Not trusted if it does.
+            self.ann = None
+            log.warning("lastmile: ring %s names a unit arena and announces device slots, which copy "
+                        "slots only; staging its batches here instead", self.ring.name)
+            return
         if not self.producer_alive():  # left by a dead daemon, not yet adopted
             self._drop_dead()
             return
