@@ -1,5 +1,6 @@
 """A pure-Python *producer* of lastmile rings, for tests (docs/ring-format.md 1.0, and 1.1
-with ``version=(1, 1)``: pad_rows, ended_unix_ns).
+with ``version=(1, 1)``: pad_rows, ended_unix_ns; 4.2 with ``arena=ArenaWriter(...)``: the
+unit arena, payloads of the fields named by ``write_slot(in_arena=...)`` in the arena).
 
 Written from the format document independently of lastmile.ring (only the
 futex/atomic primitives of lastmile._futex are shared). It follows the
@@ -81,11 +82,65 @@ def schema_block(fields) -> bytes:
     return bytes(out)
 
 
+ARENA_MAGIC = b"LMARENA\x01"
+
+
+class ArenaWriter:
+    """A job's unit arena (docs/ring-format.md 8): ``DIR/arena+HEX``, a 4096-byte
+    header (magic, id, data size) and ``size`` data bytes. ``put`` copies a
+    payload in and returns its offset from the start of the file: the next
+    free offset aligned to ``align`` (wrapping to the start of the data when
+    the end is reached, which tests size so that no unreleased batch is hit).
+    ``header_id``, ``header_size`` and ``magic`` write another header than the
+    true one (tests of the reader's checks)."""
+
+    def __init__(self, dir, size=1 << 20, arena_id=None, magic=ARENA_MAGIC, header_id=None,
+                 header_size=None):
+        self.dir = dir
+        self.size = size
+        self.id = arena_id if arena_id is not None else random.getrandbits(64) | 1
+        self.path = os.path.join(dir, "arena+%016x" % self.id)
+        self.magic, self.header_id, self.header_size = magic, header_id, header_size
+        self.mm = None
+        self.pos = 4096
+
+    def create(self):
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.ftruncate(fd, 4096 + self.size)
+            self.mm = mmap.mmap(fd, 4096 + self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        struct.pack_into("<QQ", self.mm, 8, self.id if self.header_id is None else self.header_id,
+                         self.size if self.header_size is None else self.header_size)
+        self.mm[0:8] = self.magic  # written last
+        return self
+
+    def put(self, a, align):
+        pos = _round_up(self.pos, align)
+        if pos + a.nbytes > 4096 + self.size:
+            pos = 4096
+        assert pos + a.nbytes <= 4096 + self.size, "arena too small for one payload"
+        self.mm[pos : pos + a.nbytes] = a.tobytes()
+        self.pos = pos + a.nbytes
+        return pos
+
+    def remove(self):
+        if self.mm is not None:
+            self.mm.close()
+            self.mm = None
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
 class RingWriter:
     """Producer of one ring. ``create()`` it, ``publish()`` batches, ``finish()``/``fail()``, ``close()``."""
 
     def __init__(self, name, dir, fields, slot_count=4, slot_size=64 << 10, lock="ofd",
-                 version=(1, 0), heartbeat=True, magic=MAGIC, schema_hash=None):
+                 version=(1, 0), heartbeat=True, magic=MAGIC, schema_hash=None, arena=None,
+                 arena_ref=None):
         self.name = name
         self.dir = dir
         self.path = os.path.join(dir, name)
@@ -97,6 +152,12 @@ class RingWriter:
         self.heartbeat = heartbeat
         self.magic = magic
         self.schema_hash = schema_hash
+        # format 4.2: the ArenaWriter this ring names (line 0 bytes 88-103);
+        # arena_ref=(id, size) writes those bytes as given instead
+        self.arena = arena
+        self.arena_ref = arena_ref
+        if arena_ref is None and arena is not None:
+            self.arena_ref = (arena.id, arena.size)
         self.tail = 0
         self.park = 0.1  # FUTEX_WAIT timeout while the ring is full
         self.fd = None
@@ -127,6 +188,8 @@ class RingWriter:
                              fnv1a64(schema) if self.schema_hash is None else self.schema_hash,
                              os.getpid(), 0, start, time.time_ns())
             mm[4096 : 4096 + len(schema)] = schema
+            if self.arena_ref is not None:
+                struct.pack_into("<QQ", mm, 88, *self.arena_ref)
             self.data_offset = data_offset
             self.mm, self.fd = mm, fd
             for k in range(self.slot_count):
@@ -211,13 +274,15 @@ class RingWriter:
 
     # -- publishing -----------------------------------------------------------
     def write_slot(self, columns, rows, valid=None, epoch=0, batch_index=0, rank=0, last=False,
-                   padded=False, stop_after_payloads=None, pad_rows=0):
+                   padded=False, stop_after_payloads=None, pad_rows=0, in_arena=()):
         """Fill slot ``tail % N`` (6.1 step 2) without publishing it.
 
         ``columns``: name -> ndarray ``[rows, *dims]`` (dense) or ``(values, offsets)``
         (ragged). ``valid``: name -> bool/uint8 ``[rows]`` for nullable fields.
         ``stop_after_payloads=k`` writes only the first k payloads and returns
-        (simulates a producer dying mid-write).
+        (simulates a producer dying mid-write). ``in_arena``: names of fields
+        whose dense tensor or values lie in the unit arena (place 1, aligned
+        to their dtype's size only), not in the slot.
         """
         valid = valid or {}
         tensors = []  # (field, role, dtype_code, array)
@@ -236,11 +301,16 @@ class RingWriter:
             if f.nullable:
                 v = np.ascontiguousarray(valid[f.name], dtype=np.uint8)
                 tensors.append((i, 3, 2, v))
+        if in_arena:
+            assert self.arena is not None, "in_arena needs a ring with an ArenaWriter"
+        # tensor index -> arena offset, for the payloads in the arena
+        arena_at = {n: self.arena.put(t[3], t[3].itemsize) for n, t in enumerate(tensors)
+                    if t[1] in (0, 1) and self.fields[t[0]].name in in_arena}
         pos = _round_up(64 + 64 * len(tensors), 256)
         layout = [0] * len(tensors)
         # Payloads in table order, or (``stable``, as lastmile's Go producer
         # does) every fixed-size one first and the ragged values after them.
-        order = list(range(len(tensors)))
+        order = [n for n in range(len(tensors)) if n not in arena_at]
         if getattr(self, "stable", False):
             order.sort(key=lambda n: tensors[n][1] == 1)
         used = 64 + 64 * len(tensors)
@@ -255,11 +325,13 @@ class RingWriter:
         for n, ((fi, role, code, a), off) in enumerate(zip(tensors, layout)):
             if stop_after_payloads is not None and n >= stop_after_payloads:
                 return
-            mm[so + off : so + off + a.nbytes] = a.tobytes()
+            if n not in arena_at:
+                mm[so + off : so + off + a.nbytes] = a.tobytes()
         for n, ((fi, role, code, a), off) in enumerate(zip(tensors, layout)):
             shape = list(a.shape) + [0] * (4 - a.ndim)
-            struct.pack_into("<HBBB3x4QQQ8x", mm, so + 64 + 64 * n, fi, role, code, a.ndim,
-                             *shape, off, a.nbytes)
+            place = 1 if n in arena_at else 0
+            struct.pack_into("<HBBBB2x4QQQ8x", mm, so + 64 + 64 * n, fi, role, code, a.ndim, place,
+                             *shape, arena_at.get(n, off), a.nbytes)
         flags = (1 if last else 0) | (2 if padded else 0)
         # pad_rows (1.1) at slot offset 48; a 1.0 producer leaves it 0
         struct.pack_into("<QIIQQIII12x", mm, so + 8, used, rows, len(tensors), epoch,
