@@ -21,7 +21,7 @@ import numpy as np
 
 MAGIC = b"LMRING\x00\x01"
 FORMAT_MAJOR = 4  # the newest major read: 1.x to 4.x (2.0 adds jagged fields, 3.0 their weights, 4.2 the unit arena)
-FORMAT_MINOR = 1  # the newest minor known: 1.1 and 2.1 add pad_rows, ended_unix_ns (docs/ring-format.md 7)
+FORMAT_MINOR = 2  # the newest minor known: x.1 adds pad_rows, ended_unix_ns; x.2 the announcement (docs/ring-format.md 7)
 PAGE = 4096
 SEQ_EMPTY = 2**64 - 1
 MAX_SLOTS = 65536

@@ -1,4 +1,4 @@
-"""Consumer side of the lastmile shared-memory ring (docs/ring-format.md, 1.1 and 2.1).
+"""Consumer side of the lastmile shared-memory ring (docs/ring-format.md, 1.x to 4.x).
 
 Written from the format document alone. A ring is a single-producer,
 single-consumer queue of batches in a file ``DIR/NAME`` (``DIR`` defaults to
