@@ -26,6 +26,7 @@ import ringwriter as rw  # noqa: E402
 from lastmile import __main__ as lmmain  # noqa: E402
 from lastmile import devstage  # noqa: E402
 from lastmile import format as lmformat  # noqa: E402
+from test_cuda import FakeCUDA  # noqa: E402
 from test_ring import RingTestCase  # noqa: E402
 
 try:
@@ -319,9 +320,20 @@ class StagingTests(ArenaTestCase):
     """Batches of an arena ring on the device: arena tensors are copied from
     the arena's host mapping, never taken from a slot."""
 
-    def test_host_staging_uploads_arena_tensors(self):
-        from test_cuda import FakeCUDA
+    def check_staged(self, b, s, w):
+        """Batch s, staged: torch tensors (on the CPU or a device) that hold
+        what the producer wrote. Returns its rows."""
+        cols, valid, rows = rw.make_batch(s, w.fields)
+        for name in ("id", "x", "img", "f16", "score"):
+            np.testing.assert_array_equal(b[name].cpu().numpy(), cols[name], err_msg=name)
+        np.testing.assert_array_equal(b["h"].cpu().view(torch.int16).numpy().view(np.uint16), cols["h"])
+        for name in ("tokens", "text", "tags"):
+            np.testing.assert_array_equal(b[name].values.cpu().numpy(), cols[name][0], err_msg=name)
+            np.testing.assert_array_equal(b[name].offsets.cpu().numpy(), cols[name][1], err_msg=name)
+        np.testing.assert_array_equal(b.valid["score"].cpu().numpy(), valid["score"])
+        return rows
 
+    def test_host_staging_uploads_arena_tensors(self):
         class Uploads(FakeCUDA):
             def upload(self, t):
                 self.calls.append(("upload", t.numel()))
@@ -336,17 +348,46 @@ class StagingTests(ArenaTestCase):
                     self.publish(w, s, ALL if s % 2 else {"x"})
                     st.before_next()
                     b = st.stage(ring.next(timeout=5))
-                    cols, valid, rows = rw.make_batch(s, w.fields)
-                    for name in ("id", "x", "score"):
-                        np.testing.assert_array_equal(b[name].numpy(), cols[name], err_msg=name)
-                    np.testing.assert_array_equal(b["tokens"].values.numpy(), cols["tokens"][0])
-                    np.testing.assert_array_equal(b["tokens"].offsets.numpy(), cols["tokens"][1])
-                    np.testing.assert_array_equal(b.valid["score"].numpy(), valid["score"])
+                    rows = self.check_staged(b, s, w)
                     uploads = [c for c in fake.calls if c[0] == "upload"]
                     self.assertTrue(uploads or not rows)
                     fake.calls = [c for c in fake.calls if c[0] != "upload"]
             finally:
                 st.close()
+
+    @unittest.skipUnless(os.environ.get("LASTMILE_GPU_TEST") and torch is not None and torch.cuda.is_available(),
+                         "needs a CUDA GPU and LASTMILE_GPU_TEST=1 (make gpu-test)")
+    def test_real_gpu(self):
+        # The ring registered in place, the arena not: its tensors are
+        # pageable copies beside the slot's one copy.
+        d = self.tmpfs_dir()  # rings and arena on tmpfs: the kernel pins no disk file's shared pages
+        a = rw.ArenaWriter(d).create()
+        self.addCleanup(a.remove)
+        w = rw.RingWriter("gpu-arena", d, rw.ALL_FIELDS, slot_count=4, slot_size=2 << 20, version=(4, 2),
+                          arena=a).create()
+        self.writers.append(w)
+        with lastmile.Ring.open(w.name, d) as ring:
+            st = lmcuda.stager(ring, "cuda:0")
+            self.assertIsInstance(st, lmcuda.HostStaging, "registration fell back to host copies")
+            try:
+                for s in range(6):
+                    self.publish(w, s, ALL if s % 2 else {"tokens"})
+                    st.before_next()
+                    b = st.stage(ring.next(timeout=5))
+                    self.assertEqual(b["id"].device.type, "cuda")
+                    self.assertEqual(b["tokens"].values.device.type, "cuda")
+                    torch.cuda.synchronize()
+                    self.check_staged(b, s, w)
+            finally:
+                st.close()
+
+    def tmpfs_dir(self):
+        import shutil
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix="lastmile-arena-gpu-", dir="/dev/shm")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
 
     def test_device_staging_is_not_used_on_an_arena_ring(self):
         w = self.arena_writer()
