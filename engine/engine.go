@@ -252,6 +252,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	closeRings(ctx, rings, opts.Linger, &st, log)
 	st.Elapsed = time.Since(start)
 	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
+	if bt.arena != nil {
+		log.Info("unit arena", "units", st.ArenaUnits, "units_to_heap", st.ArenaFallbacks)
+	}
 	return st, nil
 }
 

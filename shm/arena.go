@@ -240,11 +240,13 @@ func (a *Arena) Remove() error {
 	return nil
 }
 
-// openArena maps, read-only, the arena a ring's header names (id, data
-// size), after the trust checks of every file in the ring directory.
+// openArena maps the arena a ring's header names (id, data size), after
+// the trust checks of every file in the ring directory: shared and
+// writable, as the consumer maps its ring, so that a trainer may change
+// its batch's tensors in place wherever they lie (§8.3).
 func openArena(dir string, id uint64, size int64, owner uint32) ([]byte, error) {
 	path := filepath.Join(dir, ArenaName(id))
-	fd, st, err := openTrusted(path, unix.O_RDONLY, owner)
+	fd, st, err := openTrusted(path, unix.O_RDWR, owner)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("the ring names arena %s, which is missing: its producer removed it (the ring was left from a finished run) or it was deleted; %w", path, os.ErrNotExist)
@@ -255,7 +257,7 @@ func openArena(dir string, id uint64, size int64, owner uint32) ([]byte, error) 
 	if st.Size < ArenaHeaderSize+size {
 		return nil, fmt.Errorf("%w: arena %s is %d bytes, the ring says %d data bytes after a %d-byte header", ErrTruncated, path, st.Size, size, ArenaHeaderSize)
 	}
-	mem, err := unix.Mmap(fd, 0, int(ArenaHeaderSize+size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(fd, 0, int(ArenaHeaderSize+size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("mmap arena %s: %w", path, err)
 	}

@@ -38,7 +38,7 @@ type Consumer struct {
 	mem  []byte
 	r    *ring
 	hdr  Header
-	// arena maps the job's unit arena read-only (whole file), for a ring
+	// arena maps the job's unit arena (whole file), for a ring
 	// of major 4 that names one (§8); else nil.
 	arena []byte
 

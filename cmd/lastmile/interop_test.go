@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -153,16 +154,26 @@ func TestPythonReadsGoRing(t *testing.T) {
 	data, _ := filepath.Abs("../../testdata/small")
 	want := expectedDigest(t, data)
 
-	for _, consumer := range []string{"python", "go"} {
-		t.Run(consumer, func(t *testing.T) {
+	// With ring.arena (format 4.2) units are decoded whole into the
+	// arena, and most tensors are read from it.
+	ring := map[bool]string{false: "slots: 3}\ndecode: {workers: 2, max_unit_rows: 1000}", true: "slots: 3, arena: true}\ndecode: {workers: 2}"}
+	for _, tc := range []struct {
+		consumer string
+		arena    bool
+	}{{"python", false}, {"go", false}, {"python", true}, {"go", true}} {
+		consumer := tc.consumer
+		t.Run(fmt.Sprintf("%s/arena=%v", consumer, tc.arena), func(t *testing.T) {
 			ringDir := t.TempDir()
 			specPath := filepath.Join(t.TempDir(), "job.yaml")
 			cols, _ := json.Marshal(interopColumns)
-			src := fmt.Sprintf("version: 1\nname: interop\ninputs: [%s]\ncolumns: %s\nbatch: {size: 777, last: keep}\nring: {dir: %s, slots: 3}\ndecode: {workers: 2, max_unit_rows: 1000}\n", data, cols, ringDir)
+			src := fmt.Sprintf("version: 1\nname: interop\ninputs: [%s]\ncolumns: %s\nbatch: {size: 777, last: keep}\nring: {dir: %s, %s\n", data, cols, ringDir, ring[tc.arena])
 			if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got := digestRun(t, py, consumer, ringDir, "lastmile.interop", specPath)
+			got, log := digestRun(t, py, consumer, ringDir, "lastmile.interop", specPath)
+			if tc.arena && !regexp.MustCompile(`unit arena took [1-9][0-9]* units \(0 more`).MatchString(log) {
+				t.Errorf("the run's summary does not say that every unit went into the arena:\n%s", log)
+			}
 			if got.Rows != want.Rows {
 				t.Fatalf("consumer saw %d rows, want %d", got.Rows, want.Rows)
 			}
@@ -180,8 +191,8 @@ func TestPythonReadsGoRing(t *testing.T) {
 
 // digestRun runs the job in specPath in this process while consumer
 // ("python": python -m lastmile cat, or "go": lastmile cat) reads ring
-// name in ringDir, and returns the consumer's digest.
-func digestRun(t *testing.T, py, consumer, ringDir, name, specPath string) DigestResult {
+// name in ringDir, and returns the consumer's digest and the run's summary.
+func digestRun(t *testing.T, py, consumer, ringDir, name, specPath string) (DigestResult, string) {
 	t.Helper()
 	ctx := context.Background()
 	var out bytes.Buffer
@@ -225,7 +236,7 @@ func digestRun(t *testing.T, py, consumer, ringDir, name, specPath string) Diges
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("consumer output %q: %v", out.String(), err)
 	}
-	return got
+	return got, stdout.String()
 }
 
 // TestWeightedDigestsAgree: the Go and Python digests of a ring with a
@@ -243,7 +254,8 @@ func TestWeightedDigestsAgree(t *testing.T) {
 		if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		digests = append(digests, digestRun(t, py, consumer, ringDir, "lastmile.weighted", specPath))
+		d, _ := digestRun(t, py, consumer, ringDir, "lastmile.weighted", specPath)
+		digests = append(digests, d)
 	}
 	p, g := digests[0], digests[1]
 	if p.Rows != 1200 || g.Rows != 1200 || g.Fields["sparse"].Weights == "" {

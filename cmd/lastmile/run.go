@@ -170,5 +170,8 @@ func runSummary(st engine.Stats) string {
 	if st.RowsDeleted > 0 {
 		s += fmt.Sprintf("; %d rows an epoch dropped as deleted by the input tables' deletes", st.RowsDeleted)
 	}
+	if st.ArenaUnits > 0 || st.ArenaFallbacks > 0 {
+		s += fmt.Sprintf("; the unit arena took %d units (%d more decoded to the heap, no chunk being free)", st.ArenaUnits, st.ArenaFallbacks)
+	}
 	return s
 }

@@ -41,7 +41,7 @@ class _Core:
         self.fd = fd
         self.mm = mm
         # The unit arena the ring names (docs/ring-format.md 8), mapped
-        # read-only, or None. Place-1 tensors are views of it.
+        # shared and writable as the ring is, or None. Place-1 tensors are views of it.
         self.arena = arena
         self.arena_base = self.arena_end = 0  # its address range, to tell its views from the slots'
         if arena is not None:

@@ -2,7 +2,8 @@
 whether it may be trusted (6), whether it is a leftover of an earlier run
 (6.7), who holds its consumer lock (3.3), and ``inspect``, which reads its
 header without attaching. :mod:`lastmile.ring` attaches; this module never
-takes a lock, maps only read-only, and imports nothing from it.
+takes a lock, maps rings only read-only (the unit arena a consumer attaches
+to, open_arena, writable as its ring is), and imports nothing from it.
 """
 
 from __future__ import annotations
@@ -104,13 +105,15 @@ def _check_trusted(fd, path):
 
 
 def open_arena(dir, arena_id, arena_size, ring):
-    """Map read-only the unit arena a ring names (docs/ring-format.md 8.1):
+    """Map the unit arena a ring names (docs/ring-format.md 8.1), shared and
+    writable as the ring is, so that a trainer may change its batch's
+    tensors in place wherever they lie:
     ``DIR/arena+HEX``, opened and trusted as a ring file is, at least
     ``4096 + arena_size`` bytes, its header naming the same id and size.
     Returns the mapping (header page and data); the caller closes it."""
     path = os.path.join(dir, arena_name(arena_id))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         raise RingError("ring %s names the unit arena %s, which is missing: its producer removed it "
                         "(the ring is left from a finished run) or it was deleted; the ring cannot be "
@@ -126,7 +129,7 @@ def open_arena(dir, arena_id, arena_size, ring):
         if size < need:
             raise RingFormatError("unit arena %s is truncated: %d bytes, ring %s says %d data bytes after "
                                   "a %d-byte header" % (path, size, ring, arena_size, ARENA_HEADER_SIZE))
-        mm = mmap.mmap(fd, need, mmap.MAP_SHARED, mmap.PROT_READ)
+        mm = mmap.mmap(fd, need, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
     magic, got_id, got_size = _ARENA_HEADER.unpack_from(mm, 0)

@@ -43,10 +43,8 @@ class Batch(Mapping):
 
     In a ring that names a unit arena (format 4.2, ``ring: {arena: true}``)
     dense, values and weights arrays may instead be views of the arena, a
-    file shared by every rank of the job and mapped read-only: such numpy
-    arrays are not writeable, and writing into such a torch tensor (an
-    in-place op) kills the process with SIGSEGV. Copy first (``.clone()``,
-    ``np.array(a)``, ``batch.detach()``) to modify a batch in place.
+    file shared by every rank of the job; they live exactly as long, and
+    may be changed in place exactly as, views of the slot.
     """
 
     __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
@@ -313,28 +311,9 @@ def _kjt_weights(t, name, v, weights):
 def _torch_conv(arr, code):
     import torch  # lazily: torch is optional
 
-    if not arr.flags.writeable:
-        return _torch_conv_readonly(arr, code)
     if code == DTYPE_BFLOAT16:
         return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(arr)
-
-
-def _torch_conv_readonly(arr, code):
-    """_torch_conv of a read-only array: a view of the unit arena, which the
-    reader maps read-only (docs/ring-format.md 8.1). torch has no read-only
-    tensors and warns that writing to one is undefined; the Batch doc says
-    so once for every user (an in-place write to it faults), so the warning
-    is not repeated here."""
-    import warnings
-
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        if code == DTYPE_BFLOAT16:
-            return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(arr)
 
 
 class _SlotCache:

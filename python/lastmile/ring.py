@@ -237,7 +237,7 @@ class Ring:
                 raise RingBusyError(
                     "ring %s already has a consumer (%s); one consumer per ring"
                     % (path, _describe_consumer(pid)), pid=pid)
-            if geo.arena_id:  # 8.1: mapped once, read-only, for as long as the ring
+            if geo.arena_id:  # 8.1: mapped once, for as long as the ring
                 arena = open_arena(os.path.dirname(path), geo.arena_id, geo.arena_size, path)
             core = _Core(fd, mm, geo, path, arena)
             core.leftover = what
