@@ -37,6 +37,9 @@ type catRead struct {
 	elapsed     time.Duration
 	st          shm.ConsumerStats
 	err         error // the stream's error, returned after the report
+	// tensors and inArena count the tensors read, and those read from
+	// the job's unit arena (ring format 4.2).
+	tensors, inArena int64
 }
 
 func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -108,6 +111,12 @@ func readRing(ctx context.Context, c *shm.Consumer, maxBatches int) catRead {
 		}
 		r.last = b.Cursor
 		r.d.add(b)
+		for i := range b.Tensors {
+			r.tensors++
+			if b.Tensors[i].InArena {
+				r.inArena++
+			}
+		}
 	}
 	c.Release()
 	r.elapsed = time.Since(start)
@@ -127,6 +136,10 @@ func writeCatSummary(stdout io.Writer, c *shm.Consumer, r catRead) {
 			r.first.Epoch, r.first.BatchIndex, r.first.Rank, r.last.Epoch, r.last.BatchIndex, r.last.Rank)
 	}
 	fmt.Fprintf(stdout, "waited on an empty ring %d times, %.3fs in all\n", r.st.EmptyWaits, r.st.EmptyWait.Seconds())
+	if h := c.Header(); h.ArenaID != 0 {
+		fmt.Fprintf(stdout, "unit arena %s (%.1f MB): %d of %d tensors read from it\n",
+			shm.ArenaName(h.ArenaID), float64(h.ArenaSize)/1e6, r.inArena, r.tensors)
+	}
 	for _, f := range c.Header().Fields {
 		fd := d.fields[f.Name]
 		if fd == nil {
