@@ -425,8 +425,11 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 	}
 	if ur.arena != nil {
 		// The unit is decoded into an arena chunk if one is free
-		// (arena.go); with a unit arena there is no cache nor peer.
-		ur.proc.workers[worker].dec.SetAlloc(ur.arena.prepare(buf))
+		// (arena.go); with a unit arena there is no cache nor peer. The
+		// decoder takes from the chunk for this unit only.
+		dec := ur.proc.workers[worker].dec
+		dec.SetAlloc(ur.arena.prepare(buf))
+		defer dec.SetAlloc(nil)
 	}
 	if ur.proc.skips(int(ur.units[i])) {
 		// Pruned by its statistics: no rows, nothing read, here or on
