@@ -284,3 +284,51 @@ func checkArenaHeader(mem []byte, id uint64, size int64) error {
 	}
 	return nil
 }
+
+// AddArena appends the next tensor of the batch's table, as Add does, with
+// data as its payload in place: data must lie in the ring's arena
+// (Config.Arena), aligned to the dtype's size, and be exactly the
+// tensor's size. Only dense, values and weights tensors may lie there
+// (§8.2). The bytes must stay as they are until the consumer releases the
+// batch (Producer.Stats' Head passes it): the arena's user keeps that
+// account.
+func (s *Slot) AddArena(field int, role Role, dtype DType, data []byte, shape ...int64) error {
+	p := s.p
+	if !s.live {
+		return fmt.Errorf("ring %q: AddArena on a slot that was published, discarded or closed", p.name)
+	}
+	if !s.set {
+		return fmt.Errorf("ring %q: SetRows before AddArena", p.name)
+	}
+	if s.k >= p.tensorCount {
+		return fmt.Errorf("ring %q: batch already has all %d tensors", p.name, p.tensorCount)
+	}
+	off, ok := p.arena.Offset(data)
+	if !ok {
+		return fmt.Errorf("ring %q: AddArena: the payload does not lie in the ring's arena", p.name)
+	}
+	if role != RoleDense && role != RoleValues && role != RoleWeights {
+		return fmt.Errorf("ring %q: AddArena: a %v tensor cannot lie in the arena", p.name, role)
+	}
+	save := s.it
+	wantField, wantRole, _ := s.it.next()
+	f := &p.fields[wantField]
+	if field != wantField || role != wantRole {
+		s.it = save
+		return fmt.Errorf("ring %q: tensor %d must be field %d (%q) role %v, got field %d role %v",
+			p.name, s.k, wantField, f.Name, wantRole, field, role)
+	}
+	n, err := checkShape(f, role, dtype, shape)
+	if err == nil && n != int64(len(data)) {
+		err = fmt.Errorf("%d bytes of data for shape %v of %v (%d bytes)", len(data), shapeString(shape), dtype, n)
+	}
+	if err == nil && off%int64(dtype.Size()) != 0 {
+		err = fmt.Errorf("arena offset %d is not a multiple of %v's size", off, dtype)
+	}
+	if err != nil {
+		s.it = save
+		return fmt.Errorf("ring %q: field %q %v tensor: %w", p.name, f.Name, role, err)
+	}
+	s.entry(field, role, dtype, shape, placeArena, off, n)
+	return nil
+}

@@ -186,24 +186,7 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 		s.it = save
 		return nil, &TooLargeError{Ring: p.name, Need: end, SlotSize: int64(len(s.mem))}
 	}
-	e := s.mem[slotHeaderSize+s.k*tensorEntrySize : slotHeaderSize+(s.k+1)*tensorEntrySize]
-	le := binary.LittleEndian
-	le.PutUint16(e[tensorOffField:], uint16(field))
-	e[tensorOffRole] = byte(role)
-	e[tensorOffDType] = byte(dtype)
-	e[tensorOffNDim] = byte(len(shape))
-	clear(e[5:8])
-	for j := 0; j < maxTensorDims; j++ {
-		var d int64
-		if j < len(shape) {
-			d = shape[j]
-		}
-		le.PutUint64(e[tensorOffShape+8*j:], uint64(d))
-	}
-	le.PutUint64(e[tensorOffOffset:], uint64(off))
-	le.PutUint64(e[tensorOffNBytes:], uint64(n))
-	clear(e[56:64])
-	s.k++
+	s.entry(field, role, dtype, shape, placeSlot, off, n)
 	s.used = max(s.used, end)
 	if variable(role) {
 		s.next = alignUp(end, PayloadAlign)
@@ -211,50 +194,8 @@ func (s *Slot) Add(field int, role Role, dtype DType, shape ...int64) ([]byte, e
 	return s.mem[off:end:end], nil
 }
 
-// AddArena appends the next tensor of the batch's table, as Add does, with
-// data as its payload in place: data must lie in the ring's arena
-// (Config.Arena), aligned to the dtype's size, and be exactly the
-// tensor's size. Only dense, values and weights tensors may lie there
-// (§8.2). The bytes must stay as they are until the consumer releases the
-// batch (Producer.Stats' Head passes it): the arena's user keeps that
-// account.
-func (s *Slot) AddArena(field int, role Role, dtype DType, data []byte, shape ...int64) error {
-	p := s.p
-	if !s.live {
-		return fmt.Errorf("ring %q: AddArena on a slot that was published, discarded or closed", p.name)
-	}
-	if !s.set {
-		return fmt.Errorf("ring %q: SetRows before AddArena", p.name)
-	}
-	if s.k >= p.tensorCount {
-		return fmt.Errorf("ring %q: batch already has all %d tensors", p.name, p.tensorCount)
-	}
-	off, ok := p.arena.Offset(data)
-	if !ok {
-		return fmt.Errorf("ring %q: AddArena: the payload does not lie in the ring's arena", p.name)
-	}
-	if role != RoleDense && role != RoleValues && role != RoleWeights {
-		return fmt.Errorf("ring %q: AddArena: a %v tensor cannot lie in the arena", p.name, role)
-	}
-	save := s.it
-	wantField, wantRole, _ := s.it.next()
-	f := &p.fields[wantField]
-	if field != wantField || role != wantRole {
-		s.it = save
-		return fmt.Errorf("ring %q: tensor %d must be field %d (%q) role %v, got field %d role %v",
-			p.name, s.k, wantField, f.Name, wantRole, field, role)
-	}
-	n, err := checkShape(f, role, dtype, shape)
-	if err == nil && n != int64(len(data)) {
-		err = fmt.Errorf("%d bytes of data for shape %v of %v (%d bytes)", len(data), shapeString(shape), dtype, n)
-	}
-	if err == nil && off%int64(dtype.Size()) != 0 {
-		err = fmt.Errorf("arena offset %d is not a multiple of %v's size", off, dtype)
-	}
-	if err != nil {
-		s.it = save
-		return fmt.Errorf("ring %q: field %q %v tensor: %w", p.name, f.Name, role, err)
-	}
+// entry writes the next tensor table entry (§5.2, §8.2) and counts it.
+func (s *Slot) entry(field int, role Role, dtype DType, shape []int64, place byte, off, n int64) {
 	e := s.mem[slotHeaderSize+s.k*tensorEntrySize : slotHeaderSize+(s.k+1)*tensorEntrySize]
 	le := binary.LittleEndian
 	le.PutUint16(e[tensorOffField:], uint16(field))
@@ -262,7 +203,7 @@ func (s *Slot) AddArena(field int, role Role, dtype DType, data []byte, shape ..
 	e[tensorOffDType] = byte(dtype)
 	e[tensorOffNDim] = byte(len(shape))
 	clear(e[5:8])
-	e[tensorOffPlace] = placeArena
+	e[tensorOffPlace] = place
 	for j := 0; j < maxTensorDims; j++ {
 		var d int64
 		if j < len(shape) {
@@ -274,8 +215,6 @@ func (s *Slot) AddArena(field int, role Role, dtype DType, data []byte, shape ..
 	le.PutUint64(e[tensorOffNBytes:], uint64(n))
 	clear(e[56:64])
 	s.k++
-	s.used = max(s.used, tableEnd(p.tensorCount))
-	return nil
 }
 
 // Arena returns the arena the ring names and this producer may point
