@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,8 @@ type Job struct {
 	weight     int // as submitted
 	restarts   int
 	ranks      []rankRec
-	removed    bool // rings removed
+	removed    bool     // rings removed
+	arenas     []uint64 // the unit arenas its runs made (ring.arena), removed with the rings
 	run        *run
 	next       []engine.Cursor // resume cursors of the next run
 	lastActive time.Time
@@ -192,7 +194,7 @@ func (j *Job) recordLocked() *record {
 		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, ShareCounts: j.shareCounts, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
-		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan,
+		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan, Arenas: append([]uint64(nil), j.arenas...),
 	}
 }
 
@@ -403,7 +405,6 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 func (j *Job) onReady(r *run, rings []string) {
 	dir := j.spec.Ring.Dir
 	obs := make([]*shm.Observer, len(rings))
-	chowned := map[uint64]bool{}
 	for i, name := range rings {
 		path := filepath.Join(dir, name)
 		if err := j.d.chownRing(path, j.owner, j.gid); err != nil {
@@ -415,15 +416,19 @@ func (j *Job) onReady(r *run, rings []string) {
 			continue
 		}
 		obs[i] = o
-		if id := o.Header().ArenaID; id != 0 && !chowned[id] {
-			// The unit arena every ring of the job names (ring.arena).
-			chowned[id] = true
-			if err := j.d.chownRing(filepath.Join(dir, shm.ArenaName(id)), j.owner, j.gid); err != nil {
-				j.log.Error("give the unit arena to its owner", "arena", shm.ArenaName(id), "err", err)
-			}
-		}
+	}
+	// The unit arena the run made for the rings (ring.arena): given to
+	// the owner through its descriptor, and recorded to be removed with
+	// the rings. Never found through a ring's header, which its owner
+	// can write.
+	arena, err := r.prog.ChownArena(int(j.owner), int(j.gid))
+	if err != nil {
+		j.log.Error("give the unit arena to its owner", "arena", shm.ArenaName(arena), "err", err)
 	}
 	j.mu.Lock()
+	if arena != 0 && !slices.Contains(j.arenas, arena) {
+		j.arenas = append(j.arenas, arena)
+	}
 	old := j.obs
 	j.obs = obs
 	for i, o := range obs {

@@ -59,6 +59,7 @@ func (j *Job) generation(r int) uint64 {
 func (j *Job) removeRings() {
 	j.mu.Lock()
 	ranks := append([]rankRec(nil), j.ranks...)
+	arenas := j.arenas
 	obs := j.obs
 	j.obs = nil
 	j.removed = true
@@ -68,7 +69,6 @@ func (j *Job) removeRings() {
 			o.Close()
 		}
 	}
-	arenas := map[uint64]bool{}
 	for r := range ranks {
 		name := j.ringName(r)
 		shm.Unclaim(j.spec.Ring.Dir, name)
@@ -76,7 +76,7 @@ func (j *Job) removeRings() {
 		if err != nil {
 			continue
 		}
-		info, arena := o.Info(), o.Header().ArenaID
+		info := o.Info()
 		o.Close()
 		if info.Generation != ranks[r].Generation || info.ProducerAlive {
 			continue
@@ -87,13 +87,11 @@ func (j *Job) removeRings() {
 				j.log.Warn("remove ring", "rank", r, "ring", name, "err", err)
 			}
 		}
-		if arena != 0 {
-			arenas[arena] = true
-		}
 	}
-	// The unit arena the removed rings named (ring.arena), after them.
-	for id := range arenas {
-		if err := shm.RemoveArena(j.spec.Ring.Dir, id, j.owner); err != nil {
+	// The unit arenas the job's runs made (ring.arena), after the rings:
+	// the ids are the daemon's own record's, never a ring header's.
+	for _, id := range arenas {
+		if _, err := shm.RemoveArena(j.spec.Ring.Dir, id, j.owner, uint32(os.Geteuid())); err != nil {
 			j.log.Warn("remove unit arena", "arena", shm.ArenaName(id), "err", err)
 		}
 	}

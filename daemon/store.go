@@ -65,6 +65,9 @@ type record struct {
 	// RingsRemoved: the job's rings were removed (it ended and drained,
 	// or its grace period ran out).
 	RingsRemoved bool `json:"rings_removed,omitempty"`
+	// Arenas are the unit arenas the job's runs created (ring.arena),
+	// removed with its rings.
+	Arenas []uint64 `json:"arenas,omitempty"`
 	// Pins are the snapshots of the job's Iceberg tables, fixed when it
 	// was accepted: the job and its cursors belong to these snapshots.
 	Pins []pin `json:"pins,omitempty"`

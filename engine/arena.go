@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -275,6 +276,38 @@ func arenaFor(job *spec.Job, opts Options, plan *decode.Plan, workers, rings int
 	}
 	ua.serving = true
 	return ua, nil
+}
+
+// settleArenas sorts out the arenas once the rings exist: the arena of a
+// dead producer's ring that Create replaced goes unless another ring of
+// the job still names it (an adopted sibling: its unreleased batches lie
+// there); the run's own arena serves the rings if each of them names it,
+// and is removed at once if none does (every ring adopted). It returns
+// the run's arena, nil once removed.
+func settleArenas(dir string, rings []*shm.Producer, ua *unitArena, log *slog.Logger) *unitArena {
+	named := map[uint64]bool{}
+	for _, r := range rings {
+		if id := r.NamedArena(); id != 0 {
+			named[id] = true
+		}
+	}
+	for _, r := range rings {
+		if id, uid := r.ReplacedArena(); id != 0 && !named[id] {
+			if _, err := shm.RemoveArena(dir, id, uid); err != nil {
+				log.Warn("remove the arena of a replaced ring", "ring", r.Name(), "arena", shm.ArenaName(id), "err", err)
+			}
+		}
+	}
+	if ua == nil || ua.use(rings) {
+		return ua
+	}
+	if !named[ua.a.ID()] {
+		ua.close(true)
+		return nil
+	}
+	log.Info("ring.arena: some rings were adopted from an earlier run; batches are copied into slots")
+	ua.serving = false
+	return ua
 }
 
 // shared returns the arena for the rings to name, or nil.

@@ -202,16 +202,16 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		}
 		ua.close(opts.Remove)
 	}()
-	if ua != nil && !ua.use(rings) {
-		log.Info("ring.arena: a ring was adopted from an earlier run; its batches are copied into slots")
-		ua.serving = false
-	}
+	ua = settleArenas(job.Ring.Dir, rings, ua, log)
 	writers := writersFor(ctx, rings, opts.Stage)
 	prog := opts.Progress
 	if prog == nil {
 		prog = new(Progress)
 	}
 	prog.setRings(rings)
+	if ua != nil {
+		prog.setArena(ua.a)
+	}
 	prog.setProgram(proc.prog, proc.fetch)
 	proc.progress = prog
 	defer watchSpill(ctx, opts.Spill, prog, workers)()

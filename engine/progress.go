@@ -54,6 +54,7 @@ type Progress struct {
 
 	mu    sync.Mutex
 	rings []*shm.Producer
+	arena *shm.Arena   // the unit arena the run created and its rings name (setArena)
 	ops   *ops.Program // nil: no pipeline
 	late  *lateFetch   // nil: no pipeline
 }
@@ -117,6 +118,28 @@ func (p *Progress) SetStall(f float64) { p.stall.Store(math.Float64bits(f)) }
 
 // Stall returns SetStall's last value, 0 if none.
 func (p *Progress) Stall() float64 { return math.Float64frombits(p.stall.Load()) }
+
+// setArena notes the unit arena the run created and its rings name.
+func (p *Progress) setArena(a *shm.Arena) {
+	p.mu.Lock()
+	p.arena = a
+	p.mu.Unlock()
+}
+
+// ChownArena gives the unit arena this run created (ring.arena) to uid
+// and gid, through its open descriptor, and returns its id: what a
+// daemon records to remove it with the job's rings. It returns 0 when
+// the run created none that its rings name (no ring.arena, or every ring
+// adopted from an earlier run, whose arena the caller recorded then).
+func (p *Progress) ChownArena(uid, gid int) (uint64, error) {
+	p.mu.Lock()
+	a := p.arena
+	p.mu.Unlock()
+	if a == nil {
+		return 0, nil
+	}
+	return a.ID(), a.Chown(uid, gid)
+}
 
 func (p *Progress) setRings(r []*shm.Producer) {
 	p.mu.Lock()

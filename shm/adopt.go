@@ -298,6 +298,7 @@ func adoptFd(cfg Config, c claim) (*Producer, error) {
 		slots:       g.slotCount,
 		dev:         c.dev,
 		ino:         c.ino,
+		named:       hdr.ArenaID,
 		next:        r.tail.Load(),
 		hbStop:      make(chan struct{}),
 		hbDone:      make(chan struct{}),

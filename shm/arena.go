@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -199,30 +200,75 @@ func (a *Arena) Close() {
 	}
 }
 
-// RemoveArena unlinks the arena with the given id in dir, if it is a
-// file the trust rules allow (trust.go: a regular file with one link,
-// owned by this process's uid, root, or owner): what removes a job's
-// rings removes the arena they name once they are gone.
-func RemoveArena(dir string, id uint64, owner uint32) error {
+// RemoveArena unlinks the arena with the given id in dir if it is a
+// regular file with one link owned by one of uids (exactly: root is not
+// implied), and reports whether it did. Only what knows the arena to be
+// a job's may remove it: the id must come from the caller's own record
+// (the engine's, the daemon's job record), or, for a ring replaced when
+// its producer died, from that ring if the arena has the ring's owner.
+// A ring's header is written by its owner, who must not be able to name
+// another job's arena to a privileged remover.
+func RemoveArena(dir string, id uint64, uids ...uint32) (bool, error) {
 	if dir == "" {
 		dir = DefaultDir()
 	}
 	path := filepath.Join(dir, ArenaName(id))
-	fd, st, err := openTrusted(path, unix.O_RDONLY, owner)
+	fd, err := unix.Open(path, unix.O_RDONLY|openExisting, 0)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
 		}
-		return err
+		return false, fmt.Errorf("remove arena %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	if !sameFile(path, st.Dev, st.Ino) {
-		return nil
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, fmt.Errorf("remove arena %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || !slices.Contains(uids, st.Uid) || !sameFile(path, st.Dev, st.Ino) {
+		return false, nil
 	}
 	if err := unix.Unlink(path); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("remove arena %s: %w", path, err)
+		return false, fmt.Errorf("remove arena %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// replacedArena is the arena a ring replaced by Create named, and that
+// ring's owner (ReplacedArena).
+type replacedArena struct {
+	id  uint64
+	uid uint32
+}
+
+// ReplacedArena returns the arena the dead producer's ring that Create
+// replaced under this ring's name named, and that ring's owner; 0 when
+// none. Its other rings may still name it (an adopted sibling): the
+// caller, knowing all of a job's rings, removes it (RemoveArena with that
+// owner) only if none of them does.
+func (p *Producer) ReplacedArena() (id uint64, uid uint32) { return p.replaced.id, p.replaced.uid }
+
+// NamedArena returns the id of the arena the ring's header names, 0 if
+// none: Config.Arena's for a ring Create made, the predecessor's for a
+// ring adopted.
+func (p *Producer) NamedArena() uint64 { return p.named }
+
+// Chown gives the arena to uid and gid through its open descriptor (no
+// name is followed): a daemon gives a job's arena to its owner, as it
+// gives the rings.
+func (a *Arena) Chown(uid, gid int) error {
+	if err := unix.Fchown(a.fd, uid, gid); err != nil {
+		return fmt.Errorf("fchown arena %s to %d:%d: %w", a.path, uid, gid, err)
 	}
 	return nil
+}
+
+// idOrZero returns a's id, 0 for a nil arena.
+func (a *Arena) idOrZero() uint64 {
+	if a == nil {
+		return 0
+	}
+	return a.id
 }
 
 // Remove unmaps and closes the arena and unlinks its file if the name is

@@ -199,7 +199,7 @@ func TestParseSlotArena(t *testing.T) {
 
 // An arena whose id or size disagree with the ring, or that is missing,
 // keeps the ring from opening, with an error naming it; a producer that
-// replaces a dead producer's ring removes the arena it named.
+// replaces a dead producer's ring reports the arena it named.
 func TestArenaOpenAndReplace(t *testing.T) {
 	p, a := arenaRing(t, "open")
 	dir := filepath.Dir(p.Path())
@@ -236,8 +236,24 @@ func TestArenaOpenAndReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
+	// Create leaves the replaced ring's arena (another ring of its job
+	// may name it) and says which it was, and whose.
+	id, uid := q.ReplacedArena()
+	if id != a.ID() || uid != uint32(os.Geteuid()) || q.NamedArena() != 0 {
+		t.Fatalf("replaced arena %#x of uid %d, named %#x; want %#x of uid %d, none", id, uid, q.NamedArena(), a.ID(), os.Geteuid())
+	}
+	if _, err := os.Stat(a.Path()); err != nil {
+		t.Fatalf("the replaced ring's arena: %v; want it left to the caller", err)
+	}
+	// RemoveArena removes only a file of one of the owners named.
+	if ok, err := shm.RemoveArena(dir, id, uid+1); ok || err != nil {
+		t.Fatalf("RemoveArena with another owner: %v %v; want it left", ok, err)
+	}
+	if ok, err := shm.RemoveArena(dir, id, uid); !ok || err != nil {
+		t.Fatalf("RemoveArena: %v %v", ok, err)
+	}
 	if _, err := os.Stat(a.Path()); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the replaced ring's arena: %v; want it removed", err)
+		t.Fatalf("the arena after RemoveArena: %v; want it gone", err)
 	}
 }
 

@@ -94,10 +94,9 @@ func Create(cfg Config) (*Producer, error) {
 		b.discard()
 		return fail(err)
 	}
-	if old != nil && old.arena != 0 && (cfg.Arena == nil || cfg.Arena.id != old.arena) {
-		// The replaced ring's producer died: its unit arena goes with it
-		// (a consumer that mapped it keeps its mapping).
-		RemoveArena(cfg.Dir, old.arena, cfg.Owner)
+	var replaced replacedArena
+	if old != nil && old.arena != 0 {
+		replaced = replacedArena{id: old.arena, uid: old.uid}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(b.fd, &st); err != nil {
@@ -119,6 +118,8 @@ func Create(cfg Config) (*Producer, error) {
 		dev:         st.Dev,
 		ino:         st.Ino,
 		arena:       cfg.Arena,
+		named:       cfg.Arena.idOrZero(),
+		replaced:    replaced,
 		hbStop:      make(chan struct{}),
 		hbDone:      make(chan struct{}),
 	}

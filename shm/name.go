@@ -33,6 +33,7 @@ type staleRing struct {
 	fd       int
 	dev, ino uint64
 	arena    uint64 // the unit arena it names (format 4.x), 0: none
+	uid      uint32 // its owner
 }
 
 // release closes s, dropping its lock; a nil s is nothing.
@@ -68,7 +69,7 @@ func claimName(path string, owner uint32) (*staleRing, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s exists and is not a lastmile ring: remove it, or choose another ring name", path)
 	}
-	old := &staleRing{fd: fd, dev: st.Dev, ino: st.Ino}
+	old := &staleRing{fd: fd, dev: st.Dev, ino: st.Ino, uid: st.Uid}
 	if n == len(hdr) && binary.LittleEndian.Uint16(hdr[offVersionMajor:]) >= 4 {
 		old.arena = binary.LittleEndian.Uint64(hdr[offArenaID:])
 	}

@@ -39,6 +39,10 @@ type Producer struct {
 	slots       int
 	dev, ino    uint64 // identity of our file, so Remove never unlinks a successor
 	arena       *Arena // the job's unit arena this ring names (Config.Arena); nil after an adoption
+	// named is the arena id the ring's header names (0: none), replaced
+	// the arena a dead producer's ring that Create replaced named.
+	named    uint64
+	replaced replacedArena
 
 	next    uint64        // sequence of the next batch: our copy of tail
 	held    [MaxHeld]Slot // reused; batch seq uses held[seq%MaxHeld]
