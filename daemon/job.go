@@ -404,6 +404,15 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 // which were adopted, and open observers for status and metrics.
 func (j *Job) onReady(r *run, rings []string) {
 	dir := j.spec.Ring.Dir
+	// The unit arena the run made for the rings (ring.arena), first: a
+	// trainer that opens its ring once it is given must be able to open
+	// the arena. Given through its descriptor and recorded to be removed
+	// with the rings; never found through a ring's header, which its
+	// owner can write.
+	arena, err := r.prog.ChownArena(int(j.owner), int(j.gid))
+	if err != nil {
+		j.log.Error("give the unit arena to its owner", "arena", shm.ArenaName(arena), "err", err)
+	}
 	obs := make([]*shm.Observer, len(rings))
 	for i, name := range rings {
 		path := filepath.Join(dir, name)
@@ -417,14 +426,7 @@ func (j *Job) onReady(r *run, rings []string) {
 		}
 		obs[i] = o
 	}
-	// The unit arena the run made for the rings (ring.arena): given to
-	// the owner through its descriptor, and recorded to be removed with
-	// the rings. Never found through a ring's header, which its owner
-	// can write.
-	arena, err := r.prog.ChownArena(int(j.owner), int(j.gid))
-	if err != nil {
-		j.log.Error("give the unit arena to its owner", "arena", shm.ArenaName(arena), "err", err)
-	}
+
 	j.mu.Lock()
 	if arena != 0 && !slices.Contains(j.arenas, arena) {
 		j.arenas = append(j.arenas, arena)

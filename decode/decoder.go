@@ -144,7 +144,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	}
 	d.ctx, d.unit, d.file, d.open = ctx, u, f, true
 	clear(d.locsSet)
-	d.whole = wholeGroup(&u, d.fields)
+	d.whole = u.Whole(d.fields)
 	if p, ok := f.(Prefetcher); ok {
 		d.ranges = unitRanges(&u, d.deferred, d.indexed, d.ranges)
 		p.Prefetch(d.ranges)
@@ -152,9 +152,10 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	return nil
 }
 
-// wholeGroup reports whether u is every row of its row group. With only
+// Whole reports whether u is every row of its row group, as the decoder
+// needs to size a column's buffer once for it (reserveWhole). With only
 // list fields it cannot tell, and says no.
-func wholeGroup(u *Unit, fields []Field) bool {
+func (u *Unit) Whole(fields []Field) bool {
 	return u.RowStart == 0 && u.GroupRows(fields) == u.Rows
 }
 

@@ -66,7 +66,7 @@ type unitArena struct {
 	held   map[*column.Batch]int // the chunk each unit buffer holds
 
 	fallbacks atomic.Int64 // units decoded to the heap for want of a free chunk
-	units     atomic.Int64 // units decoded into the arena
+	units     atomic.Int64 // units with a column decoded into the arena
 	// serving is false when the rings were adopted (use): the arena
 	// exists but no batch points into it.
 	serving bool
@@ -178,7 +178,6 @@ func (ua *unitArena) prepare(b *column.Batch) func(n int) []byte {
 		ua.fallbacks.Add(1)
 		return nil
 	}
-	ua.units.Add(1)
 	ch := &ua.chunks[k]
 	ch.holder, ch.used = true, 0
 	clear(ch.until)
@@ -192,6 +191,9 @@ func (ua *unitArena) prepare(b *column.Batch) func(n int) []byte {
 		end := alignArena(int64(ch.used)) + int64(n)
 		if end > int64(len(ch.mem)) {
 			return nil
+		}
+		if ch.used == 0 {
+			ua.units.Add(1) // counted once the unit has a column in it
 		}
 		p := ch.mem[alignArena(int64(ch.used)):end:end]
 		ch.used = int(end)
@@ -267,7 +269,9 @@ func arenaFor(job *spec.Job, opts Options, plan *decode.Plan, workers, rings int
 		return nil, nil
 	}
 	size, rows := arenaChunkSize(plan)
-	if size == 0 {
+	if size == 0 || !anyWholeUnit(plan) {
+		// Nothing the decoder would put there: it sizes a buffer for a
+		// unit that is its whole row group only (max_unit_rows splits).
 		return nil, nil
 	}
 	ua, err := newUnitArena(job, size, arenaChunks(job, workers, rings, rows))
@@ -308,6 +312,17 @@ func settleArenas(dir string, rings []*shm.Producer, ua *unitArena, log *slog.Lo
 	log.Info("ring.arena: some rings were adopted from an earlier run; batches are copied into slots")
 	ua.serving = false
 	return ua
+}
+
+// anyWholeUnit reports whether some unit of plan is its whole row group,
+// which the decoder decodes into the arena (decode.Decoder.SetAlloc).
+func anyWholeUnit(plan *decode.Plan) bool {
+	for i := range plan.Units {
+		if plan.Units[i].Whole(plan.Fields) {
+			return true
+		}
+	}
+	return false
 }
 
 // shared returns the arena for the rings to name, or nil.

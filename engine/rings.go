@@ -77,6 +77,11 @@ func createRings(job *spec.Job, plan *decode.Plan, fields []packField, local, ba
 				q.Fail("job failed to start: " + err.Error())
 				q.Close()
 				q.Remove()
+				// The arena of a dead run's ring this one replaced: no ring
+				// of the job is left to name it (settleArenas never runs).
+				if id, uid := q.ReplacedArena(); id != 0 {
+					shm.RemoveArena(job.Ring.Dir, id, uid)
+				}
 			}
 			return nil, fmt.Errorf("job %q: %w", job.Name, err)
 		}
