@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,20 +29,7 @@ type digested struct {
 
 func digestRing(ctx context.Context, dir, name string) digested {
 	var d digested
-	c, err := shm.Open(dir, name)
-	if err != nil {
-		d.err = err
-		return d
-	}
-	defer c.Close()
-	for {
-		b, err := c.Next(ctx)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				d.err = err
-			}
-			return d
-		}
+	d.err = eachBatch(ctx, dir, name, func(b *shm.Batch) {
 		// A slow trainer: a chunk freed too early would be decoded
 		// into while the batch that names it is read. (Not for tiny
 		// batches, thousands of them.)
@@ -60,7 +46,8 @@ func digestRing(ctx context.Context, dir, name string) digested {
 			}
 		}
 		d.batches = append(d.batches, fmt.Sprintf("%x", h.Sum(nil)))
-	}
+	})
+	return d
 }
 
 // runDigested runs src over testdata/small and digests every rank's ring.

@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -72,26 +70,14 @@ func runJobWith(t *testing.T, src string, extra func(*engine.Options)) (engine.S
 
 func consume(ctx context.Context, dir, name string) got {
 	var g got
-	c, err := shm.Open(dir, name)
-	if err != nil {
-		g.err = err
-		return g
-	}
-	defer c.Close()
-	for {
-		b, err := c.Next(ctx)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				g.err = err
-			}
-			return g
-		}
+	g.err = eachBatch(ctx, dir, name, func(b *shm.Batch) {
 		ids := b.Tensor("row_id", shm.RoleDense)
 		v := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(ids.Data))), b.Rows)
 		g.rows = append(g.rows, append([]int64(nil), v...))
 		g.pads = append(g.pads, b.PadRows)
 		g.batches = append(g.batches, b.Cursor)
-	}
+	})
+	return g
 }
 
 func TestBatchingAndRanks(t *testing.T) {

@@ -278,15 +278,7 @@ func FuzzParseSlotArena(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := shm.ParseHeader(file, int64(len(file)))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for k := 0; k < h.SlotCount; k++ {
-		slot := file[h.DataOffset+int64(k)*h.SlotSize : h.DataOffset+int64(k+1)*h.SlotSize]
-		used := binary.LittleEndian.Uint64(slot[8:])
-		f.Add(slot[:min(used+64, uint64(len(slot)))])
-	}
+	addSlotSeeds(f, file)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sh, tensors, err := shm.ParseSlotArena(b, testFields, nil, arena)
 		if err != nil {

@@ -57,6 +57,20 @@ func headerOf(f *testing.F, name string, fields []shm.Field) []byte {
 	return b[:h.HeaderSize]
 }
 
+// addSlotSeeds seeds f with every slot of the ring file, cut after its
+// used bytes and 64 more.
+func addSlotSeeds(f *testing.F, file []byte) {
+	h, err := shm.ParseHeader(file, int64(len(file)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for k := 0; k < h.SlotCount; k++ {
+		slot := file[h.DataOffset+int64(k)*h.SlotSize : h.DataOffset+int64(k+1)*h.SlotSize]
+		used := binary.LittleEndian.Uint64(slot[8:])
+		f.Add(slot[:min(used+64, uint64(len(slot)))])
+	}
+}
+
 func FuzzParseHeader(f *testing.F) {
 	file, h := realRing(f)
 	hdr := file[:h.HeaderSize]
@@ -80,13 +94,8 @@ func FuzzParseHeader(f *testing.F) {
 }
 
 func FuzzParseSlot(f *testing.F) {
-	file, h := realRing(f)
-	for k := 0; k < h.SlotCount; k++ {
-		off := h.DataOffset + int64(k)*h.SlotSize
-		slot := file[off : off+h.SlotSize]
-		used := binary.LittleEndian.Uint64(slot[8:])
-		f.Add(slot[:min(used+64, uint64(len(slot)))])
-	}
+	file, _ := realRing(f)
+	addSlotSeeds(f, file)
 	f.Add(make([]byte, 64))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		orig := bytes.Clone(b)
@@ -129,15 +138,7 @@ func FuzzParseWeightedSlot(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := shm.ParseHeader(file, int64(len(file)))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for k := 0; k < h.SlotCount; k++ {
-		slot := file[h.DataOffset+int64(k)*h.SlotSize : h.DataOffset+int64(k+1)*h.SlotSize]
-		used := binary.LittleEndian.Uint64(slot[8:])
-		f.Add(slot[:min(used+64, uint64(len(slot)))])
-	}
+	addSlotSeeds(f, file)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sh, tensors, err := shm.ParseSlot(b, weightedFields, nil)
 		if err != nil {
