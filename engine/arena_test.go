@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,36 +52,10 @@ func digestRing(ctx context.Context, dir, name string) digested {
 // runDigested runs src over testdata/small and digests every rank's ring.
 func runDigested(t *testing.T, src string) (engine.Stats, []digested) {
 	t.Helper()
-	dir := t.TempDir()
-	abs, _ := filepath.Abs("../testdata/small")
-	src = strings.ReplaceAll(src, "DATA", abs)
-	src = strings.ReplaceAll(src, "RINGDIR", dir)
-	job, err := spec.Parse("test.yaml", []byte(src))
+	st, res, dir, err := runReading(t, src, func(o *engine.Options) { o.Remove = true }, digestRing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make([]digested, job.WorldSize)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := engine.Options{
-		Linger: true, Remove: true,
-		Ready: func(rings []string) {
-			for r, name := range rings {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res[r] = digestRing(ctx, dir, name)
-				}()
-			}
-		},
-	}
-	st, err := engine.Run(ctx, job, opts)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	wg.Wait()
 	for r, d := range res {
 		if d.err != nil {
 			t.Fatalf("rank %d: %v", r, d.err)

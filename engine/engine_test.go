@@ -33,6 +33,16 @@ func runJob(t *testing.T, src string) (engine.Stats, []got, error) {
 // runJobWith is runJob with options that extra sets besides.
 func runJobWith(t *testing.T, src string, extra func(*engine.Options)) (engine.Stats, []got, error) {
 	t.Helper()
+	st, res, _, err := runReading(t, src, extra, consume)
+	return st, res, err
+}
+
+// runReading runs src over testdata/small (DATA; RINGDIR is a temporary
+// ring directory, also returned) with options extra sets, and has read
+// read every rank's ring in a goroutine of its own, as trainers would.
+func runReading[T any](t *testing.T, src string, extra func(*engine.Options),
+	read func(ctx context.Context, dir, name string) T) (engine.Stats, []T, string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	abs, _ := filepath.Abs("../testdata/small")
 	src = strings.ReplaceAll(src, "DATA", abs)
@@ -41,7 +51,7 @@ func runJobWith(t *testing.T, src string, extra func(*engine.Options)) (engine.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make([]got, job.WorldSize)
+	res := make([]T, job.WorldSize)
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -52,7 +62,7 @@ func runJobWith(t *testing.T, src string, extra func(*engine.Options)) (engine.S
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res[r] = consume(ctx, dir, name)
+					res[r] = read(ctx, dir, name)
 				}()
 			}
 		},
@@ -65,7 +75,7 @@ func runJobWith(t *testing.T, src string, extra func(*engine.Options)) (engine.S
 		cancel()
 	}
 	wg.Wait()
-	return st, res, err
+	return st, res, dir, err
 }
 
 func consume(ctx context.Context, dir, name string) got {
