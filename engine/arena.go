@@ -168,9 +168,11 @@ func (ua *unitArena) prepare(b *column.Batch) func(n int) []byte {
 	k := ua.free()
 	for i := range b.Columns {
 		c := &b.Columns[i]
-		if _, in := ua.a.Offset(c.Data[:cap(c.Data)]); in || k >= 0 {
+		if _, in := ua.a.Offset(c.Data[:cap(c.Data)]); in || (k >= 0 && c.Kind != column.Bytes) {
 			// Leave no arena memory in b, and, with a chunk to decode
-			// into, no heap buffer the decoder would reuse instead.
+			// into, no heap buffer the decoder would reuse instead
+			// (strings keep theirs: the decoder grows them page by page,
+			// never from the arena).
 			c.Data = nil
 		}
 	}
