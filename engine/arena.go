@@ -22,10 +22,10 @@ import (
 // buffer from a chunk of the job's arena, a shared file every trainer of
 // the job maps (shm.Arena, ring format 4.2), and a batch whose rows are a
 // run of one unit's rows, in order, names them in the chunk instead of
-// copying them (pack.go, arenaData).
+// copying them (pack.go, fillFromArena).
 //
 // Invariants:
-//   - A chunk is written only while it is free: held by no unit buffer,
+//   - A chunk is taken only while it is free: held by no unit buffer,
 //     and released by every ring whose batches named it. A batch names a
 //     chunk from its pack (its slot's sequence recorded in the chunk's
 //     until, per ring) until its consumer releases it (the ring's head
@@ -40,14 +40,16 @@ import (
 //     flight, whatever its size.
 //
 // Steps, for a unit computed into buffer b:
-//  1. unitRun.work calls prepare(b): b's earlier chunk (its unit was
-//     emitted, so all its batches are packed and named) goes back to the
-//     pool, held by nothing; a free chunk, if any, is held by b; b's
-//     arena-backed buffers are dropped; the decoder's allocator bumps
-//     through b's chunk.
+//  1. unitRun.work calls prepare(b): b's arena-backed buffers are
+//     dropped; a free chunk, if any, is held by b (and the chunk b still
+//     held, if its unit was never emitted, goes back); the decoder's
+//     allocator bumps through b's chunk.
 //  2. The batcher packs b's rows; pack names b's chunk for each batch
 //     that points into it (named: ring, sequence).
-//  3. A later prepare finds the chunk free once every ring's head passed
+//  3. Once b's unit is emitted (batcher.add returned: every batch of its
+//     rows is packed and named, its tail copied), retire gives the chunk
+//     back, held by nothing.
+//  4. A later prepare finds the chunk free once every ring's head passed
 //     what named it.
 //
 // Rejected designs: a ring-buffer allocator in unit order (units are
@@ -80,17 +82,21 @@ type arenaChunk struct {
 }
 
 // arenaChunks is how many units the arena holds: those in flight (the
-// pool's bound, plus one per worker decoding), plus those the rings'
-// unreleased batches can name (a slot's rows come from one unit; a
-// ring's slots can name about slots × batch / unit rows units, plus one
-// for a unit whose tail they end in), plus one to spare.
+// pool's bound: a unit starts only once the one InFlight before it was
+// emitted, and a chunk goes back when its unit is emitted: retire), plus
+// those the rings' unreleased batches can name, plus one to spare. The
+// batcher deals batches to the rings in turn and stops at a full one, so
+// the unreleased batches of all rings lie within the last rings ×
+// (slots + held) batches: that many rows, in units, plus one at each
+// end. Too few chunks cost copies (fallbacks), never correctness.
 func arenaChunks(job *spec.Job, workers, rings int, unitRows int64) int {
 	inflight := job.Decode.InFlight
 	if inflight == 0 {
 		inflight = 2 * workers
 	}
-	perRing := int64(job.Ring.Slots)*int64(job.Batch.Size)/max(unitRows, 1) + 2
-	return inflight + workers + int(min(perRing*int64(rings), math.MaxInt32/2)) + 1
+	window := int64(rings) * int64(job.Ring.Slots+shm.MaxHeld) * int64(job.Batch.Size)
+	named := window/max(unitRows, 1) + 2
+	return inflight + int(min(named, math.MaxInt32/2)) + 1
 }
 
 // arenaChunkSize is the bytes the largest unit's columns take decoded
@@ -200,6 +206,22 @@ func (ua *unitArena) prepare(b *column.Batch) func(n int) []byte {
 		p := ch.mem[alignArena(int64(ch.used)):end:end]
 		ch.used = int(end)
 		return p
+	}
+}
+
+// retire gives back the chunk unit buffer b holds once its unit was
+// emitted (step 2 is over: every batch naming it is packed): it is free
+// again once the rings release those batches. b keeps pointing into it
+// until prepare strips it.
+func (ua *unitArena) retire(b *column.Batch) {
+	if ua == nil {
+		return
+	}
+	ua.mu.Lock()
+	defer ua.mu.Unlock()
+	if k, ok := ua.held[b]; ok {
+		ua.chunks[k].holder = false
+		delete(ua.held, b)
 	}
 }
 

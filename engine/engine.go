@@ -378,7 +378,11 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 			if err := hooks.hosts.check(proc, ur.units[i], b.Rows); err != nil {
 				return err
 			}
-			return bt.add(ctx, b)
+			if err := bt.add(ctx, b); err != nil {
+				return err
+			}
+			bt.arena.retire(b) // its batches are packed and named
+			return nil
 		}
 		err := pool.Run(ctx, cfg, len(ur.units), ur.work, emit)
 		spare.reclaim()
