@@ -84,7 +84,7 @@ type arenaChunk struct {
 // arenaChunks is how many units the arena holds: those in flight (the
 // pool's bound: a unit starts only once the one InFlight before it was
 // emitted, and a chunk goes back when its unit is emitted: retire), plus
-// those the rings' unreleased batches can name, plus one to spare. The
+// those the rings' unreleased batches can name. The
 // batcher deals batches to the rings in turn and stops at a full one, so
 // the unreleased batches of all rings lie within the last rings ×
 // (slots + held) batches: that many rows, in units, plus one at each
@@ -96,7 +96,7 @@ func arenaChunks(job *spec.Job, workers, rings int, unitRows int64) int {
 	}
 	window := int64(rings) * int64(job.Ring.Slots+shm.MaxHeld) * int64(job.Batch.Size)
 	named := window/max(unitRows, 1) + 2
-	return inflight + int(min(named, math.MaxInt32/2)) + 1
+	return inflight + int(min(named, math.MaxInt32/2))
 }
 
 // arenaChunkSize is the bytes the largest unit's columns take decoded
