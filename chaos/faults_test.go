@@ -71,16 +71,23 @@ func newJob(t *testing.T, d *daemon, rng *rand.Rand, seed uint64, data dataset, 
 	}
 	world := 1 + rng.IntN(3)
 	perRank := int(data.rows) / 100 / world * j.epochs
+	// A third of the jobs decode into the unit arena (ring format 4.2):
+	// whole row groups, rows in their units' order.
+	layout := "shuffle: {units: true, buffer: 1000}\nring: {slots: 4}\ndecode: {max_unit_rows: 500}\n"
+	if rng.IntN(3) == 0 {
+		layout = "shuffle: {units: true}\nring: {slots: 4, arena: true}\n"
+	}
 	spec := fmt.Sprintf("version: 1\nname: chaos-%d\ninputs: [%s]\ncolumns: [row_id, cat_0, dense_0]\nbatch: {size: 100}\n"+
-		"world_size: %d\nepochs: %d\nseed: %d\nshuffle: {units: true, buffer: 1000}\nring: {slots: 4}\ndecode: {max_unit_rows: 500}\n",
-		seed, data.dir, world, j.epochs, seed)
+		"world_size: %d\nepochs: %d\nseed: %d\n%s",
+		seed, data.dir, world, j.epochs, seed, layout)
 	for r := range world {
 		tr := newTrainer(t, dir, r, map[string]any{"spec": spec, "world_size": world, "socket": d.sock,
 			"delay": dur.Seconds() / float64(perRank)})
 		tr.start()
 		j.trainers = append(j.trainers, tr)
 	}
-	t.Logf("world size %d, %d epochs of %d rows, %d batches per rank", world, j.epochs, data.rows, perRank)
+	t.Logf("world size %d, %d epochs of %d rows, %d batches per rank, unit arena %v", world, j.epochs, data.rows, perRank,
+		strings.Contains(layout, "arena"))
 	return j
 }
 

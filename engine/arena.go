@@ -132,7 +132,7 @@ func newUnitArena(job *spec.Job, size int64, chunks int) (*unitArena, error) {
 	mode, _ := job.Ring.FileMode()
 	a, err := shm.CreateArena(shm.ArenaConfig{Dir: job.Ring.Dir, Size: size * int64(chunks), Mode: mode})
 	if err != nil {
-		return nil, fmt.Errorf("ring.arena: %w (or remove ring.arena)", err)
+		return nil, fmt.Errorf("ring.arena: %w", err)
 	}
 	ua := &unitArena{a: a, chunk: size, held: map[*column.Batch]int{}}
 	data := a.Data()

@@ -136,8 +136,7 @@ func CreateArena(cfg ArenaConfig) (*Arena, error) {
 		return fail(err)
 	}
 	if err := reserve(a.fd, ArenaHeaderSize+size); err != nil {
-		g := geometry{fileSize: ArenaHeaderSize + size, slotCount: 0, dataOffset: ArenaHeaderSize}
-		return fail(spaceError(cfg.Dir, g, err))
+		return fail(arenaSpaceError(cfg.Dir, ArenaHeaderSize+size, err))
 	}
 	mem, err := mapFile(a.fd, ArenaHeaderSize+size, false)
 	if err != nil {
@@ -155,6 +154,17 @@ func CreateArena(cfg ArenaConfig) (*Arena, error) {
 	le.PutUint64(mem[arenaOffSize:], uint64(size))
 	copy(mem[arenaOffMagic:], arenaMagic[:])
 	return a, nil
+}
+
+// arenaSpaceError explains a failed reservation of an arena of n bytes.
+func arenaSpaceError(dir string, n int64, err error) error {
+	free := "an unknown number of bytes"
+	if f := freeBytes(dir); f >= 0 {
+		free = fmt.Sprintf("%d bytes free (%s)", f, sizeString(f))
+	}
+	return fmt.Errorf("reserve %d bytes (%s) for the unit arena in %s: %w; %s has %s: enlarge it (Docker: --shm-size; "+
+		"Kubernetes: an emptyDir with medium Memory; host: mount -o remount,size=... %s) by at least that much, "+
+		"or run the job without ring.arena", n, sizeString(n), dir, err, dir, free, dir)
 }
 
 // ID returns the arena's id, which names its file.

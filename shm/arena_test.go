@@ -295,3 +295,22 @@ func FuzzParseSlotArena(f *testing.F) {
 		}
 	})
 }
+
+// An arena the ring directory has no room for fails at creation, saying
+// how much it needs and what to do.
+func TestArenaNoSpace(t *testing.T) {
+	dir := t.TempDir()
+	// Far more than any test machine's free space: fallocate fails.
+	_, err := shm.CreateArena(shm.ArenaConfig{Dir: dir, Size: 1 << 45})
+	if err == nil {
+		t.Skip("the file system reserved 32 TiB")
+	}
+	for _, want := range []string{"for the unit arena", dir, "enlarge it", "without ring.arena"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v; want it to say %q", err, want)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+		t.Errorf("left after the failure: %v", left)
+	}
+}
