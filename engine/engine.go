@@ -184,7 +184,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 
 	ua, err := arenaFor(job, opts, plan, workers, local)
 	if err != nil {
-		return st, fmt.Errorf("job %q: %w", job.Name, err)
+		// The rings may still fit, and rings adopted after a restart
+		// need no new arena: the batches are copied instead.
+		log.Warn("ring.arena: no unit arena; batches are copied into slots", "err", err)
 	}
 	rings, err := createRings(job, plan, fields, local, base, opts.RingOwner, opts.PlaceRing, ua.shared())
 	if err != nil {
