@@ -79,24 +79,7 @@ func handover(t *testing.T, src string, delay time.Duration, after int64) {
 		}})
 		done1 <- err
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for read.Load() < after && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
-	}
-	infos, err := prog.DetachRings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancel1()
-	if err := <-done1; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first run: %v, want canceled", err)
-	}
-	resume := make([]engine.Cursor, len(infos))
-	for r, in := range infos {
-		if in.HasLast {
-			resume[r] = engine.NextCursor(in.Last)
-		}
-	}
+	resume := detachFirstRun(t, prog, &read, after, cancel1, done1)
 	prog2 := new(engine.Progress)
 	if _, err := engine.Run(context.Background(), job, engine.Options{Progress: prog2, Resume: resume}); err != nil {
 		t.Fatal(err)
@@ -136,4 +119,30 @@ func consumeSlowly(dir, name string, read *atomic.Int64, delay time.Duration) (r
 		read.Add(1)
 		time.Sleep(delay)
 	}
+}
+
+// detachFirstRun waits until read reaches after batches (20 s at most), then
+// hands the first run's rings over (DetachRings), cancels it, checks that
+// it ended canceled, and returns the cursors its ranks resume at.
+func detachFirstRun(t *testing.T, prog *engine.Progress, read *atomic.Int64, after int64, cancel func(), done <-chan error) []engine.Cursor {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for read.Load() < after && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	infos, err := prog.DetachRings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v, want canceled", err)
+	}
+	resume := make([]engine.Cursor, len(infos))
+	for r, in := range infos {
+		if in.HasLast {
+			resume[r] = engine.NextCursor(in.Last)
+		}
+	}
+	return resume
 }

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,24 +48,7 @@ func TestArenaAdoptionLeavesNoArena(t *testing.T) {
 		}})
 		done1 <- err
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for read.Load() < 6 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
-	}
-	infos, err := prog.DetachRings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancel1()
-	if err := <-done1; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first run: %v, want canceled", err)
-	}
-	resume := make([]engine.Cursor, len(infos))
-	for r, in := range infos {
-		if in.HasLast {
-			resume[r] = engine.NextCursor(in.Last)
-		}
-	}
+	resume := detachFirstRun(t, prog, &read, 6, cancel1, done1)
 	before, _ := filepath.Glob(filepath.Join(dir, "arena+*"))
 	// The second run adopts the rings (Take consumes the claims DetachRings left).
 	if _, err := engine.Run(context.Background(), job, engine.Options{Resume: resume}); err != nil {
