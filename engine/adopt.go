@@ -109,7 +109,8 @@ type Footprint struct {
 	// ArenaBytes is the unit arena's file (ring.arena, arena.go): shared
 	// memory, like the rings, outside the Go heap.
 	ArenaBytes int64
-	Files      []string // the input files the job reads
+	arena      *arenaLayout // nil: the run makes no arena
+	Files      []string     // the input files the job reads
 	// PlanDigest identifies the units the plan deals out (PlanDigest).
 	PlanDigest string
 }
@@ -117,7 +118,42 @@ type Footprint struct {
 // Bytes returns the total: the rings, the unit arena, the in-flight
 // units, the shuffle window, the unit cache and the side tables.
 func (f Footprint) Bytes() int64 {
-	return f.RingBytes + f.ArenaBytes + int64(f.InFlight)*f.UnitBytes + f.ShuffleBytes + f.CacheBytes + f.SideBytes
+	return min(bounded(f.RingBytes)+bounded(f.ArenaBytes)+f.heapBytes(), maxFootprint)
+}
+
+// heapBytes is the part of Bytes in the Go heap: all but the rings and
+// the arena, which are shared memory.
+func (f Footprint) heapBytes() int64 {
+	units := int64(maxFootprint)
+	if u := bounded(f.UnitBytes); f.InFlight >= 0 && (u == 0 || int64(f.InFlight) <= maxFootprint/u) {
+		units = int64(f.InFlight) * u
+	}
+	return min(units+bounded(f.ShuffleBytes)+bounded(f.CacheBytes)+bounded(f.SideBytes), maxFootprint)
+}
+
+// maxFootprint bounds each part of a footprint and their sum. The parts
+// are estimated from the input files' footers, which are the submitter's
+// word: a file that claims absurd value counts must make a job that needs
+// too much memory, never one whose need wraps to little or less than
+// nothing and so passes every limit.
+const maxFootprint = 1 << 56
+
+// mulBounded is a × b for a, b ≥ 0, or maxFootprint past it.
+func mulBounded(a, b int64) int64 {
+	a, b = bounded(a), bounded(b)
+	if b != 0 && a > maxFootprint/b {
+		return maxFootprint
+	}
+	return a * b
+}
+
+// bounded is n as a footprint part: a negative n wrapped, and counts as
+// the most.
+func bounded(n int64) int64 {
+	if n < 0 || n > maxFootprint {
+		return maxFootprint
+	}
+	return n
 }
 
 // ForRanks is f for a run that makes the rings of n of the job's ranks
@@ -125,6 +161,9 @@ func (f Footprint) Bytes() int64 {
 func (f Footprint) ForRanks(n int) Footprint {
 	if f.Rings > 0 {
 		f.RingBytes = f.RingBytes / int64(f.Rings) * int64(n)
+	}
+	if f.arena != nil {
+		f.ArenaBytes = f.arena.footprint(n) // chunks for n rings' batches
 	}
 	f.Rings = n
 	return f
@@ -150,7 +189,7 @@ const (
 func HeapLimit(fps ...Footprint) int64 {
 	n := int64(heapOverhead)
 	for _, f := range fps {
-		n += f.Bytes() - f.RingBytes - f.ArenaBytes
+		n = min(n+f.heapBytes(), maxFootprint)
 	}
 	return n
 }
@@ -207,15 +246,14 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 	// The header, schema block and alignment before slot 0: at most 2 MiB
 	// plus the schema (96 bytes per field).
 	header := int64(2<<20) + int64(96*len(plan.Fields))
-	var arena int64
-	if job.Ring.Arena {
-		chunk, rows := arenaChunkSize(plan)
-		arena = chunk * int64(arenaChunks(job, workers, job.WorldSize, rows))
+	var arena *arenaLayout
+	if l, ok := layoutArena(job, plan, workers); ok && job.Ring.Arena {
+		arena = &l
 	}
 	return Footprint{
-		ArenaBytes: arena,
-		Rings:      job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
-		RingBytes: int64(job.WorldSize) * (header + int64(job.Ring.Slots)*size),
+		ArenaBytes: arena.footprint(job.WorldSize), arena: arena,
+		Rings: job.WorldSize, Slots: job.Ring.Slots, SlotSize: size,
+		RingBytes: mulBounded(int64(job.WorldSize), header+mulBounded(int64(job.Ring.Slots), size)),
 		InFlight:  inflight, UnitBytes: unitBytes,
 		ShuffleBytes: int64(job.Shuffle.Buffer) * (max(perRow, 1) + windowIndexBytes), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,
 		Rows: plan.Rows, Units: len(plan.Units), Files: files, PlanDigest: PlanDigest(plan),
@@ -239,7 +277,7 @@ func decodedUnitBytes(p *decode.Plan, u decode.Unit) int64 {
 		case column.Fixed:
 			n += float64(u.Rows * int64(f.DType.Size()))
 		case column.List:
-			n += share*float64(c.Values*int64(f.DType.Size())) + float64(8*(u.Rows+1))
+			n += share*float64(c.Values)*float64(f.DType.Size()) + float64(8*(u.Rows+1))
 		default: // Bytes
 			n += share*float64(c.Uncompressed) + float64(8*(u.Rows+1))
 		}
@@ -247,7 +285,7 @@ func decodedUnitBytes(p *decode.Plan, u decode.Unit) int64 {
 			n += float64(u.Rows)
 		}
 	}
-	return int64(n * 9 / 8)
+	return int64(min(n*9/8, maxFootprint)) // a float past int64 converts to garbage
 }
 
 // decodedBytes estimates a plan's decoded size: its column chunks'
@@ -256,7 +294,7 @@ func decodedBytes(p *decode.Plan) int64 {
 	var n int64
 	for _, u := range p.Units {
 		for _, c := range u.Chunks {
-			n += c.Uncompressed
+			n = min(n+bounded(c.Uncompressed), maxFootprint) // the footer's word
 		}
 	}
 	return n

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -79,46 +78,6 @@ type arenaChunk struct {
 	used   int      // bytes handed out to the unit decoding into it
 	holder bool     // a unit buffer holds it
 	until  []uint64 // per ring: the head that frees it (0: never named)
-}
-
-// arenaChunks is how many units the arena holds: those in flight (the
-// pool's bound: a unit starts only once the one InFlight before it was
-// emitted, and a chunk goes back when its unit is emitted: retire), plus
-// those the rings' unreleased batches can name. The
-// batcher deals batches to the rings in turn and stops at a full one, so
-// the unreleased batches of all rings lie within the last rings ×
-// (slots + held) batches: that many rows, in units, plus one at each
-// end. Too few chunks cost copies (fallbacks), never correctness.
-func arenaChunks(job *spec.Job, workers, rings int, unitRows int64) int {
-	inflight := job.Decode.InFlight
-	if inflight == 0 {
-		inflight = 2 * workers
-	}
-	window := int64(rings) * int64(job.Ring.Slots+shm.MaxHeld) * int64(job.Batch.Size)
-	named := window/max(unitRows, 1) + 2
-	return inflight + int(min(named, math.MaxInt32/2))
-}
-
-// arenaChunkSize is the bytes the largest unit's columns take decoded
-// whole, as the decoder reserves them (reserveWhole: the chunk's level
-// count times the value size, and a thirty-second more), each aligned.
-// String columns are left out: the decoder grows those from their pages.
-func arenaChunkSize(plan *decode.Plan) (int64, int64) {
-	var most, rows int64
-	for i := range plan.Units {
-		u := &plan.Units[i]
-		var n int64
-		for k := range u.Chunks {
-			if k >= len(plan.Fields) || plan.Fields[k].Kind == column.Bytes {
-				continue
-			}
-			v := min(u.Chunks[k].Values, math.MaxInt32) * int64(plan.Fields[k].DType.Size())
-			n += v + v/32 + arenaAlign
-		}
-		most = max(most, n)
-		rows = max(rows, u.Rows)
-	}
-	return alignArena(most), rows
 }
 
 // arenaAlign aligns each column in a chunk: a cache line, and every
@@ -292,13 +251,16 @@ func arenaFor(job *spec.Job, opts Options, plan *decode.Plan, workers, rings int
 	if !job.Ring.Arena || opts.Spill != nil || opts.Stage != nil || opts.BenchSkipCopy {
 		return nil, nil
 	}
-	size, rows := arenaChunkSize(plan)
-	if size == 0 || !anyWholeUnit(plan) {
+	l, ok := layoutArena(job, plan, workers)
+	if !ok {
 		// Nothing the decoder would put there: it sizes a buffer for a
 		// unit that is its whole row group only (max_unit_rows splits).
 		return nil, nil
 	}
-	ua, err := newUnitArena(job, size, arenaChunks(job, workers, rings, rows))
+	if _, err := l.bytes(rings); err != nil {
+		return nil, err
+	}
+	ua, err := newUnitArena(job, l.chunk, int(l.chunks(rings)))
 	if err != nil {
 		return nil, err
 	}
@@ -336,17 +298,6 @@ func settleArenas(dir string, rings []*shm.Producer, ua *unitArena, log *slog.Lo
 	log.Info("ring.arena: some rings were adopted from an earlier run; batches are copied into slots")
 	ua.serving = false
 	return ua
-}
-
-// anyWholeUnit reports whether some unit of plan is its whole row group,
-// which the decoder decodes into the arena (decode.Decoder.SetAlloc).
-func anyWholeUnit(plan *decode.Plan) bool {
-	for i := range plan.Units {
-		if plan.Units[i].Whole(plan.Fields) {
-			return true
-		}
-	}
-	return false
 }
 
 // shared returns the arena for the rings to name, or nil.

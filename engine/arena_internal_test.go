@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -85,5 +86,35 @@ func TestArenaChunks(t *testing.T) {
 	}
 	if got, want := ua.fallbacks.Load(), int64(2); got != want {
 		t.Errorf("%d fallbacks, want %d", got, want)
+	}
+}
+
+// The chunk count: the units in flight, plus the units the unreleased
+// batches can name, counted by the smallest units, at most one a batch.
+func TestArenaLayoutChunks(t *testing.T) {
+	cases := []struct {
+		name  string
+		rows  []int64
+		rings int
+		want  int64
+	}{
+		// 2 rings × (4 slots + 2 held) × 500 rows = 6000 rows unreleased.
+		{"units larger than the window", []int64{20000, 20000}, 2, 2 + 2},
+		{"uniform units", []int64{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}, 2, 2 + 6 + 2},
+		{"a large unit beside small ones", append([]int64{20000}, slices.Repeat([]int64{500}, 48)...), 2, 2 + 12},
+		{"one ring", append([]int64{20000}, slices.Repeat([]int64{500}, 48)...), 1, 2 + 6},
+		{"tiny units: a batch names one chunk", slices.Repeat([]int64{10}, 1000), 2, 2 + 12},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := arenaLayout{chunk: 4096, inflight: 2, perRing: 4 + shm.MaxHeld, batch: 500, rows: c.rows}
+			slices.Sort(l.rows)
+			if got := l.chunks(c.rings); got != c.want {
+				t.Errorf("%d chunks, want %d", got, c.want)
+			}
+			if n, err := l.bytes(c.rings); err != nil || n != c.want*4096 {
+				t.Errorf("%d bytes (%v), want %d", n, err, c.want*4096)
+			}
+		})
 	}
 }

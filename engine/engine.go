@@ -188,9 +188,13 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		// need no new arena: the batches are copied instead.
 		log.Warn("ring.arena: no unit arena; batches are copied into slots", "err", err)
 	}
+	// The arena goes with the run unless it was handed over (Ready: the
+	// caller records it and removes it with the rings), whatever ends the
+	// run, a panic included: nobody else knows it is there.
+	handed := false
+	defer func() { ua.close(opts.Remove || !handed) }()
 	rings, err := createRings(job, plan, fields, local, base, opts.RingOwner, opts.PlaceRing, ua.shared())
 	if err != nil {
-		ua.close(true)
 		return st, err
 	}
 	for _, r := range rings {
@@ -202,7 +206,6 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 				r.Remove()
 			}
 		}
-		ua.close(opts.Remove)
 	}()
 	ua = settleArenas(job.Ring.Dir, rings, ua, log)
 	writers := writersFor(ctx, rings, opts.Stage)
@@ -223,6 +226,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	if opts.Ready != nil {
 		opts.Ready(st.Rings)
 	}
+	handed = true
 	if len(opts.Resume) > local {
 		return st, fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(opts.Resume), local)
 	}

@@ -50,7 +50,8 @@ func slotSize(p *decode.Plan, fields []packField, rows int) int64 {
 			if !ok {
 				pr = widest / float64(size)
 			}
-			values := int64(2*pr*float64(rows)) + 4096
+			// Footers may claim any value count: no slot holds 2^40 values.
+			values := int64(min(2*pr*float64(rows), 1<<40)) + 4096
 			n += values*size + int64(rows+1)*8 + 2*(tableEntry+align)
 		}
 		if f.Nullable {
