@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lastmile/lastmile/cpus"
 	"github.com/lastmile/lastmile/engine"
 	cpupeer "github.com/lastmile/lastmile/peer"
@@ -559,21 +557,10 @@ func (d *Daemon) weightOf(j *Job) int {
 	return cfg.DefaultWeight
 }
 
-// chownRing gives a ring file to the job's owner (mode stays 0600). It
-// needs CAP_CHOWN unless the owner is the daemon's own user.
-func (d *Daemon) chownRing(path string, uid, gid uint32) error {
-	if uint32(os.Geteuid()) == uid && uint32(os.Getegid()) == gid {
-		return nil
-	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
-		return fmt.Errorf("fchown %s to %d:%d: %w (lastmiled needs CAP_CHOWN)", path, uid, gid, err)
-	}
-	return nil
+// ownedByDaemon reports whether uid and gid are the daemon's own: its
+// files need no chown to be theirs.
+func (d *Daemon) ownedByDaemon(uid, gid uint32) bool {
+	return uint32(os.Geteuid()) == uid && uint32(os.Getegid()) == gid
 }
 
 // Healthy reports whether the daemon's locks can be taken within d: what

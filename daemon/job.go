@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -413,11 +412,14 @@ func (j *Job) onReady(r *run, rings []string) {
 	if err != nil {
 		j.log.Error("give the unit arena to its owner", "arena", shm.ArenaName(arena), "err", err)
 	}
+	var chowned []error
+	if !j.d.ownedByDaemon(j.owner, j.gid) {
+		chowned = r.prog.ChownRings(int(j.owner), int(j.gid))
+	}
 	obs := make([]*shm.Observer, len(rings))
 	for i, name := range rings {
-		path := filepath.Join(dir, name)
-		if err := j.d.chownRing(path, j.owner, j.gid); err != nil {
-			j.log.Error("give ring to its owner", "rank", i, "ring", name, "err", err)
+		if i < len(chowned) && chowned[i] != nil {
+			j.log.Error("give ring to its owner (lastmiled needs CAP_CHOWN)", "rank", i, "ring", name, "err", chowned[i])
 		}
 		o, err := shm.Observe(dir, name)
 		if err != nil {

@@ -141,6 +141,21 @@ func (p *Progress) ChownArena(uid, gid int) (uint64, error) {
 	return a.ID(), a.Chown(uid, gid)
 }
 
+// ChownRings gives each ring of the run to uid and gid through its
+// producer's descriptor, never by name (a user may replace a name in the
+// ring directory with a link to another file), and returns each rank's
+// error (nil: given).
+func (p *Progress) ChownRings(uid, gid int) []error {
+	p.mu.Lock()
+	rings := p.rings
+	p.mu.Unlock()
+	errs := make([]error, len(rings))
+	for i, r := range rings {
+		errs[i] = r.Chown(uid, gid)
+	}
+	return errs
+}
+
 func (p *Progress) setRings(r []*shm.Producer) {
 	p.mu.Lock()
 	p.rings = r

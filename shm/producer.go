@@ -546,6 +546,22 @@ func (p *Producer) SlotSize() int64 { return p.slotSize }
 // Slots returns the number of slots.
 func (p *Producer) Slots() int { return p.slots }
 
+// Chown gives the ring's file to uid and gid through the producer's own
+// descriptor: the file it created or adopted, whatever its name in the
+// ring directory (shared, world-writable: a user may have put a link to
+// another file there since) now leads to.
+func (p *Producer) Chown(uid, gid int) error {
+	p.life.RLock()
+	defer p.life.RUnlock()
+	if p.closed {
+		return fmt.Errorf("chown ring %s: the producer is closed", p.name)
+	}
+	if err := unix.Fchown(p.fd, uid, gid); err != nil {
+		return fmt.Errorf("fchown ring %s to %d:%d: %w", p.path, uid, gid, err)
+	}
+	return nil
+}
+
 // ConsumerAttached reports whether a consumer holds the ring's byte-1 lock.
 func (p *Producer) ConsumerAttached() bool {
 	p.life.RLock()
