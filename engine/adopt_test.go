@@ -63,23 +63,9 @@ func handover(t *testing.T, src string, delay time.Duration, after int64) {
 	errs := make([]error, job.WorldSize)
 	var read atomic.Int64
 	var wg sync.WaitGroup
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	defer cancel1()
-	prog := new(engine.Progress)
-	done1 := make(chan error, 1)
-	go func() {
-		_, err := engine.Run(ctx1, job, engine.Options{Progress: prog, Ready: func(rings []string) {
-			for r, name := range rings {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res[r], errs[r] = consumeSlowly(dir, name, &read, delay)
-				}()
-			}
-		}})
-		done1 <- err
-	}()
-	resume := detachFirstRun(t, prog, &read, after, cancel1, done1)
+	resume := handOver(t, job, &wg, &read, after, func(r int, name string) {
+		res[r], errs[r] = consumeSlowly(dir, name, &read, delay)
+	})
 	prog2 := new(engine.Progress)
 	if _, err := engine.Run(context.Background(), job, engine.Options{Progress: prog2, Resume: resume}); err != nil {
 		t.Fatal(err)
@@ -119,6 +105,30 @@ func consumeSlowly(dir, name string, read *atomic.Int64, delay time.Duration) (r
 		read.Add(1)
 		time.Sleep(delay)
 	}
+}
+
+// handOver runs job until its trainers have read after batches (consume
+// reads rank r's ring, in a goroutine of wg), then hands its rings over
+// (detachFirstRun) and returns the cursors its ranks resume at.
+func handOver(t *testing.T, job *spec.Job, wg *sync.WaitGroup, read *atomic.Int64, after int64, consume func(r int, name string)) []engine.Cursor {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prog := new(engine.Progress)
+	done := make(chan error, 1)
+	go func() {
+		_, err := engine.Run(ctx, job, engine.Options{Progress: prog, Ready: func(rings []string) {
+			for r, name := range rings {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					consume(r, name)
+				}()
+			}
+		}})
+		done <- err
+	}()
+	return detachFirstRun(t, prog, read, after, cancel, done)
 }
 
 // detachFirstRun waits until read reaches after batches (20 s at most), then

@@ -32,23 +32,9 @@ func TestArenaAdoptionLeavesNoArena(t *testing.T) {
 	var read atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, job.WorldSize)
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	defer cancel1()
-	prog := new(engine.Progress)
-	done1 := make(chan error, 1)
-	go func() {
-		_, err := engine.Run(ctx1, job, engine.Options{Progress: prog, Ready: func(rings []string) {
-			for r, name := range rings {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, errs[r] = consumeSlowly(dir, name, &read, time.Millisecond)
-				}()
-			}
-		}})
-		done1 <- err
-	}()
-	resume := detachFirstRun(t, prog, &read, 6, cancel1, done1)
+	resume := handOver(t, job, &wg, &read, 6, func(r int, name string) {
+		_, errs[r] = consumeSlowly(dir, name, &read, time.Millisecond)
+	})
 	before, _ := filepath.Glob(filepath.Join(dir, "arena+*"))
 	// The second run adopts the rings (Take consumes the claims DetachRings left).
 	if _, err := engine.Run(context.Background(), job, engine.Options{Resume: resume}); err != nil {

@@ -30,14 +30,18 @@ func uniformData(t *testing.T, rows, rg int64) string {
 	return dir
 }
 
-// With units of one size, the chunk count covers what is in flight and
-// named: no unit falls back to the heap.
-func TestArenaSweepUniform(t *testing.T) {
-	data := uniformData(t, 16000, 1000)
-	for _, tc := range []struct{ size, world, slots, w string }{
-		{"1000", "3", "3", "1"}, {"100", "8", "2", "2"}, {"5", "2", "2", "2"},
+// With units of one size, or a large unit beside small ones (as a table
+// appended to over time has), the chunk count covers the units in flight
+// and those the unreleased batches name: no unit falls back to the heap.
+func TestArenaNoFallbacks(t *testing.T) {
+	uniform, mixed := uniformData(t, 16000, 1000), mixedData(t, 20000, 500)
+	for _, tc := range []struct{ name, data, size, world, slots, w string }{
+		{"uniform batches of a unit", uniform, "1000", "3", "3", "1"},
+		{"uniform 8 ranks", uniform, "100", "8", "2", "2"},
+		{"uniform tiny batches", uniform, "5", "2", "2", "2"},
+		{"mixed unit sizes", mixed, "500", "2", "4", "1"},
 	} {
-		t.Run(strings.Join([]string{tc.size, tc.world, tc.slots, tc.w}, "_"), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			src := strings.NewReplacer("@S@", tc.size, "@W@", tc.world, "@SL@", tc.slots, "@WK@", tc.w).Replace(`
 inputs: [MIXED]
 batch: {size: @S@, last: drop}
@@ -48,10 +52,10 @@ shuffle: {units: true}
 decode: {workers: @WK@}
 ring: {dir: RINGDIR, name: a, slots: @SL@, arena: true}
 `)
-			st, _ := runHeld(t, src, data, time.Millisecond)
+			st, _ := runHeld(t, src, tc.data, time.Millisecond)
 			t.Logf("units %d fallbacks %d", st.ArenaUnits, st.ArenaFallbacks)
 			if st.ArenaFallbacks != 0 {
-				t.Errorf("%d fallbacks of %d", st.ArenaFallbacks, st.ArenaUnits+st.ArenaFallbacks)
+				t.Errorf("%d of %d units decoded to the heap for want of a free chunk", st.ArenaFallbacks, st.ArenaUnits+st.ArenaFallbacks)
 			}
 		})
 	}
