@@ -44,18 +44,21 @@ class _Core:
         # shared and writable as the ring is, or None. Place-1 tensors are views of it.
         self.arena = arena
         self.arena_base = self.arena_end = 0  # its address range, to tell its views from the slots'
+        # The arena's and the ring's bytes as arrays that hold buffer exports:
+        # every tensor of a batch is a view of one of them (format.view), so
+        # neither mapping is unmapped while a tensor of it is alive.
+        self.arena_u8 = None
         if arena is not None:
-            a = np.frombuffer(arena, dtype=np.uint8)
-            self.arena_base = a.ctypes.data
-            self.arena_end = self.arena_base + len(a)
-            del a
+            self.arena_u8 = np.frombuffer(arena, dtype=np.uint8)
+            self.arena_base = self.arena_u8.ctypes.data
+            self.arena_end = self.arena_base + len(self.arena_u8)
         self.geo = geo
         self.path = path
         self.closed = False
         self.pid = os.getpid()  # a forked child must not touch the consumer state
         self.held = None  # sequence number of the slot we hold, if any
-        self._u8 = np.frombuffer(mm, dtype=np.uint8)  # only to learn the address
-        base = self._u8.ctypes.data
+        self.u8 = np.frombuffer(mm, dtype=np.uint8)
+        base = self.u8.ctypes.data
         self.base = base
         self.a_tail = base + OFF_TAIL
         self.a_data_futex = base + OFF_DATA_FUTEX
@@ -129,7 +132,7 @@ class _Core:
             # our descriptor does not drop the parent's open-file-description lock.
             self.closed = True
             os.close(self.fd)
-            self._u8 = None
+            self.u8 = self.arena_u8 = None
             self.mm = None
             self.arena = None
             return
@@ -148,7 +151,7 @@ class _Core:
             except OSError:  # pragma: no cover
                 pass
             os.close(self.fd)
-            self._u8 = None
+            self.u8 = self.arena_u8 = None
             try:
                 self.mm.close()
             except BufferError:

@@ -13,7 +13,7 @@ from .format import (
     ARENA_HEADER_SIZE, BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPES, PAYLOAD_ALIGN, PLACE_ARENA,
     PLACE_SLOT, ROLE_DENSE, ROLE_LENGTHS, ROLE_OFFSETS, ROLE_VALIDITY, ROLE_VALUES, ROLE_WEIGHTS,
     SLOT_HEADER_SIZE, TENSOR_ENTRY_SIZE, _SLOT_HEADER, _TENSOR, Cursor, Field, KeyedJagged, Ragged,
-    RingFormatError, WeightedKeyedJagged,
+    RingFormatError, WeightedKeyedJagged, view,
 )
 
 _less = np.less
@@ -54,11 +54,11 @@ class _SlotParser:
         table = mm[so + SLOT_HEADER_SIZE : so + tend]
         c = core.cache[k]
         if c is None or c.rows != rows or (
-                c.table != table and not c.patch(table, used, self._vinfo, self._runs, mm, so,
+                c.table != table and not c.patch(table, used, self._vinfo, self._runs, core.u8, so,
                                                  core.geo.slot_size)):
             c = self._build(c, h, so, rows, used, table)
             core.cache[k] = c
-        elif c.max_end > used:
+        if c.max_end > used:  # after a rebuild too: its unchanged entries were not re-checked
             for i, end in enumerate(c.ends):
                 if end > used:
                     off = end - _TENSOR.unpack_from(table, i * TENSOR_ENTRY_SIZE)[11]
@@ -82,7 +82,6 @@ class _SlotParser:
 
     def _build(self, old, h, so, rows, used, table) -> _SlotCache:
         """Validate the entries of ``table`` that differ from ``old``'s and build a new cache."""
-        mm = self._core.mm
         plan = self._plan
         count = len(plan)
         tab = np.frombuffer(table, dtype="<u8").reshape(count, 8)
@@ -145,7 +144,7 @@ class _SlotParser:
                 if off + nbytes > used:
                     raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
                                     % (i, f.name, off, nbytes, used))
-                arr = np.ndarray(shape, dtype=npdt, buffer=mm, offset=so + off)
+                arr = view(self._core.u8, so + off, nbytes, npdt, shape)
                 ends[i] = off + nbytes
             if role == ROLE_VALIDITY:
                 arr = arr.view(np.bool_)
@@ -214,7 +213,7 @@ class _SlotParser:
             raise self._bad(h, "tensor %d of field %r at arena offset %d, %d bytes: not %d-byte "
                                "aligned within the arena's data (%d to %d)"
                             % (i, f.name, off, nbytes, size, ARENA_HEADER_SIZE, n))
-        return np.ndarray(shape, dtype=npdt, buffer=arena, offset=off)
+        return view(self._core.arena_u8, off, nbytes, npdt, shape)
 
     # ------------------------------------------------------------------------
     # Closing

@@ -12,7 +12,7 @@ import numpy as np
 
 from .format import (  # noqa: F401
     _TENSOR, BATCH_LAST_IN_EPOCH, BATCH_PADDED, DTYPE_BFLOAT16, PAYLOAD_ALIGN, TENSOR_ENTRY_SIZE, Field, Ragged,
-    KeyedJagged,
+    KeyedJagged, view,
     WeightedKeyedJagged,
 )
 
@@ -339,7 +339,7 @@ class _SlotCache:
     __slots__ = ("rows", "table", "arrs", "ends", "max_end", "data", "valid",
                  "rchecks", "nchecks", "ragged", "tdata", "tvalid", "tdirty", "fields", "vbase")
 
-    def patch(self, table, used, vinfo, runs, mm, so, slot_size):
+    def patch(self, table, used, vinfo, runs, u8, so, slot_size):
         """Take ``table`` in place if it differs from this cache's only in the
         lengths of ragged values, and return True; return False, changing
         nothing, on any other difference (the caller then rebuilds, validating
@@ -387,8 +387,8 @@ class _SlotCache:
             base = vbase.get(i)
             if base is None or base[0] != off:
                 arr = self.arrs[i]
-                base = [off, np.ndarray(((slot_size - off) // size,), dtype=arr.dtype, buffer=mm,
-                                        offset=so + off), None]
+                n = (slot_size - off) // size
+                base = [off, view(u8, so + off, n * size, arr.dtype, (n,)), None]
                 vbase[i] = base
             arr = base[1][:s0]
             self.arrs[i] = arr

@@ -292,6 +292,18 @@ class Field:
 # --------------------------------------------------------------------------
 
 
+def view(u8, off, nbytes, dtype, shape):
+    """An array of ``shape`` and ``dtype`` over ``u8[off:off + nbytes]``.
+
+    ``u8`` is a uint8 array made with ``np.frombuffer`` over a mapping: it
+    holds a buffer export, and so does every view of it, so the mapping's
+    ``close()`` raises ``BufferError`` (and leaves it mapped) while a batch's
+    arrays are alive. ``np.ndarray(buffer=mm)`` holds none: closing the ring
+    would unmap memory those arrays still point at.
+    """
+    return u8[off:off + nbytes].view(dtype).reshape(shape)
+
+
 def fnv1a64(data) -> int:
     """FNV-1a 64 of ``data`` (the schema hash of 3.1)."""
     h = 0xCBF29CE484222325
