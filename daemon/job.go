@@ -352,6 +352,10 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		Resume:   resume,
 		Gate:     j.client.Acquire,
 		Ready:    func(rings []string) { j.onReady(r, rings) },
+		// The unit arena's id is recorded before its file exists: a
+		// daemon killed before Ready (an OOM kill while the rings are
+		// pre-faulted) still removes it with the job's rings.
+		ArenaClaim: j.claimArena,
 		// A ring left by a previous run belongs to the job's owner.
 		RingOwner: j.owner,
 		FS:        j.fs(),
@@ -397,6 +401,18 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		_, r.err = engine.Run(ctx, j.spec, opts)
 	}()
 	return r
+}
+
+// claimArena records a unit arena the job's run is about to create
+// (engine.Options.ArenaClaim), persisted before the file exists.
+func (j *Job) claimArena(id uint64) error {
+	j.mu.Lock()
+	if !slices.Contains(j.arenas, id) {
+		j.arenas = append(j.arenas, id)
+	}
+	j.mu.Unlock()
+	j.persist()
+	return nil
 }
 
 // onReady runs when a run's rings exist: give them to the owner, note

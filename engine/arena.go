@@ -87,9 +87,9 @@ const arenaAlign = 64
 func alignArena(n int64) int64 { return (n + arenaAlign - 1) &^ (arenaAlign - 1) }
 
 // newUnitArena creates the job's arena: chunks chunks of size bytes.
-func newUnitArena(job *spec.Job, size int64, chunks int) (*unitArena, error) {
+func newUnitArena(job *spec.Job, size int64, chunks int, claim func(uint64) error) (*unitArena, error) {
 	mode, _ := job.Ring.FileMode()
-	a, err := shm.CreateArena(shm.ArenaConfig{Dir: job.Ring.Dir, Size: size * int64(chunks), Mode: mode})
+	a, err := shm.CreateArena(shm.ArenaConfig{Dir: job.Ring.Dir, Size: size * int64(chunks), Mode: mode, Claim: claim})
 	if err != nil {
 		return nil, fmt.Errorf("ring.arena: %w", err)
 	}
@@ -260,7 +260,7 @@ func arenaFor(job *spec.Job, opts Options, plan *decode.Plan, workers, rings int
 	if _, err := l.bytes(rings); err != nil {
 		return nil, err
 	}
-	ua, err := newUnitArena(job, l.chunk, int(l.chunks(rings)))
+	ua, err := newUnitArena(job, l.chunk, int(l.chunks(rings)), opts.ArenaClaim)
 	if err != nil {
 		return nil, err
 	}

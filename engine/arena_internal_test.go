@@ -16,7 +16,7 @@ import (
 // the heap, and its buffer keeps no arena memory the decoder would reuse.
 func TestArenaChunks(t *testing.T) {
 	dir := t.TempDir()
-	ua, err := newUnitArena(&spec.Job{Ring: spec.Ring{Dir: dir}}, 4096, 2)
+	ua, err := newUnitArena(&spec.Job{Ring: spec.Ring{Dir: dir}}, 4096, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,11 @@ type Options struct {
 	// epoch's first unit is decoded), on the producing goroutine: a
 	// benchmark's exact epoch boundary, with nothing polling for it.
 	EpochStart func(epoch uint64)
+	// ArenaClaim, if not nil, is called with the id of the unit arena
+	// (ring.arena) before its file is created: a daemon records it, so that
+	// it can remove the arena even if it dies before Ready. An error
+	// leaves the run without an arena.
+	ArenaClaim func(id uint64) error
 	// BenchSkipCopy is for one measurement only, lastmile bench's ceiling
 	// of decoding into slots (bench/copies.go): packing skips copying the
 	// values of rows that go to a batch in order, so those tensors hold

@@ -96,6 +96,11 @@ type ArenaConfig struct {
 	Size int64
 	// Mode is the file's permission bits. Default 0600.
 	Mode os.FileMode
+	// Claim, if not nil, is called with each id drawn before a file of
+	// that name is created: a caller that must be able to remove the
+	// arena after it crashes records the id here, durably, first. An
+	// error stops the creation.
+	Claim func(id uint64) error
 }
 
 // CreateArena creates, reserves and pre-faults an arena of cfg.Size data
@@ -117,6 +122,11 @@ func CreateArena(cfg ArenaConfig) (*Arena, error) {
 		id, err := randomU64()
 		if err != nil {
 			return nil, err
+		}
+		if cfg.Claim != nil {
+			if err := cfg.Claim(id); err != nil {
+				return nil, fmt.Errorf("create arena %s: %w", ArenaName(id), err)
+			}
 		}
 		path := filepath.Join(cfg.Dir, ArenaName(id))
 		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(cfg.Mode))

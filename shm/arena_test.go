@@ -314,3 +314,32 @@ func TestArenaNoSpace(t *testing.T) {
 		t.Errorf("left after the failure: %v", left)
 	}
 }
+
+// ArenaConfig.Claim sees each id before a file of that name exists; its
+// error stops the creation and leaves no file.
+func TestCreateArenaClaim(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		dir := t.TempDir()
+		var ids []uint64
+		a, err := shm.CreateArena(shm.ArenaConfig{Dir: dir, Size: 1 << 16, Claim: func(id uint64) error {
+			if _, err := os.Lstat(filepath.Join(dir, shm.ArenaName(id))); err == nil {
+				t.Errorf("arena %s existed when claimed", shm.ArenaName(id))
+			}
+			ids = append(ids, id)
+			if fail {
+				return errors.New("no record")
+			}
+			return nil
+		}})
+		left, _ := filepath.Glob(filepath.Join(dir, "arena+*"))
+		switch {
+		case fail && (err == nil || !strings.Contains(err.Error(), "no record") || len(left) != 0):
+			t.Errorf("a failed claim: %v, files %v", err, left)
+		case !fail && (err != nil || len(ids) != 1 || a.ID() != ids[0]):
+			t.Errorf("claimed %v, created %v (%v)", ids, a, err)
+		}
+		if a != nil {
+			a.Remove()
+		}
+	}
+}

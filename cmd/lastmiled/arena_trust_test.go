@@ -195,3 +195,36 @@ func TestArenaRestartLeavesNoArena(t *testing.T) {
 		t.Errorf("left in the shm directory after the job's rings were removed: %v", left)
 	}
 }
+
+// A daemon killed after it created a job's unit arena but before the
+// rings were handed over (Ready: an OOM kill while large rings are
+// pre-faulted) still removes the arena once the job is done: its id was
+// recorded before the file existed.
+func TestArenaKilledBeforeReady(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	// Rings of 2 × 4 slots of 128 MiB: creating them takes long enough
+	// to be killed during it.
+	spec := fmt.Sprintf("name: arena\ninputs: [%s]\nbatch: {size: 100}\nworld_size: 2\nring: {slots: 4, slot_size: 128MiB, arena: true}\n", smallData)
+	j := e.submit(spec, nil)
+	var arena []string
+	waitFor(t, "the arena created", 30*time.Second, func() bool {
+		arena, _ = filepath.Glob(filepath.Join(e.shm, "arena+*"))
+		return len(arena) > 0
+	})
+	e.kill9()
+	rings, _ := filepath.Glob(filepath.Join(e.shm, "lastmile.*"))
+	t.Logf("killed with %v and rings %v in place", arena, rings)
+	e.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	readers := []*reader{{e: e, job: j.ID, rank: 0}, {e: e, job: j.ID, rank: 1}}
+	if err := startReaders(ctx, readers)(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(j.ID, 10*time.Second, "done")
+	waitFor(t, "the rings and arenas removed", 10*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
+		return len(m) == 0
+	})
+}
