@@ -317,6 +317,9 @@ func openArena(dir string, id uint64, size int64, owner uint32) ([]byte, error) 
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("the ring names arena %s, which is missing: its producer removed it (the ring was left from a finished run) or it was deleted; %w", path, os.ErrNotExist)
 		}
+		if errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("the ring names arena %s, which this user (uid %d) may not open for reading and writing: the job belongs to another user, or lastmiled could not give the arena to its owner (its log says why: it needs CAP_CHOWN): %w", path, os.Geteuid(), err)
+		}
 		return nil, err
 	}
 	defer unix.Close(fd)

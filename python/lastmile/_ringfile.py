@@ -119,6 +119,11 @@ def open_arena(dir, arena_id, arena_size, ring):
                         "(the ring is left from a finished run) or it was deleted; the ring cannot be "
                         "read. Start the job again (lastmiled makes a new arena with its rings)"
                         % (ring, path)) from None
+    except PermissionError:
+        raise RingError("ring %s names the unit arena %s, which this user (uid %d) may not open for "
+                        "reading and writing: the job belongs to another user, or lastmiled could not "
+                        "give the arena to its owner (its log says why: it needs CAP_CHOWN)"
+                        % (ring, path, os.geteuid())) from None
     except OSError as e:
         raise RingError("ring %s names the unit arena %s, which cannot be opened (%s): it must be a "
                         "regular file, not a symlink" % (ring, path, e.strerror or e)) from None

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import struct
+import subprocess
 import sys
 import unittest
 from unittest import mock
@@ -243,6 +244,24 @@ class OpenRefusalTests(ArenaTestCase):
             lastmile.Ring.open(w.name, self.dir)
         self.assertIn(a.path, str(cm.exception))
         self.assertNotIsInstance(cm.exception, FileNotFoundError)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to act as another user")
+    def test_arena_the_user_may_not_open(self):
+        # The ring is the user's, its arena still root's 0600 (lastmiled could
+        # not chown it): the error says so, not that it is a symlink.
+        a = self.arena()
+        w = self.arena_writer(a)
+        nobody = 65534
+        os.chmod(self.dir, 0o755)
+        os.chown(w.path, nobody, nobody)
+        os.chmod(a.path, 0o600)
+        code = ("import sys, os; os.setgid(%d); os.setuid(%d); sys.path.insert(0, %r)\n"
+                "import lastmile\n"
+                "try:\n    lastmile.Ring.open(%r, %r)\nexcept lastmile.RingError as e:\n    print(e)\n"
+                % (nobody, nobody, os.path.dirname(HERE), w.name, self.dir))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        self.assertIn("may not open for reading and writing", out.stdout, out.stderr)
+        self.assertIn("CAP_CHOWN", out.stdout)
 
     def test_major_5_is_refused(self):
         w = self.writer(version=(5, 2), arena=self.arena())
