@@ -363,12 +363,40 @@ func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int
 	}
 	fp = fp.ForRanks(ranks) // this host's rings only
 	need := fp.Bytes()
+	if fp.Implausible() {
+		return 0, "", errorf(http.StatusBadRequest,
+			"job %q: its input files' footers claim sizes no row group holds (%s): check the files, or the tool that wrote them",
+			job.Name, footprintParts(fp))
+	}
 	if lim := int64(d.Config().Memory.PerJob); lim > 0 && need > lim {
 		return 0, "", errorf(http.StatusBadRequest,
-			"job %q needs %s (%d rings of %d slots of %s, plus %d in-flight units of about %s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
-			job.Name, Bytes(need), fp.Rings, fp.Slots, Bytes(fp.SlotSize), fp.InFlight, Bytes(fp.UnitBytes), Bytes(lim))
+			"job %q needs %s (%s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
+			job.Name, Bytes(need), footprintParts(fp), Bytes(lim))
 	}
 	return need, fp.PlanDigest, nil
+}
+
+// footprintParts names what a job's memory goes to: its rings, then each
+// other part it has.
+func footprintParts(fp engine.Footprint) string {
+	rings := "rings"
+	if fp.Rings == 1 {
+		rings = "ring"
+	}
+	parts := []string{fmt.Sprintf("%d %s of %d slots of %s", fp.Rings, rings, fp.Slots, Bytes(fp.SlotSize))}
+	add := func(n int64, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf(what, Bytes(n)))
+		}
+	}
+	add(fp.ArenaBytes, "a %s unit arena (ring.arena)")
+	if fp.InFlight > 0 {
+		parts = append(parts, fmt.Sprintf("%d in-flight units of about %s", fp.InFlight, Bytes(fp.UnitBytes)))
+	}
+	add(fp.ShuffleBytes, "a %s shuffle window")
+	add(fp.CacheBytes, "a %s unit cache")
+	add(fp.SideBytes, "%s of join side tables")
+	return strings.Join(parts, ", ")
 }
 
 // countsFor returns the unit counts that a job of the same spec (as

@@ -138,6 +138,11 @@ func (f Footprint) heapBytes() int64 {
 // nothing and so passes every limit.
 const maxFootprint = 1 << 56
 
+// Implausible reports whether a part of f, or their sum, reached the
+// bound that estimates from absurd footers saturate at: no real job
+// needs 2^56 bytes, and its files' footers claim sizes no row group holds.
+func (f Footprint) Implausible() bool { return f.Bytes() >= maxFootprint }
+
 // mulBounded is a × b for a, b ≥ 0, or maxFootprint past it.
 func mulBounded(a, b int64) int64 {
 	a, b = bounded(a), bounded(b)
