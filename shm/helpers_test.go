@@ -385,6 +385,15 @@ func runHelper(role string) error {
 			in.Scan()
 			return p.Close()
 		}
+	case "open":
+		// Attach to the ring and say what happened (run as another user).
+		c, err := shm.Open(dir, name)
+		if err != nil {
+			fmt.Println("ERROR", err)
+			return nil
+		}
+		c.Close()
+		fmt.Println("OPENED")
 	case "consume":
 		c, err := shm.Open(dir, name)
 		if err != nil {
