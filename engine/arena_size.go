@@ -118,15 +118,17 @@ func (l arenaLayout) bytes(rings int) (int64, error) {
 	return n * l.chunk, nil
 }
 
-// footprint is the size of the arena a run making rings rings creates:
-// 0 for none (a nil layout), or for one too large to create.
+// footprint is the size of the arena file a run making rings rings
+// creates, its header page and its rounding to pages included: 0 for
+// none (a nil layout), or for one too large to create.
 func (l *arenaLayout) footprint(rings int) int64 {
 	if l == nil {
 		return 0
 	}
 	n, err := l.bytes(rings)
-	if err != nil {
+	if err != nil || n == 0 {
 		return 0
 	}
-	return n
+	const page = 4096
+	return shm.ArenaHeaderSize + (n+page-1)&^(page-1)
 }
