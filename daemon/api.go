@@ -390,6 +390,11 @@ type progressView struct {
 	// deletes remove, each epoch (Iceberg position and equality deletes,
 	// deletion vectors).
 	RowsDeleted int64 `json:"rows_deleted"`
+	// ArenaUnits are the units decoded into the job's unit arena
+	// (ring.arena), ArenaUnitsToHeap those decoded to the heap for want
+	// of a free chunk, their batches copied.
+	ArenaUnits       int64 `json:"arena_units"`
+	ArenaUnitsToHeap int64 `json:"arena_units_to_heap"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -441,6 +446,7 @@ func (j *Job) view() jobView {
 	v.Progress.LatePages, v.Progress.LatePagesUnread, v.Progress.LateUnreadBytes = tot.latePages, tot.lateUnread, tot.lateUnreadBytes
 	v.Progress.FilesPruned, v.Progress.UnitsPruned = tot.filesPruned, tot.unitsPruned
 	v.Progress.RowsRuledOut, v.Progress.RowsDeleted = tot.rowsRuledOut, tot.rowsDeleted
+	v.Progress.ArenaUnits, v.Progress.ArenaUnitsToHeap = tot.arenaUnits, tot.arenaHeap
 	if sp := j.spill; sp != nil {
 		on, since, why, switches := sp.PolicyState()
 		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}

@@ -145,6 +145,7 @@ type progressTotals struct {
 	// Late columns' data pages decoded and left unread, and the unread
 	// ones' compressed bytes (engine.LatePages).
 	latePages, lateUnread, lateUnreadBytes int64
+	arenaUnits, arenaHeap                  int64 // units decoded into the unit arena, and to the heap
 	// What the plan left out by the job's filters: the last run's (every
 	// run plans the same inputs).
 	filesPruned, unitsPruned int64
@@ -167,6 +168,9 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.latePages += lp.Pages
 	t.lateUnread += lp.PagesUnread
 	t.lateUnreadBytes += lp.BytesUnread
+	in, heap := p.ArenaUnits()
+	t.arenaUnits += in
+	t.arenaHeap += heap
 	t.decode += time.Duration(p.DecodeNanos.Load())
 	// The engine's pack time includes its sleeps on full rings, which
 	// lastmile_producer_full_wait_seconds_total counts apart.

@@ -55,6 +55,7 @@ var (
 	descLateBytes   = prometheus.NewDesc("lastmile_late_unread_bytes_total", "Compressed bytes of the job's unread late pages (lastmile_late_pages_total{outcome=\"unread\"}).", jobLabels, nil)
 	descRuledOut    = prometheus.NewDesc("lastmile_rows_ruled_out_total", "Rows of the units read that the job's filters ruled out by the page index (ColumnIndex), never decoded.", jobLabels, nil)
 	descDeleted     = prometheus.NewDesc("lastmile_rows_deleted", "Rows of the job's planned units that its Iceberg tables' deletes remove, each epoch.", jobLabels, nil)
+	descArenaUnits  = prometheus.NewDesc("lastmile_arena_units_total", "Units of a job with a unit arena (ring.arena) decoded into it (place=\"arena\": its batches name them, uncopied) or to the heap for want of a free chunk (place=\"heap\": their batches copied).", []string{"job", "job_id", "place"}, nil)
 	descLateDefer   = prometheus.NewDesc("lastmile_late_fetch_deferred", "1 while the job fetches its late columns from object storage by the pages its kept rows need (a quarter or more of those pages went unread), 0 while it prefetches whole column chunks.", jobLabels, nil)
 	descBatchWait   = prometheus.NewDesc("lastmile_consumer_batch_wait_seconds", "The time the rank's trainer waited on an empty ring for each batch it consumed (0: it did not wait), sampled every 10ms (docs/daemon.md).", rankLabels, nil)
 )
@@ -63,7 +64,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
 		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
 		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp,
-		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail, descLatePages, descLateBytes, descLateDefer, descRuledOut, descDeleted} {
+		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail, descLatePages, descLateBytes, descLateDefer, descRuledOut, descDeleted, descArenaUnits} {
 		ch <- d
 	}
 }
@@ -147,6 +148,8 @@ func (c collector) collectJob(m metricSink, j *Job) {
 	m.counter(descRuledOut, float64(tot.rowsRuledOut), l...)
 	m.gauge(descDeleted, float64(tot.rowsDeleted), l...)
 	m.gauge(descLateDefer, b2f(deferred), l...)
+	m.counter(descArenaUnits, float64(tot.arenaUnits), j.name, j.id, "arena")
+	m.counter(descArenaUnits, float64(tot.arenaHeap), j.name, j.id, "heap")
 	for _, s := range []State{Pending, Running, Done, Failed, Canceled} {
 		v := 0.0
 		if s == state {

@@ -85,6 +85,7 @@ func TestCollector(t *testing.T) {
 	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 1000, Out: 100}})
 	d.jobs["run"].addOpRowsLocked([]ops.OpRows{{Op: "pipeline[1].sample", Line: 9, In: 500, Out: 60}})
 	d.jobs["run"].base.latePages, d.jobs["run"].base.lateUnread, d.jobs["run"].base.lateUnreadBytes = 40, 70, 12345
+	d.jobs["run"].base.arenaUnits, d.jobs["run"].base.arenaHeap = 30, 2
 	d.jobs["run"].base.rowsRuledOut = 917504
 	w := rankWaits{}
 	w.sample(nil, 0, true, 20*time.Millisecond)
@@ -150,6 +151,13 @@ func TestCollector(t *testing.T) {
 		if want := map[bool]float64{true: 12345}[label(m, "job_id") == "run"]; m.GetCounter().GetValue() != want {
 			t.Errorf("lastmile_late_unread_bytes_total of %s: %v, want %v", label(m, "job_id"), m.GetCounter().GetValue(), want)
 		}
+	}
+	arena := map[string]float64{}
+	for _, m := range fams["lastmile_arena_units_total"].GetMetric() {
+		arena[label(m, "job_id")+"/"+label(m, "place")] = m.GetCounter().GetValue()
+	}
+	if arena["run/arena"] != 30 || arena["run/heap"] != 2 || arena["done/arena"] != 0 || len(arena) != 10 {
+		t.Errorf("lastmile_arena_units_total by job and place %v, want run/arena 30 and run/heap 2", arena)
 	}
 	if n := len(fams["lastmile_late_fetch_deferred"].GetMetric()); n != 5 {
 		t.Errorf("lastmile_late_fetch_deferred: %d series, want one a job", n)

@@ -220,7 +220,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	prog.setRings(rings)
 	if ua != nil {
-		prog.setArena(ua.a)
+		prog.setArena(ua)
 	}
 	prog.setProgram(proc.prog, proc.fetch)
 	proc.progress = prog

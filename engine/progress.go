@@ -55,6 +55,7 @@ type Progress struct {
 	mu    sync.Mutex
 	rings []*shm.Producer
 	arena *shm.Arena   // the unit arena the run created and its rings name (setArena)
+	ua    *unitArena   // its chunks' counters (ArenaUnits)
 	ops   *ops.Program // nil: no pipeline
 	late  *lateFetch   // nil: no pipeline
 }
@@ -120,10 +121,23 @@ func (p *Progress) SetStall(f float64) { p.stall.Store(math.Float64bits(f)) }
 func (p *Progress) Stall() float64 { return math.Float64frombits(p.stall.Load()) }
 
 // setArena notes the unit arena the run created and its rings name.
-func (p *Progress) setArena(a *shm.Arena) {
+func (p *Progress) setArena(ua *unitArena) {
 	p.mu.Lock()
-	p.arena = a
+	p.arena, p.ua = ua.a, ua
 	p.mu.Unlock()
+}
+
+// ArenaUnits returns how many units the run decoded into its unit arena
+// (ring.arena) and how many to the heap for want of a free chunk (their
+// batches copied): 0, 0 without an arena that serves the rings.
+func (p *Progress) ArenaUnits() (inArena, toHeap int64) {
+	p.mu.Lock()
+	ua := p.ua
+	p.mu.Unlock()
+	if ua == nil || !ua.serving {
+		return 0, 0
+	}
+	return ua.units.Load(), ua.fallbacks.Load()
 }
 
 // ChownArena gives the unit arena this run created (ring.arena) to uid

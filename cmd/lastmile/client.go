@@ -96,6 +96,8 @@ type apiProgress struct {
 	LatePagesUnread   int64 `json:"late_pages_unread"`
 	LateUnreadBytes   int64 `json:"late_unread_bytes"`
 	LateFetchDeferred bool  `json:"late_fetch_deferred"`
+	ArenaUnits        int64 `json:"arena_units"`
+	ArenaUnitsToHeap  int64 `json:"arena_units_to_heap"`
 }
 
 // apiSpill is a Job's spill decision; nil without peers.

@@ -218,6 +218,9 @@ func printJob(w io.Writer, j *apiJob) error {
 	if line := spillLine(j); line != "" {
 		fmt.Fprintf(tw, "spill\t%s\n", line)
 	}
+	if line := arenaLine(p); line != "" {
+		fmt.Fprintf(tw, "unit arena\t%s\n", line)
+	}
 	fmt.Fprintf(tw, "memory\t%s\n", bytesString(j.MemoryBytes))
 	fmt.Fprintf(tw, "restarts\t%d\n", j.GenerationRestarts)
 	if err := tw.Flush(); err != nil {
@@ -257,6 +260,20 @@ func prunedLine(p apiProgress) string {
 	}
 	if p.RowsDeleted > 0 {
 		s += fmt.Sprintf("; %s an epoch dropped as deleted by the tables' deletes", count(int(p.RowsDeleted), "row", "rows"))
+	}
+	return s
+}
+
+// arenaLine says how many of the job's units went into its unit arena
+// (ring.arena), or "" when none did either way.
+func arenaLine(p apiProgress) string {
+	if p.ArenaUnits+p.ArenaUnitsToHeap == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s decoded into it, their batches uncopied", count(int(p.ArenaUnits), "unit", "units"))
+	if p.ArenaUnitsToHeap > 0 {
+		s += fmt.Sprintf("; %s to the heap for want of a free chunk, copied (trainers holding batches long, or units of very mixed sizes)",
+			count(int(p.ArenaUnitsToHeap), "unit", "units"))
 	}
 	return s
 }

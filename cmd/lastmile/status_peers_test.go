@@ -87,3 +87,18 @@ func TestPrunedLine(t *testing.T) {
 		}
 	}
 }
+
+func TestArenaLine(t *testing.T) {
+	for _, tc := range []struct {
+		p    apiProgress
+		want string
+	}{
+		{apiProgress{}, ""},
+		{apiProgress{ArenaUnits: 48}, "48 units decoded into it, their batches uncopied"},
+		{apiProgress{ArenaUnits: 19, ArenaUnitsToHeap: 1}, "19 units decoded into it, their batches uncopied; 1 unit to the heap for want of a free chunk, copied (trainers holding batches long, or units of very mixed sizes)"},
+	} {
+		if got := arenaLine(tc.p); got != tc.want {
+			t.Errorf("arenaLine(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}

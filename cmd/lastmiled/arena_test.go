@@ -32,7 +32,11 @@ func TestArenaJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, "the arena job", append(readers[0].rows, readers[1].rows...), 10000)
-	e.waitJob(j.ID, 10*time.Second, "done")
+	done := e.waitJob(j.ID, 10*time.Second, "done")
+	// Every unit (a whole row group of testdata/small) decoded into the arena.
+	if p := done.Progress; p.ArenaUnits == 0 || p.ArenaUnits != p.UnitsDone || p.ArenaToHeap != 0 {
+		t.Errorf("the job reports %d units into the arena and %d to the heap of %d, want all of them into it", p.ArenaUnits, p.ArenaToHeap, p.UnitsDone)
+	}
 	waitFor(t, "rings and arena removed", 10*time.Second, func() bool {
 		left, _ := filepath.Glob(filepath.Join(e.shm, "*"))
 		return len(left) == 0

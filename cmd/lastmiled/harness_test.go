@@ -239,6 +239,8 @@ type jobJSON struct {
 		Batches     int64
 		UnitsDone   int64 `json:"units_done"`
 		RowsDeleted int64 `json:"rows_deleted"`
+		ArenaUnits  int64 `json:"arena_units"`
+		ArenaToHeap int64 `json:"arena_units_to_heap"`
 	}
 }
 
