@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -35,37 +36,22 @@ func TestArenaTwoRestarts(t *testing.T) {
 		rows = append(rows, r.rows...)
 	}
 	t.Logf("rows read %d, reattach %d/%d", len(rows), readers[0].reattach, readers[1].reattach)
-	waitFor(t, "nothing in shm", 10*time.Second, func() bool {
-		m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
-		return len(m) == 0
-	})
+	e.waitShmEmpty("nothing in shm", 10*time.Second)
 }
 
 // A job restarted and cancelled at once: its arenas go with its
 // rings once reclaimed.
 func TestArenaCancelAfterRestart(t *testing.T) {
-	e := newEnv(t)
-	e.start("-grace", "1s")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	spec := fmt.Sprintf("name: arena\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nworld_size: 2\nepochs: 0\nring: {slots: 4, arena: true}\n", smallData)
-	j := e.submit(spec, nil)
-	readers := []*reader{{e: e, job: j.ID, rank: 0, delay: 5 * time.Millisecond}, {e: e, job: j.ID, rank: 1, delay: 5 * time.Millisecond}}
-	rctx, rcancel := context.WithCancel(ctx)
-	wait := startReaders(rctx, readers)
-	waitFor(t, "6 batches read", 30*time.Second, func() bool { return readers[0].count()+readers[1].count() >= 6 })
+	e, j, _, stop := endlessArenaJob(t)
+	defer stop()
 	e.kill9()
 	e.start("-grace", "1s")
 	if st, err := e.do("DELETE", "/v1/jobs/"+j.ID, nil, nil); err != nil || st >= 300 {
 		t.Fatalf("cancel: %d %v", st, err)
 	}
-	rcancel()
-	wait()
+	stop()
 	e.waitJob(j.ID, 10*time.Second, "canceled")
-	waitFor(t, "nothing in shm", 20*time.Second, func() bool {
-		m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
-		return len(m) == 0
-	})
+	e.waitShmEmpty("nothing in shm", 20*time.Second)
 }
 
 // Two hosts of a world of 4 with the unit arena, host 1's daemon
@@ -114,10 +100,7 @@ func TestArenaHostsRestart(t *testing.T) {
 	t.Logf("batches per rank %v", counts)
 	for h, e := range envs {
 		e.waitJob(ids[h], 10*time.Second, "done")
-		waitFor(t, fmt.Sprintf("nothing in host %d's shm", h), 10*time.Second, func() bool {
-			m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
-			return len(m) == 0
-		})
+		e.waitShmEmpty(fmt.Sprintf("nothing in host %d's shm", h), 10*time.Second)
 	}
 }
 
@@ -125,17 +108,9 @@ func TestArenaHostsRestart(t *testing.T) {
 // first run's, which the rings name) is in shm while the job runs, and the
 // daemon logs no failure removing arenas at the end.
 func TestArenaOneArenaAfterRestart(t *testing.T) {
-	e := newEnv(t)
-	e.start("-grace", "1s")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	spec := fmt.Sprintf("name: arena\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nworld_size: 2\nepochs: 0\nring: {slots: 4, arena: true}\n", smallData)
-	j := e.submit(spec, nil)
+	e, j, readers, stop := endlessArenaJob(t)
+	defer stop()
 	arenas := func() []string { m, _ := filepath.Glob(filepath.Join(e.shm, "arena+*")); return m }
-	readers := []*reader{{e: e, job: j.ID, rank: 0, delay: 5 * time.Millisecond}, {e: e, job: j.ID, rank: 1, delay: 5 * time.Millisecond}}
-	rctx, rcancel := context.WithCancel(ctx)
-	wait := startReaders(rctx, readers)
-	waitFor(t, "6 batches read", 30*time.Second, func() bool { return readers[0].count()+readers[1].count() >= 6 })
 	first := arenas()
 	for i := range 2 {
 		e.kill9()
@@ -146,16 +121,33 @@ func TestArenaOneArenaAfterRestart(t *testing.T) {
 			t.Errorf("restart %d: arenas %v, want the first run's %v", i, got, first)
 		}
 	}
-	rcancel()
-	wait()
+	stop()
 	e.do("DELETE", "/v1/jobs/"+j.ID, nil, nil)
-	waitFor(t, "nothing in shm", 20*time.Second, func() bool {
-		m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
-		return len(m) == 0
-	})
+	e.waitShmEmpty("nothing in shm", 20*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	if s := e.log.String(); strings.Contains(s, "remove unit arena") {
 		t.Errorf("the daemon warned removing an arena:\n%s", grepLines(s, "remove unit arena"))
+	}
+}
+
+// endlessArenaJob starts a daemon (grace 1s) with a job of no end and a
+// unit arena, read by two slow trainers until 6 batches are read; stop
+// stops the trainers (more than once is fine).
+func endlessArenaJob(t *testing.T) (*env, jobJSON, []*reader, func()) {
+	e := newEnv(t)
+	e.start("-grace", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	spec := fmt.Sprintf("name: arena\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nworld_size: 2\nepochs: 0\nring: {slots: 4, arena: true}\n", smallData)
+	j := e.submit(spec, nil)
+	readers := []*reader{{e: e, job: j.ID, rank: 0, delay: 5 * time.Millisecond}, {e: e, job: j.ID, rank: 1, delay: 5 * time.Millisecond}}
+	wait := startReaders(ctx, readers)
+	waitFor(t, "6 batches read", 30*time.Second, func() bool { return readers[0].count()+readers[1].count() >= 6 })
+	var once sync.Once
+	return e, j, readers, func() {
+		once.Do(func() {
+			cancel()
+			wait()
+		})
 	}
 }
 

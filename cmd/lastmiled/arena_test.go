@@ -37,8 +37,5 @@ func TestArenaJob(t *testing.T) {
 	if p := done.Progress; p.ArenaUnits == 0 || p.ArenaUnits != p.UnitsDone || p.ArenaToHeap != 0 {
 		t.Errorf("the job reports %d units into the arena and %d to the heap of %d, want all of them into it", p.ArenaUnits, p.ArenaToHeap, p.UnitsDone)
 	}
-	waitFor(t, "rings and arena removed", 10*time.Second, func() bool {
-		left, _ := filepath.Glob(filepath.Join(e.shm, "*"))
-		return len(left) == 0
-	})
+	e.waitShmEmpty("rings and arena removed", 10*time.Second)
 }

@@ -223,8 +223,5 @@ func TestArenaKilledBeforeReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitJob(j.ID, 10*time.Second, "done")
-	waitFor(t, "the rings and arenas removed", 10*time.Second, func() bool {
-		m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
-		return len(m) == 0
-	})
+	e.waitShmEmpty("the rings and arenas removed", 10*time.Second)
 }

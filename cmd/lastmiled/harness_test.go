@@ -168,6 +168,16 @@ func (e *env) start(extra ...string) {
 	e.t.Fatalf("lastmiled did not answer\n%s", e.log.String())
 }
 
+// waitShmEmpty waits until the shm directory holds nothing (rings,
+// arenas, temporary files), what naming what was awaited.
+func (e *env) waitShmEmpty(what string, within time.Duration) {
+	e.t.Helper()
+	waitFor(e.t, what, within, func() bool {
+		m, _ := filepath.Glob(filepath.Join(e.shm, "*"))
+		return len(m) == 0
+	})
+}
+
 func (e *env) kill9() {
 	if e.cur == nil {
 		return
