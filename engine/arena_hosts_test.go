@@ -76,13 +76,7 @@ ring: {dir: RINGDIR, name: a, slots: 2ARENA}
 				st, got := run(strings.ReplaceAll(src, "ARENA", ", arena: true"), &size)
 				for r := range want {
 					if !slices.Equal(got[r].batches, want[r].batches) {
-						n := 0
-						for k := range min(len(got[r].batches), len(want[r].batches)) {
-							if got[r].batches[k] != want[r].batches[k] {
-								n++
-							}
-						}
-						t.Fatalf("host %d ring %d: %d batches with the arena, %d without; %d differ", h, r, len(got[r].batches), len(want[r].batches), n)
+						t.Fatalf("host %d ring %d: %d batches with the arena, %d without; %d differ", h, r, len(got[r].batches), len(want[r].batches), differing(got[r].batches, want[r].batches))
 					}
 				}
 				if st.ArenaUnits == 0 {

@@ -49,6 +49,18 @@ func digestRing(ctx context.Context, dir, name string) digested {
 	return d
 }
 
+// differing counts the batches at which two digested streams differ,
+// over their common length.
+func differing(a, b []string) int {
+	n := 0
+	for k := range min(len(a), len(b)) {
+		if a[k] != b[k] {
+			n++
+		}
+	}
+	return n
+}
+
 // runDigested runs src over testdata/small and digests every rank's ring.
 func runDigested(t *testing.T, src string) (engine.Stats, []digested) {
 	t.Helper()

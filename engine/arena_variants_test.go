@@ -52,13 +52,7 @@ ring: {dir: RINGDIR, name: a, slots: 3ARENA}
 			st, got := runDigestedAt(t, strings.ReplaceAll(src, "ARENA", ", arena: true"))
 			for r := range want {
 				if !slices.Equal(got[r].batches, want[r].batches) {
-					n := 0
-					for k := range min(len(got[r].batches), len(want[r].batches)) {
-						if got[r].batches[k] != want[r].batches[k] {
-							n++
-						}
-					}
-					t.Fatalf("rank %d: %d batches with the arena, %d without; %d differ", r, len(got[r].batches), len(want[r].batches), n)
+					t.Fatalf("rank %d: %d batches with the arena, %d without; %d differ", r, len(got[r].batches), len(want[r].batches), differing(got[r].batches, want[r].batches))
 				}
 			}
 			t.Logf("arena units %d fallbacks %d; rank0 inArena %d", st.ArenaUnits, st.ArenaFallbacks, got[0].inArena)
