@@ -9,9 +9,11 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import unittest
 from unittest import mock
 
@@ -255,10 +257,17 @@ class OpenRefusalTests(ArenaTestCase):
         os.chmod(self.dir, 0o755)
         os.chown(w.path, nobody, nobody)
         os.chmod(a.path, 0o600)
+        # The package, where uid 65534 can read it whatever the checkout's
+        # permissions (a clone under `mktemp -d` is 0700).
+        pkg = tempfile.mkdtemp(prefix="lastmile-pkg-")
+        self.addCleanup(shutil.rmtree, pkg, True)
+        os.chmod(pkg, 0o755)
+        shutil.copytree(os.path.join(os.path.dirname(HERE), "lastmile"), os.path.join(pkg, "lastmile"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         code = ("import sys, os; os.setgid(%d); os.setuid(%d); sys.path.insert(0, %r)\n"
                 "import lastmile\n"
                 "try:\n    lastmile.Ring.open(%r, %r)\nexcept lastmile.RingError as e:\n    print(e)\n"
-                % (nobody, nobody, os.path.dirname(HERE), w.name, self.dir))
+                % (nobody, nobody, pkg, w.name, self.dir))
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         self.assertIn("may not open for reading and writing", out.stdout, out.stderr)
         self.assertIn("CAP_CHOWN", out.stdout)
