@@ -247,3 +247,24 @@ func BenchmarkOpen(b *testing.B) {
 		}
 	})
 }
+
+// A relative name would be resolved from the daemon's working directory,
+// whose parents the kernel never checks for the user: every call refuses
+// it, with ErrRelative, before switching credentials.
+func TestRelativeNamesRefused(t *testing.T) {
+	u := asuser.FS{Cred: user}
+	for _, c := range []struct {
+		name string
+		call func(string) error
+	}{
+		{"Open", func(n string) error { _, err := u.Open(n); return err }},
+		{"Stat", func(n string) error { _, err := u.Stat(n); return err }},
+		{"ReadDir", func(n string) error { _, err := u.ReadDir(n); return err }},
+	} {
+		for _, name := range []string{"side.parquet", "./side.parquet", "../etc/passwd", "a/b"} {
+			if err := c.call(name); !errors.Is(err, asuser.ErrRelative) {
+				t.Errorf("%s(%q): %v, want ErrRelative", c.name, name, err)
+			}
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package asuser
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +21,26 @@ type FS struct {
 // FIFO or a device could block the daemon or read without end.
 var ErrNotRegular = fmt.Errorf("not a regular file")
 
+// ErrRelative is returned for a name that is not an absolute path. The
+// daemon's working directory is no user's: a path resolved from there is
+// searched from that directory down, past the directories above it that
+// the user may not search.
+var ErrRelative = errors.New("relative path: lastmiled resolves no path against its own working directory (use an absolute path, or send base_dir)")
+
+func absolute(op, name string) error {
+	if filepath.IsAbs(name) {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: name, Err: ErrRelative}
+}
+
 // Open opens name for reading as the user. Only regular files are
 // returned. The open itself does not block on FIFOs (O_NONBLOCK), and the
 // file's type is checked on the open descriptor, not on the path.
 func (f FS) Open(name string) (*os.File, error) {
+	if err := absolute("open", name); err != nil {
+		return nil, err
+	}
 	var file *os.File
 	err := f.Cred.Do(func() error {
 		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
@@ -49,6 +67,9 @@ func (f FS) Open(name string) (*os.File, error) {
 
 // Stat returns name's file info, following symlinks, as the user.
 func (f FS) Stat(name string) (fs.FileInfo, error) {
+	if err := absolute("stat", name); err != nil {
+		return nil, err
+	}
 	var fi fs.FileInfo
 	err := f.Cred.Do(func() (err error) {
 		fi, err = os.Stat(name)
@@ -60,6 +81,9 @@ func (f FS) Stat(name string) (fs.FileInfo, error) {
 // ReadDir lists the directory name, sorted by file name, as the user (who
 // needs read and search permission on it).
 func (f FS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := absolute("readdir", name); err != nil {
+		return nil, err
+	}
 	var ents []fs.DirEntry
 	err := f.Cred.Do(func() (err error) {
 		ents, err = os.ReadDir(name)

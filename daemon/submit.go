@@ -104,6 +104,11 @@ func (d *Daemon) parseSpec(text, baseDir, file string, worldOver int) (*spec.Job
 			bad(f, "relative path %q: send base_dir (the directory it is relative to), or use an absolute path", in)
 		}
 	}
+	for _, op := range job.Pipeline {
+		if f := op.Path + ".join.table"; op.Kind == "join" && op.Join != nil && op.Join.Table != "" && !absoluteInput(op.Join.Table) && !job.Invalid(f) {
+			bad(f, "relative path %q: send base_dir (the directory it is relative to), or use an absolute path", op.Join.Table)
+		}
+	}
 	if job.Decode.Workers == 0 {
 		// Twice the tokens: a job whose workers all hold tokens still has
 		// workers waiting, so the scheduler always has a choice when a
