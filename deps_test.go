@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"iceberg/icebergtest": {"iceberg"},
 	"ops":                 {"column", "expr", "spec", "decode", "iceberg"},
 	"engine":              {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "iceberg"},
-	"peer":                {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots", "iceberg"},
+	"peer":                {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots", "iceberg"},
 	"daemon":              {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan", "gpu", "cuda", "iceberg", "objstore"},
 	"bench":               {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "datagen", "peer", "roots", "plan", "iceberg", "objstore", "objstore/s3test"},
 	// GPU inventory, placement and the self-test.

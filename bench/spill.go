@@ -438,7 +438,8 @@ func newBenchSpiller(cfg SpillConfig, f peer.TLSFiles, addr, text string, job *s
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{Policy: peer.PolicyConfig{Always: true}})
+	self := peer.Self()
+	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{User: &self, Policy: peer.PolicyConfig{Always: true}})
 	if err != nil {
 		pool.Close()
 		return nil, nil, nil, err

@@ -212,6 +212,7 @@ func (j *Job) spillFor() *cpupeer.Spiller {
 	}
 	cfg := d.Config()
 	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
+		User:             &cpupeer.User{UID: j.owner, GID: j.gid, Groups: j.groups},
 		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, MinDeadline: cfg.Peers.Deadline.D(), Hedge: cfg.Peers.Hedge.D(), Logger: j.log,
 		Policy: cpupeer.PolicyConfig{Always: cfg.Peers.Spill == "always"},
 	})

@@ -103,7 +103,8 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		m(descServing, prometheus.GaugeValue, float64(d.peerSrv.InFlight()))
 		m(descCanceled, prometheus.CounterValue, float64(st.Canceled.Load()))
 		for reason, n := range map[string]int64{"busy": st.RefusedBusy.Load(), "outside_roots": st.RefusedOutside.Load(),
-			"version": st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load(),
+			"permission": st.RefusedPermission.Load(),
+			"version":    st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load(),
 			cpupeer.ReasonNoCertificate: st.RefusedNoCert.Load(), cpupeer.ReasonUntrusted: st.RefusedUntrusted.Load(),
 			cpupeer.ReasonHandshake: st.RefusedHandshake.Load(), cpupeer.ReasonNoHello: st.RefusedNoHello.Load()} {
 			m(descRefused, prometheus.CounterValue, float64(n), reason)

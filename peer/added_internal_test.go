@@ -171,7 +171,7 @@ func spillsEvolved(t *testing.T, f *fixture, text string) {
 	cfg := SpillerConfig{}
 	cfg.Policy.Always = true
 	for try := 0; try < 5 && srv.Stats().Units.Load() < 10; try++ {
-		sp, err := NewSpiller(p, f.roots, text, job, cfg)
+		sp, err := testSpiller(p, f.roots, text, job, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func TestSpillDeclinesHugeTicket(t *testing.T) {
 	_, addr := f.server(nil)
 	cfg := SpillerConfig{}
 	cfg.Policy.Always = true
-	sp, err := NewSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, f.text(job.Name), job, cfg)
+	sp, err := testSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, f.text(job.Name), job, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func same(t *testing.T, what string, got, want [][][32]byte) {
 func (f *fixture) spiller(p *Pool, job *spec.Job, cfg SpillerConfig) *Spiller {
 	f.t.Helper()
 	cfg.Policy.Always = true
-	s, err := NewSpiller(p, f.roots, f.text(job.Name), job, cfg)
+	s, err := testSpiller(p, f.roots, f.text(job.Name), job, cfg)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func (f *fixture) spilledSame(what, text string, job *spec.Job, want [][][32]byt
 	cfg := SpillerConfig{}
 	cfg.Policy.Always = true
 	for range 5 {
-		sp, err := NewSpiller(p, f.roots, text, job, cfg)
+		sp, err := testSpiller(p, f.roots, text, job, cfg)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -342,3 +342,13 @@ type scripted struct {
 }
 
 func (s scripted) Watch(ctx context.Context, _ func() engine.Load) { s.Spiller.Watch(ctx, s.load) }
+
+// testSpiller is NewSpiller for this process's own user unless cfg names
+// one.
+func testSpiller(p *Pool, r *roots.Roots, text string, job *spec.Job, cfg SpillerConfig) (*Spiller, error) {
+	if cfg.User == nil {
+		self := Self()
+		cfg.User = &self
+	}
+	return NewSpiller(p, r, text, job, cfg)
+}

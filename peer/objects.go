@@ -3,7 +3,9 @@ package peer
 import (
 	"fmt"
 	"io/fs"
+	"os"
 
+	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/roots"
 )
@@ -14,9 +16,17 @@ import (
 // objects, by the object's URL. The URL is built by roots.URL, which
 // refuses '..' and absolute names, so a ticket cannot name an object
 // outside the roots this peer serves.
+//
+// Files beneath a directory root are opened as user (userRoots): the
+// kernel checks the user's permission on the file and on every directory
+// beneath the root, as the GPU host's kernel did at submission. Objects
+// are read with the peer's object-store credentials: an object has no
+// links to swap in, so a ticket's URL is the object the GPU host checked
+// the user may read.
 type rootsFS struct {
 	r       *roots.Roots
 	objects decode.FS // nil: object-store roots are refused
+	user    User
 }
 
 func (f rootsFS) route(name string) (decode.FS, string, error) {
@@ -25,7 +35,7 @@ func (f rootsFS) route(name string) (decode.FS, string, error) {
 		return nil, "", err
 	}
 	if !ok {
-		return decode.Local(f.r), name, nil
+		return decode.Local(userRoots{f.r, f.user.cred()}), name, nil
 	}
 	if f.objects == nil {
 		return nil, "", &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: this peer reads no object storage (configure its s3 section)", roots.ErrObjectRoot)}
@@ -55,4 +65,25 @@ func (f rootsFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	return fsys.ReadDir(n)
+}
+
+// userRoots opens names beneath the roots with a user's credentials.
+type userRoots struct {
+	r *roots.Roots
+	c asuser.Cred
+}
+
+func (u userRoots) Open(name string) (f *os.File, err error) {
+	err = u.c.Do(func() (err error) { f, err = u.r.Open(name); return err })
+	return f, err
+}
+
+func (u userRoots) Stat(name string) (fi fs.FileInfo, err error) {
+	err = u.c.Do(func() (err error) { fi, err = u.r.Stat(name); return err })
+	return fi, err
+}
+
+func (u userRoots) ReadDir(name string) (ents []fs.DirEntry, err error) {
+	err = u.c.Do(func() (err error) { ents, err = u.r.ReadDir(name); return err })
+	return ents, err
 }

@@ -153,7 +153,8 @@ func TestPeerRefusals(t *testing.T) {
 	plan := localPlan(t, job)
 	unit := plan.Units[0]
 	ticket := func(mod func(*Ticket)) []byte {
-		tk := Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit}
+		self := Self()
+		tk := Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit, User: &self}
 		tk.Unit.File, _ = f.roots.Locate(unit.File)
 		mod(&tk)
 		b, _ := json.Marshal(tk)
@@ -176,17 +177,13 @@ func TestPeerRefusals(t *testing.T) {
 			t.Unit.Chunks = append([]decode.Chunk(nil), t.Unit.Chunks...)
 			t.Unit.Chunks[0].Values *= 1000
 		}), codes.InvalidArgument},
-		{"version", ticket(func(t *Ticket) { t.Version = VersionDeleteSet + 1 }), codes.FailedPrecondition},
-		// Deleted rows only in a version 2 or 3 ticket, and those only
-		// with deleted rows: a peer of version 1 would return them
-		// (TestParseTicketDeleted has every case).
-		{"deleted rows, version 1", ticket(func(t *Ticket) { t.Unit.Deleted = []int32{0} }), codes.InvalidArgument},
-		{"version 2, no deleted rows", ticket(func(t *Ticket) { t.Version = VersionDeletes }), codes.InvalidArgument},
-		{"deleted rows past the unit", ticket(func(t *Ticket) {
-			t.Version, t.Unit.Deleted = VersionDeletes, []int32{int32(t.Unit.Rows)}
-		}), codes.InvalidArgument},
+		{"version", ticket(func(t *Ticket) { t.Version = Version + 1 }), codes.FailedPrecondition},
+		{"version 3, whose tickets name no user", ticket(func(t *Ticket) { t.Version, t.User = 3, nil }), codes.FailedPrecondition},
+		{"no user", ticket(func(t *Ticket) { t.User = nil }), codes.InvalidArgument},
+		// Deleted rows travel as a set (TestParseTicket has every case).
+		{"deleted rows listed", ticket(func(t *Ticket) { t.Unit.Deleted = []int32{0} }), codes.InvalidArgument},
 		{"deleted-row set past the unit", ticket(func(t *Ticket) {
-			t.Version, t.DeletedSet = VersionDeleteSet, rangeSet(uint64(t.Unit.Rows)-1, uint64(t.Unit.Rows)+1)
+			t.DeletedSet = rangeSet(uint64(t.Unit.Rows)-1, uint64(t.Unit.Rows)+1)
 		}), codes.InvalidArgument},
 		{"bad hash", ticket(func(t *Ticket) { t.Hash = "00" }), codes.InvalidArgument},
 		{"garbage", []byte("{not json"), codes.InvalidArgument},
@@ -201,12 +198,12 @@ func TestPeerRefusals(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 1 || st.RefusedBad.Load() != 7 {
+	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 2 || st.RefusedBad.Load() != 6 {
 		t.Errorf("refusals counted: outside %d version %d bad %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(), st.RefusedBad.Load())
 	}
 	// A job whose side table is outside every root does not spill at all.
 	job.Pipeline[0].Join.Table = filepath.Join(f.dir, "secret.parquet")
-	if _, err := NewSpiller(f.pool(f.ca.issue("g2"), addr), f.roots, f.text(job.Name), job, SpillerConfig{}); !errors.Is(err, ErrNotSpillable) {
+	if _, err := testSpiller(f.pool(f.ca.issue("g2"), addr), f.roots, f.text(job.Name), job, SpillerConfig{}); !errors.Is(err, ErrNotSpillable) {
 		t.Errorf("NewSpiller with a side table outside the roots: %v", err)
 	}
 }
@@ -224,7 +221,7 @@ func TestSpillOnAndOff(t *testing.T) {
 	want := f.run(job, nil)
 	_, addr := f.server(nil)
 	p := f.pool(f.ca.issue("gpu-host"), addr)
-	sp, err := NewSpiller(p, f.roots, text, job, SpillerConfig{Slots: 2, Policy: PolicyConfig{
+	sp, err := testSpiller(p, f.roots, text, job, SpillerConfig{Slots: 2, Policy: PolicyConfig{
 		OnAfter: 20 * time.Millisecond, OffAfter: 100 * time.Millisecond, Smooth: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +268,7 @@ func (f *fixture) ticketFor(name string, unit decode.Unit) []byte {
 		f.t.Fatal(err)
 	}
 	unit.File, _ = f.roots.Locate(unit.File)
-	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit})
+	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit, User: &User{}})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -357,6 +357,12 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 		r.st.Refused++ // busy, not broken: try again soon
 		r.st.LastError = err.Error()
 		r.excluded = time.Now().Add(50 * time.Millisecond)
+	case status.Code(err) == codes.PermissionDenied:
+		// The job's, not the peer's: its user may not read a file of it
+		// there (or the file is outside the peer's roots). The spiller
+		// stops sending that job's units; other jobs keep the peer.
+		r.st.Refused++
+		r.st.LastError = err.Error()
 	default:
 		r.st.Failures++
 		if errors.Is(err, errCorrupt) {

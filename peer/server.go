@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -93,6 +94,9 @@ type ServerStats struct {
 	Units, Bytes                              atomic.Int64
 	RefusedBusy, RefusedVersion, RefusedBad   atomic.Int64
 	RefusedOutside, RefusedDraining, Failures atomic.Int64
+	// RefusedPermission counts units whose file or side table the
+	// ticket's user may not read on this host (its kernel said so).
+	RefusedPermission atomic.Int64
 	// Canceled units: their requester gave up on them (hedged, or gone)
 	// before they were answered.
 	Canceled     atomic.Int64
@@ -235,12 +239,10 @@ func (s *Server) admit(who string) (func(), error) {
 }
 
 func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, stream flight.FlightService_DoGetServer) error {
-	j, done, err := s.jobs.get(ctx, log, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects}, s.cfg.Workers)
+	j, done, err := s.jobs.get(ctx, log, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects, user: *t.User}, s.cfg.Workers)
 	if err != nil {
-		if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
-			s.stats.RefusedOutside.Add(1)
-			log.Warn("refused a unit outside the data roots", "err", err)
-			return status.Error(codes.PermissionDenied, err.Error())
+		if denied := s.refuseDenied(log, t, err); denied != nil {
+			return denied
 		}
 		s.stats.Failures.Add(1)
 		if errors.Is(err, errCompilePanic) {
@@ -338,10 +340,8 @@ func (s *Server) computeUnit(ctx context.Context, log *slog.Logger, j *cachedJob
 
 // computeError counts a unit's failure and returns its status.
 func (s *Server) computeError(log *slog.Logger, t *Ticket, err error) error {
-	if errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot) {
-		s.stats.RefusedOutside.Add(1)
-		log.Warn("refused a unit outside the data roots", "err", err)
-		return status.Error(codes.PermissionDenied, err.Error())
+	if denied := s.refuseDenied(log, t, err); denied != nil {
+		return denied
 	}
 	if errors.Is(err, decode.ErrBadUnit) {
 		s.stats.RefusedBad.Add(1)
@@ -350,6 +350,24 @@ func (s *Server) computeError(log *slog.Logger, t *Ticket, err error) error {
 	}
 	s.stats.Failures.Add(1)
 	return status.Error(codes.Internal, fmt.Sprintf("unit %s row group %d: %v", t.Unit.File, t.Unit.RowGroup, err))
+}
+
+// refuseDenied returns the PermissionDenied status of err, counted and
+// logged, where it is a refusal to read: a file outside the data roots,
+// or one the ticket's user may not read here. Otherwise nil.
+func (s *Server) refuseDenied(log *slog.Logger, t *Ticket, err error) error {
+	switch {
+	case errors.Is(err, roots.ErrOutside) || errors.Is(err, roots.ErrUnknownRoot):
+		s.stats.RefusedOutside.Add(1)
+		log.Warn("refused a unit outside the data roots", "err", err)
+	case errors.Is(err, fs.ErrPermission):
+		s.stats.RefusedPermission.Add(1)
+		log.Warn("refused a unit whose files its user may not read here", "uid", t.User.UID, "gid", t.User.GID, "err", err)
+		err = fmt.Errorf("uid %d may not read a file of the job on this peer: %w", t.User.UID, err)
+	default:
+		return nil
+	}
+	return status.Error(codes.PermissionDenied, err.Error())
 }
 
 // trailer is the app metadata of a unit stream's last message.

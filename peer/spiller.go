@@ -27,6 +27,10 @@ var ErrNotSpillable = errors.New("job cannot spill")
 
 // SpillerConfig tunes one job's spilling.
 type SpillerConfig struct {
+	// User is whom the job's files are read for (required): its
+	// submitter, or Self() for a job this process runs for its own user.
+	// Peers open the job's files as this user (Ticket.User).
+	User *User
 	// Slots is the most units on peers at once for this job; default the
 	// pool's credits times its peers, at most 32.
 	Slots int
@@ -65,6 +69,11 @@ type Spiller struct {
 
 	mu   sync.Mutex
 	plan json.RawMessage // the run's columns (PlanColumns), sent in every ticket; set by Planned
+	// denied is set once a peer refused a unit of the job as one it may
+	// not read (PermissionDenied): its user may not read a file of the
+	// job on the peers, or a file lies outside their roots. The job's
+	// units then all run here.
+	denied atomic.Bool
 }
 
 // SpillStats counts one job's spilling.
@@ -103,6 +112,9 @@ var _ engine.Spill = (*Spiller)(nil)
 // as submitted. r is this host's data roots: every side table must lie
 // beneath one, and units whose file lies beneath none run locally.
 func NewSpiller(pool *Pool, r *roots.Roots, text string, job *spec.Job, cfg SpillerConfig) (*Spiller, error) {
+	if cfg.User == nil {
+		return nil, errors.New("BUG: spilling a job for no user")
+	}
 	text, err := portableJob(r, text, job)
 	if err != nil {
 		return nil, err
@@ -214,6 +226,10 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 		s.stats.decline(why)
 		return false, nil
 	}
+	if s.denied.Load() {
+		s.stats.decline("a peer may not read the job's files")
+		return false, nil
+	}
 	name, ok := s.roots.Locate(u.File)
 	if !ok {
 		s.stats.decline("outside roots")
@@ -232,7 +248,7 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	s.mu.Lock()
 	plan := s.plan
 	s.mu.Unlock()
-	ticket, err := marshalTicket(s.job, s.hash, plan, pu, WireCompact)
+	ticket, err := marshalTicket(s.job, s.hash, plan, pu, WireCompact, *s.cfg.User)
 	if err != nil || len(ticket) > maxTicket { // a unit with very many deleted rows: a peer would refuse it
 		s.stats.decline("ticket too large")
 		return false, nil
@@ -255,8 +271,15 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 			return false, ctx.Err()
 		}
 		lastErr, tried = err, r.addr
-		if status.Code(err) == codes.ResourceExhausted {
+		switch status.Code(err) {
+		case codes.ResourceExhausted:
 			lastErr = nil
+		case codes.PermissionDenied:
+			if !s.denied.Swap(true) {
+				s.log.Warn("a peer may not read the job's files: its units run here", "peer", r.addr, "err", err)
+			}
+			s.stats.Fallbacks.Add(1)
+			return false, err
 		}
 	}
 	if lastErr != nil {

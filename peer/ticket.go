@@ -5,33 +5,62 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 
+	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 )
 
-// Version is the spill protocol's version. A ticket of another version is
-// refused by the peer (codes.FailedPrecondition), and the requester runs
-// the unit itself.
-const Version = 1
+// Version is the spill protocol's version, of tickets and of what peers
+// report in Info. A ticket of another version is refused by the peer
+// (codes.FailedPrecondition), and the requester runs the unit itself and
+// excludes the peer until a probe finds it speaking this version.
+//
+// Versions before this one: 1, units without deleted rows; 2, deleted
+// rows listed as JSON numbers; 3, deleted rows as a portable roaring
+// bitmap (Ticket.DeletedSet). Version 4 adds the user a unit is read for
+// (Ticket.User), whom a peer reads the unit's file and the job's side
+// tables as. A peer of version 3 or before read them with its own
+// credentials, so a requester never sends it a unit: the version change
+// is what keeps it from doing so (it refuses a version 4 ticket), and a
+// peer of version 4 refuses every older ticket, which names no user.
+const Version = 4
 
-// VersionDeletes is the version of a ticket whose unit has deleted rows
-// (decode.Unit.Deleted: an Iceberg table's deletes) listed in the unit
-// as JSON numbers. A peer that does not drop deleted rows would ignore
-// the field and send them back, so such a ticket is of a version that
-// peers before deletes refuse (the requester then runs the unit
-// itself). Requesters now send VersionDeleteSet; peers still take this
-// version from requesters that send it. The version peers report in Info
-// stays Version.
-const VersionDeletes = 2
+// maxGroups bounds the supplementary groups of a ticket's user (the
+// kernel's NGROUPS_MAX).
+const maxGroups = 65536
 
-// VersionDeleteSet is the version of a ticket whose unit's deleted rows
-// travel as a portable roaring bitmap (Ticket.DeletedSet, deleteset.go)
-// instead: a few bytes for a run of deleted rows, at most one bit a row
-// of the unit, where JSON numbers took up to eight bytes a row and kept
-// units with more than about 150,000 deleted rows on the GPU host.
-// Peers of version 2 refuse it, so they never see deletes they would
-// not drop.
-const VersionDeleteSet = 3
+// User is whom a requester's unit is read for: the submitter of its job,
+// as the requesting lastmiled recorded it from its control socket
+// (SO_PEERCRED, SO_PEERGROUPS), or the user running `lastmile`. A peer
+// opens the unit's file and the job's side tables beneath its roots with
+// these credentials (asuser.Cred.Do), so that its kernel decides what it
+// may read for them, as the GPU host's did; uid 0 is read for with the
+// peer's own rights. A peer takes a certified requester's word for the
+// user, as an NFS server takes a client host's.
+type User struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+}
+
+// Self is the user of this process: what `lastmile` sends for the jobs it
+// runs itself.
+func Self() User {
+	u := User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+	if groups, err := os.Getgroups(); err == nil {
+		for _, g := range groups {
+			u.Groups = append(u.Groups, uint32(g))
+		}
+	}
+	return u
+}
+
+func (u User) cred() asuser.Cred { return asuser.Cred{UID: u.UID, GID: u.GID, Groups: u.Groups} }
+
+// key is the user in the key of a peer's compiled jobs: a job compiled
+// for one user (its side tables read as them) is never another's.
+func (u User) key() string { return fmt.Sprintf("%d:%d:%v", u.UID, u.GID, u.Groups) }
 
 // Ticket is a Flight ticket: one unit of one job, named portably.
 type Ticket struct {
@@ -52,6 +81,8 @@ type Ticket struct {
 	// gives the same columns unless the job reads an Iceberg table whose
 	// schema changed since some of its files were written.
 	Plan json.RawMessage `json:"plan,omitempty"`
+	// User is whom the unit is read for (required).
+	User *User `json:"user"`
 }
 
 // PlanColumns are a requester's plan's columns: its fields and
@@ -64,10 +95,11 @@ type PlanColumns struct {
 // planKey is the key a peer's compiled jobs are cached by: the job's
 // hash and, where the ticket carries the requester's columns, theirs.
 func (t *Ticket) planKey() string {
+	key := t.Hash + "@" + t.User.key()
 	if len(t.Plan) == 0 {
-		return t.Hash
+		return key
 	}
-	return t.Hash + "+" + jobHash(t.Plan)
+	return key + "+" + jobHash(t.Plan)
 }
 
 func jobHash(job []byte) string {
@@ -83,10 +115,10 @@ const maxTicket = 1 << 20
 const maxDeletedRows = 1 << 24
 
 // marshalTicket encodes the ticket for unit u (File already a ROOT/REL
-// name), with plan the requester's columns (nil: none): version 1
-// without deleted rows, version 3 with them.
-func marshalTicket(job, hash string, plan json.RawMessage, u decode.Unit, wire int) ([]byte, error) {
-	t := Ticket{Version: Version, Job: job, Hash: hash, Unit: u, Wire: wire, Plan: plan}
+// name) read for user, with plan the requester's columns (nil: none),
+// its deleted rows, if any, as a bitmap.
+func marshalTicket(job, hash string, plan json.RawMessage, u decode.Unit, wire int, user User) ([]byte, error) {
+	t := Ticket{Version: Version, Job: job, Hash: hash, Unit: u, Wire: wire, Plan: plan, User: &user}
 	if len(u.Deleted) > 0 {
 		if len(u.Deleted) > maxDeletedRows {
 			return nil, fmt.Errorf("%d deleted rows in one unit (a peer takes at most %d)", len(u.Deleted), maxDeletedRows)
@@ -95,7 +127,7 @@ func marshalTicket(job, hash string, plan json.RawMessage, u decode.Unit, wire i
 		if err != nil {
 			return nil, err
 		}
-		t.Version, t.DeletedSet, t.Unit.Deleted = VersionDeleteSet, set, nil
+		t.DeletedSet, t.Unit.Deleted = set, nil
 	}
 	return json.Marshal(t)
 }
@@ -109,8 +141,18 @@ func parseTicket(b []byte) (*Ticket, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("ticket: %w", err)
 	}
+	if t.Version != Version {
+		return &t, fmt.Errorf("%w: ticket of protocol version %d, this peer speaks %d: upgrade the older side",
+			errVersion, t.Version, Version)
+	}
+	if t.User == nil {
+		return nil, fmt.Errorf("ticket: no user to read the unit for")
+	}
+	if len(t.User.Groups) > maxGroups {
+		return nil, fmt.Errorf("ticket: user of %d groups (at most %d)", len(t.User.Groups), maxGroups)
+	}
 	if err := t.checkDeleted(); err != nil {
-		return &t, err
+		return nil, err
 	}
 	if t.Job == "" || jobHash([]byte(t.Job)) != t.Hash {
 		return nil, fmt.Errorf("ticket: job spec does not match its hash")
@@ -121,27 +163,19 @@ func parseTicket(b []byte) (*Ticket, error) {
 	return &t, nil
 }
 
-// checkDeleted checks that the ticket's version matches how its unit's
-// deleted rows travel, and expands a version 3 bitmap into Unit.Deleted.
-// A version this peer does not speak wraps errVersion.
+// checkDeleted expands the ticket's deleted-row bitmap into
+// Unit.Deleted, which travels empty.
 func (t *Ticket) checkDeleted() error {
-	switch {
-	case t.Version != Version && t.Version != VersionDeletes && t.Version != VersionDeleteSet:
-		return fmt.Errorf("%w: ticket of protocol version %d, this peer speaks %d to %d: upgrade the older side",
-			errVersion, t.Version, Version, VersionDeleteSet)
-	case t.Version == Version && (len(t.Unit.Deleted) > 0 || len(t.DeletedSet) > 0),
-		t.Version == VersionDeletes && (len(t.Unit.Deleted) == 0 || len(t.DeletedSet) > 0),
-		t.Version == VersionDeleteSet && (len(t.Unit.Deleted) > 0 || len(t.DeletedSet) == 0):
-		return fmt.Errorf("ticket: version %d with %d deleted rows listed and a deleted-row set of %d bytes",
-			t.Version, len(t.Unit.Deleted), len(t.DeletedSet))
-	case t.Version == VersionDeletes && len(t.Unit.Deleted) > maxDeletedRows:
-		return fmt.Errorf("ticket: %d deleted rows (at most %d)", len(t.Unit.Deleted), maxDeletedRows)
-	case t.Version == VersionDeleteSet:
-		rows, err := decodeDeleted(t.DeletedSet, t.Unit.Rows)
-		if err != nil {
-			return fmt.Errorf("ticket: %w", err)
-		}
-		t.Unit.Deleted, t.DeletedSet = rows, nil
+	if len(t.Unit.Deleted) > 0 {
+		return fmt.Errorf("ticket: %d deleted rows listed (they travel as a set)", len(t.Unit.Deleted))
 	}
+	if len(t.DeletedSet) == 0 {
+		return nil
+	}
+	rows, err := decodeDeleted(t.DeletedSet, t.Unit.Rows)
+	if err != nil {
+		return fmt.Errorf("ticket: %w", err)
+	}
+	t.Unit.Deleted, t.DeletedSet = rows, nil
 	return nil
 }

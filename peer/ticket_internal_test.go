@@ -11,15 +11,24 @@ import (
 	"github.com/lastmile/lastmile/decode"
 )
 
-// TestParseTicketDeleted: a ticket's version says how its unit's deleted
-// rows travel (none; JSON numbers, version 2; a roaring bitmap, version
-// 3), and a ticket whose version and rows disagree is refused, so a peer
-// never computes a unit without the deletes its requester meant.
-func TestParseTicketDeleted(t *testing.T) {
+// TestParseTicket: a ticket's unit's deleted rows travel as a roaring
+// bitmap, and one whose rows are listed, or whose set is corrupt or past
+// the unit, is refused, so a peer never computes a unit without the
+// deletes its requester meant. A ticket of another protocol version, or
+// naming no user to read the unit for, is refused too: a peer never
+// reads a unit with its own rights for a requester that did not say whom
+// it reads for.
+func TestParseTicket(t *testing.T) {
 	unit := decode.Unit{File: "data/x.parquet", Rows: 1000, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
 	job := "version: 1\n"
+	alice := &User{UID: 1001, GID: 1001, Groups: []uint32{2000}}
 	enc := func(tk Ticket) []byte {
 		tk.Job, tk.Hash = job, jobHash([]byte(job))
+		if tk.User == nil {
+			tk.User = alice
+		} else if tk.User.UID == 0xffffffff {
+			tk.User = nil // none
+		}
 		b, err := json.Marshal(tk)
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +53,7 @@ func TestParseTicketDeleted(t *testing.T) {
 			many = append(many, r)
 		}
 	}
-	sent, err := marshalTicket(job, jobHash([]byte(job)), nil, with(many...), WireCompact)
+	sent, err := marshalTicket(job, jobHash([]byte(job)), nil, with(many...), WireCompact, Self())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,22 +63,21 @@ func TestParseTicketDeleted(t *testing.T) {
 		deleted []int32
 		err     string // "" to accept; "version" for errVersion
 	}{
-		{"version 1", enc(Ticket{Version: Version, Unit: unit}), nil, ""},
-		{"version 2 lists rows", enc(Ticket{Version: VersionDeletes, Unit: with(3, 9)}), []int32{3, 9}, ""},
-		{"version 3 sets rows", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: set(0, 3, 999)}), []int32{0, 3, 999}, ""},
+		{"no deleted rows", enc(Ticket{Version: Version, Unit: unit}), nil, ""},
+		{"a set of rows", enc(Ticket{Version: Version, Unit: unit, DeletedSet: set(0, 3, 999)}), []int32{0, 3, 999}, ""},
 		{"as a requester sends it", sent, many, ""},
-		{"version 4", enc(Ticket{Version: VersionDeleteSet + 1, Unit: unit}), nil, "version"},
-		{"version 1 with rows", enc(Ticket{Version: Version, Unit: with(1)}), nil, "deleted rows listed"},
-		{"version 1 with a set", enc(Ticket{Version: Version, Unit: unit, DeletedSet: set(1)}), nil, "deleted rows listed"},
-		{"version 2 without rows", enc(Ticket{Version: VersionDeletes, Unit: unit}), nil, "deleted rows listed"},
-		{"version 2 with a set", enc(Ticket{Version: VersionDeletes, Unit: with(1), DeletedSet: set(1)}), nil, "deleted rows listed"},
-		{"version 3 without a set", enc(Ticket{Version: VersionDeleteSet, Unit: with(1)}), nil, "deleted rows listed"},
-		{"version 3 with rows too", enc(Ticket{Version: VersionDeleteSet, Unit: with(1), DeletedSet: set(1)}), nil, "deleted rows listed"},
-		{"set past the unit", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: set(5, 1000)}), nil, "past the unit"},
-		{"set past int32", enc(Ticket{Version: VersionDeleteSet, Unit: decode.Unit{File: "f", Rows: 1 << 40, Chunks: unit.Chunks}, DeletedSet: set(1 << 31)}), nil, "past the unit"},
-		{"empty set", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: set()}), nil, "empty"},
-		{"set not a bitmap", enc(Ticket{Version: VersionDeleteSet, Unit: unit, DeletedSet: []byte("not a bitmap")}), nil, "deleted-row set"},
-		{"set of too many rows", enc(Ticket{Version: VersionDeleteSet, Unit: decode.Unit{File: "f", Rows: 1 << 30, Chunks: unit.Chunks},
+		{"rows listed", enc(Ticket{Version: Version, Unit: with(1)}), nil, "deleted rows listed"},
+		{"rows listed and a set", enc(Ticket{Version: Version, Unit: with(1), DeletedSet: set(1)}), nil, "deleted rows listed"},
+		{"version 3 (no user)", enc(Ticket{Version: 3, Unit: unit, DeletedSet: set(1)}), nil, "version"},
+		{"version 1 (no user)", enc(Ticket{Version: 1, Unit: unit}), nil, "version"},
+		{"version 5", enc(Ticket{Version: Version + 1, Unit: unit}), nil, "version"},
+		{"no user", enc(Ticket{Version: Version, Unit: unit, User: &User{UID: 0xffffffff}}), nil, "no user"},
+		{"too many groups", enc(Ticket{Version: Version, Unit: unit, User: &User{UID: 7, Groups: make([]uint32, maxGroups+1)}}), nil, "groups"},
+		{"set past the unit", enc(Ticket{Version: Version, Unit: unit, DeletedSet: set(5, 1000)}), nil, "past the unit"},
+		{"set past int32", enc(Ticket{Version: Version, Unit: decode.Unit{File: "f", Rows: 1 << 40, Chunks: unit.Chunks}, DeletedSet: set(1 << 31)}), nil, "past the unit"},
+		{"empty set", enc(Ticket{Version: Version, Unit: unit, DeletedSet: set()}), nil, "empty"},
+		{"set not a bitmap", enc(Ticket{Version: Version, Unit: unit, DeletedSet: []byte("not a bitmap")}), nil, "deleted-row set"},
+		{"set of too many rows", enc(Ticket{Version: Version, Unit: decode.Unit{File: "f", Rows: 1 << 30, Chunks: unit.Chunks},
 			DeletedSet: rangeSet(0, maxDeletedRows+1)}), nil, "at most"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,7 +122,7 @@ func TestTicketDeletedSize(t *testing.T) {
 				u.Deleted = append(u.Deleted, r)
 			}
 		}
-		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact)
+		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact, Self())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,14 +169,14 @@ func FuzzDeletedSet(f *testing.F) {
 }
 
 // FuzzParseTicket: no ticket from the wire panics the peer, and one it
-// accepts is of a version it speaks, matches its hash, and has its
-// deleted rows expanded, increasing, inside the unit.
+// accepts is of the version it speaks, names a user, matches its hash,
+// and has its deleted rows expanded, increasing, inside the unit.
 func FuzzParseTicket(f *testing.F) {
 	job := "version: 1\n"
 	u := decode.Unit{File: "data/x.parquet", Rows: 100, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
 	for _, del := range [][]int32{nil, {0}, {1, 2, 3, 50, 99}} {
 		u.Deleted = del
-		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact)
+		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact, Self())
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -180,15 +188,13 @@ func FuzzParseTicket(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if tk.Version < Version || tk.Version > VersionDeleteSet || tk.DeletedSet != nil ||
-			jobHash([]byte(tk.Job)) != tk.Hash || tk.Unit.Rows <= 0 || (tk.Version == Version) != (len(tk.Unit.Deleted) == 0) {
+		if tk.Version != Version || tk.User == nil || len(tk.User.Groups) > maxGroups || tk.DeletedSet != nil ||
+			jobHash([]byte(tk.Job)) != tk.Hash || tk.Unit.Rows <= 0 {
 			t.Fatalf("accepted %+v", tk)
 		}
-		if tk.Version == VersionDeleteSet {
-			for i, r := range tk.Unit.Deleted {
-				if r < 0 || int64(r) >= tk.Unit.Rows || (i > 0 && r <= tk.Unit.Deleted[i-1]) {
-					t.Fatalf("deleted row %d at %d of a %d-row unit", r, i, tk.Unit.Rows)
-				}
+		for i, r := range tk.Unit.Deleted {
+			if r < 0 || int64(r) >= tk.Unit.Rows || (i > 0 && r <= tk.Unit.Deleted[i-1]) {
+				t.Fatalf("deleted row %d at %d of a %d-row unit", r, i, tk.Unit.Rows)
 			}
 		}
 	})

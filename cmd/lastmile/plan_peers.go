@@ -74,8 +74,9 @@ func (s *peerSetup) measure(ctx context.Context, cfg bench.PlanConfig, specPath 
 	addr := s.pool.Stats()[0].Addr
 	// Every unit to the peer, whatever it costs to receive: this measures
 	// the peer, and the plan weighs the cost.
+	self := peer.Self()
 	sp, err := peer.NewSpiller(s.pool, s.roots, string(text), cfg.Job, peer.SpillerConfig{
-		MaxCostRatio: 1e9, Policy: peer.PolicyConfig{Always: true}})
+		User: &self, MaxCostRatio: 1e9, Policy: peer.PolicyConfig{Always: true}})
 	if err != nil {
 		return nil, fmt.Errorf("spill the spec's units to %s: %w", addr, err)
 	}

@@ -1,0 +1,246 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/asuser"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
+	"github.com/lastmile/lastmile/spec"
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestPeerReadsAsTheUser: a peer opens a spilled unit's file and its
+// job's side tables as the user the ticket names (the submitter), so its
+// kernel decides what it reads for them, as the GPU host's did.
+//
+// Before, a peer read them with its own (root's) credentials: bob, who
+// owns a directory beneath a data root, submitted a job joining against
+// his own table there, then replaced it with a symlink to alice's file
+// (0600 in a 0700 directory beneath the same root) once the GPU host had
+// loaded it, before the peer compiled the job (he times that himself: a
+// trainer that does not read keeps spill off). The peer followed the link
+// (it stays beneath the root) and joined against alice's keys: every row
+// bob's ring lost named one of them.
+//
+// bob's input is part-00001 and his table part-00002 (no key in common),
+// so his anti join keeps every row; alice's table holds every other key
+// of part-00001.
+func TestPeerReadsAsTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to read as another uid")
+	}
+	const bob = 65534
+	bobFS := decode.Local(asuser.FS{Cred: asuser.Cred{UID: bob, GID: bob}})
+	f := newFixture(t)
+	// t.TempDir is 0700: let bob reach the data root.
+	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bobDir := filepath.Join(f.data, "bob")
+	os.Mkdir(bobDir, 0o755)
+	os.Chown(bobDir, bob, bob)
+	side := filepath.Join(bobDir, "side.parquet")
+	copyAs(t, filepath.Join(f.data, "part-00002.parquet"), side, bob)
+	aliceDir := filepath.Join(f.data, "alice")
+	os.Mkdir(aliceDir, 0o700)
+	secret := filepath.Join(aliceDir, "secret.parquet")
+	writeHalfKeys(t, filepath.Join(f.data, "part-00001.parquet"), secret)
+	if _, err := bobFS.Open(secret); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("bob opens alice's table: %v, want permission denied", err)
+	}
+
+	text := fmt.Sprintf(`version: 1
+name: sidetable
+inputs: [%s]
+batch: {size: 10, last: keep}
+epochs: 2
+seed: 1
+ring: {slots: 4, dir: %s}
+decode: {max_unit_rows: 50, workers: 1}
+pipeline:
+  - join: {kind: anti, table: %s, on: row_id}
+`, filepath.Join(f.data, "part-00001.parquet"), f.shm, side)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What lastmiled checks at submission, as bob: accepted.
+	if err := engine.Check(context.Background(), job, nil, bobFS); err != nil {
+		t.Fatalf("bob's job, checked as bob: %v", err)
+	}
+	want := runRows(t, f, job, nil, bobFS)
+	if want == 0 {
+		t.Fatal("the local run as bob gave no rows")
+	}
+	spill := func() *Spiller {
+		_, addr := f.server(nil)
+		cfg := SpillerConfig{User: &User{UID: bob, GID: bob}}
+		cfg.Policy.Always = true
+		sp, err := NewSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, text, job, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
+	}
+
+	// What bob may read, a peer reads for him.
+	sp := spill()
+	if rows := runRows(t, f, job, sp, bobFS); rows != want {
+		t.Fatalf("spilling as bob: %d rows, want %d", rows, want)
+	}
+	if sp.Stats().Spilled.Load() == 0 {
+		t.Fatalf("no unit of bob's readable job was spilled (fallbacks %d)", sp.Stats().Fallbacks.Load())
+	}
+
+	// bob swaps his table for a link to alice's once the GPU host has
+	// loaded it: here, just before a fresh peer compiles the job.
+	var swap sync.Once
+	compileHook = func() {
+		swap.Do(func() {
+			os.Remove(side)
+			symlinkAs(t, "../alice/secret.parquet", side, bob)
+		})
+	}
+	t.Cleanup(func() { compileHook = nil })
+	sp = spill()
+	rows := runRows(t, f, job, sp, bobFS)
+	t.Logf("spilled %d units, %d ran here after the peer refused; bob's ring got %d rows of %d",
+		sp.Stats().Spilled.Load(), sp.Stats().Fallbacks.Load(), rows, want)
+	if rows != want {
+		t.Errorf("bob's ring got %d rows, the run as bob %d: %d rows were dropped by keys of %s, a file uid %d may not read (the peer loaded the side table with its own credentials)",
+			rows, want, want-rows, secret, bob)
+	}
+	if sp.Stats().Spilled.Load() != 0 {
+		t.Errorf("%d units spilled: the peer computed bob's job against a table he may not read", sp.Stats().Spilled.Load())
+	}
+}
+
+// writeHalfKeys writes to path (0600, root's) every other row_id of the
+// Parquet file from.
+func writeHalfKeys(t *testing.T, from, path string) {
+	t.Helper()
+	type key struct {
+		RowID int64 `parquet:"row_id"`
+	}
+	keys, err := parquet.ReadFile[key](from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var half []key
+	for i, k := range keys {
+		if i%2 == 0 {
+			half = append(half, k)
+		}
+	}
+	if err := parquet.WriteFile(path, half); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyAs copies from to to, 0644 and owned by uid.
+func copyAs(t *testing.T, from, to string, uid int) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(to, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// symlinkAs makes the symlink name → target, owned by uid.
+func symlinkAs(t *testing.T, target, name string, uid int) {
+	t.Helper()
+	if err := os.Symlink(target, name); err != nil {
+		t.Error(err)
+		return
+	}
+	os.Lchown(name, uid, uid)
+}
+
+// runRows runs job reading its files through fsys, spilling to spill
+// (nil: none), and returns the rows the rings received.
+func runRows(t *testing.T, f *fixture, job *spec.Job, spill engine.Spill, fsys decode.FS) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var rows [64]int64
+	var wg sync.WaitGroup
+	errs := make(chan error, job.WorldSize)
+	ready := func(rings []string) {
+		for rank, name := range rings {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- countRows(ctx, f.shm, name, &rows[rank])
+			}()
+		}
+	}
+	token := make(chan struct{}, 1)
+	gate := func(ctx context.Context) (func(), error) {
+		select {
+		case token <- struct{}{}:
+			return func() { <-token }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	opts := engine.Options{Ready: ready, Remove: true, Gate: gate, FS: fsys}
+	if spill != nil {
+		opts.Spill = spill
+	}
+	if _, err := engine.Run(ctx, job, opts); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int64
+	for _, r := range rows {
+		n += r
+	}
+	return n
+}
+
+func countRows(ctx context.Context, dir, name string, n *int64) error {
+	c, err := shm.Open(dir, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		*n += int64(b.Rows)
+		c.Release()
+	}
+}
