@@ -31,7 +31,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint %s %s: see docs/control-api.md (paths start with /v1/)", r.Method, r.URL.Path))
 	})
-	return d.bounded(d.recoverer(mux))
+	return d.bounded(d.recoverer(refuseContained(mux)))
 }
 
 // recoverer turns a handler's panic into a 500: bad input must never

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Root in a container is not root on the host.
+//
+// A caller of uid 0 is read for with the daemon's own rights, as root on
+// the host may read anything. But uid 0 in a container (a Kubernetes pod
+// without a user namespace, docker) is the host's uid 0 confined by
+// namespaces: its mount namespace shows it only its own files, and the
+// daemon, which resolves a spec's paths in its own view, would read for
+// it everything that view holds (every dataset, other users' job
+// records). So the control API serves uid 0 only from the daemon's own
+// pid namespace, and refuses root in another one, saying to run the
+// trainer as a non-root user, whose files the kernel then checks as for
+// any user.
+//
+// The test is the pid namespace, not the mount namespace: lastmiled under
+// systemd runs in a mount namespace of its own (ProtectSystem=,
+// PrivateTmp=), so no host process shares it, while containers have a pid
+// namespace of their own and services do not. A caller whose pid is not
+// visible at all (SO_PEERCRED gives 0: lastmiled itself in a pod, the
+// caller in another) is contained. Otherwise its depth of pid namespaces
+// (the NSpid line of /proc/PID/status) is compared with the daemon's. The
+// pid is pinned by SO_PEERPIDFD (Linux 6.5) where the kernel has it: the
+// status is trusted only if that process is still alive after the read,
+// so a caller that exits and whose pid is reused by a host process cannot
+// pass for it. Where the kernel lacks it, that race remains (a caller
+// would have to exit between connecting and the daemon's read, and a
+// host root process take its pid). Anything unreadable counts as
+// contained: the caller is refused, never read for as the daemon.
+//
+// Rejected: comparing mount namespaces (every caller of a sandboxed
+// daemon differs), reading /proc/PID/ns/* (needs ptrace access to root
+// processes, which the service's bounded capabilities deny), and mapping
+// contained root to nobody as NFS's root_squash does (a job owned by a
+// uid its submitter is not, shared by every container's root).
+
+// soPeerPidfd is SO_PEERPIDFD (asm-generic/socket.h), not in x/sys yet.
+const soPeerPidfd = 77
+
+// callerContained reports whether the caller of uid 0 on the socket fd,
+// whose pid SO_PEERCRED gave as pid, is in a pid namespace other than the
+// daemon's.
+func callerContained(fd int, pid int32) bool {
+	if pid <= 0 {
+		return true
+	}
+	pidfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, soPeerPidfd)
+	pinned := err == nil
+	if pinned {
+		defer unix.Close(pidfd)
+	}
+	depth, err := pidNSDepth(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	if pinned && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+		return true // gone: its pid may be another process's now
+	}
+	own, err := ownDepth()
+	return err != nil || depth != own
+}
+
+var ownDepth = sync.OnceValues(func() (int, error) { return pidNSDepth("/proc/self/status") })
+
+// pidNSDepth returns the number of pid namespaces a process is in, from
+// the one of this /proc down: the fields of its status's NSpid line.
+func pidNSDepth(status string) (int, error) {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "NSpid:"); ok {
+			if n := len(strings.Fields(rest)); n > 0 {
+				return n, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%s: no NSpid line", status)
+}
+
+// refuseContained answers every request of contained root with a 403
+// saying what to do.
+func refuseContained(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := peerFrom(r.Context()); p.contained {
+			writeError(w, errorf(http.StatusForbidden, "lastmiled serves uid 0 only on its host, not root in a container "+
+				"(the caller's pid namespace is not lastmiled's): run the trainer as a non-root user "+
+				"(in Kubernetes, securityContext.runAsUser), and lastmiled opens its files with that user's rights"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
