@@ -180,6 +180,9 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
 	if opts.Spill != nil {
 		opts.Spill.Planned(plan)
+		if so, ok := opts.Spill.(SpillOutputs); ok {
+			so.Outputs(proc.outFields())
+		}
 	}
 	// The pool runs at most one goroutine per unit; that is the count used.
 	st.Workers = max(min(workers, len(plan.Units)), 1)
@@ -380,7 +383,7 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 				return fmt.Errorf("epoch %d: resume: %w", e, err)
 			}
 		}
-		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: hooks.gate, fields: fields, spare: &spare, units: order[first:], arena: bt.arena}
+		ur := &unitRun{rw: rw, proc: proc, prog: prog, gate: hooks.gate, fields: fields, spare: &spare, units: order[first:], arena: bt.arena, hosts: hooks.hosts}
 		emit := func(i int, b *column.Batch) error {
 			if !proc.cache.owns(b) {
 				spare.seen(b) // a cached unit's output is never a spare

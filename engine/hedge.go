@@ -109,7 +109,7 @@ func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch,
 	h.mu.Lock()
 	h.timer = time.AfterFunc(after, h.try)
 	h.mu.Unlock()
-	ok, err := ur.onPeer(pctx, u, buf, load)
+	ok, err := ur.onPeer(pctx, ur.units[i], u, buf, load)
 	if !h.stop() {
 		if ok {
 			ur.acceptSpilled(u, buf)

@@ -64,6 +64,14 @@ type Spill interface {
 	Watch(ctx context.Context, load func() Load)
 }
 
+// SpillOutputs is implemented by a Spill that checks a peer's output
+// against the run's columns as it arrives, before it holds a row of it:
+// Outputs is called once per run, after Planned, with the columns every
+// unit's output must have (what checkOutput checks once it is whole).
+type SpillOutputs interface {
+	Outputs(fields []OutField)
+}
+
 // Load is what the engine tells a Spill about the local side, for the
 // decision to spill.
 type Load struct {
@@ -257,7 +265,7 @@ func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Bat
 	if after := ur.rw.hedgeAfter(); after > 0 {
 		return ur.hedged(ctx, worker, i, buf, load, after)
 	}
-	if ok, err := ur.onPeer(ctx, u, buf, load); !ok || err != nil {
+	if ok, err := ur.onPeer(ctx, ur.units[i], u, buf, load); !ok || err != nil {
 		return buf, false, err
 	}
 	ur.acceptSpilled(u, buf)
@@ -268,10 +276,16 @@ func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Bat
 // run's schema. ok is false when no peer ran it, or what came back does
 // not fit: the unit must then be computed here. err is ctx's error once
 // ctx is done, and nil otherwise.
-func (ur *unitRun) onPeer(ctx context.Context, u decode.Unit, buf *column.Batch, load Load) (ok bool, err error) {
+func (ur *unitRun) onPeer(ctx context.Context, idx int32, u decode.Unit, buf *column.Batch, load Load) (ok bool, err error) {
 	ran, err := ur.rw.spill.RunUnit(ctx, u, buf, load)
 	if err == nil && ran {
 		err = checkOutput(buf, ur.fields, u)
+	}
+	if err == nil && ran {
+		// Where the hosts counted the unit's rows, a peer's output of
+		// another count is wrong: computed here instead, rather than
+		// failing the run as a changed file would.
+		err = ur.hosts.check(ur.proc, idx, buf.Rows)
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -20,6 +20,7 @@ type unitRun struct {
 	spare  *batchPool
 	units  []int32
 	arena  *unitArena // nil: none (arena.go)
+	hosts  *hostSplit // nil: one host; else every unit's rows as counted
 }
 
 // work computes the epoch's i-th unit into buf (a spare batch when nil):

@@ -87,6 +87,9 @@ type bodyPool struct{ classes [12]sync.Pool }
 
 const minBodyShift = 16 // 64 KiB
 
+// smallBody is the size below which a body is allocated, not pooled.
+const smallBody = 16 << 10
+
 func bodyClass(n int) int {
 	c := 0
 	for n > 1<<(minBodyShift+c) && c < len(bodies.classes)-1 {
@@ -96,6 +99,11 @@ func bodyClass(n int) int {
 }
 
 func (p *bodyPool) get(n int) []byte {
+	if n < smallBody {
+		// Exactly its size: a stream's bodies are held until it ends,
+		// and many small messages must not each hold a pooled 64 KiB.
+		return alignedBytes(n)
+	}
 	c := bodyClass(n)
 	size := 1 << (minBodyShift + c)
 	if n > size {
@@ -156,7 +164,15 @@ func unmarshalFlightData(r byteReader, size int, fd *flight.FlightData, body fun
 		}
 		var b []byte
 		if num == 1000 {
-			b = body(int(l))
+			// A repeated body replaces the last (protobuf keeps the
+			// last): it reuses the last one's buffer where that holds it,
+			// so that what a message costs is bounded by its size, not
+			// by its fields times the pool's least buffer.
+			if fd.DataBody != nil && uint64(cap(fd.DataBody)) >= l {
+				b = fd.DataBody[:l]
+			} else {
+				b = body(int(l))
+			}
 		} else {
 			b = make([]byte, l)
 		}

@@ -92,9 +92,14 @@ func TestStreamCodec(t *testing.T) {
 }
 
 // TestBodyPool: bodies come back in their size class and are reused;
-// sizes past the largest class are not pooled.
+// sizes below smallBody or past the largest class are not pooled.
 func TestBodyPool(t *testing.T) {
-	for _, n := range []int{0, 1, 65536, 65537, 3 << 20, maxMessage} {
+	for _, n := range []int{0, 1, smallBody - 1} { // small bodies: their own size, not pooled
+		if b := bodies.get(n); len(b) != n || cap(b) != n {
+			t.Errorf("get(%d): len %d cap %d, want exactly %d", n, len(b), cap(b), n)
+		}
+	}
+	for _, n := range []int{smallBody, 65536, 65537, 3 << 20, maxMessage} {
 		b := bodies.get(n)
 		if len(b) != n || cap(b) != 1<<(minBodyShift+bodyClass(n)) {
 			t.Errorf("get(%d): len %d cap %d, want class %d", n, len(b), cap(b), bodyClass(n))

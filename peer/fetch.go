@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/engine"
 )
 
 var errCorrupt = errors.New("corrupt unit stream")
@@ -23,6 +25,14 @@ var errCorrupt = errors.New("corrupt unit stream")
 // fetch runs one ticket at r and assembles its output into out. It
 // returns the bytes received for it.
 func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (received, error) {
+	return fetchRows(ctx, r, ticket, out, 0, nil)
+}
+
+// fetchRows is fetch of a unit of maxRows rows (0: not known) whose
+// output has the columns fields (nil: not known): a stream with more
+// rows is refused as soon as it has, one with other columns before any
+// row is assembled.
+func fetchRows(ctx context.Context, r *remote, ticket []byte, out *column.Batch, maxRows int64, fields []engine.OutField) (received, error) {
 	// The fetching goroutine keeps its thread, so that the thread's CPU
 	// clock counts its work alone: reading the stream's messages, Arrow's
 	// reader, assembling and checking the unit. gRPC's transport
@@ -32,7 +42,7 @@ func fetch(ctx context.Context, r *remote, ticket []byte, out *column.Batch) (re
 	defer runtime.UnlockOSThread()
 	cpu0 := threadCPU()
 	codec := newStreamCodec()
-	queue, err := fetchWith(ctx, codec, r, ticket, out)
+	queue, err := fetchWith(ctx, codec, r, ticket, out, maxRows, fields)
 	// The reader and its records, which view the bodies, are released
 	// by now, and the assembler has copied what it needs.
 	codec.release()
@@ -59,7 +69,7 @@ func threadCPU() time.Duration {
 
 // fetchWith is fetch, receiving through codec, whose buffers the caller
 // releases after it returns. It returns the trailer's Queue.
-func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch) (int, error) {
+func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch, maxRows int64, fields []engine.OutField) (int, error) {
 	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
 	if err != nil {
 		return 0, err
@@ -73,8 +83,17 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
+	// A stream whose columns are not the run's may still be an empty
+	// unit's (a pruned unit leaves whatever columns the peer's batch
+	// had, as here): the engine's check refuses it whole, and it is
+	// computed here. Such a stream is corrupt once it has a row.
+	badColumns := sameColumns(out, fields)
+	a.MaxRows = int(min(maxRows, math.MaxInt32))
 	var meta []byte
 	for rd.Next() {
+		if badColumns != nil && rd.RecordBatch().NumRows() > 0 {
+			return 0, fmt.Errorf("%w: %v", errCorrupt, badColumns)
+		}
 		if err := a.Add(rd.RecordBatch()); err != nil {
 			return 0, fmt.Errorf("%w: %v", errCorrupt, err)
 		}
@@ -100,4 +119,24 @@ func corrupt(err error) error {
 		return fmt.Errorf("%w: %w", errCorrupt, err)
 	}
 	return err
+}
+
+// sameColumns checks the columns a stream's schema gave out (before any
+// row) against fields, the run's output columns, as engine.checkOutput
+// does once the unit is whole; nil fields: not known.
+func sameColumns(out *column.Batch, fields []engine.OutField) error {
+	if fields == nil {
+		return nil
+	}
+	if len(out.Columns) != len(fields) {
+		return fmt.Errorf("%d columns, the run has %d", len(out.Columns), len(fields))
+	}
+	for i, f := range fields {
+		c := &out.Columns[i]
+		if c.Name != f.Name || c.Kind != f.Kind || c.DType != f.DType || (f.Kind == column.Fixed && c.Width != f.Width) {
+			return fmt.Errorf("column %d is %q %v %v width %d, the run's %q %v %v width %d",
+				i, c.Name, c.Kind, c.DType, c.Width, f.Name, f.Kind, f.DType, f.Width)
+		}
+	}
+	return nil
 }

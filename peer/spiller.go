@@ -67,8 +67,9 @@ type Spiller struct {
 	outRow atomic.Uint64 // float64 bits: moving mean of output bytes per input row of spilled units
 	stats  SpillStats
 
-	mu   sync.Mutex
-	plan json.RawMessage // the run's columns (PlanColumns), sent in every ticket; set by Planned
+	mu      sync.Mutex
+	plan    json.RawMessage   // the run's columns (PlanColumns), sent in every ticket; set by Planned
+	outputs []engine.OutField // the run's output columns, which a unit's stream must have; set by Outputs
 	// denied is set once a peer refused a unit of the job as one it may
 	// not read (PermissionDenied): its user may not read a file of the
 	// job on the peers, or a file lies outside their roots. The job's
@@ -208,6 +209,16 @@ func (s *Spiller) Planned(plan *decode.Plan) {
 	s.mu.Unlock()
 }
 
+var _ engine.SpillOutputs = (*Spiller)(nil)
+
+// Outputs implements engine.SpillOutputs: a unit's stream whose columns
+// are not fields is refused before any of its rows is assembled.
+func (s *Spiller) Outputs(fields []engine.OutField) {
+	s.mu.Lock()
+	s.outputs = fields
+	s.mu.Unlock()
+}
+
 // Stats returns the job's spill counters.
 func (s *Spiller) Stats() *SpillStats { return &s.stats }
 
@@ -246,7 +257,7 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 	pu := u
 	pu.File = name
 	s.mu.Lock()
-	plan := s.plan
+	plan, outputs := s.plan, s.outputs
 	s.mu.Unlock()
 	ticket, err := marshalTicket(s.job, s.hash, plan, pu, WireCompact, *s.cfg.User)
 	if err != nil || len(ticket) > maxTicket { // a unit with very many deleted rows: a peer would refuse it
@@ -263,7 +274,7 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 			}
 			break
 		}
-		err := s.fetchFrom(ctx, r, ticket, u, out)
+		err := s.fetchFrom(ctx, r, ticket, u, outputs, out)
 		if err == nil {
 			return true, nil
 		}
@@ -321,7 +332,7 @@ func (s *Spiller) creditWait() time.Duration {
 }
 
 // fetchFrom runs the unit at r within a deadline and learns from it.
-func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u decode.Unit, out *column.Batch) error {
+func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u decode.Unit, outputs []engine.OutField, out *column.Batch) error {
 	s.pool.mu.Lock()
 	lat := r.latency
 	s.pool.mu.Unlock()
@@ -330,7 +341,7 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	deadline := max(s.cfg.MinDeadline, 8*lat)
 	cctx, cancel := context.WithTimeout(ctx, deadline)
 	t0 := time.Now()
-	got, err := fetch(cctx, r, ticket, out)
+	got, err := fetchRows(cctx, r, ticket, out, u.Rows, outputs)
 	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if ctx.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -261,9 +262,13 @@ func bytesInt64(b []byte) []int64 {
 // values, padding trimmed rows back), into buffers the batch already owns
 // once it has been used. It reads the plain and the compact form alike.
 type Assembler struct {
-	out  *column.Batch
-	cols []colMap // per output column: how it travels
-	tmp  []int64  // a record's int32 offsets, widened
+	// MaxRows, if positive, is the most rows the unit may have: a stream
+	// with more is refused at the first record past it, before its rows
+	// are held (a unit's output never has more rows than the unit).
+	MaxRows int
+	out     *column.Batch
+	cols    []colMap // per output column: how it travels
+	tmp     []int64  // a record's int32 offsets, widened
 }
 
 // colMap is how one output column travels: its wire field and validity
@@ -294,7 +299,14 @@ func NewAssembler(schema *arrow.Schema, out *column.Batch) (*Assembler, error) {
 	k := 0
 	for i := 0; i < schema.NumFields(); i++ {
 		f := schema.Field(i)
-		if len(a.cols) > 0 && f.Name == out.Columns[k-1].Name+validSuffix {
+		if strings.HasSuffix(f.Name, validSuffix) {
+			// A column's validity: right after the column, once, as
+			// uint8 (a field of the peer's that is not is a corrupt
+			// stream, never an index past the columns).
+			if k == 0 || f.Name != out.Columns[k-1].Name+validSuffix || a.cols[k-1].valid >= 0 ||
+				!arrow.TypeEqual(f.Type, arrow.PrimitiveTypes.Uint8) {
+				return nil, fmt.Errorf("wire field %q: not the validity of the column before it", f.Name)
+			}
 			a.cols[k-1].valid = i
 			out.Columns[k-1].Valid = out.Columns[k-1].Valid[:0]
 			continue
@@ -404,17 +416,20 @@ func narrowed(t arrow.DataType) column.DType {
 // Add appends rec's rows.
 func (a *Assembler) Add(rec arrow.RecordBatch) error {
 	rows := int(rec.NumRows())
+	if a.MaxRows > 0 && (rows > a.MaxRows || a.out.Rows > a.MaxRows-rows) {
+		return fmt.Errorf("%d rows and more, from a unit of %d rows", a.out.Rows+rows, a.MaxRows)
+	}
 	for i, m := range a.cols {
 		c := &a.out.Columns[i]
 		if err := a.appendArray(c, m, rec.Column(m.field), rows); err != nil {
 			return fmt.Errorf("column %q: %w", c.Name, err)
 		}
 		if m.valid >= 0 && rows > 0 {
-			v := rec.Column(m.valid).Data().Buffers()[1]
-			if v == nil || v.Len() < rows {
+			vb := rec.Column(m.valid).Data().Buffers()
+			if len(vb) < 2 || vb[1] == nil || vb[1].Len() < rows {
 				return fmt.Errorf("column %q: short validity", c.Name)
 			}
-			c.Valid = append(c.Valid, v.Bytes()[:rows]...)
+			c.Valid = append(c.Valid, vb[1].Bytes()[:rows]...)
 		}
 		c.Len += rows
 	}
