@@ -5,7 +5,9 @@ import (
 	"math"
 	"sync"
 
+	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
 )
 
 // The memory bound of a peer (ServerConfig.MaxMemory). A unit's memory
@@ -117,7 +119,7 @@ func (f *fairShare) give(who string) {
 // its columns decoded (unitInputBytes) and its output, at the job's last
 // output bytes per input row.
 func (j *cachedJob) estimate(u *decode.Unit) int64 {
-	perRow := math.Float64frombits(j.outPerRow.Load())
+	perRow := max(math.Float64frombits(j.outPerRow.Load()), j.rowBytes)
 	return clampBytes(float64(unitInputBytes(u)) + perRow*float64(max(u.Rows, 0)))
 }
 
@@ -155,4 +157,25 @@ func clampBytes(f float64) int64 {
 		return 0
 	}
 	return int64(min(f, 1<<62))
+}
+
+// outRowBytes is the bytes a row of output fields holds at least: a
+// fixed column's elements, a list or bytes column's offset, a nullable
+// column's validity byte. A unit's output has at most its rows, so this
+// times its rows bounds its fixed columns from the first unit on: a job
+// whose ops pad sequences to many elements a row is estimated at their
+// size before a unit of it has been computed.
+func outRowBytes(fields []engine.OutField) float64 {
+	n := 0
+	for _, f := range fields {
+		if f.Kind == column.Fixed {
+			n += max(f.Width, 1) * f.DType.Size()
+		} else {
+			n += 8
+		}
+		if f.Nullable {
+			n++
+		}
+	}
+	return float64(n)
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/column"
@@ -33,6 +34,16 @@ import (
 // maxMessage is gRPC's message limit on both sides, raised from its 4 MiB
 // default: a record batch is at most about maxRecordBytes plus framing.
 const maxMessage = 64 << 20
+
+// handshakeTimeout bounds a client's TLS handshake; keepaliveTime and
+// keepaliveTimeout are when a peer pings a requester it has heard
+// nothing from, and how long it waits for the answer. (Variables so that
+// tests need not wait as long: gRPC takes 1 s at least.)
+var (
+	handshakeTimeout = 5 * time.Second
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 10 * time.Second
+)
 
 // streamWindow is the HTTP/2 flow-control window of a unit's stream, on
 // the requester (pool.go): large enough for a typical unit's output.
@@ -125,9 +136,19 @@ func NewServer(cfg ServerConfig) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxInFlight),
 		work: make(chan struct{}, cfg.Workers), mem: newBudget(cfg.MaxMemory)}
 	s.jobs.max = 8
+	s.jobs.sem = make(chan struct{}, cfg.Workers)
 	s.fair.perClient = map[string]int{}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
-		grpc.ForceServerCodecV2(newSendCodec()), experimental.BufferPool(frames)}
+		grpc.ForceServerCodecV2(newSendCodec()), experimental.BufferPool(frames),
+		// A client that has not finished its TLS handshake (shown its
+		// certificate) in handshakeTimeout is dropped, rather than
+		// holding a descriptor for gRPC's default of 120 s.
+		grpc.ConnectionTimeout(handshakeTimeout),
+		// A requester that answers nothing (its host died, or is cut off)
+		// is found by keepalive pings, and its units' streams end: they
+		// free their slots and memory instead of blocking in a send until
+		// TCP gives up.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout})}
 	if cfg.TLS != nil {
 		creds := &handshakeCreds{TransportCredentials: credentials.NewTLS(cfg.TLS), refused: s.refuseHandshake}
 		opts = append(opts, grpc.Creds(creds))
@@ -414,18 +435,28 @@ type jobCache struct {
 	max   int
 	byKey map[string]*cachedJob
 	clock int64
+	// sem bounds the jobs compiling at once (nil: no bound).
+	sem chan struct{}
 }
 
 type cachedJob struct {
-	ready   chan struct{}
-	up      *engine.UnitProcessor
-	err     error
-	used    int64
-	refs    int  // callers using up now
+	ready chan struct{}
+	up    *engine.UnitProcessor
+	err   error
+	used  int64
+	refs  int // callers using up now
+	// waiting is the callers waiting for the compile; cancel stops it,
+	// once none is left.
+	waiting int
+	cancel  context.CancelFunc
 	evicted bool // out of the cache: closed when refs drops to 0
 	// outPerRow is the float64 bits of the last unit's output bytes per
 	// input row: part of the next unit's memory estimate (budget.go).
 	outPerRow atomic.Uint64
+	// rowBytes is the least output bytes of a row, by the job's output
+	// columns (set before ready is closed): what the units of a job no
+	// unit of which has been computed yet are estimated at.
+	rowBytes float64
 }
 
 // get returns the compiled job of t, compiling it (once, whatever the
@@ -444,12 +475,35 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 	j, ok := c.byKey[key]
 	if !ok {
 		c.evictLocked()
-		j = &cachedJob{ready: make(chan struct{})}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		j = &cachedJob{ready: make(chan struct{}), cancel: cancel}
 		c.byKey[key] = j
 		go func() {
-			up, err := compileSafely(log, t, r, workers)
+			defer cancel()
+			var up *engine.UnitProcessor
+			var err error
+			// At most cap(sem) jobs compile at once; one whose every
+			// unit was given up on meanwhile does not compile at all.
+			if c.sem == nil {
+				up, err = compileSafely(cctx, log, t, r, workers)
+			} else {
+				select {
+				case c.sem <- struct{}{}:
+					up, err = compileSafely(cctx, log, t, r, workers)
+					<-c.sem
+				case <-cctx.Done():
+					err = cctx.Err()
+				}
+			}
+			if up != nil && cctx.Err() != nil {
+				up.Close()
+				up, err = nil, cctx.Err()
+			}
 			c.mu.Lock()
 			j.up, j.err = up, err
+			if up != nil {
+				j.rowBytes = outRowBytes(up.Fields())
+			}
 			if err != nil && c.byKey[key] == j {
 				delete(c.byKey, key)
 			}
@@ -462,6 +516,7 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 	}
 	j.used = c.clock
 	j.refs++
+	j.waiting++
 	c.mu.Unlock()
 	done := func() {
 		c.mu.Lock()
@@ -473,12 +528,30 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 	}
 	select {
 	case <-j.ready:
+		c.mu.Lock()
+		j.waiting--
+		c.mu.Unlock()
 		if j.err != nil {
 			done()
 			return nil, nil, j.err
 		}
 		return j, done, nil
 	case <-ctx.Done():
+		c.mu.Lock()
+		if j.waiting--; j.waiting == 0 {
+			select {
+			case <-j.ready:
+			default:
+				// Nobody waits for the compile any more: it stops, and
+				// the job's next unit compiles it afresh.
+				j.cancel()
+				j.evicted = true // closed once its last caller is done, if it compiled after all
+				if c.byKey[key] == j {
+					delete(c.byKey, key)
+				}
+			}
+		}
+		c.mu.Unlock()
 		done()
 		return nil, nil, ctx.Err()
 	}
@@ -517,7 +590,7 @@ func (c *jobCache) closeAll() {
 // compiling a requester's job (a bug, or columns no check foresaw) fails
 // that job's units with an error, logged with its stack, instead of
 // ending the daemon, as computeUnit does for one unit.
-func compileSafely(log *slog.Logger, t *Ticket, r rootsFS, workers int) (up *engine.UnitProcessor, err error) {
+func compileSafely(ctx context.Context, log *slog.Logger, t *Ticket, r rootsFS, workers int) (up *engine.UnitProcessor, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("compiling a requester's job panicked", "file", t.Unit.File, "panic", p, "stack", string(debug.Stack()))
@@ -527,7 +600,7 @@ func compileSafely(log *slog.Logger, t *Ticket, r rootsFS, workers int) (up *eng
 	if compileHook != nil {
 		compileHook()
 	}
-	return compile(t, r, workers)
+	return compileContext(ctx, t, r, workers)
 }
 
 // errCompilePanic is the error of a compile that panicked: the
@@ -541,6 +614,13 @@ var compileHook func()
 // where t carries them, else against t's unit's file, read through the
 // roots.
 func compile(t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return compileContext(ctx, t, r, workers)
+}
+
+// compileContext is compile within ctx.
+func compileContext(ctx context.Context, t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, error) {
 	job, err := spec.Parse("", []byte(t.Job))
 	if err != nil {
 		return nil, err
@@ -553,8 +633,6 @@ func compile(t *Ticket, r rootsFS, workers int) (*engine.UnitProcessor, error) {
 		}
 	}
 	job.Inputs = []string{t.Unit.File}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	if len(t.Plan) == 0 {
 		return engine.NewUnitProcessor(ctx, job, r, workers)
 	}

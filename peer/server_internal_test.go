@@ -94,11 +94,23 @@ func TestMemoryBoundsComputing(t *testing.T) {
 	f := newFixture(t)
 	units := localPlan(t, f.job("memoryplan")).Units
 	u := units[0]
-	est := unitInputBytes(&u)
+	tk := f.ticketFor("memory", u)
+	// A unit's estimate before its job has computed one: its input, and
+	// its output's fixed columns at the unit's rows (outRowBytes).
+	pt, err := parseTicket(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := compile(pt, rootsFS{r: f.roots}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &cachedJob{rowBytes: outRowBytes(up.Fields())}
+	up.Close()
+	est := j.estimate(&u)
 	if est <= 0 {
 		t.Fatalf("unit %+v: estimate %d", u, est)
 	}
-	tk := f.ticketFor("memory", u)
 	for _, c := range []struct {
 		name   string
 		budget int64
