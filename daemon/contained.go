@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -31,18 +32,20 @@ import (
 // namespace of their own and services do not. A caller whose pid is not
 // visible at all (SO_PEERCRED gives 0: lastmiled itself in a pod, the
 // caller in another) is contained. Otherwise its depth of pid namespaces
-// (the NSpid line of /proc/PID/status) is compared with the daemon's. The
-// pid is pinned by SO_PEERPIDFD (Linux 6.5) where the kernel has it: the
-// status is trusted only if that process is still alive after the read,
-// so a caller that exits and whose pid is reused by a host process cannot
-// pass for it. Where the kernel lacks it, that race remains (a caller
-// would have to exit between connecting and the daemon's read, and a
-// host root process take its pid). Anything unreadable counts as
-// contained: the caller is refused, never read for as the daemon.
+// (the NSpid line of its pidfd's fdinfo) is compared with the daemon's.
+// The pidfd is the one the kernel took at connect (SO_PEERPIDFD, Linux
+// 6.5), so a caller that exits and whose pid a host root process takes
+// cannot pass for it; on older kernels it is opened from the pid
+// (pidfd_open), and that race remains. The fdinfo is the daemon's own:
+// /proc/PID of another user's process is hidden from a daemon that is not
+// root (ProtectProc=invisible). Anything unreadable, or a caller that has
+// exited, counts as contained: it is refused, never read for as the
+// daemon.
 //
 // Rejected: comparing mount namespaces (every caller of a sandboxed
-// daemon differs), reading /proc/PID/ns/* (needs ptrace access to root
-// processes, which the service's bounded capabilities deny), and mapping
+// daemon differs), reading /proc/PID/ns/* or /proc/PID/status (ptrace
+// access, or a /proc that shows other users' processes, neither of which
+// the service has), and mapping
 // contained root to nobody as NFS's root_squash does (a job owned by a
 // uid its submitter is not, shared by every container's root).
 
@@ -57,16 +60,17 @@ func callerContained(fd int, pid int32) bool {
 		return true
 	}
 	pidfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, soPeerPidfd)
-	pinned := err == nil
-	if pinned {
-		defer unix.Close(pidfd)
+	if err != nil {
+		// Before Linux 6.5: a pidfd of the pid, which the caller may have
+		// left to another process since it connected.
+		if pidfd, err = unix.PidfdOpen(int(pid), 0); err != nil {
+			return true
+		}
 	}
-	depth, err := pidNSDepth(fmt.Sprintf("/proc/%d/status", pid))
+	defer unix.Close(pidfd)
+	depth, err := pidNSDepth(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
 	if err != nil {
 		return true
-	}
-	if pinned && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
-		return true // gone: its pid may be another process's now
 	}
 	own, err := ownDepth()
 	return err != nil || depth != own
@@ -75,21 +79,31 @@ func callerContained(fd int, pid int32) bool {
 var ownDepth = sync.OnceValues(func() (int, error) { return pidNSDepth("/proc/self/status") })
 
 // pidNSDepth returns the number of pid namespaces a process is in, from
-// the one of this /proc down: the fields of its status's NSpid line.
-func pidNSDepth(status string) (int, error) {
-	b, err := os.ReadFile(status)
+// the one of this /proc down: the fields of the NSpid line of its status,
+// or of a pidfd's fdinfo (which needs no access to the process's own
+// /proc entry, hidden from a daemon that is not root by ProtectProc=).
+// A pidfd of a process that has exited, or of one in no pid namespace
+// below this /proc's, says Pid -1 or 0, and is an error.
+func pidNSDepth(file string) (int, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "NSpid:"); ok {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "Pid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(rest)); err != nil || n <= 0 {
+				return 0, fmt.Errorf("%s: %s", file, line)
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
 			if n := len(strings.Fields(rest)); n > 0 {
 				return n, nil
 			}
 		}
 	}
-	return 0, fmt.Errorf("%s: no NSpid line", status)
+	return 0, fmt.Errorf("%s: no NSpid line", file)
 }
 
 // refuseContained answers every request of contained root with a 403
