@@ -200,10 +200,11 @@ class Client:
     def __repr__(self):
         return "<lastmile.control.Client %s>" % self.socket
 
-    def request(self, method, path, body=None):
+    def request(self, method, path, body=None, timeout=None):
         """Send one request; returns ``(status, decoded JSON or None)`` for
-        2xx answers and raises :class:`ControlError` for the rest."""
-        conn = UnixHTTPConnection(self.socket, timeout=self.timeout)
+        2xx answers and raises :class:`ControlError` for the rest.
+        ``timeout``: seconds for this request instead of the client's."""
+        conn = UnixHTTPConnection(self.socket, timeout=self.timeout if timeout is None else timeout)
         try:
             headers = {"Accept": "application/json"}
             data = None
@@ -339,7 +340,13 @@ class Client:
             body["cursor"] = {"epoch": int(e), "batch": int(b)}
         if wait is not None:
             body["wait"] = wait
-        return self.request("POST", "%s/jobs/%s/attach" % (API, _quote(job_id)), body)[1]
+        # The daemon may hold the answer for the wait (60 s by default),
+        # twice where it restarts production at the cursor: read it for as
+        # long, or a job still planning looks like a daemon that is gone.
+        timeout = None
+        if self.timeout is not None:
+            timeout = self.timeout + 2 * (60 if wait is None else wait)
+        return self.request("POST", "%s/jobs/%s/attach" % (API, _quote(job_id)), body, timeout=timeout)[1]
 
     def wait(self, timeout, *, initial=0.1, maximum=2.0):
         """Poll ``GET /v1/status`` with exponential backoff until the daemon

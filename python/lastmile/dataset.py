@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import time
+import weakref
 
 from . import control
 from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError
@@ -179,11 +180,17 @@ class Dataset(_Base):
         if device is not None and str(device).startswith("cuda"):
             from .cuda import DatasetStaging
 
-            self._gpu = DatasetStaging(device, lambda: staging or self._job_staging())
+            me = weakref.ref(self)  # no cycle through the callback (see _place below)
+            self._gpu = DatasetStaging(device, lambda: staging or me()._job_staging())
         elif device is not None:
+            import functools
+
             from .owned import to_device
 
-            self._place = lambda b: to_device(b, device, copy=self.copy)
+            # not a lambda over self: the Dataset would be in a reference
+            # cycle, and a dropped one would keep its rank's ring (and the
+            # consumer lock) until the cycle collector runs
+            self._place = functools.partial(to_device, device=device, copy=self.copy)
         elif self.copy:
             from .owned import detach
 
@@ -540,7 +547,12 @@ class Dataset(_Base):
             if c.last_in_epoch:
                 self._per_epoch = c.batch_index + 1
             if self._gpu is not None:
-                return self._gpu.stage(b)
+                b = self._gpu.stage(b)
+                if self.copy:  # staged tensors are views of pooled device slots, reused 3 batches on
+                    from .owned import clone
+
+                    b = clone(b)
+                return b
             if self.torch:
                 b = b.torch()
             if self._place is not None:
@@ -549,7 +561,13 @@ class Dataset(_Base):
 
     # -- checkpoints ----------------------------------------------------------
     def state_dict(self) -> dict:
-        """What to checkpoint with the model: the cursor and the job it belongs to."""
+        """What to checkpoint with the model: the cursor and the job it belongs to.
+
+        Before the first batch the cursor is learnt by attaching: None would
+        mean "where the daemon has this rank" when the checkpoint is loaded,
+        which is past every batch read since."""
+        if self._cursor is None and not self._ended:
+            self._where_now()
         return {
             "version": 1,
             "job_id": self.job_id,

@@ -27,11 +27,16 @@ def resolve_ranks(rank=None, world_size=None, env=None):
     ``local_rank`` defaults to the rank.
     """
     env = os.environ if env is None else env
+    env_rank, env_world = _env_int(env, "RANK"), _env_int(env, "WORLD_SIZE")
+    # LOCAL_RANK numbers the process in torchrun's world: it is the local
+    # rank of the Dataset's only where that world is the Dataset's (not a
+    # data-parallel group or a one-rank job given by rank=/world_size=).
+    torchruns = (rank is None or rank == env_rank) and (world_size is None or world_size == env_world)
     if rank is None:
-        rank = _env_int(env, "RANK")
+        rank = env_rank
     if world_size is None:
-        world_size = _env_int(env, "WORLD_SIZE")
-    local_rank = _env_int(env, "LOCAL_RANK")
+        world_size = env_world
+    local_rank = _env_int(env, "LOCAL_RANK") if torchruns else None
     if rank is None:
         if world_size not in (None, 1):
             raise ValueError("world size %d but no rank: pass rank= or set RANK (torchrun sets "
@@ -63,6 +68,21 @@ def resolve_hosts(rank, world_size, local_rank, hosts=None, host=None, env=None)
     numbers them: host ``h`` runs ranks ``h*L`` to ``h*L + L - 1``.
     """
     env = os.environ if env is None else env
+    env_rank, env_world = _env_int(env, "RANK"), _env_int(env, "WORLD_SIZE")
+    if hosts is None and world_size is not None and env_world is not None and (
+            world_size != env_world or (env_rank is not None and rank != env_rank)):
+        # rank=/world_size= name a world of their own inside torchrun's (a
+        # data-parallel group, a one-rank job): torchrun's LOCAL_WORLD_SIZE
+        # and GROUP_RANK do not say where its ranks run.
+        local = _env_int(env, "LOCAL_WORLD_SIZE")
+        env_local = _env_int(env, "LOCAL_RANK")
+        if (local is not None and local < env_world) or (
+                local is None and env_local is not None and env_local != env_rank):
+            raise ValueError(
+                "rank %d of world size %d is not torchrun's (RANK %s of WORLD_SIZE %d), whose ranks run on "
+                "several hosts: which host runs which rank of this world is not known; pass hosts= and host="
+                % (rank, world_size, env_rank, env_world))
+        return 1, 0
     if hosts is None:
         local = _env_int(env, "LOCAL_WORLD_SIZE")
         if local is None or world_size is None or local >= world_size:
