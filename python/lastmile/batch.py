@@ -188,7 +188,7 @@ class Batch(Mapping):
         if c is not None:
             # Tensors cached per slot alongside the numpy arrays: while this
             # batch is not released the cache is the one it was built from.
-            if c.tdirty:
+            if c.tdirty or c.touched_torch():
                 c.fill_torch()
             return Batch(self._ring, self._fields, c.tdata, c.tvalid, self.rows,
                          self.seq, self.cursor, self.flags, True, self, pad_rows=self._pad)
@@ -316,6 +316,17 @@ def _torch_conv(arr, code):
     return torch.from_numpy(arr)
 
 
+def _touched(t, a):
+    """Whether tensor ``t`` (or any of a Ragged's or KeyedJagged's) is no
+    longer a plain view of array ``a`` (or its parts)."""
+    if t is None:
+        return False
+    if isinstance(t, tuple):  # Ragged, KeyedJagged, WeightedKeyedJagged
+        return any(_touched(x, y) for x, y in zip(t, a) if not isinstance(x, (list, tuple)))
+    return t.requires_grad or t.grad is not None or t.shape != a.shape or \
+        (t.dim() and t.stride(-1) != 1)
+
+
 class _SlotCache:
     """The validated tensor table of one slot and the views built from it.
 
@@ -405,6 +416,22 @@ class _SlotCache:
         self.max_end = max(self.ends)
         self.rchecks = tuple(ragged.values())
         return True
+
+    def touched_torch(self):
+        """Mark for rebuilding, and say whether there are, fields whose cached
+        tensors a step changed as objects: autograd asked of them
+        (``requires_grad_``, a gradient accumulated into ``.grad``) or an
+        in-place view op (``unsqueeze_``: a shape or strides not its array's).
+        The slot hands the same objects out again ``slots`` batches later,
+        which must come as fresh as the arrays under them; the data is the
+        ring's either way."""
+        tdata, tvalid, data, valid = self.tdata, self.tvalid, self.data, self.valid
+        touched = [f for f in self.fields
+                   if _touched(tdata.get(f.name), data[f.name])
+                   or (f.nullable and _touched(tvalid.get(f.name), valid[f.name]))]
+        if touched:
+            self.tdirty = tuple(touched)
+        return bool(touched)
 
     def fill_torch(self):
         """Build the torch views of the fields not converted yet."""
