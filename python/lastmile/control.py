@@ -369,3 +369,26 @@ def _quote(job_id) -> str:
     from urllib.parse import quote
 
     return quote(str(job_id), safe="")
+
+
+def _read_spec(spec_or_path):
+    """``(text, base_dir, label)`` of a spec given as a path, text or dict."""
+    if isinstance(spec_or_path, dict):
+        return json.dumps(spec_or_path), os.getcwd(), "<dict spec>"
+    if isinstance(spec_or_path, bytes):
+        spec_or_path = spec_or_path.decode("utf-8")
+    if isinstance(spec_or_path, os.PathLike) or (
+            isinstance(spec_or_path, str) and "\n" not in spec_or_path
+            and (os.path.exists(spec_or_path)
+                 or spec_or_path.endswith((".yaml", ".yml", ".json")))):
+        path = os.path.abspath(os.fspath(spec_or_path))
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "job spec %s not found" % path, path) from None
+        return text, os.path.dirname(path), os.fspath(spec_or_path)
+    if not isinstance(spec_or_path, str):
+        raise TypeError("spec_or_path: a path, YAML/JSON text or a dict, not %s"
+                        % type(spec_or_path).__name__)
+    return spec_or_path, os.getcwd(), "<spec text>"

@@ -39,7 +39,6 @@ ds.epochs(): for batch in ds: ...`` goes epoch by epoch (docs/python.md).
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
 import logging
@@ -48,10 +47,11 @@ import time
 import weakref
 
 from . import control
-from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError
+from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError, _read_spec
 from .hosts import exchange, usable_group
 from .ranks import resolve_hosts, resolve_ranks
-from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError, RingError
+from .position import CursorError, EpochError, Position, _position
+from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError
 
 try:  # a torch.utils.data.IterableDataset when torch is there
     from torch.utils.data import IterableDataset as _Base
@@ -70,55 +70,6 @@ _MAIN_ONLY = (
     "through a queue")
 
 log = logging.getLogger("lastmile")
-
-
-class Position(collections.namedtuple("Position", ["epoch", "batch"])):
-    """The next batch a rank needs: ``batch`` of ``epoch`` (both from 0)."""
-
-    __slots__ = ()
-
-
-class CursorError(RingError):
-    """A batch arrived out of order: the daemon did not continue at the cursor."""
-
-
-class EpochError(ValueError):
-    """``set_epoch``/``epochs()`` asked for an epoch the cursor is not in:
-    iterating it would skip the rest of an earlier epoch."""
-
-
-def _read_spec(spec_or_path):
-    """``(text, base_dir, label)`` of a spec given as a path, text or dict."""
-    if isinstance(spec_or_path, dict):
-        return json.dumps(spec_or_path), os.getcwd(), "<dict spec>"
-    if isinstance(spec_or_path, bytes):
-        spec_or_path = spec_or_path.decode("utf-8")
-    if isinstance(spec_or_path, os.PathLike) or (
-            isinstance(spec_or_path, str) and "\n" not in spec_or_path
-            and (os.path.exists(spec_or_path)
-                 or spec_or_path.endswith((".yaml", ".yml", ".json")))):
-        path = os.path.abspath(os.fspath(spec_or_path))
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            raise FileNotFoundError(2, "job spec %s not found" % path, path) from None
-        return text, os.path.dirname(path), os.fspath(spec_or_path)
-    if not isinstance(spec_or_path, str):
-        raise TypeError("spec_or_path: a path, YAML/JSON text or a dict, not %s"
-                        % type(spec_or_path).__name__)
-    return spec_or_path, os.getcwd(), "<spec text>"
-
-
-def _position(c):
-    if c is None:
-        return None
-    if isinstance(c, dict):
-        return Position(int(c["epoch"]), int(c["batch"]))
-    e, b = c
-    if int(e) < 0 or int(b) < 0:
-        raise ValueError("cursor %r: epoch and batch are >= 0" % (c,))
-    return Position(int(e), int(b))
 
 
 class Dataset(_Base):
