@@ -43,6 +43,13 @@ type Config struct {
 	// Metrics is the TCP address of the Prometheus /metrics endpoint;
 	// "off" disables it. Default 127.0.0.1:9464.
 	Metrics string `yaml:"metrics"`
+	// MetricsTokenFile, if set, holds the bearer token a scrape must send
+	// (Authorization: Bearer TOKEN) to get the jobs' series: any local
+	// user can reach the endpoint, and a job's series say what its
+	// submitter's files hold (rows, a filter's selectivity). Without it,
+	// and to a scrape without the header, /metrics serves the daemon's
+	// own series only (docs/daemon.md, "Metrics").
+	MetricsTokenFile string `yaml:"metrics_token_file"`
 	// Workers is the number of decode tokens all jobs share (CPUs).
 	// Default: the CPUs this process may use (cgroup quota, GOMAXPROCS).
 	Workers int `yaml:"workers"`
@@ -244,6 +251,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Metrics == "" {
 		bad("metrics", c.Metrics, `want host:port, or "off"`)
+	}
+	if c.MetricsTokenFile != "" {
+		if _, err := readToken(c.MetricsTokenFile); err != nil {
+			bad("metrics_token_file", c.MetricsTokenFile, "%v", err)
+		}
 	}
 	if c.Workers < 1 || c.Workers > 4096 {
 		bad("workers", c.Workers, "want 1 to 4096")

@@ -9,7 +9,6 @@ import (
 	"github.com/lastmile/lastmile/shm"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // collector reads the jobs' live counters at scrape time: nothing is
@@ -196,7 +195,7 @@ func (d *Daemon) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{d}, peerCollector{d}, adviceCollector{d}, gpuCollector{d}, stagingCollector{d}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	mux.Handle("/metrics", scrapeHandler(reg, func() string { return d.Config().MetricsTokenFile }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "lastmiled: metrics are at /metrics", http.StatusNotFound)
 	})

@@ -535,3 +535,48 @@ w{a="x y",} +Inf
 		}
 	}
 }
+
+// TestTopMetricsToken: lastmiled serves the jobs' series only to a scrape
+// with its metrics token; top without the token takes the jobs' rates
+// from their progress counters, and with -metrics-token-file from
+// /metrics.
+func TestTopMetricsToken(t *testing.T) {
+	steppingClock(t, "2026-03-01T14:01:04Z")
+	ms := metricsServer(t)
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			fmt.Fprintf(w, "lastmile_memory_total_bytes 1e9\n") // the daemon's own series only
+			return
+		}
+		resp, err := http.Get(ms.URL + r.URL.Path)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(guarded.Close)
+	mux := http.NewServeMux()
+	st := strings.Replace(statusJSON, "127.0.0.1:9464", strings.TrimPrefix(guarded.URL, "http://"), 1)
+	mux.HandleFunc("GET /v1/status", answer(200, st))
+	mux.HandleFunc("GET /v1/jobs", answer(200, `{"jobs": [`+jobJSON+`]}`))
+	f := startFake(t, mux)
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("tok\n"), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "rates over 1s from job counters (no /metrics: needs -metrics-token-file)"},
+		{[]string{"-metrics-token-file", tok}, "rates over 1s from /metrics"},
+	} {
+		code, out, errs := runCmd(t, append([]string{"top", "-socket", f.socket, "-once", "-interval", "10ms"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errs)
+		}
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%v: missing %q in\n%s", c.args, c.want, out)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	once := fs.Bool("once", false, "print one frame without ANSI escapes and exit")
 	all := fs.Bool("all", false, "also show jobs that ended (done, failed, canceled)")
 	metrics := fs.String("metrics", "", `lastmiled's metrics address host:port, or "off" (default: the one GET /v1/status reports)`)
+	tokenFile := fs.String("metrics-token-file", "", "the bearer token file lastmiled wants for the jobs' series (its metrics_token_file); without it, rates come from the jobs' progress counters")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lastmile top [flags]\n\nShows lastmiled's jobs and ranks live: rows/s, MB/s, ring fill, how long\ntrainers waited on empty rings (the GPU stall), how long the producer\nwaited on full rings, work units in flight and errors. docs/top.md explains\nthe columns. Ctrl-C quits.\n\nFlags:")
 		printFlags(fs)
@@ -40,7 +42,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *interval < 10*time.Millisecond {
 		return fmt.Errorf("%w: -interval %v: want at least 10ms", errUsage, *interval)
 	}
-	t := &topper{c: newAPIClient(*socket), metricsAddr: *metrics, hc: &http.Client{Timeout: 5 * time.Second}}
+	t := &topper{c: newAPIClient(*socket), metricsAddr: *metrics, tokenFile: *tokenFile, hc: &http.Client{Timeout: 5 * time.Second}}
 	prev, err := t.sample(ctx)
 	if err != nil {
 		return err
@@ -89,6 +91,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 type topper struct {
 	c           *apiClient
 	metricsAddr string
+	tokenFile   string // the bearer token for the jobs' series (lastmiled's metrics_token_file)
 	hc          *http.Client
 }
 
@@ -119,6 +122,11 @@ func (t *topper) sample(ctx context.Context) (*topSample, error) {
 		return s, nil
 	}
 	s.metrics, s.metricsErr = t.scrape(ctx, addr)
+	if s.metricsErr == nil && len(s.jobs) > 0 && !s.metrics.anyLabel("job_id") {
+		// The jobs' series go only to a scrape with lastmiled's metrics
+		// token: rates from the jobs' progress counters instead.
+		s.metrics, s.metricsErr = nil, errors.New("needs -metrics-token-file")
+	}
 	return s, nil
 }
 
@@ -130,6 +138,13 @@ func (t *topper) scrape(ctx context.Context, addr string) (promSamples, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
+	}
+	if t.tokenFile != "" {
+		tok, err := os.ReadFile(t.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("-metrics-token-file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
 	resp, err := t.hc.Do(req)
 	if err != nil {
@@ -320,6 +335,16 @@ type promSample struct {
 }
 
 type promSamples []promSample
+
+// anyLabel reports whether a sample has label name.
+func (ps promSamples) anyLabel(name string) bool {
+	for _, p := range ps {
+		if _, ok := p.labels[name]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 // sum adds the samples of name whose labels include want; ok is false when
 // there is none.

@@ -266,12 +266,10 @@ func TestTwoJobs(t *testing.T) {
 		Config struct{ Metrics string }
 	}
 	e.do("GET", "/v1/status", nil, &st)
-	resp, err := http.Get("http://" + st.Config.Metrics + "/metrics")
+	m, err := scrape(st.Config.Metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	m, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
 		`lastmile_rows_total{job="a",job_id="` + a.ID + `"} 20000`,
 		`lastmile_batches_total{job="b",job_id="` + b.ID + `",rank="1"} 50`,

@@ -131,11 +131,44 @@ func newEnv(t *testing.T, args ...string) *env {
 	return e
 }
 
+// testMetricsToken is the bearer token the tests' daemons want for the
+// jobs' series on /metrics (scrape).
+const testMetricsToken = "lastmile-test-token"
+
+// metricsToken writes the token file of e's daemons and returns its path.
+func (e *env) metricsToken() string {
+	path := filepath.Join(e.dir, "metrics.token")
+	if err := os.WriteFile(path, []byte(testMetricsToken+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	os.Chmod(path, 0o600) // a test may have opened up everything in e.dir
+	return path
+}
+
+// scrape returns the text of /metrics at addr, the jobs' series included.
+func scrape(addr string) (string, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+testMetricsToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s: %s", resp.Status, b)
+	}
+	return string(b), err
+}
+
 // start runs lastmiled and waits until it answers.
 func (e *env) start(extra ...string) {
 	e.t.Helper()
 	args := append([]string{"-config", filepath.Join(e.dir, "lastmiled.yaml"), "-socket", e.sock, "-state-dir", e.state,
-		"-shm-dir", e.shm, "-metrics", "127.0.0.1:0", "-workers", "2", "-log-level", "debug"}, e.args...)
+		"-shm-dir", e.shm, "-metrics", "127.0.0.1:0", "-metrics-token-file", e.metricsToken(), "-workers", "2", "-log-level", "debug"}, e.args...)
 	args = append(args, extra...)
 	if _, err := os.Stat(filepath.Join(e.dir, "lastmiled.yaml")); err != nil {
 		os.WriteFile(filepath.Join(e.dir, "lastmiled.yaml"), []byte("# test\n"), 0o644)

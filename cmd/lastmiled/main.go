@@ -54,14 +54,14 @@ func main() {
 
 // flags are the command line; each overrides the config file's field.
 type flags struct {
-	fs                                               *flag.FlagSet
-	config                                           string
-	socket, stateDir, shmDir, metrics, level, format string
-	socketMode, socketGroup, adminGroup              string
-	workers                                          int
-	grace, drain                                     daemon.Duration
-	memTotal, memPerJob                              daemon.Bytes
-	version, check                                   bool
+	fs                                                             *flag.FlagSet
+	config                                                         string
+	socket, stateDir, shmDir, metrics, metricsToken, level, format string
+	socketMode, socketGroup, adminGroup                            string
+	workers                                                        int
+	grace, drain                                                   daemon.Duration
+	memTotal, memPerJob                                            daemon.Bytes
+	version, check                                                 bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -76,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.stateDir, "state-dir", "", "directory of persisted job state (default /var/lib/lastmile)")
 	fs.StringVar(&f.shmDir, "shm-dir", "", "directory of the rings (default $LASTMILE_SHM_DIR or /dev/shm)")
 	fs.StringVar(&f.metrics, "metrics", "", `Prometheus /metrics address, or "off" (default 127.0.0.1:9464)`)
+	fs.StringVar(&f.metricsToken, "metrics-token-file", "", "file of the bearer token a scrape sends to get the jobs' series (default: the daemon's own series only)")
 	fs.IntVar(&f.workers, "workers", 0, "decode tokens shared by all jobs (default: the CPUs available)")
 	fs.Var(&f.grace, "grace", "keep rings nobody attaches to this long (default 10m)")
 	fs.Var(&f.drain, "drain-timeout", "graceful stop bound (default 30s)")
@@ -120,6 +121,8 @@ func (f *flags) load() (daemon.Config, error) {
 			cfg.ShmDir = f.shmDir
 		case "metrics":
 			cfg.Metrics = f.metrics
+		case "metrics-token-file":
+			cfg.MetricsTokenFile = f.metricsToken
 		case "workers":
 			cfg.Workers = f.workers
 		case "grace":

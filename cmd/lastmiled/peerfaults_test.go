@@ -2,9 +2,7 @@ package main_test
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -103,13 +101,8 @@ func metricsOf(e *env) string {
 	if code, err := e.do("GET", "/v1/status", nil, &st); code != 200 || err != nil {
 		return ""
 	}
-	resp, err := http.Get("http://" + st.Config.Metrics + "/metrics")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	m, _ := scrape(st.Config.Metrics)
+	return m
 }
 
 // metricValue returns the value of the first sample of name whose labels

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,10 +91,8 @@ func TestWeightedShare(t *testing.T) {
 	a1, b1, ca1, cb1 := units()
 	var st struct{ Config struct{ Metrics string } }
 	e.do("GET", "/v1/status", nil, &st)
-	if resp, err := http.Get("http://" + st.Config.Metrics + "/metrics"); err == nil {
-		m, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, l := range strings.Split(string(m), "\n") {
+	if m, err := scrape(st.Config.Metrics); err == nil {
+		for _, l := range strings.Split(m, "\n") {
 			if strings.HasPrefix(l, "lastmile_cpu") || strings.HasPrefix(l, "lastmile_producer_full") || strings.HasPrefix(l, "lastmile_consumer_empty") {
 				t.Log(l)
 			}
