@@ -153,6 +153,17 @@ func (f *fixture) run(job *spec.Job, spill engine.Spill) [][][32]byte {
 // runPaced is run with a trainer that sleeps pace() after each batch.
 func (f *fixture) runPaced(job *spec.Job, spill engine.Spill, pace func() time.Duration) [][][32]byte {
 	f.t.Helper()
+	return f.runWith(job, spill, pace, nil)
+}
+
+// runAs is run reading the job's files through fsys (a user's).
+func (f *fixture) runAs(job *spec.Job, spill engine.Spill, fsys decode.FS) [][][32]byte {
+	f.t.Helper()
+	return f.runWith(job, spill, nil, fsys)
+}
+
+func (f *fixture) runWith(job *spec.Job, spill engine.Spill, pace func() time.Duration, fsys decode.FS) [][][32]byte {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := make([][][32]byte, job.WorldSize)
@@ -178,7 +189,7 @@ func (f *fixture) runPaced(job *spec.Job, spill engine.Spill, pace func() time.D
 			return nil, ctx.Err()
 		}
 	}
-	if _, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true, Gate: gate}); err != nil {
+	if _, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true, Gate: gate, FS: fsys}); err != nil {
 		f.t.Fatalf("run: %v", err)
 	}
 	wg.Wait()

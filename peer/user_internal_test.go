@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
-	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
 	"github.com/parquet-go/parquet-go"
 )
@@ -81,10 +78,7 @@ pipeline:
 	if err := engine.Check(context.Background(), job, nil, bobFS); err != nil {
 		t.Fatalf("bob's job, checked as bob: %v", err)
 	}
-	want := runRows(t, f, job, nil, bobFS)
-	if want == 0 {
-		t.Fatal("the local run as bob gave no rows")
-	}
+	want := f.runAs(job, nil, bobFS)
 	spill := func() *Spiller {
 		_, addr := f.server(nil)
 		cfg := SpillerConfig{User: &User{UID: bob, GID: bob}}
@@ -98,9 +92,7 @@ pipeline:
 
 	// What bob may read, a peer reads for him.
 	sp := spill()
-	if rows := runRows(t, f, job, sp, bobFS); rows != want {
-		t.Fatalf("spilling as bob: %d rows, want %d", rows, want)
-	}
+	same(t, "spilled as bob", f.runAs(job, sp, bobFS), want)
 	if sp.Stats().Spilled.Load() == 0 {
 		t.Fatalf("no unit of bob's readable job was spilled (fallbacks %d)", sp.Stats().Fallbacks.Load())
 	}
@@ -116,13 +108,9 @@ pipeline:
 	}
 	t.Cleanup(func() { compileHook = nil })
 	sp = spill()
-	rows := runRows(t, f, job, sp, bobFS)
-	t.Logf("spilled %d units, %d ran here after the peer refused; bob's ring got %d rows of %d",
-		sp.Stats().Spilled.Load(), sp.Stats().Fallbacks.Load(), rows, want)
-	if rows != want {
-		t.Errorf("bob's ring got %d rows, the run as bob %d: %d rows were dropped by keys of %s, a file uid %d may not read (the peer loaded the side table with its own credentials)",
-			rows, want, want-rows, secret, bob)
-	}
+	got := f.runAs(job, sp, bobFS)
+	t.Logf("spilled %d units, %d ran here after the peer refused", sp.Stats().Spilled.Load(), sp.Stats().Fallbacks.Load())
+	same(t, "bob's job after the swap (a peer joining against "+secret+", which he may not read, would drop rows)", got, want)
 	if sp.Stats().Spilled.Load() != 0 {
 		t.Errorf("%d units spilled: the peer computed bob's job against a table he may not read", sp.Stats().Spilled.Load())
 	}
@@ -176,71 +164,4 @@ func symlinkAs(t *testing.T, target, name string, uid int) {
 		return
 	}
 	os.Lchown(name, uid, uid)
-}
-
-// runRows runs job reading its files through fsys, spilling to spill
-// (nil: none), and returns the rows the rings received.
-func runRows(t *testing.T, f *fixture, job *spec.Job, spill engine.Spill, fsys decode.FS) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var rows [64]int64
-	var wg sync.WaitGroup
-	errs := make(chan error, job.WorldSize)
-	ready := func(rings []string) {
-		for rank, name := range rings {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- countRows(ctx, f.shm, name, &rows[rank])
-			}()
-		}
-	}
-	token := make(chan struct{}, 1)
-	gate := func(ctx context.Context) (func(), error) {
-		select {
-		case token <- struct{}{}:
-			return func() { <-token }, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	opts := engine.Options{Ready: ready, Remove: true, Gate: gate, FS: fsys}
-	if spill != nil {
-		opts.Spill = spill
-	}
-	if _, err := engine.Run(ctx, job, opts); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	var n int64
-	for _, r := range rows {
-		n += r
-	}
-	return n
-}
-
-func countRows(ctx context.Context, dir, name string, n *int64) error {
-	c, err := shm.Open(dir, name)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	for {
-		b, err := c.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		*n += int64(b.Rows)
-		c.Release()
-	}
 }
