@@ -20,9 +20,10 @@ type peer struct {
 	groups   []uint32 // supplementary groups (SO_PEERGROUPS)
 	pid      int32
 	ok       bool
-	// contained is a caller of uid 0 in another pid namespace than the
-	// daemon's: root in a container, refused (contained.go).
-	contained bool
+	// foreign is a caller in another pid namespace than the daemon's (a
+	// container), which chose its own uid, gid and groups: never an
+	// admin, and refused if root (contained.go).
+	foreign bool
 }
 
 // cred is the identity files are opened with for p.
@@ -41,7 +42,7 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 				if err == nil {
 					p = peer{uid: cred.Uid, gid: cred.Gid, pid: cred.Pid, ok: true}
 					p.groups, p.ok = peerGroups(int(fd))
-					p.contained = cred.Uid == 0 && callerContained(int(fd), cred.Pid)
+					p.foreign = callerForeign(int(fd), cred.Pid)
 				}
 			})
 		}
@@ -57,7 +58,7 @@ func peerFrom(ctx context.Context) peer {
 // isAdmin reports whether p may see and cancel every job: root, or a
 // member of the admin group.
 func (d *Daemon) isAdmin(p peer) bool {
-	if p.contained {
+	if p.foreign {
 		return false
 	}
 	if p.uid == 0 {
@@ -90,7 +91,7 @@ func (d *Daemon) isAdmin(p peer) bool {
 
 // mayAccess reports whether p may see and act on j.
 func (d *Daemon) mayAccess(p peer, j *Job) bool {
-	return p.ok && !p.contained && (p.uid == j.owner || d.isAdmin(p))
+	return p.ok && !(p.foreign && p.uid == 0) && (p.uid == j.owner || d.isAdmin(p))
 }
 
 // peerGroups returns the supplementary groups of the process at the other

@@ -42,6 +42,12 @@ import (
 // exited, counts as contained: it is refused, never read for as the
 // daemon.
 //
+// A caller in another pid namespace chose its own uid, gid and groups (a
+// pod's runAsUser and runAsGroup; root there may take any): no gid of one
+// makes it an admin, and its uid is trusted only as far as the cluster
+// restricts the uids its pods may run as (Pod Security admission), which
+// lastmiled cannot see. docs/daemon-security.md says so.
+//
 // Rejected: comparing mount namespaces (every caller of a sandboxed
 // daemon differs), reading /proc/PID/ns/* or /proc/PID/status (ptrace
 // access, or a /proc that shows other users' processes, neither of which
@@ -52,20 +58,25 @@ import (
 // soPeerPidfd is SO_PEERPIDFD (asm-generic/socket.h), not in x/sys yet.
 const soPeerPidfd = 77
 
-// callerContained reports whether the caller of uid 0 on the socket fd,
-// whose pid SO_PEERCRED gave as pid, is in a pid namespace other than the
-// daemon's.
-func callerContained(fd int, pid int32) bool {
+// callerForeign reports whether the caller on the socket fd, whose pid
+// SO_PEERCRED gave as pid, is in a pid namespace other than the daemon's.
+// Such a caller chose its own uid, gid and groups (a pod's runAsUser,
+// runAsGroup): root there is refused, and no gid of one makes it an
+// admin.
+func callerForeign(fd int, pid int32) bool {
 	if pid <= 0 {
 		return true
 	}
 	pidfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, soPeerPidfd)
-	if err != nil {
+	if err == unix.ENOPROTOOPT {
 		// Before Linux 6.5: a pidfd of the pid, which the caller may have
-		// left to another process since it connected.
-		if pidfd, err = unix.PidfdOpen(int(pid), 0); err != nil {
-			return true
-		}
+		// left to another process since it connected. Any other error
+		// (6.5 to 6.15 say EINVAL for a caller that has exited) is
+		// foreign: the pid may be another process's now.
+		pidfd, err = unix.PidfdOpen(int(pid), 0)
+	}
+	if err != nil {
+		return true
 	}
 	defer unix.Close(pidfd)
 	depth, err := pidNSDepth(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
@@ -76,7 +87,25 @@ func callerContained(fd int, pid int32) bool {
 	return err != nil || depth != own
 }
 
-var ownDepth = sync.OnceValues(func() (int, error) { return pidNSDepth("/proc/self/status") })
+// ownDepth is the daemon's own depth of pid namespaces, read once it
+// could be (a failed read, out of descriptors, is tried again).
+func ownDepth() (int, error) {
+	ownMu.Lock()
+	defer ownMu.Unlock()
+	if ownDepthN == 0 {
+		n, err := pidNSDepth("/proc/self/status")
+		if err != nil {
+			return 0, err
+		}
+		ownDepthN = n
+	}
+	return ownDepthN, nil
+}
+
+var (
+	ownMu     sync.Mutex
+	ownDepthN int
+)
 
 // pidNSDepth returns the number of pid namespaces a process is in, from
 // the one of this /proc down: the fields of the NSpid line of its status,
@@ -110,7 +139,7 @@ func pidNSDepth(file string) (int, error) {
 // saying what to do.
 func refuseContained(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := peerFrom(r.Context()); p.contained {
+		if p := peerFrom(r.Context()); p.ok && p.uid == 0 && p.foreign {
 			writeError(w, errorf(http.StatusForbidden, "lastmiled serves uid 0 only on its host, not root in a container "+
 				"(the caller's pid namespace is not lastmiled's): run the trainer as a non-root user "+
 				"(in Kubernetes, securityContext.runAsUser), and lastmiled opens its files with that user's rights"))

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/lastmile/lastmile/asuser"
 	cpupeer "github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/roots"
 )
@@ -168,7 +169,24 @@ func (d *Daemon) startPeers(cfg Config) error {
 	return nil
 }
 
+// peerCanReadAsUsers checks that this process may take another user's
+// file access credentials. A peer reads each unit's files as its job's
+// user: without CAP_SETUID and CAP_SETGID it could serve root's jobs
+// only, and every other unit would fail at its requester, which would
+// exclude the peer (a review found deploy/k8s's peers so; they run as
+// root with those two capabilities now).
+func peerCanReadAsUsers() error {
+	probe := asuser.Cred{UID: 65534, GID: 65534}
+	if err := probe.Do(func() error { return nil }); err != nil {
+		return fmt.Errorf("peer: a peer opens each unit's files as the user its job runs for: %w", err)
+	}
+	return nil
+}
+
 func (d *Daemon) servePeer(pc PeerConfig) error {
+	if err := peerCanReadAsUsers(); err != nil {
+		return err
+	}
 	sc := cpupeer.ServerConfig{Roots: d.roots, Objects: d.peerObjects(), Workers: pc.Workers, MaxInFlight: pc.MaxInFlight,
 		MaxMemory: int64(pc.MaxMemory), Logger: d.log.With("role", "peer")}
 	if sc.Workers == 0 {
