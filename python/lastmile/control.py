@@ -5,7 +5,7 @@ The daemon listens on ``$LASTMILE_SOCKET`` or ``/run/lastmile/lastmiled.sock``
 
     from lastmile.control import Client
     c = Client()
-    job, created = c.submit(open("job.yaml").read(), world_size=8, base_dir=".")
+    job, created = c.submit(open("job.yaml").read(), world_size=8, base_dir=os.getcwd())
     att = c.attach(job["id"], rank=0, cursor=(0, 0))   # {"ring", "dir", "generation"}
 
 Every request opens its own connection, so a client survives daemon restarts
@@ -280,7 +280,7 @@ class Client:
         if weight is not None:
             body["weight"] = weight
         if base_dir is not None:
-            body["base_dir"] = os.fspath(base_dir)
+            body["base_dir"] = os.path.abspath(os.fspath(base_dir))  # lastmiled resolves no path from its own directory
         if file is not None:
             body["file"] = os.fspath(file)
         status, job = self.request("POST", API + "/jobs", body)
