@@ -437,6 +437,10 @@ type jobCache struct {
 	clock int64
 	// sem bounds the jobs compiling at once (nil: no bound).
 	sem chan struct{}
+	// compiling counts the compiles in progress, canceled ones included:
+	// closeAll waits for them, so that none reads the roots once the
+	// server has stopped (and its owner closed them).
+	compiling sync.WaitGroup
 }
 
 type cachedJob struct {
@@ -478,7 +482,9 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		j = &cachedJob{ready: make(chan struct{}), cancel: cancel}
 		c.byKey[key] = j
+		c.compiling.Add(1)
 		go func() {
+			defer c.compiling.Done()
 			defer cancel()
 			var up *engine.UnitProcessor
 			var err error
@@ -576,14 +582,18 @@ func (c *jobCache) evictLocked() {
 
 func (c *jobCache) closeAll() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for k, j := range c.byKey {
 		j.evicted = true
+		if j.cancel != nil {
+			j.cancel() // a compile in progress stops
+		}
 		if j.refs == 0 && j.up != nil {
 			j.up.Close()
 		}
 		delete(c.byKey, k)
 	}
+	c.mu.Unlock()
+	c.compiling.Wait()
 }
 
 // compileSafely is compile on a goroutine of its own: a panic while
