@@ -193,7 +193,7 @@ class _SlotParser:
         if self._core.geo.minor >= 1:
             c.nchecks = tuple((f.name, arrs[io][1:], arrs[io][:-1], arrs[iv], np.empty(rows, np.bool_))
                               for f, i, io, iv in layout if f.kind == "ragged" and iv >= 0)
-        c.tdata, c.tvalid, c.tdirty = tdata, tvalid, tuple(dirty)
+        c.tdata, c.tvalid, c.tdirty, c.tflat = tdata, tvalid, tuple(dirty), None
         return c
 
     def _arena_view(self, h, i, f, role, shape, npdt, size, off, nbytes):
