@@ -57,16 +57,7 @@ func TestContainedRootIsNoAdmin(t *testing.T) {
 			if strings.HasSuffix(c.name, "as gid adm") {
 				drop = fmt.Sprintf("setpriv --reuid=%d --regid=4 --clear-groups ", accessUID)
 			}
-			args := append(append([]string{}, c.unshare...), "sh", "-c", fmt.Sprintf("exec %s%s -test.run=^$", drop, u.client))
-			cmd := exec.Command("unshare", args...)
-			cmd.Env = childEnv("LASTMILED_HELPER=request", "H_SOCK="+e.sock, "H_METHOD=GET", "H_PATH=/v1/jobs/"+j.ID, "H_BODY=")
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("client: %v %s", err, out)
-			}
-			var code int
-			fmt.Sscanf(string(out), "%d", &code)
-			_, rest, _ := strings.Cut(string(out), "\n")
+			code, rest := u.requestIn(t, c.unshare, drop, "GET", "/v1/jobs/"+j.ID, "")
 			if code != c.want && !(c.want == 404 && code == 403) {
 				t.Errorf("GET root's job: %d %s, want %d (403 or 404: not served)", code, rest, c.want)
 			}

@@ -55,16 +55,7 @@ func TestRootInAContainer(t *testing.T) {
 				{"POST", "/v1/jobs", mustJSON(t, map[string]string{"spec": specFor(fmt.Sprintf("ns%d-%d", c.uid, len(c.unshare)), file, "")})},
 				{"GET", "/v1/jobs", ""},
 			} {
-				args := append(c.unshare, "sh", "-c", fmt.Sprintf("exec %s%s -test.run=^$", drop, u.client))
-				cmd := exec.Command("unshare", args...)
-				cmd.Env = childEnv("LASTMILED_HELPER=request", "H_SOCK="+e.sock, "H_METHOD="+req.method, "H_PATH="+req.path, "H_BODY="+req.body)
-				out, err := cmd.Output()
-				if err != nil {
-					t.Fatalf("client: %v %s", err, out)
-				}
-				var code int
-				fmt.Sscanf(string(out), "%d", &code)
-				_, rest, _ := strings.Cut(string(out), "\n")
+				code, rest := u.requestIn(t, c.unshare, drop, req.method, req.path, req.body)
 				want := c.want
 				if req.method == "GET" && want == 201 {
 					want = 200
@@ -83,6 +74,24 @@ func TestRootInAContainer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requestIn sends one request as u's client run by unshare(1) with
+// unshare's flags, through drop (a setpriv command line, or ""), and
+// returns the status and body.
+func (u *asUser) requestIn(t *testing.T, unshare []string, drop, method, path, body string) (int, string) {
+	t.Helper()
+	args := append(append([]string{}, unshare...), "sh", "-c", fmt.Sprintf("exec %s%s -test.run=^$", drop, u.client))
+	cmd := exec.Command("unshare", args...)
+	cmd.Env = childEnv("LASTMILED_HELPER=request", "H_SOCK="+u.e.sock, "H_METHOD="+method, "H_PATH="+path, "H_BODY="+body)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client: %v %s", err, out)
+	}
+	var code int
+	fmt.Sscanf(string(out), "%d", &code)
+	_, rest, _ := strings.Cut(string(out), "\n")
+	return code, rest
 }
 
 func mustJSON(t *testing.T, v any) string {
