@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
@@ -44,16 +43,11 @@ type User struct {
 	Groups []uint32 `json:"groups,omitempty"`
 }
 
-// Self is the user of this process: what `lastmile` sends for the jobs it
-// runs itself.
+// Self is the user of this process (asuser.Self): what `lastmile` sends
+// for the jobs it runs itself.
 func Self() User {
-	u := User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
-	if groups, err := os.Getgroups(); err == nil {
-		for _, g := range groups {
-			u.Groups = append(u.Groups, uint32(g))
-		}
-	}
-	return u
+	c := asuser.Self()
+	return User{UID: c.UID, GID: c.GID, Groups: c.Groups}
 }
 
 func (u User) cred() asuser.Cred { return asuser.Cred{UID: u.UID, GID: u.GID, Groups: u.Groups} }
