@@ -213,7 +213,33 @@ func (up *UnitProcessor) Compute(ctx context.Context, u decode.Unit, out *column
 	if err := up.proc.plan.CheckPartition(&u); err != nil {
 		return fmt.Errorf("%s row group %d: %w", u.File, u.RowGroup, err)
 	}
-	return up.proc.compute(ctx, w, u, out)
+	if err := up.proc.compute(ctx, w, u, out); err != nil {
+		return err
+	}
+	if out.Rows == 0 {
+		shapeEmpty(out, up.fields)
+	}
+	return nil
+}
+
+// shapeEmpty makes out an empty batch of fields' columns. A unit whose
+// pipeline keeps no row leaves its batch's columns as they were: a
+// peer's reused batch may hold another job's, or none, and the requester
+// refused the unit (checkOutput) and computed it again for nothing.
+func shapeEmpty(out *column.Batch, fields []OutField) {
+	out.Rows = 0
+	if cap(out.Columns) < len(fields) {
+		out.Columns = make([]column.Column, len(fields))
+	}
+	out.Columns = out.Columns[:len(fields)]
+	for i, f := range fields {
+		c := &out.Columns[i]
+		c.Name, c.Kind, c.DType, c.Width, c.Len = f.Name, f.Kind, f.DType, f.Width, 0
+		c.Data, c.Valid, c.Offsets = c.Data[:0], nil, nil
+		if f.Kind != column.Fixed {
+			c.Offsets = []int64{0}
+		}
+	}
 }
 
 // Close releases the processor's decoders.

@@ -44,6 +44,11 @@ func TestSpillByteIdentical(t *testing.T) {
 			if sp.Stats().Spilled.Load() == 0 || s.Stats().Units.Load() != sp.Stats().Spilled.Load() {
 				t.Errorf("spilled %d, peer served %d", sp.Stats().Spilled.Load(), s.Stats().Units.Load())
 			}
+			// Units the anti-join empties (all of part-00002's) are taken
+			// as the peer sent them, not computed again here.
+			if n := sp.Stats().Fallbacks.Load(); n != 0 {
+				t.Errorf("%d units of a healthy peer ran here again", n)
+			}
 		}},
 		{"corrupt streams", func(s *Server) {
 			// The first three units with rows are corrupted. Units
