@@ -81,14 +81,18 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 	j.mu.Unlock()
 	stand, known := standing(info, start)
 	if req.Cursor != nil && (!known || !sameBatch(*req.Cursor, stand, info)) {
-		if st != Running && st != Pending {
+		if st != Running && st != Pending && st != Done {
 			return resp, errorf(http.StatusConflict, "job %q is %s: its rings cannot be regenerated from cursor %+v; submit it again", j.name, st, *req.Cursor)
 		}
 		if j.d.draining.Load() {
 			return resp, &apiError{status: http.StatusServiceUnavailable, retryAfter: 5, msg: "lastmiled is shutting down: attach again when it is back"}
 		}
-		j.log.Info("restarting production for a trainer's cursor", "rank", world, "cursor", *req.Cursor, "ring_next", stand, "ring_next_known", known)
-		if err := j.restartFrom(ctx, rank, *req.Cursor, wait); err != nil {
+		j.log.Info("restarting production for a trainer's cursor", "rank", world, "cursor", *req.Cursor, "ring_next", stand, "ring_next_known", known, "state", st)
+		restart := j.restartFrom
+		if st == Done {
+			restart = j.revive // a trainer died in the last ring-full (revive.go)
+		}
+		if err := restart(ctx, rank, *req.Cursor, wait); err != nil {
 			return resp, err
 		}
 		if info, err = j.rankInfo(rank); err != nil {
@@ -214,31 +218,7 @@ func (j *Job) restartFrom(ctx context.Context, rank int, cursor engine.Cursor, w
 	if err != nil {
 		return errorf(http.StatusConflict, "restart job %q: %v", j.name, err)
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		j.mu.Lock()
-		r, st, msg := j.run, j.state, j.errMsg
-		j.mu.Unlock()
-		if st.Terminal() {
-			return errorf(http.StatusConflict, "job %q %s while restarting: %s", j.name, st, msg)
-		}
-		if r != nil && r != old {
-			select {
-			case <-r.ready:
-				return nil
-			case <-r.done:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Until(deadline)):
-				return &apiError{status: http.StatusServiceUnavailable, retryAfter: 5, msg: fmt.Sprintf("job %q: restarted production has no rings yet: attach again", j.name)}
-			}
-		}
-		if time.Now().After(deadline) {
-			return &apiError{status: http.StatusServiceUnavailable, retryAfter: 5, msg: fmt.Sprintf("job %q: production did not restart in time: attach again", j.name)}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return j.waitNewRun(ctx, old, wait, "restarted")
 }
 
 // cancel stops the job for good: its rings get msg as their error.
@@ -255,5 +235,5 @@ func (j *Job) cancel(msg string) {
 	if err := j.stopRun("cancel", nil); err != nil {
 		j.log.Debug("cancel", "err", err)
 	}
-	<-j.finished
+	<-j.finishedCh()
 }

@@ -290,6 +290,7 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 	// exchange: the poll sees it.
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
+	finished := j.finishedCh()
 	for {
 		j.touch()
 		v, changed := j.counts()
@@ -299,7 +300,8 @@ func (d *Daemon) getCounts(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
-		case <-j.finished:
+		case <-finished:
+			finished = nil // a revived job (revive.go) runs again: the poll sees it
 		case <-poll.C:
 		case <-deadline.C:
 			answer(v)

@@ -88,7 +88,10 @@ type Job struct {
 	footprint  int64
 	log        *slog.Logger
 	client     *Client
-	finished   chan struct{} // closed when the supervisor has returned
+	// finished is closed when the supervisor has returned; a revived job
+	// (revive.go) gets a new one. Under mu (finishedCh), except in
+	// newJob and in the supervisor it belongs to.
+	finished chan struct{}
 
 	attachMu sync.Mutex // serializes attaches, restarts and cancels
 
@@ -239,10 +242,10 @@ func (j *Job) unsavedState() string {
 
 // supervise runs production until the job ends or the daemon drains.
 func (j *Job) supervise() {
-	defer close(j.finished)
 	j.mu.Lock()
-	unknown := j.footprint == 0
+	unknown, finished := j.footprint == 0, j.finished
 	j.mu.Unlock()
+	defer close(finished)
 	if unknown { // restored after a restart: estimate it again
 		if fp, err := engine.EstimateFootprint(context.Background(), j.spec, j.fs()); err == nil {
 			j.mu.Lock()
@@ -309,6 +312,14 @@ func (j *Job) supervise() {
 		}
 		return
 	}
+}
+
+// finishedCh returns the channel the current supervisor closes when it
+// returns.
+func (j *Job) finishedCh() chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.finished
 }
 
 func (j *Job) finish(st State, msg string) {

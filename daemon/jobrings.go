@@ -55,9 +55,15 @@ func (j *Job) generation(r int) uint64 {
 }
 
 // removeRings unlinks the job's ring files, each only if it is still the
-// ring of this job (a later job of the same name may have replaced it).
+// ring of this job (a later job of the same name may have replaced it). It
+// does nothing to a job that is no longer terminal: a done job a trainer
+// brought back to production (revive.go) after the caller looked.
 func (j *Job) removeRings() {
 	j.mu.Lock()
+	if !j.state.Terminal() {
+		j.mu.Unlock()
+		return
+	}
 	ranks := append([]rankRec(nil), j.ranks...)
 	arenas := j.arenas
 	obs := j.obs

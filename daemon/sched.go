@@ -152,6 +152,21 @@ func (c *Client) Close() {
 	s.dispatch()
 }
 
+// Reopen registers a closed client again, its counters kept: a done job
+// brought back to production (revive.go). Its banked credit is dropped, as
+// for any client that rejoins after idling.
+func (c *Client) Reopen() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.closed {
+		return
+	}
+	c.closed = false
+	c.pass = max(c.pass, s.vtime)
+	s.clients[c] = struct{}{}
+}
+
 // Acquire waits for a token and returns the function that gives it back
 // (call it exactly once). It fails if ctx is done first or the client is
 // closed. Its signature is engine Options.Gate's.

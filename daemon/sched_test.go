@@ -39,3 +39,32 @@ func TestSchedulerWeights(t *testing.T) {
 		t.Errorf("hold time ratio %.2f, want 3 ± 10%%", ratio)
 	}
 }
+
+// TestSchedulerReopen: a closed client refuses, and reopened it is granted
+// tokens again with its counters kept.
+func TestSchedulerReopen(t *testing.T) {
+	s := NewScheduler(1)
+	c := s.NewClient(1)
+	ctx := context.Background()
+	release, err := c.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	c.Close()
+	if _, err := c.Acquire(ctx); err != ErrSchedulerClosed {
+		t.Fatalf("closed client: %v, want ErrSchedulerClosed", err)
+	}
+	c.Reopen()
+	c.Reopen() // twice is once
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	release, err = c.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("reopened client: %v", err)
+	}
+	release()
+	if g := c.Stats().Grants; g != 2 {
+		t.Errorf("%d grants counted, want 2 (the counters kept)", g)
+	}
+}

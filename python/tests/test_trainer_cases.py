@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,6 +91,35 @@ class TestWithLastmiled(unittest.TestCase):
         b = again.next()
         self.assertEqual((b.cursor.epoch, b.cursor.batch_index), (0, 0),
                          "resumed from a checkpoint taken before any batch, at %s" % (b.cursor,))
+
+    def test_resume_after_the_job_is_done(self):
+        """A run that dies in the job's last ring-full (every batch already
+        published: the job is done, its ring still holds the last ones)
+        and resumes from an older checkpoint joins the done job when it
+        submits again. Its attach was refused ("job is done: its rings
+        cannot be regenerated ...; submit it again"), and submitting again
+        joined the same done job, until lastmiled forgot it minutes later."""
+        ds = self.dataset()
+        it = iter(ds)
+        for _ in range(12):
+            next(it)
+        ckpt = ds.state_dict()  # the last checkpoint before the crash
+        seen = []
+        for _ in range(5):  # batches 12..16: production is done
+            b = next(it)
+            seen.append((b.cursor.batch_index, b["row_id"].tobytes()))
+        client = lastmile.Client(self.d.socket)
+        deadline = time.monotonic() + 30
+        while client.job(ds.job_id)["state"] != "done":
+            self.assertLess(time.monotonic(), deadline, "the job did not finish")
+            time.sleep(0.02)
+        del b, it
+        ds.close()  # the run dies holding batch 16
+        again = self.dataset()
+        again.load_state_dict(ckpt)
+        got = [(b.cursor.batch_index, b["row_id"].tobytes()) for b in again]
+        self.assertEqual([i for i, _ in got], list(range(12, 20)))
+        self.assertEqual(got[:5], seen, "batches made again differ from the first time")
 
     def test_a_dropped_dataset_frees_its_rank(self):
         """A Dataset with device= (or a CUDA device) refers to itself through
