@@ -27,7 +27,9 @@ type PeerConfig struct {
 	// MaxInFlight bounds the units admitted at once: computing, queued
 	// for a worker, or streaming back. Default: twice Workers.
 	MaxInFlight int `yaml:"max_inflight"`
-	// MaxMemory bounds the unit outputs held at once. Default 1GiB.
+	// MaxMemory bounds the memory units hold (computing, then their
+	// outputs while they stream back) and the side tables of the jobs the
+	// peer keeps compiled. Default 1GiB.
 	MaxMemory Bytes `yaml:"max_memory"`
 }
 

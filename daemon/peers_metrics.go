@@ -36,6 +36,7 @@ var (
 	descRefused      = prometheus.NewDesc("lastmile_peer_refused_total", "Units and TLS handshakes this host refused as a peer, by reason.", []string{"reason"}, nil)
 	descServing      = prometheus.NewDesc("lastmile_peer_serving_units", "Units this host has admitted as a peer and not yet answered.", nil, nil)
 	descCanceled     = prometheus.NewDesc("lastmile_peer_canceled_total", "Units this host admitted as a peer whose requester gave them up before the answer.", nil, nil)
+	descSideMemory   = prometheus.NewDesc("lastmile_peer_side_table_bytes", "Memory the join side tables of the jobs this host keeps compiled as a peer hold, counted against peer.max_memory.", nil, nil)
 )
 
 type peerCollector struct{ d *Daemon }
@@ -44,7 +45,7 @@ func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerWire, descPeerFailures, descPeerCorrupt, descPeerBusy,
 		descPeerRecv, descPeerRecvCPU, descPeerAbandon, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes,
 		descSpillLocal, descSpillKept, descSpillOn, descSpillFlips, descSpillHedged, descServed, descServedBytes, descServedCPU,
-		descRefused, descServing, descCanceled} {
+		descRefused, descServing, descCanceled, descSideMemory} {
 		ch <- d
 	}
 }
@@ -102,6 +103,7 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		m(descServedCPU, prometheus.CounterValue, time.Duration(st.ComputeNanos.Load()).Seconds())
 		m(descServing, prometheus.GaugeValue, float64(d.peerSrv.InFlight()))
 		m(descCanceled, prometheus.CounterValue, float64(st.Canceled.Load()))
+		m(descSideMemory, prometheus.GaugeValue, float64(d.peerSrv.SideMemory()))
 		for reason, n := range map[string]int64{"busy": st.RefusedBusy.Load(), "outside_roots": st.RefusedOutside.Load(),
 			"permission": st.RefusedPermission.Load(),
 			"version":    st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load(),

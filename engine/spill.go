@@ -198,6 +198,16 @@ func (up *UnitProcessor) Units() []decode.Unit { return up.proc.plan.Units }
 // Fields is the schema of the processor's output.
 func (up *UnitProcessor) Fields() []OutField { return up.fields }
 
+// SideMemory is the most memory the job's join side tables hold for as
+// long as the processor lives (ops.Program.SideMemory): a peer counts it
+// against its max_memory while it keeps the compiled job.
+func (up *UnitProcessor) SideMemory() int64 {
+	if up.proc.prog == nil {
+		return 0
+	}
+	return up.proc.prog.SideMemory()
+}
+
 // Compute fills out with unit u's output rows. u's file is opened through
 // the processor's FS. A unit whose partition values its file's path does
 // not give is refused (decode.ErrBadUnit), as one whose chunks its

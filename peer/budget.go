@@ -23,6 +23,15 @@ import (
 // take larger than what is free waits only while others hold some: a
 // unit larger than the budget runs alone, it never waits forever.
 //
+// The join side tables of the jobs a peer keeps compiled (jobCache, up
+// to 8 jobs) are memory too, held for as long as a job stays in the cache
+// rather than for a unit. They are counted as resident bytes
+// (budget.hold, given back by budget.drop when the job leaves the cache):
+// a unit waits while other units hold memory and the units, the resident
+// tables and its estimate together pass the limit. Resident bytes alone
+// never make a unit wait, since no unit's end would free them: side
+// tables that fill the budget leave a peer computing one unit at a time.
+//
 // The estimate's figures come from the requester's ticket, which the
 // decoder checks against the file's footer only as it computes: a
 // requester that lies makes its unit run alone, no worse.
@@ -30,11 +39,12 @@ import (
 // budget is a counting semaphore of bytes. A request larger than the whole
 // budget is let through alone, so that one huge unit cannot wedge a peer.
 type budget struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	limit   int64
-	used    int64
-	waiting int // takes waiting now (tests)
+	mu       sync.Mutex
+	cond     *sync.Cond
+	limit    int64
+	used     int64 // by units
+	resident int64 // by the side tables of cached jobs
+	waiting  int   // takes waiting now (tests)
 }
 
 func newBudget(limit int64) *budget {
@@ -48,7 +58,7 @@ func (b *budget) take(ctx context.Context, n int64) error {
 	defer stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.used > 0 && b.used+n > b.limit {
+	for b.used > 0 && b.used+b.resident+n > b.limit {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -58,6 +68,29 @@ func (b *budget) take(ctx context.Context, n int64) error {
 	}
 	b.used += n
 	return nil
+}
+
+// hold counts n resident bytes (a compiled job's side tables), without
+// waiting: the memory exists.
+func (b *budget) hold(n int64) {
+	b.mu.Lock()
+	b.resident += n
+	b.mu.Unlock()
+}
+
+// drop gives back n resident bytes.
+func (b *budget) drop(n int64) {
+	b.mu.Lock()
+	b.resident -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+// residentBytes returns the resident bytes counted now.
+func (b *budget) residentBytes() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.resident
 }
 
 // resize changes a holding of from bytes to to bytes at once, without

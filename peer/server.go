@@ -136,6 +136,13 @@ func NewServer(cfg ServerConfig) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxInFlight),
 		work: make(chan struct{}, cfg.Workers), mem: newBudget(cfg.MaxMemory)}
 	s.jobs.max = 8
+	s.jobs.resident = func(delta int64) { // s.mem read at each call: tests replace it
+		if delta > 0 {
+			s.mem.hold(delta)
+		} else {
+			s.mem.drop(-delta)
+		}
+	}
 	s.jobs.sem = make(chan struct{}, cfg.Workers)
 	s.fair.perClient = map[string]int{}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
@@ -160,6 +167,10 @@ func NewServer(cfg ServerConfig) *Server {
 
 // Stats returns the peer's counters.
 func (s *Server) Stats() *ServerStats { return &s.stats }
+
+// SideMemory returns the memory the side tables of the jobs this peer
+// keeps compiled hold, as counted against its max_memory.
+func (s *Server) SideMemory() int64 { return s.mem.residentBytes() }
 
 // Serve serves on l until Stop. Plaintext is refused on a listener that
 // is not loopback.
@@ -441,6 +452,10 @@ type jobCache struct {
 	// closeAll waits for them, so that none reads the roots once the
 	// server has stopped (and its owner closed them).
 	compiling sync.WaitGroup
+	// resident counts a compiled job's side tables against the peer's
+	// max_memory (delta > 0) and gives them back (delta < 0) when the job
+	// is closed (budget.go). nil: not counted.
+	resident func(delta int64)
 }
 
 type cachedJob struct {
@@ -461,6 +476,23 @@ type cachedJob struct {
 	// columns (set before ready is closed): what the units of a job no
 	// unit of which has been computed yet are estimated at.
 	rowBytes float64
+	// side is the memory its side tables hold (UnitProcessor.SideMemory),
+	// counted as resident from its compile to its close.
+	side   int64
+	closed bool
+}
+
+// closeLocked closes j's processor, once, and gives back its side
+// tables' memory. c.mu is held.
+func (c *jobCache) closeLocked(j *cachedJob) {
+	if j.up == nil || j.closed {
+		return
+	}
+	j.closed = true
+	j.up.Close()
+	if c.resident != nil && j.side > 0 {
+		c.resident(-j.side)
+	}
 }
 
 // get returns the compiled job of t, compiling it (once, whatever the
@@ -509,12 +541,15 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 			j.up, j.err = up, err
 			if up != nil {
 				j.rowBytes = outRowBytes(up.Fields())
+				if j.side = up.SideMemory(); c.resident != nil && j.side > 0 {
+					c.resident(j.side)
+				}
 			}
 			if err != nil && c.byKey[key] == j {
 				delete(c.byKey, key)
 			}
-			if up != nil && j.evicted && j.refs == 0 {
-				up.Close()
+			if j.evicted && j.refs == 0 {
+				c.closeLocked(j)
 			}
 			c.mu.Unlock()
 			close(j.ready)
@@ -527,8 +562,8 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 	done := func() {
 		c.mu.Lock()
 		j.refs--
-		if j.refs == 0 && j.evicted && j.up != nil {
-			j.up.Close()
+		if j.refs == 0 && j.evicted {
+			c.closeLocked(j)
 		}
 		c.mu.Unlock()
 	}
@@ -573,8 +608,8 @@ func (c *jobCache) evictLocked() {
 		}
 		j := c.byKey[old]
 		j.evicted = true
-		if j.refs == 0 && j.up != nil {
-			j.up.Close()
+		if j.refs == 0 {
+			c.closeLocked(j)
 		}
 		delete(c.byKey, old)
 	}
@@ -587,8 +622,8 @@ func (c *jobCache) closeAll() {
 		if j.cancel != nil {
 			j.cancel() // a compile in progress stops
 		}
-		if j.refs == 0 && j.up != nil {
-			j.up.Close()
+		if j.refs == 0 {
+			c.closeLocked(j)
 		}
 		delete(c.byKey, k)
 	}

@@ -428,6 +428,7 @@ func checkSpillMetrics(t *testing.T, cl *cluster, id string) {
 		{"lastmile_peer_compute_seconds_total", func(v float64) bool { return v > 0 }},
 		{"lastmile_peer_serving_units", func(v float64) bool { return v == 0 }},
 		{"lastmile_peer_canceled_total", func(v float64) bool { return v >= 0 }},
+		{"lastmile_peer_side_table_bytes", func(v float64) bool { return v >= 0 }},
 	} {
 		if v, ok := metricValue(ptext, c.name); !ok || !c.want(v) {
 			t.Errorf("the peer's /metrics: %s = %v (present: %v)", c.name, v, ok)
