@@ -198,9 +198,10 @@ func (up *UnitProcessor) Units() []decode.Unit { return up.proc.plan.Units }
 // Fields is the schema of the processor's output.
 func (up *UnitProcessor) Fields() []OutField { return up.fields }
 
-// SideMemory is the most memory the job's join side tables hold for as
-// long as the processor lives (ops.Program.SideMemory): a peer counts it
-// against its max_memory while it keeps the compiled job.
+// SideMemory is the memory the job's join side tables hold now, for as
+// long as the processor lives (ops.Program.SideMemory: a bucket join's
+// changes as its buckets load and are evicted): a peer counts it against
+// its max_memory while it keeps the compiled job.
 func (up *UnitProcessor) SideMemory() int64 {
 	if up.proc.prog == nil {
 		return 0

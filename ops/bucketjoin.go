@@ -509,15 +509,15 @@ func (p *Program) BucketStats() []BucketStats {
 	return out
 }
 
-// SideMemory returns the most memory the program's join side tables hold
-// while it runs: each whole table's bytes as loaded, and each bucket
-// join's max_memory (its resident buckets stay within it, plus at most
-// one bucket's excess while a load settles).
+// SideMemory returns the memory the program's join side tables hold now:
+// each whole table's bytes as loaded, and each bucket join's resident
+// buckets (at most its max_memory, plus one bucket's excess while a load
+// settles).
 func (p *Program) SideMemory() int64 {
 	var n int64
 	for _, t := range p.tables {
 		if t.buckets != nil {
-			n += t.buckets.budget
+			n += t.buckets.stats().Held
 			continue
 		}
 		n += t.bytes

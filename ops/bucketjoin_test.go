@@ -135,6 +135,9 @@ func TestBucketJoin(t *testing.T) {
 	if len(whole.BucketStats()) != 0 {
 		t.Fatal("a join without buckets ran as a bucket join")
 	}
+	if whole.SideMemory() <= 0 {
+		t.Errorf("a loaded whole table holds %d bytes (SideMemory)", whole.SideMemory())
+	}
 	want := joinAll(t, whole, files, 1)
 	if len(want) != 4000 || want[10] != 100 || want[11] != -1 {
 		t.Fatalf("whole-table join: %d rows, feat(10)=%d, feat(11)=%d", len(want), want[10], want[11])
@@ -145,6 +148,9 @@ func TestBucketJoin(t *testing.T) {
 	bucketed, err := ops.Compile(ctx, job(t, dir, fmt.Sprintf("- join: {kind: left, table: side, on: key, columns: [feat], buckets: %d, max_memory: %d}", nBuckets, budget)), fields, ops.Env{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := bucketed.SideMemory(); n != 0 {
+		t.Errorf("a bucket join holds %d bytes before any unit (SideMemory), want 0", n)
 	}
 	got := joinAll(t, bucketed, files, 4)
 	if len(got) != len(want) {
@@ -168,6 +174,8 @@ func TestBucketJoin(t *testing.T) {
 		t.Errorf("peak %d bytes over budget %d plus the largest bucket %d", st.Peak, st.Budget, st.Largest)
 	case st.Held > st.Budget:
 		t.Errorf("%d bytes still held, over the budget %d", st.Held, st.Budget)
+	case bucketed.SideMemory() != st.Held:
+		t.Errorf("SideMemory %d, want the buckets held, %d", bucketed.SideMemory(), st.Held)
 	}
 	// The same join loading the table whole does not fit that budget: a
 	// clear error before any row is read.

@@ -26,7 +26,9 @@ import (
 // The join side tables of the jobs a peer keeps compiled (jobCache, up
 // to 8 jobs) are memory too, held for as long as a job stays in the cache
 // rather than for a unit. They are counted as resident bytes
-// (budget.hold, given back by budget.drop when the job leaves the cache):
+// (budget.hold, given back by budget.drop when the job leaves the cache;
+// a bucket join's counted again after each unit, as its buckets come and
+// go):
 // a unit waits while other units hold memory and the units, the resident
 // tables and its estimate together pass the limit. Resident bytes alone
 // never make a unit wait, since no unit's end would free them: side

@@ -350,6 +350,7 @@ func (s *Server) compute(ctx context.Context, log *slog.Logger, j *cachedJob, t 
 	}
 	s.stats.ComputeNanos.Add(int64(time.Since(start)))
 	j.learn(t.Unit.Rows, out.Bytes())
+	s.jobs.refreshSide(j)
 	return est, nil
 }
 
@@ -477,9 +478,27 @@ type cachedJob struct {
 	// unit of which has been computed yet are estimated at.
 	rowBytes float64
 	// side is the memory its side tables hold (UnitProcessor.SideMemory),
-	// counted as resident from its compile to its close.
+	// counted as resident from its compile to its close; under the
+	// cache's mu, refreshed after each of its units (refreshSide).
 	side   int64
 	closed bool
+}
+
+// refreshSide counts j's side tables again, after a unit of it computed:
+// a bucket join loads and evicts buckets as its units need them.
+func (c *jobCache) refreshSide(j *cachedJob) {
+	if c.resident == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j.up == nil || j.closed {
+		return
+	}
+	if now := j.up.SideMemory(); now != j.side {
+		c.resident(now - j.side)
+		j.side = now
+	}
 }
 
 // closeLocked closes j's processor, once, and gives back its side
