@@ -329,7 +329,7 @@ func (d *Daemon) monitor() {
 				} else if now.Sub(last) > grace {
 					j.log.Warn("reclaiming job: no trainer attached", "grace", grace)
 					j.cancel(fmt.Sprintf("job reclaimed by lastmiled: no trainer attached for %v", grace))
-					j.removeRings()
+					j.removeRings(time.Time{})
 					continue
 				}
 				if now.Sub(saved) > 5*time.Second {
@@ -340,7 +340,7 @@ func (d *Daemon) monitor() {
 				}
 			case st.Terminal() && !removed:
 				if now.Sub(ended) > grace || j.drained() {
-					j.removeRings()
+					j.removeRings(ended)
 				}
 			case st.Terminal() && now.Sub(ended) > grace:
 				d.mu.Lock()

@@ -198,7 +198,7 @@ func (j *Job) recordLocked() *record {
 		SharedRows: sharedRows, SharedPlan: sharedPlan, CountAlone: alone,
 		ID: j.id, Name: j.name, Owner: j.owner, GID: j.gid, Groups: j.groups, Spec: j.specText, BaseDir: j.baseDir, File: j.file,
 		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, ShareCounts: j.shareCounts, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
-		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts,
+		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts, Footprint: j.footprint,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
 		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan, Arenas: append([]uint64(nil), j.arenas...),
 	}
@@ -243,7 +243,7 @@ func (j *Job) unsavedState() string {
 // supervise runs production until the job ends or the daemon drains.
 func (j *Job) supervise() {
 	j.mu.Lock()
-	unknown, finished := j.footprint == 0, j.finished
+	unknown, finished := j.footprint == 0 || j.planDigest == "", j.finished
 	j.mu.Unlock()
 	defer close(finished)
 	if unknown { // restored after a restart: estimate it again
@@ -322,13 +322,23 @@ func (j *Job) finishedCh() chan struct{} {
 	return j.finished
 }
 
+// finishHook, if set (tests), runs in finish once the job's state is
+// set and j.mu released.
+var finishHook func(*Job)
+
 func (j *Job) finish(st State, msg string) {
 	j.mu.Lock()
 	j.state, j.errMsg, j.ended = st, msg, time.Now()
 	j.notePerEpoch(j.run)
 	j.run = nil
-	j.mu.Unlock()
+	// Closed with the state set, under mu: a revive (revive.go), which
+	// can follow as soon as mu is free, must find the client closed, or
+	// its Reopen does nothing and this Close ends the revived run.
 	j.client.Close()
+	j.mu.Unlock()
+	if finishHook != nil {
+		finishHook(j)
+	}
 	if st == Failed {
 		j.log.Error("job failed", "err", msg)
 	} else {

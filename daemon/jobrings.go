@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"os"
+	"time"
 
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/shm"
@@ -56,11 +57,13 @@ func (j *Job) generation(r int) uint64 {
 
 // removeRings unlinks the job's ring files, each only if it is still the
 // ring of this job (a later job of the same name may have replaced it). It
-// does nothing to a job that is no longer terminal: a done job a trainer
-// brought back to production (revive.go) after the caller looked.
-func (j *Job) removeRings() {
+// does nothing to a job that is no longer terminal, or (ended not zero) no
+// longer the one that ended at ended: a done job a trainer brought back to
+// production (revive.go) after the caller looked, and that may even have
+// ended again since, with new rings.
+func (j *Job) removeRings(ended time.Time) {
 	j.mu.Lock()
-	if !j.state.Terminal() {
+	if !j.state.Terminal() || !ended.IsZero() && !j.ended.Equal(ended) {
 		j.mu.Unlock()
 		return
 	}

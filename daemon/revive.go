@@ -48,6 +48,18 @@ import (
 // attachMu held.
 func (j *Job) revive(ctx context.Context, rank int, cursor engine.Cursor, wait time.Duration) error {
 	infos, ok := j.ringInfos()
+	// A done job restored after a restart of lastmiled has no observers
+	// (restore opens none for a terminal job): read its rings directly.
+	for len(infos) < j.local {
+		infos, ok = append(infos, shm.RingInfo{}), append(ok, false)
+	}
+	for k := range infos {
+		if !ok[k] {
+			if info, err := shm.Inspect(j.spec.Ring.Dir, j.ringName(k)); err == nil {
+				infos[k], ok[k] = info, true
+			}
+		}
+	}
 	j.mu.Lock()
 	if j.state != Done || j.removed {
 		st, removed := j.state, j.removed
@@ -62,14 +74,14 @@ func (j *Job) revive(ctx context.Context, rank int, cursor engine.Cursor, wait t
 		switch {
 		case k == rank:
 			resume[k] = cursor
-		case k < len(infos) && ok[k] && k < len(j.ranks):
+		case k < len(infos) && ok[k] && k < len(j.ranks) && infos[k].Generation == j.ranks[k].Generation:
 			if c, known := standing(infos[k], j.ranks[k].Start); known {
 				resume[k] = c
 				continue
 			}
-			resume[k] = j.ranks[k].Start // all it held: a consumer skips what it read
+			resume[k] = nextOrStart(&j.ranks[k]) // all it held: a consumer skips what it read
 		case k < len(j.ranks):
-			resume[k] = j.ranks[k].Start
+			resume[k] = nextOrStart(&j.ranks[k]) // where its consumer was last seen
 		}
 	}
 	old := j.run
@@ -78,11 +90,11 @@ func (j *Job) revive(ctx context.Context, rank int, cursor engine.Cursor, wait t
 	j.restarts++
 	j.lastActive = time.Now()
 	j.finished = make(chan struct{})
+	j.client.Reopen() // with the state, under mu: finish closes it under mu too
 	j.mu.Unlock()
 	for k := range resume {
 		shm.Unclaim(j.spec.Ring.Dir, j.ringName(k)) // none are held; a claim would adopt an ended ring
 	}
-	j.client.Reopen()
 	j.log.Info("done job brought back to production for a trainer's cursor", "rank", j.rankBase+rank, "cursor", cursor, "resume", fmt.Sprint(resume))
 	j.persist()
 	j.d.notifyStatus()

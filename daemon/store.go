@@ -57,7 +57,12 @@ type record struct {
 	Started      time.Time `json:"started,omitzero"`
 	Ended        time.Time `json:"ended,omitzero"`
 	Restarts     int       `json:"restarts"`
-	Ranks        []rankRec `json:"ranks"`
+	// Footprint is the memory the job is charged while it holds rings: a
+	// done job restored with its rings in place is charged it (and a
+	// trainer may revive it, revive.go) before any supervisor estimates
+	// it again.
+	Footprint int64     `json:"footprint,omitempty"`
+	Ranks     []rankRec `json:"ranks"`
 	// Resume is the resume cursors the latest production run started
 	// with: the start of any ring it created before its generation was
 	// recorded (a crash in between).

@@ -180,7 +180,8 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, countsKey: countsKey, shareCounts: rec.ShareCounts, exchange: newCountExchange(rec.SharedPlan, rec.SharedRows, rec.CountAlone), hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
-		weight: rec.Weight, restarts: rec.Restarts, ranks: ranks[:local], removed: rec.RingsRemoved, arenas: rec.Arenas,
+		footprint: rec.Footprint,
+		weight:    rec.Weight, restarts: rec.Restarts, ranks: ranks[:local], removed: rec.RingsRemoved, arenas: rec.Arenas,
 		published: make([]uint64, local), fullWait: make([]time.Duration, local),
 		emptyWait: make([]atomic.Int64, local),
 	}

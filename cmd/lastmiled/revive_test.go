@@ -2,7 +2,11 @@ package main_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +75,240 @@ func TestResumeAfterDone(t *testing.T) {
 		t.Errorf("rank 0's last batch is not marked last: %+v", r0.cursors[49])
 	}
 	e.waitJob(j.ID, 20*time.Second, "done")
+}
+
+// TestResumeAfterDoneAcrossRestart: as TestResumeAfterDone, but lastmiled
+// restarts while the job is done (its rings still in place). A restored
+// done job has no ring observers (restore opens none for a terminal job),
+// so revive takes every other rank's resume cursor from ranks[k].Start,
+// the cursor its ring was created at (batch 0 here), instead of where its
+// consumer stands (the end of the epoch): production for rank 1 starts
+// the epoch over into a ring nobody reads.
+func TestResumeAfterDoneAcrossRestart(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	specText := specFor("rdr", smallData, "world_size: 2\n")
+	j := e.submit(specText, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	other := &reader{e: e, job: j.ID, rank: 1}
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- other.run(ctx) }()
+	var a attachJSON
+	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
+		t.Fatalf("attach: %d %v", st, err)
+	}
+	first, curs := runTrainer(t, a, 48)
+	if err := <-otherErr; err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(j.ID, 20*time.Second, "done")
+
+	// lastmiled restarts while the job is done (and recorded done).
+	waitRecordDone(t, e, j.ID)
+	e.kill9()
+	e.start()
+	e.waitJob(j.ID, 5*time.Second, "done")
+
+	r0 := &reader{e: e, job: j.ID, rank: 0}
+	r0.rows = flat(first[:40])
+	r0.cursors = slices.Clone(curs[:40])
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	if err := r0.run(rctx); err != nil {
+		t.Fatalf("rank 0 resuming at batch 40 of a done job restored after a restart: %v", err)
+	}
+	if len(r0.cursors) != 50 {
+		t.Fatalf("rank 0 read %d batches in all, want 50", len(r0.cursors))
+	}
+	checkExactlyOnce(t, "epoch read across a restart and a done job's revival", append(r0.rows, other.rows...), 10000)
+	// Rank 1 had read its whole epoch: its revived ring must not be
+	// produced again from the epoch's start.
+	got := e.job(j.ID)
+	for _, rg := range got.Rings {
+		if rg.Rank == 1 && rg.Next != nil && (rg.Next.Epoch == 0) {
+			t.Errorf("rank 1's revived ring starts at %+v (head %d, tail %d): the epoch is produced again for a rank that read it all", *rg.Next, rg.Head, rg.Tail)
+		}
+	}
+	e.waitJob(j.ID, 20*time.Second, "done")
+}
+
+// TestResumeAfterDoneArena: a done job with a unit arena (ring.arena)
+// revived by a trainer's older cursor: once every rank read to the end and
+// the job is done again, the shm directory empties (rings and every arena
+// removed) and no arena removal fails.
+func TestResumeAfterDoneArena(t *testing.T) {
+	e := newEnv(t)
+	e.start("-grace", "3s")
+	specText := fmt.Sprintf("name: rda\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nworld_size: 2\nring: {slots: 4, arena: true}\n", smallData)
+	j := e.submit(specText, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := &reader{e: e, job: j.ID, rank: 1}
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- other.run(ctx) }()
+	var a attachJSON
+	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
+		t.Fatalf("attach: %d %v", st, err)
+	}
+	first, curs := runTrainer(t, a, 48)
+	if err := <-otherErr; err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(j.ID, 20*time.Second, "done")
+	arenas := func() []string { m, _ := filepath.Glob(filepath.Join(e.shm, "arena+*")); return m }
+	t.Logf("arenas before the revival: %v", arenas())
+	r0 := &reader{e: e, job: j.ID, rank: 0}
+	r0.rows = flat(first[:40])
+	r0.cursors = slices.Clone(curs[:40])
+	if err := r0.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, "epoch", append(r0.rows, other.rows...), 10000)
+	e.waitJob(j.ID, 20*time.Second, "done")
+	t.Logf("arenas after: %v", arenas())
+	e.waitShmEmpty("nothing in shm once the revived job is done and drained", 20*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if s := e.log.String(); strings.Contains(s, "remove unit arena") || strings.Contains(s, "remove the arena") {
+		t.Errorf("the daemon warned removing an arena:\n%s", grepLines(s, "arena"))
+	}
+}
+
+// TestResumeAfterDoneWholeWorld: both ranks die in the job's last
+// ring-full and the restarted world attaches at once with the same older
+// checkpoint: each rank reads on from it, every row once.
+func TestResumeAfterDoneWholeWorld(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	j := e.submit(specFor("rdw", smallData, "world_size: 2\n"), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var firsts [2][][]int64
+	var cursors [2][]shm.Cursor
+	done := make(chan struct{}, 2)
+	for r := range 2 {
+		var a attachJSON
+		if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": r}, &a); err != nil || st != 200 {
+			t.Fatalf("attach: %d %v", st, err)
+		}
+		go func() { firsts[r], cursors[r] = runTrainer(t, a, 48); done <- struct{}{} }()
+	}
+	<-done
+	<-done
+	e.waitJob(j.ID, 20*time.Second, "done")
+	readers := make([]*reader, 2)
+	for r := range 2 {
+		readers[r] = &reader{e: e, job: j.ID, rank: r, rows: flat(firsts[r][:40]), cursors: slices.Clone(cursors[r][:40])}
+	}
+	if err := startReaders(ctx, readers)(); err != nil {
+		t.Fatal(err)
+	}
+	var all []int64
+	for r, rd := range readers {
+		if len(rd.cursors) != 50 {
+			t.Errorf("rank %d read %d batches, want 50", r, len(rd.cursors))
+		}
+		for i, c := range rd.cursors {
+			if c.BatchIndex != uint64(i) || c.Epoch != 0 {
+				t.Fatalf("rank %d batch %d has cursor %+v", r, i, c)
+			}
+		}
+		all = append(all, rd.rows...)
+	}
+	checkExactlyOnce(t, "the world resumed after done", all, 10000)
+	e.waitJob(j.ID, 20*time.Second, "done")
+}
+
+// TestResumeAfterDoneThenKill9: lastmiled is killed while a revived done
+// job produces again; the next lastmiled restores the revived job and the
+// rank reads on to the end, every row once.
+func TestResumeAfterDoneThenKill9(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	specText := specFor("rdk", smallData, "world_size: 2\n")
+	j := e.submit(specText, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := &reader{e: e, job: j.ID, rank: 1}
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- other.run(ctx) }()
+	var a attachJSON
+	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
+		t.Fatalf("attach: %d %v", st, err)
+	}
+	first, curs := runTrainer(t, a, 48)
+	if err := <-otherErr; err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(j.ID, 20*time.Second, "done")
+	r0 := &reader{e: e, job: j.ID, rank: 0, delay: 50 * time.Millisecond}
+	r0.rows = flat(first[:40])
+	r0.cursors = slices.Clone(curs[:40])
+	wait := startReaders(ctx, []*reader{r0})
+	waitFor(t, "rank 0 reading the revived run", 20*time.Second, func() bool { return r0.count() >= 42 })
+	e.kill9()
+	time.Sleep(300 * time.Millisecond)
+	e.start()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r0.cursors) != 50 {
+		t.Fatalf("rank 0 read %d batches in all, want 50", len(r0.cursors))
+	}
+	checkExactlyOnce(t, "epoch read across a revival and a kill -9", append(r0.rows, other.rows...), 10000)
+	e.waitJob(j.ID, 20*time.Second, "done")
+}
+
+// TestReviveOverMemoryBudget: a done job restored after a restart of
+// lastmiled is charged nothing against memory.total (its footprint is not
+// persisted and a terminal job's supervisor, which estimates it again,
+// does not run), so another job is admitted in its place; reviving the
+// done job then runs both, over the budget, with no admission check.
+func TestReviveOverMemoryBudget(t *testing.T) {
+	e := newEnv(t)
+	flags := []string{"-memory-per-job", "3MiB", "-memory-total", "3MiB"}
+	e.start(flags...)
+	a := e.submit(specFor("ma", smallData, ""), nil)
+	var at attachJSON
+	if st, err := e.do("POST", "/v1/jobs/"+a.ID+"/attach", map[string]any{"rank": 0}, &at); err != nil || st != 200 {
+		t.Fatalf("attach: %d %v", st, err)
+	}
+	_, curs := runTrainer(t, at, 98) // of 100 batches
+	e.waitJob(a.ID, 20*time.Second, "done")
+	charged := e.job(a.ID).Memory
+	t.Logf("done job charged %d bytes", charged)
+
+	waitRecordDone(t, e, a.ID)
+	e.kill9()
+	e.start(flags...)
+	t.Logf("after the restart the done job is charged %d bytes", e.job(a.ID).Memory)
+	var ej errJSON
+	var b jobJSON
+	st, _ := e.do("POST", "/v1/jobs", map[string]any{"spec": specFor("mb", smallData, "")}, &b)
+	if st != 201 && st != 200 {
+		t.Logf("second job refused (%d): the budget holds", st)
+		return
+	}
+	// The done job's trainer resumes from an older checkpoint.
+	next := cursor{Epoch: 0, Batch: curs[90].BatchIndex}
+	st, err := e.do("POST", "/v1/jobs/"+a.ID+"/attach", map[string]any{"rank": 0, "cursor": next}, &ej)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both charged", 10*time.Second, func() bool { return e.job(a.ID).Memory > 0 || st != 200 })
+	ja, jb := e.job(a.ID), e.job(b.ID)
+	if st == 200 && ja.Memory+jb.Memory > 3<<20 {
+		t.Errorf("revived job %s (%d bytes) and job %s (%d bytes) together hold %d bytes, over memory.total 3MiB", ja.State, ja.Memory, jb.State, jb.Memory, ja.Memory+jb.Memory)
+	}
+}
+
+// waitRecordDone waits until the job's persisted record says done (the
+// API shows done a moment before finish persists it).
+func waitRecordDone(t *testing.T, e *env, id string) {
+	t.Helper()
+	waitFor(t, "the done state persisted", 10*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(e.state, "jobs", id+".json"))
+		return err == nil && strings.Contains(string(b), `"state": "done"`)
+	})
 }
