@@ -420,6 +420,12 @@ func measureWindow(ctx context.Context, cfg PlanConfig, trainers []*Trainer, pro
 	case <-started:
 	}
 	for prog.Batches.Load() == 0 {
+		// The job runs epochs without end: one that gives no batch (a
+		// pipeline that drops every row, inputs without rows, an epoch
+		// under one batch per rank) would be waited for for ever.
+		if prog.Epoch.Load() >= 2 && prog.Batches.Load() == 0 {
+			return w, errors.New("the job gave no batch in a whole epoch: does its pipeline drop every row, or do its inputs hold fewer rows than a batch per rank?")
+		}
 		if err := sleep(10 * time.Millisecond); err != nil {
 			return w, err
 		}

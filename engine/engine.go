@@ -360,6 +360,11 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 	var spare batchPool
 	epochs := job.EpochCount()
 	for e := start.Epoch; epochs == 0 || e < uint64(epochs); e++ {
+		// An epoch of no units (inputs without rows) checks nothing
+		// itself: without this, epochs without end spin for ever.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		step := uint64(0)
 		if e == start.Epoch {
 			step = start.Batch

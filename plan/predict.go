@@ -136,7 +136,9 @@ func Predict(t Target, m Measured, res Resources) (Prediction, error) {
 	k, reachable := m.Curve.CoresFor(h)
 	p.CoresExact = k
 	switch {
-	case reachable && k <= float64(res.HostCores)+1e-9:
+	case reachable && RoundUp(k) <= res.HostCores:
+		// The need rounded as documented (2.0000001 cores is 2) is what
+		// must fit, not the unrounded figure.
 		p.CoresPerHost = max(RoundUp(k), 1) // a job has at least one worker
 		p.LocalRate = m.Curve.Rate(float64(p.CoresPerHost))
 		p.Capacity = p.LocalRate
@@ -171,6 +173,12 @@ func Predict(t Target, m Measured, res Resources) (Prediction, error) {
 	return p, nil
 }
 
+// SpillCostRatio is the daemon's cost rule: it spills a unit only when
+// receiving its output is expected to cost under this share of computing
+// it here (peer.SpillerConfig.MaxCostRatio's default, docs/peers.md).
+// Peers that receiving costs more than that would never be sent a unit.
+const SpillCostRatio = 0.8
+
 // withPeers sizes the peers that take what the host's cores cannot: the
 // host keeps all its cores; receiving costs it CPU, so a spilled sample
 // frees 1/e − recv of a core's second, where e is a local core's rate.
@@ -179,10 +187,11 @@ func (p *Prediction) withPeers(m Measured, res Resources) {
 	p.CoresPerHost = res.HostCores
 	e := m.Curve.Rate(cores) / cores
 	recv := m.ReceiveCPUPerByte * m.BytesPerSample // CPU s per spilled sample
-	if recv*e >= 1 {
+	if recv*e >= SpillCostRatio {
 		p.Feasible = false
 		p.LocalRate, p.Capacity = m.Curve.Rate(cores), m.Curve.Rate(cores)
-		p.note("receiving a sample from a peer costs this host more CPU (%.2g s) than computing it (%.2g s): peers cannot help", recv, 1/e)
+		p.note("receiving a sample from a peer costs this host %.2g s of CPU, %.0f%% of computing it (%.2g s): the daemon spills a unit only under %.0f%%, so peers cannot help",
+			recv, 100*recv*e, 1/e, 100*SpillCostRatio)
 		return
 	}
 	y := (h - cores*e) / (1 - recv*e) // samples/s the peers must produce
@@ -207,9 +216,15 @@ func (p *Prediction) withPeers(m Measured, res Resources) {
 	if m.Curve.Ceiling > 0 && p.Capacity > m.Curve.Ceiling {
 		p.Capacity = m.Curve.Ceiling
 	}
-	if p.Capacity < h*(1-1e-9) {
+	// The same forgiveness of the last digits as RoundUp's: 3.0000001
+	// peers are 3.
+	if p.Capacity < h*(1-1e-6) {
 		p.Feasible = false
-		p.note("the ring's serial stage caps the host at %.0f samples/s, under the target: more peers do not help", m.Curve.Ceiling)
+		if m.Curve.Ceiling > 0 && p.Capacity >= m.Curve.Ceiling {
+			p.note("the ring's serial stage caps the host at %.0f samples/s, under the target: more peers do not help", m.Curve.Ceiling)
+		} else {
+			p.note("%d peers give %.0f samples/s, under the target", p.Peers, p.Capacity)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -129,8 +130,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer limit.Close()
-	cfg := bench.PlanConfig{Job: job, GPUs: f.gpus, MaxCores: f.measure, Seconds: f.seconds, Warmup: f.warmup, Repeats: f.repeats,
-		Loads: s.loads, Dist: s.dist, ShmDir: *f.shmDir, Progress: bar.Step, Limit: limit}
+	cfg := f.config(job, s, bar.Step, limit)
 	out, err := measurePlan(ctx, cfg, f, s, peers, specPath, stderr)
 	if err != nil {
 		return err
@@ -187,7 +187,10 @@ type planSetup struct {
 // -gpus, so that a bad flag is refused before minutes of measuring.
 func (f *planFlags) setup(job *spec.Job) (planSetup, error) {
 	var s planSetup
-	if f.gpus <= 0 {
+	if err := f.check(); err != nil {
+		return s, err
+	}
+	if f.gpus == 0 {
 		f.gpus = job.WorldSize
 	}
 	var err error
@@ -222,20 +225,15 @@ func measurePlan(ctx context.Context, cfg bench.PlanConfig, f *planFlags, s plan
 			rep.Measured.ClientPerBatch, rep.Client = c, "python"
 		}
 	}
-	m := rep.Measured
-	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9
-	res := s.res
 	var pm *bench.PeerMeasure
 	if peers != nil {
 		cfg.Progress(1, 1, "a CPU peer's rate and the cost of receiving from it")
 		if pm, err = peers.measure(ctx, cfg, specPath); err != nil {
 			return planOutput{}, fmt.Errorf("measure a peer (-peers-config %s): %w", f.peersConfig, err)
 		}
-		m.PeerPerCore, m.ReceiveCPUPerByte, m.WirePerByte = pm.PerCore, pm.ReceiveCPUPerByte, pm.WirePerByte
-		if res.PeerCores == 0 {
-			res.PeerCores = pm.Workers
-		}
 	}
+	m, res := peerFigures(rep.Measured, s.res, f, pm)
+	rep.Measured = m // the JSON's measured figures are those the prediction used
 	pred, err := plan.Predict(s.target, m, res)
 	if err != nil {
 		return planOutput{}, err
@@ -245,6 +243,14 @@ func measurePlan(ctx context.Context, cfg bench.PlanConfig, f *planFlags, s plan
 
 // target reads the target flags.
 func (f *planFlags) target(batch int) (plan.Target, error) {
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"-samples-per-gpu", f.perGPU}, {"-step-ms", f.stepMS}} {
+		if v.v < 0 || math.IsNaN(v.v) || math.IsInf(v.v, 0) {
+			return plan.Target{}, fmt.Errorf("%w: %s %g: want a positive, finite number", errUsage, v.name, v.v)
+		}
+	}
 	switch {
 	case f.perGPU > 0 && f.stepMS > 0:
 		return plan.Target{}, fmt.Errorf("%w: give -samples-per-gpu or -step-ms, not both", errUsage)
@@ -254,6 +260,9 @@ func (f *planFlags) target(batch int) (plan.Target, error) {
 		t, err := plan.TargetFromStep(f.gpus, f.stepMS/1000, batch)
 		if err != nil {
 			return t, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if math.IsInf(t.SamplesPerGPU, 0) || !(t.SamplesPerGPU > 0) {
+			return t, fmt.Errorf("%w: -step-ms %g with batches of %d: %g samples/s is not a rate", errUsage, f.stepMS, batch, t.SamplesPerGPU)
 		}
 		return t, nil
 	}
@@ -298,15 +307,98 @@ func writePlanFiles(out *planOutput, f planFlags) error {
 	return nil
 }
 
+// validateCores is the size -validate runs at: -cores, or the predicted
+// cores per host, at most the host's and at most what this machine has
+// (a quota above its CPUs gives it no more than its CPUs).
+func validateCores(f planFlags, out planOutput) int {
+	if f.cores > 0 {
+		return f.cores
+	}
+	return max(min(out.Prediction.CoresPerHost, out.Resources.HostCores, cpus.Available()), 1)
+}
+
 // validatePlan runs the job at the predicted size (or -cores).
 func validatePlan(ctx context.Context, cfg bench.PlanConfig, f planFlags, out planOutput) (*bench.Validation, error) {
-	cores := f.cores
-	if cores <= 0 {
-		cores = min(max(out.Prediction.CoresPerHost, 1), out.Resources.HostCores)
-	}
+	cores := validateCores(f, out)
 	got := 0.0 // the CPU the process got per core of quota at the curve's first point
 	if p := out.Measured.Points[0]; p.Seconds > 0 && p.Cores > 0 {
 		got = p.CPUSeconds / p.Seconds / p.Cores
 	}
 	return bench.Validate(ctx, cfg, out.Measured.Measured.Curve, out.Target, cores, f.valSeconds, got)
+}
+
+// peerFigures sets m's peer figures from the flags, or from the measured
+// peer pm when there is one, and res's peer cores (the measured peer's
+// workers unless -peer-cores says).
+func peerFigures(m plan.Measured, res plan.Resources, f *planFlags, pm *bench.PeerMeasure) (plan.Measured, plan.Resources) {
+	m.PeerPerCore, m.ReceiveCPUPerByte = f.peerRate, f.recvGB/1e9
+	if pm == nil {
+		return m, res
+	}
+	m.ReceiveCPUPerByte, m.WirePerByte = pm.ReceiveCPUPerByte, pm.WirePerByte
+	if res.PeerCores == 0 {
+		res.PeerCores = pm.Workers
+	}
+	// pm.PerCore is the peer's rate with its Workers cores over Workers:
+	// what did not scale there is in it already. Predict puts a peer's
+	// cores through the curve's serial share (Rate(k) = k·P/(1+s(k−1))),
+	// so the per-core rate it is given is the one that curve turns into
+	// the measured rate at Workers cores.
+	m.PeerPerCore = pm.PerCore
+	if w := float64(pm.Workers); w > 1 {
+		m.PeerPerCore = pm.PerCore * (1 + m.Curve.Serial*(w-1))
+	}
+	return m, res
+}
+
+// config is the measurements' configuration from the flags.
+func (f *planFlags) config(job *spec.Job, s planSetup, progress func(int, int, string), limit *bench.CPULimit) bench.PlanConfig {
+	warmup := f.warmup
+	if warmup == 0 {
+		warmup = 1e-9 // bench.PlanConfig takes 0 as its default, 1 s: -warmup 0 means none
+	}
+	return bench.PlanConfig{Job: job, GPUs: f.gpus, MaxCores: f.measure, Seconds: f.seconds, Warmup: warmup, Repeats: f.repeats,
+		Loads: s.loads, Dist: s.dist, ShmDir: *f.shmDir, Progress: progress, Limit: limit}
+}
+
+// check refuses flag values that cannot be meant, before anything is
+// measured: a default stands in only for 0 (or the flag left out).
+func (f *planFlags) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+	}
+	for _, v := range []struct {
+		name string
+		v    int
+	}{{"-gpus", f.gpus}, {"-host-cores", f.hostCores}, {"-peer-cores", f.peerCores}, {"-measure-cores", f.measure}, {"-cores", f.cores}} {
+		if v.v < 0 {
+			return bad("%s %d: want 0 (the default) or more", v.name, v.v)
+		}
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !(f.seconds > 0) || !finite(f.seconds):
+		return bad("-seconds %g: want > 0", f.seconds)
+	case !(f.warmup >= 0) || !finite(f.warmup):
+		return bad("-warmup %g: want 0 or more", f.warmup)
+	case !(f.valSeconds >= 0) || !finite(f.valSeconds):
+		return bad("-validate-seconds %g: want 0 (-seconds) or more", f.valSeconds)
+	case f.repeats < 1:
+		return bad("-repeats %d: want 1 or more", f.repeats)
+	case f.pyBatches < 1:
+		return bad("-python-batches %d: want 1 or more", f.pyBatches)
+	case !(f.gbps > 0) || !finite(f.gbps):
+		return bad("-network-gbps %g: want > 0", f.gbps)
+	case !(f.recvGB >= 0) || !finite(f.recvGB):
+		return bad("-receive-cpu %g: want 0 or more CPU seconds per GB", f.recvGB)
+	case !(f.peerRate >= 0) || !finite(f.peerRate):
+		return bad("-peer-rate %g: want 0 (a local core's) or more", f.peerRate)
+	case f.measure > cpus.Available():
+		return bad("-measure-cores %d: this host has %d CPUs; a point with more would measure %d and call it %d", f.measure, cpus.Available(), cpus.Available(), f.measure)
+	case !f.validate && (f.cores != 0 || f.valSeconds != 0):
+		return bad("-cores and -validate-seconds are for -validate")
+	case f.cores > cpus.Available():
+		return bad("-cores %d: this host has %d CPUs to validate with", f.cores, cpus.Available())
+	}
+	return nil
 }
