@@ -178,6 +178,10 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
+	if job.EpochCount() == 0 && len(plan.Units) == 0 {
+		// Epochs without end over nothing would spin a core for ever.
+		return st, fmt.Errorf("job %q: nothing to read (its inputs hold no rows, or its filters ruled out every row group), and epochs: 0 repeats that for ever: check its inputs, or give epochs", job.Name)
+	}
 	if opts.Spill != nil {
 		opts.Spill.Planned(plan)
 		if so, ok := opts.Spill.(SpillOutputs); ok {
