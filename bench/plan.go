@@ -352,6 +352,9 @@ func MeasureAt(ctx context.Context, cfg PlanConfig, cores float64, workers int, 
 	w, err := measureWindow(ctx, cfg, trainers, prog, started, ran)
 	cancel()
 	wg.Wait()
+	if e := errs[cfg.GPUs]; e != nil && !errors.Is(e, context.Canceled) {
+		err = e // why the run ended says more than that it ended
+	}
 	for _, e := range errs {
 		if e != nil && !errors.Is(e, context.Canceled) && err == nil {
 			err = e
