@@ -312,3 +312,34 @@ func waitRecordDone(t *testing.T, e *env, id string) {
 		return err == nil && strings.Contains(string(b), `"state": "done"`)
 	})
 }
+
+// TestSubmitAfterDrained: a job that is done and whose every ring was read
+// to its end is over, even in the second before the monitor removes its
+// rings. A Dataset made again on the same spec at once (an evaluation loop
+// that builds its Dataset each pass) joined it, attached where its ring
+// stood, at the end, and got no batch, silently. A submission now retires
+// such a job and makes a new one.
+func TestSubmitAfterDrained(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	specText := specFor("again", smallData, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ids []string
+	for pass := range 3 {
+		j := e.submit(specText, nil)
+		ids = append(ids, j.ID)
+		r := &reader{e: e, job: j.ID}
+		if err := r.run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.cursors) != 100 || r.cursors[0].BatchIndex != 0 {
+			t.Fatalf("pass %d (job %s): %d batches from %v, want all 100 of the epoch", pass, j.ID, len(r.cursors), r.cursors)
+		}
+		checkExactlyOnce(t, fmt.Sprintf("pass %d", pass), r.rows, 10000)
+		e.waitJob(j.ID, 10*time.Second, "done")
+	}
+	if ids[0] == ids[1] || ids[1] == ids[2] {
+		t.Errorf("jobs %v: a drained done job was joined", ids)
+	}
+}
