@@ -331,7 +331,7 @@ func (d *Daemon) planError(ctx context.Context, p peer, job *spec.Job, err error
 // submitting job's name until it calls done.
 func (d *Daemon) claimName(ctx context.Context, job *spec.Job, hash string, uid uint32) (ex *Job, done func(), err error) {
 	for {
-		d.retireDrained(job.Name)
+		d.retireDrained(job.Name, uid)
 		d.mu.Lock()
 		if ex, err := d.sameName(job, hash, uid); ex != nil || err != nil {
 			d.mu.Unlock()
@@ -358,15 +358,15 @@ func (d *Daemon) claimName(ctx context.Context, job *spec.Job, hash string, uid 
 	}, nil
 }
 
-// retireDrained removes the rings of a done job named name whose every
-// ring was read to its end, as the monitor would within a second: such a
+// retireDrained removes the rings of uid's done job named name whose
+// every ring was read to its end, as the monitor would within a second: such a
 // job is over, and a submission of its name makes a new job instead of
 // joining one that has nothing left (an evaluation loop that builds its
 // Dataset each pass would get no batch). A done job with batches left in
 // a ring is still joined: a rank of its world may not have read them yet.
-func (d *Daemon) retireDrained(name string) {
+func (d *Daemon) retireDrained(name string, uid uint32) {
 	for _, j := range d.jobsSnapshot() {
-		if j.name != name {
+		if j.name != name || j.owner != uid {
 			continue
 		}
 		j.mu.Lock()
