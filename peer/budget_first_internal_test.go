@@ -34,19 +34,7 @@ func TestFirstUnitsOfAJobKeepTheBudget(t *testing.T) {
 	text := strings.Replace(f.text(name), "length: 8,", "length: 4096,", 1)
 	job := f.job(name)
 	units := localPlan(t, f.job(name+"plan")).Units
-	tk := func(i int) *flight.Ticket {
-		u := units[i]
-		u.File, _ = f.roots.Locate(u.File)
-		ptext, err := portableJob(f.roots, text, job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := marshalTicket(ptext, jobHash([]byte(ptext)), nil, u, WirePlain, Self())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &flight.Ticket{Ticket: b}
-	}
+	tk := func(i int) *flight.Ticket { return f.unitTicket(text, job, units[i]) }
 	// Both units of the new job are sent at once, as a requester's
 	// spill workers do; each is held as it starts computing, so that
 	// neither has taught the job its output size yet.

@@ -363,3 +363,20 @@ func testSpiller(p *Pool, r *roots.Roots, text string, job *spec.Job, cfg Spille
 	}
 	return NewSpiller(p, r, text, job, cfg)
 }
+
+// unitTicket is the ticket of unit u of the job of spec text (parsed as
+// job), as this process's user, in the plain wire form: what a requester
+// sends, built by hand to send over a flight client directly.
+func (f *fixture) unitTicket(text string, job *spec.Job, u decode.Unit) *flight.Ticket {
+	f.t.Helper()
+	u.File, _ = f.roots.Locate(u.File)
+	ptext, err := portableJob(f.roots, text, job)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b, err := marshalTicket(ptext, jobHash([]byte(ptext)), nil, u, WirePlain, Self())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &flight.Ticket{Ticket: b}
+}

@@ -24,19 +24,7 @@ func TestSideTablesCountAgainstMaxMemory(t *testing.T) {
 	text := f.text(name) // an anti-join on part-00002's row_id
 	job := f.job(name)
 	units := localPlan(t, f.job(name+"plan")).Units
-	tk := func(i int) *flight.Ticket {
-		u := units[i]
-		u.File, _ = f.roots.Locate(u.File)
-		ptext, err := portableJob(f.roots, text, job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := marshalTicket(ptext, jobHash([]byte(ptext)), nil, u, WirePlain, Self())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &flight.Ticket{Ticket: b}
-	}
+	tk := func(i int) *flight.Ticket { return f.unitTicket(text, job, units[i]) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drain := func(i int) {

@@ -23,25 +23,9 @@ func TestResumeAfterDone(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	specText := specFor("rd", smallData, "world_size: 2\n")
-	j := e.submit(specText, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-
-	other := &reader{e: e, job: j.ID, rank: 1} // reads rank 1 to the end
-	otherErr := make(chan error, 1)
-	go func() { otherErr <- other.run(ctx) }()
-	var a attachJSON
-	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
-		t.Fatalf("attach: %d %v", st, err)
-	}
-	first, curs := runTrainer(t, a, 48) // batches 0..47, then killed
-	if curs[47].BatchIndex != 47 {
-		t.Fatalf("trainer read %+v", curs[47])
-	}
-	if err := <-otherErr; err != nil {
-		t.Fatal(err)
-	}
-	e.waitJob(j.ID, 20*time.Second, "done")
+	j, first, curs, other := doneWithTail(ctx, t, e, specText)
 
 	// The restarted trainer submits again (it joins the done job) and
 	// attaches with its checkpoint, batch 40.
@@ -77,6 +61,31 @@ func TestResumeAfterDone(t *testing.T) {
 	e.waitJob(j.ID, 20*time.Second, "done")
 }
 
+// doneWithTail submits a two-rank job, reads rank 1 to its end and has a
+// trainer process read rank 0's batches 0 to 47 and be killed holding
+// 47, so that the job ends done with batches left in rank 0's ring. It
+// returns the job, what the trainer read, and rank 1's reader.
+func doneWithTail(ctx context.Context, t *testing.T, e *env, specText string) (jobJSON, [][]int64, []shm.Cursor, *reader) {
+	t.Helper()
+	j := e.submit(specText, nil)
+	other := &reader{e: e, job: j.ID, rank: 1}
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- other.run(ctx) }()
+	var a attachJSON
+	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
+		t.Fatalf("attach: %d %v", st, err)
+	}
+	first, curs := runTrainer(t, a, 48) // batches 0..47, then killed
+	if curs[47].BatchIndex != 47 {
+		t.Fatalf("trainer read %+v", curs[47])
+	}
+	if err := <-otherErr; err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(j.ID, 20*time.Second, "done")
+	return j, first, curs, other
+}
+
 // TestResumeAfterDoneAcrossRestart: as TestResumeAfterDone, but lastmiled
 // restarts while the job is done (its rings still in place). A restored
 // done job has no ring observers (restore opens none for a terminal job),
@@ -87,23 +96,9 @@ func TestResumeAfterDone(t *testing.T) {
 func TestResumeAfterDoneAcrossRestart(t *testing.T) {
 	e := newEnv(t)
 	e.start()
-	specText := specFor("rdr", smallData, "world_size: 2\n")
-	j := e.submit(specText, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-
-	other := &reader{e: e, job: j.ID, rank: 1}
-	otherErr := make(chan error, 1)
-	go func() { otherErr <- other.run(ctx) }()
-	var a attachJSON
-	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
-		t.Fatalf("attach: %d %v", st, err)
-	}
-	first, curs := runTrainer(t, a, 48)
-	if err := <-otherErr; err != nil {
-		t.Fatal(err)
-	}
-	e.waitJob(j.ID, 20*time.Second, "done")
+	j, first, curs, other := doneWithTail(ctx, t, e, specFor("rdr", smallData, "world_size: 2\n"))
 
 	// lastmiled restarts while the job is done (and recorded done).
 	waitRecordDone(t, e, j.ID)
@@ -226,22 +221,9 @@ func TestResumeAfterDoneWholeWorld(t *testing.T) {
 func TestResumeAfterDoneThenKill9(t *testing.T) {
 	e := newEnv(t)
 	e.start()
-	specText := specFor("rdk", smallData, "world_size: 2\n")
-	j := e.submit(specText, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	other := &reader{e: e, job: j.ID, rank: 1}
-	otherErr := make(chan error, 1)
-	go func() { otherErr <- other.run(ctx) }()
-	var a attachJSON
-	if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", map[string]any{"rank": 0}, &a); err != nil || st != 200 {
-		t.Fatalf("attach: %d %v", st, err)
-	}
-	first, curs := runTrainer(t, a, 48)
-	if err := <-otherErr; err != nil {
-		t.Fatal(err)
-	}
-	e.waitJob(j.ID, 20*time.Second, "done")
+	j, first, curs, other := doneWithTail(ctx, t, e, specFor("rdk", smallData, "world_size: 2\n"))
 	r0 := &reader{e: e, job: j.ID, rank: 0, delay: 50 * time.Millisecond}
 	r0.rows = flat(first[:40])
 	r0.cursors = slices.Clone(curs[:40])
