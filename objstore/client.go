@@ -182,7 +182,7 @@ func classify(obj Object, err error) (retry bool, out error) {
 	case er.StatusCode == http.StatusForbidden || er.Code == "AccessDenied" || er.Code == "InvalidAccessKeyId" || er.Code == "SignatureDoesNotMatch":
 		return false, fmt.Errorf("%s: %w (403 %s: %s): check the credentials (the AWS_* environment, ~/.aws, the instance role) and the bucket policy", obj, ErrDenied, er.Code, er.Message)
 	case er.StatusCode == http.StatusPreconditionFailed:
-		return false, fmt.Errorf("%s: %w: its ETag changed since it was planned (412)", obj, decode.ErrFileChanged)
+		return false, fmt.Errorf("%s: %w: its ETag changed since it was planned (412): the object was replaced in the store; submit the job again to read it as it is now", obj, decode.ErrFileChanged)
 	case er.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		return false, fmt.Errorf("%s: %w: a range past its end (416)", obj, ErrTruncated)
 	case er.StatusCode == http.StatusTooManyRequests || er.StatusCode >= 500 || er.Code == "SlowDown" || er.Code == "RequestTimeout":
@@ -259,25 +259,52 @@ type version struct {
 
 // metaCache keeps the versions of recently opened objects, so that
 // decoders opening an object planned a moment ago make no request. A stale
-// entry is harmless: reads carry If-Match, and a changed object fails.
+// entry is harmless to a job that planned it (reads carry If-Match, and a
+// changed object fails), but not to a later job: the Client lives as long
+// as the daemon, and an object replaced under the same key would be
+// planned with its old size and ETag by every later job. So an entry is
+// trusted for metaFresh only, and one whose object answered 412 or 416
+// (replaced, or cut short) is dropped at once.
 type metaCache struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]version
+	m   map[string]metaEntry
 }
+
+type metaEntry struct {
+	v  version
+	at time.Time
+}
+
+// metaFresh is how long an object's version is reused without asking the
+// store: long enough for a job's planning and its decoders' first opens.
+const metaFresh = time.Minute
 
 func (m *metaCache) get(name string) (version, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v, ok := m.m[name]
-	return v, ok
+	e, ok := m.m[name]
+	if !ok || time.Since(e.at) > metaFresh {
+		return version{}, false
+	}
+	return e.v, true
 }
 
 func (m *metaCache) put(name string, v version) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil || len(m.m) >= m.max {
-		m.m = map[string]version{} // crude, and enough: entries are cheap to refetch
+		m.m = map[string]metaEntry{} // crude, and enough: entries are cheap to refetch
 	}
-	m.m[name] = v
+	m.m[name] = metaEntry{v: v, at: time.Now()}
+}
+
+// drop forgets name's version if it is still v: the store said the object
+// is no longer that version.
+func (m *metaCache) drop(name string, v version) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.m[name]; ok && e.v == v {
+		delete(m.m, name)
+	}
 }

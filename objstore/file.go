@@ -85,7 +85,7 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 	if off+int64(len(p)) > f.v.size {
 		return fmt.Errorf("%s: %w: %d bytes at %d past its %d", f.name, ErrTruncated, len(p), off, f.v.size)
 	}
-	return f.c.do(ctx, f.obj, func(ctx context.Context) error {
+	err := f.c.do(ctx, f.obj, func(ctx context.Context) error {
 		var opts minio.GetObjectOptions
 		if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
 			return err
@@ -108,4 +108,8 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 		}
 		return err
 	})
+	if errors.Is(err, decode.ErrFileChanged) || errors.Is(err, ErrTruncated) {
+		f.c.meta.drop(f.name, f.v) // the next Open asks the store again
+	}
+	return err
 }
