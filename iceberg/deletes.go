@@ -144,6 +144,11 @@ func (s *Scan) readDeleteFile(ctx context.Context, fsys decode.FS, d deleteFile,
 	if err != nil {
 		return err
 	}
+	// MaxDeletedRows was checked against the rows the manifests declare:
+	// a file that holds more is damaged (or hostile), and is not read.
+	if plan.Rows > d.rows {
+		return fmt.Errorf("holds %d rows, and its manifest says %d: the table's metadata does not match its files", plan.Rows, d.rows)
+	}
 	dec := plan.NewDecoder()
 	defer dec.Close()
 	var b column.Batch

@@ -35,9 +35,10 @@ type Scan struct {
 	// through it, whatever a column was named when a file was written.
 	Schema *decode.TableSchema
 
-	deletes   []deleteFile // the snapshot's position delete files
-	eqDeletes []*eqDelete  // and its equality delete files (eqdeletes.go)
-	vectors   []dvDelete   // and its deletion vectors (dvdeletes.go)
+	listed    map[string]struct{} // the data files' paths, while the manifests are read
+	deletes   []deleteFile        // the snapshot's position delete files
+	eqDeletes []*eqDelete         // and its equality delete files (eqdeletes.go)
+	vectors   []dvDelete          // and its deletion vectors (dvdeletes.go)
 }
 
 // Bucketing says that every data file holds the rows of one bucket of a
@@ -151,6 +152,7 @@ func ScanSnapshot(ctx context.Context, fsys decode.FS, name string, m *Metadata,
 			return nil, fail("%w", err)
 		}
 	}
+	s.listed = nil
 	if err := s.applyDeletes(ctx, fsys); err != nil {
 		return nil, fail("%w", err)
 	}
@@ -192,6 +194,19 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 		}
 		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec), seq: e.SequenceNum(),
 			specID: df.SpecID(), part: df.Partition()}
+		// Iceberg lists a live data file once. A file listed twice would
+		// be read twice, and a manifest list naming one manifest over and
+		// over would multiply the scan's memory without bound.
+		if _, dup := s.listed[path]; dup {
+			return fmt.Errorf("data file %s is listed twice (manifest %s, and another or the same manifest before it): the table's metadata is damaged", df.FilePath(), mf.FilePath())
+		}
+		if len(s.Files) >= decode.MaxFiles {
+			return fmt.Errorf("more than %d data files: lastmile reads at most that many files of an input; compact the table (Spark: CALL system.rewrite_data_files)", decode.MaxFiles)
+		}
+		if s.listed == nil {
+			s.listed = map[string]struct{}{}
+		}
+		s.listed[path] = struct{}{}
 		f.Bucket = bk.note(df, schema, spec)
 		s.Files = append(s.Files, f)
 	}
