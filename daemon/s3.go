@@ -168,9 +168,16 @@ func allowed(grants []grant, c asuser.Cred, o objstore.Object) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s: %w: uid %d may not have lastmiled read it: lastmiled reads object storage with its own credentials, only beneath the prefixes its config's s3.allow grants to a user or group (name a prefix granted to you, a narrower glob, or ask the administrator for a grant)",
-		name, fs.ErrPermission, c.UID)
+	return &notGranted{msg: fmt.Sprintf("%s: %v: uid %d may not have lastmiled read it: lastmiled reads object storage with its own credentials, only beneath the prefixes its config's s3.allow grants to a user or group (name a prefix granted to you, a narrower glob, or ask the administrator for a grant)",
+		name, fs.ErrPermission, c.UID)}
 }
+
+// notGranted is allowed's refusal: a permission error whose text says
+// what to do, which accessMsg adds nothing to.
+type notGranted struct{ msg string }
+
+func (e *notGranted) Error() string { return e.msg }
+func (e *notGranted) Unwrap() error { return fs.ErrPermission }
 
 // peerObjects is what a peer reads the objects of its object-store roots
 // with: the daemon's own client, with no allow-list of users. A peer

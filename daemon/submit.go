@@ -16,6 +16,7 @@ import (
 
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/objstore"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -573,5 +574,13 @@ const planTimeout = 2 * time.Minute
 // accessMsg explains a refusal by the kernel to open a job's file as its
 // owner. err names the file and the kernel's reason.
 func accessMsg(uid uint32, err error) string {
+	var ng *notGranted
+	switch {
+	case errors.As(err, &ng):
+		// Its own text says what to do: name a granted prefix, or ask for a grant.
+		return fmt.Sprintf("uid %d may not read an object of the job: %v", uid, err)
+	case errors.Is(err, objstore.ErrDenied):
+		return fmt.Sprintf("uid %d's job was refused by the object store: %v (lastmiled reads object storage with its own credentials, not yours: ask the administrator to check the daemon's credentials and the bucket policy for this object)", uid, err)
+	}
 	return fmt.Sprintf("uid %d may not read a file of the job: %v (lastmiled opens every file a job names with its submitter's own credentials: ask the file's owner for read access, or use another file)", uid, err)
 }
