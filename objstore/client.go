@@ -170,6 +170,9 @@ var (
 	ErrDenied = fmt.Errorf("access denied: %w", fs.ErrPermission)
 	// ErrTruncated: the object is shorter than a read needs.
 	ErrTruncated = errors.New("object truncated")
+	// errNoRange: the store answered a ranged GET with the whole object;
+	// asking again gets the same.
+	errNoRange = errors.New("the store ignored the Range header: lastmile needs ranged reads; check the endpoint (a cache or proxy in front of the store may drop Range)")
 )
 
 // retryable reports whether err is worth another attempt, and err
@@ -189,7 +192,7 @@ func classify(obj Object, err error) (retry bool, out error) {
 		return true, fmt.Errorf("%s: %s (%d): %s", obj, er.Code, er.StatusCode, er.Message)
 	case er.StatusCode != 0:
 		return false, fmt.Errorf("%s: %s (%d): %s", obj, er.Code, er.StatusCode, er.Message)
-	case errors.Is(err, ErrTruncated):
+	case errors.Is(err, ErrTruncated), errors.Is(err, errNoRange):
 		return false, fmt.Errorf("%s: %w", obj, err)
 	}
 	// Network errors, attempt timeouts and bodies cut short.

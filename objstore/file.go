@@ -99,7 +99,7 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 		}
 		defer body.Close()
 		if cr := hdr.Get("Content-Range"); cr == "" && off != 0 {
-			return errors.New("the store ignored the Range header")
+			return errNoRange
 		}
 		got, err := io.ReadFull(body, p)
 		f.c.stats.bytes.Add(int64(got))

@@ -113,7 +113,12 @@ func (f *File) fetchTail(ctx context.Context) error {
 		defer body.Close()
 		total, ok := contentRangeTotal(hdr.Get("Content-Range"))
 		if !ok {
-			total = info.Size // a 200: the whole object came back
+			// A 200: the whole object came back. Its first bytes are its
+			// last only when it is no longer than the tail asked for.
+			total = info.Size
+			if total > tailSize {
+				return fmt.Errorf("%w (200 and the whole %d-byte object for its last %d bytes)", errNoRange, total, tailSize)
+			}
 		}
 		if total < 0 || total > 1<<50 {
 			return fmt.Errorf("object size %d: bad Content-Range %q", total, hdr.Get("Content-Range"))
