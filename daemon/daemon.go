@@ -522,6 +522,7 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 	cfg.Socket, cfg.SocketMode, cfg.SocketGroup, cfg.StateDir = old.Socket, old.SocketMode, old.SocketGroup, old.StateDir
 	cfg.ShmDir, cfg.Metrics, cfg.Log.Format = old.ShmDir, old.Metrics, old.Log.Format
 	ignored = append(ignored, controlRestart(old, &cfg)...)
+	ignored = append(ignored, d.reloadS3(old, &cfg)...)
 	d.cfg = cfg
 	d.adminGID = -1
 	if cfg.AdminGroup != "" {

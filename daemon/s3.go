@@ -121,35 +121,79 @@ func lookupUser(s string) (uint32, error) {
 	return uint32(n), err
 }
 
-// s3State is the daemon's S3 client and grants, made at first use.
+// s3State is the daemon's S3 client, made at first use, and its grants,
+// which a reload replaces (reloadS3): a grant removed from the config
+// stops the next check, in running jobs too.
 type s3State struct {
 	once   sync.Once
 	client *objstore.Client
-	grants []grant
 	err    error
+	mu     sync.RWMutex
+	grants []grant
 }
 
 func (d *Daemon) s3() (*objstore.Client, []grant, error) {
 	d.s3st.once.Do(func() {
 		cfg := d.Config().S3
-		if d.s3st.grants, d.s3st.err = cfg.grants(); d.s3st.err == nil {
-			d.s3st.client, d.s3st.err = objstore.New(cfg.client())
+		grants, err := cfg.grants()
+		if err == nil {
+			d.s3st.client, err = objstore.New(cfg.client())
 		}
+		d.s3st.err = err
+		d.s3st.mu.Lock()
+		d.s3st.grants = grants
+		d.s3st.mu.Unlock()
 	})
-	return d.s3st.client, d.s3st.grants, d.s3st.err
+	return d.s3st.client, d.s3Grants(), d.s3st.err
+}
+
+// s3Grants returns the grants in force now.
+func (d *Daemon) s3Grants() []grant {
+	d.s3st.mu.RLock()
+	defer d.s3st.mu.RUnlock()
+	return d.s3st.grants
+}
+
+// reloadS3 applies a reloaded config's s3 section: the grants at once
+// (Validate resolved them), the client's settings at the next start; it
+// returns those that changed, which need a restart, and keeps the old
+// ones in cfg.
+func (d *Daemon) reloadS3(old Config, cfg *Config) []string {
+	var names []string
+	o, c := old.S3, &cfg.S3
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"s3.endpoint", c.Endpoint != o.Endpoint}, {"s3.region", c.Region != o.Region},
+		{"s3.path_style", c.PathStyle != o.PathStyle}, {"s3.request_timeout", c.RequestTimeout != o.RequestTimeout},
+		{"s3.retries", c.Retries != o.Retries}, {"s3.prefetch_bytes", c.PrefetchBytes != o.PrefetchBytes},
+	} {
+		if f.changed {
+			names = append(names, f.name)
+		}
+	}
+	c.Endpoint, c.Region, c.PathStyle, c.RequestTimeout, c.Retries, c.PrefetchBytes =
+		o.Endpoint, o.Region, o.PathStyle, o.RequestTimeout, o.Retries, o.PrefetchBytes
+	if grants, err := c.grants(); err == nil {
+		d.s3st.mu.Lock()
+		d.s3st.grants = grants
+		d.s3st.mu.Unlock()
+	}
+	return names
 }
 
 // readerFS is what the daemon reads for a user with: local files opened
 // with the user's credentials, s3:// objects with the daemon's own, within
-// the prefixes the allow-list grants the user.
+// the prefixes the allow-list grants the user now.
 func (d *Daemon) readerFS(c asuser.Cred) decode.FS {
 	local := decode.Local(asuser.FS{Cred: c})
-	client, grants, err := d.s3()
+	client, _, err := d.s3()
 	if err != nil { // Validate ran at start: only a lookup that changed since
 		client, _ = objstore.New(objstore.Config{})
-		grants = nil
+		return objstore.Mount(local, client.Source(func(o objstore.Object) error { return allowed(nil, c, o) }))
 	}
-	return objstore.Mount(local, client.Source(func(o objstore.Object) error { return allowed(grants, c, o) }))
+	return objstore.Mount(local, client.Source(func(o objstore.Object) error { return allowed(d.s3Grants(), c, o) }))
 }
 
 // allowed reports whether a grant gives o (an object or a listing prefix)
