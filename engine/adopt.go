@@ -261,7 +261,7 @@ func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Foot
 		RingBytes: mulBounded(int64(job.WorldSize), header+mulBounded(int64(job.Ring.Slots), size)),
 		InFlight:  inflight, UnitBytes: unitBytes,
 		ShuffleBytes: int64(job.Shuffle.Buffer) * (max(perRow, 1) + windowIndexBytes), CacheBytes: int64(job.Cache.MaxMemory), SideBytes: side,
-		Rows: plan.Rows, Units: len(plan.Units), Files: files, PlanDigest: PlanDigest(plan),
+		Rows: plan.Rows, Units: len(plan.Units), Files: files, PlanDigest: JobPlanDigest(plan, job),
 	}, nil
 }
 

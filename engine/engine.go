@@ -168,7 +168,7 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		return st, err
 	}
 	defer proc.close()
-	hs, err := newHostSplit(opts.Hosts, job.WorldSize, proc, job.Seed)
+	hs, err := newHostSplit(opts.Hosts, job.WorldSize, proc, job.Seed, tablesOf(job))
 	if err != nil {
 		return st, fmt.Errorf("job %q: %w", job.Name, err)
 	}

@@ -107,7 +107,7 @@ func (hs *hostSplit) count(ctx context.Context, proc *processor, cfg pool.Config
 	if proc.exact || hooks.shareCounts == nil {
 		return countUnits(ctx, proc, cfg, hooks.gate, nil)
 	}
-	share := CountShare{Plan: PlanDigest(proc.plan), Hosts: hs.Count, Host: hs.Index}
+	share := CountShare{Plan: tablesDigest(PlanDigest(proc.plan), hs.tables), Hosts: hs.Count, Host: hs.Index}
 	var err error
 	if share.Rows, err = countUnits(ctx, proc, cfg, hooks.gate, share.Counts); err != nil {
 		return nil, err

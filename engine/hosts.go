@@ -66,10 +66,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/pool"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // streamHosts draws the order in which units are dealt to hosts.
@@ -134,6 +137,43 @@ func assignUnits(rows []int64, hosts int, seed uint64) []int32 {
 // (docs/python.md, "Several hosts").
 func PlanDigest(plan *decode.Plan) string { return planDigest(plan, false) }
 
+// JobPlanDigest is PlanDigest for a job's plan: beside the units, the
+// snapshots of the job's Iceberg tables (its inputs and side tables, as
+// pinned), which the units alone do not show. A delete-only commit (a
+// merge-on-read DELETE) leaves every data file, and so every unit, as it
+// was, but removes rows; and a side table is in no unit. Hosts that
+// pinned different snapshots must not start as if they read the same
+// rows. A job without Iceberg tables has PlanDigest's digest.
+func JobPlanDigest(plan *decode.Plan, job *spec.Job) string {
+	return tablesDigest(planDigest(plan, false), tablesOf(job))
+}
+
+// tablesOf returns the Iceberg tables job reads, as pinned, one a line.
+func tablesOf(job *spec.Job) string {
+	var b strings.Builder
+	for i, in := range job.Inputs {
+		if iceberg.IsRef(in) {
+			fmt.Fprintf(&b, "inputs[%d]\x00%s\n", i, in)
+		}
+	}
+	for _, op := range job.Pipeline {
+		if op.Kind == "join" && op.Join != nil && iceberg.IsRef(op.Join.Table) {
+			fmt.Fprintf(&b, "%s.join.table\x00%s\n", op.Path, op.Join.Table)
+		}
+	}
+	return b.String()
+}
+
+// tablesDigest folds tables (tablesOf) into a plan digest.
+func tablesDigest(digest, tables string) string {
+	if tables == "" {
+		return digest
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s", digest, tables)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // planDigest is PlanDigest, with each file's modification time too where
 // mtimes is set: what this host's counts of a plan's units hold for (a
 // file rewritten in place, its size kept, yields other rows).
@@ -153,6 +193,7 @@ type hostSplit struct {
 	Hosts
 	local, base int
 	seed        uint64
+	tables      string  // the job's Iceberg tables as pinned (tablesOf): in the digest the hosts compare
 	owner       []int32 // host of each plan unit (assignUnits), set by prepare
 	counts      []int64 // rows of each plan unit, set by prepare
 	rows        []int64 // each host's rows in an epoch, set by prepare
@@ -160,7 +201,7 @@ type hostSplit struct {
 
 // newHostSplit checks h against a job of world ranks over the units of
 // proc's plan; prepare deals the units.
-func newHostSplit(h Hosts, world int, proc *processor, seed uint64) (*hostSplit, error) {
+func newHostSplit(h Hosts, world int, proc *processor, seed uint64, tables string) (*hostSplit, error) {
 	local, base, err := h.Split(world)
 	if err != nil || h.Count <= 1 {
 		return nil, err
@@ -168,7 +209,7 @@ func newHostSplit(h Hosts, world int, proc *processor, seed uint64) (*hostSplit,
 	if n := len(proc.plan.Units); n < h.Count {
 		return nil, fmt.Errorf("%d hosts but the input has %d work units: each host needs one at least (use fewer hosts, or smaller units: decode.max_unit_rows)", h.Count, n)
 	}
-	return &hostSplit{Hosts: h, local: local, base: base, seed: seed}, nil
+	return &hostSplit{Hosts: h, local: local, base: base, seed: seed, tables: tables}, nil
 }
 
 // units returns the units of order that this host reads.
