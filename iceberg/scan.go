@@ -178,6 +178,9 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 		return fmt.Errorf("manifest %s: %v", mf.FilePath(), err)
 	}
 	if mf.ManifestContent() == ice.ManifestContentDeletes {
+		if n := len(s.deletes) + len(s.eqDeletes) + len(s.vectors) + len(entries); n > decode.MaxFiles {
+			return fmt.Errorf("more than %d delete files: compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", decode.MaxFiles)
+		}
 		return s.noteDeletes(entries, mf.FilePath(), schema, spec)
 	}
 	for _, e := range entries {
