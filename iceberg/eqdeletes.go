@@ -252,9 +252,17 @@ func EqualityDeleted(ctx context.Context, fsys decode.FS, ins []Input, paths []s
 		}
 		for i := range s.Files {
 			f := &s.Files[i]
+			if !want[f.Path] {
+				continue
+			}
+			// Files times delete files: a table's metadata may hold many
+			// of both, so the caller's deadline (planning's) stops it.
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			var apply []*eqDelete
 			for _, d := range s.eqDeletes {
-				if want[f.Path] && d.appliesTo(f) {
+				if d.appliesTo(f) {
 					apply = append(apply, d)
 				}
 			}
