@@ -145,7 +145,11 @@ func printStatus(w io.Writer, st *apiStatus) error {
 	fmt.Fprintf(tw, "socket\t%s\n", st.Config.Socket)
 	fmt.Fprintf(tw, "state dir\t%s\n", st.Config.StateDir)
 	fmt.Fprintf(tw, "shm dir\t%s\n", st.Config.ShmDir)
-	fmt.Fprintf(tw, "metrics\thttp://%s/metrics\n", st.Config.Metrics)
+	if m := st.Config.Metrics; m == "" || m == "off" {
+		fmt.Fprintf(tw, "metrics\toff (the daemon's metrics setting)\n")
+	} else {
+		fmt.Fprintf(tw, "metrics\thttp://%s/metrics\n", m)
+	}
 	j := st.Jobs
 	fmt.Fprintf(tw, "jobs\t%d: %d pending, %d running, %d done, %d failed, %d canceled\n", j.Total, j.Pending, j.Running, j.Done, j.Failed, j.Canceled)
 	fmt.Fprintf(tw, "cpu\t%d of %d decode workers busy (%d CPUs available)\n", st.CPU.Busy, st.CPU.Workers, st.CPU.Available)
