@@ -118,6 +118,7 @@ type Job struct {
 	unsaved    time.Time
 	unsavedErr string
 	perEpoch   int64 // batches per epoch and rank + 1, as an earlier run knew it; 0: unknown
+	lastEpoch  int64 // the epoch the last run that ended was producing (the view's, between runs)
 
 	// Counters of runs that ended, so that metrics and progress stay monotonic across
 	// restarts of production; under mu.
@@ -270,6 +271,7 @@ func (j *Job) supervise() {
 		r := j.startRun(resume)
 		<-r.done
 		j.mu.Lock()
+		j.lastEpoch = r.prog.Epoch.Load()
 		j.base.add(r.prog)
 		j.addOpRowsLocked(r.prog.OpRows())
 		for i, st := range r.prog.RingStats() {

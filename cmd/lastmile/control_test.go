@@ -335,7 +335,7 @@ RANK  RING                      STATE    NEXT   PRODUCED  RING FILL  CONSUMER
 	}
 
 	_, out, _ = runCmd(t, "status", "-socket", f.socket, "old")
-	for _, s := range []string{"state     failed\n", "error     input /data/x.parquet: bad magic\n", "0 epochs" + "", "no rings yet",
+	for _, s := range []string{"state     failed\n", "error     input /data/x.parquet: bad magic\n", "0 epochs" + "", "no rings: the job has ended",
 		"counts    exchanging: this host's share is counted; the trainers relay the other hosts' counts\n"} {
 		if s == "0 epochs" {
 			s = "without end epochs"

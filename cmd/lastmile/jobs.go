@@ -231,7 +231,11 @@ func printJob(w io.Writer, j *apiJob) error {
 		return err
 	}
 	if len(j.Rings) == 0 {
-		_, err := fmt.Fprintln(w, "\nno rings yet")
+		msg := "\nno rings yet"
+		if j.State == "done" || j.State == "failed" || j.State == "canceled" {
+			msg = "\nno rings: the job has ended and its rings were removed"
+		}
+		_, err := fmt.Fprintln(w, msg)
 		return err
 	}
 	fmt.Fprintln(w)
@@ -289,12 +293,12 @@ func latePagesLine(p apiProgress) string {
 	if total == 0 {
 		return ""
 	}
-	fetch := "fetched by whole chunks"
-	if p.LateFetchDeferred {
-		fetch = "fetched by the pages kept rows need"
+	line := fmt.Sprintf("%d read, %d unread (%.0f%%, %s not decompressed)",
+		p.LatePages, p.LatePagesUnread, 100*float64(p.LatePagesUnread)/float64(total), bytesString(p.LateUnreadBytes))
+	if p.LateFetchDeferred { // only object storage defers its fetches; local files say nothing
+		line += "; from object storage fetched by the pages kept rows need"
 	}
-	return fmt.Sprintf("%d read, %d unread (%.0f%%, %s not decompressed); from object storage %s",
-		p.LatePages, p.LatePagesUnread, 100*float64(p.LatePagesUnread)/float64(total), bytesString(p.LateUnreadBytes), fetch)
+	return line
 }
 
 // tableWriter is a tabwriter whose lines lose their trailing blanks.

@@ -61,7 +61,7 @@ func TestLatePagesLine(t *testing.T) {
 		want string
 	}{
 		{apiProgress{}, ""},
-		{apiProgress{LatePages: 1062}, "1062 read, 0 unread (0%, 0 B not decompressed); from object storage fetched by whole chunks"},
+		{apiProgress{LatePages: 1062}, "1062 read, 0 unread (0%, 0 B not decompressed)"},
 		{apiProgress{LatePages: 75, LatePagesUnread: 285, LateUnreadBytes: 11831303, LateFetchDeferred: true},
 			"75 read, 285 unread (79%, 11.3 MiB not decompressed); from object storage fetched by the pages kept rows need"},
 	}
