@@ -422,11 +422,11 @@ func (j *Job) view() jobView {
 	for _, w := range j.fullWait {
 		fullWait += w
 	}
-	var held []int                 // per rank, slots production holds
 	v.Progress.Epoch = j.lastEpoch // between runs, and once the job ended
 	if j.state == Done && j.spec.EpochCount() > 0 {
 		v.Progress.Epoch = int64(j.spec.EpochCount() - 1) // after a restart of lastmiled too
 	}
+	var held []int // per rank, slots production holds
 	if r := j.run; r != nil {
 		p := r.prog
 		tot.add(p)
