@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -298,12 +300,44 @@ func (d *Decoder) structValue(n *yaml.Node, path string, v reflect.Value) {
 func parseRoot(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{{File: file, Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		line, msg := syntaxLine(strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, Errors{{File: file, Line: line, Msg: "not valid YAML or JSON: " + msg}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, Errors{{File: file, Msg: "empty spec"}}
 	}
 	return doc.Content[0], nil
+}
+
+// parserProblems are the syntax errors yaml.v3's parser (not its scanner)
+// reports. It prints their lines counted from 0 (the mark of the construct
+// the error is in, or of the token at fault): the line before the one at
+// fault, as a user counts. Its scanner's lines are counted from 1.
+var parserProblems = []string{
+	"did not find expected key", "did not find expected node content",
+	"did not find expected ',' or ']'", "did not find expected ',' or '}'",
+	"did not find expected '-' indicator", "did not find expected <document start>",
+	"did not find expected <stream-start>", "found undefined tag handle",
+	"found duplicate %YAML directive", "found duplicate %TAG directive",
+	"found incompatible YAML document",
+}
+
+// syntaxLine splits yaml.v3's "line N: problem" into the 1-based line
+// (0: none given) and the problem, correcting the parser's 0-based lines.
+func syntaxLine(msg string) (int, string) {
+	rest, ok := strings.CutPrefix(msg, "line ")
+	if !ok {
+		return 0, msg
+	}
+	num, problem, ok := strings.Cut(rest, ": ")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil || n <= 0 {
+		return 0, msg
+	}
+	if slices.Contains(parserProblems, problem) {
+		n++
+	}
+	return n, problem
 }
 
 // asFieldErrors reports whether err consists of FieldErrors.
