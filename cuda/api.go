@@ -55,6 +55,14 @@ const (
 	AttrUnifiedAddressing Attribute = 41
 	AttrCanMapHostMemory  Attribute = 19
 	AttrHostRegisterSupp  Attribute = 99
+	AttrComputeMode       Attribute = 20
+)
+
+// Compute modes (CUcomputemode), the value of AttrComputeMode.
+const (
+	ComputeModeDefault          = 0 // any number of contexts, from any process
+	ComputeModeProhibited       = 2 // no context at all
+	ComputeModeExclusiveProcess = 3 // contexts of one process only
 )
 
 // Config says where the driver library is.

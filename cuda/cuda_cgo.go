@@ -140,6 +140,7 @@ static const char *w_errstring(lm_cuda *l, CUresult r) {
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -347,15 +348,20 @@ func (c *Context) Register(mem []byte, flags int) (*Registration, error) {
 	return &Registration{c: c, Addr: addr, Size: n, p: p}, nil
 }
 
-// Unregister undoes Register. Calling it again does nothing.
+// Unregister undoes Register. Once it succeeded, calling it again does
+// nothing; after a failure, the next call asks the driver again (the range
+// is still registered, and must stay mapped until it is not).
 func (g *Registration) Unregister() error {
 	if g.done {
 		return nil
 	}
-	g.done = true
 	_, err := g.c.call("cuMemHostUnregister", fmt.Sprintf("ptr=%#x", g.Addr), func() C.CUresult {
 		return C.w_hostunreg(g.c.d.lib.l, g.p)
 	})
+	if err == nil || errors.Is(err, ErrHostMemNotReg) {
+		g.done = true
+		return nil
+	}
 	return err
 }
 

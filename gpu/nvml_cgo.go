@@ -4,7 +4,9 @@ package gpu
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -74,11 +76,25 @@ func device(lib nvml.Interface, i int) (GPU, error) {
 		}
 		g.PCIBusID = NormalizeBusID(string(b))
 	}
-	if n, r := d.GetNumaNodeId(); r == nvml.SUCCESS {
-		g.NUMANode = n
-	}
-	if words, r := d.GetCpuAffinity((runtime.NumCPU() + 63) / 64); r == nvml.SUCCESS {
+	// Not d.GetNumaNodeId: it answers only "on platforms where the GPUs
+	// are NUMA nodes" (GH200, GB200), and there it is the GPU memory's own
+	// node, not the CPU node the ring's pages belong on. The PCI device's
+	// numa_node in sysfs (sysPCI) is the CPU side's.
+	if words, r := d.GetCpuAffinity(cpuSetWords()); r == nvml.SUCCESS {
 		g.CPUs = maskCPUs(words)
 	}
 	return g, nil
+}
+
+// cpuSetWords is the size of a CPU bitmask that holds every CPU id the
+// kernel may ever use (/sys/devices/system/cpu/possible), 64 a word: not
+// runtime.NumCPU(), which counts only the CPUs this process may run on.
+func cpuSetWords() int {
+	n := runtime.NumCPU()
+	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
+		if cpus, err := ParseCPUList(strings.TrimSpace(string(b))); err == nil && len(cpus) > 0 {
+			n = max(n, cpus[len(cpus)-1]+1)
+		}
+	}
+	return max((n+63)/64, 16) // at least 1024 CPUs: NVML fills what it has
 }

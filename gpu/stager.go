@@ -172,6 +172,17 @@ func (st *Stager) context(busID string) (*cuda.Context, string, error) {
 		if c := st.ctxs[dev]; c != nil {
 			return c, info.PCIBusID, nil
 		}
+		// Device staging puts a context of lastmiled's beside the
+		// trainer's on the GPU. In EXCLUSIVE_PROCESS mode the second
+		// process's context is refused: lastmiled's, or worse, the
+		// trainer's when lastmiled got there first (its CUDA init fails).
+		if mode, err := st.drv.Attribute(dev, cuda.AttrComputeMode); err != nil {
+			return nil, "", err
+		} else if mode != cuda.ComputeModeDefault {
+			return nil, "", fmt.Errorf("GPU %s is in compute mode %d (2: prohibited, 3: exclusive process): "+
+				"lastmiled's context would lock the trainer out of its GPU; device staging needs the default mode (nvidia-smi -c DEFAULT)",
+				info.PCIBusID, mode)
+		}
 		c, err := st.drv.Retain(dev)
 		if err != nil {
 			return nil, "", err

@@ -171,7 +171,9 @@ CUresult cuDeviceGet(CUdevice *d, int i) {
 }
 CUresult cuDeviceGetName(char *s, int n, CUdevice d) { snprintf(s, n, "Fake GPU %d", d); return done("cuDeviceGetName", 0, "device=%d", d); }
 CUresult cuDeviceGetAttribute(int *v, int a, CUdevice d) {
-	*v = a == 33 ? 0x3b + d : 1;
+	/* 20: CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, FAKECUDA_COMPUTE_MODE or 0 (default) */
+	const char *cm = getenv("FAKECUDA_COMPUTE_MODE");
+	*v = a == 33 ? 0x3b + d : a == 20 ? (cm ? atoi(cm) : 0) : 1;
 	return done("cuDeviceGetAttribute", 0, "attr=%d device=%d", a, d);
 }
 CUresult cuDeviceGetPCIBusId(char *s, int n, CUdevice d) {

@@ -88,6 +88,16 @@ def parse_block(b, n):
     return Announcement(slots, bus, gen, b[32:96], events)
 
 
+def norm_bus_id(s):
+    """A PCI bus id as lastmiled announces it: lower case, a 4-digit domain
+    (NVML and torch write 8 digits, CUDA 4)."""
+    s = s.strip("\0").strip().lower()
+    dom, sep, rest = s.partition(":")
+    if sep and len(dom) > 4:
+        s = dom[-4:] + ":" + rest
+    return s
+
+
 DEVICE_SLOTS_LOCK_BYTE = 2  # held by lastmiled while the announced device slots exist (6.4)
 
 
@@ -160,6 +170,18 @@ class DeviceStaging:
         if not self.producer_alive():  # left by a dead daemon, not yet adopted
             self._drop_dead()
             return
+        mine = self._bus_id()
+        if mine is not None and norm_bus_id(mine) != norm_bus_id(ann.bus_id):
+            # lastmiled mapped this rank to another GPU than the trainer's
+            # device (per-process CUDA_VISIBLE_DEVICES the job spec does not
+            # know, CUDA ordinals that are not NVML's): its slots would be
+            # opened through peer access, or not at all.
+            self.ann = None
+            log.warning("lastmile: ring %s: lastmiled staged its batches on GPU %s, but this trainer's "
+                        "device %s is GPU %s; staging its batches here instead (set the job's "
+                        "gpu.devices or gpu.visible_devices to the trainers' GPUs)",
+                        self.ring.name, ann.bus_id, self.device, mine)
+            return
         try:
             self.mem = self.cuda.open_mem(ann.mem, ann.slots * core.geo.slot_size)
             self.events = []
@@ -173,6 +195,16 @@ class DeviceStaging:
             return
         log.info("lastmile: ring %s: device staging by lastmiled on %s (generation %d)",
                  self.ring.name, ann.bus_id, ann.generation)
+
+    def _bus_id(self):
+        f = getattr(self.cuda, "bus_id", None)
+        if f is None:
+            return None
+        try:
+            return f()
+        except Exception as e:  # unknown: do not refuse for it
+            log.info("lastmile: ring %s: the PCI bus id of %s is unknown (%s)", self.ring.name, self.device, e)
+            return None
 
     def stage(self, batch):
         from .owned import OwnedBatch, _map
@@ -239,7 +271,9 @@ class Driver:
                            ("cuIpcCloseMemHandle", [ctypes.c_uint64]),
                            ("cuIpcOpenEventHandle", [vp, _IPCHandle]),
                            ("cuEventDestroy_v2", [ctypes.c_void_p]),
-                           ("cuStreamWaitEvent", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint])):
+                           ("cuStreamWaitEvent", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]),
+                           ("cuDeviceGet", [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
+                           ("cuDeviceGetPCIBusId", [ctypes.c_char_p, ctypes.c_int, ctypes.c_int])):
             f = getattr(self.lib, name)
             f.argtypes, f.restype = args, ctypes.c_int
 
@@ -269,6 +303,14 @@ class Driver:
 
     def stream_wait(self, stream, ev):
         self._check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(stream, ev, 0))
+
+    def bus_id(self, ordinal):
+        """The PCI bus id of device ``ordinal`` as this process numbers it."""
+        dev = ctypes.c_int()
+        self._check("cuDeviceGet", self.lib.cuDeviceGet(ctypes.byref(dev), ordinal))
+        buf = ctypes.create_string_buffer(32)
+        self._check("cuDeviceGetPCIBusId", self.lib.cuDeviceGetPCIBusId(buf, len(buf), dev.value))
+        return buf.value.decode("ascii")
 
 
 class DriverIPC:
@@ -305,6 +347,10 @@ class DriverIPC:
 
     def close_event(self, ev):
         self._on(self.drv.destroy_event, ev)
+
+    def bus_id(self):
+        idx = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
+        return self.drv.bus_id(idx)
 
     def stream_wait(self, ev):
         self._on(self.drv.stream_wait, self.torch.cuda.current_stream(self.device).cuda_stream, ev)
