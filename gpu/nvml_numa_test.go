@@ -37,7 +37,7 @@ func fakeNVML(numaNode int, numaRet nvml.Return, cpuWords func(n int) ([]uint, n
 // shows it as "GPU NUMA ID", beside the CPU-side "NUMA Affinity"). The
 // ring's pages must go on the CPU node next to the GPU (the PCI device's
 // numa_node in sysfs), not into the GPU's HBM node.
-func TestReviewGPUNUMANodeIsTheCPUSideNode(t *testing.T) {
+func TestGPUNUMANodeIsTheCPUSideNode(t *testing.T) {
 	noCPUs := func(n int) ([]uint, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 	g, err := device(fakeNVML(4, nvml.SUCCESS, noCPUs), 0) // node 4: the GPU's own HBM node
 	if err != nil {
@@ -53,7 +53,7 @@ func TestReviewGPUNUMANodeIsTheCPUSideNode(t *testing.T) {
 // CPUs this process may run on: runtime.NumCPU() is the latter, so a
 // lastmiled confined to a few CPUs (systemd CPUAffinity=, a container's
 // cpuset) asks for one word and loses every CPU above 63.
-func TestReviewGPUCPUAffinityNotTruncated(t *testing.T) {
+func TestGPUCPUAffinityNotTruncated(t *testing.T) {
 	// the GPU's CPUs: 48-71 (word 0 bits 48-63, word 1 bits 0-7)
 	words := []uint{0xffff << 48, 0xff}
 	cpu := func(n int) ([]uint, nvml.Return) {

@@ -16,7 +16,7 @@ import (
 // first: the trainer's CUDA init fails with "busy or unavailable"). The
 // stager must check the compute mode and fall back before retaining a
 // context.
-func TestReviewStagerExclusiveProcessGPU(t *testing.T) {
+func TestStagerExclusiveProcessGPU(t *testing.T) {
 	rig := newStagerRig(t, 1, placed(1))
 	t.Setenv("FAKECUDA_COMPUTE_MODE", "3")
 	rig.publish(t, 0)

@@ -25,7 +25,7 @@ class ReviewBusIdTest(unittest.TestCase):
     memory (every batch then read over the peer link) or fails."""
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="lastmile-review-")
+        self.dir = tempfile.mkdtemp(prefix="lastmile-busid-")
         self.w = rw.RingWriter("dev", self.dir, FIELDS, slot_count=4, slot_size=2 << 20, version=(1, 2))
         self.w.create()
         self.ring = lastmile.Ring.open("dev", self.dir, timeout=30)
@@ -45,7 +45,7 @@ class ReviewBusIdTest(unittest.TestCase):
         self.st.before_next()
         return self.st.stage(self.ring.next(timeout=10))
 
-    def test_review_slots_on_another_gpu_are_not_opened(self):
+    def test_slots_on_another_gpu_are_not_opened(self):
         self.ipc.bus_id = lambda: "0000:b1:00.0"  # the trainer's cuda:0; lastmiled copied to 3b
         announce(self.w.path, 7, b"A")
         with self.assertLogs("lastmile", "WARNING"):
@@ -54,7 +54,7 @@ class ReviewBusIdTest(unittest.TestCase):
                          "opened lastmiled's slots of another GPU")
         self.assertEqual(self.st.device_batches, 0)
 
-    def test_review_same_gpu_any_spelling(self):
+    def test_same_gpu_any_spelling(self):
         self.ipc.bus_id = lambda: "00000000:3B:00.0"  # NVML's/torch's spelling of the announced 0000:3b:00.0
         announce(self.w.path, 7, b"A")
         self.take(0)
@@ -66,7 +66,7 @@ class ReviewBusIdTest(unittest.TestCase):
 class ReviewDriverBusIdTest(unittest.TestCase):
     """Driver.bus_id's ctypes calls against the fake libcuda."""
 
-    def test_review_bus_id(self):
+    def test_bus_id(self):
         import subprocess
 
         from test_devstage import FAKECUDA

@@ -14,7 +14,7 @@ import (
 // that is gone). Closing again must ask the driver again; Registration
 // marked itself done before the call, so the retry skipped
 // cuMemHostUnregister and unmapped a range the driver still had registered.
-func TestReviewCloseRetryUnregisters(t *testing.T) {
+func TestCloseRetryUnregisters(t *testing.T) {
 	f, _, c := open(t)
 	f.Fail(t, "cuMemHostUnregister=1")
 	m, err := cuda.Map(ringFile(t, 2<<20), 2<<20)
