@@ -282,7 +282,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	}
 	j.footprint, j.planDigest = need, digest // not shared yet
 	if j.hosts.Count > 1 {
-		j.unitRowsPlan, j.unitRows = d.countsFor(j.countsKey)
+		j.unitRowsPlan, j.unitRows = d.countsFor(j.countsKey, p.uid)
 	}
 	if err := d.addJob(j, p.uid, exempt); err != nil {
 		j.client.Close()
@@ -432,8 +432,11 @@ func footprintParts(fp engine.Footprint) string {
 // pinned) kept, and the plan they hold for: a new job on several hosts
 // then deals its units without counting them again where it plans the
 // same units (engine.Options.UnitRows). The job's files were opened as its
-// submitter before it got here, so the counts tell them nothing new.
-func (d *Daemon) countsFor(key string) (plan string, rows []int64) {
+// submitter before it got here, so the counts tell them nothing new. Only
+// owner's jobs are asked: a job's counts are partly its trainers' word
+// (share_counts: this host checks its own share only), and one user's
+// trainers must not deal another user's units.
+func (d *Daemon) countsFor(key string, owner uint32) (plan string, rows []int64) {
 	d.mu.Lock()
 	jobs := make([]*Job, 0, len(d.jobs))
 	for _, o := range d.jobs {
@@ -441,7 +444,7 @@ func (d *Daemon) countsFor(key string) (plan string, rows []int64) {
 	}
 	d.mu.Unlock()
 	for _, o := range jobs {
-		if o.countsKey != key {
+		if o.countsKey != key || o.owner != owner {
 			continue
 		}
 		o.mu.Lock()
