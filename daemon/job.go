@@ -70,6 +70,9 @@ type Job struct {
 	// kept for its later runs. Under mu.
 	unitRows     []int64
 	unitRowsPlan string
+	// unitRowsDealt: a run of this job dealt its units by unitRows, as
+	// its other hosts did (engine.Options.Dealt). Under mu.
+	unitRowsDealt bool
 	// shareCounts: the job counts only this host's share of the units and
 	// takes the other hosts' from its trainers, through exchange
 	// (counts.go). Both set once, in newJob.
@@ -201,7 +204,7 @@ func (j *Job) recordLocked() *record {
 		WorldSize: j.worldOver, Hosts: j.hosts.Count, Host: j.hosts.Index, ShareCounts: j.shareCounts, Weight: j.weight, Hash: j.hash, State: string(j.state), Error: j.errMsg,
 		Created: j.created, Started: j.started, Ended: j.ended, Restarts: j.restarts, Footprint: j.footprint,
 		Ranks: append([]rankRec(nil), j.ranks...), RingsRemoved: j.removed, Resume: j.next, Pins: j.pins,
-		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan, Arenas: append([]uint64(nil), j.arenas...),
+		UnitRows: j.unitRows, UnitRowsPlan: j.unitRowsPlan, UnitRowsDealt: j.unitRowsDealt, Arenas: append([]uint64(nil), j.arenas...),
 	}
 }
 
@@ -370,7 +373,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 	j.notePerEpoch(j.run)
 	j.run = r
 	j.next = resume
-	unitRows, unitRowsPlan := j.unitRows, j.unitRowsPlan
+	unitRows, unitRowsPlan, dealt := j.unitRows, j.unitRowsPlan, j.unitRowsDealt
 	j.mu.Unlock()
 	j.persist() // the resume cursors, before any ring is created
 	opts := engine.Options{
@@ -390,7 +393,17 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		Hosts:     j.hosts,
 		// One host's share of a world counts every unit's rows once; later
 		// runs of the job (restarts, trainers' cursors) reuse the counts.
-		UnitRows: unitRows, UnitRowsPlan: unitRowsPlan,
+		UnitRows: unitRows, UnitRowsPlan: unitRowsPlan, Dealt: dealt,
+		OnDealt: func() {
+			// Its later runs (a restart) must deal as this one did.
+			j.mu.Lock()
+			was := j.unitRowsDealt
+			j.unitRowsDealt = len(j.unitRows) > 0
+			j.mu.Unlock()
+			if !was {
+				j.persist()
+			}
+		},
 		Counted: func(plan string, rows []int64) {
 			j.log.Info("units counted for the hosts' split", "units", len(rows), "plan", plan)
 			j.mu.Lock()

@@ -47,16 +47,19 @@ type record struct {
 	CountAlone bool `json:"count_alone,omitempty"`
 	// UnitRows and UnitRowsPlan: the rows each unit of a plan yields, as a
 	// run of a job on several hosts counted them, for its later runs.
-	UnitRows     []int64   `json:"unit_rows,omitempty"`
-	UnitRowsPlan string    `json:"unit_rows_plan,omitempty"`
-	Weight       int       `json:"weight"`
-	Hash         string    `json:"spec_hash"`
-	State        string    `json:"state"`
-	Error        string    `json:"error,omitempty"`
-	Created      time.Time `json:"created"`
-	Started      time.Time `json:"started,omitzero"`
-	Ended        time.Time `json:"ended,omitzero"`
-	Restarts     int       `json:"restarts"`
+	UnitRows     []int64 `json:"unit_rows,omitempty"`
+	UnitRowsPlan string  `json:"unit_rows_plan,omitempty"`
+	// UnitRowsDealt: a run of this job dealt its units by UnitRows, as
+	// the other hosts did (engine.Options.Dealt).
+	UnitRowsDealt bool      `json:"unit_rows_dealt,omitempty"`
+	Weight        int       `json:"weight"`
+	Hash          string    `json:"spec_hash"`
+	State         string    `json:"state"`
+	Error         string    `json:"error,omitempty"`
+	Created       time.Time `json:"created"`
+	Started       time.Time `json:"started,omitzero"`
+	Ended         time.Time `json:"ended,omitzero"`
+	Restarts      int       `json:"restarts"`
 	// Footprint is the memory the job is charged while it holds rings: a
 	// done job restored with its rings in place is charged it (and a
 	// trainer may revive it, revive.go) before any supervisor estimates

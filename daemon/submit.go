@@ -178,7 +178,7 @@ func (d *Daemon) newJob(rec *record) (*Job, error) {
 	j := &Job{
 		d: d, id: rec.ID, name: rec.Name, owner: rec.Owner, gid: rec.GID, groups: rec.Groups, specText: rec.Spec, pins: rec.Pins,
 		baseDir: rec.BaseDir, file: rec.File, worldOver: rec.WorldSize, hosts: hosts, local: local, rankBase: base,
-		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, countsKey: countsKey, shareCounts: rec.ShareCounts, exchange: newCountExchange(rec.SharedPlan, rec.SharedRows, rec.CountAlone), hash: rec.Hash, created: rec.Created, spec: job,
+		unitRows: rec.UnitRows, unitRowsPlan: rec.UnitRowsPlan, unitRowsDealt: rec.UnitRowsDealt, countsKey: countsKey, shareCounts: rec.ShareCounts, exchange: newCountExchange(rec.SharedPlan, rec.SharedRows, rec.CountAlone), hash: rec.Hash, created: rec.Created, spec: job,
 		finished: make(chan struct{}),
 		state:    State(rec.State), errMsg: rec.Error, started: rec.Started, ended: rec.Ended,
 		footprint: rec.Footprint,

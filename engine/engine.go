@@ -100,6 +100,16 @@ type Options struct {
 	// every unit itself. Not called where UnitRows serve or the plan gives
 	// the rows.
 	ShareCounts func(ctx context.Context, share CountShare) ([]int64, error)
+	// Dealt says that UnitRows are the counts an earlier run of this job
+	// dealt its units by, as every other host of its world did (not a
+	// like job's): a plan that differs from UnitRowsPlan then cannot be
+	// dealt anew (the other hosts keep the old deal, and its trainers do not
+	// exchange counts again). The run counts every unit here and goes on
+	// only where they are the same counts (a file touched, not changed).
+	Dealt bool
+	// OnDealt, if not nil, is called once a run with Hosts has dealt its
+	// units, before its first batch.
+	OnDealt func()
 }
 
 // Stats sums up a run.
@@ -254,7 +264,8 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	// The window points at cached unit outputs instead of copying them.
 	bt.window.stable = proc.cache.owns
 	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart, hosts: hs,
-		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted, shareCounts: opts.ShareCounts}
+		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted, shareCounts: opts.ShareCounts,
+		dealt: opts.Dealt, onDealt: opts.OnDealt}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
 	collectStats(&st, prog, proc, rings)
 	if bt.arena != nil {
@@ -337,6 +348,8 @@ type runHooks struct {
 	unitRows     []int64
 	unitRowsPlan string
 	counted      func(plan string, rows []int64)
+	dealt        bool   // Options.Dealt
+	onDealt      func() // Options.OnDealt
 	shareCounts  func(ctx context.Context, share CountShare) ([]int64, error)
 }
 

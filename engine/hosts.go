@@ -238,7 +238,17 @@ func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Conf
 	rows, plan := hooks.unitRows, planDigest(proc.plan, true)
 	if len(rows) != len(proc.plan.Units) || hooks.unitRowsPlan != plan {
 		var err error
-		if rows, err = hs.count(ctx, proc, cfg, hooks); err != nil {
+		if hooks.dealt && len(hooks.unitRows) > 0 {
+			// The other hosts deal by the old counts: only the same ones do.
+			if rows, err = countUnits(ctx, proc, cfg, hooks.gate, nil); err != nil {
+				return err
+			}
+			if !slices.Equal(rows, hooks.unitRows) {
+				return fmt.Errorf("this host plans other units than when the %d hosts dealt them (%d units, then %d; plan %s, then %s): "+
+					"its input changed since (a file added, removed or rewritten), and it cannot deal them as the other hosts did; submit the job again on every host",
+					hs.Count, len(rows), len(hooks.unitRows), plan, hooks.unitRowsPlan)
+			}
+		} else if rows, err = hs.count(ctx, proc, cfg, hooks); err != nil {
 			return err
 		}
 		if hooks.counted != nil {
@@ -262,6 +272,9 @@ func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Conf
 		bt.capSteps = n
 	}
 	prog.setBatchesPerEpoch(n)
+	if hooks.onDealt != nil {
+		hooks.onDealt()
+	}
 	return nil
 }
 
