@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/lastmile/lastmile/engine"
@@ -49,6 +50,7 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 	rank := world - j.rankBase // the index of this host's rings and rank records
 	if c := req.Cursor; c != nil {
 		if e := j.spec.EpochCount(); e > 0 && c.Epoch >= uint64(e) {
+			j.pastEnd(rank)
 			return resp, errorf(http.StatusBadRequest, "cursor epoch %d: job %q has %d epochs (0 to %d); rank %d has nothing left to read",
 				c.Epoch, j.name, e, e-1, world)
 		}
@@ -104,12 +106,43 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 		j.mu.Unlock()
 		stand, known = standing(info, start)
 	}
+	j.mu.Lock()
+	j.ranks[rank].PastEnd = false
+	j.mu.Unlock()
 	resp.Job, resp.Rank, resp.Ring, resp.Dir, resp.Generation = j.id, world, j.ringName(rank), j.spec.Ring.Dir, info.Generation
 	if known {
 		resp.Next = &stand
 	}
 	j.log.Info("trainer attached", "rank", world, "ring", resp.Ring, "generation", resp.Generation, "next", stand, "restarted", resp.Restarted)
 	return resp, nil
+}
+
+// pastEnd records that rank's trainer stands past the job's last epoch (a
+// checkpoint taken at its end, the training script run again). Once every
+// rank of this host says so and no trainer reads a ring, the job produces
+// for nobody: a submission made it anew for trainers that have nothing
+// left to read. It is canceled, saying why, and its rings removed, rather
+// than holding its memory and its name until the grace period.
+func (j *Job) pastEnd(rank int) {
+	j.mu.Lock()
+	if rank < len(j.ranks) {
+		j.ranks[rank].PastEnd = true
+	}
+	all := j.state == Pending || j.state == Running
+	for _, r := range j.ranks {
+		all = all && r.PastEnd
+	}
+	j.mu.Unlock()
+	if !all {
+		return
+	}
+	if infos, _ := j.ringInfos(); slices.ContainsFunc(infos, func(in shm.RingInfo) bool { return in.ConsumerAttached }) {
+		return
+	}
+	msg := "every rank's trainer stands past the job's last epoch: nothing is left to produce for them"
+	j.log.Info("canceling a job nobody needs", "reason", msg)
+	j.cancel("lastmiled: " + msg)
+	j.removeRings(time.Time{})
 }
 
 // sameBatch reports whether the trainer's cursor names the batch its ring

@@ -91,6 +91,9 @@ type rankRec struct {
 	Next *engine.Cursor `json:"next,omitempty"`
 	// Generation of the rank's current ring, 0 if none yet.
 	Generation uint64 `json:"generation,omitempty"`
+	// PastEnd: the rank's trainer asked for a batch past the job's last
+	// epoch, and has not attached since (Job.pastEnd). Not persisted.
+	PastEnd bool `json:"-"`
 }
 
 const recordVersion = 1

@@ -325,3 +325,28 @@ func TestSubmitAfterDrained(t *testing.T) {
 		t.Errorf("jobs %v: a drained done job was joined", ids)
 	}
 }
+
+// TestPastEndCancels: a job whose every rank's trainer asks for a batch
+// past its last epoch produces for nobody: it is canceled, saying why,
+// once the last rank has asked, and not before.
+func TestPastEndCancels(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	j := e.submit(specFor("pe", smallData, "world_size: 2\nepochs: 2\n"), nil)
+	past := map[string]any{"cursor": cursor{2, 0}}
+	for r := range 2 {
+		past["rank"] = r
+		if st, err := e.do("POST", "/v1/jobs/"+j.ID+"/attach", past, nil); err != nil || st != 400 {
+			t.Fatalf("rank %d attach past the end: %d %v, want 400", r, st, err)
+		}
+		if r == 0 {
+			if got := e.job(j.ID); got.State != "running" && got.State != "pending" {
+				t.Fatalf("one rank of two past the end: job %s (%s), want it running", got.State, got.Error)
+			}
+		}
+	}
+	got := e.waitJob(j.ID, 10*time.Second, "canceled")
+	if !strings.Contains(got.Error, "past the job's last epoch") {
+		t.Errorf("canceled job's error %q does not say why", got.Error)
+	}
+}

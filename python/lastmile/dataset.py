@@ -260,6 +260,20 @@ class Dataset(_Base):
         self.attach_info = att
         return ring
 
+    def _say_past_end(self):
+        """Tell lastmiled this rank has nothing left to read (an attach at a
+        cursor past the last epoch, which it refuses): once every rank of
+        the host has, it cancels the job, which the submission may have made
+        anew for trainers that need none of it."""
+        if self._ring is not None:
+            return
+        try:
+            self.client.attach(self.job_id, self.rank, self._cursor, wait=0)
+        except control.ControlError:
+            pass  # the expected answer: nothing left to read
+        except OSError as e:
+            log.info("lastmile: could not tell lastmiled that rank %d is past the end: %s", self.rank, e)
+
     def _close_ring(self):
         self._pending = None  # its slot goes with the ring; the cursor still names it
         r, self._ring = self._ring, None
@@ -459,6 +473,7 @@ class Dataset(_Base):
         epochs = self.job.get("epochs") if isinstance(self.job, dict) else None
         if self._cursor is not None and epochs and self._cursor.epoch >= epochs:
             self._ended = True  # a checkpoint taken at the end of the job
+            self._say_past_end()
             return None
         while True:
             ring = self._ring

@@ -121,6 +121,28 @@ class TestWithLastmiled(unittest.TestCase):
         self.assertEqual([i for i, _ in got], list(range(12, 20)))
         self.assertEqual(got[:5], seen, "batches made again differ from the first time")
 
+    def test_a_checkpoint_past_the_end_leaves_no_job(self):
+        """A trainer whose checkpoint stands at the job's end (the training
+        script run again after it finished, as docs/daemon-usage.md says to
+        continue) submits before it knows it has nothing left: the finished
+        job is gone, so the submission made a new one, the iteration was
+        empty, and the new job ran on for nobody, holding its memory and
+        its name until the grace period reclaimed it (found by following
+        the docs as a new user)."""
+        with open(self.spec, "w") as f:
+            f.write("version: 1\nname: pastend\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 500}\n"
+                    "epochs: 2\nring: {slots: 4}\n" % daemonproc.SMALL)
+        ds = self.dataset(cursor=(2, 0))
+        self.assertEqual(list(ds), [])
+        client = lastmile.Client(self.d.socket)
+        deadline = time.monotonic() + 10
+        while True:
+            live = [(j["id"], j["state"]) for j in client.jobs() if j.get("state") in ("pending", "running")]
+            if not live:
+                break
+            self.assertLess(time.monotonic(), deadline, "a cursor past the end left jobs producing for nobody: %s" % live)
+            time.sleep(0.05)
+
     def test_a_dropped_dataset_frees_its_rank(self):
         """A Dataset with device= (or a CUDA device) refers to itself through
         a lambda (self._place, or DatasetStaging's staging callback), so
