@@ -9,8 +9,10 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"time"
 
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
 )
 
 // runOptions are run's flags and argument once parsed.
@@ -56,8 +58,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	limitHeap(ctx, job, fsys, log) // a planning error is the run's to report
+	prog := new(engine.Progress)
+	if o.verbose {
+		stop := logProgress(ctx, log, prog, 5*time.Second)
+		defer stop()
+	}
 	st, err := engine.Run(ctx, job, engine.Options{
-		Logger: log, Linger: o.linger, Remove: o.remove && !o.keep, FS: fsys, Hosts: o.hosts,
+		Logger: log, Linger: o.linger, Remove: o.remove && !o.keep, FS: fsys, Hosts: o.hosts, Progress: prog,
 		Ready: func(rings []string) {
 			for _, r := range rings {
 				fmt.Fprintf(stderr, "ring ready: %s\n", r)
@@ -174,4 +181,50 @@ func runSummary(st engine.Stats) string {
 		s += fmt.Sprintf("; the unit arena took %d units (%d more decoded to the heap, no chunk being free)", st.ArenaUnits, st.ArenaFallbacks)
 	}
 	return s
+}
+
+// logProgress logs the run's progress every period (-v), and the ranks
+// whose rings are full: production waits on them, so a rank nobody reads
+// stalls every rank. The function it returns stops it.
+func logProgress(ctx context.Context, log *slog.Logger, prog *engine.Progress, period time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			stats := prog.RingStats()
+			if len(stats) == 0 {
+				continue // planning
+			}
+			var batches uint64
+			for _, st := range stats {
+				batches += st.Published
+			}
+			log.Info("progress", "epoch", prog.Epoch.Load(), "batches", batches, "units", prog.UnitsDone.Load())
+			if full := fullRanks(stats); len(full) > 0 {
+				log.Info("waiting for readers: these ranks' rings are full; every rank's ring must be read (lastmile cat RING), as production serves the ranks together",
+					"ranks", fmt.Sprint(full))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// fullRanks returns the ranks whose rings have no slot free for the
+// producer.
+func fullRanks(stats []shm.ProducerStats) []int {
+	var out []int
+	for r, st := range stats {
+		if st.Slots > 0 && st.Occupancy()+uint64(max(st.Held, 0)) >= uint64(st.Slots) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

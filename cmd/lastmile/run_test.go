@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
 )
 
 // writeRunSpec writes a job over testdata/small producing into ringDir.
@@ -107,5 +108,20 @@ func TestRunSummaryLeavesWaitsOut(t *testing.T) {
 		if got := runSummary(st); !strings.HasSuffix(got, tc.want) {
 			t.Errorf("summary %q does not end %q", got, tc.want)
 		}
+	}
+}
+
+// TestFullRanks: a rank's ring is full for the producer when its unread
+// batches and the slots production holds fill it (run -v names such ranks:
+// a rank nobody reads stalls every rank).
+func TestFullRanks(t *testing.T) {
+	stats := []shm.ProducerStats{
+		{Slots: 4, Head: 10, Tail: 12},          // two free
+		{Slots: 4, Head: 10, Tail: 14},          // full of unread batches
+		{Slots: 4, Head: 10, Tail: 13, Held: 1}, // the last slot being filled
+		{Slots: 4},                              // nothing yet
+	}
+	if got := fullRanks(stats); fmt.Sprint(got) != "[1 2]" {
+		t.Errorf("full ranks %v, want [1 2]", got)
 	}
 }
