@@ -41,8 +41,11 @@ func TestSpillByteIdentical(t *testing.T) {
 		check func(t *testing.T, s *Server, sp *Spiller, p *Pool)
 	}{
 		{"healthy peer", nil, SpillerConfig{}, func(t *testing.T, s *Server, sp *Spiller, p *Pool) {
-			if sp.Stats().Spilled.Load() == 0 || s.Stats().Units.Load() != sp.Stats().Spilled.Load() {
-				t.Errorf("spilled %d, peer served %d", sp.Stats().Spilled.Load(), s.Stats().Units.Load())
+			// A unit given up on here (a hedge that won) may still be
+			// computed there: served is spilled plus at most those.
+			spilled, served, abandoned := sp.Stats().Spilled.Load(), s.Stats().Units.Load(), p.Stats()[0].Abandoned
+			if spilled == 0 || served < spilled || served > spilled+abandoned {
+				t.Errorf("spilled %d, peer served %d (%d abandoned here)", spilled, served, abandoned)
 			}
 			// Units the anti-join empties (all of part-00002's) are taken
 			// as the peer sent them, not computed again here.

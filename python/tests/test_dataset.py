@@ -297,10 +297,13 @@ class TestIterate(FakeDaemonCase):
         ids = self.drain(ds)
         self.assertEqual(self.fake.attaches(), [{"rank": 0, "cursor": {"epoch": 0, "batch": 3}}])
         self.assertEqual(ids, self.all_ids(0, start=(0, 3)))
-        # a checkpoint taken at the end of the job: nothing left, no attach
+        # a checkpoint taken at the end of the job: nothing left, and no
+        # ring opened; the daemon is told so (an attach at that cursor,
+        # which it refuses), so that a job made for nobody is canceled
         done = self.dataset(1, cursor=(2, 0))
         self.assertEqual(list(done), [])
-        self.assertEqual(len(self.fake.attaches()), 1)
+        self.assertEqual(self.fake.attaches()[1:], [{"rank": 1, "cursor": {"epoch": 2, "batch": 0}}])
+        self.assertIsNone(done.ring)
 
     def test_state_dict_roundtrip(self):
         ds = self.dataset(0)
