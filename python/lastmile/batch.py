@@ -114,8 +114,8 @@ class Batch(Mapping):
         return None if self._pad is None else self.rows - self._pad
 
     def row_mask(self):
-        """A new ``[rows]`` bool array (a torch tensor for a torch batch), True
-        for the real rows and False for padding. Raises ``ValueError`` when the
+        """A new ``[rows]`` bool array (a torch tensor for a torch batch, on
+        the device of its tensors), True for the real rows and False for padding. Raises ``ValueError`` when the
         ring does not say how many rows are padding (format 1.0/2.0)."""
         n = self.real_rows
         if n is None:
@@ -125,24 +125,39 @@ class Batch(Mapping):
         m = np.zeros(self.rows, np.bool_)
         m[:n] = True
         if self.is_torch:
-            import torch
-
-            return torch.from_numpy(m)
+            return self._on_device(m)
         return m
 
     def is_null(self, name):
-        """A new ``[rows]`` bool array (a torch tensor for a torch batch): True
+        """A new ``[rows]`` bool array (a torch tensor for a torch batch, on
+        the device of its tensors): True
         where field ``name`` is null; all False for a field that is not nullable."""
         v = self.valid.get(name)
         if v is None:
             self.field(name)  # KeyError for an unknown name
             n = np.zeros(self.rows, np.bool_)
             if self.is_torch:
-                import torch
-
-                return torch.from_numpy(n)
+                return self._on_device(n)
             return n
         return ~v
+
+    def _on_device(self, a):
+        """Numpy array ``a`` as a tensor on the device of this torch batch's
+        tensors: a ring batch's are on the CPU, an owned batch's
+        (``to(device)``, ``Dataset(device=...)``, CUDA staging) may be on a GPU,
+        where a CPU mask would fail ``loss * batch.row_mask()``."""
+        import torch
+
+        t = torch.from_numpy(a)
+        if self._ring is None:  # an OwnedBatch: its tensors may be elsewhere
+            for v in self._data.values():
+                x = v if isinstance(v, torch.Tensor) else next(
+                    (y for y in v if isinstance(y, torch.Tensor)), None) if isinstance(v, tuple) else None
+                if x is not None:
+                    if x.device.type != "cpu":
+                        t = t.to(x.device)
+                    break
+        return t
 
     @property
     def last_in_epoch(self) -> bool:
@@ -152,7 +167,7 @@ class Batch(Mapping):
         for f in self._fields:
             if f.name == name:
                 return f
-        raise KeyError(name)
+        raise KeyError("no field %r in this batch (its fields: %s)" % (name, ", ".join(f.name for f in self._fields)))
 
     def text(self, name, i) -> str:
         """Row ``i`` of a UTF-8 string field, decoded (a copy)."""
@@ -297,9 +312,13 @@ def _kjt_weights(t, name, v, weights):
         lens = v.lengths[k * b:(k + 1) * b]
         field = weights.get(key)
         if field is None:
-            parts.append(torch.ones(int(lens.sum()), dtype=torch.float32))
+            parts.append(torch.ones(int(lens.sum()), dtype=torch.float32, device=v.values.device))
             continue
-        r = t[field]
+        try:
+            r = t[field]
+        except KeyError:
+            raise KeyError("kjt(%r): weights of key %r come from %r, which the batch does not have (select the "
+                           "ragged field beside the group: select: [..., %s])" % (name, key, field, field)) from None
         if not isinstance(r, Ragged):
             raise TypeError("kjt(%r): weights of key %r come from %r, which is not a ragged field" % (name, key, field))
         if len(r.offsets) != b + 1 or not torch.equal(r.offsets[1:] - r.offsets[:-1], lens):
@@ -307,7 +326,7 @@ def _kjt_weights(t, name, v, weights):
                              "ids (the same map or list of structs; with max_length on the key, give it weights: %s in the jagged op "
                              "so the weights are cut with the ids)" % (name, field, key, field))
         parts.append(r.values[int(r.offsets[0]):int(r.offsets[-1])].to(torch.float32))
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float32)
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float32, device=v.values.device)
 
 
 def _torch_conv(arr, code):

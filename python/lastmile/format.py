@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import operator
 import os
 import re
 import struct
@@ -205,9 +206,9 @@ class KeyedJagged(collections.namedtuple("KeyedJagged", ["keys", "values", "leng
         return len(self.lengths) // len(self.keys) if self.keys else 0
 
     def key(self, k):
-        """``Ragged(values, offsets)`` of one key (a name or an index): views, no copy."""
-        if not isinstance(k, int):
-            k = self.keys.index(k)
+        """``Ragged(values, offsets)`` of one key (a name or an index, negative
+        from the end): views, no copy."""
+        k = _key_index(self.keys, k)
         b = self.stride
         offs = self.offsets[k * b : (k + 1) * b + 1]
         lo, hi = int(offs[0]), int(offs[-1])
@@ -235,9 +236,25 @@ class WeightedKeyedJagged(collections.namedtuple("WeightedKeyedJagged", ["keys",
 
     def key_weights(self, k):
         """``Ragged(weights, offsets)`` of one key (a name or an index): views, no copy."""
+        k = _key_index(self.keys, k)
         r = self.key(k)
-        lo = int(self.offsets[(k if isinstance(k, int) else self.keys.index(k)) * self.stride])
+        lo = int(self.offsets[k * self.stride])
         return Ragged(self.weights[lo:lo + len(r.values)], r.offsets)
+
+
+def _key_index(keys, k):
+    """The index of key ``k`` (a name, or an index: negative from the end) of
+    a jagged field with ``keys``; KeyError or IndexError saying which exist."""
+    if isinstance(k, str):
+        try:
+            return keys.index(k)
+        except ValueError:
+            raise KeyError("no key %r in this jagged field (its keys: %s)" % (k, ", ".join(keys))) from None
+    i = operator.index(k)  # an int, numpy integer or 0-d integer tensor
+    n = len(keys)
+    if not -n <= i < n:
+        raise IndexError("key %d out of range for %d keys (%s)" % (i, n, ", ".join(keys)))
+    return i + n if i < 0 else i
 
 
 class Cursor(collections.namedtuple("Cursor", ["epoch", "batch_index", "rank", "last_in_epoch"])):

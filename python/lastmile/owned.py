@@ -50,6 +50,11 @@ class OwnedBatch(Batch):
 
     def text(self, name, i) -> str:
         r = self[name]
+        n = len(r.offsets) - 1
+        if i < 0:  # as Batch.text (Ragged.row): negative from the end
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("row %d out of range for %d rows" % (i, n))
         a, b = int(r.offsets[i]), int(r.offsets[i + 1])
         return bytes(_host(r.values)[a:b]).decode("utf-8")
 

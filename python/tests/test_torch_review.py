@@ -1,0 +1,201 @@
+"""Review findings on the torch-facing API (docs/python.md): masks and
+weights of a batch that lives on a device, and KeyedJagged.key() indexing.
+
+No ring needed: batches are built directly as lastmile.owned.OwnedBatch,
+what Dataset(device=...), batch.to(device) and the CUDA staging hand out.
+The "meta" device stands in for a GPU (no data, but a device that is not
+the CPU). Run:
+cd python && /usr/bin/python3 -m unittest tests.test_torch_review -v
+"""
+
+import os
+import sys
+import unittest
+from unittest import mock
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import lastmile  # noqa: E402
+from lastmile import format as fmt  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _batch(pad_rows=1):
+    """A torch OwnedBatch of 2 rows: jagged "sparse" (keys scores, cat),
+    ragged "scores.value" lined up with key scores, nullable dense "x"."""
+    from lastmile.owned import OwnedBatch
+
+    t = torch.tensor
+    fields = (fmt.Field(0, "sparse", "jagged", 6, (), False, False, ("scores", "cat")),
+              fmt.Field(1, "scores.value", "ragged", 9, (), False, False),
+              fmt.Field(2, "x", "dense", 9, (), True, False),
+              fmt.Field(3, "y", "dense", 9, (), False, False))
+    data = {"sparse": lastmile.KeyedJagged(("scores", "cat"), t([10, 11, 12, 7, 8]), t([2, 1, 1, 1]),
+                                           t([0, 2, 3, 4, 5])),
+            "scores.value": lastmile.Ragged(t([0.5, 0.25, 2.0]), t([0, 2, 3])),
+            "x": t([1.0, 2.0]), "y": t([3.0, 4.0])}
+    valid = {"x": t([True, False])}
+    return OwnedBatch(None, fields, data, valid, 2, 0, fmt.Cursor(0, 0, 0, True),
+                      fmt.BATCH_PADDED | fmt.BATCH_LAST_IN_EPOCH, True, pad_rows=pad_rows)
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class DeviceMaskTests(unittest.TestCase):
+    """docs/python.md: "weight by batch.row_mask()". On a batch whose tensors
+    are on a GPU (Dataset(device="cuda"), batch.to(device)) the mask must be
+    there too: loss * batch.row_mask() with a CPU mask and a CUDA loss is
+    "Expected all tensors to be on the same device"."""
+
+    def test_row_mask_on_the_batch_device(self):
+        b = _batch().to("meta")
+        self.assertEqual(b["y"].device.type, "meta")
+        self.assertEqual(b.row_mask().device, b["y"].device)
+
+    def test_is_null_on_the_batch_device(self):
+        b = _batch().to("meta")
+        self.assertEqual(b.is_null("x").device, b["x"].device)  # nullable: ~valid
+        self.assertEqual(b.is_null("y").device, b["y"].device)  # not nullable: all False
+
+    def test_cpu_values_unchanged(self):
+        b = _batch()
+        self.assertEqual(b.row_mask().tolist(), [True, False])
+        self.assertEqual(b.is_null("x").tolist(), [False, True])
+        self.assertEqual(b.is_null("y").tolist(), [False, False])
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class DeviceKJTWeightsTests(unittest.TestCase):
+    """kjt(name, weights=...) on a device batch: the 1.0 weights of the keys
+    not named were made on the CPU and torch.cat'ed with the named key's
+    weights on the GPU (a RuntimeError on CUDA)."""
+
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs CUDA")
+    def test_cuda(self):
+        b = _batch().to("cuda")
+        k = b.kjt("sparse", weights={"scores": "scores.value"})
+        self.assertEqual(k.weights.device, b["scores.value"].values.device)
+        self.assertEqual(k.weights.tolist(), [0.5, 0.25, 2.0, 1.0, 1.0])
+
+    def test_ones_made_on_the_values_device(self):
+        # Without a GPU: every tensor _kjt_weights makes must be asked for on
+        # the device of the group's values.
+        b = _batch()
+        seen = []
+        real_ones = torch.ones
+
+        def ones(*a, **kw):
+            seen.append(kw.get("device"))
+            return real_ones(*a, **kw)
+
+        with mock.patch.object(torch, "ones", ones):
+            k = b.kjt("sparse", weights={"scores": "scores.value"})
+        self.assertEqual(k.weights.tolist(), [0.5, 0.25, 2.0, 1.0, 1.0])
+        self.assertEqual(len(seen), 1)  # key "cat"
+        self.assertEqual(seen[0], b["sparse"].values.device)
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class KeyIndexTests(unittest.TestCase):
+    """KeyedJagged.key(k) / WeightedKeyedJagged.key_weights(k) with an index:
+    out of range it returned an empty 0-row Ragged, and -1 (the last key, as
+    Ragged.row(-1) is the last row) an obscure IndexError; a numpy integer
+    was looked up as a key name (ValueError)."""
+
+    def setUp(self):
+        t = torch.tensor
+        self.kj = lastmile.KeyedJagged(("scores", "cat"), t([10, 11, 12, 7, 8]), t([2, 1, 1, 1]), t([0, 2, 3, 4, 5]))
+        self.wkj = lastmile.WeightedKeyedJagged(*self.kj, t([0.5, 0.25, 2.0, 1.0, 1.0]))
+
+    def test_out_of_range(self):
+        for k in (2, -3):
+            with self.subTest(k):
+                with self.assertRaisesRegex(IndexError, "key %d out of range for 2 keys" % k):
+                    self.kj.key(k)
+                with self.assertRaisesRegex(IndexError, "out of range"):
+                    self.wkj.key_weights(k)
+
+    def test_negative(self):
+        self.assertEqual(self.kj.key(-1).values.tolist(), [7, 8])
+        self.assertEqual(self.kj.key(-1).offsets.tolist(), [0, 1, 2])
+        self.assertEqual(self.wkj.key_weights(-2).values.tolist(), [0.5, 0.25, 2.0])
+        self.assertEqual(self.wkj.key_weights(-1).values.tolist(), [1.0, 1.0])
+
+    def test_numpy_index(self):
+        self.assertEqual(self.kj.key(np.int64(1)).values.tolist(), [7, 8])
+        self.assertEqual(self.wkj.key_weights(np.int64(0)).values.tolist(), [0.5, 0.25, 2.0])
+
+    def test_unknown_name(self):
+        with self.assertRaisesRegex(KeyError, "no key 'nope'.*scores, cat"):
+            self.kj.key("nope")
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class PinMemoryTests(unittest.TestCase):
+    """docs/python.md said DataLoader(pin_memory=True) makes "an owned copy"
+    of each batch. torch's pin_memory rebuilds every Mapping (a Batch is one)
+    before it looks for a pin_memory() method: with collate_fn=lambda b: b
+    the trainer gets a plain dict, without kjt(), valid, cursor, row_mask().
+    Not fixable in lastmile (torch's order); the docs now say so. The test
+    pins what torch does (Tensor.pin_memory needs CUDA: mocked by a clone)."""
+
+    def test_pinned_batch_is_a_plain_dict(self):
+        from torch.utils.data._utils.pin_memory import pin_memory
+
+        b = _batch()
+        with mock.patch.object(torch.Tensor, "pin_memory", lambda self, device=None: self.clone()):
+            p = pin_memory(b)
+        self.assertIs(type(p), dict)
+        self.assertFalse(hasattr(p, "kjt"))
+        self.assertIsInstance(p["sparse"], lastmile.KeyedJagged)
+        self.assertIsInstance(p["sparse"].keys, list)  # torch turns a plain tuple into a list
+        self.assertEqual(p["sparse"].key("cat").values.tolist(), [7, 8])  # still usable
+        with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "python.md")) as f:
+            doc = f.read()
+        self.assertNotIn("pinned memory (an owned copy)", doc)
+        self.assertIn("leave `pin_memory` off", doc)
+
+
+class OwnedTextTests(unittest.TestCase):
+    """OwnedBatch.text(name, -1) (a detached or device batch) gave "" where
+    Batch.text(name, -1) gives the last row: offsets[-1]:offsets[0]."""
+
+    def test_negative_row(self):
+        from lastmile.owned import OwnedBatch
+
+        f = (fmt.Field(0, "s", "ragged", 2, (), False, True),)
+        d = {"s": lastmile.Ragged(np.frombuffer(b"abcde", np.uint8).copy(), np.array([0, 2, 5]))}
+        b = OwnedBatch(None, f, d, {}, 2, 0, fmt.Cursor(0, 0, 0, False), 0, False)
+        self.assertEqual(b.text("s", -1), "cde")
+        self.assertEqual(b.text("s", -2), "ab")
+        self.assertEqual(b.texts("s"), ["ab", "cde"])
+        for i in (2, -3):
+            with self.assertRaisesRegex(IndexError, "out of range for 2 rows"):
+                b.text("s", i)
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class KJTErrorTests(unittest.TestCase):
+    """Errors of kjt() that say what to do: an unknown field name was a bare
+    KeyError('nope'); a weights field the batch does not have (not
+    selected, or misspelt) a bare KeyError of its name."""
+
+    def test_unknown_field(self):
+        want = "no field 'nope' in this batch \\(its fields: sparse, scores.value, x, y\\)"
+        with self.assertRaisesRegex(KeyError, want):
+            _batch().kjt("nope")
+
+    def test_weights_field_not_in_batch(self):
+        with self.assertRaisesRegex(KeyError, "kjt\\('sparse'\\): weights of key 'scores' come from 'scores.valu', "
+                                    "which the batch does not have"):
+            _batch().kjt("sparse", weights={"scores": "scores.valu"})
+
+
+if __name__ == "__main__":
+    unittest.main()
