@@ -49,7 +49,7 @@ class Batch(Mapping):
     may be changed in place exactly as, views of the slot.
     """
 
-    __slots__ = ("_data", "valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
+    __slots__ = ("_data", "_valid", "rows", "seq", "cursor", "flags", "_ring", "_fields",
                  "is_torch", "_numpy", "_cache", "_pad", "__weakref__")
 
     def __init__(self, ring, fields, data, valid, rows, seq, cursor, flags, is_torch=False,
@@ -58,7 +58,7 @@ class Batch(Mapping):
         self._ring = ring
         self._fields = fields
         self._data = data
-        self.valid = valid
+        self._valid = valid
         self.rows = rows
         self.seq = seq
         self.cursor = cursor
@@ -81,6 +81,13 @@ class Batch(Mapping):
 
     def __len__(self):
         return len(self._data)
+
+    @property
+    def valid(self) -> dict:
+        """Field name -> validity mask of every nullable field (views of the
+        slot, like the arrays: refused once the batch is released)."""
+        self._check()
+        return self._valid
 
     # ------------------------------------------------------------------------
     @property

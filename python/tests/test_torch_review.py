@@ -197,5 +197,51 @@ class KJTErrorTests(unittest.TestCase):
             _batch().kjt("sparse", weights={"scores": "scores.valu"})
 
 
+class ReleasedValidityTests(unittest.TestCase):
+    """A released Batch refuses batch[name] (its arrays alias what the
+    producer writes next), but batch.valid[name] and batch.is_null(name)
+    still handed out the slot's validity views: a kept batch's null mask
+    silently became a later batch's."""
+
+    def setUp(self):
+        import tempfile
+        import shutil
+
+        sys.path.insert(0, HERE)
+        import ringwriter as rw
+
+        self.dir = tempfile.mkdtemp(prefix="lastmile-review-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        fields = [rw.FieldSpec("id", "dense", "int64"), rw.FieldSpec("score", "dense", "float64", nullable=True)]
+        self.w = rw.RingWriter("r", self.dir, fields, slot_count=2, version=(1, 1)).create()
+        self.addCleanup(self.w.close)
+
+    def publish(self, seq, ok):
+        ok = np.array(ok)
+        self.w.publish({"id": np.arange(3) + 10 * seq, "score": np.where(ok, 1.0, 0.0)}, 3,
+                       valid={"score": ok}, batch_index=seq)
+
+    def check(self, torch_batches):
+        self.publish(0, [True, False, True])
+        self.publish(1, [False, True, True])
+        with lastmile.Ring.open("r", dir=self.dir, timeout=10) as ring:
+            first = ring.next()
+            if torch_batches:
+                first = first.torch()
+            self.assertEqual(first.is_null("score").tolist(), [False, True, False])
+            ring.next()
+            for what, f in [("valid", lambda: first.valid["score"]), ("is_null", lambda: first.is_null("score"))]:
+                with self.subTest(what):
+                    with self.assertRaisesRegex(RuntimeError, "batch 0 was released"):
+                        f()
+
+    def test_numpy(self):
+        self.check(False)
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_torch(self):
+        self.check(True)
+
+
 if __name__ == "__main__":
     unittest.main()
