@@ -5,7 +5,7 @@ No ring needed: batches are built directly as lastmile.owned.OwnedBatch,
 what Dataset(device=...), batch.to(device) and the CUDA staging hand out.
 The "meta" device stands in for a GPU (no data, but a device that is not
 the CPU). Run:
-cd python && /usr/bin/python3 -m unittest tests.test_torch_review -v
+cd python && /usr/bin/python3 -m unittest tests.test_torch_the trainer API review -v
 """
 
 import os
@@ -210,7 +210,7 @@ class ReleasedValidityTests(unittest.TestCase):
         sys.path.insert(0, HERE)
         import ringwriter as rw
 
-        self.dir = tempfile.mkdtemp(prefix="lastmile-review-")
+        self.dir = tempfile.mkdtemp(prefix="lastmile-the trainer API review-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         fields = [rw.FieldSpec("id", "dense", "int64"), rw.FieldSpec("score", "dense", "float64", nullable=True)]
         self.w = rw.RingWriter("r", self.dir, fields, slot_count=2, version=(1, 1)).create()
