@@ -1,11 +1,11 @@
-"""Review findings on the torch-facing API (docs/python.md): masks and
+"""Findings of the trainer API review on the torch-facing API (docs/python.md): masks and
 weights of a batch that lives on a device, and KeyedJagged.key() indexing.
 
 No ring needed: batches are built directly as lastmile.owned.OwnedBatch,
 what Dataset(device=...), batch.to(device) and the CUDA staging hand out.
 The "meta" device stands in for a GPU (no data, but a device that is not
 the CPU). Run:
-cd python && /usr/bin/python3 -m unittest tests.test_torch_the trainer API review -v
+cd python && /usr/bin/python3 -m unittest tests.test_torch_devices -v
 """
 
 import os
