@@ -210,7 +210,7 @@ class ReleasedValidityTests(unittest.TestCase):
         sys.path.insert(0, HERE)
         import ringwriter as rw
 
-        self.dir = tempfile.mkdtemp(prefix="lastmile-the trainer API review-")
+        self.dir = tempfile.mkdtemp(prefix="lastmile-torchdev-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         fields = [rw.FieldSpec("id", "dense", "int64"), rw.FieldSpec("score", "dense", "float64", nullable=True)]
         self.w = rw.RingWriter("r", self.dir, fields, slot_count=2, version=(1, 1)).create()
