@@ -107,10 +107,14 @@ func (r *Range) counts() (nonNull, nulls bool) {
 // float32 → float64). Bounds of magnitude 2^53 and more are widened by an
 // ulp, since an int64 statistic may have been rounded to reach a float64.
 func (p *pruner) rangeOf(nd *node) (Range, bool) {
+	toF32 := false // an int → float32 cast rounds above 2^24
 	for nd.op == opCast {
 		from, to := nd.args[0].t.Kind, nd.t.Kind
 		if !(from == Int32 && to == Int64 || from.IsInt() && to.IsFloat() || from == Float32 && to == Float64 || from == Bool) {
 			return Range{}, false
+		}
+		if from.IsInt() && to == Float32 {
+			toF32 = true
 		}
 		nd = nd.args[0]
 	}
@@ -126,6 +130,11 @@ func (p *pruner) rangeOf(nd *node) (Range, bool) {
 	}
 	if math.Abs(r.Max) >= 1<<53 {
 		r.Max = math.Nextafter(r.Max, math.Inf(1))
+	}
+	if toF32 {
+		// Rounding to nearest is monotone: the rounded bounds bound
+		// the rounded values.
+		r.Min, r.Max = float64(float32(r.Min)), float64(float32(r.Max))
 	}
 	if math.IsNaN(r.Min) || math.IsNaN(r.Max) {
 		r.HasBounds = false
