@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -224,6 +225,19 @@ func (d *Decoder) scalar(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind != yaml.ScalarNode {
 		d.Errorf(n, path, "want a %s, got %s", typeWord(v.Type()), kindName(n))
 		return
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// yaml.v3 truncates a float into an integer field (1.5 → 1):
+		// a number with a fraction is not a whole number.
+		if n.ShortTag() == "!!float" {
+			var f float64
+			if err := n.Decode(&f); err != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
+				d.Errorf(n, path, "want a %s, got %q", typeWord(v.Type()), n.Value)
+				return
+			}
+		}
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		d.Errorf(n, path, "want a %s, got %q", typeWord(v.Type()), n.Value)
