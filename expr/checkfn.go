@@ -371,6 +371,7 @@ func (c *checker) bucketize(n *Call) (*node, error) {
 		return nil, errorf(n.Args[1].Pos(), "bucketize wants its boundaries as a list [b0, b1, ...], got %s", n.Args[1])
 	}
 	bs := make([]float64, 0, len(l.Elems))
+	ints := make([]*int64, 0, len(l.Elems)) // an integer boundary exactly
 	for i, e := range l.Elems {
 		v, err := c.value(e)
 		if err != nil {
@@ -380,13 +381,18 @@ func (c *checker) bucketize(n *Call) (*node, error) {
 			return nil, errorf(e.Pos(), "bucketize wants constant numbers as boundaries, got %s", describe(e, v))
 		}
 		f := v.constFloat64()
-		if math.IsNaN(f) || i > 0 && f < bs[i-1] {
+		var exact *int64
+		if iv, ok := v.constInt64(); ok {
+			exact = &iv
+		}
+		if math.IsNaN(f) || i > 0 && (f < bs[i-1] || exact != nil && ints[i-1] != nil && *exact < *ints[i-1]) {
 			return nil, errorf(e.Pos(), "bucketize boundaries must be sorted ascending, got %s after %s", e, l.Elems[i-1])
 		}
 		bs = append(bs, f)
+		ints = append(ints, exact)
 	}
 	nd := &node{op: opBucketize, t: Type{Kind: Int32, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}
-	nd.bounds = makeBounds(x.t.Kind, bs)
+	nd.bounds = makeBounds(x.t.Kind, bs, ints)
 	return c.fold(nd), nil
 }
 

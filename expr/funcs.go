@@ -161,15 +161,23 @@ type bounds struct {
 	i64  []int64
 }
 
-func makeBounds(k Kind, bs []float64) bounds {
+//
+// ints holds, where a boundary is an integer constant, its exact value
+// (nil entries, or a nil slice, for the others): compared with an int x as
+// it is, not as the float64 it may round to beyond 2^53.
+func makeBounds(k Kind, bs []float64, ints []*int64) bounds {
 	b := bounds{orig: bs}
-	for _, f := range bs {
+	for i, f := range bs {
 		switch k {
 		case Float32:
 			b.f32 = append(b.f32, float32(f))
 		case Float64:
 			b.f64 = append(b.f64, f)
 		default:
+			if i < len(ints) && ints[i] != nil {
+				b.i64 = append(b.i64, *ints[i])
+				continue
+			}
 			c := math.Ceil(f)
 			switch {
 			case c <= -(1 << 63):

@@ -182,3 +182,16 @@ func TestReviewIntFloatCompare(t *testing.T) {
 	checkFloats(t, b, "x * 2.5", []float64{float64(float32(16777216 * 2.5)), float64(float32(0.1) * float32(2.5)), 1.25, 0}, nil)
 	checkInts(t, b, "hash_mod(x, 65536) == hash_mod(0, 65536)", []int64{0, 0, 0, 1}, nil)
 }
+
+func TestReviewBucketize(t *testing.T) {
+	b := batch(
+		ints("a", column.Int64, []int64{1 << 53, 1<<53 + 1, 1<<53 + 2, math.MinInt64}, nil),
+		ints("i", column.Int32, []int64{0, 1, 2, -1}, []byte{1, 1, 1, 0}),
+		floats("x", column.Float32, []float64{float64(float32(0.1)), 0.09, math.NaN(), math.Inf(-1)}, nil),
+	)
+	checkInts(t, b, "bucketize(a, [9007199254740993])", []int64{0, 1, 1, 0}, nil)
+	checkInts(t, b, "bucketize(a, [9007199254740993, 9007199254740993])", []int64{0, 2, 2, 0}, nil)
+	checkInts(t, b, "bucketize(i, [0.5, 1, 1.5])", []int64{0, 2, 3, 0}, []int{3})
+	checkInts(t, b, "bucketize(x, [0.1])", []int64{1, 0, 1, 0}, nil)
+	checkInts(t, b, "bucketize(a, [-9223372036854775808])", []int64{1, 1, 1, 1}, nil)
+}
