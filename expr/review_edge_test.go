@@ -195,3 +195,16 @@ func TestReviewBucketize(t *testing.T) {
 	checkInts(t, b, "bucketize(x, [0.1])", []int64{1, 0, 1, 0}, nil)
 	checkInts(t, b, "bucketize(a, [-9223372036854775808])", []int64{1, 1, 1, 1}, nil)
 }
+
+func TestReviewBigIntConstants(t *testing.T) {
+	b := batch(ints("a", column.Int64, []int64{1 << 53, 1<<53 + 1, math.MaxInt64, math.MaxInt64 - 1}, nil))
+	checkInts(t, b, "a == 9007199254740993", []int64{0, 1, 0, 0}, nil)
+	checkInts(t, b, "a in (9007199254740993)", []int64{0, 1, 0, 0}, nil)
+	checkInts(t, b, "a not in (9007199254740993, 9223372036854775807)", []int64{1, 0, 0, 1}, nil)
+	checkInts(t, b, "a > 9007199254740992", []int64{0, 1, 1, 1}, nil)
+	checkInts(t, b, "min(a, 9007199254740993)", []int64{1 << 53, 1<<53 + 1, 1<<53 + 1, 1<<53 + 1}, nil)
+	checkInts(t, b, "clip(a, 0, 9223372036854775806)", []int64{1 << 53, 1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64 - 1}, nil)
+	checkInts(t, b, "fill_null(a, 9007199254740993)", []int64{1 << 53, 1<<53 + 1, math.MaxInt64, math.MaxInt64 - 1}, nil)
+	checkInts(t, b, "a - 9223372036854775807", []int64{1<<53 - math.MaxInt64, 1<<53 + 1 - math.MaxInt64, 0, -1}, nil)
+	checkInts(t, b, "if(a == 9007199254740993, 9223372036854775807, 0)", []int64{0, math.MaxInt64, 0, 0}, nil)
+}
