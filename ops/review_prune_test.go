@@ -40,3 +40,19 @@ func TestReviewPruneAfterOps(t *testing.T) {
 		}
 	}
 }
+
+// Through a pipeline: a filter over cast(int, float32) must not skip a
+// row group (or page) holding a row that passes.
+func TestReviewPruneCastFloat32(t *testing.T) {
+	b := batchOf(i64col("id", []int64{16777217}, nil))
+	lookup := func(c string) (expr.Range, bool) {
+		return expr.Range{Min: 16777217, Max: 16777217, HasBounds: true, Rows: 1}, c == "id"
+	}
+	p := compile(t, b, "", `- filter: "cast(id, float32) == 16777216"`)
+	if run(t, p, b).Rows != 1 {
+		t.Fatal("the row should pass")
+	}
+	if !p.Prune(lookup) {
+		t.Error("Prune rules out a row group whose row passes the filter")
+	}
+}
