@@ -161,8 +161,8 @@ type bounds struct {
 	i64  []int64
 }
 
-//
-// ints holds, where a boundary is an integer constant, its exact value
+// makeBounds converts bucketize's boundaries bs for an x of kind k. ints
+// holds, where a boundary is an integer constant, its exact value
 // (nil entries, or a nil slice, for the others): compared with an int x as
 // it is, not as the float64 it may round to beyond 2^53.
 func makeBounds(k Kind, bs []float64, ints []*int64) bounds {

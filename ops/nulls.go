@@ -111,22 +111,27 @@ func allZero(b []byte) bool {
 
 // fillBytes encodes the fill value as one element of dt, refusing values
 // the dtype cannot hold.
-func fillBytes(dt column.DType, fill float64) ([]byte, error) {
+func fillBytes(dt column.DType, num spec.Number) ([]byte, error) {
+	fill := num.F
 	if dt == column.Bool {
 		if fill != 0 && fill != 1 {
-			return nil, fmt.Errorf("fill %v for a bool column; want 0 or 1", fill)
+			return nil, fmt.Errorf("fill %v for a bool column; want 0 or 1", num)
 		}
 		return []byte{byte(fill)}, nil
 	}
 	if isIntDType(dt) {
-		if fill != math.Trunc(fill) || math.IsInf(fill, 0) {
-			return nil, fmt.Errorf("fill %v for an integer (%v) column; want a whole number", fill, dt)
+		whole, ok := num.Whole()
+		if !ok {
+			if fill != math.Trunc(fill) || math.IsInf(fill, 0) {
+				return nil, fmt.Errorf("fill %v for an integer (%v) column; want a whole number", num, dt)
+			}
+			return nil, fmt.Errorf("fill %v does not fit %v", num, dt)
 		}
-		pad := int64(fill)
-		if fill >= 1<<63 || fill < -(1<<63) {
-			return nil, fmt.Errorf("fill %v does not fit %v", fill, dt)
+		b, err := padBytes(dt, whole, 1)
+		if err != nil {
+			return nil, fmt.Errorf("fill %v does not fit %v", num, dt)
 		}
-		return padBytes(dt, pad, 1)
+		return b, nil
 	}
 	b := make([]byte, dt.Size())
 	switch dt {

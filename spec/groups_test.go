@@ -23,7 +23,7 @@ pipeline:
 		t.Fatal(err)
 	}
 	s := j.Pipeline[0].Stack
-	if s.Output != "dense" || len(s.Columns) != 2 || s.DType != "bfloat16" || s.Nulls != "fill" || s.Fill != -1 {
+	if s.Output != "dense" || len(s.Columns) != 2 || s.DType != "bfloat16" || s.Nulls != "fill" || s.Fill != spec.Num(-1) {
 		t.Errorf("stack %+v", s)
 	}
 	g := j.Pipeline[1].Jagged

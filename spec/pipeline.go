@@ -124,7 +124,7 @@ type Sequence struct {
 type Nulls struct {
 	Policy  string   `yaml:"policy"`
 	Columns []string `yaml:"columns"` // empty means every nullable column
-	Fill    float64  `yaml:"fill"`
+	Fill    Number   `yaml:"fill"`
 }
 
 // Stack is a dense feature group: Columns, numeric, become one [B, N]
@@ -135,8 +135,8 @@ type Stack struct {
 	// DType is float32 (default), bfloat16 or int64 (integer columns only).
 	DType string `yaml:"dtype"`
 	// Nulls is error (default: a null fails the job) or fill (with Fill).
-	Nulls string  `yaml:"nulls"`
-	Fill  float64 `yaml:"fill"`
+	Nulls string `yaml:"nulls"`
+	Fill  Number `yaml:"fill"`
 }
 
 // Jagged is a sparse feature group: list or scalar categorical columns

@@ -22,7 +22,7 @@ func list32col(name string, rows [][]int32) column.Column {
 	return c
 }
 
-func TestReviewSpecRejects(t *testing.T) {
+func TestSpecRejects(t *testing.T) {
 	b := batchOf(
 		i64col("id", []int64{1}, nil),
 		i32col("n", []int32{1}, []byte{1}),

@@ -20,7 +20,7 @@ func f64col(name string, vals []float64, valid []byte) column.Column {
 	return c
 }
 
-func TestReviewOrderAndChecks(t *testing.T) {
+func TestOrderAndChecks(t *testing.T) {
 	b := batchOf(
 		i64col("id", []int64{0, 1, 2, 3}, nil),
 		i64col("a", []int64{1, 2, 3, 4}, nil),
@@ -67,7 +67,7 @@ func TestReviewOrderAndChecks(t *testing.T) {
 	}
 }
 
-func TestReviewStackConversions(t *testing.T) {
+func TestStackConversions(t *testing.T) {
 	b := batchOf(
 		i64col("a", []int64{1<<60 + 1<<36 + 1, math.MaxInt64, -1}, nil),
 		f64col("d", []float64{1 + math.Pow(2, -24), 1 + 3*math.Pow(2, -24), math.NaN()}, nil),
@@ -97,7 +97,7 @@ func TestReviewStackConversions(t *testing.T) {
 	}
 }
 
-func TestReviewCastListAndNulls(t *testing.T) {
+func TestCastListAndNulls(t *testing.T) {
 	b := batchOf(
 		listcol("s", [][]int64{{1, math.MaxInt64}, {-1}}, nil),
 		f64col("d", []float64{0, math.NaN()}, []byte{0, 1}),
@@ -136,7 +136,7 @@ func lists32(t *testing.T, b *column.Batch, name string) [][]int64 {
 	return out
 }
 
-func TestReviewJaggedInt32Negative(t *testing.T) {
+func TestJaggedInt32Negative(t *testing.T) {
 	b := batchOf(i32col("c", []int32{-1, math.MinInt32, 7}, nil))
 	p := compile(t, b, "", "- jagged: {output: sp, keys: [{column: c, hash_mod: 1000003}]}")
 	out := run(t, p, b)

@@ -11,7 +11,7 @@ import (
 // MayMatch must never rule out a row group that has a matching row
 // ("sound for any input"). cast(int, float32) rounds above 2^24, so the
 // integer statistics do not bound the float32 values exactly.
-func TestReviewMayMatchCastFloat32(t *testing.T) {
+func TestMayMatchCastFloat32(t *testing.T) {
 	b := batch(
 		ints("a", column.Int64, []int64{16777217}, nil),
 		ints("i", column.Int32, []int64{16777217}, nil),

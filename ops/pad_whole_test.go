@@ -9,7 +9,7 @@ import (
 // element type". 1.5 does not fit an integer element type, yet it is
 // accepted (and silently becomes something else); on a float list it
 // should pad with 1.5.
-func TestReviewSequencePadValueFraction(t *testing.T) {
+func TestSequencePadValueFraction(t *testing.T) {
 	b := batchOf(listcol("s", [][]int64{{7}}, nil))
 	j, err := parseJob("", "- sequence: {column: s, length: 3, pad_value: 1.5}")
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/lastmile/lastmile/column"
 )
 
-func TestReviewEdgeExpr(t *testing.T) {
+func TestEdgeExpr(t *testing.T) {
 	nan := math.NaN()
 	b := batch(
 		ints("a", column.Int64, []int64{math.MinInt64, math.MaxInt64, -1, 0, 1 << 60}, nil),
@@ -73,14 +73,14 @@ func TestReviewEdgeExpr(t *testing.T) {
 }
 
 // int64 -> float32 must round to nearest once (not via float64, which double rounds).
-func TestReviewCastInt64Float32DoubleRounding(t *testing.T) {
+func TestCastInt64Float32DoubleRounding(t *testing.T) {
 	v := int64(1<<60 + 1<<36 + 1) // nearest float32: 2^60 + 2^37
 	b := batch(ints("a", column.Int64, []int64{v}, nil))
 	want := float64(float32(1<<60 + 1<<37))
 	checkFloats(t, b, "cast(a, float32)", []float64{want}, nil)
 }
 
-func TestReviewFilterEdges(t *testing.T) {
+func TestFilterEdges(t *testing.T) {
 	nan := math.NaN()
 	b := batch(
 		ints("n", column.Int32, []int64{1, 0, 2, 0, 3}, []byte{1, 0, 1, 0, 1}),
@@ -152,7 +152,7 @@ func TestReviewFilterEdges(t *testing.T) {
 	}
 }
 
-func TestReviewIntFloatCompare(t *testing.T) {
+func TestIntFloatCompare(t *testing.T) {
 	big := int64(1<<53 + 1)
 	b := batch(
 		ints("a", column.Int64, []int64{big, 1 << 53, -big, math.MaxInt64}, nil),
@@ -183,7 +183,7 @@ func TestReviewIntFloatCompare(t *testing.T) {
 	checkInts(t, b, "hash_mod(x, 65536) == hash_mod(0, 65536)", []int64{0, 0, 0, 1}, nil)
 }
 
-func TestReviewBucketize(t *testing.T) {
+func TestBucketize(t *testing.T) {
 	b := batch(
 		ints("a", column.Int64, []int64{1 << 53, 1<<53 + 1, 1<<53 + 2, math.MinInt64}, nil),
 		ints("i", column.Int32, []int64{0, 1, 2, -1}, []byte{1, 1, 1, 0}),
@@ -196,7 +196,7 @@ func TestReviewBucketize(t *testing.T) {
 	checkInts(t, b, "bucketize(a, [-9223372036854775808])", []int64{1, 1, 1, 1}, nil)
 }
 
-func TestReviewBigIntConstants(t *testing.T) {
+func TestBigIntConstants(t *testing.T) {
 	b := batch(ints("a", column.Int64, []int64{1 << 53, 1<<53 + 1, math.MaxInt64, math.MaxInt64 - 1}, nil))
 	checkInts(t, b, "a == 9007199254740993", []int64{0, 1, 0, 0}, nil)
 	checkInts(t, b, "a in (9007199254740993)", []int64{0, 1, 0, 0}, nil)

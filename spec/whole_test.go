@@ -10,7 +10,7 @@ import (
 // A number with a fraction given for a whole-number field must be an
 // error ("every error names the field"), not silently truncated: yaml.v3
 // decodes 1.5 into an int64 as 1.
-func TestReviewFractionInWholeNumberField(t *testing.T) {
+func TestFractionInWholeNumberField(t *testing.T) {
 	cases := []struct{ line, field string }{
 		{"pipeline:\n  - sequence: {column: s, length: 3, pad_value: 1.5}\n", "pad_value"},
 		{"pipeline:\n  - sequence: {column: s, length: 64.9}\n", "length"},

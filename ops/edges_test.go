@@ -25,7 +25,7 @@ func rvKeep(h, seed uint64, rate float64) bool {
 	return rvSplitmix(seed^h) < uint64(rate*(1<<64))
 }
 
-func TestReviewSampleReference(t *testing.T) {
+func TestSampleReference(t *testing.T) {
 	var ids []int64
 	var ids32 []int32
 	var valid []byte
@@ -126,7 +126,7 @@ type rvStrRow struct {
 	Val int64  `parquet:"val"`
 }
 
-func TestReviewJoinEdges(t *testing.T) {
+func TestJoinEdges(t *testing.T) {
 	dir := t.TempDir()
 	nk := filepath.Join(dir, "nk.parquet")
 	writeTable(t, nk, []rvNullKeyRow{{ID: nil, Val: 1}, {ID: ptr[int64](0), Val: 2}, {ID: nil, Val: 3}, {ID: ptr[int64](math.MinInt64), Val: 4}})
@@ -187,7 +187,7 @@ func TestReviewJoinEdges(t *testing.T) {
 	}
 }
 
-func TestReviewSequenceEdges(t *testing.T) {
+func TestSequenceEdges(t *testing.T) {
 	b := batchOf(
 		i64col("id", []int64{0, 1, 2, 3}, nil),
 		listcol("s", [][]int64{{1, 2, 3, 4, 5}, {}, nil, {math.MinInt64, math.MaxInt64}}, []byte{1, 1, 0, 1}),
@@ -224,7 +224,7 @@ func TestReviewSequenceEdges(t *testing.T) {
 	_ = column.Int64
 }
 
-func TestReviewCastOpEdges(t *testing.T) {
+func TestCastOpEdges(t *testing.T) {
 	nan := float32(math.NaN())
 	b := batchOf(
 		f32col("x", []float32{nan, float32(math.Copysign(0, -1)), 2.9, -2.9, 2147483648, -2147483648, float32(math.Inf(-1))}, nil),

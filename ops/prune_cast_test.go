@@ -8,7 +8,7 @@ import (
 
 // A filter after an op that changes a column must not be pruned by the
 // input column's statistics.
-func TestReviewPruneAfterOps(t *testing.T) {
+func TestPruneAfterOps(t *testing.T) {
 	b := batchOf(
 		i64col("a", []int64{1, 2}, []byte{1, 1}),
 		i64col("b", []int64{100, 200}, nil),
@@ -43,7 +43,7 @@ func TestReviewPruneAfterOps(t *testing.T) {
 
 // Through a pipeline: a filter over cast(int, float32) must not skip a
 // row group (or page) holding a row that passes.
-func TestReviewPruneCastFloat32(t *testing.T) {
+func TestPruneCastFloat32(t *testing.T) {
 	b := batchOf(i64col("id", []int64{16777217}, nil))
 	lookup := func(c string) (expr.Range, bool) {
 		return expr.Range{Min: 16777217, Max: 16777217, HasBounds: true, Rows: 1}, c == "id"

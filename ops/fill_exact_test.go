@@ -9,10 +9,11 @@ import (
 )
 
 // docs/pipeline.md, nulls: "fill must suit the column: a whole number that
-// fits for integer columns". spec.Nulls.Fill is a float64, so an int64
-// fill beyond 2^53 silently becomes another number (2^53+1 → 2^53), and
-// the int64 maximum, which fits, is refused ("does not fit int64").
-func TestReviewNullsFillBigInt(t *testing.T) {
+// fits for integer columns". spec.Nulls.Fill was a float64, so an int64
+// fill beyond 2^53 silently became another number (2^53+1 → 2^53), and
+// the int64 maximum, which fits, was refused ("does not fit int64"). It
+// is a spec.Number now, which keeps integers exact.
+func TestNullsFillBigInt(t *testing.T) {
 	b := batchOf(i64col("n", []int64{0, 5}, []byte{0, 1}))
 	for _, fill := range []int64{9007199254740993, 9223372036854775807} {
 		op := "- nulls: {policy: fill, columns: [n], fill: " + itoa(fill) + "}"
