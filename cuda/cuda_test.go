@@ -347,6 +347,12 @@ func TestUnregisterFailureLeavesMapped(t *testing.T) {
 	if err := m.Close(); err != nil || isMapped(mem) {
 		t.Fatalf("second Close: %v (mapped %v)", err, isMapped(mem))
 	}
+	// The second Close asked the driver again, before the unmap: a
+	// Registration that marked itself done before its call skipped it.
+	un := cudatest.Find(f.Calls(t, false), "cuMemHostUnregister")
+	if len(un) != 2 || un[1].Result != 0 || un[1].Args["mapped"] != "1" {
+		t.Fatalf("unregistrations %+v: want the failed one, then one that succeeded before the unmap", un)
+	}
 }
 
 func TestIPC(t *testing.T) {

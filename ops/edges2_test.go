@@ -9,17 +9,6 @@ import (
 	"github.com/lastmile/lastmile/column"
 )
 
-func f64col(name string, vals []float64, valid []byte) column.Column {
-	c := column.Column{Name: name, Kind: column.Fixed, DType: column.Float64, Width: 1, Len: len(vals), Valid: valid}
-	for i, v := range vals {
-		if valid != nil && valid[i] == 0 {
-			v = 0
-		}
-		c.Data = binary.LittleEndian.AppendUint64(c.Data, math.Float64bits(v))
-	}
-	return c
-}
-
 func TestOrderAndChecks(t *testing.T) {
 	b := batchOf(
 		i64col("id", []int64{0, 1, 2, 3}, nil),

@@ -22,6 +22,17 @@ import (
 // Column builders. A nil valid means no nulls; null rows get zeros (or
 // nothing) as column.Column requires.
 
+func f64col(name string, vals []float64, valid []byte) column.Column {
+	c := column.Column{Name: name, Kind: column.Fixed, DType: column.Float64, Width: 1, Len: len(vals), Valid: valid}
+	for i, v := range vals {
+		if valid != nil && valid[i] == 0 {
+			v = 0
+		}
+		c.Data = binary.LittleEndian.AppendUint64(c.Data, math.Float64bits(v))
+	}
+	return c
+}
+
 func i64col(name string, vals []int64, valid []byte) column.Column {
 	c := column.Column{Name: name, Kind: column.Fixed, DType: column.Int64, Width: 1, Len: len(vals), Valid: valid}
 	for i, v := range vals {
