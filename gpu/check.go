@@ -220,6 +220,10 @@ func checkDevice(ctx context.Context, d *cuda.Driver, i int, g GPU, cfg CheckCon
 		return err
 	}
 	defer func() { err = errors.Join(err, pinned.Free()) }()
+	// Runs first: no copy may still be queued from the host memory freed,
+	// unregistered and unmapped above (a copy that failed midway left the
+	// earlier ones queued), as DeviceRing.Close waits before it lets go.
+	defer func() { err = errors.Join(err, b.s.Synchronize()) }()
 	// alternate the two sides of the comparison; each keeps its best round
 	for range cfg.Rounds {
 		if err := b.run(ctx, SrcRegistered, ring.slot, g.NUMANode); err != nil {

@@ -4,6 +4,7 @@ package gpu_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,55 @@ func TestCheckRegisterFails(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("left %d files", len(left))
+	}
+}
+
+// TestCheckCopyFailsMidway: a copy that fails after others were queued
+// ends the self-test; its cleanup waits for the stream before it frees,
+// unregisters and unmaps the host memory those copies read (as
+// DeviceRing.Close does). The fake's copies are synchronous, so the test
+// checks the order of the calls, which a real driver's queued DMA needs.
+func TestCheckCopyFailsMidway(t *testing.T) {
+	f := cudatest.Build(t)
+	cfg := gpu.CheckConfig{NVML: noNVML, Sizes: []int64{1 << 20}, Iters: 4, Dir: t.TempDir()}
+	// A clean run first, to find the copies made from the registered ring.
+	if _, err := gpu.Check(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	n, registered := 0, false
+	for _, c := range f.Calls(t, false) {
+		switch {
+		case c.Name == "cuMemHostRegister_v2":
+			registered = true
+		case c.Name == "cuMemcpyHtoDAsync_v2":
+			n++
+		}
+		if registered && c.Name == "cuMemcpyHtoDAsync_v2" {
+			break
+		}
+	}
+	if !registered {
+		t.Fatal("the self-test registered no ring")
+	}
+	// The same run on a fresh log, the second copy from the ring failing.
+	f.Log = filepath.Join(t.TempDir(), "calls.log")
+	t.Setenv("FAKECUDA_LOG", f.Log)
+	f.Fail(t, fmt.Sprintf("cuMemcpyHtoDAsync_v2=1@%d", n+1))
+	if r, err := gpu.Check(context.Background(), cfg); err == nil && r.Passed() {
+		t.Fatal("the self-test passed although a copy failed")
+	}
+	failed, sync, unreg := -1, -1, -1
+	for i, c := range f.Calls(t, false) {
+		switch {
+		case c.Name == "cuMemcpyHtoDAsync_v2" && c.Result != 0 && failed < 0:
+			failed = i
+		case c.Name == "cuStreamSynchronize" && failed >= 0 && sync < 0:
+			sync = i
+		case c.Name == "cuMemHostUnregister" && failed >= 0 && unreg < 0:
+			unreg = i
+		}
+	}
+	if failed < 0 || unreg < 0 || sync < 0 || sync > unreg {
+		t.Fatalf("after the failed copy (call %d): stream synchronized at call %d, ring unregistered at call %d: want the wait first", failed, sync, unreg)
 	}
 }
