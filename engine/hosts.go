@@ -267,6 +267,14 @@ func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Conf
 			"(use fewer hosts, a smaller batch, or last: pad)", hs.Count, hs.local, bt.size, hs.rows)
 	}
 	if bt.last == "pad" {
+		// A host whose units yield no row has nothing to pad its steps
+		// with (the batcher would fail at its first epoch's end, the other
+		// hosts' ranks waiting on its ranks meanwhile): every host says so
+		// now, before a batch.
+		if h := slices.Index(hs.rows, 0); h >= 0 && n > 0 {
+			return fmt.Errorf("host %d of %d is dealt units that yield no rows, so last: pad has nothing to fill its ranks' %d steps with (the hosts' rows: %v): "+
+				"use last: drop, fewer hosts, or smaller units (decode.max_unit_rows)", h, hs.Count, n, hs.rows)
+		}
 		bt.padTo = n
 	} else {
 		bt.capSteps = n
