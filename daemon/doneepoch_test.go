@@ -24,6 +24,7 @@ func TestDoneJobViewEpoch(t *testing.T) {
 	if st := waitState(t, j, 60*time.Second, Done, Failed, Canceled); st != Done {
 		t.Fatalf("job ended %s", st)
 	}
+	<-j.finishedCh() // its record written: the test's directory may go
 	v := j.view()
 	if v.Progress.Batches != 20 {
 		t.Fatalf("produced %d batches, want 20", v.Progress.Batches)

@@ -89,6 +89,7 @@ func TestReviveInFinishWindow(t *testing.T) {
 	d.sched.Resume()
 	err = <-attached
 	st := waitState(t, j, 30*time.Second, Done, Failed, Canceled)
+	<-j.finishedCh() // its record written: the test's directory may go
 	j.mu.Lock()
 	msg := j.errMsg
 	j.mu.Unlock()
