@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -18,7 +20,15 @@ import (
 // steps per epoch (DDP hangs) or rows twice.
 func TestCountsNotSharedAcrossOwners(t *testing.T) {
 	d := apiDaemon(t, nil)
-	abs, _ := filepath.Abs("../testdata/small")
+	// The job is read as uids 1000 and 1001: a copy of the data they may
+	// read (a checkout under a private directory they may not).
+	abs := t.TempDir()
+	os.Chmod(filepath.Dir(abs), 0o755)
+	os.Chmod(abs, 0o755)
+	if err := os.CopyFS(abs, os.DirFS("../testdata/small")); err != nil {
+		t.Fatal(err)
+	}
+	filepath.WalkDir(abs, func(p string, _ fs.DirEntry, _ error) error { return os.Chmod(p, 0o755) })
 	text := "name: cnt\ninputs: [" + abs + "]\nworld_size: 4\nbatch: {size: 100}\nring: {slots: 16}\n" +
 		"pipeline:\n  - filter: \"row_id % 4 != 3\"\n"
 	mallory := peer{uid: 1000, gid: 1000, ok: true}
