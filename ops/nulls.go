@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -112,37 +113,52 @@ func allZero(b []byte) bool {
 // fillBytes encodes the fill value as one element of dt, refusing values
 // the dtype cannot hold.
 func fillBytes(dt column.DType, num spec.Number) ([]byte, error) {
-	fill := num.F
+	return elemBytes(dt, num, "fill")
+}
+
+// elemBytes encodes num as one element of dt, refusing values the dtype
+// cannot hold; what names the spec field in the error.
+func elemBytes(dt column.DType, num spec.Number, what string) ([]byte, error) {
+	f := num.F
 	if dt == column.Bool {
-		if fill != 0 && fill != 1 {
-			return nil, fmt.Errorf("fill %v for a bool column; want 0 or 1", num)
+		if f != 0 && f != 1 {
+			return nil, fmt.Errorf("%s %v for a bool column; want 0 or 1", what, num)
 		}
-		return []byte{byte(fill)}, nil
+		return []byte{byte(f)}, nil
 	}
+	b := make([]byte, dt.Size())
 	if isIntDType(dt) {
-		whole, ok := num.Whole()
-		if !ok {
-			if fill != math.Trunc(fill) || math.IsInf(fill, 0) {
-				return nil, fmt.Errorf("fill %v for an integer (%v) column; want a whole number", num, dt)
-			}
-			return nil, fmt.Errorf("fill %v does not fit %v", num, dt)
+		v, ok := num.Whole()
+		if !ok && (f != math.Trunc(f) || math.IsInf(f, 0) || math.IsNaN(f)) {
+			return nil, fmt.Errorf("%s %v for an integer (%v) column; want a whole number", what, num, dt)
 		}
-		b, err := padBytes(dt, whole, 1)
-		if err != nil {
-			return nil, fmt.Errorf("fill %v does not fit %v", num, dt)
+		lo, hi := intRange(dt)
+		if !ok || v < lo || v > hi {
+			return nil, fmt.Errorf("%s %v does not fit %v (%d to %d)", what, num, dt, lo, hi)
+		}
+		switch dt.Size() {
+		case 1:
+			b[0] = byte(v)
+		case 2:
+			binary.LittleEndian.PutUint16(b, uint16(v))
+		case 4:
+			binary.LittleEndian.PutUint32(b, uint32(v))
+		case 8:
+			binary.LittleEndian.PutUint64(b, uint64(v))
 		}
 		return b, nil
 	}
-	b := make([]byte, dt.Size())
 	switch dt {
 	case column.Float32:
-		*(*float32)(unsafePtr(b)) = float32(fill)
+		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(f)))
 	case column.Float64:
-		*(*float64)(unsafePtr(b)) = fill
+		binary.LittleEndian.PutUint64(b, math.Float64bits(f))
 	case column.BFloat16:
-		*(*uint16)(unsafePtr(b)) = bf16(float32(fill))
+		binary.LittleEndian.PutUint16(b, bf16(float32(f)))
 	case column.Float16:
-		*(*uint16)(unsafePtr(b)) = f16(float32(fill))
+		binary.LittleEndian.PutUint16(b, f16(float32(f)))
+	default:
+		return nil, fmt.Errorf("%s for a %v column: only numbers and bools take one", what, dt)
 	}
 	return b, nil
 }
@@ -238,4 +254,19 @@ func (s *nullsCheck) check(f *frame, sel []int32) error {
 		}
 	}
 	return nil
+}
+
+// intRange is the range of an integer dtype's values.
+func intRange(dt column.DType) (lo, hi int64) {
+	switch dt {
+	case column.Int8:
+		return math.MinInt8, math.MaxInt8
+	case column.Uint8:
+		return 0, math.MaxUint8
+	case column.Int16:
+		return math.MinInt16, math.MaxInt16
+	case column.Int32:
+		return math.MinInt32, math.MaxInt32
+	}
+	return math.MinInt64, math.MaxInt64
 }

@@ -1,10 +1,6 @@
 package ops
 
 import (
-	"encoding/binary"
-	"fmt"
-	"math"
-
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -83,7 +79,7 @@ func (c *compiler) sequence(op *spec.Op) error {
 			nv.kind, nv.width = column.Fixed, s.Length
 			pad, err := padBytes(v.dtype, s.PadValue, s.Length)
 			if err != nil {
-				return c.errf(op, "pad_value", "%v", err)
+				return c.errf(op, "pad_value", "column %q: %v", s.Column, err)
 			}
 			st.pad = pad
 		}
@@ -115,39 +111,8 @@ func (c *compiler) sequence(op *spec.Op) error {
 }
 
 // padBytes encodes n copies of pad as dtype.
-func padBytes(dt column.DType, pad int64, n int) ([]byte, error) {
-	one := make([]byte, dt.Size())
-	fits := func(lo, hi int64) error {
-		if pad < lo || pad > hi {
-			return fmt.Errorf("pad_value %d does not fit the sequence's %v elements", pad, dt)
-		}
-		return nil
-	}
-	var err error
-	switch dt {
-	case column.Int8:
-		err = fits(math.MinInt8, math.MaxInt8)
-		one[0] = byte(int8(pad))
-	case column.Uint8:
-		err = fits(0, math.MaxUint8)
-		one[0] = byte(pad)
-	case column.Int16:
-		err = fits(math.MinInt16, math.MaxInt16)
-		binary.LittleEndian.PutUint16(one, uint16(pad))
-	case column.Int32:
-		err = fits(math.MinInt32, math.MaxInt32)
-		binary.LittleEndian.PutUint32(one, uint32(pad))
-	case column.Int64:
-		binary.LittleEndian.PutUint64(one, uint64(pad))
-	case column.Float32:
-		binary.LittleEndian.PutUint32(one, math.Float32bits(float32(pad)))
-	case column.Float64:
-		binary.LittleEndian.PutUint64(one, math.Float64bits(float64(pad)))
-	case column.BFloat16:
-		binary.LittleEndian.PutUint16(one, bf16(float32(pad)))
-	case column.Float16:
-		binary.LittleEndian.PutUint16(one, f16(float32(pad)))
-	}
+func padBytes(dt column.DType, pad spec.Number, n int) ([]byte, error) {
+	one, err := elemBytes(dt, pad, "pad_value")
 	if err != nil {
 		return nil, err
 	}

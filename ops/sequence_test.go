@@ -149,7 +149,7 @@ func TestSequenceErrors(t *testing.T) {
 		{b, "- sequence: {column: ss, length: 3}", `pipeline[0].sequence.column: unknown column "ss" (did you mean "s"?)`},
 		{b, "- sequence: {column: id, length: 3}", `pipeline[0].sequence.column: column "id" is int64; sequence shapes list columns`},
 		{b, "- sequence: {column: s, length: 3, lengths: s}", `pipeline[0].sequence.lengths: the lengths column "s" has the sequence's own name`},
-		{b32, "- sequence: {column: s, length: 3, pad_value: 3000000000}", `pipeline[0].sequence.pad_value: pad_value 3000000000 does not fit the sequence's int32 elements`},
+		{b32, "- sequence: {column: s, length: 3, pad_value: 3000000000}", `pipeline[0].sequence.pad_value: column "s": pad_value 3000000000 does not fit int32 (-2147483648 to 2147483647)`},
 	}
 	for _, tc := range cases {
 		_, err := ops.Compile(context.Background(), job(t, "", tc.op), fieldsOf(tc.b), ops.Env{})

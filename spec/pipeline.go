@@ -103,8 +103,9 @@ type Sequence struct {
 	Truncate string `yaml:"truncate"`
 	// PadSide says where a short row is padded: "right" (default) or "left".
 	PadSide string `yaml:"pad_side"`
-	// PadValue fills the padding (default 0).
-	PadValue int64 `yaml:"pad_value"`
+	// PadValue fills the padding (default 0); a fraction only for a
+	// float list.
+	PadValue Number `yaml:"pad_value"`
 	// Lengths, if set, names an output int32 column with each row's
 	// length after truncation.
 	Lengths string `yaml:"lengths"`

@@ -12,7 +12,6 @@ import (
 // decodes 1.5 into an int64 as 1.
 func TestFractionInWholeNumberField(t *testing.T) {
 	cases := []struct{ line, field string }{
-		{"pipeline:\n  - sequence: {column: s, length: 3, pad_value: 1.5}\n", "pad_value"},
 		{"pipeline:\n  - sequence: {column: s, length: 64.9}\n", "length"},
 		{"pipeline:\n  - map: {h: x}\n  - jagged: {output: g, keys: [{column: c, hash_mod: 1000003.5}]}\n", "hash_mod"},
 		{"world_size: 2.5\n", "world_size"},
