@@ -97,6 +97,7 @@ class _SlotParser:
             todo = range(count)
             arrs, ends = [None] * count, [0] * count
         changed = {}  # field position -> Field, for the fields to rebuild
+        bases = {}  # tensor index -> new vbase entry
         tpos = self._tensor_pos
         for i in todo:
             f, role, dcode = plan[i]
@@ -144,7 +145,17 @@ class _SlotParser:
                 if off + nbytes > used:
                     raise self._bad(h, "tensor %d of field %r: offset %d + nbytes %d > used_bytes %d"
                                     % (i, f.name, off, nbytes, used))
-                arr = view(self._core.u8, so + off, nbytes, npdt, shape)
+                vsize = self._vsize.get(i)
+                if vsize is None:
+                    arr = view(self._core.u8, so + off, nbytes, npdt, shape)
+                else:
+                    # A values (or weights) tensor: a prefix of a view from its
+                    # offset to the slot's end, which the slot's next batches
+                    # reuse (_SlotCache.patch) as long as the offset stays.
+                    n = (self._core.geo.slot_size - off) // vsize
+                    base = [off, view(self._core.u8, so + off, n * vsize, npdt, (n,)), None]
+                    bases[i] = base
+                    arr = base[1][:s0]
                 ends[i] = off + nbytes
             if role == ROLE_VALIDITY:
                 arr = arr.view(np.bool_)
@@ -153,7 +164,12 @@ class _SlotParser:
         c = _SlotCache()
         c.rows = rows
         c.table = table
-        c.vbase = dict(old.vbase) if reuse else {}
+        vbase = dict(old.vbase) if reuse else {}
+        for i in todo:  # a rebuilt tensor keeps a base only if it has a new one
+            vbase.pop(i, None)
+        vbase.update(bases)
+        c.vbase = vbase
+        c.vkey = self._vkey
         c.arrs = arrs
         c.ends = ends
         c.max_end = max(ends) if ends else 0

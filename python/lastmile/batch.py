@@ -397,7 +397,8 @@ class _SlotCache:
     """
 
     __slots__ = ("rows", "table", "arrs", "ends", "max_end", "data", "valid",
-                 "rchecks", "nchecks", "ragged", "tdata", "tvalid", "tdirty", "fields", "vbase", "tflat")
+                 "rchecks", "nchecks", "ragged", "tdata", "tvalid", "tdirty", "fields", "vbase", "vkey",
+                 "tflat")
 
     def patch(self, table, used, vinfo, runs, u8, so, slot_size):
         """Take ``table`` in place if it differs from this cache's only in the
@@ -490,6 +491,18 @@ class _SlotCache:
         self.tdirty = touched
         return bool(touched)
 
+    def _vconv(self, name, attr, arr, code):
+        """The tensor of a values (or weights) array: a prefix of its base's
+        tensor where it has a base (``arr`` is then ``base[1][:len(arr)]``),
+        so that the slot's later batches slice that tensor (``patch``)
+        instead of converting a new view."""
+        base = self.vbase.get(self.vkey.get((name, attr)))
+        if base is None:
+            return _torch_conv(arr, code)
+        if base[2] is None:
+            base[2] = _torch_conv(base[1], code)
+        return base[2][:len(arr)]
+
     def fill_torch(self):
         """Build the torch views of the fields not converted yet."""
         tdata, tvalid, data, valid = self.tdata, self.tvalid, self.data, self.valid
@@ -497,13 +510,14 @@ class _SlotCache:
             name = f.name
             v = data[name]
             if f.kind == "ragged":
-                tdata[name] = Ragged(_torch_conv(v.values, f.dtype_code), _torch_conv(v.offsets, 6))
+                tdata[name] = Ragged(self._vconv(name, "values", v.values, f.dtype_code), _torch_conv(v.offsets, 6))
             elif f.weighted:
-                tdata[name] = WeightedKeyedJagged(v.keys, _torch_conv(v.values, f.dtype_code), _torch_conv(v.lengths, 6),
-                                                  _torch_conv(v.offsets, 6), _torch_conv(v.weights, 9))
+                tdata[name] = WeightedKeyedJagged(v.keys, self._vconv(name, "values", v.values, f.dtype_code),
+                                                  _torch_conv(v.lengths, 6), _torch_conv(v.offsets, 6),
+                                                  self._vconv(name, "weights", v.weights, 9))
             elif f.kind == "jagged":
-                tdata[name] = KeyedJagged(v.keys, _torch_conv(v.values, f.dtype_code), _torch_conv(v.lengths, 6),
-                                          _torch_conv(v.offsets, 6))
+                tdata[name] = KeyedJagged(v.keys, self._vconv(name, "values", v.values, f.dtype_code),
+                                          _torch_conv(v.lengths, 6), _torch_conv(v.offsets, 6))
             else:
                 tdata[name] = _torch_conv(v, f.dtype_code)
             if f.nullable:

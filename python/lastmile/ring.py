@@ -191,6 +191,10 @@ class Ring(_SlotParser):
         if start < len(self._plan) * TENSOR_ENTRY_SIZE:
             runs.append((start, len(self._plan) * TENSOR_ENTRY_SIZE))
         self._vinfo, self._runs = tuple(vinfo), tuple(runs)
+        # tensor index -> element size, and (field, part) -> tensor index,
+        # of those tensors: _build views them through a base (_SlotCache.vbase).
+        self._vsize = {i: size for i, _, size, _, _ in vinfo}
+        self._vkey = {(name, attr): i for i, name, _, _, attr in vinfo}
         self._tensor_pos = tuple(tpos)  # tensor index -> field position
         self._spin = SPIN_SECONDS  # adaptive spin before parking (see next())
         self._next_probe = 0.0  # monotonic time of the next liveness probe while waiting

@@ -192,6 +192,32 @@ class StableLayoutCacheTests(CacheTests):
                 self.assertIs(b.torch()["id"], tid1)
                 self.assertEqual(b.torch()["toks"].values.shape[0], len(cols["toks"][0]))
 
+    def test_first_batch_makes_the_base_later_batches_slice(self):
+        # The slot's first batch (which builds its views, untimed in the
+        # bench's trainer figure) makes the base view and tensor of the
+        # values, so the slot's second batch only slices them: it used to
+        # make both on its second batch, once per slot.
+        cols, valid = self.publish(1, 8)
+        b1 = self.ring.next()
+        if torch is not None:
+            b1.torch()
+        cache = self.ring._core.cache[0]
+        i = self.ring._vkey["toks", "values"]
+        base = cache.vbase[i]
+        ptr = lambda a: a.__array_interface__["data"][0]  # noqa: E731
+        self.assertEqual(ptr(b1["toks"].values), ptr(base[1]), "the values are a prefix of the base")
+        if torch is not None:
+            self.assertIsNotNone(base[2], "the first torch() converts the base")
+            t2 = base[2]
+        for seed, maxlen in [(2, 9), (3, 3)]:
+            cols, valid = self.publish(seed, 8, maxlen)
+            b = self.ring.next()
+            self.check(b, cols, valid, 8)
+            self.assertIs(cache.vbase[i], base, "the second batch reuses the first's base")
+            if torch is not None:
+                self.assertIs(base[2], t2)
+                self.assertEqual(b.torch()["toks"].values.data_ptr(), t2.data_ptr())
+
     def test_bad_values_entry_is_rejected_not_patched(self):
         w = self.w
         so = w.slot_off(0)
