@@ -220,6 +220,12 @@ func (d *Decoder) DecodeColumn(field int, sel []int32, dst *column.Column) (err 
 	}
 	defer func() {
 		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); fault {
+				// A memory fault writing into dst's memory (a unit arena
+				// shrunk under us) is not the file's fault: it goes on to
+				// the worker's recovery (shm/fault.go).
+				panic(r)
+			}
 			err = d.errorf(field, -1, fmt.Errorf("%w: decoder panic: %v", ErrCorrupt, r))
 		}
 	}()

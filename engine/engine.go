@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -158,7 +159,21 @@ func (s Stats) Busy() time.Duration {
 // Run runs job until its epochs are done or ctx is canceled. On failure
 // every ring is marked failed with the error's message, so that trainers
 // see why the stream stopped; batches already published stay readable.
-func Run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
+func Run(ctx context.Context, job *spec.Job, opts Options) (st Stats, err error) {
+	// A ring or unit arena shrunk under us (its owner may truncate it:
+	// shm/fault.go) fails this job with an error, not the process with a
+	// fatal fault: here, where slots are packed, and in the decode
+	// workers, whose panics come back as their units' errors.
+	defer func() {
+		if f, ok := shm.AsFault(err); ok && !errors.As(err, new(*shm.FaultError)) {
+			err = fmt.Errorf("job %q: %w", job.Name, f)
+		}
+	}()
+	defer shm.RecoverFault(debug.SetPanicOnFault(true), &err, "")
+	return run(ctx, job, opts)
+}
+
+func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -330,6 +330,10 @@ type run[R any] struct {
 
 func (r *run[R]) worker(w int) {
 	defer r.wg.Done()
+	// A fault at an unexpected address (work writing into a mapped file
+	// that another process shrank: lastmile's unit arenas) panics, to be
+	// recovered as the unit's error by do, instead of killing the process.
+	debug.SetPanicOnFault(true)
 	done := r.ctx.Done()
 	for {
 		select {

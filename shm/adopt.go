@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"os"
 	"path/filepath"
 	"sync"
@@ -274,17 +275,12 @@ func adoptFd(cfg Config, c claim) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	hdr, err := ParseHeader(mem, g.fileSize)
-	if err == nil {
-		err = checkAdoptable(mem, hdr, g, schemaHash(schema))
-	}
+	hdr, err := takeMapped(mem, g, schemaHash(schema), path)
 	if err != nil {
 		unix.Munmap(mem)
 		return nil, err
 	}
-	prefault(mem)
 	r := newRing(mem, g.slotCount, g.slotSize, g.dataOffset)
-	r.producerHeartbeat.Store(monotonicNow())
 	p := &Producer{
 		name:        cfg.Name,
 		path:        path,
@@ -309,6 +305,22 @@ func adoptFd(cfg Config, c claim) (*Producer, error) {
 	p.withdrawInherited() // its predecessor's resources died with it (announce.go)
 	go p.heartbeat()
 	return p, nil
+}
+
+// takeMapped checks the mapped ring mem before adopting it, pre-faults it
+// and beats its heartbeat. The file is its owner's, who may shrink it
+// meanwhile: a fault is an error (fault.go).
+func takeMapped(mem []byte, g geometry, hash uint64, path string) (hdr Header, err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, path)
+	if hdr, err = ParseHeader(mem, g.fileSize); err != nil {
+		return hdr, err
+	}
+	if err := checkAdoptable(mem, hdr, g, hash); err != nil {
+		return hdr, err
+	}
+	prefault(mem)
+	newRing(mem, g.slotCount, g.slotSize, g.dataOffset).producerHeartbeat.Store(monotonicNow())
+	return hdr, nil
 }
 
 // checkAdoptable applies rule 2.
@@ -338,7 +350,8 @@ func checkAdoptable(mem []byte, hdr Header, g geometry, hash uint64) error {
 // true, or false if none was published. Call it from the producer's
 // goroutine; the slot cannot change under it, because the producer
 // overwrites it only after publishing N more batches.
-func (p *Producer) LastCursor() (Cursor, bool) {
+func (p *Producer) LastCursor() (c Cursor, ok bool) {
+	defer RecoverFault(debug.SetPanicOnFault(true), nil, p.path) // then none
 	if p.closed || p.next == 0 {
 		return Cursor{}, false
 	}

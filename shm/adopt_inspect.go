@@ -2,6 +2,7 @@ package shm
 
 import (
 	"fmt"
+	"runtime/debug"
 	"path/filepath"
 	"sync"
 	"time"
@@ -82,7 +83,7 @@ func observeFd(fd int, name, path string) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s: %w", path, err)
 	}
-	hdr, err := ParseHeader(mem, st.Size)
+	hdr, err := parseMapped(mem, st.Size, path)
 	if err != nil {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -92,6 +93,13 @@ func observeFd(fd int, name, path string) (*Observer, error) {
 		r:   newRing(mem, hdr.SlotCount, hdr.SlotSize, hdr.DataOffset),
 		uid: st.Uid, gid: st.Gid, dev: st.Dev, ino: st.Ino,
 	}, nil
+}
+
+// parseMapped is ParseHeader of a mapped file that its owner may shrink
+// under us (fault.go).
+func parseMapped(mem []byte, size int64, path string) (hdr Header, err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, path)
+	return ParseHeader(mem, size)
 }
 
 // inspectFd snapshots the ring open on fd (which the caller keeps).
@@ -114,12 +122,22 @@ func (o *Observer) Header() Header { return o.hdr }
 
 // Info returns a snapshot of the ring (see Inspect). After Close it
 // returns the identity fields only.
-func (o *Observer) Info() RingInfo {
-	info := RingInfo{
+func (o *Observer) Info() (info RingInfo) {
+	id := RingInfo{
 		Name: o.name, Path: o.path, Generation: o.hdr.Generation, Slots: o.hdr.SlotCount,
 		SlotSize: o.hdr.SlotSize, FileSize: o.size, SchemaHash: o.hdr.SchemaHash,
 		UID: o.uid, GID: o.gid, Dev: o.dev, Ino: o.ino,
 	}
+	// A fault (the file shrunk under the view) gives the identity fields
+	// only, as after Close, never a half-read snapshot.
+	var fault error
+	defer func() {
+		if fault != nil {
+			info = id
+		}
+	}()
+	defer RecoverFault(debug.SetPanicOnFault(true), &fault, o.path)
+	info = id
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if o.closed {
@@ -160,7 +178,8 @@ func (o *Observer) Info() RingInfo {
 
 // ConsumerWaiting reports whether the consumer is asleep on an empty ring
 // right now: the stall a trainer's GPU idles through.
-func (o *Observer) ConsumerWaiting() bool {
+func (o *Observer) ConsumerWaiting() (waiting bool) {
+	defer RecoverFault(debug.SetPanicOnFault(true), nil, o.path) // then false
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if o.closed {
@@ -172,6 +191,7 @@ func (o *Observer) ConsumerWaiting() bool {
 // ConsumerState returns the consumer's head (the batches it released) and
 // whether it is asleep on an empty ring right now (as ConsumerWaiting).
 func (o *Observer) ConsumerState() (head uint64, waiting bool) {
+	defer RecoverFault(debug.SetPanicOnFault(true), nil, o.path) // then what was read, maybe the head
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if o.closed {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,8 @@ func (p *Producer) Need(payloadBytes []int64) (int64, error) {
 // batch) it polls, then sleeps on a futex (pollThenAwait), until the
 // consumer releases a batch or ctx is done. Nothing is ever overwritten before the consumer
 // released it.
-func (p *Producer) Acquire(ctx context.Context) (*Slot, error) {
+func (p *Producer) Acquire(ctx context.Context) (_ *Slot, err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, p.path)
 	if p.closed {
 		return nil, fmt.Errorf("ring %q: acquire: %w", p.name, ErrClosed)
 	}
@@ -148,7 +150,8 @@ func (p *Producer) Discard(s *Slot) {
 // first validates the slot exactly as a consumer will (ParseSlot), so a
 // producer never publishes a batch its consumer would reject. On error
 // nothing is published and the slot stays held: fix it or Discard it.
-func (p *Producer) Publish(s *Slot) error {
+func (p *Producer) Publish(s *Slot) (err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, p.path)
 	if p.closed {
 		return fmt.Errorf("ring %q: publish: %w", p.name, ErrClosed)
 	}
@@ -175,7 +178,6 @@ func (p *Producer) Publish(s *Slot) error {
 	le.PutUint32(m[slotOffFlags:], flags)
 	le.PutUint32(m[slotOffPadRows:], uint32(s.pad))
 	clear(m[slotOffPadRows+4 : slotHeaderSize])
-	var err error
 	var arena []byte
 	if p.arena != nil {
 		arena = p.arena.mem
@@ -200,12 +202,13 @@ func (p *Producer) Publish(s *Slot) error {
 // WaitDrained blocks until the consumer has released every published batch
 // (head == tail), or ctx is done. Use it before Close when the ring's file
 // is about to be removed, or to measure end-to-end throughput.
-func (p *Producer) WaitDrained(ctx context.Context) error {
+func (p *Producer) WaitDrained(ctx context.Context) (err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, p.path)
 	if p.closed {
 		return fmt.Errorf("ring %q: wait drained: %w", p.name, ErrClosed)
 	}
 	r, tail := p.r, p.next
-	_, err := await(ctx, r.spaceFutex, r.producerWaiting, func() bool { return r.head.Load() >= tail }, nil)
+	_, err = await(ctx, r.spaceFutex, r.producerWaiting, func() bool { return r.head.Load() >= tail }, nil)
 	if err != nil {
 		return fmt.Errorf("ring %q: wait drained: %w", p.name, err)
 	}
@@ -238,16 +241,7 @@ func (p *Producer) finish(st State, msg string) error {
 	}
 	p.nheld = 0
 	p.heldNow.Store(0)
-	m := truncateMessage(msg)
-	r := p.r
-	copy(p.mem[offMessage:offMessage+MaxMessageLen], m)
-	u32At(p.mem, offMessageLen).Store(uint32(len(m)))
-	u64At(p.mem, offEndedUnixNano).Store(uint64(time.Now().UnixNano()))
-	// After the message, the end time and the last tail (§3.5, §6.1). The
-	// stream is finished for good: nobody adopts a ring that is not
-	// running (adopt.go), so state never goes back to 0 (§6.6).
-	r.state.Store(uint32(st))
-	wake(r.dataFutex, r.consumerWaiting)
+	ferr := p.writeEnd(st, msg)
 
 	close(p.hbStop)
 	<-p.hbDone
@@ -261,6 +255,26 @@ func (p *Producer) finish(st State, msg string) error {
 	if err != nil {
 		return fmt.Errorf("close ring %q: %w", p.name, err)
 	}
+	if ferr != nil {
+		return fmt.Errorf("close ring %q: the end of the stream was not written: %w", p.name, ferr)
+	}
+	return nil
+}
+
+// writeEnd writes the stream's end into the header: the message, the end
+// time, then the state (finish, with p.life held).
+func (p *Producer) writeEnd(st State, msg string) (err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, p.path)
+	m := truncateMessage(msg)
+	r := p.r
+	copy(p.mem[offMessage:offMessage+MaxMessageLen], m)
+	u32At(p.mem, offMessageLen).Store(uint32(len(m)))
+	u64At(p.mem, offEndedUnixNano).Store(uint64(time.Now().UnixNano()))
+	// After the message, the end time and the last tail (§3.5, §6.1). The
+	// stream is finished for good: nobody adopts a ring that is not
+	// running (adopt.go), so state never goes back to 0 (§6.6).
+	r.state.Store(uint32(st))
+	wake(r.dataFutex, r.consumerWaiting)
 	return nil
 }
 
@@ -307,9 +321,19 @@ func (p *Producer) heartbeat() {
 		case <-p.hbStop:
 			return
 		case <-t.C:
-			p.r.producerHeartbeat.Store(monotonicNow())
+			if p.beat() != nil {
+				<-p.hbStop // the file is gone under us: beat no more
+				return
+			}
 		}
 	}
+}
+
+// beat stores the heartbeat (§3.4).
+func (p *Producer) beat() (err error) {
+	defer RecoverFault(debug.SetPanicOnFault(true), &err, p.path)
+	p.r.producerHeartbeat.Store(monotonicNow())
+	return nil
 }
 
 // Name returns the ring's name.
@@ -381,10 +405,11 @@ type ProducerStats struct {
 func (s ProducerStats) Occupancy() uint64 { return s.Tail - s.Head }
 
 // Stats returns the producer's counters. After Close, Head and Tail are 0.
-func (p *Producer) Stats() ProducerStats {
+func (p *Producer) Stats() (s ProducerStats) {
+	defer RecoverFault(debug.SetPanicOnFault(true), nil, p.path) // then Head and Tail read as 0
 	p.life.RLock()
 	defer p.life.RUnlock()
-	s := ProducerStats{
+	s = ProducerStats{
 		Slots:     p.slots,
 		Published: p.published.Load(),
 		FullWaits: p.fullWaits.Load(),
