@@ -2,8 +2,8 @@ package shm
 
 import (
 	"fmt"
-	"runtime/debug"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
