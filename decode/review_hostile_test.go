@@ -1,0 +1,191 @@
+package decode
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// reviewRewriteFooter rewrites the footer of the Parquet file at path with
+// edit applied, keeping every page byte as it was: the footer's numbers are
+// the writer's word, and a hostile writer can put any there.
+func reviewRewriteFooter(t testing.TB, path string, edit func(md *format.FileMetaData)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+	md := new(format.FileMetaData)
+	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[len(b)-8-n:len(b)-8], md); err != nil {
+		t.Fatal(err)
+	}
+	edit(md)
+	footer, err := thrift.Marshal(&thrift.CompactProtocol{}, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte(nil), b[:len(b)-8-n]...)
+	out = append(out, footer...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
+	out = append(out, "PAR1"...)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reviewLeaf returns the index of the leaf column chunk whose path starts
+// with name.
+func reviewLeaf(t testing.TB, g *format.RowGroup, name string) int {
+	t.Helper()
+	for i := range g.Columns {
+		if p := g.Columns[i].MetaData.PathInSchema; len(p) > 0 && p[0] == name {
+			return i
+		}
+	}
+	t.Fatalf("no column %q", name)
+	return -1
+}
+
+// reviewAllocated runs fn and returns the bytes it allocated (all
+// goroutines; the test runs alone).
+func reviewAllocated(fn func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	fn()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+func reviewFileSize(t testing.TB, path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestReviewPlanUnitsFromDeclaredRows: a row group's num_rows is the
+// footer's word, and with max_unit_rows set the planner makes
+// num_rows/max_unit_rows units (sliceRowGroup, plan.go) whatever the file
+// holds. A 10 KiB file claiming 2^16 rows planned with MaxUnitRows 1 makes
+// 2^16 units (about 90 MiB); claiming 2^40 rows with max_unit_rows 16384 it makes 2^26
+// units (a unit is hundreds of bytes with its cloned chunks): tens of GB in
+// the shared daemon, before a page is read. The chunks cannot hold those
+// rows: every column chunk declares fewer values than the row group rows.
+func TestReviewPlanUnitsFromDeclaredRows(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rows.parquet")
+	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 1})
+	const claimed = 1 << 16
+	reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+		md.NumRows = claimed
+		md.RowGroups[0].NumRows = claimed
+	})
+	size := reviewFileSize(t, p)
+	var plan *Plan
+	var err error
+	alloc := reviewAllocated(func() {
+		plan, err = PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id"}, MaxUnitRows: 1})
+	})
+	units := 0
+	if plan != nil {
+		units = len(plan.Units)
+	}
+	t.Logf("file of %d bytes: err %v, %d units, %d bytes allocated planning", size, err, units, alloc)
+	if err == nil && (units > 1000 || alloc > 16<<20) {
+		t.Fatalf("a file of %d bytes whose row group claims %d rows (its chunk declares 100 values) planned into %d units, %d MiB allocated; want an error",
+			size, claimed, units, alloc>>20)
+	}
+}
+
+// TestReviewListSelectionReserve: reserveSel (chunk.go) reserves a list
+// column's values for a selection from the chunk's
+// total_uncompressed_size, the footer's word, unbounded: min(est,
+// c.Uncompressed). A file of a few KiB whose footer says 256 MiB makes a
+// 320 MiB buffer for a selection of its 100 rows (a 4-row selection
+// of a 4-row row group, likewise); a footer saying 2^40 makes the
+// runtime die of "out of memory" (fatal, not a panic DecodeColumn can
+// recover). reserveWhole bounds its reservation by maxExpansion times the
+// stored bytes; reserveSel does not.
+func TestReviewListSelectionReserve(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "list.parquet")
+	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 1})
+	const claimed = 256 << 20
+	reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+		g := &md.RowGroups[0]
+		g.Columns[reviewLeaf(t, g, "seq_0")].MetaData.TotalUncompressedSize = claimed
+	})
+	size := reviewFileSize(t, p)
+	plan := planPaths(t, PlanOptions{Columns: []string{"seq_0"}}, p)
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	if err := d.Open(context.Background(), plan.Units[0]); err != nil {
+		t.Fatal(err)
+	}
+	var col column.Column
+	var err error
+	sel := make([]int32, 100) // every row: est = Uncompressed/Rows*k = Uncompressed
+	for i := range sel {
+		sel[i] = int32(i)
+	}
+	alloc := reviewAllocated(func() { err = d.DecodeColumn(0, sel, &col) })
+	t.Logf("file of %d bytes: err %v, cap(Data) %d, %d bytes allocated", size, err, cap(col.Data), alloc)
+	if alloc > 16<<20 {
+		t.Fatalf("a selection of a %d-byte file allocated %d MiB (cap(Data) %d): reserved from the footer's total_uncompressed_size",
+			size, alloc>>20, cap(col.Data))
+	}
+}
+
+// TestReviewGrowDataFromDeclaredRows: growData (decoder.go) sizes a
+// unit's column from the unit's declared rows and the chunk's declared
+// num_values (d.want, d.wantMax), both the footer's word. reserveWhole
+// refuses to trust them past maxExpansion times the stored bytes, but the
+// first page then sizes the column by them anyway: a few-KiB file whose
+// row group claims 2^22 rows allocates 32 MiB before failing; claiming
+// 2^31-1 rows (num_values is capped at MaxInt32) 16 GiB per column.
+func TestReviewGrowDataFromDeclaredRows(t *testing.T) {
+	for _, codec := range []string{"snappy"} {
+		for _, v := range []int{1, 2} {
+			t.Run(codec+"/v"+string(rune('0'+v)), func(t *testing.T) {
+				p := filepath.Join(t.TempDir(), "grow.parquet")
+				writeFile(t, p, fileSpec{rows: 1000, codec: codec, pageVersion: v, pageBytes: 1024})
+				const claimed = 1 << 22
+				reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+					md.NumRows = claimed
+					g := &md.RowGroups[0]
+					g.NumRows = claimed
+					for i := range g.Columns {
+						g.Columns[i].MetaData.NumValues = claimed
+					}
+				})
+				size := reviewFileSize(t, p)
+				plan := planPaths(t, PlanOptions{Columns: []string{"row_id", "seq_0"}}, p)
+				d := NewDecoder(plan.Fields)
+				defer d.Close()
+				if err := d.Open(context.Background(), plan.Units[0]); err != nil {
+					t.Fatal(err)
+				}
+				for fi := range plan.Fields {
+					var col column.Column
+					var err error
+					alloc := reviewAllocated(func() { err = d.DecodeColumn(fi, nil, &col) })
+					t.Logf("%s: file of %d bytes: err %v, %d bytes allocated", plan.Fields[fi].Name, size, err, alloc)
+					if err == nil {
+						t.Errorf("%s: decoded a chunk claiming %d rows", plan.Fields[fi].Name, claimed)
+					}
+					if alloc > 8<<20 {
+						t.Errorf("%s: a %d-byte file claiming %d rows allocated %d MiB before failing", plan.Fields[fi].Name, size, claimed, alloc>>20)
+					}
+				}
+			})
+		}
+	}
+}
