@@ -189,3 +189,75 @@ func TestReviewGrowDataFromDeclaredRows(t *testing.T) {
 		}
 	}
 }
+
+// reviewV2Page returns a v2 data page, uncompressed, whose header says
+// it holds n values, nulls of them, in n rows, with the given level and
+// value bytes.
+func reviewV2Page(t testing.TB, n, nulls int32, def, vals []byte) []byte {
+	t.Helper()
+	body := append(append([]byte(nil), def...), vals...)
+	h := format.PageHeader{
+		Type: format.DataPageV2, UncompressedPageSize: int32(len(body)), CompressedPageSize: int32(len(body)),
+		DataPageHeaderV2: thrift.New(format.DataPageHeaderV2{NumValues: n, NumNulls: nulls, NumRows: n, Encoding: format.Plain,
+			DefinitionLevelsByteLength: int32(len(def)), IsCompressed: thrift.New(false)}),
+	}
+	b, err := thrift.Marshal(&thrift.CompactProtocol{}, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, body...)
+}
+
+// TestReviewPageRowsPastTheUnit: a data page's num_values is bounded only
+// by the chunk's declared num_values (pageKind), never by the rows the
+// unit or row group has left. A page of 7 bytes whose definition levels
+// are one RLE run of 2^22 nulls (valid RLE: a run's count is a varint) is
+// decoded whole, 2^22 levels, 2^22 validity bytes and 2^22 null values,
+// into a 100-row unit's column and only then cut to 100 rows: ~40 MiB;
+// at 2^31-1 values (num_values is an i32) some 20 GiB, from one page of
+// a few bytes. The same holds for required PLAIN pages, whose values are
+// sized from num_values (growData) before fixedAt sees there are no
+// value bytes. Sliced units (max_unit_rows) decode such a page whole once
+// per unit.
+func TestReviewPageRowsPastTheUnit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f.parquet")
+	writeFile(t, p, fileSpec{rows: 100, codec: "none", pageVersion: 2})
+	plan := planPaths(t, PlanOptions{Columns: []string{"dense_opt", "row_id"}}, p)
+	u := plan.Units[0]
+	const n = 1 << 22
+	for _, c := range []struct {
+		name  string
+		fi    int
+		nulls int32
+		def   []byte
+	}{
+		{"optional, all null (valid RLE)", 0, n, binary.AppendUvarint(nil, n<<1)},
+		{"required PLAIN, no value bytes", 1, 0, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			def := c.def
+			if def != nil {
+				def = append(def, 0) // the run's level: 0, null
+			}
+			raw := reviewV2Page(t, n, c.nulls, def, nil)
+			d := NewDecoder(plan.Fields)
+			defer d.Close()
+			ch := u.Chunks[c.fi]
+			ch.DictLen, ch.FirstRow = 0, 0
+			ch.Values = n // the footer's num_values, the writer's word like the page's
+			d.unit, d.ctx, d.open = u, context.Background(), true
+			var col column.Column
+			d.resetColumn(c.fi, &col)
+			var err error
+			alloc := reviewAllocated(func() {
+				var pr pageReader
+				pr.resetBytes(raw, &d.hdr)
+				err = d.decodePages(c.fi, &ch, &pr, nil, &col)
+			})
+			t.Logf("page of %d bytes, unit of %d rows: err %v, %d rows, %d bytes allocated", len(raw), u.Rows, err, col.Len, alloc)
+			if alloc > 8<<20 {
+				t.Fatalf("a %d-byte page declaring %d values for a %d-row unit allocated %d MiB", len(raw), n, u.Rows, alloc>>20)
+			}
+		})
+	}
+}
