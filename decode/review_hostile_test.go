@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -259,5 +260,39 @@ func TestReviewPageRowsPastTheUnit(t *testing.T) {
 				t.Fatalf("a %d-byte page declaring %d values for a %d-row unit allocated %d MiB", len(raw), n, u.Rows, alloc>>20)
 			}
 		})
+	}
+}
+
+// TestReviewSliceQuadratic: sliceRowGroup (plan.go) scans every page
+// location of the heaviest column's OffsetIndex for each cut it makes,
+// and narrowChunk scans every location of every column for each unit: a
+// row group of L pages sliced at about a page per unit costs L^2 steps.
+// A file of 10^6 pages (a 1 GB row group of 1 KB pages, or a hostile
+// OffsetIndex of 16 MiB over a chunk of 1 MB) planned with a
+// max_unit_rows of its page rows holds a daemon planner for 10^12 steps
+// (hours). Planning 4x the pages should take about 4x the time; it takes
+// about 16x.
+func TestReviewSliceQuadratic(t *testing.T) {
+	planTime := func(n int64) (time.Duration, int) {
+		_, dir := generatedPlan(t, n, n, 1)
+		best := time.Duration(1 << 62)
+		units := 0
+		for range 3 {
+			start := time.Now()
+			plan, err := PlanFiles(context.Background(), []string{dir}, PlanOptions{Columns: []string{"label"}, MaxUnitRows: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			best = min(best, time.Since(start))
+			units = len(plan.Units)
+		}
+		return best, units
+	}
+	small, su := planTime(3000)
+	large, lu := planTime(12000)
+	ratio := float64(large) / float64(small)
+	t.Logf("%d units: %v; %d units: %v; ratio %.1f", su, small, lu, large, ratio)
+	if ratio > 10 {
+		t.Fatalf("planning 4x the pages took %.1fx the time (%v, %v): quadratic in the pages", ratio, small, large)
 	}
 }
