@@ -296,3 +296,118 @@ func TestReviewSliceQuadratic(t *testing.T) {
 		t.Fatalf("planning 4x the pages took %.1fx the time (%v, %v): quadratic in the pages", ratio, small, large)
 	}
 }
+
+// reviewRewriteOffsetIndex rewrites the OffsetIndex of column name in
+// row group 0 of the file at path with edit applied: the new index is
+// written after the pages, and the footer points at it.
+func reviewRewriteOffsetIndex(t testing.TB, path, name string, edit func(oi *format.OffsetIndex)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+	md := new(format.FileMetaData)
+	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[len(b)-8-n:len(b)-8], md); err != nil {
+		t.Fatal(err)
+	}
+	cc := &md.RowGroups[0].Columns[reviewLeaf(t, &md.RowGroups[0], name)]
+	if cc.OffsetIndexLength <= 0 {
+		t.Fatalf("column %s has no offset index", name)
+	}
+	oi := new(format.OffsetIndex)
+	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[cc.OffsetIndexOffset:cc.OffsetIndexOffset+int64(cc.OffsetIndexLength)], oi); err != nil {
+		t.Fatal(err)
+	}
+	edit(oi)
+	raw, err := thrift.Marshal(&thrift.CompactProtocol{}, oi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte(nil), b[:len(b)-8-n]...)
+	cc.OffsetIndexOffset, cc.OffsetIndexLength = int64(len(out)), int32(len(raw))
+	out = append(out, raw...)
+	footer, err := thrift.Marshal(&thrift.CompactProtocol{}, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, footer...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
+	out = append(out, "PAR1"...)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reviewDecodeAll decodes every unit of plan and returns each field's
+// values, row by row, as int64s.
+func reviewDecodeAll(t testing.TB, plan *Plan) ([][]int64, error) {
+	d := NewDecoder(plan.Fields)
+	defer d.Close()
+	out := make([][]int64, len(plan.Fields))
+	var b column.Batch
+	for _, u := range plan.Units {
+		if err := d.Decode(context.Background(), u, &b); err != nil {
+			return nil, err
+		}
+		for i := range b.Columns {
+			c := &b.Columns[i]
+			for r := range c.Len {
+				switch c.DType {
+				case column.Int64:
+					out[i] = append(out[i], c.Int64s()[r])
+				case column.Int32:
+					out[i] = append(out[i], int64(c.Int32s()[r]))
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestReviewLyingOffsetIndexSlices: with max_unit_rows set, the planner
+// cuts row groups at pages the OffsetIndex lists, and each unit of a
+// column starts decoding at the page the index says holds the unit's
+// first row, taking that page's first_row_index (narrowChunk, plan.go,
+// into Chunk.FirstRow) as the truth: nothing checks it against the page
+// headers. An OffsetIndex whose first_row_index values are shifted (each
+// page but the first said to start 5 rows late) makes that column's rows
+// of every unit after the first come from the wrong rows, silently: its
+// rows no longer line up with the other columns'. Decoding whole row
+// groups (or another reader) gives the true rows; a wrong index should be
+// an error or ignored, never a different answer.
+func TestReviewLyingOffsetIndexSlices(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "oi.parquet")
+	writeFile(t, p, fileSpec{rows: 2000, codec: "none", pageVersion: 2, pageBytes: 1024})
+	honest, err := reviewDecodeAll(t, planPaths(t, PlanOptions{Columns: []string{"row_id", "label"}, MaxUnitRows: 500}, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := 0
+	reviewRewriteOffsetIndex(t, p, "label", func(oi *format.OffsetIndex) {
+		pages = len(oi.PageLocations)
+		for i := 1; i < len(oi.PageLocations); i++ {
+			oi.PageLocations[i].FirstRowIndex += 5
+		}
+	})
+	if pages < 4 {
+		t.Fatalf("only %d pages", pages)
+	}
+	plan := planPaths(t, PlanOptions{Columns: []string{"row_id", "label"}, MaxUnitRows: 500}, p)
+	got, err := reviewDecodeAll(t, plan)
+	t.Logf("%d pages, %d units: err %v", pages, len(plan.Units), err)
+	if err != nil {
+		return // refused: sound
+	}
+	for fi := range got {
+		if len(got[fi]) != len(honest[fi]) {
+			t.Fatalf("%s: %d rows, want %d", plan.Fields[fi].Name, len(got[fi]), len(honest[fi]))
+		}
+		for r := range got[fi] {
+			if got[fi][r] != honest[fi][r] {
+				t.Fatalf("%s row %d: %d, the file holds %d (a shifted OffsetIndex returned other rows, no error)",
+					plan.Fields[fi].Name, r, got[fi][r], honest[fi][r])
+			}
+		}
+	}
+}
