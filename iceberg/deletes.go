@@ -101,10 +101,10 @@ func (s *Scan) applyDeletes(ctx context.Context, fsys decode.FS) error {
 	}
 	var total int64
 	for _, d := range s.deletes {
-		total += d.rows
+		total += min(max(d.rows, 0), MaxDeletedRows+1) // the manifest's word: no wrap, no negative
 	}
 	for _, d := range s.vectors {
-		total += d.rows
+		total += min(max(d.rows, 0), MaxDeletedRows+1)
 	}
 	if total > MaxDeletedRows {
 		return fmt.Errorf("has %d position deletes, more than the %d lastmile holds; compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", total, MaxDeletedRows)
