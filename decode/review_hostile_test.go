@@ -3,6 +3,7 @@ package decode
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -455,5 +456,36 @@ func TestReviewLyingOffsetIndexSelection(t *testing.T) {
 		if got, want := some.Int64s()[i], all.Int64s()[r]; got != want {
 			t.Fatalf("selected row %d: %d, the unfiltered decode says %d (an OffsetIndex said its pages start 5 rows early; no error)", r, got, want)
 		}
+	}
+}
+
+// TestReviewSliceOverflowDropsRowGroup: sliceRowGroup (plan.go) counts
+// its slices as (NumRows + max - 1) / max, which overflows for a row
+// group claiming close to 2^63 rows: the count goes negative, no slice
+// is cut, and the row group yields no unit at all while the plan still
+// counts its rows (FileInfo.Rows, Plan.Rows, which then wrap too). The
+// file is corrupt, and should be refused, not read as if the row group
+// were not there.
+func TestReviewSliceOverflowDropsRowGroup(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.parquet")
+	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 2})
+	reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+		md.NumRows = math.MaxInt64
+		md.RowGroups[0].NumRows = math.MaxInt64
+	})
+	// Without the OffsetIndex: cut evenly (with it, the same row group
+	// makes 2^43 cuts: TestReviewPlanUnitsFromDeclaredRows's OOM).
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id"}, MaxUnitRows: 1 << 20, IgnoreOffsetIndex: true})
+	if err != nil {
+		t.Logf("refused: %v", err)
+		return
+	}
+	t.Logf("%d units, plan rows %d, file rows %d", len(plan.Units), plan.Rows, plan.Files[0].Rows)
+	var covered int64
+	for _, u := range plan.Units {
+		covered += u.Rows
+	}
+	if covered != plan.Files[0].Rows {
+		t.Fatalf("the row group claims %d rows; its units cover %d (%d units), and planning did not fail", plan.Files[0].Rows, covered, len(plan.Units))
 	}
 }
