@@ -212,9 +212,12 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 			}
 			chunks[i] = c
 		}
+		if name, err := checkGroupRows(g, fields, chunks); err != nil {
+			return nil, &Error{File: path, RowGroup: rg, Column: name, PageOffset: -1, Err: err}
+		}
 		base := Unit{File: path, FileSize: fp.info.Size, ModTime: fp.info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks,
 			Bounds: groupBounds(g, fields), Partition: values}
-		units, err := sliceRowGroup(f, fp.info.Size, g, fields, base, opts)
+		units, err := sliceRowGroup(f, fp.info.Size, g, fields, base, opts, maxFileUnits(fp.info.Size)-len(fp.units))
 		if err != nil {
 			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
 		}
@@ -222,6 +225,55 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 		fp.info.Rows += g.NumRows
 	}
 	return fp, nil
+}
+
+// checkGroupRows refuses a row group whose num_rows is more than one of
+// its column chunks' num_values: every row has at least one level in
+// every leaf column, so the chunk cannot hold those rows. num_rows is the
+// writer's word, and the planner would otherwise cut units (and the
+// decoder size columns) for rows the file does not hold. It checks the
+// projected chunks, or every chunk of the row group when no projected
+// column is in the file. It returns the column at fault, if any.
+func checkGroupRows(g *format.RowGroup, fields []Field, chunks []Chunk) (string, error) {
+	checked := false
+	for i := range chunks {
+		if chunks[i].Absent {
+			continue
+		}
+		checked = true
+		if chunks[i].Values < g.NumRows {
+			return fields[i].Name, corruptf("row group claims %d rows, but its column chunk holds %d values (at least one a row)", g.NumRows, chunks[i].Values)
+		}
+	}
+	if checked {
+		return "", nil
+	}
+	if len(g.Columns) == 0 {
+		return "", corruptf("row group claims %d rows and has no column chunks", g.NumRows)
+	}
+	for i := range g.Columns {
+		if v := g.Columns[i].MetaData.NumValues; v < g.NumRows {
+			return strings.Join(g.Columns[i].MetaData.PathInSchema, "."), corruptf("row group claims %d rows, but its column chunk holds %d values (at least one a row)", g.NumRows, v)
+		}
+	}
+	return "", nil
+}
+
+// maxFileUnits bounds the units planning cuts one file into: one per
+// byte of the file, and a thousand more. A unit is a few hundred bytes of
+// plan (more with its chunks), so a file's plan stays within a few
+// hundred times the file's size whatever row counts its footer claims; a
+// real file needs this many units only with a max_unit_rows far below its
+// rows per byte.
+func maxFileUnits(fileSize int64) int {
+	return int(min(fileSize, 1<<40)) + 1024
+}
+
+// tooManyUnits is the error for a row group that would be cut into more
+// units than its file justifies (maxFileUnits).
+func tooManyUnits(rows, max, size int64) error {
+	return corruptf("row group of %d rows cut into units of at most %d rows makes more units than a file of %d bytes justifies (%d): the file's row count is wrong, or max_unit_rows is far too small for it (raise it)",
+		rows, max, size, maxFileUnits(size))
 }
 
 // chunkOf describes field f's column chunk in row group g: for a field
@@ -273,10 +325,15 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 // boundaries of the column with the most uncompressed bytes (so that it
 // needs no trimming) and every column reads only the pages covering the
 // slice; otherwise cuts are even and columns decode from the chunk start.
-func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions) ([]Unit, error) {
+//
+// It cuts at most limit units, and fails if the row group needs more.
+func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions, limit int) ([]Unit, error) {
 	max := opts.MaxUnitRows
 	if max <= 0 || g.NumRows <= max {
 		return []Unit{base}, nil
+	}
+	if g.NumRows/max >= int64(limit) {
+		return nil, tooManyUnits(g.NumRows, max, size)
 	}
 	var ois []*format.OffsetIndex
 	if !opts.IgnoreOffsetIndex && len(fields) > 0 {
@@ -314,6 +371,9 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 		}
 		locs := ois[heavy].PageLocations
 		for s := int64(0); s < g.NumRows; {
+			if len(cuts) >= limit {
+				return nil, tooManyUnits(g.NumRows, max, size)
+			}
 			cuts = append(cuts, s)
 			next := s + max
 			if next >= g.NumRows {
