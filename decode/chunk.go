@@ -380,7 +380,7 @@ func (d *Decoder) reserveWhole(f *Field, c *Chunk, dst *column.Column) {
 		return
 	}
 	n := int64(d.wantMax) + int64(d.wantMax)/32
-	if n > maxExpansion*(c.End-c.Offset+c.DictLen)+1<<16 {
+	if n > storedBound(c) {
 		return
 	}
 	if d.alloc != nil {
@@ -396,6 +396,13 @@ func (d *Decoder) reserveWhole(f *Field, c *Chunk, dst *column.Column) {
 // reserves for at most this many times the chunk's stored bytes.
 const maxExpansion = 8
 
+// storedBound is the most bytes a buffer is sized for from a chunk's
+// declared counts before its pages show them: maxExpansion times the
+// unit's stored bytes of the chunk, and 64 KiB more.
+func storedBound(c *Chunk) int64 {
+	return maxExpansion*(c.End-c.Offset+c.DictLen) + 1<<16
+}
+
 // reserveSel makes room in dst for k selected rows, so that a selection
 // grows dst's buffers once (to about their final size) rather than by
 // doubling, which copies and first-touches twice the memory. List values
@@ -406,8 +413,10 @@ func (d *Decoder) reserveSel(f *Field, c *Chunk, dst *column.Column, k int) {
 		dst.Data = reserve(dst.Data, k*f.DType.Size())
 	case column.List:
 		if d.unit.Rows > 0 && c.Uncompressed > 0 {
+			// total_uncompressed_size is the writer's word: held, as in
+			// reserveWhole, to maxExpansion times the stored bytes.
 			est := c.Uncompressed / d.unit.Rows * int64(k)
-			dst.Data = reserve(dst.Data, int(min(est, c.Uncompressed)))
+			dst.Data = reserve(dst.Data, int(min(est, c.Uncompressed, storedBound(c))))
 		}
 		fallthrough
 	default:
