@@ -167,6 +167,7 @@ func (d *Decoder) reserveColumn(f *Field, c *Chunk, sel []int32, dst *column.Col
 		want = len(sel)
 	}
 	d.want, d.wantMax = want, int(min(c.Values, math.MaxInt32))*f.DType.Size()
+	d.wantStored = storedBound(c)
 	if sel != nil {
 		d.reserveSel(f, c, dst, len(sel))
 		d.want = 0

@@ -63,6 +63,9 @@ type Decoder struct {
 	// wantMax the most bytes its values can take (the chunk's level
 	// count times the value size); see growData.
 	want, wantMax int
+	// wantStored bounds growData's estimate by the chunk's stored bytes
+	// (storedBound): want and wantMax are the footer's word.
+	wantStored int64
 	// verify makes Open check units against their files' footers
 	// (VerifyUnits).
 	verify bool
@@ -290,7 +293,9 @@ func extend(b []byte, n int) []byte {
 // grow, it is sized once for all the unit's rows at the bytes per row
 // seen so far, and an eighth more, but never past what the whole column
 // chunk's values can take: a first page of long lists must not size the
-// column for a unit of them.
+// column for a unit of them. Nor past maxExpansion times the chunk's
+// stored bytes (storedBound), as reserveWhole: a footer claiming 2^31
+// rows must not size a column for them before its pages show them.
 func (d *Decoder) growData(col *column.Column, n, rows int) []byte {
 	l := len(col.Data) + n
 	if cap(col.Data) >= l || col == &d.scratch || rows <= 0 || d.want <= rows || d.wantMax <= 0 {
@@ -299,6 +304,9 @@ func (d *Decoder) growData(col *column.Column, n, rows int) []byte {
 	est := int64(l) * int64(d.want) / int64(rows)
 	est += est / 8
 	est = min(est, int64(len(col.Data))+int64(d.wantMax))
+	// The declared rows and values are the writer's word: past what the
+	// chunk's stored bytes can expand to, grow as extend does.
+	est = min(est, max(d.wantStored, int64(l)+int64(l)/4))
 	nb := make([]byte, l, max(int(est), l))
 	copy(nb, col.Data)
 	return nb

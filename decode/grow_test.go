@@ -53,6 +53,7 @@ func TestGrowData(t *testing.T) {
 		name           string
 		have, n, rows  int // bytes held, bytes the page adds, rows after it
 		want, wantMax  int
+		stored         int64 // storedBound of the chunk; 0: unbounded
 		minCap, maxCap int
 		scratch        bool
 	}{
@@ -60,6 +61,10 @@ func TestGrowData(t *testing.T) {
 			minCap: 800000, maxCap: 900000},
 		{name: "a dense first page: capped by what the chunk's values can take", have: 0, n: 800000, rows: 100, want: 100000, wantMax: 2000000,
 			minCap: 2000000, maxCap: 2000000},
+		{name: "a chunk claiming more than its stored bytes hold: capped by them", have: 0, n: 8000, rows: 1000, want: 1 << 31, wantMax: 1 << 34, stored: 200000,
+			minCap: 200000, maxCap: 200000},
+		{name: "past the stored bytes' bound: 1.25x steps", have: 300000, n: 8000, rows: 1000, want: 1 << 31, wantMax: 1 << 34, stored: 200000,
+			minCap: 308000, maxCap: 308000 + 308000/4},
 		{name: "the last page: no estimate", have: 8000, n: 8, rows: 1001, want: 1000, wantMax: 1 << 30,
 			minCap: 8008, maxCap: 8008 + 8008/4 + 64},
 		{name: "no chunk size known: 1.25x steps", have: 0, n: 8000, rows: 1000, want: 100000, wantMax: 0,
@@ -68,7 +73,10 @@ func TestGrowData(t *testing.T) {
 			minCap: 8000, maxCap: 10000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &Decoder{want: tc.want, wantMax: tc.wantMax}
+			d := &Decoder{want: tc.want, wantMax: tc.wantMax, wantStored: tc.stored}
+			if tc.stored == 0 {
+				d.wantStored = 1 << 40
+			}
 			col := &column.Column{Data: make([]byte, tc.have)}
 			if tc.scratch {
 				col = &d.scratch
