@@ -130,6 +130,12 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		}
 		// Rows in the page, when the header tells.
 		nrows := pageRows(f, h)
+		if gr := d.unit.GroupRowCount; gr > 0 && nrows > gr-row {
+			// The page's count is the writer's word, and its levels
+			// (an RLE run) may claim millions of rows in a few bytes:
+			// refused before anything is sized by it.
+			return d.errorf(fi, off, corruptf("data page of %d rows starting at row %d runs past its row group's %d rows", nrows, row, gr))
+		}
 		if nrows >= 0 && d.skipPage(sel, &si, lo, row, nrows) {
 			row += nrows
 			continue

@@ -215,7 +215,7 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 		if name, err := checkGroupRows(g, fields, chunks); err != nil {
 			return nil, &Error{File: path, RowGroup: rg, Column: name, PageOffset: -1, Err: err}
 		}
-		base := Unit{File: path, FileSize: fp.info.Size, ModTime: fp.info.ModTime, RowGroup: rg, Rows: g.NumRows, Chunks: chunks,
+		base := Unit{File: path, FileSize: fp.info.Size, ModTime: fp.info.ModTime, RowGroup: rg, Rows: g.NumRows, GroupRowCount: g.NumRows, Chunks: chunks,
 			Bounds: groupBounds(g, fields), Partition: values}
 		units, err := sliceRowGroup(f, fp.info.Size, g, fields, base, opts, maxFileUnits(fp.info.Size)-len(fp.units))
 		if err != nil {

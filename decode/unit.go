@@ -16,15 +16,20 @@ import (
 // modification time as planned, so a decoder can refuse a changed file
 // (ErrFileChanged).
 type Unit struct {
-	Seq      int     `json:"seq"`       // index in Plan.Units
-	File     string  `json:"file"`      // path as planned
-	FileSize int64   `json:"file_size"` // bytes, as planned
-	ModTime  int64   `json:"mod_time"`  // unix nanoseconds, as planned
-	RowGroup int     `json:"row_group"` // row group index in the file
-	RowStart int64   `json:"row_start"` // first row, counted within the row group
-	Rows     int64   `json:"rows"`      // rows in the unit, > 0
-	Ordinal  int64   `json:"ordinal"`   // plan-wide index of the unit's first row
-	Chunks   []Chunk `json:"chunks"`    // one per plan field, in field order
+	Seq      int    `json:"seq"`       // index in Plan.Units
+	File     string `json:"file"`      // path as planned
+	FileSize int64  `json:"file_size"` // bytes, as planned
+	ModTime  int64  `json:"mod_time"`  // unix nanoseconds, as planned
+	RowGroup int    `json:"row_group"` // row group index in the file
+	RowStart int64  `json:"row_start"` // first row, counted within the row group
+	Rows     int64  `json:"rows"`      // rows in the unit, > 0
+	// GroupRowCount is its row group's num_rows as planned (0 in units
+	// planned before it was carried: then unchecked). No data page of
+	// the unit may run past it (decodePages): a page claiming millions
+	// of rows in a few bytes of RLE is refused before it is decoded.
+	GroupRowCount int64   `json:"group_rows,omitempty"`
+	Ordinal       int64   `json:"ordinal"` // plan-wide index of the unit's first row
+	Chunks        []Chunk `json:"chunks"`  // one per plan field, in field order
 	// Partition holds the values of the plan's partition columns, as
 	// the file's path gives them (partition.go).
 	Partition []string `json:"partition,omitempty"`
@@ -131,7 +136,8 @@ func (u *Unit) UnmarshalBinary(b []byte) error {
 
 func (u *Unit) validate() error {
 	if u.File == "" || u.FileSize < 12 || u.RowGroup < 0 || u.RowStart < 0 || u.Rows <= 0 ||
-		u.Ordinal < 0 || u.RowStart > 1<<62 || u.Rows > 1<<40 {
+		u.Ordinal < 0 || u.RowStart > 1<<62 || u.Rows > 1<<40 || u.GroupRowCount < 0 ||
+		(u.GroupRowCount > 0 && u.RowStart+u.Rows > u.GroupRowCount) {
 		return errors.New("invalid file, size or row range")
 	}
 	for i := range u.Chunks {

@@ -31,6 +31,9 @@ func (d *Decoder) checkUnit(f File, u *Unit, size int64) error {
 	if u.RowStart+u.Rows > g.NumRows {
 		return fmt.Errorf("%w: rows [%d, %d) of a row group of %d", ErrBadUnit, u.RowStart, u.RowStart+u.Rows, g.NumRows)
 	}
+	if u.GroupRowCount != 0 && u.GroupRowCount != g.NumRows {
+		return fmt.Errorf("%w: a row group of %d rows, the file's has %d", ErrBadUnit, u.GroupRowCount, g.NumRows)
+	}
 	for i := range u.Chunks {
 		if u.Chunks[i].Absent {
 			if err := absentFrom(g, &d.base[i]); err != nil {
