@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -161,7 +163,7 @@ func (p *Plan) add(fp *filePlan) error {
 
 // planFile reads path's footer (and, to slice row groups, its offset
 // indexes) and cuts it into units.
-func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*filePlan, error) {
+func planFile(ctx context.Context, fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*filePlan, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
@@ -217,7 +219,7 @@ func planFile(fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*fi
 		}
 		base := Unit{File: path, FileSize: fp.info.Size, ModTime: fp.info.ModTime, RowGroup: rg, Rows: g.NumRows, GroupRowCount: g.NumRows, Chunks: chunks,
 			Bounds: groupBounds(g, fields), Partition: values}
-		units, err := sliceRowGroup(f, fp.info.Size, g, fields, base, opts, maxFileUnits(fp.info.Size)-len(fp.units))
+		units, err := sliceRowGroup(ctx, f, fp.info.Size, g, fields, base, opts, maxFileUnits(fp.info.Size)-len(fp.units))
 		if err != nil {
 			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
 		}
@@ -327,7 +329,7 @@ func chunkOf(g *format.RowGroup, f *Field, fileSize int64) (Chunk, error) {
 // slice; otherwise cuts are even and columns decode from the chunk start.
 //
 // It cuts at most limit units, and fails if the row group needs more.
-func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions, limit int) ([]Unit, error) {
+func sliceRowGroup(ctx context.Context, f io.ReaderAt, size int64, g *format.RowGroup, fields []Field, base Unit, opts PlanOptions, limit int) ([]Unit, error) {
 	max := opts.MaxUnitRows
 	if max <= 0 || g.NumRows <= max {
 		return []Unit{base}, nil
@@ -370,9 +372,13 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 			}
 		}
 		locs := ois[heavy].PageLocations
+		j := 0 // the first page starting past s+max; cuts only move it on
 		for s := int64(0); s < g.NumRows; {
 			if len(cuts) >= limit {
 				return nil, tooManyUnits(g.NumRows, max, size)
+			}
+			if len(cuts)%4096 == 0 && ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
 			cuts = append(cuts, s)
 			next := s + max
@@ -380,10 +386,13 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 				break
 			}
 			// The last page boundary in (s, s+max]; else cut mid-page.
-			for _, l := range locs {
-				if l.FirstRowIndex > s && l.FirstRowIndex <= s+max {
-					next = l.FirstRowIndex
-				}
+			// The index's first rows increase (validOffsetIndex).
+			for j < len(locs) && locs[j].FirstRowIndex <= s+max {
+				j++
+				sliceSteps.Add(1)
+			}
+			if j > 0 && locs[j-1].FirstRowIndex > s {
+				next = locs[j-1].FirstRowIndex
 			}
 			s = next
 		}
@@ -391,6 +400,9 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 	cuts = append(cuts, g.NumRows)
 	units := make([]Unit, 0, len(cuts)-1)
 	for k := 0; k+1 < len(cuts); k++ {
+		if k%4096 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		u := base
 		u.RowStart, u.Rows = cuts[k], cuts[k+1]-cuts[k]
 		u.Chunks = slices.Clone(base.Chunks)
@@ -405,6 +417,11 @@ func sliceRowGroup(f io.ReaderAt, size int64, g *format.RowGroup, fields []Field
 	}
 	return units, nil
 }
+
+// sliceSteps counts the steps sliceRowGroup takes over OffsetIndex page
+// locations (the cut walk and narrowChunk's searches), so that a test can
+// hold slicing to units x log pages rather than units x pages.
+var sliceSteps atomic.Int64
 
 func validOffsetIndex(oi *format.OffsetIndex, c *Chunk, rows int64) bool {
 	locs := oi.PageLocations
@@ -424,15 +441,12 @@ func validOffsetIndex(oi *format.OffsetIndex, c *Chunk, rows int64) bool {
 // group, keeping any dictionary page in front of the first data page.
 func narrowChunk(c *Chunk, oi *format.OffsetIndex, lo, hi int64) {
 	locs := oi.PageLocations
-	first, last := 0, len(locs)-1
-	for i, l := range locs {
-		if l.FirstRowIndex <= lo {
-			first = i
-		}
-		if l.FirstRowIndex < hi {
-			last = i
-		}
-	}
+	// The index's first rows increase from 0 (validOffsetIndex): the
+	// last page starting at or before lo, and the last before hi, by
+	// binary search, so that slicing a row group costs units x log pages.
+	first := sort.Search(len(locs), func(i int) bool { sliceSteps.Add(1); return locs[i].FirstRowIndex > lo }) - 1
+	last := sort.Search(len(locs), func(i int) bool { sliceSteps.Add(1); return locs[i].FirstRowIndex >= hi }) - 1
+	first, last = max(first, 0), max(last, 0)
 	if d := locs[0].Offset - c.Offset; d > 0 {
 		c.DictOffset, c.DictLen = c.Offset, d
 	}

@@ -46,7 +46,7 @@ func planEach(ctx context.Context, fsys FS, paths []string, opts PlanOptions, pa
 					errs[i] = err
 					continue
 				}
-				plans[i], errs[i] = planFile(fsys, paths[i], opts, parts)
+				plans[i], errs[i] = planFile(ctx, fsys, paths[i], opts, parts)
 			}
 		}()
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -264,37 +264,43 @@ func TestReviewPageRowsPastTheUnit(t *testing.T) {
 	}
 }
 
-// TestReviewSliceQuadratic: sliceRowGroup (plan.go) scans every page
-// location of the heaviest column's OffsetIndex for each cut it makes,
-// and narrowChunk scans every location of every column for each unit: a
-// row group of L pages sliced at about a page per unit costs L^2 steps.
-// A file of 10^6 pages (a 1 GB row group of 1 KB pages, or a hostile
-// OffsetIndex of 16 MiB over a chunk of 1 MB) planned with a
-// max_unit_rows of its page rows holds a daemon planner for 10^12 steps
-// (hours). Planning 4x the pages should take about 4x the time; it takes
-// about 16x.
-func TestReviewSliceQuadratic(t *testing.T) {
-	planTime := func(n int64) (time.Duration, int) {
+// TestSliceLinearInPages: sliceRowGroup (plan.go) used to scan every
+// page location of the heaviest column's OffsetIndex for each cut, and
+// narrowChunk every location of every column for each unit: a row group
+// of L pages sliced at about a page per unit cost L^2 steps, hours of a
+// daemon planner for 10^6 pages (a 1 GB row group of 1 KB pages, or a
+// hostile OffsetIndex of 16 MiB over a chunk of 1 MB). The cut walk now
+// moves one index over the pages and narrowChunk searches them, so the
+// steps (counted by sliceSteps, not timed) are about pages + units x 2
+// log2(pages): 4x the pages may take a little over 4x the steps, never
+// 16x.
+func TestSliceLinearInPages(t *testing.T) {
+	planSteps := func(n int64) (int64, int) {
 		_, dir := generatedPlan(t, n, n, 1)
-		best := time.Duration(1 << 62)
-		units := 0
-		for range 3 {
-			start := time.Now()
-			plan, err := PlanFiles(context.Background(), []string{dir}, PlanOptions{Columns: []string{"label"}, MaxUnitRows: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			best = min(best, time.Since(start))
-			units = len(plan.Units)
+		before := sliceSteps.Load()
+		plan, err := PlanFiles(context.Background(), []string{dir}, PlanOptions{Columns: []string{"label"}, MaxUnitRows: 1})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return best, units
+		return sliceSteps.Load() - before, len(plan.Units)
 	}
-	small, su := planTime(3000)
-	large, lu := planTime(12000)
-	ratio := float64(large) / float64(small)
-	t.Logf("%d units: %v; %d units: %v; ratio %.1f", su, small, lu, large, ratio)
-	if ratio > 10 {
-		t.Fatalf("planning 4x the pages took %.1fx the time (%v, %v): quadratic in the pages", ratio, small, large)
+	small, su := planSteps(3000)
+	large, lu := planSteps(12000)
+	t.Logf("%d units: %d steps; %d units: %d steps", su, small, lu, large)
+	if su < 3000 || lu < 12000 {
+		t.Fatalf("%d and %d units: the row groups were not sliced a page a unit", su, lu)
+	}
+	for _, c := range []struct {
+		units int
+		steps int64
+	}{{su, small}, {lu, large}} {
+		log2 := int64(bits.Len(uint(c.units)))
+		if bound := int64(c.units) * (2*(log2+1) + 1); c.steps > bound {
+			t.Errorf("%d units of as many pages took %d steps, over pages + units x 2 log2(pages) (%d): quadratic in the pages", c.units, c.steps, bound)
+		}
+	}
+	if ratio := float64(large) / float64(small); ratio > 6 {
+		t.Errorf("slicing 4x the pages took %.1fx the steps (%d, %d): quadratic in the pages", ratio, small, large)
 	}
 }
 
