@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -152,6 +154,10 @@ func (p *Plan) add(fp *filePlan) error {
 			}
 		}
 	}
+	if p.Rows > math.MaxInt64-fp.info.Rows {
+		return &Error{File: fp.info.Path, RowGroup: -1, PageOffset: -1,
+			Err: corruptf("the files planned hold more than 2^63 rows in all")}
+	}
 	for _, u := range fp.units {
 		u.Ordinal = p.Rows
 		p.Rows += u.Rows
@@ -222,6 +228,9 @@ func planFile(ctx context.Context, fsys FS, path string, opts PlanOptions, parts
 		units, err := sliceRowGroup(ctx, f, fp.info.Size, g, fields, base, opts, maxFileUnits(fp.info.Size)-len(fp.units))
 		if err != nil {
 			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
+		}
+		if fp.info.Rows > math.MaxInt64-g.NumRows {
+			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: corruptf("row groups of more than 2^63 rows in all")}
 		}
 		fp.units = append(fp.units, units...)
 		fp.info.Rows += g.NumRows
@@ -360,9 +369,16 @@ func sliceRowGroup(ctx context.Context, f io.ReaderAt, size int64, g *format.Row
 	}
 	var cuts []int64 // slice starts, then NumRows
 	if ois == nil {
-		n := (g.NumRows + max - 1) / max
+		// Without overflow for any row count: k*NumRows/n in 128 bits
+		// (k < n, so the quotient is below NumRows).
+		n := g.NumRows / max
+		if g.NumRows%max != 0 {
+			n++
+		}
 		for k := range n {
-			cuts = append(cuts, k*g.NumRows/n)
+			hi, lo := bits.Mul64(uint64(k), uint64(g.NumRows))
+			q, _ := bits.Div64(hi, lo, uint64(n))
+			cuts = append(cuts, int64(q))
 		}
 	} else {
 		heavy := -1

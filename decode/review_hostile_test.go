@@ -495,3 +495,32 @@ func TestReviewSliceOverflowDropsRowGroup(t *testing.T) {
 		t.Fatalf("the row group claims %d rows; its units cover %d (%d units), and planning did not fail", plan.Files[0].Rows, covered, len(plan.Units))
 	}
 }
+
+// TestSliceEvenCutsNoOverflow: even cuts of a row group near 2^63 rows
+// are counted and placed without overflow: every row is in exactly one
+// unit, none over max_unit_rows.
+func TestSliceEvenCutsNoOverflow(t *testing.T) {
+	for _, c := range []struct{ rows, max int64 }{
+		{math.MaxInt64, math.MaxInt64 / 2},
+		{math.MaxInt64, math.MaxInt64 - 1},
+		{math.MaxInt64 - 5, 1 << 61},
+		{1000, 7},
+	} {
+		g := &format.RowGroup{NumRows: c.rows}
+		base := Unit{Rows: c.rows, GroupRowCount: c.rows}
+		units, err := sliceRowGroup(context.Background(), nil, 1<<20, g, nil, base, PlanOptions{MaxUnitRows: c.max, IgnoreOffsetIndex: true}, 1<<20)
+		if err != nil {
+			t.Fatalf("%d rows by %d: %v", c.rows, c.max, err)
+		}
+		next := int64(0)
+		for _, u := range units {
+			if u.RowStart != next || u.Rows <= 0 || u.Rows > c.max {
+				t.Fatalf("%d rows by %d: unit [%d, +%d) after row %d", c.rows, c.max, u.RowStart, u.Rows, next)
+			}
+			next += u.Rows
+		}
+		if next != c.rows {
+			t.Fatalf("%d rows by %d: %d units cover %d rows", c.rows, c.max, len(units), next)
+		}
+	}
+}
