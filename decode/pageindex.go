@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"io"
 	"math"
 
 	"github.com/parquet-go/parquet-go/format"
@@ -177,4 +178,45 @@ func (d *Decoder) skipByIndex(locs []pageLoc, k *int, pr *pageReader, sel []int3
 	}
 	*k++
 	return row, false, nil
+}
+
+// indexedHeader reads the header of the page at off, of size bytes with
+// its header (as an OffsetIndex lists it), into h: a small read, more
+// only if the header does not fit, never past the page. buf is reused.
+func indexedHeader(f io.ReaderAt, buf *[]byte, off, size int64, h *pageHeader) (int, error) {
+	for n := min(int64(256), size); ; n = min(n*16, size) {
+		*buf = growBytes(*buf, int(n))
+		if err := readFull(f, *buf, off); err != nil {
+			return 0, err
+		}
+		hn, err := parsePageHeader(*buf, h)
+		if err == nil {
+			return hn, nil
+		}
+		if n == size {
+			return 0, corruptf("offset index lists a page at offset %d whose header does not parse: %v", off, err)
+		}
+	}
+}
+
+// checkIndexedPage checks the page at off, whose header h (of hn bytes)
+// was read, against what the OffsetIndex says of it: a data page of size
+// bytes with its header, holding rows rows. A v2 page tells its rows, a
+// v1 page of a non-repeated column too (one value a row); a v1 page of a
+// list column only that it has at least a level a row.
+func checkIndexedPage(f *Field, h *pageHeader, hn int, off, size, rows int64) error {
+	if h.typ != pageData && h.typ != pageDataV2 {
+		return corruptf("offset index lists the page at offset %d as a data page; its header says page type %d", off, h.typ)
+	}
+	if int64(hn)+int64(h.compressed) != size {
+		return corruptf("offset index says the page at offset %d takes %d bytes; its header says %d", off, size, int64(hn)+int64(h.compressed))
+	}
+	got, exact := pageRows(f, h), true
+	if got < 0 {
+		got, exact = int64(h.numValues), false
+	}
+	if (exact && got != rows) || (!exact && got < rows) {
+		return corruptf("offset index says the page at offset %d holds %d rows; its header says %d: the file's page index is wrong (rewrite the file)", off, rows, got)
+	}
+	return nil
 }

@@ -227,6 +227,10 @@ func planFile(ctx context.Context, fsys FS, path string, opts PlanOptions, parts
 			Bounds: groupBounds(g, fields), Partition: values}
 		units, err := sliceRowGroup(ctx, f, fp.info.Size, g, fields, base, opts, maxFileUnits(fp.info.Size)-len(fp.units))
 		if err != nil {
+			if e, ok := err.(*Error); ok && e.File == "" { // a column's: checkOffsetIndex
+				e.File, e.RowGroup = path, rg
+				return nil, e
+			}
 			return nil, &Error{File: path, RowGroup: rg, PageOffset: -1, Err: err}
 		}
 		if fp.info.Rows > math.MaxInt64-g.NumRows {
@@ -361,6 +365,12 @@ func sliceRowGroup(ctx context.Context, f io.ReaderAt, size int64, g *format.Row
 				ois = nil
 				break
 			}
+			// Units start decoding at the page the index says holds
+			// their first row, counting rows from its first_row_index:
+			// the index must agree with the page headers.
+			if err := checkOffsetIndex(ctx, f, oi, &fields[i], g.NumRows); err != nil {
+				return nil, &Error{Column: fields[i].Name, RowGroup: -1, PageOffset: -1, Err: err}
+			}
 			ois = append(ois, oi)
 		}
 	}
@@ -432,6 +442,34 @@ func sliceRowGroup(ctx context.Context, f io.ReaderAt, size int64, g *format.Row
 		units = append(units, u)
 	}
 	return units, nil
+}
+
+// checkOffsetIndex reads the header of every page oi lists (a small read
+// each) and checks that each is a data page of the size and rows the
+// index says (checkIndexedPage): the index is the writer's word, and a
+// first_row_index that lies would have sliced units read other rows than
+// the ones they claim, silently.
+func checkOffsetIndex(ctx context.Context, f io.ReaderAt, oi *format.OffsetIndex, field *Field, groupRows int64) error {
+	var buf []byte
+	var h pageHeader
+	locs := oi.PageLocations
+	for k, l := range locs {
+		if k%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		end := groupRows
+		if k+1 < len(locs) {
+			end = locs[k+1].FirstRowIndex
+		}
+		hn, err := indexedHeader(f, &buf, l.Offset, int64(l.CompressedPageSize), &h)
+		if err != nil {
+			return err
+		}
+		if err := checkIndexedPage(field, &h, hn, l.Offset, int64(l.CompressedPageSize), end-l.FirstRowIndex); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sliceSteps counts the steps sliceRowGroup takes over OffsetIndex page

@@ -3,6 +3,7 @@ package decode
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/bits"
 	"os"
@@ -400,7 +401,15 @@ func TestReviewLyingOffsetIndexSlices(t *testing.T) {
 	if pages < 4 {
 		t.Fatalf("only %d pages", pages)
 	}
-	plan := planPaths(t, PlanOptions{Columns: []string{"row_id", "label"}, MaxUnitRows: 500}, p)
+	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id", "label"}, MaxUnitRows: 500})
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) || e.Column != "label" || !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("refused, but not as a corrupt label column: %v", err)
+		}
+		t.Logf("refused at planning: %v", err)
+		return // refused: sound
+	}
 	got, err := reviewDecodeAll(t, plan)
 	t.Logf("%d pages, %d units: err %v", pages, len(plan.Units), err)
 	if err != nil {
