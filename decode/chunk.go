@@ -100,12 +100,13 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		return d.errorf(fi, -1, err)
 	}
 	k := 0 // next entry of locs
+	d.idxSet = false
 	for dst.Len < want {
 		if err := d.canceled(done); err != nil {
 			return err
 		}
 		if locs != nil {
-			next, skip, err := d.skipByIndex(locs, &k, pr, sel, &si, lo, row)
+			next, skip, err := d.skipByIndex(f, locs, &k, pr, sel, &si, lo, row)
 			if err != nil {
 				return d.errorf(fi, pr.off, err)
 			}
@@ -120,6 +121,17 @@ func (d *Decoder) decodePages(fi int, c *Chunk, pr *pageReader, sel []int32, dst
 		}
 		if !ok {
 			break
+		}
+		if d.idxSet {
+			// The page the index listed here: its header must agree
+			// with the index, whose rows the walk trusts to skip.
+			d.idxSet = false
+			if off == d.idxAt.off {
+				hn := int(pr.off-off) - int(h.compressed)
+				if err := checkIndexedPage(f, h, hn, off, d.idxAt.end-d.idxAt.off, d.idxRows); err != nil {
+					return d.errorf(fi, off, err)
+				}
+			}
 		}
 		data, err := d.pageKind(f, c, h, body)
 		if err != nil {

@@ -76,8 +76,16 @@ type Decoder struct {
 	// alloc, if not nil, gives the buffer reserveWhole reserves (SetAlloc).
 	alloc func(n int) []byte
 
-	idxRaw []byte    // an OffsetIndex as read
-	locs   []pageLoc // its pages within the unit's chunk
+	idxRaw []byte // an OffsetIndex as read
+	// hdrRaw holds a skipped page's header as read (skipByIndex);
+	// idxAt is the indexed page the walk reads next, its rows
+	// idxAt.end-idxAt.off aside: checked against its header (-1: none).
+	hdrRaw  []byte
+	skipHdr pageHeader
+	idxAt   pageLoc
+	idxRows int64
+	idxSet  bool
+	locs    []pageLoc // its pages within the unit's chunk
 	// locsBy holds each field's pages of the open unit once read
 	// (fieldPageIndex), where locsSet says so; Open clears locsSet.
 	locsBy  [][]pageLoc

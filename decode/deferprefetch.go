@@ -69,7 +69,9 @@ func (d *Decoder) PrefetchSelected(sel []int32) error {
 
 // selRanges appends to dst the byte ranges of chunk c that a walk for sel
 // reads (decodePages with skipByIndex): the dictionary, the bytes before
-// the first indexed page, and each run of pages holding a selected row;
+// the first indexed page, each run of pages holding a selected row, and
+// the first headerProbe bytes of each page skipped before a selected row
+// (its header, checked against the index);
 // the whole chunk when it has no usable index or sel is nil.
 func (d *Decoder) selRanges(fi int, sel []int32, dst []Range) ([]Range, error) {
 	c := &d.unit.Chunks[fi]
@@ -95,6 +97,11 @@ func (d *Decoder) selRanges(fi int, sel []int32, dst []Range) ([]Range, error) {
 	lo, si := d.unit.RowStart, 0
 	for k := 0; k < len(locs); k++ {
 		if !holdsSelected(sel, &si, lo, locs[k].first, pageEnd(locs, k)) {
+			if si < len(sel) {
+				// Skipped before a selected row: the walk reads its
+				// header to check the index (skipByIndex).
+				dst = append(dst, Range{Off: locs[k].off, Len: min(headerProbe, locs[k].end-locs[k].off)})
+			}
 			continue
 		}
 		end := runEnd(locs, k, sel, si, lo)

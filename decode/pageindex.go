@@ -20,19 +20,23 @@ import (
 // over without a read, and each read window is cut at the end of the run
 // of pages that do hold one, so the skipped bytes never leave the file.
 //
-// The index is trusted as far as the planner trusts it to slice units
-// (narrowChunk): it must describe the pages of the chunk's byte range in
-// order, and a decoded page must start at the row the index says, else
-// the unit fails as corrupt. An index that does not fit the chunk's range
-// is ignored and the pages are walked by their headers.
+// The index is the writer's word, and the rows after a skipped page are
+// counted from it: it must describe the pages of the chunk's byte range in
+// order, a decoded page must start at the row the index says and hold the
+// rows it says, and a page skipped before a selected row has its header
+// read (headerProbe bytes, its body left unread) and checked likewise
+// (checkIndexedPage), else the unit fails as corrupt. An index that does
+// not fit the chunk's range is ignored and the pages are walked by their
+// headers.
 
 // Stats counts a decoder's pages since it was made.
 type Stats struct {
 	// Pages is the data pages decoded, wholly or in part.
 	Pages int64 `json:"pages"`
 	// PagesSkipped is the data pages a selection skipped without
-	// decompressing them; PagesUnread those of them not even read (found
-	// by the OffsetIndex), and BytesUnread their compressed bytes.
+	// decompressing them; PagesUnread those of them not read (found by
+	// the OffsetIndex) but for their header, and BytesUnread their
+	// compressed bytes not read.
 	PagesSkipped int64 `json:"pages_skipped"`
 	PagesUnread  int64 `json:"pages_unread"`
 	BytesUnread  int64 `json:"bytes_unread"`
@@ -144,7 +148,7 @@ func runEnd(locs []pageLoc, k int, sel []int32, si int, lo int64) int64 {
 // reader past the page unread and returns the row after it, skip true;
 // otherwise it bounds the reader's windows to the run of wanted pages
 // starting there. k is the next page of locs to reach.
-func (d *Decoder) skipByIndex(locs []pageLoc, k *int, pr *pageReader, sel []int32, si *int, lo, row int64) (next int64, skip bool, err error) {
+func (d *Decoder) skipByIndex(f *Field, locs []pageLoc, k *int, pr *pageReader, sel []int32, si *int, lo, row int64) (next int64, skip bool, err error) {
 	if !pr.settle() || pr.ri != 1 {
 		return row, false, nil // no page left, or the dictionary range
 	}
@@ -165,26 +169,47 @@ func (d *Decoder) skipByIndex(locs []pageLoc, k *int, pr *pageReader, sel []int3
 		return row, false, corruptf("page at offset %d starts at row %d, its offset index says %d", l.off, row, l.first)
 	}
 	end := pageEnd(locs, *k)
+	rows := int64(-1) // the page's rows by the index, where it tells
+	if end != math.MaxInt64 {
+		rows = end - l.first
+	} else if gr := d.unit.GroupRowCount; gr > 0 && d.unit.RowStart+d.unit.Rows == gr {
+		rows = gr - l.first // the row group's last page
+	}
 	if !holdsSelected(sel, si, lo, l.first, end) {
+		// The rows after it are counted from the index's word: its
+		// header (a small read, the body left unread) must agree.
+		hn, err := indexedHeader(withContext(d.ctx, d.file), &d.hdrRaw, l.off, l.end-l.off, &d.skipHdr)
+		if err != nil {
+			return row, false, err
+		}
+		if err := checkIndexedPage(f, &d.skipHdr, hn, l.off, l.end-l.off, rows); err != nil {
+			return row, false, err
+		}
 		pr.off = l.end
 		d.stats.PagesSkipped++
 		d.stats.PagesUnread++
-		d.stats.BytesUnread += l.end - l.off
+		d.stats.BytesUnread += l.end - l.off - int64(len(d.hdrRaw))
 		*k++
 		return end, true, nil
 	}
 	if pr.off >= pr.limit {
 		pr.limit = runEnd(locs, *k, sel, *si, lo)
 	}
+	d.idxAt, d.idxRows, d.idxSet = l, rows, true
 	*k++
 	return row, false, nil
 }
 
+// headerProbe is how much of a page indexedHeader reads first: a page
+// header is usually a few dozen bytes.
+const headerProbe = 256
+
 // indexedHeader reads the header of the page at off, of size bytes with
-// its header (as an OffsetIndex lists it), into h: a small read, more
-// only if the header does not fit, never past the page. buf is reused.
+// its header (as an OffsetIndex lists it), into h: a small read
+// (headerProbe bytes), more only if the header does not fit, never past
+// the page. buf is reused, and holds what was read.
 func indexedHeader(f io.ReaderAt, buf *[]byte, off, size int64, h *pageHeader) (int, error) {
-	for n := min(int64(256), size); ; n = min(n*16, size) {
+	for n := min(int64(headerProbe), size); ; n = min(n*16, size) {
 		*buf = growBytes(*buf, int(n))
 		if err := readFull(f, *buf, off); err != nil {
 			return 0, err
@@ -201,7 +226,7 @@ func indexedHeader(f io.ReaderAt, buf *[]byte, off, size int64, h *pageHeader) (
 
 // checkIndexedPage checks the page at off, whose header h (of hn bytes)
 // was read, against what the OffsetIndex says of it: a data page of size
-// bytes with its header, holding rows rows. A v2 page tells its rows, a
+// bytes with its header, holding rows rows (-1: not known). A v2 page tells its rows, a
 // v1 page of a non-repeated column too (one value a row); a v1 page of a
 // list column only that it has at least a level a row.
 func checkIndexedPage(f *Field, h *pageHeader, hn int, off, size, rows int64) error {
@@ -215,7 +240,7 @@ func checkIndexedPage(f *Field, h *pageHeader, hn int, off, size, rows int64) er
 	if got < 0 {
 		got, exact = int64(h.numValues), false
 	}
-	if (exact && got != rows) || (!exact && got < rows) {
+	if rows >= 0 && ((exact && got != rows) || (!exact && got < rows)) {
 		return corruptf("offset index says the page at offset %d holds %d rows; its header says %d: the file's page index is wrong (rewrite the file)", off, rows, got)
 	}
 	return nil
