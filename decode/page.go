@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // appendPage decodes one data page and appends its rows to col, returning
@@ -146,6 +147,10 @@ func (d *Decoder) appendFlatPage(f *Field, n int, pv *pageValues, col *column.Co
 		}
 	} else {
 		size := f.DType.Size()
+		if w := plainSize(pv.c); pv.h.encoding == encPlain && w > 0 && int64(pv.valsLen) < int64(nonNull)*int64(w) {
+			// Before the column is sized for the page's count.
+			return 0, corruptf("PLAIN page of %d values of %d bytes holds %d value bytes", nonNull, w, pv.valsLen)
+		}
 		start := len(col.Data)
 		col.Data = d.growData(col, n*size, col.Len+n)
 		region := col.Data[start:]
@@ -170,6 +175,22 @@ func (d *Decoder) appendFlatPage(f *Field, n int, pv *pageValues, col *column.Co
 	}
 	col.Len += n
 	return n, nil
+}
+
+// plainSize is the bytes of one PLAIN value of chunk c as stored, or 0
+// where it varies (byte arrays) or is a bit (booleans).
+func plainSize(c *Chunk) int {
+	switch format.Type(c.Physical) {
+	case format.Int32, format.Float:
+		return 4
+	case format.Int64, format.Double:
+		return 8
+	case format.Int96:
+		return int96Size
+	case format.FixedLenByteArray:
+		return int(max(c.TypeLen, 0))
+	}
+	return 0
 }
 
 func b2u8(b bool) uint8 {

@@ -457,6 +457,15 @@ func (d *Decoder) readDict(f *Field, c *Chunk, h *pageHeader, body []byte) error
 	t := &d.dict
 	n := int(h.numValues)
 	if f.Hash > 0 {
+		// At least 4 bytes a value (a length), or the fixed length:
+		// checked before the hashes are sized by the header's count.
+		w := 4
+		if format.Type(f.Physical) == format.FixedLenByteArray {
+			w = max(int(f.TypeLen), 1)
+		}
+		if len(src)/w < n {
+			return corruptf("dictionary of %d values in %d bytes", n, len(src))
+		}
 		d.dictConv = growBytes(d.dictConv, n*8)
 		hash := func() error { return hashPlain(d.dictConv, src, n, f.Hash) }
 		if format.Type(f.Physical) == format.FixedLenByteArray {
