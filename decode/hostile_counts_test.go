@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -16,10 +17,10 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// reviewRewriteFooter rewrites the footer of the Parquet file at path with
+// rewriteFooter rewrites the footer of the Parquet file at path with
 // edit applied, keeping every page byte as it was: the footer's numbers are
 // the writer's word, and a hostile writer can put any there.
-func reviewRewriteFooter(t testing.TB, path string, edit func(md *format.FileMetaData)) {
+func rewriteFooter(t testing.TB, path string, edit func(md *format.FileMetaData)) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -44,9 +45,9 @@ func reviewRewriteFooter(t testing.TB, path string, edit func(md *format.FileMet
 	}
 }
 
-// reviewLeaf returns the index of the leaf column chunk whose path starts
+// leafOf returns the index of the leaf column chunk whose path starts
 // with name.
-func reviewLeaf(t testing.TB, g *format.RowGroup, name string) int {
+func leafOf(t testing.TB, g *format.RowGroup, name string) int {
 	t.Helper()
 	for i := range g.Columns {
 		if p := g.Columns[i].MetaData.PathInSchema; len(p) > 0 && p[0] == name {
@@ -57,9 +58,9 @@ func reviewLeaf(t testing.TB, g *format.RowGroup, name string) int {
 	return -1
 }
 
-// reviewAllocated runs fn and returns the bytes it allocated (all
+// allocatedBy runs fn and returns the bytes it allocated (all
 // goroutines; the test runs alone).
-func reviewAllocated(fn func()) uint64 {
+func allocatedBy(fn func()) uint64 {
 	var a, b runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&a)
@@ -68,7 +69,7 @@ func reviewAllocated(fn func()) uint64 {
 	return b.TotalAlloc - a.TotalAlloc
 }
 
-func reviewFileSize(t testing.TB, path string) int64 {
+func sizeOf(t testing.TB, path string) int64 {
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -76,26 +77,25 @@ func reviewFileSize(t testing.TB, path string) int64 {
 	return st.Size()
 }
 
-// TestReviewPlanUnitsFromDeclaredRows: a row group's num_rows is the
-// footer's word, and with max_unit_rows set the planner makes
-// num_rows/max_unit_rows units (sliceRowGroup, plan.go) whatever the file
-// holds. A 10 KiB file claiming 2^16 rows planned with MaxUnitRows 1 makes
-// 2^16 units (about 90 MiB); claiming 2^40 rows with max_unit_rows 16384 it makes 2^26
-// units (a unit is hundreds of bytes with its cloned chunks): tens of GB in
-// the shared daemon, before a page is read. The chunks cannot hold those
-// rows: every column chunk declares fewer values than the row group rows.
-func TestReviewPlanUnitsFromDeclaredRows(t *testing.T) {
+// TestPlanRefusesRowsPastChunkValues: a row group's num_rows is the
+// footer's word, and with max_unit_rows set the planner used to make
+// num_rows/max_unit_rows units whatever the file held: a 10 KiB file
+// claiming 2^40 rows with max_unit_rows 16384 made 2^26 units, tens of GB
+// in the shared daemon, before a page was read. Every row has a level in
+// every leaf column, so a row group claiming more rows than a chunk's
+// num_values is refused (checkGroupRows), naming the column.
+func TestPlanRefusesRowsPastChunkValues(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "rows.parquet")
 	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 1})
 	const claimed = 1 << 16
-	reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+	rewriteFooter(t, p, func(md *format.FileMetaData) {
 		md.NumRows = claimed
 		md.RowGroups[0].NumRows = claimed
 	})
-	size := reviewFileSize(t, p)
+	size := sizeOf(t, p)
 	var plan *Plan
 	var err error
-	alloc := reviewAllocated(func() {
+	alloc := allocatedBy(func() {
 		plan, err = PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id"}, MaxUnitRows: 1})
 	})
 	units := 0
@@ -103,30 +103,55 @@ func TestReviewPlanUnitsFromDeclaredRows(t *testing.T) {
 		units = len(plan.Units)
 	}
 	t.Logf("file of %d bytes: err %v, %d units, %d bytes allocated planning", size, err, units, alloc)
-	if err == nil && (units > 1000 || alloc > 16<<20) {
+	if err == nil || units > 1000 || alloc > 16<<20 {
 		t.Fatalf("a file of %d bytes whose row group claims %d rows (its chunk declares 100 values) planned into %d units, %d MiB allocated; want an error",
 			size, claimed, units, alloc>>20)
 	}
 }
 
-// TestReviewListSelectionReserve: reserveSel (chunk.go) reserves a list
+// TestPlanUnitsCappedByFileSize: when the chunks' num_values lie along
+// with num_rows, planning still makes at most maxFileUnits units of a
+// file (one a byte, and 1024), and says to raise max_unit_rows.
+func TestPlanUnitsCappedByFileSize(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rows.parquet")
+	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 1})
+	const claimed = 1 << 30
+	rewriteFooter(t, p, func(md *format.FileMetaData) {
+		md.NumRows = claimed
+		g := &md.RowGroups[0]
+		g.NumRows = claimed
+		for i := range g.Columns {
+			g.Columns[i].MetaData.NumValues = claimed
+		}
+	})
+	var err error
+	alloc := allocatedBy(func() {
+		_, err = PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id"}, MaxUnitRows: 1 << 10})
+	})
+	t.Logf("err %v, %d bytes allocated planning", err, alloc)
+	if err == nil || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "max_unit_rows") {
+		t.Fatalf("a %d-byte file claiming %d rows planned at 1024 rows a unit: %v; want an error naming max_unit_rows", sizeOf(t, p), claimed, err)
+	}
+	if alloc > 16<<20 {
+		t.Fatalf("%d MiB allocated planning", alloc>>20)
+	}
+}
+
+// TestListSelectionReserveBounded: reserveSel (chunk.go) reserved a list
 // column's values for a selection from the chunk's
-// total_uncompressed_size, the footer's word, unbounded: min(est,
-// c.Uncompressed). A file of a few KiB whose footer says 256 MiB makes a
-// 320 MiB buffer for a selection of its 100 rows (a 4-row selection
-// of a 4-row row group, likewise); a footer saying 2^40 makes the
+// total_uncompressed_size, the footer's word, unbounded: a file of a few
+// KiB whose footer says 256 MiB made a 320 MiB buffer, and 2^40 made the
 // runtime die of "out of memory" (fatal, not a panic DecodeColumn can
-// recover). reserveWhole bounds its reservation by maxExpansion times the
-// stored bytes; reserveSel does not.
-func TestReviewListSelectionReserve(t *testing.T) {
+// recover). It is now bounded like reserveWhole (storedBound).
+func TestListSelectionReserveBounded(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "list.parquet")
 	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 1})
 	const claimed = 256 << 20
-	reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+	rewriteFooter(t, p, func(md *format.FileMetaData) {
 		g := &md.RowGroups[0]
-		g.Columns[reviewLeaf(t, g, "seq_0")].MetaData.TotalUncompressedSize = claimed
+		g.Columns[leafOf(t, g, "seq_0")].MetaData.TotalUncompressedSize = claimed
 	})
-	size := reviewFileSize(t, p)
+	size := sizeOf(t, p)
 	plan := planPaths(t, PlanOptions{Columns: []string{"seq_0"}}, p)
 	d := NewDecoder(plan.Fields)
 	defer d.Close()
@@ -139,7 +164,7 @@ func TestReviewListSelectionReserve(t *testing.T) {
 	for i := range sel {
 		sel[i] = int32(i)
 	}
-	alloc := reviewAllocated(func() { err = d.DecodeColumn(0, sel, &col) })
+	alloc := allocatedBy(func() { err = d.DecodeColumn(0, sel, &col) })
 	t.Logf("file of %d bytes: err %v, cap(Data) %d, %d bytes allocated", size, err, cap(col.Data), alloc)
 	if alloc > 16<<20 {
 		t.Fatalf("a selection of a %d-byte file allocated %d MiB (cap(Data) %d): reserved from the footer's total_uncompressed_size",
@@ -147,21 +172,20 @@ func TestReviewListSelectionReserve(t *testing.T) {
 	}
 }
 
-// TestReviewGrowDataFromDeclaredRows: growData (decoder.go) sizes a
-// unit's column from the unit's declared rows and the chunk's declared
-// num_values (d.want, d.wantMax), both the footer's word. reserveWhole
-// refuses to trust them past maxExpansion times the stored bytes, but the
-// first page then sizes the column by them anyway: a few-KiB file whose
-// row group claims 2^22 rows allocates 32 MiB before failing; claiming
-// 2^31-1 rows (num_values is capped at MaxInt32) 16 GiB per column.
-func TestReviewGrowDataFromDeclaredRows(t *testing.T) {
+// TestGrowDataBoundedByStoredBytes: growData (decoder.go) sized a unit's
+// column from the unit's declared rows and the chunk's declared
+// num_values (d.want, d.wantMax), both the footer's word: a few-KiB file
+// whose row group claims 2^22 rows allocated 32 MiB before failing, and
+// 2^31-1 rows 16 GiB a column. Its estimate is now bounded by the stored
+// bytes (storedBound), and the decode still fails.
+func TestGrowDataBoundedByStoredBytes(t *testing.T) {
 	for _, codec := range []string{"snappy"} {
 		for _, v := range []int{1, 2} {
 			t.Run(codec+"/v"+string(rune('0'+v)), func(t *testing.T) {
 				p := filepath.Join(t.TempDir(), "grow.parquet")
 				writeFile(t, p, fileSpec{rows: 1000, codec: codec, pageVersion: v, pageBytes: 1024})
 				const claimed = 1 << 22
-				reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+				rewriteFooter(t, p, func(md *format.FileMetaData) {
 					md.NumRows = claimed
 					g := &md.RowGroups[0]
 					g.NumRows = claimed
@@ -169,7 +193,7 @@ func TestReviewGrowDataFromDeclaredRows(t *testing.T) {
 						g.Columns[i].MetaData.NumValues = claimed
 					}
 				})
-				size := reviewFileSize(t, p)
+				size := sizeOf(t, p)
 				plan := planPaths(t, PlanOptions{Columns: []string{"row_id", "seq_0"}}, p)
 				d := NewDecoder(plan.Fields)
 				defer d.Close()
@@ -179,7 +203,7 @@ func TestReviewGrowDataFromDeclaredRows(t *testing.T) {
 				for fi := range plan.Fields {
 					var col column.Column
 					var err error
-					alloc := reviewAllocated(func() { err = d.DecodeColumn(fi, nil, &col) })
+					alloc := allocatedBy(func() { err = d.DecodeColumn(fi, nil, &col) })
 					t.Logf("%s: file of %d bytes: err %v, %d bytes allocated", plan.Fields[fi].Name, size, err, alloc)
 					if err == nil {
 						t.Errorf("%s: decoded a chunk claiming %d rows", plan.Fields[fi].Name, claimed)
@@ -193,10 +217,10 @@ func TestReviewGrowDataFromDeclaredRows(t *testing.T) {
 	}
 }
 
-// reviewV2Page returns a v2 data page, uncompressed, whose header says
+// rawV2Page returns a v2 data page, uncompressed, whose header says
 // it holds n values, nulls of them, in n rows, with the given level and
 // value bytes.
-func reviewV2Page(t testing.TB, n, nulls int32, def, vals []byte) []byte {
+func rawV2Page(t testing.TB, n, nulls int32, def, vals []byte) []byte {
 	t.Helper()
 	body := append(append([]byte(nil), def...), vals...)
 	h := format.PageHeader{
@@ -211,18 +235,17 @@ func reviewV2Page(t testing.TB, n, nulls int32, def, vals []byte) []byte {
 	return append(b, body...)
 }
 
-// TestReviewPageRowsPastTheUnit: a data page's num_values is bounded only
-// by the chunk's declared num_values (pageKind), never by the rows the
-// unit or row group has left. A page of 7 bytes whose definition levels
-// are one RLE run of 2^22 nulls (valid RLE: a run's count is a varint) is
-// decoded whole, 2^22 levels, 2^22 validity bytes and 2^22 null values,
-// into a 100-row unit's column and only then cut to 100 rows: ~40 MiB;
-// at 2^31-1 values (num_values is an i32) some 20 GiB, from one page of
-// a few bytes. The same holds for required PLAIN pages, whose values are
-// sized from num_values (growData) before fixedAt sees there are no
-// value bytes. Sliced units (max_unit_rows) decode such a page whole once
-// per unit.
-func TestReviewPageRowsPastTheUnit(t *testing.T) {
+// TestPageRowsPastTheRowGroup: a data page's num_values was bounded only
+// by the chunk's declared num_values (pageKind), never by the rows its
+// row group has: a page of a few bytes whose definition levels are one
+// RLE run of 2^22 nulls (valid RLE: a run's count is a varint) was
+// decoded whole, 2^22 levels, validity bytes and null values, into a
+// 100-row unit's column and only then cut to 100 rows (~40 MiB; at
+// 2^31-1 values some 20 GiB). The same held for required PLAIN pages,
+// whose values were sized from num_values before fixedAt saw there were
+// no value bytes. A page whose rows run past the unit's row group
+// (Unit.GroupRowCount) is now refused before anything is sized by it.
+func TestPageRowsPastTheRowGroup(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f.parquet")
 	writeFile(t, p, fileSpec{rows: 100, codec: "none", pageVersion: 2})
 	plan := planPaths(t, PlanOptions{Columns: []string{"dense_opt", "row_id"}}, p)
@@ -242,7 +265,7 @@ func TestReviewPageRowsPastTheUnit(t *testing.T) {
 			if def != nil {
 				def = append(def, 0) // the run's level: 0, null
 			}
-			raw := reviewV2Page(t, n, c.nulls, def, nil)
+			raw := rawV2Page(t, n, c.nulls, def, nil)
 			d := NewDecoder(plan.Fields)
 			defer d.Close()
 			ch := u.Chunks[c.fi]
@@ -252,7 +275,7 @@ func TestReviewPageRowsPastTheUnit(t *testing.T) {
 			var col column.Column
 			d.resetColumn(c.fi, &col)
 			var err error
-			alloc := reviewAllocated(func() {
+			alloc := allocatedBy(func() {
 				var pr pageReader
 				pr.resetBytes(raw, &d.hdr)
 				err = d.decodePages(c.fi, &ch, &pr, nil, &col)
@@ -305,10 +328,10 @@ func TestSliceLinearInPages(t *testing.T) {
 	}
 }
 
-// reviewRewriteOffsetIndex rewrites the OffsetIndex of column name in
+// rewriteOffsetIndex rewrites the OffsetIndex of column name in
 // row group 0 of the file at path with edit applied: the new index is
 // written after the pages, and the footer points at it.
-func reviewRewriteOffsetIndex(t testing.TB, path, name string, edit func(oi *format.OffsetIndex)) {
+func rewriteOffsetIndex(t testing.TB, path, name string, edit func(oi *format.OffsetIndex)) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -319,7 +342,7 @@ func reviewRewriteOffsetIndex(t testing.TB, path, name string, edit func(oi *for
 	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[len(b)-8-n:len(b)-8], md); err != nil {
 		t.Fatal(err)
 	}
-	cc := &md.RowGroups[0].Columns[reviewLeaf(t, &md.RowGroups[0], name)]
+	cc := &md.RowGroups[0].Columns[leafOf(t, &md.RowGroups[0], name)]
 	if cc.OffsetIndexLength <= 0 {
 		t.Fatalf("column %s has no offset index", name)
 	}
@@ -347,9 +370,9 @@ func reviewRewriteOffsetIndex(t testing.TB, path, name string, edit func(oi *for
 	}
 }
 
-// reviewDecodeAll decodes every unit of plan and returns each field's
+// decodeAllInt decodes every unit of plan and returns each field's
 // values, row by row, as int64s.
-func reviewDecodeAll(t testing.TB, plan *Plan) ([][]int64, error) {
+func decodeAllInt(t testing.TB, plan *Plan) ([][]int64, error) {
 	d := NewDecoder(plan.Fields)
 	defer d.Close()
 	out := make([][]int64, len(plan.Fields))
@@ -373,26 +396,25 @@ func reviewDecodeAll(t testing.TB, plan *Plan) ([][]int64, error) {
 	return out, nil
 }
 
-// TestReviewLyingOffsetIndexSlices: with max_unit_rows set, the planner
+// TestLyingOffsetIndexSlicesRefused: with max_unit_rows set, the planner
 // cuts row groups at pages the OffsetIndex lists, and each unit of a
 // column starts decoding at the page the index says holds the unit's
 // first row, taking that page's first_row_index (narrowChunk, plan.go,
-// into Chunk.FirstRow) as the truth: nothing checks it against the page
-// headers. An OffsetIndex whose first_row_index values are shifted (each
-// page but the first said to start 5 rows late) makes that column's rows
-// of every unit after the first come from the wrong rows, silently: its
-// rows no longer line up with the other columns'. Decoding whole row
-// groups (or another reader) gives the true rows; a wrong index should be
-// an error or ignored, never a different answer.
-func TestReviewLyingOffsetIndexSlices(t *testing.T) {
+// into Chunk.FirstRow) as the truth. An OffsetIndex whose
+// first_row_index values are shifted (each page but the first said to
+// start 5 rows late) made that column's rows of every unit after the
+// first come from the wrong rows, silently. The planner now checks the
+// index against the page headers (checkOffsetIndex) and refuses it; a
+// decode that gave the true rows would be sound too, other rows never.
+func TestLyingOffsetIndexSlicesRefused(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "oi.parquet")
 	writeFile(t, p, fileSpec{rows: 2000, codec: "none", pageVersion: 2, pageBytes: 1024})
-	honest, err := reviewDecodeAll(t, planPaths(t, PlanOptions{Columns: []string{"row_id", "label"}, MaxUnitRows: 500}, p))
+	honest, err := decodeAllInt(t, planPaths(t, PlanOptions{Columns: []string{"row_id", "label"}, MaxUnitRows: 500}, p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pages := 0
-	reviewRewriteOffsetIndex(t, p, "label", func(oi *format.OffsetIndex) {
+	rewriteOffsetIndex(t, p, "label", func(oi *format.OffsetIndex) {
 		pages = len(oi.PageLocations)
 		for i := 1; i < len(oi.PageLocations); i++ {
 			oi.PageLocations[i].FirstRowIndex += 5
@@ -410,7 +432,7 @@ func TestReviewLyingOffsetIndexSlices(t *testing.T) {
 		t.Logf("refused at planning: %v", err)
 		return // refused: sound
 	}
-	got, err := reviewDecodeAll(t, plan)
+	got, err := decodeAllInt(t, plan)
 	t.Logf("%d pages, %d units: err %v", pages, len(plan.Units), err)
 	if err != nil {
 		return // refused: sound
@@ -428,19 +450,19 @@ func TestReviewLyingOffsetIndexSlices(t *testing.T) {
 	}
 }
 
-// TestReviewLyingOffsetIndexSelection: a selection's decode skips the
+// TestLyingOffsetIndexSelectionRefused: a selection's decode skips the
 // pages holding no selected row by the OffsetIndex and takes the next
 // page's first_row_index as the row it reaches (skipByIndex,
-// pageindex.go); the check "page at offset X starts at row R, its offset
-// index says S" compares the index with itself after a skip, so an index
-// whose pages after the first are all said to start 5 rows early goes
-// unnoticed and the selected rows are read 5 rows off: a filtered job
-// gets other rows than an unfiltered one, without an error.
-func TestReviewLyingOffsetIndexSelection(t *testing.T) {
+// pageindex.go). The check "page at offset X starts at row R, its offset
+// index says S" compared the index with itself after a skip, so an index
+// whose pages after the first are all said to start 5 rows early went
+// unnoticed and the selected rows were read 5 rows off. Skipped pages'
+// headers are now checked against the index, and the decode fails.
+func TestLyingOffsetIndexSelectionRefused(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "oi.parquet")
 	writeFile(t, p, fileSpec{rows: 2000, codec: "none", pageVersion: 2, pageBytes: 1024})
 	pages := 0
-	reviewRewriteOffsetIndex(t, p, "row_id", func(oi *format.OffsetIndex) {
+	rewriteOffsetIndex(t, p, "row_id", func(oi *format.OffsetIndex) {
 		pages = len(oi.PageLocations)
 		for i := 1; i < len(oi.PageLocations); i++ {
 			oi.PageLocations[i].FirstRowIndex -= 5
@@ -474,22 +496,21 @@ func TestReviewLyingOffsetIndexSelection(t *testing.T) {
 	}
 }
 
-// TestReviewSliceOverflowDropsRowGroup: sliceRowGroup (plan.go) counts
-// its slices as (NumRows + max - 1) / max, which overflows for a row
-// group claiming close to 2^63 rows: the count goes negative, no slice
-// is cut, and the row group yields no unit at all while the plan still
-// counts its rows (FileInfo.Rows, Plan.Rows, which then wrap too). The
-// file is corrupt, and should be refused, not read as if the row group
-// were not there.
-func TestReviewSliceOverflowDropsRowGroup(t *testing.T) {
+// TestHugeRowGroupNotDropped: sliceRowGroup (plan.go) counted its slices
+// as (NumRows + max - 1) / max, which overflows for a row group claiming
+// close to 2^63 rows: the count went negative, no slice was cut, and the
+// row group yielded no unit at all while the plan still counted its
+// rows. The file is corrupt, and is refused, not read as if the row
+// group were not there.
+func TestHugeRowGroupNotDropped(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "big.parquet")
 	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 2})
-	reviewRewriteFooter(t, p, func(md *format.FileMetaData) {
+	rewriteFooter(t, p, func(md *format.FileMetaData) {
 		md.NumRows = math.MaxInt64
 		md.RowGroups[0].NumRows = math.MaxInt64
 	})
 	// Without the OffsetIndex: cut evenly (with it, the same row group
-	// makes 2^43 cuts: TestReviewPlanUnitsFromDeclaredRows's OOM).
+	// makes 2^43 cuts: TestPlanRefusesRowsPastChunkValues's OOM).
 	plan, err := PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id"}, MaxUnitRows: 1 << 20, IgnoreOffsetIndex: true})
 	if err != nil {
 		t.Logf("refused: %v", err)

@@ -10,7 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// TestReviewDeletedRowsLimitOverflow: applyDeletes (deletes.go) checks
+// TestDeletedRowsLimitOverflow: applyDeletes (deletes.go) checks
 // the sum of the manifests' record counts of position delete files and
 // deletion vectors against MaxDeletedRows, but the counts are the
 // manifest writer's word and are summed in an int64 unchecked: four
@@ -20,7 +20,7 @@ import (
 // its 2^62. A delete file of billions of RLE-encoded (file_path, pos)
 // rows then fills File.Deleted (8 bytes a row, before Compact) without
 // bound: the limit MaxDeletedRows exists to stop exactly that.
-func TestReviewDeletedRowsLimitOverflow(t *testing.T) {
+func TestDeletedRowsLimitOverflow(t *testing.T) {
 	type posDelete struct {
 		FilePath string `parquet:"file_path"`
 		Pos      int64  `parquet:"pos"`
