@@ -323,13 +323,14 @@ type postCountsRequest struct {
 }
 
 func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
-	var req postCountsRequest
-	if err := decodeBody(w, r, &req); err != nil {
+	// The job and its owner first: only they may send a body of maxBody.
+	j, err := d.hostsJob(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	j, err := d.hostsJob(r)
-	if err != nil {
+	var req postCountsRequest
+	if err := decodeBody(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
