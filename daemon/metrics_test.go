@@ -170,3 +170,26 @@ func TestCollector(t *testing.T) {
 		t.Errorf("lastmile_consumer_batch_wait_seconds counts by job %v, want run: 1, the others 0", got)
 	}
 }
+
+// TestRankWaitsHugeHead: the head read from the ring is a word the ring's
+// owner may write. rankWaits.sample credits the batches released since the
+// last sample arithmetically: a head of 1<<62 must not be 2^62 loop
+// iterations run by sampleWaits with the job's j.mu held (see
+// cmd/lastmiled TestHugeHeadDoesNotWedgeDaemon).
+func TestRankWaitsHugeHead(t *testing.T) {
+	var w rankWaits
+	w.sample(nil, 5, false, 10*time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		w.sample(nil, 1<<62, false, 10*time.Millisecond)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("rankWaits.sample with a head of 1<<62 (written by the ring's consumer) did not return within 2 s: one iteration per batch")
+	}
+	if n, _, b := w.histogram(); n != 1<<62 || b[0] != 1<<62 {
+		t.Errorf("after heads 5 and 1<<62: %d batches, %d of them waited 0; want 1<<62 each", n, b[0])
+	}
+}

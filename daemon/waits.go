@@ -34,6 +34,9 @@ type rankWaits struct {
 	counts   []uint64      // per bucket (not cumulative); the last one is +Inf
 	sum      float64
 	n        uint64
+	// warned: a head beyond the ring's tail was logged (kept across
+	// start-overs, so that a consumer flipping it logs once).
+	warned bool
 }
 
 func (w *rankWaits) observe(d time.Duration) {
@@ -54,7 +57,7 @@ func (w *rankWaits) observe(d time.Duration) {
 // waits on an empty ring now.
 func (w *rankWaits) sample(o *shm.Observer, head uint64, waiting bool, every time.Duration) {
 	if o != w.obs || head < w.head {
-		*w = rankWaits{obs: o, head: head, counts: w.counts, sum: w.sum, n: w.n}
+		*w = rankWaits{obs: o, head: head, counts: w.counts, sum: w.sum, n: w.n, warned: w.warned}
 	}
 	if waiting {
 		w.streak += every
@@ -63,13 +66,20 @@ func (w *rankWaits) sample(o *shm.Observer, head uint64, waiting bool, every tim
 		w.streak = 0
 		w.credited++
 	}
-	for ; w.head < head; w.head++ {
-		if w.credited > 0 {
-			w.credited--
-			continue
+	// Every batch released since the last sample, in O(1): head is the
+	// consumer's word, which its owner may set to anything (a loop of one
+	// step per batch would spin for ever, holding the job's lock).
+	n := head - w.head
+	c := min(n, uint64(w.credited))
+	w.credited -= int(c)
+	if z := n - c; z > 0 {
+		if w.counts == nil {
+			w.counts = make([]uint64, len(waitBuckets)+1)
 		}
-		w.observe(0)
+		w.counts[0] += z // waited 0 (bucket 0)
+		w.n += z
 	}
+	w.head = head
 }
 
 // histogram returns the count, sum and cumulative bucket counts, as
@@ -113,7 +123,21 @@ func (jw *jobWaits) sample(jobs []*Job, every time.Duration) {
 				if o == nil {
 					continue
 				}
-				head, waiting := o.ConsumerState()
+				head, tail, waiting := o.ConsumerState()
+				if head > tail {
+					// The consumer released batches never published: it
+					// broke the ring protocol (or its owner wrote the
+					// word). Its head means nothing: ignore it, and start
+					// over from the next sane one. (The producer fails
+					// the run when it next needs a slot: shm Acquire.)
+					if !ws[r].warned {
+						j.log.Warn("ring protocol violation by the consumer: its head is beyond the ring's tail; ignored for wait accounting",
+							"rank", r, "head", head, "tail", tail)
+						ws[r].warned = true
+					}
+					ws[r].obs = nil
+					continue
+				}
 				ws[r].sample(o, head, waiting, every)
 				if waiting && r < len(j.emptyWait) {
 					j.emptyWait[r].Add(int64(every))

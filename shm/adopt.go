@@ -94,8 +94,19 @@ type RingInfo struct {
 	Dev, Ino uint64
 }
 
-// Occupancy returns the published batches not yet released.
-func (i RingInfo) Occupancy() uint64 { return i.Tail - i.Head }
+// Occupancy returns the published batches not yet released, 0 to Slots.
+// Head is the consumer's word: one beyond Tail (a protocol violation)
+// counts as 0, never as a wrapped-around difference.
+func (i RingInfo) Occupancy() uint64 { return occupancy(i.Head, i.Tail, i.Slots) }
+
+// occupancy is tail - head bounded to 0..slots: the consumer (or the
+// owner of the file) may store any head.
+func occupancy(head, tail uint64, slots int) uint64 {
+	if head >= tail {
+		return 0
+	}
+	return min(tail-head, uint64(max(slots, 0)))
+}
 
 type claim struct {
 	fd       int

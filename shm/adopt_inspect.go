@@ -188,17 +188,27 @@ func (o *Observer) ConsumerWaiting() (waiting bool) {
 	return o.r.consumerWaiting.Load() != 0 && o.r.head.Load() == o.r.tail.Load()
 }
 
-// ConsumerState returns the consumer's head (the batches it released) and
-// whether it is asleep on an empty ring right now (as ConsumerWaiting).
-func (o *Observer) ConsumerState() (head uint64, waiting bool) {
-	defer RecoverFault(debug.SetPanicOnFault(true), nil, o.path) // then what was read, maybe the head
+// ConsumerState returns the consumer's head (the batches it released),
+// the producer's tail (the batches published) and whether the consumer is
+// asleep on an empty ring right now (as ConsumerWaiting). head is the
+// consumer's word, in a file its owner may write: a head beyond tail (or
+// one that goes back) breaks the protocol, and must never size a loop or
+// an allocation.
+func (o *Observer) ConsumerState() (head, tail uint64, waiting bool) {
+	var fault error
+	defer func() {
+		if fault != nil { // the file shrunk under the view: nothing, as after Close
+			head, tail, waiting = 0, 0, false
+		}
+	}()
+	defer RecoverFault(debug.SetPanicOnFault(true), &fault, o.path)
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if o.closed {
-		return 0, false
+		return 0, 0, false
 	}
-	head = o.r.head.Load()
-	return head, o.r.consumerWaiting.Load() != 0 && head == o.r.tail.Load()
+	head, tail = o.r.head.Load(), o.r.tail.Load()
+	return head, tail, o.r.consumerWaiting.Load() != 0 && head == tail
 }
 
 // Replaced reports whether the ring's path no longer names the observed

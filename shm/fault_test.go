@@ -78,8 +78,8 @@ func truncateChild() error {
 	if info := o.Info(); info.Name != cfg.Name || info.Tail != 0 || info.State != shm.StateRunning {
 		return fmt.Errorf("Observer.Info after the fault: %+v, want its identity only", info)
 	}
-	if head, waiting := o.ConsumerState(); head != 0 || waiting || o.ConsumerWaiting() {
-		return fmt.Errorf("Observer.ConsumerState after the fault: %d %v", head, waiting)
+	if head, tail, waiting := o.ConsumerState(); head != 0 || tail != 0 || waiting || o.ConsumerWaiting() {
+		return fmt.Errorf("Observer.ConsumerState after the fault: %d %d %v", head, tail, waiting)
 	}
 	return faults("Fail", p.Fail("ring truncated"))
 }

@@ -109,7 +109,10 @@ func (p *Producer) Acquire(ctx context.Context) (_ *Slot, err error) {
 		return nil, fmt.Errorf("ring %q: acquire: batches %d to %d are still held: Publish or Discard one first", p.name, p.next, p.next+MaxHeld-1)
 	}
 	seq, r := p.next+uint64(p.nheld), p.r
-	ready := func() bool { return seq-r.head.Load() < r.slotCount }
+	// head is the consumer's word (the owner of the file may store any
+	// value): one beyond the batches published (p.next) breaks the
+	// protocol, and would otherwise make the ring look full for ever.
+	ready := func() bool { h := r.head.Load(); return h > p.next || seq-h < r.slotCount }
 	if !ready() {
 		start := time.Now()
 		p.waitMu.Lock()
@@ -124,6 +127,9 @@ func (p *Producer) Acquire(ctx context.Context) (_ *Slot, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("ring %q: wait for a free slot: %w", p.name, err)
 		}
+	}
+	if h := r.head.Load(); h > p.next {
+		return nil, p.headBeyondTail("acquire", h)
 	}
 	s := &p.held[seq%MaxHeld]
 	*s = Slot{p: p, seq: seq, mem: r.slot(seq), it: planIter{fields: p.fields}}
@@ -212,7 +218,17 @@ func (p *Producer) WaitDrained(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("ring %q: wait drained: %w", p.name, err)
 	}
+	if h := r.head.Load(); h > tail {
+		return p.headBeyondTail("wait drained", h)
+	}
 	return nil
+}
+
+// headBeyondTail is the error of a consumer whose head (h) passed the
+// batches published: it released batches that do not exist.
+func (p *Producer) headBeyondTail(op string, h uint64) error {
+	return fmt.Errorf("ring %q: %s: %w: the consumer's head %d is beyond the %d batches published (the consumer, or the owner of the ring's file, wrote its head word out of turn)",
+		p.name, op, ErrProtocol, h, p.next)
 }
 
 // Close ends the stream (state 1): the consumer gets io.EOF after the
@@ -401,8 +417,8 @@ type ProducerStats struct {
 }
 
 // Occupancy returns the number of published batches the consumer has not
-// released yet (0 to Slots).
-func (s ProducerStats) Occupancy() uint64 { return s.Tail - s.Head }
+// released yet (0 to Slots, whatever head the consumer stored).
+func (s ProducerStats) Occupancy() uint64 { return occupancy(s.Head, s.Tail, s.Slots) }
 
 // Stats returns the producer's counters. After Close, Head and Tail are 0.
 func (p *Producer) Stats() (s ProducerStats) {

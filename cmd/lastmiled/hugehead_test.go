@@ -4,19 +4,19 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestReviewHugeHeadWedgesDaemon: a ring's head word (offset 256) is the
+// TestHugeHeadDoesNotWedgeDaemon: a ring's head word (offset 256) is the
 // consumer's, in a file its owner may write. sampleWaits (every 10 ms)
-// credits every batch between the head it saw last and the head it reads
-// now, one loop iteration per batch (waits.go, rankWaits.sample), holding
-// the job's j.mu and the samplers' lock. A trainer that stores 1<<62 there
-// sends the sampler into a loop of 2^62 iterations with j.mu held: the
-// monitor, GET /v1/status and every submission (holdLocked under d.mu)
-// then block on that j.mu, for every user.
-func TestReviewHugeHeadWedgesDaemon(t *testing.T) {
+// reads it holding the job's j.mu and the samplers' lock; a trainer that
+// stores 1<<62 there must not send it into a loop of one step per batch,
+// which would block the monitor, GET /v1/status and every submission
+// (holdLocked under d.mu) for every user. A head beyond the tail is
+// ignored by the sampler, and fails that job's run only.
+func TestHugeHeadDoesNotWedgeDaemon(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	j := e.submit(specFor("headjob", smallData, "epochs: 0\n"), nil)
@@ -43,6 +43,10 @@ func TestReviewHugeHeadWedgesDaemon(t *testing.T) {
 	case st := <-done:
 		if st != 200 {
 			t.Errorf("status after the head store: %d", st)
+		}
+		// Only that job fails, saying why.
+		if f := e.waitJob(j.ID, 20*time.Second, "failed"); !strings.Contains(f.Error, "protocol violation") {
+			t.Errorf("the job whose consumer's head passed its tail failed with %q, want a protocol violation", f.Error)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("GET /v1/status did not answer within 10 s after a trainer stored head = 1<<62 in its own ring: the daemon is wedged")
