@@ -135,30 +135,42 @@ func bodyError(err error) error {
 	return errorf(http.StatusBadRequest, "request body: %v", err)
 }
 
-// lookup finds a job by id or name (the newest of that name) and checks
-// that the caller may see it.
+// lookup finds a job by id, or by name: the newest job of that name the
+// caller may access (admins: any), so that another user's newer job of a
+// name that was free does not hide one's own. It checks that the caller
+// may see the job.
 func (d *Daemon) lookup(r *http.Request) (*Job, error) {
 	key := r.PathValue("id")
 	if err := checkJobKey(key); err != nil {
 		return nil, err
 	}
-	var found *Job
-	for _, j := range d.jobsSnapshot() { // newest first
+	p := peerFrom(r.Context())
+	jobs := d.jobsSnapshot() // newest first
+	for _, j := range jobs {
 		if j.id == key {
-			found = j
-			break
+			if !d.mayAccess(p, j) {
+				return nil, errorf(http.StatusForbidden, "job %s belongs to uid %d", j.id, j.owner)
+			}
+			return j, nil
 		}
-		if found == nil && j.name == key {
-			found = j
+	}
+	var other *Job
+	for _, j := range jobs {
+		if j.name != key {
+			continue
+		}
+		if d.mayAccess(p, j) {
+			return j, nil
+		}
+		if other == nil {
+			other = j
 		}
 	}
-	if found == nil {
-		return nil, errorf(http.StatusNotFound, "no job %q", key)
+	if other != nil {
+		// Only other users' jobs have that name: say so, without their ids.
+		return nil, errorf(http.StatusForbidden, "job %q belongs to uid %d", key, other.owner)
 	}
-	if p := peerFrom(r.Context()); !d.mayAccess(p, found) {
-		return nil, errorf(http.StatusForbidden, "job %s belongs to uid %d", found.id, found.owner)
-	}
-	return found, nil
+	return nil, errorf(http.StatusNotFound, "no job %q", key)
 }
 
 func (d *Daemon) postJob(w http.ResponseWriter, r *http.Request) {

@@ -34,6 +34,7 @@ type apiAnswer struct {
 	status int
 	Error  string
 	Fields []fieldError
+	ID     string `json:"id"` // of a job answered
 }
 
 func serveAs(h http.Handler, uid uint32, req *http.Request) apiAnswer {
