@@ -227,6 +227,7 @@ func (d *Daemon) deleteJob(w http.ResponseWriter, r *http.Request) {
 	p := peerFrom(r.Context())
 	j.log.Info("cancel requested", "uid", p.uid, "pid", p.pid)
 	j.cancel(fmt.Sprintf("job canceled by uid %d", p.uid))
+	j.releaseUnread()
 	writeJSON(w, http.StatusOK, j.view())
 }
 

@@ -341,6 +341,8 @@ func (d *Daemon) monitor() {
 			case st.Terminal() && !removed:
 				if now.Sub(ended) > grace || j.drained() {
 					j.removeRings(ended)
+				} else {
+					j.releaseUnread() // canceled, and its last trainer detached
 				}
 			case st.Terminal() && now.Sub(ended) > grace:
 				d.mu.Lock()

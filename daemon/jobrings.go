@@ -108,6 +108,35 @@ func (j *Job) removeRings(ended time.Time) {
 	j.persist()
 }
 
+// releaseUnread removes the rings of a canceled job that no trainer
+// reads: nobody will, and until they are removed they count against its
+// owner's limits and memory.total (limits.go). A trainer that still
+// reads one gets the batches published and then the cancel's message; the
+// monitor removes the rings once it has detached (or read them to their
+// end, or the grace period ran out).
+func (j *Job) releaseUnread() {
+	j.mu.Lock()
+	st, removed, ended := j.state, j.removed, j.ended
+	j.mu.Unlock()
+	if st != Canceled || removed || j.consumerAttached() {
+		return
+	}
+	j.log.Info("removing the rings of a canceled job no trainer reads")
+	j.removeRings(ended)
+}
+
+// consumerAttached reports whether a trainer holds any of the job's
+// current rings (of its generations).
+func (j *Job) consumerAttached() bool {
+	for r := 0; r < j.local; r++ {
+		info, err := shm.Inspect(j.spec.Ring.Dir, j.ringName(r))
+		if err == nil && info.Generation == j.generation(r) && info.ConsumerAttached {
+			return true
+		}
+	}
+	return false
+}
+
 // standing returns where rank r stands: the cursor of the next batch its
 // consumer will get, from the ring's state, and whether it is known.
 func standing(info shm.RingInfo, start engine.Cursor) (engine.Cursor, bool) {

@@ -4,20 +4,30 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Per-user bounds (config limits.*): one user must not be able to take
 // the memory and shm that the host's other users' jobs need. A job counts
-// against its owner while it holds or will hold rings: pending, running,
-// or done with its rings still in place (until drained, or the grace
-// period). Joining a job that exists costs nothing. Root and the admin
-// group are exempt: they are trusted with the whole host already.
+// against its owner (and memory.total) while it holds or will hold rings:
+// pending, running, or ended (done, canceled or failed) with its rings
+// still in shm_dir, until they are removed (read to their end, the grace
+// period, or at once for a canceled job no trainer reads: releaseUnread).
+// Otherwise a user at the bound could submit, cancel and submit again,
+// leaving a full set of rings behind each time. Joining a job that exists
+// costs nothing. Root and the admin group are exempt: they are trusted
+// with the whole host already.
 
 // userHold is what one uid's jobs hold.
 type userHold struct {
 	jobs  []string // "name (id)" of each job, oldest first
 	bytes int64    // their memory charge
+	ended int      // of them, jobs that ended and whose rings are not removed yet
 }
+
+// holdsRings reports whether j's rings exist or will: it counts against
+// its owner's limits and memory.total. j.mu is held.
+func holdsRings(j *Job) bool { return !j.removed }
 
 // holdLocked sums uid's jobs that hold rings. Called with d.mu held.
 func (d *Daemon) holdLocked(uid uint32) userHold {
@@ -27,11 +37,20 @@ func (d *Daemon) holdLocked(uid uint32) userHold {
 			continue
 		}
 		j.mu.Lock()
-		holds := !j.removed && (!j.state.Terminal() || j.state == Done)
-		fp := j.footprint
+		holds := holdsRings(j)
+		fp, st, ended := j.footprint, j.state, j.ended
 		j.mu.Unlock()
 		if holds {
-			h.jobs = append(h.jobs, fmt.Sprintf("%s (%s)", j.name, j.id))
+			what := fmt.Sprintf("%s (%s)", j.name, j.id)
+			if st.Terminal() {
+				until := ""
+				if !ended.IsZero() {
+					until = fmt.Sprintf(", or until %s at the latest", ended.Add(d.Config().Grace.D()).UTC().Format(time.RFC3339))
+				}
+				what = fmt.Sprintf("%s (%s, %s: its rings are kept until read to their end%s)", j.name, j.id, st, until)
+				h.ended++
+			}
+			h.jobs = append(h.jobs, what)
 			h.bytes += fp
 		}
 	}
@@ -67,15 +86,24 @@ func (d *Daemon) checkUserLimitsLocked(uid uint32, exempt bool, name string, nee
 func userLimitError(lim LimitsConfig, uid uint32, name string, h userHold, need int64) error {
 	if n := lim.JobsPerUser; n > 0 && len(h.jobs) >= n {
 		return errorf(http.StatusTooManyRequests,
-			"uid %d holds %d jobs, the most one user may (config limits.jobs_per_user = %d): cancel one (lastmile cancel ID; done jobs count until their rings are drained), then submit %q again. Yours: %s",
-			uid, len(h.jobs), n, name, listJobs(h.jobs))
+			"uid %d holds %d jobs, the most one user may (config limits.jobs_per_user = %d): cancel one (lastmile cancel ID), then submit %q again; %s. Yours: %s",
+			uid, len(h.jobs), n, name, endedHold(h), listJobs(h.jobs))
 	}
 	if m := int64(lim.MemoryPerUser); m > 0 && h.bytes+need > m {
 		return errorf(http.StatusTooManyRequests,
-			"job %q needs %s but uid %d's jobs hold %s of the %s one user may (config limits.memory_per_user): cancel one of them (lastmile cancel ID), or use fewer or smaller ring slots, a smaller batch, or a lower decode.inflight. Yours: %s",
-			name, Bytes(need), uid, Bytes(h.bytes), Bytes(m), listJobs(h.jobs))
+			"job %q needs %s but uid %d's jobs hold %s of the %s one user may (config limits.memory_per_user): cancel one of them (lastmile cancel ID), or use fewer or smaller ring slots, a smaller batch, or a lower decode.inflight; %s. Yours: %s",
+			name, Bytes(need), uid, Bytes(h.bytes), Bytes(m), endedHold(h), listJobs(h.jobs))
 	}
 	return nil
+}
+
+// endedHold says how ended jobs count, for a limit's error.
+func endedHold(h userHold) string {
+	s := "an ended job counts until its rings are removed: at once when it is canceled with no trainer reading its rings, else once its trainers have read them to their end or detached (canceled), or after the grace period"
+	if h.ended > 0 {
+		s = fmt.Sprintf("%d of yours ended and still hold their rings (%s)", h.ended, s)
+	}
+	return s
 }
 
 // listJobs lists at most 8 jobs for an error message.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestUserLimitError(t *testing.T) {
@@ -58,9 +59,12 @@ func TestUserLimitError(t *testing.T) {
 }
 
 // TestUserHold: what a user's jobs hold counts exactly the jobs with
-// rings, of that user only.
+// rings, of that user only: ended ones (done, failed, canceled) until
+// their rings are removed, so that canceling and submitting again never
+// leaves uncounted rings behind. memory.total counts the same jobs.
 func TestUserHold(t *testing.T) {
 	d := apiDaemon(t, nil)
+	now := time.Now()
 	for i, j := range []struct {
 		owner   uint32
 		state   State
@@ -71,17 +75,34 @@ func TestUserHold(t *testing.T) {
 		{1000, Running, false, true},
 		{1000, Done, false, true},
 		{1000, Done, true, false},
-		{1000, Failed, false, false},
-		{1000, Canceled, false, false},
+		{1000, Failed, false, true},
+		{1000, Canceled, false, true},
+		{1000, Failed, true, false},
+		{1000, Canceled, true, false},
 		{1001, Running, false, false},
 	} {
-		d.jobs[fmt.Sprint(i)] = &Job{id: fmt.Sprintf("%012d", i), name: fmt.Sprintf("j%d", i), owner: j.owner, state: j.state, removed: j.removed, footprint: 1 << i}
+		d.jobs[fmt.Sprint(i)] = &Job{id: fmt.Sprintf("%012d", i), name: fmt.Sprintf("j%d", i), owner: j.owner, state: j.state, removed: j.removed,
+			footprint: 1 << i, ended: now, d: d}
 	}
 	d.mu.Lock()
 	h := d.holdLocked(1000)
+	reserved := d.reservedLocked()
 	d.mu.Unlock()
-	if len(h.jobs) != 3 || h.bytes != 1|2|4 {
-		t.Errorf("uid 1000 holds %v, %d bytes; want j0, j1, j2 and 7 bytes", h.jobs, h.bytes)
+	if len(h.jobs) != 5 || h.bytes != 1|2|4|16|32 || h.ended != 3 {
+		t.Errorf("uid 1000 holds %v, %d bytes, %d ended; want j0, j1, j2, j4, j5, 55 bytes, 3 ended", h.jobs, h.bytes, h.ended)
+	}
+	if reserved != 1|2|4|16|32|256 {
+		t.Errorf("reserved %d bytes, want %d (the jobs whose rings exist or will)", reserved, 1|2|4|16|32|256)
+	}
+	// The refusal says which jobs are ended, until when their rings are
+	// kept, and how they go.
+	err := userLimitError(LimitsConfig{JobsPerUser: 5}, 1000, "new", h, 0)
+	until := now.Add(d.Config().Grace.D()).UTC().Format(time.RFC3339)
+	for _, want := range []string{"j5 (000000000005, canceled: its rings are kept until read to their end, or until " + until + " at the latest)",
+		"3 of yours ended and still hold their rings", "at once when it is canceled with no trainer reading its rings"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %v\ndoes not say %q", err, want)
+		}
 	}
 	// Root is exempt, uid 1000 at jobs_per_user = 3 is not.
 	d.cfg.Limits.JobsPerUser = 3

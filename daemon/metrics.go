@@ -203,11 +203,11 @@ func (d *Daemon) metricsHandler() http.Handler {
 }
 
 // chargedLocked is what the job holds of the memory budget now: its
-// footprint while its rings exist and it runs, or ended done (its rings
-// wait for their trainers); 0 once they are removed or it failed or was
-// canceled (reservedLocked adds up the same). j.mu is held.
+// footprint while its rings exist or will, ended or not; 0 once they are
+// removed (reservedLocked and the per-user limits add up the same). j.mu
+// is held.
 func (j *Job) chargedLocked() int64 {
-	if !j.removed && (!j.state.Terminal() || j.state == Done) {
+	if holdsRings(j) {
 		return j.footprint
 	}
 	return 0

@@ -71,7 +71,7 @@ func TestCollector(t *testing.T) {
 		charged bool
 	}{
 		{"run", Running, false, true}, {"done", Done, false, true}, {"gone", Done, true, false},
-		{"fail", Failed, false, false}, {"cancel", Canceled, false, false},
+		{"fail", Failed, false, true}, {"cancel", Canceled, true, false},
 	} {
 		j := &Job{d: d, id: c.id, name: c.id, state: c.state, removed: c.removed, footprint: 1000,
 			published: make([]uint64, 1), fullWait: make([]time.Duration, 1), emptyWait: make([]atomic.Int64, 1)}

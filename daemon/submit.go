@@ -507,7 +507,7 @@ func (d *Daemon) addJob(j *Job, uid uint32, exempt bool) error {
 	if lim := int64(d.Config().Memory.Total); lim > 0 {
 		if used := d.reservedLocked(); used+need > lim {
 			return &apiError{status: http.StatusServiceUnavailable, retryAfter: 30, msg: fmt.Sprintf(
-				"job %q needs %s but only %s of the total memory budget (memory.total %s) is free: wait for other jobs to end, or cancel one",
+				"job %q needs %s but only %s of the total memory budget (memory.total %s) is free: wait for other jobs to end and their rings to be removed, or cancel one",
 				j.name, Bytes(need), Bytes(max(lim-used, 0)), Bytes(lim))}
 		}
 	}
@@ -628,12 +628,13 @@ func ringFilesCollide(a, b *spec.Job) (string, bool) {
 	return a.Ring.Name, true
 }
 
-// reservedLocked sums the memory of the jobs whose rings exist or will.
+// reservedLocked sums the memory of the jobs whose rings exist or will
+// (ended ones included, until their rings are removed).
 func (d *Daemon) reservedLocked() int64 {
 	var n int64
 	for _, j := range d.jobs {
 		j.mu.Lock()
-		if !j.removed && (!j.state.Terminal() || j.state == Done) {
+		if holdsRings(j) {
 			n += j.footprint
 		}
 		j.mu.Unlock()

@@ -9,15 +9,14 @@ import (
 	"time"
 )
 
-// TestReviewCanceledJobsEscapeUserLimits: limits.jobs_per_user and
-// limits.memory_per_user (and memory.total) count a job only while it is
-// pending, running or done with rings; a canceled (or failed) job's rings
-// stay in shm_dir for the grace period (10 minutes by default) but count
-// against nobody. A user at the bound cancels a job and submits another
-// under a new name, again and again: each round leaves a full set of rings
-// behind, so one uid holds many times its bounds in /dev/shm (the host's
-// memory) while the daemon thinks it holds one job.
-func TestReviewCanceledJobsEscapeUserLimits(t *testing.T) {
+// TestCanceledJobsDoNotEscapeUserLimits: limits.jobs_per_user and
+// limits.memory_per_user (and memory.total) count a job while its rings
+// exist, ended or not. A user at the bound who cancels a job and submits
+// another under a new name, again and again, must never hold more than its
+// bounds in shm_dir: a canceled job no trainer reads has its rings removed
+// at once (so the next submission is accepted), and one whose rings stay
+// counts until they are removed (daemon TestUserHold).
+func TestCanceledJobsDoNotEscapeUserLimits(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as uid 65534")
 	}
