@@ -357,6 +357,10 @@ func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, v)
 		return
 	}
+	if err := j.checkPostedPlan(r.Context(), req.Plan, len(req.Rows)); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := j.exchange.post(req.Plan, req.Rows, j.hosts.Count); err != nil {
 		writeError(w, err)
 		return
@@ -366,6 +370,60 @@ func (d *Daemon) postCounts(w http.ResponseWriter, r *http.Request) {
 	v, _ := j.counts()
 	v.Plan, v.Rows, v.Complete = req.Plan, req.Rows, true
 	writeJSON(w, http.StatusOK, v)
+}
+
+// checkPostedPlan bounds a list the trainers post before this host has
+// counted its share (after that, post checks it against the share): it
+// is kept in the job's record, and re-written by every persist, so it may
+// hold no more than the job's plan has units. A list for another plan
+// than the one this host planned is refused (its run would refuse it).
+// One posted before this host planned the job (a restarted daemon
+// estimates it again, supervise) waits for that, up to maxCountsWait,
+// then is a 503, which the trainers retry.
+func (j *Job) checkPostedPlan(ctx context.Context, plan string, units int) error {
+	x := j.exchange
+	if x == nil || units == 0 {
+		return nil // post refuses an empty list
+	}
+	x.mu.Lock()
+	counted := x.share != nil
+	x.mu.Unlock()
+	if counted {
+		return nil
+	}
+	planned := func() (string, int, bool) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.planDigest, j.planUnits, j.state.Terminal()
+	}
+	digest, n, ended := planned()
+	if digest == "" || n <= 0 {
+		deadline := time.NewTimer(maxCountsWait)
+		defer deadline.Stop()
+		poll := time.NewTicker(50 * time.Millisecond)
+		defer poll.Stop()
+	wait:
+		for (digest == "" || n <= 0) && !ended {
+			select {
+			case <-poll.C:
+				digest, n, ended = planned()
+			case <-deadline.C:
+				break wait
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	switch {
+	case digest == "" || n <= 0:
+		return &apiError{status: http.StatusServiceUnavailable, retryAfter: 5, msg: fmt.Sprintf(
+			"job %s: this host has not planned the job yet (the daemon restarted): post the counts again in a few seconds", j.id)}
+	case plan != digest:
+		return errorf(http.StatusConflict, "the counts are for plan %s, but this host planned %s: every host must read the same input (an Iceberg table pinned to one snapshot, ?snapshot=ID)", plan, digest)
+	case units != n:
+		return errorf(http.StatusBadRequest, `"rows" lists %d units, but the plan has %d`, units, n)
+	}
+	return nil
 }
 
 // touch notes trainer activity: the job is not reclaimed while its

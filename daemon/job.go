@@ -85,12 +85,15 @@ type Job struct {
 	// (engine.PlanDigest): the trainers of a world on several hosts
 	// compare their hosts'. Under mu.
 	planDigest string
-	hash       string
-	created    time.Time
-	spec       *spec.Job
-	footprint  int64
-	log        *slog.Logger
-	client     *Client
+	// planUnits is the number of units of that plan (0: not known yet):
+	// the most unit counts the trainers may post (postCounts).
+	planUnits int
+	hash      string
+	created   time.Time
+	spec      *spec.Job
+	footprint int64
+	log       *slog.Logger
+	client    *Client
 	// finished is closed when the supervisor has returned; a revived job
 	// (revive.go) gets a new one. Under mu (finishedCh), except in
 	// newJob and in the supervisor it belongs to.
@@ -254,7 +257,7 @@ func (j *Job) supervise() {
 		if fp, err := engine.EstimateFootprint(context.Background(), j.spec, j.fs()); err == nil {
 			j.mu.Lock()
 			j.footprint = fp.ForRanks(j.local).Bytes()
-			j.planDigest = fp.PlanDigest
+			j.planDigest, j.planUnits = fp.PlanDigest, fp.Units
 			j.mu.Unlock()
 		}
 	}

@@ -269,7 +269,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 		return nil, false, err
 	}
 	local, _, _ := (engine.Hosts{Count: req.Hosts, Index: req.Host}).Split(job.WorldSize) // checked above
-	need, digest, err := d.footprint(ctx, p, job, local)
+	need, digest, units, err := d.footprint(ctx, p, job, local)
 	if err != nil {
 		return nil, false, err
 	}
@@ -281,7 +281,7 @@ func (d *Daemon) submit(ctx context.Context, p peer, req submitRequest) (j *Job,
 	if err != nil {
 		return nil, false, err
 	}
-	j.footprint, j.planDigest = need, digest // not shared yet
+	j.footprint, j.planDigest, j.planUnits = need, digest, units // not shared yet
 	if j.hosts.Count > 1 {
 		j.unitRowsPlan, j.unitRows = d.countsFor(j.countsKey, p.uid)
 	}
@@ -383,27 +383,27 @@ func (d *Daemon) retireDrained(name string, uid uint32) {
 
 // footprint returns the memory job needs with the rings of ranks of its
 // ranks (engine.EstimateFootprint, its files read as the submitter), and
-// the digest of its plan, or why it may not have it.
-func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int) (int64, string, error) {
+// the digest of its plan and its units, or why it may not have it.
+func (d *Daemon) footprint(ctx context.Context, p peer, job *spec.Job, ranks int) (int64, string, int, error) {
 	pctx, cancel := context.WithTimeout(ctx, planTimeout)
 	fp, err := engine.EstimateFootprint(pctx, job, d.readerFS(p.cred()))
 	cancel()
 	if err != nil {
-		return 0, "", d.planError(ctx, p, job, err)
+		return 0, "", 0, d.planError(ctx, p, job, err)
 	}
 	fp = fp.ForRanks(ranks) // this host's rings only
 	need := fp.Bytes()
 	if fp.Implausible() {
-		return 0, "", errorf(http.StatusBadRequest,
+		return 0, "", 0, errorf(http.StatusBadRequest,
 			"job %q: its input files' footers claim sizes no row group holds (%s): check the files, or the tool that wrote them",
 			job.Name, footprintParts(fp))
 	}
 	if lim := int64(d.Config().Memory.PerJob); lim > 0 && need > lim {
-		return 0, "", errorf(http.StatusBadRequest,
+		return 0, "", 0, errorf(http.StatusBadRequest,
 			"job %q needs %s (%s) but the per-job limit is %s (memory.per_job): use fewer or smaller slots, a smaller batch, or a lower decode.inflight",
 			job.Name, Bytes(need), footprintParts(fp), Bytes(lim))
 	}
-	return need, fp.PlanDigest, nil
+	return need, fp.PlanDigest, fp.Units, nil
 }
 
 // footprintParts names what a job's memory goes to: its rings, then each
