@@ -9,7 +9,7 @@ import (
 	"github.com/lastmile/lastmile/cuda/cudatest"
 )
 
-// TestReviewStagerExclusiveProcessGPU: on a GPU in EXCLUSIVE_PROCESS compute
+// TestStagerExclusiveProcessGPU: on a GPU in EXCLUSIVE_PROCESS compute
 // mode (common on shared HPC nodes) only one process may hold a context.
 // Device staging's context in lastmiled then either is refused (the trainer
 // was first) or, worse, locks the trainer out of its own GPU (lastmiled was
