@@ -224,7 +224,7 @@ func (j *Job) waitReady(ctx context.Context, wait time.Duration) error {
 // recreated. It returns once the new run's rings exist.
 func (j *Job) restartFrom(ctx context.Context, rank int, cursor engine.Cursor, wait time.Duration) error {
 	j.mu.Lock()
-	old := j.run
+	old := j.latest
 	j.mu.Unlock()
 	err := j.stopRun("restart", func(infos []shm.RingInfo) {
 		j.mu.Lock()

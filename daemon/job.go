@@ -112,6 +112,7 @@ type Job struct {
 	removed    bool     // rings removed
 	arenas     []uint64 // the unit arenas its runs made (ring.arena), removed with the rings
 	run        *run
+	latest     *run            // the last run started: as run, but finish does not clear it
 	next       []engine.Cursor // resume cursors of the next run
 	lastActive time.Time
 	obs        []*shm.Observer
@@ -374,7 +375,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		done: make(chan struct{}), resume: resume}
 	j.mu.Lock()
 	j.notePerEpoch(j.run)
-	j.run = r
+	j.run, j.latest = r, r
 	j.next = resume
 	unitRows, unitRowsPlan, dealt := j.unitRows, j.unitRowsPlan, j.unitRowsDealt
 	j.mu.Unlock()

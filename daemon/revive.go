@@ -84,7 +84,7 @@ func (j *Job) revive(ctx context.Context, rank int, cursor engine.Cursor, wait t
 			resume[k] = nextOrStart(&j.ranks[k]) // where its consumer was last seen
 		}
 	}
-	old := j.run
+	old := j.latest
 	j.state, j.errMsg, j.ended = Pending, "", time.Time{}
 	j.next, j.stopWhy, j.cancelMsg = resume, "", ""
 	j.restarts++
@@ -107,13 +107,15 @@ func (j *Job) revive(ctx context.Context, rank int, cursor engine.Cursor, wait t
 // left) counts. what names the production in the errors ("restarted").
 func (j *Job) waitNewRun(ctx context.Context, old *run, wait time.Duration, what string) error {
 	deadline := time.Now().Add(wait)
-	var seen *run // the newest run seen: finish clears j.run
+	var seen *run // the newest run seen
 	for {
 		j.mu.Lock()
-		r, st, msg := j.run, j.state, j.errMsg
+		r, latest, st, msg := j.run, j.latest, j.state, j.errMsg
 		j.mu.Unlock()
-		if r != nil && r != old {
-			seen = r
+		// j.latest, not j.run, which finish clears: a short run may start,
+		// be ready and end between two looks.
+		if latest != nil && latest != old {
+			seen = latest
 		}
 		if seen != nil {
 			select {
