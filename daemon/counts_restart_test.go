@@ -67,6 +67,17 @@ func TestRestartWithAnotherPlanFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the units dealt", func() bool { return j.countsState() == "known" })
+	// and the counts in the job's record (persisted after they are known):
+	// the daemon is killed after that.
+	waitUntil(t, "the counts in the job's record", func() bool {
+		recs, _ := d.store.load()
+		for _, rec := range recs {
+			if rec.ID == j.id && len(rec.UnitRows) == len(counts) {
+				return true
+			}
+		}
+		return false
+	})
 	// The daemon is killed now (its record as it is), and a file lands in
 	// the input directory before it starts again.
 	saved := t.TempDir()
