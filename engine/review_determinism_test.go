@@ -1,0 +1,34 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// TestReviewEndlessJobAllPruned: epochs: 0 over inputs whose every row
+// group a filter rules out by statistics. The error message and
+// docs/pipeline.md (epochs) promise it fails at once; it spins instead.
+func TestReviewEndlessJobAllPruned(t *testing.T) {
+	abs, _ := filepath.Abs("../testdata/small")
+	src := fmt.Sprintf("name: pruned\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 10}\nepochs: 0\nring: {dir: %s}\npipeline:\n  - filter: \"row_id < 0\"\n", abs, t.TempDir())
+	job, err := spec.Parse("", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := engine.Run(ctx, job, engine.Options{Remove: true})
+	if ctx.Err() != nil {
+		t.Fatalf("epochs: 0 with every row group pruned ran until the deadline (%d epochs, %d units pruned, err %v); want it to fail at once with \"nothing to read\"", st.Epochs, st.UnitsPruned, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "nothing to read") {
+		t.Fatalf("err %v, want \"nothing to read\"", err)
+	}
+}
