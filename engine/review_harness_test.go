@@ -30,6 +30,7 @@ type rvCfg struct {
 	cache   bool
 	units   bool
 	workers int
+	arena   bool
 }
 
 func (c rvCfg) String() string {
@@ -41,7 +42,11 @@ func (c rvCfg) src(dir string) string {
 	ep := c.epochs
 	s := fmt.Sprintf("inputs: [%s]\ncolumns: [row_id, seq_0, query_opt, dense_0]\nbatch: {size: %d, last: %s}\nworld_size: %d\nepochs: %d\nseed: 4242\nshuffle: {units: %v, buffer: %d}\n",
 		abs, c.size, c.last, c.world, ep, c.units, c.buf)
-	s += fmt.Sprintf("ring: {dir: %q, name: r, slots: 3}\ndecode: {workers: %d, max_unit_rows: %d}\n", dir, c.workers, c.mur)
+	ar := ""
+	if c.arena {
+		ar = ", arena: true"
+	}
+	s += fmt.Sprintf("ring: {dir: %q, name: r, slots: 3%s}\ndecode: {workers: %d, max_unit_rows: %d}\n", dir, ar, c.workers, c.mur)
 	if c.cache {
 		s += "cache: {max_memory: 1GiB}\n"
 	}

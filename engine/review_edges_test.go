@@ -1,0 +1,125 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/lastmile/lastmile/engine"
+)
+
+func rvResumeAll(t *testing.T, c rvCfg, opts engine.Options) {
+	t.Helper()
+	full, _, err := rvRun(t, c, opts)
+	if err != nil {
+		t.Fatalf("%v: %v", c, err)
+	}
+	for r := range full {
+		if len(full[r].hash) != len(full[0].hash) {
+			t.Errorf("%v: rank %d %d batches, rank 0 %d", c, r, len(full[r].hash), len(full[0].hash))
+		}
+	}
+	per := 0
+	for _, cu := range full[0].cur {
+		if cu.Epoch == 0 {
+			per++
+		}
+	}
+	for e := uint64(0); e <= uint64(c.epochs); e++ {
+		for k := 0; k <= per; k++ {
+			cur := make([]engine.Cursor, c.world)
+			for r := range cur {
+				cur[r] = engine.Cursor{Epoch: e, Batch: uint64(k)}
+			}
+			o := opts
+			o.Resume = cur
+			got, _, err := rvRun(t, c, o)
+			if err != nil {
+				t.Errorf("%v resume %v: %v", c, cur, err)
+				return
+			}
+			want := make([]rvStream, c.world)
+			for r := range want {
+				want[r] = rvTail(full[r], cur[r])
+			}
+			if d := rvDiff(got, want); d != "" {
+				t.Errorf("%v resume %v: %s", c, cur, d)
+				return
+			}
+		}
+	}
+}
+
+func TestReviewEdgeKeepResume(t *testing.T) {
+	for _, buf := range []int{0, 777} {
+		for _, pipe := range []string{"", rvFilterEmpties} {
+			rvResumeAll(t, rvCfg{last: "keep", buf: buf, world: 1, epochs: 2, size: 1300, pipe: pipe, mur: 333, units: true, workers: 3}, engine.Options{})
+		}
+	}
+}
+
+func TestReviewEdgeBatchLargerThanRows(t *testing.T) {
+	for _, last := range []string{"pad", "drop", "keep"} {
+		for _, buf := range []int{0, 4096} {
+			for _, pipe := range []string{"", rvFilterEmpties} {
+				w := 3
+				if last == "keep" {
+					w = 1
+				}
+				rvResumeAll(t, rvCfg{last: last, buf: buf, world: w, epochs: 2, size: 12000, pipe: pipe, mur: 333, units: true, workers: 2}, engine.Options{})
+			}
+		}
+	}
+}
+
+func TestReviewEdgeWorldLargerThanUnits(t *testing.T) {
+	for _, last := range []string{"pad", "drop"} {
+		for _, pipe := range []string{"", rvFilterEmpties} {
+			rvResumeAll(t, rvCfg{last: last, buf: 500, world: 16, epochs: 2, size: 30, pipe: pipe, mur: 0, units: true, workers: 3}, engine.Options{})
+		}
+	}
+}
+
+func TestReviewEdgeNoUnitShuffle(t *testing.T) {
+	for _, last := range []string{"pad", "drop"} {
+		c := rvCfg{last: last, buf: 1000, world: 3, epochs: 3, size: 200, pipe: rvFilterEmpties, mur: 333, units: false, workers: 3, cache: true}
+		rvResumeAll(t, c, engine.Options{})
+		full, _, _ := rvRun(t, c, engine.Options{})
+		// epochs must reshuffle
+		var e0, e1 string
+		for k, cu := range full[0].cur {
+			if cu.BatchIndex == 0 && cu.Epoch == 0 {
+				e0 = full[0].hash[k]
+			}
+			if cu.BatchIndex == 0 && cu.Epoch == 1 {
+				e1 = full[0].hash[k]
+			}
+		}
+		if e0 == e1 {
+			t.Errorf("epoch 1 starts like epoch 0")
+		}
+	}
+}
+
+// The unit arena gives the bytes of the copying path.
+func TestReviewEdgeArenaBytes(t *testing.T) {
+	for _, last := range []string{"pad", "drop"} {
+		for _, world := range []int{1, 3} {
+			c := rvCfg{last: last, buf: 0, world: world, epochs: 2, size: 250, mur: 0, units: true, workers: 3}
+			want, _, err := rvRun(t, c, engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca := c
+			ca.arena = true
+			got, st, err := rvRun(t, ca, engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.ArenaUnits == 0 {
+				t.Errorf("%v: no arena units", c)
+			}
+			if d := rvDiff(got, want); d != "" {
+				t.Errorf("%v arena: %s", c, d)
+			}
+		}
+	}
+}
