@@ -222,6 +222,9 @@ func newBatcher(size, world int, last string, fields []packField, rings []slotWr
 // steps before it are dropped as they arrive, except those that share a
 // shuffle window with the first kept row, which are needed to permute it.
 func (b *batcher) startEpoch(epoch, step uint64) {
+	if b.last == "pad" && b.padTo > 0 {
+		step = 0 // padded steps continue the pad rows of the ones before: emit skips the resumed ranks' batches
+	}
 	b.epoch, b.step, b.rank = epoch, step, 0
 	b.carry.Reset()
 	b.padSrc.Reset()
