@@ -218,6 +218,9 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	notePlanned(&st, opts.Progress, proc, len(fields), slots, log)
 	warnUnreadable(log, job, plan)
 
+	if len(opts.Resume) > local {
+		return st, fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(opts.Resume), local)
+	}
 	ua, err := arenaFor(job, opts, plan, workers, local)
 	if err != nil {
 		// The rings may still fit, and rings adopted after a restart
@@ -263,9 +266,6 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		opts.Ready(st.Rings)
 	}
 	handed = true
-	if len(opts.Resume) > local {
-		return st, fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(opts.Resume), local)
-	}
 	bt := newBatcher(job.Batch.Size, local, job.Batch.Last, fields, writers, prog)
 	bt.winSize, bt.seed, bt.resume, bt.rankBase = job.Shuffle.Buffer, job.Seed, opts.Resume, base
 	bt.skipCopy = opts.BenchSkipCopy
