@@ -68,8 +68,8 @@ func TestReviewHostsPadResumeInPaddedSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	per := len(full[0].cur)
-	// The last step of the epoch (18 steps here, this host's real rows
-	// end in step 15).
+	// The last step of the epoch (18 steps here; this host runs out of
+	// real rows before it, so the steps before it are padded too).
 	cur := []engine.Cursor{{Epoch: 0, Batch: uint64(per - 1)}, {Epoch: 0, Batch: uint64(per - 1)}}
 	got, _, err := rvRun(t, c, engine.Options{Hosts: hs, Resume: cur})
 	if err != nil {
