@@ -13,7 +13,7 @@ TESTFLAGS ?= -race -timeout 15m
 
 export LASTMILE_PYTHON := $(PYTHON)
 
-.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit chaos soak gpu-test
+.PHONY: all build demo test test-go test-python pydeps testdeps vet fmt-check lint bench fuzz tidy-check clean install uninstall check-unit chaos sweep soak gpu-test
 
 all: build
 
@@ -163,6 +163,13 @@ CHAOS_RUNS ?= 16
 CHAOS_SEED ?= 0
 chaos: pydeps
 	LASTMILE_REQUIRE_PYTHON=1 $(GO) test ./chaos/ -run '^TestChaos' -v -count=1 -timeout 60m -chaos.full -chaos.runs=$(CHAOS_RUNS) -chaos.seed=$(CHAOS_SEED)
+
+# sweep runs the engine's property tests over every combination and
+# every resume position (make test runs a fixed sample of them): batches
+# byte-identical across workers, cache, peers and hosts; exact resume.
+sweep:
+	$(GO) test ./engine/ -run 'Prop|Toggles|Edge|Endless' -count=1 -timeout 60m -sweep
+	$(GO) test ./peer/ -run 'SpillVariants' -count=1
 
 # soak runs a job without end and a consumer for SOAK, sampling the
 # daemon's RSS and open fds; RSS must stay flat (docs/reliability.md).

@@ -203,7 +203,7 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
-	if job.EpochCount() == 0 && len(plan.Units) == 0 {
+	if job.EpochCount() == 0 && (len(plan.Units) == 0 || proc.skipped == len(plan.Units)) {
 		// Epochs without end over nothing would spin a core for ever.
 		return st, fmt.Errorf("job %q: nothing to read (its inputs hold no rows, or its filters ruled out every row group), and epochs: 0 repeats that for ever: check its inputs, or give epochs", job.Name)
 	}
@@ -445,6 +445,12 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		}
 		if err := bt.endEpoch(ctx); err != nil {
 			return fmt.Errorf("epoch %d: %w", e, err)
+		}
+		if epochs == 0 && bt.step == 0 {
+			// (A resumed epoch counts the steps before its cursor.)
+			return fmt.Errorf("epoch %d: nothing to read: no row reached a batch (the pipeline dropped every row, "+
+				"or fewer rows than one step of batch.size x world_size are left with last: drop), and epochs: 0 "+
+				"repeats that for ever: check the job's inputs and pipeline, or give epochs", e)
 		}
 		st.Units += len(ur.units)
 		st.Epochs++

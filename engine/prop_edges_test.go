@@ -25,6 +25,9 @@ func rvResumeAll(t *testing.T, c rvCfg, opts engine.Options) {
 	}
 	for e := uint64(0); e <= uint64(c.epochs); e++ {
 		for k := 0; k <= per; k++ {
+			if !resumeAt(k, per) {
+				continue
+			}
 			cur := make([]engine.Cursor, len(full))
 			for r := range cur {
 				cur[r] = engine.Cursor{Epoch: e, Batch: uint64(k)}
@@ -48,7 +51,7 @@ func rvResumeAll(t *testing.T, c rvCfg, opts engine.Options) {
 	}
 }
 
-func TestReviewEdgeKeepResume(t *testing.T) {
+func TestEdgeKeepResume(t *testing.T) {
 	for _, buf := range []int{0, 777} {
 		for _, pipe := range []string{"", rvFilterEmpties} {
 			rvResumeAll(t, rvCfg{last: "keep", buf: buf, world: 1, epochs: 2, size: 1300, pipe: pipe, mur: 333, units: true, workers: 3}, engine.Options{})
@@ -56,7 +59,8 @@ func TestReviewEdgeKeepResume(t *testing.T) {
 	}
 }
 
-func TestReviewEdgeBatchLargerThanRows(t *testing.T) {
+func TestEdgeBatchLargerThanRows(t *testing.T) {
+	n := 0
 	for _, last := range []string{"pad", "drop", "keep"} {
 		for _, buf := range []int{0, 4096} {
 			for _, pipe := range []string{"", rvFilterEmpties} {
@@ -64,21 +68,28 @@ func TestReviewEdgeBatchLargerThanRows(t *testing.T) {
 				if last == "keep" {
 					w = 1
 				}
+				if !sampled(&n, 1) {
+					continue
+				}
 				rvResumeAll(t, rvCfg{last: last, buf: buf, world: w, epochs: 2, size: 12000, pipe: pipe, mur: 333, units: true, workers: 2}, engine.Options{})
 			}
 		}
 	}
 }
 
-func TestReviewEdgeWorldLargerThanUnits(t *testing.T) {
+func TestEdgeWorldLargerThanUnits(t *testing.T) {
+	n := 0
 	for _, last := range []string{"pad", "drop"} {
 		for _, pipe := range []string{"", rvFilterEmpties} {
+			if !sampled(&n, 1) {
+				continue
+			}
 			rvResumeAll(t, rvCfg{last: last, buf: 500, world: 16, epochs: 2, size: 30, pipe: pipe, mur: 0, units: true, workers: 3}, engine.Options{})
 		}
 	}
 }
 
-func TestReviewEdgeNoUnitShuffle(t *testing.T) {
+func TestEdgeNoUnitShuffle(t *testing.T) {
 	for _, last := range []string{"pad", "drop"} {
 		c := rvCfg{last: last, buf: 1000, world: 3, epochs: 3, size: 200, pipe: rvFilterEmpties, mur: 333, units: false, workers: 3, cache: true}
 		rvResumeAll(t, c, engine.Options{})
@@ -100,7 +111,7 @@ func TestReviewEdgeNoUnitShuffle(t *testing.T) {
 }
 
 // The unit arena gives the bytes of the copying path.
-func TestReviewEdgeArenaBytes(t *testing.T) {
+func TestEdgeArenaBytes(t *testing.T) {
 	for _, last := range []string{"pad", "drop"} {
 		for _, world := range []int{1, 3} {
 			c := rvCfg{last: last, buf: 0, world: world, epochs: 2, size: 250, mur: 0, units: true, workers: 3}
@@ -125,7 +136,7 @@ func TestReviewEdgeArenaBytes(t *testing.T) {
 }
 
 // The unit arena, resumed at every batch.
-func TestReviewEdgeArenaResume(t *testing.T) {
+func TestEdgeArenaResume(t *testing.T) {
 	for _, last := range []string{"pad", "drop"} {
 		c := rvCfg{last: last, buf: 0, world: 3, epochs: 2, size: 350, mur: 0, units: true, workers: 3, arena: true}
 		rvResumeAll(t, c, engine.Options{})
@@ -134,10 +145,14 @@ func TestReviewEdgeArenaResume(t *testing.T) {
 
 // Drops left for Apply (on_long: skip over a late column): resume and
 // hosts.
-func TestReviewEdgeApplyDropsResume(t *testing.T) {
+func TestEdgeApplyDropsResume(t *testing.T) {
+	n := 0
 	pipe := "  - filter: \"row_id < 2100 or row_id >= 5600\"\n  - sequence: {column: seq_0, length: 3, on_long: skip}\n"
 	for _, last := range []string{"pad", "drop"} {
 		for _, buf := range []int{0, 600} {
+			if !sampled(&n, 1) {
+				continue
+			}
 			c := rvCfg{last: last, buf: buf, world: 2, epochs: 2, size: 100, pipe: pipe, mur: 333, units: true, workers: 3, cache: buf > 0}
 			rvResumeAll(t, c, engine.Options{})
 			for h := 0; h < 2; h++ {

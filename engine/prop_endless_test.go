@@ -61,7 +61,7 @@ func rvRunUntil(t *testing.T, c rvCfg, opts engine.Options, stop uint64) []rvStr
 
 // Epochs without end give, epoch for epoch, the batches of a job with
 // epochs set, resumed or not, with and without the unit cache.
-func TestReviewEndlessEqualsCounted(t *testing.T) {
+func TestEndlessEqualsCounted(t *testing.T) {
 	for _, last := range []string{"drop", "pad"} {
 		for _, cache := range []bool{false, true} {
 			c := rvCfg{last: last, buf: 777, world: 3, epochs: 4, size: 400, pipe: rvFilterEmpties, mur: 333, units: true, workers: 3, cache: cache}

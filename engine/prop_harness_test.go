@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,26 @@ import (
 )
 
 var rvDebug = false
+
+// sweep runs the property tests (prop_*_test.go) over every combination
+// and every resume position: `go test ./engine -sweep` (make sweep,
+// several minutes). Without it each runs a fixed sample, for make test.
+var sweep = flag.Bool("sweep", false, "run the engine's property tests over every combination (minutes)")
+
+// sampled counts combination *n of a property test and reports whether
+// it runs: every one with -sweep, else every every-th from the first
+// (every raceSparse x every-th under the race detector).
+func sampled(n *int, every int) bool {
+	*n++
+	return *sweep || (*n-1)%(every*raceSparse) == 0
+}
+
+// resumeAt reports whether a resume at step k of an epoch of per steps
+// runs: every step with -sweep, else the first two, the middle and the
+// last two (the epoch's end included).
+func resumeAt(k, per int) bool {
+	return *sweep || k <= 1 || k == per/2 || k >= per-1
+}
 
 // rvStream is one rank's batches: cursor and a hash of every byte.
 type rvStream struct {

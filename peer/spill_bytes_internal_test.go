@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestReviewSpillVariantsByteIdentical: units computed on a peer give the
+// TestSpillVariantsByteIdentical: units computed on a peer give the
 // local run's batches with epochs served from the unit cache, last: pad,
 // several ranks, a filter that empties whole units and a sample, and
 // small slices.
-func TestReviewSpillVariantsByteIdentical(t *testing.T) {
+func TestSpillVariantsByteIdentical(t *testing.T) {
 	for _, v := range []struct{ last, cache string; buf, mur, world int }{
 		{"pad", "cache: {max_memory: 1GiB}", 777, 333, 3},
 		{"drop", "cache: {max_memory: 64KiB}", 0, 0, 8},

@@ -2,25 +2,14 @@ package engine_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/lastmile/lastmile/engine"
 )
 
 const rvFilterEmpties = "  - filter: \"row_id < 2100 or row_id >= 5600\"\n  - sample: {key: row_id, rates: [{rate: 0.6}]}\n"
 
-func testReviewProbeTiming(t *testing.T) {
-	c := rvCfg{last: "drop", buf: 777, world: 3, epochs: 3, size: 97, mur: 333, workers: 3, units: true}
-	t0 := time.Now()
-	s, _, err := rvRun(t, c, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%v batches rank0 %d", time.Since(t0), len(s[0].hash))
-}
-
-func TestReviewPropWorkers(t *testing.T) {
-	fails := 0
+func TestPropWorkers(t *testing.T) {
+	fails, n := 0, 0
 	for _, last := range []string{"drop", "pad"} {
 		for _, buf := range []int{0, 777, 4096} {
 			for _, world := range []int{1, 3, 8} {
@@ -28,7 +17,7 @@ func TestReviewPropWorkers(t *testing.T) {
 					for _, mur := range []int{333, 0} {
 						for _, cache := range []bool{false, true} {
 							c := rvCfg{last: last, buf: buf, world: world, epochs: 3, size: 61, pipe: pipe, mur: mur, cache: cache, units: true, workers: 1}
-							if cache && pipe == "" {
+							if cache && pipe == "" || !sampled(&n, 6) {
 								continue
 							}
 							want, _, err := rvRun(t, c, engine.Options{})
@@ -63,14 +52,14 @@ func TestReviewPropWorkers(t *testing.T) {
 	}
 }
 
-func TestReviewPropResume(t *testing.T) {
-	fails := 0
+func TestPropResume(t *testing.T) {
+	fails, n := 0, 0
 	for _, last := range []string{"drop", "pad"} {
 		for _, buf := range []int{0, 777} {
 			for _, world := range []int{1, 3, 8} {
 				for _, pipe := range []string{"", rvFilterEmpties} {
 					for _, cache := range []bool{false, true} {
-						if cache && pipe == "" {
+						if cache && pipe == "" || !sampled(&n, 4) {
 							continue
 						}
 						c := rvCfg{last: last, buf: buf, world: world, epochs: 3, size: 1500 / world, pipe: pipe, mur: 333, cache: cache, units: true, workers: 3}
@@ -88,6 +77,9 @@ func TestReviewPropResume(t *testing.T) {
 							for k := 0; k <= per; k++ {
 								if e == 3 && k > 0 {
 									break
+								}
+								if !resumeAt(k, per) {
+									continue
 								}
 								cur := make([]engine.Cursor, world)
 								for r := range cur {
