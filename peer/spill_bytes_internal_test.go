@@ -10,7 +10,10 @@ import (
 // several ranks, a filter that empties whole units and a sample, and
 // small slices.
 func TestSpillVariantsByteIdentical(t *testing.T) {
-	for _, v := range []struct{ last, cache string; buf, mur, world int }{
+	for _, v := range []struct {
+		last, cache     string
+		buf, mur, world int
+	}{
 		{"pad", "cache: {max_memory: 1GiB}", 777, 333, 3},
 		{"drop", "cache: {max_memory: 64KiB}", 0, 0, 8},
 		{"pad", "", 4096, 333, 1},
