@@ -428,7 +428,7 @@ func (j *Job) view() jobView {
 		Hosts: j.hosts.Count, Host: j.hosts.Index, PlanDigest: j.planDigest, Counts: counts,
 		Epochs: j.spec.EpochCount(), Weight: j.weight, SpecHash: j.hash, Snapshots: j.pins, Created: j.created.UTC(),
 		Started: timePtr(j.started), Ended: timePtr(j.ended), Error: j.errMsg, Restarts: j.restarts,
-		Memory: j.footprint, Rings: []ringView{}, Unsaved: unsaved,
+		Memory: j.chargedLocked(), Rings: []ringView{}, Unsaved: unsaved,
 	}
 	tot := j.base
 	fullWait := time.Duration(0)

@@ -363,7 +363,10 @@ type Bytes int64
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
-	return b.Set(n.Value)
+	if err := b.Set(n.Value); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return nil
 }
 
 // Set implements flag.Value.
@@ -385,7 +388,12 @@ func (b Bytes) MarshalYAML() (any, error) { return b.String(), nil }
 type Duration time.Duration
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error { return d.Set(n.Value) }
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if err := d.Set(n.Value); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return nil
+}
 
 // Set implements flag.Value.
 func (d *Duration) Set(s string) error {

@@ -178,7 +178,7 @@ func printJob(w io.Writer, j *apiJob) error {
 	fmt.Fprintf(tw, "job\t%s %q\n", j.ID, j.Name)
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
 	if j.Error != "" {
-		fmt.Fprintf(tw, "error\t%s\n", oneLine(j.Error))
+		fmt.Fprintf(tw, "error\t%s\n", strings.Join(strings.Fields(j.Error), " "))
 	}
 	if j.Unsaved != "" {
 		fmt.Fprintf(tw, "WARNING\t%s (retrying every second)\n", oneLine(j.Unsaved))
