@@ -84,3 +84,25 @@ func TestReviewSecondDaemonSameState(t *testing.T) {
 	t.Errorf("a second lastmiled on the same state_dir and shm_dir (another socket) started and ran for 4s; record of the first daemon's running job: %v\nsecond daemon's log:\n%s",
 		err, strings.TrimSpace(log.String()))
 }
+
+// TestReviewRefusalsLogged: the daemon logs nothing when it refuses a
+// submission or an attach. A user's job refused with 503 because
+// memory.total is used up (or 429 at a per-user limit, 400 over
+// memory.per_job, 409 because a rank already has a consumer) leaves no
+// line in journald and no metric: the operator asked "why does alice's
+// job not start" has only the user's client output to go on, and cannot
+// see that the host's budget is turning jobs away.
+func TestReviewRefusalsLogged(t *testing.T) {
+	e := newEnv(t)
+	e.start("-memory-total", "3MiB")
+	e.submit(specFor("first", smallData, "epochs: 0\n"), nil)
+	var ej errJSON
+	st, err := e.do("POST", "/v1/jobs", map[string]any{"spec": specFor("second", smallData, "epochs: 0\n")}, &ej)
+	if err != nil || st != 503 {
+		t.Fatalf("second job: %d %v %s; want 503 (memory.total)", st, err, ej.Error)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if !strings.Contains(e.log.String(), "second") {
+		t.Errorf("a submission refused with 503 (%s) left no line in the daemon's log", ej.Error)
+	}
+}
