@@ -22,15 +22,7 @@ import (
 // the writer's word, and a hostile writer can put any there.
 func rewriteFooter(t testing.TB, path string, edit func(md *format.FileMetaData)) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
-	md := new(format.FileMetaData)
-	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[len(b)-8-n:len(b)-8], md); err != nil {
-		t.Fatal(err)
-	}
+	b, n, md := readFileFooter(t, path)
 	edit(md)
 	footer, err := thrift.Marshal(&thrift.CompactProtocol{}, md)
 	if err != nil {
@@ -43,6 +35,22 @@ func rewriteFooter(t testing.TB, path string, edit func(md *format.FileMetaData)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readFileFooter reads the Parquet file at path: its bytes, its footer's
+// length and the footer.
+func readFileFooter(t testing.TB, path string) ([]byte, int, *format.FileMetaData) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+	md := new(format.FileMetaData)
+	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[len(b)-8-n:len(b)-8], md); err != nil {
+		t.Fatal(err)
+	}
+	return b, n, md
 }
 
 // leafOf returns the index of the leaf column chunk whose path starts
@@ -333,15 +341,7 @@ func TestSliceLinearInPages(t *testing.T) {
 // written after the pages, and the footer points at it.
 func rewriteOffsetIndex(t testing.TB, path, name string, edit func(oi *format.OffsetIndex)) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
-	md := new(format.FileMetaData)
-	if err := thrift.Unmarshal(&thrift.CompactProtocol{}, b[len(b)-8-n:len(b)-8], md); err != nil {
-		t.Fatal(err)
-	}
+	b, n, md := readFileFooter(t, path)
 	cc := &md.RowGroups[0].Columns[leafOf(t, &md.RowGroups[0], name)]
 	if cc.OffsetIndexLength <= 0 {
 		t.Fatalf("column %s has no offset index", name)
