@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -53,6 +54,11 @@ func (j *Job) attach(ctx context.Context, req attachRequest) (attachResponse, er
 			j.pastEnd(rank)
 			return resp, errorf(http.StatusBadRequest, "cursor epoch %d: job %q has %d epochs (0 to %d); rank %d has nothing left to read",
 				c.Epoch, j.name, e, e-1, world)
+		}
+		if steps := uint64(max(j.spec.WorldSize, 1)) * uint64(max(j.spec.Batch.Size, 1)); c.Batch > uint64(math.MaxInt64)/steps {
+			// The rows before it would overflow: no epoch has such a batch.
+			return resp, errorf(http.StatusBadRequest, "cursor batch %d: past any epoch of job %q (world size %d, batch size %d); resume from a checkpoint's cursor",
+				c.Batch, j.name, j.spec.WorldSize, j.spec.Batch.Size)
 		}
 	}
 	wait := 60 * time.Second

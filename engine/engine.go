@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"time"
 
@@ -220,6 +221,13 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 
 	if len(opts.Resume) > local {
 		return st, fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(opts.Resume), local)
+	}
+	// A cursor is the trainer's word: one whose rows before it (batch x
+	// world_size x batch.size) overflow would resume at another place.
+	for r, c := range opts.Resume {
+		if c.Batch > uint64(math.MaxInt64)/uint64(max(job.WorldSize, 1))/uint64(max(job.Batch.Size, 1)) {
+			return st, fmt.Errorf("job %q: rank %d's resume cursor (epoch %d, batch %d) is past any epoch's batches: resume from a checkpoint's cursor", job.Name, base+r, c.Epoch, c.Batch)
+		}
 	}
 	ua, err := arenaFor(job, opts, plan, workers, local)
 	if err != nil {

@@ -86,3 +86,22 @@ func TestTooManyResumeCursorsLeavesRingsOpen(t *testing.T) {
 		}
 	}
 }
+
+// A resume cursor is the trainer's word: one so far past any epoch that
+// the rows before it overflow is refused, not resumed at another place.
+func TestResumeCursorPastAnyEpoch(t *testing.T) {
+	abs, _ := filepath.Abs("../testdata/small")
+	src := fmt.Sprintf("inputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nworld_size: 2\nring: {dir: %q, name: r, slots: 3}\n", abs, t.TempDir())
+	job, err := spec.Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := false
+	_, err = engine.Run(context.Background(), job, engine.Options{
+		Resume: []engine.Cursor{{}, {Epoch: 0, Batch: 1 << 62}},
+		Ready:  func([]string) { ready = true },
+	})
+	if err == nil || !strings.Contains(err.Error(), "rank 1's resume cursor") || ready {
+		t.Fatalf("err %v (rings made: %v), want the cursor refused before any ring", err, ready)
+	}
+}
