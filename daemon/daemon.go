@@ -35,6 +35,7 @@ type Daemon struct {
 	notify  func(state string) // systemd notifications; never nil
 
 	cfgMu    sync.Mutex
+	reloadMu sync.Mutex // one Reload at a time
 	cfg      Config
 	adminGID int64 // -1: no admin group
 
@@ -502,13 +503,14 @@ func (d *Daemon) Close() error {
 
 // Reload applies what can change while running: log level, weights,
 // grace, drain timeout, memory limits, workers and the admin group. It
-// returns the names of the changed fields that need a restart.
+// returns the names of the changed fields that need a restart, and keeps
+// their old values in the config in effect (Config, GET /v1/status): the
+// daemon runs on with those until it is restarted.
 func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	d.cfgMu.Lock()
-	old := d.cfg
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	full := cfg // as written, for the next start
+	old := d.Config()
 	keep := func(name string, changed bool) {
 		if changed {
 			ignored = append(ignored, name)
@@ -524,7 +526,20 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 	cfg.Socket, cfg.SocketMode, cfg.SocketGroup, cfg.StateDir = old.Socket, old.SocketMode, old.SocketGroup, old.StateDir
 	cfg.ShmDir, cfg.Metrics, cfg.Log.Format = old.ShmDir, old.Metrics, old.Log.Format
 	ignored = append(ignored, controlRestart(old, &cfg)...)
+	ignored = append(ignored, reloadStartOnly(old, &cfg)...)
+	// What is checked is what will run: the keys kept at their old values
+	// were valid at start.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	ignored = append(ignored, d.reloadS3(old, &cfg)...)
+	if len(ignored) > 0 {
+		if err := full.Validate(); err != nil {
+			d.log.Warn("SIGHUP: the settings that need a restart would not let lastmiled start as written: fix them before restarting",
+				"fields", strings.Join(ignored, ","), "err", err)
+		}
+	}
+	d.cfgMu.Lock()
 	d.cfg = cfg
 	d.adminGID = -1
 	if cfg.AdminGroup != "" {

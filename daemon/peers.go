@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/lastmile/lastmile/asuser"
@@ -305,4 +307,53 @@ func (d *Daemon) peersStatus() *peersStatus {
 		ps.Peers = d.pool.Stats()
 	}
 	return ps
+}
+
+// reloadStartOnly returns the names of the changed keys that are read
+// only at Start (roots, the peer role, the peer pool) or at the first job
+// (gpu.nvml), and keeps their old values in cfg: the daemon goes on
+// running with those, and GET /v1/status and the heap limit (which counts
+// peer.max_memory while peer.listen is set) must describe what runs, not
+// what a restart would bring. peers.recv_seconds_per_gb, deadline, hedge
+// and spill, and gpu.libcuda, are read as each job starts, so they reload.
+func reloadStartOnly(old Config, cfg *Config) []string {
+	var names []string
+	if !maps.Equal(old.Roots, cfg.Roots) {
+		names = append(names, "roots")
+	}
+	cfg.Roots = old.Roots
+	op, cp := old.Peer, cfg.Peer
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"peer.listen", cp.Listen != op.Listen}, {"peer.tls", cp.TLS != op.TLS}, {"peer.insecure", cp.Insecure != op.Insecure},
+		{"peer.workers", cp.Workers != op.Workers}, {"peer.max_inflight", cp.MaxInFlight != op.MaxInFlight},
+		{"peer.max_memory", cp.MaxMemory != op.MaxMemory},
+	} {
+		if f.changed {
+			names = append(names, f.name)
+		}
+	}
+	cfg.Peer = old.Peer
+	o, c := old.Peers, &cfg.Peers
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"peers.addrs", !slices.Equal(c.Addrs, o.Addrs)}, {"peers.dns", c.DNS != o.DNS}, {"peers.resolve", c.Resolve != o.Resolve},
+		{"peers.tls", c.TLS != o.TLS}, {"peers.server_name", c.ServerName != o.ServerName},
+		{"peers.insecure", c.Insecure != o.Insecure}, {"peers.credits", c.Credits != o.Credits},
+	} {
+		if f.changed {
+			names = append(names, f.name)
+		}
+	}
+	c.Addrs, c.DNS, c.Resolve, c.TLS, c.ServerName, c.Insecure, c.Credits =
+		o.Addrs, o.DNS, o.Resolve, o.TLS, o.ServerName, o.Insecure, o.Credits
+	if cfg.GPU.NVML != old.GPU.NVML {
+		names = append(names, "gpu.nvml")
+	}
+	cfg.GPU.NVML, cfg.GPU.Inventory = old.GPU.NVML, old.GPU.Inventory
+	return names
 }

@@ -1,0 +1,28 @@
+package daemon
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConfigErrorNamesLine: a YAML type error names its line ("line
+// 1: cannot unmarshal !!str `many` into int"), but a bad duration or size
+// (Duration.UnmarshalYAML, Bytes.UnmarshalYAML return the bare Set error)
+// names neither the key nor the line: with a dozen duration keys and as
+// many sizes, "parse config: want a duration such as 30s or 10m, got
+// \"10\"" leaves the operator to search the file.
+func TestConfigErrorNamesLine(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"workers: 2\ngrace: 10\n", "line 2"},
+		{"workers: 2\nmemory:\n  per_job: 8XB\n", "line 3"},
+		{"workers: 2\ncontrol:\n  body_timeout: 5\n", "line 3"},
+	} {
+		_, err := ParseConfig(strings.NewReader(c.yaml))
+		if err == nil {
+			t.Fatalf("%q: no error", c.yaml)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %q does not say %q", c.yaml, err, c.want)
+		}
+	}
+}
