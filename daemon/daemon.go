@@ -31,8 +31,11 @@ type Daemon struct {
 	version string
 	started time.Time
 	store   *store
-	sched   *Scheduler
-	notify  func(state string) // systemd notifications; never nil
+	// stateLock is the descriptor holding state_dir's flock (statelock.go):
+	// kept open for the process's life, never closed.
+	stateLock int
+	sched     *Scheduler
+	notify    func(state string) // systemd notifications; never nil
 
 	cfgMu    sync.Mutex
 	reloadMu sync.Mutex // one Reload at a time
@@ -109,6 +112,13 @@ func (d *Daemon) Config() Config {
 // rings), then listens on the socket and the metrics address.
 func (d *Daemon) Start() error {
 	cfg := d.Config()
+	// Before anything in state_dir is read or removed: one daemon per
+	// state directory, for the life of the process.
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	d.stateLock = lock
 	st, err := openStore(cfg.StateDir)
 	if err != nil {
 		return err
