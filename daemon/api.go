@@ -175,18 +175,19 @@ func (d *Daemon) lookup(r *http.Request) (*Job, error) {
 
 func (d *Daemon) postJob(w http.ResponseWriter, r *http.Request) {
 	var req submitRequest
+	name := func() string { return specName(req.Spec) }
 	if err := decodeBody(w, r, &req); err != nil {
-		writeError(w, err)
+		d.refuse(w, r, "submit", name, nil, err)
 		return
 	}
 	p := peerFrom(r.Context())
 	if !p.ok {
-		writeError(w, errorf(http.StatusForbidden, "cannot read the caller's credentials (SO_PEERCRED)"))
+		d.refuse(w, r, "submit", name, nil, errorf(http.StatusForbidden, "cannot read the caller's credentials (SO_PEERCRED)"))
 		return
 	}
 	j, created, err := d.submit(r.Context(), p, req)
 	if err != nil {
-		writeError(w, err)
+		d.refuse(w, r, "submit", name, nil, err)
 		return
 	}
 	status := http.StatusOK
@@ -233,18 +234,19 @@ func (d *Daemon) deleteJob(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) attachJob(w http.ResponseWriter, r *http.Request) {
 	var req attachRequest
+	name := func() string { return r.PathValue("id") }
 	if err := decodeBody(w, r, &req); err != nil {
-		writeError(w, err)
+		d.refuse(w, r, "attach", name, nil, err)
 		return
 	}
 	j, err := d.lookup(r)
 	if err != nil {
-		writeError(w, err)
+		d.refuse(w, r, "attach", name, req.Rank, err)
 		return
 	}
 	resp, err := j.attach(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
+		d.refuse(w, r, "attach", func() string { return j.name }, req.Rank, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -65,6 +65,7 @@ type Daemon struct {
 	advice adviceTracker // stall and headroom per job over a window (advice.go)
 
 	persistFailures atomic.Int64 // job record writes that failed
+	refused         refusals     // refused submissions and attaches (refusals.go)
 	heapLimit       atomic.Int64 // the Go memory limit set (heaplimit.go), 0: none
 
 	gpuInv gpuInventory // the host's GPUs, read at the first job (gpu.go)

@@ -63,7 +63,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRows, descBytes, descBatches, descUnits, descInFlight, descStage,
 		descOccupancy, descSlots, descAttached, descEmptyWait, descFullWait, descErrors, descRestarts, descState,
 		descCPUWait, descCPUHeld, descWeight, descMemory, descTokens, descTokensBusy, descMemReserved, descMemTotal, descUp,
-		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail, descLatePages, descLateBytes, descLateDefer, descRuledOut, descDeleted, descArenaUnits} {
+		descBuild, descBatchWait, descOpIn, descOpOut, descPersistFail, descLatePages, descLateBytes, descLateDefer, descRuledOut, descDeleted, descArenaUnits, descRequestsRefused} {
 		ch <- d
 	}
 }
@@ -80,6 +80,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m.gauge(descMemReserved, float64(reserved))
 	m.gauge(descMemTotal, float64(d.Config().Memory.Total))
 	m.counter(descPersistFail, float64(d.persistFailures.Load()))
+	d.refused.collect(m)
 	m.gauge(descUp, float64(d.started.UnixNano())/1e9, d.version)
 	m.gauge(descBuild, 1, d.version, runtime.Version())
 
