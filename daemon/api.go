@@ -278,6 +278,7 @@ func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
 		"started":        d.started.UTC().Format(time.RFC3339),
 		"uptime_seconds": time.Since(d.started).Seconds(),
 		"draining":       d.draining.Load(),
+		"restart_needed": nonNil(d.RestartNeeded()),
 		"config": map[string]any{
 			"socket": cfg.Socket, "state_dir": cfg.StateDir, "shm_dir": cfg.ShmDir, "metrics": metrics,
 			"workers": cfg.Workers, "memory_per_job": int64(cfg.Memory.PerJob), "memory_total": int64(cfg.Memory.Total),
@@ -513,4 +514,12 @@ func stateName(s shm.State) string {
 		return "failed"
 	}
 	return s.String()
+}
+
+// nonNil is s, or an empty slice for nil (JSON [] rather than null).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

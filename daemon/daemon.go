@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,8 +40,11 @@ type Daemon struct {
 
 	cfgMu    sync.Mutex
 	reloadMu sync.Mutex // one Reload at a time
-	cfg      Config
-	adminGID int64 // -1: no admin group
+	// restartNeeded names the keys the last reload found changed but
+	// could not apply (cfgMu): GET /v1/status shows them.
+	restartNeeded []string
+	cfg           Config
+	adminGID      int64 // -1: no admin group
 
 	mu         sync.Mutex
 	jobs       map[string]*Job // by id
@@ -99,6 +103,14 @@ func New(cfg Config, log *slog.Logger, level *slog.LevelVar, version string, not
 		d.adminGID = int64(gid)
 	}
 	return d, nil
+}
+
+// RestartNeeded returns the config keys that the last reload found
+// changed in the file but could not apply: they take a restart.
+func (d *Daemon) RestartNeeded() []string {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	return slices.Clone(d.restartNeeded)
 }
 
 // Config returns the configuration in effect.
@@ -552,6 +564,7 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 	}
 	d.cfgMu.Lock()
 	d.cfg = cfg
+	d.restartNeeded = slices.Clone(ignored)
 	d.adminGID = -1
 	if cfg.AdminGroup != "" {
 		gid, _ := lookupGroup(cfg.AdminGroup)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,9 @@ func TestReloadNamesStartOnlyKeys(t *testing.T) {
 		if !named {
 			t.Errorf("a reload that changed %s (applied only at start) named %v as needing a restart; want %s among them", c.key, ignored, c.key)
 		}
+	}
+	if got := d.RestartNeeded(); !slices.Contains(got, "peers.addrs") {
+		t.Errorf("after the last reload, restart_needed is %v; want peers.addrs among them", got)
 	}
 	if got := d.Config(); got.Peer.Listen != "" || len(got.Roots) != 0 || len(got.Peers.Addrs) != 0 {
 		t.Errorf("after the reloads the daemon's config says peer.listen=%q roots=%v peers.addrs=%v, but it serves no peer, maps no root and has no pool",

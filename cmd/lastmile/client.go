@@ -160,6 +160,7 @@ type apiStatus struct {
 	Started       string          `json:"started"`
 	UptimeSeconds float64         `json:"uptime_seconds"`
 	Draining      bool            `json:"draining"`
+	RestartNeeded []string        `json:"restart_needed"`
 	Config        struct {
 		Socket              string  `json:"socket"`
 		StateDir            string  `json:"state_dir"`

@@ -142,6 +142,9 @@ func printStatus(w io.Writer, st *apiStatus) error {
 	}
 	up := time.Duration(st.UptimeSeconds * float64(time.Second)).Round(time.Second)
 	fmt.Fprintf(tw, "lastmiled\t%s, pid %d, up %s, %s\n", st.Version, st.PID, up, state)
+	if len(st.RestartNeeded) > 0 {
+		fmt.Fprintf(tw, "restart needed\tthe config file changes %s: a reload cannot apply them (systemctl restart lastmiled)\n", strings.Join(st.RestartNeeded, ", "))
+	}
 	fmt.Fprintf(tw, "socket\t%s\n", st.Config.Socket)
 	fmt.Fprintf(tw, "state dir\t%s\n", st.Config.StateDir)
 	fmt.Fprintf(tw, "shm dir\t%s\n", st.Config.ShmDir)
