@@ -116,9 +116,10 @@ func TestPlanNoBatches(t *testing.T) {
 	if code := run(context.Background(), []string{"gen", "-rows", "0", empty}, &out, &out); code != 0 {
 		t.Fatalf("gen -rows 0: %d %s", code, out.String())
 	}
-	// What the error must say: the plan's own check, or the engine's
-	// refusal of endless epochs over nothing.
-	want := map[string]string{"drops every row": "no batch", "no rows": "nothing to read"}
+	// What the error must say: the engine's refusal of endless epochs
+	// over nothing (every row group pruned, or no rows), which comes
+	// before the plan's own check ("no batch").
+	want := map[string]string{"drops every row": "nothing to read", "no rows": "nothing to read"}
 	for name, src := range map[string]string{
 		"drops every row": fmt.Sprintf("version: 1\nname: dropall\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 250, last: drop}\n"+
 			"ring: {slots: 4}\ndecode: {max_unit_rows: 1000}\npipeline:\n  - filter: \"label == 7\"\n", data),
