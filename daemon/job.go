@@ -275,6 +275,9 @@ func (j *Job) supervise() {
 			j.finish(Canceled, msg)
 			return
 		}
+		if startHook != nil {
+			startHook(j)
+		}
 		r := j.startRun(resume)
 		<-r.done
 		j.mu.Lock()
@@ -331,6 +334,10 @@ func (j *Job) finishedCh() chan struct{} {
 	return j.finished
 }
 
+// startHook, if set (tests), runs in supervise after its look at
+// stopWhy, before startRun.
+var startHook func(*Job)
+
 // finishHook, if set (tests), runs in finish once the job's state is
 // set and j.mu released.
 var finishHook func(*Job)
@@ -376,9 +383,19 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 	j.mu.Lock()
 	j.notePerEpoch(j.run)
 	j.run, j.latest = r, r
-	j.next = resume
+	// A stopRun between supervise's look at stopWhy and here found no run
+	// to stop (a cancel right after the submission): this run stops at
+	// once, and supervise then does what was asked, with the resume
+	// cursors a restart's prepare left in j.next.
+	stopped := j.stopWhy != ""
+	if !stopped {
+		j.next = resume
+	}
 	unitRows, unitRowsPlan, dealt := j.unitRows, j.unitRowsPlan, j.unitRowsDealt
 	j.mu.Unlock()
+	if stopped {
+		cancel()
+	}
 	j.persist() // the resume cursors, before any ring is created
 	opts := engine.Options{
 		Logger:   j.log,
