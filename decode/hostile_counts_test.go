@@ -37,6 +37,20 @@ func rewriteFooter(t testing.TB, path string, edit func(md *format.FileMetaData)
 	}
 }
 
+// claimRows rewrites the footer of the file at path to claim n rows in
+// its first row group, and n values in each of its column chunks.
+func claimRows(t testing.TB, path string, n int64) {
+	t.Helper()
+	rewriteFooter(t, path, func(md *format.FileMetaData) {
+		md.NumRows = n
+		g := &md.RowGroups[0]
+		g.NumRows = n
+		for i := range g.Columns {
+			g.Columns[i].MetaData.NumValues = n
+		}
+	})
+}
+
 // readFileFooter reads the Parquet file at path: its bytes, its footer's
 // length and the footer.
 func readFileFooter(t testing.TB, path string) ([]byte, int, *format.FileMetaData) {
@@ -124,14 +138,7 @@ func TestPlanUnitsCappedByFileSize(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "rows.parquet")
 	writeFile(t, p, fileSpec{rows: 100, codec: "snappy", pageVersion: 1})
 	const claimed = 1 << 30
-	rewriteFooter(t, p, func(md *format.FileMetaData) {
-		md.NumRows = claimed
-		g := &md.RowGroups[0]
-		g.NumRows = claimed
-		for i := range g.Columns {
-			g.Columns[i].MetaData.NumValues = claimed
-		}
-	})
+	claimRows(t, p, claimed)
 	var err error
 	alloc := allocatedBy(func() {
 		_, err = PlanFiles(context.Background(), []string{p}, PlanOptions{Columns: []string{"row_id"}, MaxUnitRows: 1 << 10})
@@ -193,14 +200,7 @@ func TestGrowDataBoundedByStoredBytes(t *testing.T) {
 				p := filepath.Join(t.TempDir(), "grow.parquet")
 				writeFile(t, p, fileSpec{rows: 1000, codec: codec, pageVersion: v, pageBytes: 1024})
 				const claimed = 1 << 22
-				rewriteFooter(t, p, func(md *format.FileMetaData) {
-					md.NumRows = claimed
-					g := &md.RowGroups[0]
-					g.NumRows = claimed
-					for i := range g.Columns {
-						g.Columns[i].MetaData.NumValues = claimed
-					}
-				})
+				claimRows(t, p, claimed)
 				size := sizeOf(t, p)
 				plan := planPaths(t, PlanOptions{Columns: []string{"row_id", "seq_0"}}, p)
 				d := NewDecoder(plan.Fields)
