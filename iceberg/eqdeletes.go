@@ -369,9 +369,12 @@ func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error
 	if err != nil {
 		return err
 	}
-	if *total += plan.Rows; *total > MaxDeletedRows {
+	// plan.Rows is the files' word (up to 2^63-1): compared, not added
+	// first, so that a huge claim cannot wrap the sum round.
+	if plan.Rows < 0 || plan.Rows > MaxDeletedRows-*total {
 		return fmt.Errorf("more than the %d delete rows lastmile holds; compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", MaxDeletedRows)
 	}
+	*total += plan.Rows
 	dec := plan.NewDecoder()
 	defer dec.Close()
 	d.keys = map[string]struct{}{}
