@@ -86,7 +86,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(BIN)/lastmile bench
 
-# fuzz runs each of the 47 fuzzers for FUZZTIME (go test fuzzes one target
+# fuzz runs each of the 48 fuzzers for FUZZTIME (go test fuzzes one target
 # per run), about 38 minutes in all: specs, ring headers and slots, Parquet
 # footers, pages and their codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
@@ -116,6 +116,7 @@ fuzz:
 	$(FUZZONE) decode FuzzDecodePage
 	$(FUZZONE) decode FuzzPageHeader
 	$(FUZZONE) decode FuzzPlanFooter
+	$(FUZZONE) decode FuzzDeclaredCounts
 	$(FUZZONE) decode FuzzZstdBound
 	$(FUZZONE) decode FuzzDecodeHashedPage
 	$(FUZZONE) gpu FuzzParseAnnouncement
