@@ -25,13 +25,7 @@ func TestCanceledJobsDoNotEscapeUserLimits(t *testing.T) {
 	e.start("-socket-mode", "0666")
 	data := filepath.Join(e.dir, "data")
 	os.MkdirAll(data, 0o755)
-	for _, name := range []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"} {
-		b, err := os.ReadFile(filepath.Join(smallData, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(data, name), b, 0o644)
-	}
+	copySmallData(t, data)
 	var charge int64
 	const rounds = 4
 	for i := 0; i < rounds; i++ {

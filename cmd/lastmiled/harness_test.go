@@ -347,6 +347,22 @@ func (e *env) waitJob(id string, timeout time.Duration, states ...string) jobJSO
 	}
 }
 
+// copySmallData copies testdata/small's files into dir, readable by
+// every uid: jobs read their files as their submitter, and the checkout
+// may sit in a private directory (mktemp -d).
+func copySmallData(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"} {
+		b, err := os.ReadFile(filepath.Join(smallData, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func specFor(name, inputs string, extra string) string {
 	return fmt.Sprintf("name: %s\ninputs: [%s]\ncolumns: [row_id]\nbatch: {size: 100}\nring: {slots: 4}\ndecode: {max_unit_rows: 700}\n%s", name, inputs, extra)
 }

@@ -233,13 +233,7 @@ func TestJobsPerUser(t *testing.T) {
 	// may sit in a private one (mktemp -d).
 	data := filepath.Join(e.dir, "data")
 	os.MkdirAll(data, 0o755)
-	for _, name := range []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"} {
-		b, err := os.ReadFile(filepath.Join(smallData, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(data, name), b, 0o644)
-	}
+	copySmallData(t, data)
 	submit := func(name string) string {
 		b, _ := json.Marshal(map[string]any{"spec": specFor(name, data, "epochs: 0\n")})
 		return string(b)

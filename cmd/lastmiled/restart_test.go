@@ -343,13 +343,7 @@ func TestEpochBoundaryCursor(t *testing.T) {
 // reason instead of looking alive forever.
 func TestRestartWithoutInputs(t *testing.T) {
 	data := t.TempDir()
-	for _, f := range []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"} {
-		b, err := os.ReadFile(filepath.Join(smallData, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(data, f), b, 0o644)
-	}
+	copySmallData(t, data)
 	e := newEnv(t)
 	e.start()
 	j := e.submit(specFor("gone", data, ""), nil)
