@@ -130,20 +130,12 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 	if err := u.validate(); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrBadUnit, err))
 	}
-	f, err := d.files.get(u.File)
+	f, err := d.files.planned(&u)
 	if err != nil {
 		return fail(err)
 	}
-	size, mtime, err := statFile(f)
-	if err != nil {
-		return fail(fmt.Errorf("stat: %w", err))
-	}
-	if size != u.FileSize || mtime != u.ModTime {
-		d.files.drop(u.File)
-		return fail(fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, size, mtime, u.FileSize, u.ModTime))
-	}
 	if d.verify {
-		if err := d.checkUnit(f, &u, size); err != nil {
+		if err := d.checkUnit(f, &u, u.FileSize); err != nil {
 			return fail(err)
 		}
 	}
@@ -374,6 +366,14 @@ func (c *fileCache) get(path string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.put(path, f)
+	return f, nil
+}
+
+// put keeps f as path's open file, closing the least recently used one
+// past c.max.
+func (c *fileCache) put(path string, f File) {
+	c.clock++
 	if len(c.entries) >= c.max {
 		old := 0
 		for i := range c.entries {
@@ -383,10 +383,43 @@ func (c *fileCache) get(path string) (File, error) {
 		}
 		c.entries[old].f.Close()
 		c.entries[old] = fileEntry{path: path, f: f, used: c.clock}
-		return f, nil
+		return
 	}
 	c.entries = append(c.entries, fileEntry{path: path, f: f, used: c.clock})
-	return f, nil
+}
+
+// planned returns u's file if it is still the version u was planned
+// from. A source may have answered from what an earlier open remembered
+// (FreshOpener): a mismatch is then asked of the source once more, fresh,
+// so that a version remembered from before the plan does not refuse it.
+func (c *fileCache) planned(u *Unit) (File, error) {
+	f, err := c.get(u.File)
+	if err != nil {
+		return nil, err
+	}
+	size, mtime, err := statFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	if size == u.FileSize && mtime == u.ModTime {
+		return f, nil
+	}
+	c.drop(u.File)
+	if _, ok := c.fs.(FreshOpener); ok {
+		if f, err = openFresh(c.fs, u.File); err != nil {
+			return nil, err
+		}
+		if size, mtime, err = statFile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("stat: %w", err)
+		}
+		if size == u.FileSize && mtime == u.ModTime {
+			c.put(u.File, f)
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("%w: size %d mtime %d, planned %d and %d", ErrFileChanged, size, mtime, u.FileSize, u.ModTime)
 }
 
 func (c *fileCache) drop(path string) {

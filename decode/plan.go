@@ -170,7 +170,7 @@ func (p *Plan) add(fp *filePlan) error {
 // planFile reads path's footer (and, to slice row groups, its offset
 // indexes) and cuts it into units.
 func planFile(ctx context.Context, fsys FS, path string, opts PlanOptions, parts []PartitionKey) (*filePlan, error) {
-	f, err := fsys.Open(path)
+	f, err := openFresh(fsys, path)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}

@@ -90,6 +90,25 @@ type Lister interface {
 	List(ctx context.Context, prefix string) ([]string, error)
 }
 
+// FreshOpener is implemented by sources that reuse what an earlier open
+// learned of a file (an object store's size and ETag, which cost a request
+// to learn). Decoders of a plan open through Open, where reuse is safe: a
+// unit records the version it was planned from, and a changed file is
+// refused. Planning opens through OpenFresh, which asks the source what the
+// file is now: a plan made from a remembered version of an object that has
+// since been replaced would only be refused by its first read.
+type FreshOpener interface {
+	OpenFresh(name string) (File, error)
+}
+
+// openFresh opens name for planning: with OpenFresh where fsys has it.
+func openFresh(fsys FS, name string) (File, error) {
+	if f, ok := fsys.(FreshOpener); ok {
+		return f.OpenFresh(name)
+	}
+	return fsys.Open(name)
+}
+
 // Range is a byte range of a file: Len bytes at Off.
 type Range struct{ Off, Len int64 }
 
@@ -195,6 +214,15 @@ func (s schemeFS) Open(name string) (File, error) {
 		return nil, err
 	}
 	return f.Open(name)
+}
+
+// OpenFresh passes a planning open to the source of name.
+func (s schemeFS) OpenFresh(name string) (File, error) {
+	f, err := s.pick(name)
+	if err != nil {
+		return nil, err
+	}
+	return openFresh(f, name)
 }
 
 func (s schemeFS) Stat(name string) (fs.FileInfo, error) {

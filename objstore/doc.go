@@ -9,8 +9,10 @@
 //     range), whose Content-Range gives the size and whose ETag and
 //     Last-Modified the version. The planner's footer read is then served
 //     from those bytes; a footer longer than that costs one more ranged GET.
-//     What Open learned is kept per Client (metaCache), so the decoders that
-//     open the object later make no request of their own.
+//     What Open learned is kept per Client (metaCache) for a minute, so the
+//     decoders that open the object later make no request of their own.
+//     The planner opens with OpenFresh, which never answers from the
+//     cache: a plan describes the object as it is now.
 //   - Every other read is a ranged GET with If-Match on the ETag Open saw: an
 //     object replaced after planning fails with decode.ErrFileChanged instead
 //     of mixing two versions.

@@ -59,7 +59,18 @@ const tailSize = 64 << 10
 
 // Open opens an object. Its first open by this Client fetches the last 64
 // KiB (one request); later opens reuse what it learned.
-func (s *Source) Open(name string) (decode.File, error) {
+func (s *Source) Open(name string) (decode.File, error) { return s.open(name, false) }
+
+var _ decode.FreshOpener = (*Source)(nil)
+
+// OpenFresh opens an object for planning: it always fetches the last 64
+// KiB, which hold the footer the planner reads next, so it costs no
+// request more than Open, and it learns the object's version as it is now
+// (an object replaced under its key since the last open is planned anew,
+// not from the cache) and keeps it for the plan's decoders.
+func (s *Source) OpenFresh(name string) (decode.File, error) { return s.open(name, true) }
+
+func (s *Source) open(name string, fresh bool) (decode.File, error) {
 	o, err := s.parse(name)
 	if err != nil {
 		return nil, err
@@ -68,7 +79,7 @@ func (s *Source) Open(name string) (decode.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("a prefix, not an object")}
 	}
 	f := newFile(s.c, o, name)
-	if v, ok := s.c.meta.get(name); ok {
+	if v, ok := s.c.meta.get(name); ok && !fresh {
 		f.v = v
 		return f, nil
 	}
