@@ -174,6 +174,73 @@ func Run(ctx context.Context, job *spec.Job, opts Options) (st Stats, err error)
 	return run(ctx, job, opts)
 }
 
+// runWorkerCount returns the run's local workers (decode.workers, else
+// the CPUs this process may use) and the units spill may hold on peers.
+func runWorkerCount(job *spec.Job, spill Spill) (workers, slots int) {
+	workers = job.Decode.Workers
+	if workers == 0 {
+		workers = cpus.Available()
+	}
+	if spill != nil {
+		slots = spill.Slots()
+	}
+	return workers, slots
+}
+
+// checkRunnable refuses a run that could not end or would resume at
+// another place than its cursors say.
+func checkRunnable(job *spec.Job, proc *processor, resume []Cursor, local, base int) error {
+	if n := len(proc.plan.Units); job.EpochCount() == 0 && (n == 0 || proc.skipped == n) {
+		// Epochs without end over nothing would spin a core for ever.
+		return fmt.Errorf("job %q: nothing to read (its inputs hold no rows, or its filters ruled out every row group), and epochs: 0 repeats that for ever: check its inputs, or give epochs", job.Name)
+	}
+	if len(resume) > local {
+		return fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(resume), local)
+	}
+	// A cursor is the trainer's word: one whose rows before it (batch x
+	// world_size x batch.size) overflow would resume at another place.
+	for r, c := range resume {
+		if c.Batch > uint64(math.MaxInt64)/uint64(max(job.WorldSize, 1))/uint64(max(job.Batch.Size, 1)) {
+			return fmt.Errorf("job %q: rank %d's resume cursor (epoch %d, batch %d) is past any epoch's batches: resume from a checkpoint's cursor", job.Name, base+r, c.Epoch, c.Batch)
+		}
+	}
+	return nil
+}
+
+// runProgress returns the run's Progress (prog, or a new one) watching
+// its rings, arena and program.
+func runProgress(prog *Progress, rings []*shm.Producer, ua *unitArena, proc *processor) *Progress {
+	if prog == nil {
+		prog = new(Progress)
+	}
+	prog.setRings(rings)
+	if ua != nil {
+		prog.setArena(ua)
+	}
+	prog.setProgram(proc.prog, proc.fetch)
+	proc.progress = prog
+	return prog
+}
+
+// runBatcher returns the batcher that deals the run's rows to its local
+// ranks.
+func runBatcher(job *spec.Job, opts Options, fields []packField, writers []slotWriter, prog *Progress,
+	ua *unitArena, hs *hostSplit, proc *processor, local, base int) *batcher {
+	bt := newBatcher(job.Batch.Size, local, job.Batch.Last, fields, writers, prog)
+	bt.winSize, bt.seed, bt.resume, bt.rankBase = job.Shuffle.Buffer, job.Seed, opts.Resume, base
+	bt.skipCopy = opts.BenchSkipCopy
+	if ua != nil && ua.serving {
+		bt.arena = ua
+	}
+	if hs != nil {
+		// Each host's row shuffle draws from a seed of its own.
+		bt.seed = splitmix64(job.Seed ^ streamHosts<<8 ^ uint64(hs.Index))
+	}
+	// The window points at cached unit outputs instead of copying them.
+	bt.window.stable = proc.cache.owns
+	return bt
+}
+
 func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	log := opts.Logger
 	if log == nil {
@@ -181,14 +248,7 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	start := time.Now()
 	var st Stats
-	workers := job.Decode.Workers
-	if workers == 0 {
-		workers = cpus.Available()
-	}
-	slots := 0
-	if opts.Spill != nil {
-		slots = opts.Spill.Slots()
-	}
+	workers, slots := runWorkerCount(job, opts.Spill)
 	job, proc, err := planRun(ctx, job, opts.FS, workers+slots, log)
 	if err != nil {
 		return st, err
@@ -204,9 +264,8 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
-	if job.EpochCount() == 0 && (len(plan.Units) == 0 || proc.skipped == len(plan.Units)) {
-		// Epochs without end over nothing would spin a core for ever.
-		return st, fmt.Errorf("job %q: nothing to read (its inputs hold no rows, or its filters ruled out every row group), and epochs: 0 repeats that for ever: check its inputs, or give epochs", job.Name)
+	if err := checkRunnable(job, proc, opts.Resume, local, base); err != nil {
+		return st, err
 	}
 	if opts.Spill != nil {
 		opts.Spill.Planned(plan)
@@ -219,16 +278,6 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	notePlanned(&st, opts.Progress, proc, len(fields), slots, log)
 	warnUnreadable(log, job, plan)
 
-	if len(opts.Resume) > local {
-		return st, fmt.Errorf("job %q: %d resume cursors for %d ranks", job.Name, len(opts.Resume), local)
-	}
-	// A cursor is the trainer's word: one whose rows before it (batch x
-	// world_size x batch.size) overflow would resume at another place.
-	for r, c := range opts.Resume {
-		if c.Batch > uint64(math.MaxInt64)/uint64(max(job.WorldSize, 1))/uint64(max(job.Batch.Size, 1)) {
-			return st, fmt.Errorf("job %q: rank %d's resume cursor (epoch %d, batch %d) is past any epoch's batches: resume from a checkpoint's cursor", job.Name, base+r, c.Epoch, c.Batch)
-		}
-	}
 	ua, err := arenaFor(job, opts, plan, workers, local)
 	if err != nil {
 		// The rings may still fit, and rings adopted after a restart
@@ -256,16 +305,7 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 	}()
 	ua = settleArenas(job.Ring.Dir, rings, ua, log)
 	writers := writersFor(ctx, rings, opts.Stage)
-	prog := opts.Progress
-	if prog == nil {
-		prog = new(Progress)
-	}
-	prog.setRings(rings)
-	if ua != nil {
-		prog.setArena(ua)
-	}
-	prog.setProgram(proc.prog, proc.fetch)
-	proc.progress = prog
+	prog := runProgress(opts.Progress, rings, ua, proc)
 	defer watchSpill(ctx, opts.Spill, prog, workers)()
 	if proc.exact && hs == nil {
 		prog.setBatchesPerEpoch(batchesPerEpoch(plan.Rows, job.Batch.Size, job.WorldSize, job.Batch.Last))
@@ -274,39 +314,38 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		opts.Ready(st.Rings)
 	}
 	handed = true
-	bt := newBatcher(job.Batch.Size, local, job.Batch.Last, fields, writers, prog)
-	bt.winSize, bt.seed, bt.resume, bt.rankBase = job.Shuffle.Buffer, job.Seed, opts.Resume, base
-	bt.skipCopy = opts.BenchSkipCopy
-	if ua != nil && ua.serving {
-		bt.arena = ua
-	}
-	if hs != nil {
-		// Each host's row shuffle draws from a seed of its own.
-		bt.seed = splitmix64(job.Seed ^ streamHosts<<8 ^ uint64(hs.Index))
-	}
-	// The window points at cached unit outputs instead of copying them.
-	bt.window.stable = proc.cache.owns
+	bt := runBatcher(job, opts, fields, writers, prog, ua, hs, proc, local, base)
 	hooks := runHooks{gate: opts.Gate, epochStart: opts.EpochStart, hosts: hs,
 		unitRows: opts.UnitRows, unitRowsPlan: opts.UnitRowsPlan, counted: opts.Counted, shareCounts: opts.ShareCounts,
 		dealt: opts.Dealt, onDealt: opts.OnDealt}
 	err = produce(ctx, job, proc, newRunWorkers(workers, opts.Spill, slots), bt, prog, hooks, &st)
-	collectStats(&st, prog, proc, rings)
-	if bt.arena != nil {
-		st.ArenaUnits, st.ArenaFallbacks = int(ua.units.Load()), int(ua.fallbacks.Load())
-	}
+	err = endRun(ctx, err, &st, prog, proc, rings, bt, opts.Linger, log)
+	st.Elapsed = time.Since(start)
 	if err != nil {
-		bt.abort()
-		failRings(rings, err)
-		st.Elapsed = time.Since(start)
 		return st, err
 	}
-	closeRings(ctx, rings, opts.Linger, &st, log)
-	st.Elapsed = time.Since(start)
 	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
 	if bt.arena != nil {
 		log.Info("unit arena", "units", st.ArenaUnits, "units_to_heap", st.ArenaFallbacks)
 	}
 	return st, nil
+}
+
+// endRun collects the run's figures into st and ends its rings: failed
+// with err, or closed once drained (within linger).
+func endRun(ctx context.Context, err error, st *Stats, prog *Progress, proc *processor, rings []*shm.Producer,
+	bt *batcher, linger bool, log *slog.Logger) error {
+	collectStats(st, prog, proc, rings)
+	if bt.arena != nil {
+		st.ArenaUnits, st.ArenaFallbacks = int(bt.arena.units.Load()), int(bt.arena.fallbacks.Load())
+	}
+	if err != nil {
+		bt.abort()
+		failRings(rings, err)
+		return err
+	}
+	closeRings(ctx, rings, linger, st, log)
+	return nil
 }
 
 // notePlanned records what planning pruned and deleted in st and in prog
