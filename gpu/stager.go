@@ -122,7 +122,11 @@ func (st *Stager) Stage(ctx context.Context, rank int, ring *shm.Producer, s *sh
 // open is step 1.
 func (st *Stager) open(rank int, ring *shm.Producer, rs *rankStage) error {
 	if rank >= len(st.cfg.Placement) || st.cfg.Placement[rank].PCIBusID == "" {
-		return errors.New("the rank is not placed on a GPU (no NVML inventory, or no GPU for it): device staging needs its PCI bus id")
+		why := "no NVML inventory, or no GPU for it"
+		if rank < len(st.cfg.Placement) && st.cfg.Placement[rank].Why != "" {
+			why = st.cfg.Placement[rank].Why
+		}
+		return fmt.Errorf("the rank is not placed on a GPU (%s): device staging needs its PCI bus id", why)
 	}
 	c, busID, err := st.context(st.cfg.Placement[rank].PCIBusID)
 	if err != nil {
