@@ -116,6 +116,9 @@ func (b *bench) remote(ctx context.Context, name, dir string, local int, size in
 	if _, err := ring.m.Register(b.c, cuda.RegisterPortable); err != nil {
 		return err
 	}
+	// Runs before ring.close: a copy that failed midway left the earlier
+	// ones queued, reading the ring (as in checkDevice).
+	defer func() { err = errors.Join(err, b.s.Synchronize()) }()
 	if err := b.run(ctx, SrcRemote, ring.slot, other); err != nil {
 		return err
 	}
