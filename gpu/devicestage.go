@@ -157,12 +157,19 @@ func (r *DeviceRing) Announcement() ([]byte, error) {
 }
 
 // Close waits for the last copy, frees the device slots, events and
-// stream, unregisters the mapping and only then unmaps it. It is safe on
-// a half-made DeviceRing.
+// stream, unregisters the mapping and only then unmaps it. If the wait
+// fails, the slots and the mapping are leaked, not freed under a copy
+// that may still run. It is safe on a half-made DeviceRing.
 func (r *DeviceRing) Close() error {
 	var errs []error
 	if r.s != nil {
-		errs = append(errs, r.s.Synchronize())
+		if err := r.s.Synchronize(); err != nil {
+			// A copy may still read the ring and write the slots: both
+			// are leaked, not freed or unmapped under the driver (as
+			// Mapping.Close leaves a range it could not unregister).
+			errs = append(errs, fmt.Errorf("wait for the staging stream: %w (the ring's mapping and device slots are left in place)", err))
+			r.buf, r.m = nil, nil
+		}
 	}
 	for _, ev := range r.events {
 		errs = append(errs, ev.Destroy())

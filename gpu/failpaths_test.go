@@ -2,7 +2,7 @@
 
 package gpu
 
-// Review tests of the GPU staging plumbing, against the fake libcuda.
+// Failure paths of the GPU staging plumbing, against the fake libcuda.
 // The fake runs copies at once, so these tests check the order of the
 // driver calls, which a real driver's queued DMA depends on.
 
@@ -40,7 +40,7 @@ func lastCopyThenUnregister(calls []cudatest.Call) (copyAt, unregAt int, synced 
 	return copyAt, unregAt, synced
 }
 
-// TestReviewCheckRemoteRingCopyFailsMidway: the self-test's NUMA-remote
+// TestCheckRemoteRingCopyFailsMidway: the self-test's NUMA-remote
 // measurement (bench.remote) registers a second ring and queues copies
 // from it. When one of those copies fails after others were queued,
 // remote returns at once and its deferred ring.close unregisters and
@@ -49,7 +49,7 @@ func lastCopyThenUnregister(calls []cudatest.Call) (copyAt, unregAt int, synced 
 // may still be queued: the bug c73bca9 fixed for the local ring, left in
 // the remote one. (Only hosts with two NUMA nodes reach remote; here
 // local=1 makes node 0 the "other" node on a one-node host.)
-func TestReviewCheckRemoteRingCopyFailsMidway(t *testing.T) {
+func TestCheckRemoteRingCopyFailsMidway(t *testing.T) {
 	f := cudatest.Build(t)
 	d, err := cuda.Open(cuda.Config{})
 	if err != nil {
@@ -86,9 +86,9 @@ func TestReviewCheckRemoteRingCopyFailsMidway(t *testing.T) {
 	}
 }
 
-// reviewDeviceRing makes a real 4-slot ring and retains the fake's
+// fakeDeviceRing makes a real 4-slot ring and retains the fake's
 // device 0.
-func reviewDeviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
+func fakeDeviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
 	t.Helper()
 	f := cudatest.Build(t)
 	dir := t.TempDir()
@@ -109,16 +109,16 @@ func reviewDeviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
 	return f, c, filepath.Join(dir, "dev")
 }
 
-// TestReviewDeviceRingCloseAfterFailedWait: a Stage whose event record
+// TestDeviceRingCloseAfterFailedWait: a Stage whose event record
 // fails (non-sticky) returns with its copy queued and never waited for;
 // the Stager keeps the DeviceRing until Close. Close then waits for the
-// stream, but when that wait fails too it goes on: frees the device
-// slots, unregisters the ring and unmaps it, though nothing says the
-// queued copy is done. Mapping.Close leaves a range mapped when its
-// unregistration fails ("leaked, not freed under the driver"); Close
-// does not apply the same rule to its own wait.
-func TestReviewDeviceRingCloseAfterFailedWait(t *testing.T) {
-	f, c, path := reviewDeviceRing(t)
+// stream; when that wait failed too, it went on before the fix: freed the
+// device slots, unregistered the ring and unmapped it, though nothing
+// said the queued copy was done. Like Mapping.Close, whose failed
+// unregistration leaves a range mapped ("leaked, not freed under the
+// driver"), it now leaks the slots and the mapping instead.
+func TestDeviceRingCloseAfterFailedWait(t *testing.T) {
+	f, c, path := fakeDeviceRing(t)
 	defer c.Release()
 	r, err := OpenDeviceRing(c, path, "0000:3b:00.0", 1)
 	if err != nil {
@@ -140,14 +140,14 @@ func TestReviewDeviceRingCloseAfterFailedWait(t *testing.T) {
 	}
 }
 
-// TestReviewStagerUnplacedSaysWhy: a device-staged rank that placement
+// TestStagerUnplacedSaysWhy: a device-staged rank that placement
 // left without a GPU (no NVML, no GPU in the inventory, gpu.devices
 // naming a GPU the host lacks, a rank past CUDA_VISIBLE_DEVICES) falls
 // back to host staging with a fixed sentence that guesses at the cause;
 // the Placement's own Why, which says what is wrong, is dropped. With
 // gpu.place: false the daemon's placement view says only "gpu.place is
 // false", so the real cause is shown nowhere.
-func TestReviewStagerUnplacedSaysWhy(t *testing.T) {
+func TestStagerUnplacedSaysWhy(t *testing.T) {
 	cudatest.Build(t)
 	dir := t.TempDir()
 	p, err := shm.Create(shm.Config{Dir: dir, Name: "r0", Slots: 3, SlotSize: 1 << 20,
