@@ -145,7 +145,7 @@ class DeviceStaging:
     def _drop_dead(self):
         """Close the handles of a dead producer; never reopen its generation."""
         gen = self.ann.generation
-        self._close_handles()
+        self._drop_handles()
         self.lost, self.ann = gen, None
         return gen
 
@@ -154,7 +154,7 @@ class DeviceStaging:
         seq, ann = read_announcement(core.mm, core.geo.minor)
         if seq == self.seq:
             return
-        self._close_handles()
+        self._drop_handles()
         self.seq, self.ann = seq, ann
         if ann is None or ann.generation == self.lost:
             self.ann = None
@@ -188,7 +188,7 @@ class DeviceStaging:
             for h in ann.events:
                 self.events.append(self.cuda.open_event(h))
         except Exception as e:  # this announcement stays unused; host staging instead
-            self._close_handles()
+            self._drop_handles()
             self.ann = None
             log.warning("lastmile: ring %s: cannot open lastmiled's device slots (%s); "
                         "staging its batches here instead", self.ring.name, e)
@@ -237,20 +237,38 @@ class DeviceStaging:
                           pad_rows=tb.pad_rows)
 
     def _close_handles(self):
+        """Close every opened handle, each even if another's close failed;
+        the first failure is raised once all were tried."""
+        handles = [(self.cuda.close_event, ev) for ev in self.events or ()]
+        if self.mem is not None:
+            handles.append((self.cuda.close_mem, self.mem))
+        self.mem, self.events = None, None
+        first = None
+        for close, h in handles:
+            try:
+                close(h)
+            except Exception as e:  # noqa: BLE001 - the driver's error, raised below
+                first = first or e
+        if first is not None:
+            raise first
+
+    def _drop_handles(self):
+        """Close the handles where failing to close one must not stop the
+        batch: logged, the handles forgotten either way."""
         try:
-            for ev in self.events or ():
-                self.cuda.close_event(ev)
-            if self.mem is not None:
-                self.cuda.close_mem(self.mem)
-        finally:
-            self.mem, self.events = None, None
+            self._close_handles()
+        except Exception as e:  # noqa: BLE001
+            log.warning("lastmile: ring %s: closing the device staging handles failed: %s",
+                        self.ring.name, e)
 
     def close(self):
         if self.handed:
             self.handed = False
             self.cuda.wait(self.cuda.mark())
-        self._close_handles()
-        self.fallback.close()
+        try:
+            self._close_handles()
+        finally:
+            self.fallback.close()
 
 
 class _IPCHandle(ctypes.Structure):

@@ -142,6 +142,35 @@ class DeviceStagingTest(unittest.TestCase):
         self.take()
         self.assertEqual([c for c in self.ipc.calls if c[0] == "open_mem"], [("open_mem", b"AAAA"), ("open_mem", b"BBBB")])
 
+    def test_close_fails_midway(self):
+        # A handle whose close fails does not leave the others open, and a
+        # withdrawal still falls back to host staging instead of raising.
+        announce(self.w.path, 7, b"A")
+        self.publish(0)
+        self.take()
+        calls = self.ipc.calls
+
+        def close_event(ev):
+            calls.append(("close_event", ev[1]))
+            if ev[1] == 1:
+                raise RuntimeError("cuEventDestroy failed: CUresult 700")
+
+        self.ipc.close_event = close_event
+        with open(self.w.path, "r+b") as f:
+            mm = mmap.mmap(f.fileno(), 4096)
+            seq = struct.unpack_from("<I", mm, 1536)[0]
+            mm[1536:1540] = struct.pack("<I", seq + 1)
+            mm[1540:1544] = struct.pack("<I", 0)
+            mm[1536:1540] = struct.pack("<I", seq + 2)
+            mm.close()
+        self.publish(1)
+        with self.assertLogs("lastmile", "WARNING") as logs:
+            b = self.take()
+        self.assertEqual(b.seq, 1)
+        self.assertIn("CUresult 700", "\n".join(logs.output))
+        self.assertEqual(sorted(c[1] for c in calls if c[0] == "close_event"), [0, 1, 2, 3])
+        self.assertIn(("close_mem",), calls)
+
     def test_daemon_died(self):
         announce(self.w.path, 7, b"A")
         for s in range(3):
