@@ -194,7 +194,7 @@ func (st *Stager) context(busID string) (*cuda.Context, string, error) {
 		st.ctxs[dev] = c
 		return c, info.PCIBusID, nil
 	}
-	return nil, "", fmt.Errorf("no CUDA device has PCI bus id %s (NVML and the driver disagree?)", busID)
+	return nil, "", fmt.Errorf("no CUDA device has PCI bus id %s: NVML lists it, but the driver does not show it to lastmiled (is CUDA_VISIBLE_DEVICES set in lastmiled's environment? unset it in the service unit)", busID)
 }
 
 // fallback is step 3.
