@@ -51,6 +51,11 @@ func (d *Daemon) gpus() ([]gpu.GPU, error) {
 			d.log.Warn("no GPU on this host: ring pages are not placed (this warning is not repeated)")
 		default:
 			d.log.Info("GPUs found", "count", len(inv.gpus))
+			for _, g := range inv.gpus {
+				if g.Err != "" {
+					d.log.Warn("a GPU cannot be read by NVML: no rank is placed on it; check it with nvidia-smi", "gpu", g.Index, "err", g.Err)
+				}
+			}
 			if err := cuda.PinnableDir(d.Config().ShmDir); err != nil {
 				// staging falls back, rank by rank; say why once, here
 				d.log.Warn("rings cannot be registered with CUDA: host and device staging will fall back to copies from pageable memory (this warning is not repeated)", "err", err)

@@ -23,6 +23,9 @@ type GPU struct {
 	// CPUs are the CPUs close to the GPU (NVML's CPU affinity, or the
 	// PCI device's local_cpulist in sysfs).
 	CPUs []int `json:"cpus"`
+	// Err says why NVML could not read this GPU (it may have fallen off
+	// the bus): no rank is placed on it. Empty for a GPU read whole.
+	Err string `json:"error,omitempty"`
 }
 
 // ErrNoNVML is Inventory's error when NVML cannot be used: the library is

@@ -26,6 +26,13 @@ func Inventory(cfg Config) ([]GPU, error) {
 		return nil, fmt.Errorf("nvml init: %s", lib.ErrorString(r))
 	}
 	defer lib.Shutdown()
+	return inventory(lib, cfg)
+}
+
+// inventory lists the GPUs of an initialized NVML. A GPU that NVML cannot
+// read (fallen off the bus, lost) is listed with its index and Err, so
+// that the others keep their indexes and their ranks stay placed.
+func inventory(lib nvml.Interface, cfg Config) ([]GPU, error) {
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvml device count: %s", lib.ErrorString(r))
@@ -34,7 +41,8 @@ func Inventory(cfg Config) ([]GPU, error) {
 	for i := 0; i < n; i++ {
 		g, err := device(lib, i)
 		if err != nil {
-			return nil, err
+			gpus = append(gpus, GPU{Index: i, NUMANode: -1, Err: err.Error()})
+			continue
 		}
 		sysPCI(cfg.SysRoot, &g)
 		gpus = append(gpus, g)

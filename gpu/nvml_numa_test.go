@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -68,5 +69,43 @@ func TestGPUCPUAffinityNotTruncated(t *testing.T) {
 	}
 	if got := CPUList(g.CPUs); got != "48-71" {
 		t.Fatalf("GPU CPUs %q, want 48-71", got)
+	}
+}
+
+// TestInventoryKeepsALostGPU: one GPU that NVML cannot read (fallen off
+// the bus) made the whole inventory fail, so the daemon placed no rank
+// on any GPU and staging fell back for all of them. It is now listed with
+// its index and error; the other ranks stay placed, and the rank mapped to
+// it is left unplaced saying why.
+func TestInventoryKeepsALostGPU(t *testing.T) {
+	good := fakeNVML(-1, nvml.ERROR_NOT_SUPPORTED, func(n int) ([]uint, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED })
+	lib := &mock.Interface{
+		DeviceGetCountFunc: func() (int, nvml.Return) { return 2, nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
+			if i == 1 {
+				return nil, nvml.ERROR_GPU_IS_LOST
+			}
+			return good.DeviceGetHandleByIndex(i)
+		},
+		ErrorStringFunc: func(r nvml.Return) string {
+			if r == nvml.ERROR_GPU_IS_LOST {
+				return "GPU is lost"
+			}
+			return "err"
+		},
+	}
+	gpus, err := inventory(lib, Config{SysRoot: t.TempDir()})
+	if err != nil {
+		t.Fatalf("one lost GPU failed the inventory: %v", err)
+	}
+	if len(gpus) != 2 || gpus[0].Err != "" || gpus[0].UUID != "GPU-0000" || gpus[1].Index != 1 || !strings.Contains(gpus[1].Err, "GPU is lost") {
+		t.Fatalf("inventory %+v: want GPU 0 read and GPU 1 with its error", gpus)
+	}
+	ps, err := MapRanks(2, nil, "", gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps[0].GPU != 0 || ps[1].GPU != -1 || !strings.Contains(ps[1].Why, "GPU is lost") {
+		t.Fatalf("placements %+v: want rank 0 on GPU 0, rank 1 unplaced saying the GPU is lost", ps)
 	}
 }

@@ -80,6 +80,10 @@ func MapRanks(n int, devices []string, visible string, gpus []GPU) ([]Placement,
 			g = &gpus[r%len(gpus)]
 			why = "LOCAL_RANK"
 		}
+		if g.Err != "" {
+			out[r].Why = fmt.Sprintf("GPU %d (by %s) cannot be read by NVML: %s; check it with nvidia-smi", g.Index, why, g.Err)
+			continue
+		}
 		out[r] = Placement{Rank: r, GPU: g.Index, UUID: g.UUID, NUMANode: g.NUMANode, CPUs: CPUList(g.CPUs),
 			PCIBusID: g.PCIBusID, Why: why}
 	}

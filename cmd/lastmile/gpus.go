@@ -54,6 +54,10 @@ func gpuTable(w io.Writer, gpus []gpu.GPU) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INDEX\tUUID\tNAME\tMEMORY\tPCI BUS ID\tNUMA\tCPUS")
 	for _, g := range gpus {
+		if g.Err != "" {
+			fmt.Fprintf(tw, "%d\t-\tunreadable: %s\t-\t-\t-\t-\n", g.Index, g.Err)
+			continue
+		}
 		node := "-"
 		if g.NUMANode >= 0 {
 			node = fmt.Sprint(g.NUMANode)
