@@ -17,30 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// deviceRing makes a real 4-slot ring and opens the fake driver on it.
-func deviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
-	t.Helper()
-	f := cudatest.Build(t)
-	dir := t.TempDir()
-	p, err := shm.Create(shm.Config{Dir: dir, Name: "dev", Slots: 4, SlotSize: 2 << 20,
-		Fields: []shm.Field{{Name: "b", Kind: shm.Dense, DType: shm.Uint8}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close(); p.Remove() })
-	d, err := cuda.Open(cuda.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.Retain(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, c, filepath.Join(dir, "dev")
-}
-
 func TestDeviceRing(t *testing.T) {
-	f, c, path := deviceRing(t)
+	f, c, path := gpu.FakeDeviceRing(t)
 	r, err := gpu.OpenDeviceRing(c, path, "0000:3b:00.0", 7)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +110,7 @@ func mapRing(t *testing.T, path string) *cuda.Mapping {
 func TestDeviceRingFailures(t *testing.T) {
 	for _, fail := range []string{"cuMemHostRegister_v2=1", "cuMemAlloc_v2=2", "cuStreamCreate=1", "cuEventCreate=2@3"} {
 		t.Run(fail, func(t *testing.T) {
-			f, c, path := deviceRing(t)
+			f, c, path := gpu.FakeDeviceRing(t)
 			f.Fail(t, fail)
 			_, err := gpu.OpenDeviceRing(c, path, "", 1)
 			var ce *cuda.Error
@@ -152,7 +130,7 @@ func TestDeviceRingFailures(t *testing.T) {
 		})
 	}
 	t.Run("sticky copy", func(t *testing.T) {
-		f, c, path := deviceRing(t)
+		f, c, path := gpu.FakeDeviceRing(t)
 		r, err := gpu.OpenDeviceRing(c, path, "", 1)
 		if err != nil {
 			t.Fatal(err)

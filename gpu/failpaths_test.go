@@ -86,9 +86,9 @@ func TestCheckRemoteRingCopyFailsMidway(t *testing.T) {
 	}
 }
 
-// fakeDeviceRing makes a real 4-slot ring and retains the fake's
-// device 0.
-func fakeDeviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
+// FakeDeviceRing makes a real 4-slot ring and retains the fake driver's
+// device 0 (exported for the package's external tests too).
+func FakeDeviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
 	t.Helper()
 	f := cudatest.Build(t)
 	dir := t.TempDir()
@@ -118,7 +118,7 @@ func fakeDeviceRing(t *testing.T) (*cudatest.Fake, *cuda.Context, string) {
 // unregistration leaves a range mapped ("leaked, not freed under the
 // driver"), it now leaks the slots and the mapping instead.
 func TestDeviceRingCloseAfterFailedWait(t *testing.T) {
-	f, c, path := fakeDeviceRing(t)
+	f, c, path := FakeDeviceRing(t)
 	defer c.Release()
 	r, err := OpenDeviceRing(c, path, "0000:3b:00.0", 1)
 	if err != nil {

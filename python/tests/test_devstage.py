@@ -75,6 +75,17 @@ def announce(path, gen, tag, slots=4, seq=None):
         mm.close()
 
 
+def withdraw(path):
+    """Withdraw the announcement as lastmiled does when it falls back."""
+    with open(path, "r+b") as f:
+        mm = mmap.mmap(f.fileno(), 4096)
+        seq = struct.unpack_from("<I", mm, 1536)[0]
+        mm[1536:1540] = struct.pack("<I", seq + 1)
+        mm[1540:1544] = struct.pack("<I", 0)
+        mm[1536:1540] = struct.pack("<I", seq + 2)
+        mm.close()
+
+
 @unittest.skipIf(torch is None, "torch is not installed")
 class DeviceStagingTest(unittest.TestCase):
     def setUp(self):
@@ -124,13 +135,7 @@ class DeviceStagingTest(unittest.TestCase):
         self.publish(0)
         self.take()
         # The daemon withdrew (a fallback): host staging, no stream wait.
-        with open(self.w.path, "r+b") as f:
-            mm = mmap.mmap(f.fileno(), 4096)
-            seq = struct.unpack_from("<I", mm, 1536)[0]
-            mm[1536:1540] = struct.pack("<I", seq + 1)
-            mm[1540:1544] = struct.pack("<I", 0)
-            mm[1536:1540] = struct.pack("<I", seq + 2)
-            mm.close()
+        withdraw(self.w.path)
         self.publish(1)
         self.take()
         self.assertEqual(len([c for c in self.ipc.calls if c[0] == "stream_wait"]), 1)
@@ -156,13 +161,7 @@ class DeviceStagingTest(unittest.TestCase):
                 raise RuntimeError("cuEventDestroy failed: CUresult 700")
 
         self.ipc.close_event = close_event
-        with open(self.w.path, "r+b") as f:
-            mm = mmap.mmap(f.fileno(), 4096)
-            seq = struct.unpack_from("<I", mm, 1536)[0]
-            mm[1536:1540] = struct.pack("<I", seq + 1)
-            mm[1540:1544] = struct.pack("<I", 0)
-            mm[1536:1540] = struct.pack("<I", seq + 2)
-            mm.close()
+        withdraw(self.w.path)
         self.publish(1)
         with self.assertLogs("lastmile", "WARNING") as logs:
             b = self.take()
