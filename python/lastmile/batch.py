@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 import operator
 from itertools import islice
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -19,8 +18,15 @@ from .format import (  # noqa: F401
 )
 
 
-class Batch(Mapping):
+class Batch:
     """One batch: a read-only mapping of field name -> array (or :class:`Ragged`).
+
+    It has the methods of a mapping (``batch[name]``, ``keys()``,
+    ``items()``, ``get()``, ``in``, ``dict(batch)``) without being a
+    ``collections.abc.Mapping``: torch's DataLoader rebuilds every Mapping as
+    a plain ``dict`` (``batch_size=None``, ``pin_memory=True``), which would
+    lose ``kjt()``, ``cursor``, ``valid`` and ``row_mask()``. It passes a
+    Batch through, and pins it with :meth:`pin_memory`.
 
     Dense fields are ``[rows, *dims]`` arrays (a ``stack`` op's ``[rows, N]``),
     ragged fields ``Ragged(values, offsets)``, jagged fields (a ``jagged`` op's
@@ -81,6 +87,24 @@ class Batch(Mapping):
 
     def __len__(self):
         return len(self._data)
+
+    def __contains__(self, name):
+        return name in self._data
+
+    def keys(self):
+        return self._data.keys()
+
+    def items(self):
+        self._check()
+        return self._data.items()
+
+    def values(self):
+        self._check()
+        return self._data.values()
+
+    def get(self, name, default=None):
+        self._check()
+        return self._data.get(name, default)
 
     @property
     def valid(self) -> dict:
@@ -195,6 +219,15 @@ class Batch(Mapping):
         from .owned import detach
 
         return detach(self)
+
+    def pin_memory(self, device=None) -> "Batch":
+        """A copy of this batch in pinned (page-locked) host memory, as torch
+        tensors: what ``DataLoader(pin_memory=True)`` calls. Needs CUDA. For
+        a GPU trainer ``Dataset(device="cuda")`` is cheaper: it copies from
+        the ring, registered in place, without this extra host copy."""
+        from .owned import pin
+
+        return pin(self, device)
 
     def to(self, device, *, non_blocking=False, copy=False) -> "Batch":
         """This batch's tensors on ``device``, copied (the batch itself on

@@ -18,7 +18,7 @@ import numpy as np
 
 from .batch import Batch
 
-__all__ = ["OwnedBatch", "clone", "detach", "to_device"]
+__all__ = ["OwnedBatch", "clone", "detach", "pin", "to_device"]
 
 
 class OwnedBatch(Batch):
@@ -111,6 +111,19 @@ def clone(batch) -> OwnedBatch:
     batch._check()
     data = {n: _map(v, _clone) for n, v in batch._data.items()}
     valid = {n: _clone(v) for n, v in batch.valid.items()}
+    return _like(batch, data, valid, True)
+
+
+def pin(batch, device=None) -> OwnedBatch:
+    """A copy of ``batch`` whose tensors are in pinned host memory."""
+    batch._check()
+    src = batch.torch()
+
+    def conv(t):
+        return t.pin_memory() if device is None else t.pin_memory(device)
+
+    data = {n: _map(v, conv) for n, v in src._data.items()}
+    valid = {n: conv(v) for n, v in src.valid.items()}
     return _like(batch, data, valid, True)
 
 

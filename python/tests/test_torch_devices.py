@@ -137,29 +137,42 @@ class KeyIndexTests(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "needs torch")
-class PinMemoryTests(unittest.TestCase):
-    """docs/python.md said DataLoader(pin_memory=True) makes "an owned copy"
-    of each batch. torch's pin_memory rebuilds every Mapping (a Batch is one)
-    before it looks for a pin_memory() method: with collate_fn=lambda b: b
-    the trainer gets a plain dict, without kjt(), valid, cursor, row_mask().
-    Not fixable in lastmile (torch's order); the docs now say so. The test
-    pins what torch does (Tensor.pin_memory needs CUDA: mocked by a clone)."""
+class DataLoaderPassesBatchTests(unittest.TestCase):
+    """README.md: ``DataLoader(ds, batch_size=None)``, then
+    ``batch.kjt("sparse")``. A Batch was a Mapping, and torch rebuilds every
+    Mapping (default_convert with batch_size=None, pin_memory with
+    pin_memory=True) as a plain dict: the README's loop failed at its first
+    batch ('dict' object has no attribute 'kjt'), and pinned batches lost
+    kjt(), valid, cursor and row_mask(). A Batch now has the mapping methods
+    without being a Mapping, so torch passes it through, and pins it with its
+    own pin_memory() (Tensor.pin_memory needs CUDA: mocked by a clone)."""
 
-    def test_pinned_batch_is_a_plain_dict(self):
+    def test_default_convert_passes_the_batch(self):
+        from torch.utils.data._utils.collate import default_convert
+
+        b = _batch()
+        self.assertIs(default_convert(b), b)
+        self.assertEqual(sorted(b.keys()), ["scores.value", "sparse", "x", "y"])
+        self.assertEqual(dict(b)["x"].tolist(), [1.0, 2.0])
+        self.assertIn("x", b)
+        self.assertIsNone(b.get("nope"))
+        self.assertEqual(len(list(b.items())), 4)
+
+    def test_pinned_batch_keeps_its_methods(self):
         from torch.utils.data._utils.pin_memory import pin_memory
 
         b = _batch()
         with mock.patch.object(torch.Tensor, "pin_memory", lambda self, device=None: self.clone()):
             p = pin_memory(b)
-        self.assertIs(type(p), dict)
-        self.assertFalse(hasattr(p, "kjt"))
-        self.assertIsInstance(p["sparse"], lastmile.KeyedJagged)
-        self.assertIsInstance(p["sparse"].keys, list)  # torch turns a plain tuple into a list
-        self.assertEqual(p["sparse"].key("cat").values.tolist(), [7, 8])  # still usable
+        self.assertIsInstance(p, lastmile.Batch)
+        self.assertEqual(p.cursor, b.cursor)
+        self.assertEqual(p.row_mask().tolist(), [True, False])
+        self.assertEqual(p.valid["x"].tolist(), [True, False])
+        self.assertEqual(p["sparse"].key("cat").values.tolist(), [7, 8])
+        self.assertIsNot(p["x"], b["x"])
         with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "python.md")) as f:
             doc = f.read()
-        self.assertNotIn("pinned memory (an owned copy)", doc)
-        self.assertIn("leave `pin_memory` off", doc)
+        self.assertNotIn("leave `pin_memory` off", doc)
 
 
 class OwnedTextTests(unittest.TestCase):
