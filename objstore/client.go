@@ -173,6 +173,9 @@ var (
 	// errNoRange: the store answered a ranged GET with the whole object;
 	// asking again gets the same.
 	errNoRange = errors.New("the store ignored the Range header: lastmile needs ranged reads; check the endpoint (a cache or proxy in front of the store may drop Range)")
+	// errWrongRange: the store answered a ranged GET with a 206 for
+	// another range (its Content-Range says which).
+	errWrongRange = errors.New("the store answered another range than the one asked: check the endpoint (a cache or proxy in front of the store may rewrite Range)")
 )
 
 // retryable reports whether err is worth another attempt, and err
@@ -192,7 +195,7 @@ func classify(obj Object, err error) (retry bool, out error) {
 		return true, fmt.Errorf("%s: %s (%d): %s", obj, er.Code, er.StatusCode, er.Message)
 	case er.StatusCode != 0:
 		return false, fmt.Errorf("%s: %s (%d): %s", obj, er.Code, er.StatusCode, er.Message)
-	case errors.Is(err, ErrTruncated), errors.Is(err, errNoRange):
+	case errors.Is(err, ErrTruncated), errors.Is(err, errNoRange), errors.Is(err, errWrongRange):
 		return false, fmt.Errorf("%s: %w", obj, err)
 	}
 	// Network errors, attempt timeouts and bodies cut short.

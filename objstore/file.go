@@ -98,8 +98,13 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 			return err
 		}
 		defer body.Close()
-		if cr := hdr.Get("Content-Range"); cr == "" && off != 0 {
-			return errNoRange
+		if cr := hdr.Get("Content-Range"); cr == "" {
+			if off != 0 {
+				return errNoRange
+			}
+		} else if start, end, _, ok := contentRange(cr); !ok || start != off || end < off+int64(len(p))-1 {
+			// A 206 for another range: its body is not the bytes at off.
+			return fmt.Errorf("%w: asked bytes %d-%d, answered %q", errWrongRange, off, off+int64(len(p))-1, cr)
 		}
 		got, err := io.ReadFull(body, p)
 		f.c.stats.bytes.Add(int64(got))

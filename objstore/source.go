@@ -122,7 +122,7 @@ func (f *File) fetchTail(ctx context.Context) error {
 			return err
 		}
 		defer body.Close()
-		total, ok := contentRangeTotal(hdr.Get("Content-Range"))
+		start, end, total, ok := contentRange(hdr.Get("Content-Range"))
 		if !ok {
 			// A 200: the whole object came back. Its first bytes are its
 			// last only when it is no longer than the tail asked for.
@@ -135,6 +135,10 @@ func (f *File) fetchTail(ctx context.Context) error {
 			return fmt.Errorf("object size %d: bad Content-Range %q", total, hdr.Get("Content-Range"))
 		}
 		n := min(total, tailSize)
+		if ok && (start != total-n || end != total-1) {
+			// A 206 for another range than the last n bytes.
+			return fmt.Errorf("%w: asked the last %d bytes of %d, answered %q", errWrongRange, n, total, hdr.Get("Content-Range"))
+		}
 		tail = make([]byte, n)
 		got, err := io.ReadFull(body, tail)
 		f.c.stats.bytes.Add(int64(got))
@@ -151,14 +155,24 @@ func (f *File) fetchTail(ctx context.Context) error {
 	return nil
 }
 
-// contentRangeTotal parses the total of "bytes a-b/total".
-func contentRangeTotal(h string) (int64, bool) {
-	_, total, ok := strings.Cut(h, "/")
+// contentRange parses "bytes start-end/total".
+func contentRange(h string) (start, end, total int64, ok bool) {
+	rng, tot, ok := strings.Cut(strings.TrimPrefix(h, "bytes "), "/")
 	if !ok || !strings.HasPrefix(h, "bytes ") {
-		return 0, false
+		return 0, 0, 0, false
 	}
-	n, err := strconv.ParseInt(total, 10, 64)
-	return n, err == nil
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, 0, false
+	}
+	var err [3]error
+	start, err[0] = strconv.ParseInt(a, 10, 64)
+	end, err[1] = strconv.ParseInt(b, 10, 64)
+	total, err[2] = strconv.ParseInt(tot, 10, 64)
+	if err[0] != nil || err[1] != nil || err[2] != nil || start < 0 || end < start {
+		return 0, 0, 0, false
+	}
+	return start, end, total, true
 }
 
 // Stat returns an object's info (a HEAD request).
