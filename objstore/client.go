@@ -263,6 +263,11 @@ type version struct {
 	etag  string
 }
 
+// same reports whether v and w are one version of an object.
+func (v version) same(w version) bool {
+	return v.etag == w.etag && v.size == w.size && v.mtime.Equal(w.mtime)
+}
+
 // metaCache keeps the versions of recently opened objects, so that
 // decoders opening an object planned a moment ago make no request. A stale
 // entry is harmless to a job that planned it (reads carry If-Match, and a

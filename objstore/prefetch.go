@@ -25,7 +25,7 @@ type readAhead struct {
 // used counts the bytes readers took, and the block is released when it
 // reaches len(buf) or when it goes stale.
 type block struct {
-	etag string
+	v    version // of the object (ETag, size, Last-Modified): a store without ETags has only the others
 	off  int64
 	buf  []byte
 	err  error
@@ -51,10 +51,10 @@ func (c *Client) prefetch(f *File, ranges []decode.Range) {
 	defer ra.mu.Unlock()
 	c.sweepLocked(now)
 	for _, r := range coalesce(ranges, c.cfg.CoalesceGap, c.cfg.MaxBlock, f.tailOff, f.tail != nil) {
-		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size || ra.coveredLocked(f.name, r) || !c.tryAcquire(r.Len) {
+		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size || ra.coveredLocked(f.name, f.v, r) || !c.tryAcquire(r.Len) {
 			continue
 		}
-		b := &block{etag: f.v.etag, off: r.Off, buf: make([]byte, r.Len), done: make(chan struct{}), made: now}
+		b := &block{v: f.v, off: r.Off, buf: make([]byte, r.Len), done: make(chan struct{}), made: now}
 		if ra.blocks == nil {
 			ra.blocks = map[string][]*block{}
 		}
@@ -72,10 +72,10 @@ func (c *Client) prefetch(f *File, ranges []decode.Range) {
 	}
 }
 
-// coveredLocked reports whether one block of name covers r.
-func (ra *readAhead) coveredLocked(name string, r decode.Range) bool {
+// coveredLocked reports whether one block of name's version v covers r.
+func (ra *readAhead) coveredLocked(name string, v version, r decode.Range) bool {
 	for _, b := range ra.blocks[name] {
-		if b.off <= r.Off && r.Off+r.Len <= b.off+int64(len(b.buf)) {
+		if b.v.same(v) && b.off <= r.Off && r.Off+r.Len <= b.off+int64(len(b.buf)) {
 			return true
 		}
 	}
@@ -138,7 +138,7 @@ func (c *Client) find(f *File, off int64) *block {
 	c.ahead.mu.Lock()
 	defer c.ahead.mu.Unlock()
 	for _, b := range c.ahead.blocks[f.name] {
-		if b.etag == f.v.etag && b.off <= off && off < b.off+int64(len(b.buf)) {
+		if b.v.same(f.v) && b.off <= off && off < b.off+int64(len(b.buf)) {
 			return b
 		}
 	}
