@@ -37,7 +37,8 @@
 //     after its done channel is closed (the close is the happens-before
 //     edge); err is set before the close;
 //   - a block holds budget bytes from its creation until it is removed, once:
-//     when readers have taken all its bytes, when its fetch failed (the read
+//     when readers have taken all its asked bytes (not the coalesced gaps, which
+//     nobody reads), when its fetch failed (the read
 //     then goes on demand, and that read retries and reports), or when it is
 //     done and older than 30s (a unit served from the unit cache or never
 //     decoded); removal is under the lock and idempotent;

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ type readAhead struct {
 // block is one prefetched range of one version of an object. buf and err
 // are written by its fetch goroutine and read only after done is closed;
 // used counts the bytes readers took, and the block is released when it
-// reaches len(buf) or when it goes stale.
+// reaches want (the bytes asked for: a coalesced gap is never read) or
+// when it goes stale.
 type block struct {
 	v    version // of the object (ETag, size, Last-Modified): a store without ETags has only the others
 	off  int64
@@ -31,6 +33,7 @@ type block struct {
 	err  error
 	done chan struct{}
 	used atomic.Int64
+	want int64 // the bytes of buf that were asked for (not a coalesced gap)
 	made time.Time
 }
 
@@ -50,11 +53,13 @@ func (c *Client) prefetch(f *File, ranges []decode.Range) {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	c.sweepLocked(now)
+	asked := coalesce(ranges, 0, math.MaxInt64, f.tailOff, f.tail != nil)
 	for _, r := range coalesce(ranges, c.cfg.CoalesceGap, c.cfg.MaxBlock, f.tailOff, f.tail != nil) {
-		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size || ra.coveredLocked(f.name, f.v, r) || !c.tryAcquire(r.Len) {
+		want := overlap(asked, r)
+		if want == 0 || r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size || ra.coveredLocked(f.name, f.v, r) || !c.tryAcquire(r.Len) {
 			continue
 		}
-		b := &block{v: f.v, off: r.Off, buf: make([]byte, r.Len), done: make(chan struct{}), made: now}
+		b := &block{v: f.v, off: r.Off, buf: make([]byte, r.Len), want: want, done: make(chan struct{}), made: now}
 		if ra.blocks == nil {
 			ra.blocks = map[string][]*block{}
 		}
@@ -125,7 +130,7 @@ func (c *Client) take(ctx context.Context, f *File, p []byte, off int64) (int, e
 			return n, nil
 		}
 		k := copy(p[n:], b.buf[off+int64(n)-b.off:])
-		if b.used.Add(int64(k)) >= int64(len(b.buf)) {
+		if b.used.Add(int64(k)) >= b.want {
 			c.remove(f.name, b)
 		}
 		n += k
@@ -159,6 +164,15 @@ func (c *Client) remove(name string, b *block) {
 		delete(c.ahead.blocks, name)
 	}
 	c.release(int64(len(b.buf)))
+}
+
+// overlap returns how many bytes of r the sorted, disjoint ranges hold.
+func overlap(ranges []decode.Range, r decode.Range) int64 {
+	var n int64
+	for _, a := range ranges {
+		n += max(0, min(a.Off+a.Len, r.Off+r.Len)-max(a.Off, r.Off))
+	}
+	return n
 }
 
 // coalesce sorts ranges, leaves out what the tail holds, merges ranges
