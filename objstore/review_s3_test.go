@@ -32,6 +32,7 @@ import (
 type rangeStore struct {
 	dir    string
 	answer func(off, end, size int64) (int64, int64)
+	later  string // the ETag of answers to ranges that are not a suffix ("": the same as a suffix's, "v1")
 }
 
 func (t rangeStore) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -59,6 +60,9 @@ func (t rangeStore) RoundTrip(r *http.Request) (*http.Response, error) {
 	h.Set("Content-Length", strconv.FormatInt(e-s+1, 10))
 	h.Set("Last-Modified", "Sun, 29 Nov 2026 12:00:00 GMT")
 	h.Set("ETag", `"v1"`)
+	if off >= 0 && t.later != "" {
+		h.Set("ETag", `"`+t.later+`"`)
+	}
 	h.Set("Content-Type", "application/octet-stream")
 	return &http.Response{StatusCode: 206, Status: "206 Partial Content", Header: h, Body: io.NopCloser(bytes.NewReader(b[s : e+1])),
 		ContentLength: e - s + 1, Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
@@ -477,4 +481,27 @@ func TestReviewConcurrentReaders(t *testing.T) {
 		t.Fatalf("PrefetchInUse %d out of [0, budget]", n)
 	}
 	t.Logf("held after: %d", c.PrefetchInUse())
+}
+
+// TestReviewStoreIgnoringIfMatch: the object's ETag was "v1" when Open
+// read its tail, and the store answers a later ranged GET carrying
+// If-Match "v1" with a 206 whose ETag is "v2" (a store, or a cache in
+// front of one, that does not evaluate If-Match on GET): the response
+// itself says it is another version, and the bytes are returned as the
+// planned version's, with no error. docs/storage.md: "an object replaced
+// after planning fails the job ... instead of mixing two versions".
+func TestReviewStoreIgnoringIfMatch(t *testing.T) {
+	setup(t)
+	writeTable(t, filepath.Join(bucket, "rv-ifmatch/t.parquet"), 30000)
+	src := newSource(t, objstore.Config{Endpoint: server.Endpoint, Transport: rangeStore{dir: bucket, answer: honest, later: "v2"}, PrefetchBytes: -1})
+	f, err := src.Open("s3://data/rv-ifmatch/t.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = f.ReadAt(make([]byte, 100), 1000)
+	if !errors.Is(err, decode.ErrFileChanged) {
+		t.Fatalf("ReadAt of a version \"v1\" answered with ETag \"v2\": err %v, want decode.ErrFileChanged", err)
+	}
+	t.Log(err)
 }
