@@ -195,7 +195,7 @@ func classify(obj Object, err error) (retry bool, out error) {
 		return true, fmt.Errorf("%s: %s (%d): %s", obj, er.Code, er.StatusCode, er.Message)
 	case er.StatusCode != 0:
 		return false, fmt.Errorf("%s: %s (%d): %s", obj, er.Code, er.StatusCode, er.Message)
-	case errors.Is(err, ErrTruncated), errors.Is(err, errNoRange), errors.Is(err, errWrongRange):
+	case errors.Is(err, ErrTruncated), errors.Is(err, errNoRange), errors.Is(err, errWrongRange), errors.Is(err, decode.ErrFileChanged):
 		return false, fmt.Errorf("%s: %w", obj, err)
 	}
 	// Network errors, attempt timeouts and bodies cut short.

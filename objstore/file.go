@@ -93,11 +93,15 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 		if f.v.etag != "" {
 			opts.SetMatchETag(f.v.etag)
 		}
-		body, _, hdr, err := f.c.core.GetObject(ctx, f.obj.Bucket, f.obj.Key, opts)
+		body, info, hdr, err := f.c.core.GetObject(ctx, f.obj.Bucket, f.obj.Key, opts)
 		if err != nil {
 			return err
 		}
 		defer body.Close()
+		if f.v.etag != "" && info.ETag != "" && info.ETag != f.v.etag {
+			// A store (or a cache) that did not evaluate If-Match.
+			return fmt.Errorf("%w: ETag %q answered for If-Match %q: the object was replaced in the store", decode.ErrFileChanged, info.ETag, f.v.etag)
+		}
 		if cr := hdr.Get("Content-Range"); cr == "" {
 			if off != 0 {
 				return errNoRange
