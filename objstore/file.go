@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -80,7 +81,8 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 func (f *File) Prefetch(ranges []decode.Range) { f.c.prefetch(f, ranges) }
 
 // get reads exactly len(p) bytes at off with one ranged GET (and its
-// retries), carrying If-Match so that a replaced object fails.
+// retries), carrying If-Match (If-Unmodified-Since when the store gave no
+// ETag) so that a replaced object fails.
 func (f *File) get(ctx context.Context, p []byte, off int64) error {
 	if off+int64(len(p)) > f.v.size {
 		return fmt.Errorf("%s: %w: %d bytes at %d past its %d", f.name, ErrTruncated, len(p), off, f.v.size)
@@ -92,6 +94,15 @@ func (f *File) get(ctx context.Context, p []byte, off int64) error {
 		}
 		if f.v.etag != "" {
 			opts.SetMatchETag(f.v.etag)
+		} else if !f.v.mtime.IsZero() {
+			// No ETag: the Last-Modified Open saw is the version. It came
+			// in whole seconds; the object's own mtime may have a
+			// fraction, and a store may compare it whole (versitygw
+			// does): unmodified since the end of that second. (A change
+			// within that second goes unseen; versitygw ignores a date
+			// in the future, so an object written in the last second is
+			// not checked.)
+			opts.SetUnmodified(f.v.mtime.Truncate(time.Second).Add(time.Second))
 		}
 		body, info, hdr, err := f.c.core.GetObject(ctx, f.obj.Bucket, f.obj.Key, opts)
 		if err != nil {
