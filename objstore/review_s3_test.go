@@ -564,3 +564,37 @@ func TestReviewNoETagJobReadsRewrittenObject(t *testing.T) {
 		t.Fatalf("err %v, want ErrFileChanged", err)
 	}
 }
+
+// TestReviewBlockPastAHoleUnused: take serves only the leading bytes of a
+// read from blocks; the first byte no block holds sends the whole rest of
+// the read on demand, blocks further on included. A block that starts
+// inside a read is then never read: its bytes are fetched twice and it
+// keeps its budget until swept. It happens under budget pressure (a long
+// chunk split at MaxBlock, the budget holding only its last piece), and
+// whenever the block before it was taken by another reader or failed; the
+// held budget then refuses more blocks: read-ahead starves itself.
+func TestReviewBlockPastAHoleUnused(t *testing.T) {
+	setup(t)
+	writeTable(t, filepath.Join(bucket, "rv-hole/t.parquet"), 30000)
+	src := newSource(t, objstore.Config{PrefetchBytes: 30 << 10, MaxBlock: 64 << 10})
+	c := src.Client()
+	f, err := src.Open("s3://data/rv-hole/t.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := decode.Range{Off: 4, Len: 150 << 10} // pieces of 64, 64 and 22 KiB: the budget holds the last
+	base := c.Stats().Bytes
+	f.(*objstore.File).Prefetch([]decode.Range{r})
+	waitBytes(t, c, base, 22<<10)
+	if n := c.PrefetchInUse(); n != 22<<10 {
+		t.Fatalf("%d bytes prefetched, want the last piece's 22 KiB", n)
+	}
+	proxy.Reset()
+	if _, err := f.ReadAt(make([]byte, r.Len), r.Off); err != nil {
+		t.Fatal(err)
+	}
+	if got, held := proxy.Bytes(), c.PrefetchInUse(); got != r.Len-22<<10 || held != 0 {
+		t.Fatalf("reading the range fetched %d bytes on demand (%q), want %d (all but the prefetched piece); %d bytes of budget still held, want 0", got, proxy.Log(), r.Len-22<<10, held)
+	}
+}
