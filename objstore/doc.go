@@ -42,8 +42,11 @@
 //     then goes on demand, and that read retries and reports), or when it is
 //     done and older than 30s (a unit served from the unit cache or never
 //     decoded); removal is under the lock and idempotent;
-//   - no block covers bytes another block of the same version covers whole
-//     (prefetch skips covered ranges), so bytes are fetched once;
+//   - no two blocks of a version share a byte (prefetch makes blocks of
+//     what no block holds yet), so bytes are fetched once, and every byte
+//     a reader takes counts toward the one block holding it;
+//   - a read takes from blocks what they hold and reads on demand only the
+//     holes between them, so a block that starts inside a read is used;
 //   - prefetch never blocks on the network or on the budget: a block the
 //     budget cannot hold now is not made, and its bytes are read on demand.
 //

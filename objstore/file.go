@@ -63,11 +63,22 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	n := int(min(int64(len(p)), f.v.size-off))
 	if f.tail != nil && off >= f.tailOff {
 		copy(p[:n], f.tail[off-f.tailOff:])
-	} else if k, err := f.c.take(ctx, f, p[:n], off); err != nil {
-		return 0, err
-	} else if k < n {
-		if err := f.get(ctx, p[k:n], off+int64(k)); err != nil {
-			return 0, err
+	} else {
+		for i := 0; i < n; {
+			k, err := f.c.take(ctx, f, p[i:n], off+int64(i))
+			if err != nil {
+				return 0, err
+			}
+			if i += k; i == n {
+				break
+			}
+			// No block holds off+i: read on demand up to the next block
+			// (which then serves its bytes, and is released), or the end.
+			j := int(f.c.nextBlock(f, off+int64(i), off+int64(n)) - off)
+			if err := f.get(ctx, p[i:j], off+int64(i)); err != nil {
+				return 0, err
+			}
+			i = j
 		}
 	}
 	if n < len(p) {

@@ -55,36 +55,79 @@ func (c *Client) prefetch(f *File, ranges []decode.Range) {
 	c.sweepLocked(now)
 	asked := coalesce(ranges, 0, math.MaxInt64, f.tailOff, f.tail != nil)
 	for _, r := range coalesce(ranges, c.cfg.CoalesceGap, c.cfg.MaxBlock, f.tailOff, f.tail != nil) {
-		want := overlap(asked, r)
-		if want == 0 || r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size || ra.coveredLocked(f.name, f.v, r) || !c.tryAcquire(r.Len) {
+		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size {
 			continue
 		}
-		b := &block{v: f.v, off: r.Off, buf: make([]byte, r.Len), want: want, done: make(chan struct{}), made: now}
-		if ra.blocks == nil {
-			ra.blocks = map[string][]*block{}
+		for _, r := range ra.uncoveredLocked(f.name, f.v, r) {
+			want := overlap(asked, r)
+			if want == 0 || !c.tryAcquire(r.Len) {
+				continue
+			}
+			ra.startLocked(c, f, r, want, now)
 		}
-		bs := append(ra.blocks[f.name], b)
-		slices.SortFunc(bs, func(x, y *block) int { return int(min(max(x.off-y.off, -1), 1)) })
-		ra.blocks[f.name] = bs
-		go func() {
-			defer close(b.done)
-			ra.sem <- struct{}{}
-			defer func() { <-ra.sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.Retries+1)*c.cfg.RequestTimeout)
-			defer cancel()
-			b.err = f.get(ctx, b.buf, b.off)
-		}()
 	}
 }
 
-// coveredLocked reports whether one block of name's version v covers r.
-func (ra *readAhead) coveredLocked(name string, v version, r decode.Range) bool {
+// startLocked makes a block of f's version for r (its budget taken) and
+// starts its fetch.
+func (ra *readAhead) startLocked(c *Client, f *File, r decode.Range, want int64, now time.Time) {
+	b := &block{v: f.v, off: r.Off, buf: make([]byte, r.Len), want: want, done: make(chan struct{}), made: now}
+	if ra.blocks == nil {
+		ra.blocks = map[string][]*block{}
+	}
+	bs := append(ra.blocks[f.name], b)
+	slices.SortFunc(bs, func(x, y *block) int { return int(min(max(x.off-y.off, -1), 1)) })
+	ra.blocks[f.name] = bs
+	go func() {
+		defer close(b.done)
+		ra.sem <- struct{}{}
+		defer func() { <-ra.sem }()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.Retries+1)*c.cfg.RequestTimeout)
+		defer cancel()
+		b.err = f.get(ctx, b.buf, b.off)
+	}()
+}
+
+// uncoveredLocked returns the parts of r that no block of name's version
+// v holds: blocks of a version never share a byte, so every byte a
+// reader takes counts toward the block that holds it.
+func (ra *readAhead) uncoveredLocked(name string, v version, r decode.Range) []decode.Range {
+	out := []decode.Range{r}
 	for _, b := range ra.blocks[name] {
-		if b.v.same(v) && b.off <= r.Off && r.Off+r.Len <= b.off+int64(len(b.buf)) {
-			return true
+		if !b.v.same(v) {
+			continue
+		}
+		bs, be := b.off, b.off+int64(len(b.buf))
+		var next []decode.Range
+		for _, x := range out {
+			xs, xe := x.Off, x.Off+x.Len
+			if be <= xs || xe <= bs {
+				next = append(next, x)
+				continue
+			}
+			if xs < bs {
+				next = append(next, decode.Range{Off: xs, Len: bs - xs})
+			}
+			if be < xe {
+				next = append(next, decode.Range{Off: be, Len: xe - be})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// nextBlock returns the offset of the first block of f's version that
+// starts after off and before end, else end.
+func (c *Client) nextBlock(f *File, off, end int64) int64 {
+	c.ahead.mu.Lock()
+	defer c.ahead.mu.Unlock()
+	for _, b := range c.ahead.blocks[f.name] {
+		if b.v.same(f.v) && b.off > off && b.off < end {
+			end = b.off
 		}
 	}
-	return false
+	return end
 }
 
 // sweepLocked releases the fetched blocks older than staleAfter.
