@@ -188,7 +188,7 @@ func classify(obj Object, err error) (retry bool, out error) {
 	case er.StatusCode == http.StatusForbidden || er.Code == "AccessDenied" || er.Code == "InvalidAccessKeyId" || er.Code == "SignatureDoesNotMatch":
 		return false, fmt.Errorf("%s: %w (403 %s: %s): check the credentials (the AWS_* environment, ~/.aws, the instance role) and the bucket policy", obj, ErrDenied, er.Code, er.Message)
 	case er.StatusCode == http.StatusPreconditionFailed:
-		return false, fmt.Errorf("%s: %w: its ETag changed since it was planned (412): the object was replaced in the store; submit the job again to read it as it is now", obj, decode.ErrFileChanged)
+		return false, fmt.Errorf("%s: %w: its ETag (or, with no ETag, its Last-Modified) changed since it was planned (412): the object was replaced in the store; submit the job again to read it as it is now", obj, decode.ErrFileChanged)
 	case er.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		return false, fmt.Errorf("%s: %w: a range past its end (416)", obj, ErrTruncated)
 	case er.StatusCode == http.StatusTooManyRequests || er.StatusCode >= 500 || er.Code == "SlowDown" || er.Code == "RequestTimeout":
