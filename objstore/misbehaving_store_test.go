@@ -77,14 +77,14 @@ func honest(off, end, size int64) (int64, int64) {
 	return off, min(end, size-1)
 }
 
-// TestReviewRangeAnsweredFromAnotherOffset: a ranged GET answered with a
+// TestRangeAnsweredFromAnotherOffset: a ranged GET answered with a
 // 206 for a range that starts elsewhere (here: a cache that serves
 // 64 KiB-aligned pieces, and says so in Content-Range) is read as if it
 // started where it was asked. The reader gets the bytes of another offset
 // with no error: silently wrong column data. RFC 9110 leaves it to the
 // client to check a 206's Content-Range; File.get never looks at it past
 // "is it there".
-func TestReviewRangeAnsweredFromAnotherOffset(t *testing.T) {
+func TestRangeAnsweredFromAnotherOffset(t *testing.T) {
 	setup(t)
 	path := filepath.Join(bucket, "rv-shift/t.parquet")
 	writeTable(t, path, 30000)
@@ -111,12 +111,12 @@ func TestReviewRangeAnsweredFromAnotherOffset(t *testing.T) {
 	t.Logf("err=%v", err)
 }
 
-// TestReviewTailAnsweredFromTheStart: Open's suffix GET ("bytes=-65536")
+// TestTailAnsweredFromTheStart: Open's suffix GET ("bytes=-65536")
 // answered with a 206 for the object's FIRST 64 KiB (a store or proxy
 // that misreads a suffix range, and says so in Content-Range: "bytes
 // 0-65535/size") is kept as the object's last 64 KiB. Every read of the
 // object's end then returns bytes from its start, with no error.
-func TestReviewTailAnsweredFromTheStart(t *testing.T) {
+func TestTailAnsweredFromTheStart(t *testing.T) {
 	setup(t)
 	path := filepath.Join(bucket, "rv-tail/t.parquet")
 	writeTable(t, path, 30000)
@@ -169,7 +169,7 @@ func waitBytes(t *testing.T, c *objstore.Client, base, n int64) {
 	}
 }
 
-// TestReviewNoETagPrefetchServesOldVersion: with a store that gives no
+// TestNoETagPrefetchServesOldVersion: with a store that gives no
 // ETag (versitygw serving files written to its directory; docs/storage.md
 // names it), prefetched blocks are matched to readers by ETag alone, so a
 // block of the object's previous version ("" too) serves a reader of the
@@ -177,7 +177,7 @@ func waitBytes(t *testing.T, c *objstore.Client, base, n int64) {
 // right size and Last-Modified) reads the previous version's bytes, with
 // no error. The block came from an earlier job's prefetch (a unit
 // announced and never decoded, a cancelled job) less than 30 s before.
-func TestReviewNoETagPrefetchServesOldVersion(t *testing.T) {
+func TestNoETagPrefetchServesOldVersion(t *testing.T) {
 	setup(t)
 	path := filepath.Join(bucket, "rv-noetag/t.parquet")
 	name := "s3://data/rv-noetag/t.parquet"
@@ -236,14 +236,14 @@ func mustStat(t *testing.T, f decode.File) interface {
 	return st
 }
 
-// TestReviewNoETagReplacedSameSize: docs/storage.md: "Stores that return
+// TestNoETagReplacedSameSize: docs/storage.md: "Stores that return
 // no ETag ... are checked by size and Last-Modified only." Reads carry no
 // condition at all when there is no ETag (no If-Unmodified-Since), and
 // the decoders' opens answer size and mtime from the Client's version
 // cache, not the store; so an object replaced by one of the same size
 // (a file rewritten in place, an hour after it was first written) is read
 // as its new bytes mixed with what was planned from the old, with no error.
-func TestReviewNoETagReplacedSameSize(t *testing.T) {
+func TestNoETagReplacedSameSize(t *testing.T) {
 	setup(t)
 	path := filepath.Join(bucket, "rv-samesize/t.parquet")
 	name := "s3://data/rv-samesize/t.parquet"
@@ -276,13 +276,13 @@ func TestReviewNoETagReplacedSameSize(t *testing.T) {
 	}
 }
 
-// TestReviewOldVersionBlocksBlockPrefetch: a block of an object's previous
+// TestOldVersionBlocksBlockPrefetch: a block of an object's previous
 // version (different ETag) counts as covering a range of the current
 // version (coveredLocked compares offsets only), so after an object is
 // replaced the new version's prefetch is skipped wherever an old block
 // lies: its decoders read on demand, request by request, and the old
 // blocks keep their budget until a later prefetch sweeps them (30 s).
-func TestReviewOldVersionBlocksBlockPrefetch(t *testing.T) {
+func TestOldVersionBlocksBlockPrefetch(t *testing.T) {
 	setup(t)
 	key := "rv-cover/t.parquet"
 	name := "s3://data/" + key
@@ -323,13 +323,13 @@ func TestReviewOldVersionBlocksBlockPrefetch(t *testing.T) {
 	}
 }
 
-// TestReviewCoalescedGapHoldsBudget: ranges less than CoalesceGap apart
+// TestCoalescedGapHoldsBudget: ranges less than CoalesceGap apart
 // are fetched as one block, gap included; a block is released when
 // readers have taken len(buf) bytes, but nobody ever reads the gap, so a
 // block with a gap is never released by reading: it holds its budget
 // until it is 30 s old AND a later prefetch sweeps. docs/storage.md:
 // blocks "are released once read (or 30 s after, unread)".
-func TestReviewCoalescedGapHoldsBudget(t *testing.T) {
+func TestCoalescedGapHoldsBudget(t *testing.T) {
 	setup(t)
 	writeTable(t, filepath.Join(bucket, "rv-gap/t.parquet"), 30000)
 	src := newSource(t, objstore.Config{})
@@ -360,7 +360,7 @@ type gapRow struct {
 	Y int64 `parquet:"y"`
 }
 
-// TestReviewDecodeWithSkippedColumnHoldsBudget: the same through the
+// TestDecodeWithSkippedColumnHoldsBudget: the same through the
 // decoder: a job projecting x and y of a table whose small column s lies
 // between them (its chunk, 2.5 KB a row group, is less than CoalesceGap)
 // decodes every unit, and the budget is not whole again: each unit's
@@ -369,7 +369,7 @@ type gapRow struct {
 // get no read-ahead: the budget is spent on nothing. TestPrefetchBudget
 // asserts the same property, on a projection whose gaps are too wide to
 // coalesce.
-func TestReviewDecodeWithSkippedColumnHoldsBudget(t *testing.T) {
+func TestDecodeWithSkippedColumnHoldsBudget(t *testing.T) {
 	setup(t)
 	var buf bytes.Buffer
 	w := parquet.NewGenericWriter[gapRow](&buf, parquet.Compression(&parquet.Uncompressed), parquet.MaxRowsPerRowGroup(20000))
@@ -398,7 +398,7 @@ func TestReviewDecodeWithSkippedColumnHoldsBudget(t *testing.T) {
 	}
 }
 
-// TestReviewOverlappingBlocksHoldBudget: two prefetches of one version
+// TestOverlappingBlocksHoldBudget: two prefetches of one version
 // whose ranges overlap without one covering the other (two sliced units
 // of a row group sharing the page that straddles their boundary, or a
 // unit announced ahead and then prefetched by its decoder with a
@@ -407,7 +407,7 @@ func TestReviewDecodeWithSkippedColumnHoldsBudget(t *testing.T) {
 // first block holding an offset), so the second block never counts its
 // bytes as read: it keeps its budget until swept, although every byte
 // asked of either block was read.
-func TestReviewOverlappingBlocksHoldBudget(t *testing.T) {
+func TestOverlappingBlocksHoldBudget(t *testing.T) {
 	setup(t)
 	writeTable(t, filepath.Join(bucket, "rv-overlap/t.parquet"), 30000)
 	src := newSource(t, objstore.Config{})
@@ -433,11 +433,11 @@ func TestReviewOverlappingBlocksHoldBudget(t *testing.T) {
 	}
 }
 
-// TestReviewConcurrentReaders: readers of one object on many goroutines,
+// TestConcurrentReaders: readers of one object on many goroutines,
 // each prefetching the same ranges (a block shared by readers) and
 // reading them whole, get the object's bytes, and the budget is whole
 // again at the end (run with -race).
-func TestReviewConcurrentReaders(t *testing.T) {
+func TestConcurrentReaders(t *testing.T) {
 	setup(t)
 	path := filepath.Join(bucket, "rv-conc/t.parquet")
 	writeTable(t, path, 60000)
@@ -485,14 +485,14 @@ func TestReviewConcurrentReaders(t *testing.T) {
 	t.Logf("held after: %d", c.PrefetchInUse())
 }
 
-// TestReviewStoreIgnoringIfMatch: the object's ETag was "v1" when Open
+// TestStoreIgnoringIfMatch: the object's ETag was "v1" when Open
 // read its tail, and the store answers a later ranged GET carrying
 // If-Match "v1" with a 206 whose ETag is "v2" (a store, or a cache in
 // front of one, that does not evaluate If-Match on GET): the response
 // itself says it is another version, and the bytes are returned as the
 // planned version's, with no error. docs/storage.md: "an object replaced
 // after planning fails the job ... instead of mixing two versions".
-func TestReviewStoreIgnoringIfMatch(t *testing.T) {
+func TestStoreIgnoringIfMatch(t *testing.T) {
 	setup(t)
 	writeTable(t, filepath.Join(bucket, "rv-ifmatch/t.parquet"), 30000)
 	src := newSource(t, objstore.Config{Endpoint: server.Endpoint, Transport: rangeStore{dir: bucket, answer: honest, later: "v2"}, PrefetchBytes: -1})
@@ -529,8 +529,8 @@ func writeGapTable(t *testing.T, path string, rows int, k int64) []byte {
 	return buf.Bytes()
 }
 
-// TestReviewNoETagJobReadsRewrittenObject: the same as
-// TestReviewNoETagReplacedSameSize, through a job: a store without ETags
+// TestNoETagJobReadsRewrittenObject: the same as
+// TestNoETagReplacedSameSize, through a job: a store without ETags
 // (versitygw over files written behind its back, which docs/storage.md
 // says is "checked by size and Last-Modified"), an object rewritten in
 // place with other values and the same size after the job planned it,
@@ -538,7 +538,7 @@ func writeGapTable(t *testing.T, path string, rows int, k int64) []byte {
 // from the Client's version cache (the planned size and mtime, so the
 // decoder's check passes without asking the store) and read with no
 // condition: the job yields the new values under the old plan, no error.
-func TestReviewNoETagJobReadsRewrittenObject(t *testing.T) {
+func TestNoETagJobReadsRewrittenObject(t *testing.T) {
 	setup(t)
 	path := filepath.Join(bucket, "rv-rewrite/t.parquet")
 	a := writeGapTable(t, path, 40000, 0)
@@ -565,7 +565,7 @@ func TestReviewNoETagJobReadsRewrittenObject(t *testing.T) {
 	}
 }
 
-// TestReviewBlockPastAHoleUnused: take serves only the leading bytes of a
+// TestBlockPastAHoleUnused: take serves only the leading bytes of a
 // read from blocks; the first byte no block holds sends the whole rest of
 // the read on demand, blocks further on included. A block that starts
 // inside a read is then never read: its bytes are fetched twice and it
@@ -573,7 +573,7 @@ func TestReviewNoETagJobReadsRewrittenObject(t *testing.T) {
 // chunk split at MaxBlock, the budget holding only its last piece), and
 // whenever the block before it was taken by another reader or failed; the
 // held budget then refuses more blocks: read-ahead starves itself.
-func TestReviewBlockPastAHoleUnused(t *testing.T) {
+func TestBlockPastAHoleUnused(t *testing.T) {
 	setup(t)
 	writeTable(t, filepath.Join(bucket, "rv-hole/t.parquet"), 30000)
 	src := newSource(t, objstore.Config{PrefetchBytes: 30 << 10, MaxBlock: 64 << 10})
