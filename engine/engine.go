@@ -325,6 +325,9 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		return st, err
 	}
 	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
+	if w := NoBatchWarning(job, st); w != "" {
+		log.Warn(w)
+	}
 	if bt.arena != nil {
 		log.Info("unit arena", "units", st.ArenaUnits, "units_to_heap", st.ArenaFallbacks)
 	}
@@ -495,14 +498,30 @@ func produce(ctx context.Context, job *spec.Job, proc *processor, rw runWorkers,
 		}
 		if epochs == 0 && bt.step == 0 {
 			// (A resumed epoch counts the steps before its cursor.)
-			return fmt.Errorf("epoch %d: nothing to read: no row reached a batch (the pipeline dropped every row, "+
-				"or fewer rows than one step of batch.size x world_size are left with last: drop), and epochs: 0 "+
-				"repeats that for ever: check the job's inputs and pipeline, or give epochs", e)
+			return fmt.Errorf("epoch %d: nothing to read: %s, and epochs: 0 repeats that for ever: %s, or give epochs", e, noBatchWhy(job), noBatchFix)
 		}
 		st.Units += len(ur.units)
 		st.Epochs++
 	}
 	return nil
+}
+
+// noBatchWhy says why a job's epoch can give no batch; noBatchFix what
+// to change.
+func noBatchWhy(job *spec.Job) string {
+	step := int64(job.Batch.Size) * int64(max(job.WorldSize, 1))
+	return fmt.Sprintf("no row reached a batch, or fewer than one step of batch.size x world_size = %d rows did (batch.last: %s)", step, job.Batch.Last)
+}
+
+const noBatchFix = "check the job's inputs and filters, or lower batch.size (batch.last: pad fills a short last step)"
+
+// NoBatchWarning is what a finished run that gave no batch at all says
+// (it is not an error: a finite job over an empty input ends), or "".
+func NoBatchWarning(job *spec.Job, st Stats) string {
+	if st.Batches > 0 || st.Epochs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("job %q gave no batch: %s; its trainers get nothing to train on: %s", job.Name, noBatchWhy(job), noBatchFix)
 }
 
 // batchesPerEpoch is how many batches each rank gets from an epoch of rows
