@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
+	"strings"
 
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/ops"
@@ -17,8 +20,8 @@ import (
 // parseErr is the error spec.ParsePartial returned with job, if any: the
 // result holds it and the errors found here together, sorted by line, so
 // that all errors of a file are reported at once. An input that cannot be
-// planned is returned as it is (it may wrap fs.ErrPermission), or as an
-// error of the field inputs next to parse errors.
+// planned is an error of the field inputs (the input it names, where it
+// names one), which still wraps what planning returned (fs.ErrPermission).
 func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) error {
 	if job.Invalid("inputs") || job.Invalid("decode.max_unit_rows") {
 		return parseErr
@@ -29,10 +32,13 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 		plan, err = decode.PlanFiles(ctx, paths, withFieldIDs(schemaOptions(job, fsys), tables))
 	}
 	if err != nil {
-		if parseErr == nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return fmt.Errorf("plan job %q: %w", job.Name, err)
 		}
-		fe := &spec.FieldError{File: job.File(), Line: job.Line("inputs"), Field: "inputs", Msg: err.Error(), Err: err}
+		fe := inputError(job, err)
+		if parseErr == nil {
+			return fe
+		}
 		return spec.JoinErrors(parseErr, fe)
 	}
 	err = ops.Check(ctx, job, slices.Concat(plan.Fields, plan.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: plan.Unreadable})
@@ -43,4 +49,25 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 		return err
 	}
 	return spec.JoinErrors(parseErr, err)
+}
+
+// inputError is planning's err as an error of job's inputs: of the input
+// whose path it names, else of the field inputs.
+func inputError(job *spec.Job, err error) *spec.FieldError {
+	field, line := "inputs", job.Line("inputs")
+	msg := strings.TrimPrefix(err.Error(), "plan: ")
+	for i, in := range job.Inputs {
+		p := fmt.Sprintf("inputs[%d]", i)
+		if in != "" && strings.Contains(msg, in) {
+			field = p
+			if l := job.Line(p); l > 0 {
+				line = l
+			}
+			break
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		msg += " (a relative input is relative to the spec's directory)"
+	}
+	return &spec.FieldError{File: job.File(), Line: line, Field: field, Msg: msg, Err: err}
 }

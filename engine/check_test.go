@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,4 +156,25 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("error %T %v, want spec errors", err, err)
 		}
 	})
+}
+
+// TestCheckNamesTheMissingInput: an input that cannot be planned was
+// reported bare ("plan job "tiny": plan: stat ../x: no such file or
+// directory"), without the file, line or field every other spec error
+// has, and the daemon's 400 had no errors list. It is now an error of the
+// input it names, that still wraps planning's error (the daemon answers 403
+// to fs.ErrPermission).
+func TestCheckNamesTheMissingInput(t *testing.T) {
+	err := checkSpec(t, "inputs:\n  - DATA\n  - /nonexistent/nosuch\nbatch: {size: 64}\n")
+	var fe *spec.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("%v: not a FieldError", err)
+	}
+	if fe.File != "bad.yaml" || fe.Line != 3 || fe.Field != "inputs[1]" || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s (line %d, field %q, ErrNotExist %v): want bad.yaml:3: inputs[1], wrapping ErrNotExist",
+			err, fe.Line, fe.Field, errors.Is(err, fs.ErrNotExist))
+	}
+	if !strings.Contains(fe.Msg, "/nonexistent/nosuch") {
+		t.Fatalf("message %q does not name the path", fe.Msg)
+	}
 }
