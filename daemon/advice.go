@@ -48,6 +48,7 @@ type adviceSample struct {
 	waited []int64 // per rank, ns waited on an empty ring so far
 	full   []int64 // per rank, ns production waited on the rank's full ring so far
 	held   time.Duration
+	unread []bool // per rank, no trainer attached to its ring at the sample
 }
 
 // adviceTracker keeps each running job's samples over the window.
@@ -104,6 +105,11 @@ func (t *adviceTracker) sample(jobs []*Job, now time.Time) {
 		}
 		if j.client != nil {
 			s.held = j.client.Stats().HoldTime
+		}
+		infos, ok := j.ringInfos()
+		s.unread = make([]bool, len(infos))
+		for r := range infos {
+			s.unread[r] = ok[r] && !infos[r].ConsumerAttached
 		}
 		live[j] = true
 		ups = append(ups, update{j, s, prog})
@@ -211,6 +217,10 @@ func (t *adviceTracker) view(j *Job, tokens, peerCores int) *adviceView {
 			v.MoreCores, v.Peers = 0, 0
 			v.Advice = fmt.Sprintf("rank %d waited %.0f%% of the last %s, but production waited %.0f%% of the window on rank %d's full ring: that trainer is slower than the others and holds every rank back; more CPU would not help",
 				rank, 100*worst, win.Round(time.Second), 100*share, slow)
+			if slow < len(b.unread) && b.unread[slow] {
+				v.Advice = fmt.Sprintf("rank %d waited %.0f%% of the last %s, but production waited %.0f%% of the window on rank %d's full ring, which no trainer reads: start rank %d's trainer (every rank of the job's world_size must read: ranks get equal batches), or give the job the world size of the trainers that run",
+					rank, 100*worst, win.Round(time.Second), 100*share, slow, slow)
+			}
 		}
 	}
 	return v
