@@ -208,6 +208,10 @@ func TestSubmitErrors(t *testing.T) {
 		"lastmile submit: "+specPath+": spec has 2 errors\n"+
 			specPath+":4: batch.size: required: rows per batch, 1 to 16777216 (got 0)\n"+
 			specPath+": inputs: required: list the Parquet files\n")
+	// One error is said once, with its line (not "spec has 1 error: ..." first).
+	check(400, `{"error": "spec has 1 error: shufle: unknown field", "fields": [
+	  {"line": 8, "field": "shufle", "msg": "unknown field"}]}`,
+		"lastmile submit: "+specPath+":8: shufle: unknown field\n")
 	check(400, `{"error": "weight 0: want 1 to 1000"}`, "lastmile submit: weight 0: want 1 to 1000\n")
 	check(409, `{"error": "job \"ctr\" exists with another spec (sha256:12): cancel it first, or choose another name"}`,
 		"lastmile submit: job \"ctr\" exists with another spec (sha256:12): cancel it first, or choose another name\n")

@@ -86,9 +86,14 @@ func specErrors(path string, err error) error {
 		name = "<stdin>"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s", name, ae.Message)
-	for _, f := range ae.Fields {
-		b.WriteString("\n")
+	if len(ae.Fields) > 1 {
+		// One error is its own line: the message would say it twice.
+		fmt.Fprintf(&b, "%s: %s\n", name, ae.Message)
+	}
+	for i, f := range ae.Fields {
+		if i > 0 {
+			b.WriteString("\n")
+		}
 		b.WriteString(name)
 		if f.Line > 0 {
 			fmt.Fprintf(&b, ":%d", f.Line)

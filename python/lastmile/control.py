@@ -169,7 +169,8 @@ def _error_from_answer(status, body, text, method, path, retry_after=None):
         msg = (text or "").strip() or http.client.responses.get(status, "error")
     req = "%s %s" % (method, path)
     if status == 400 or status == 422:
-        lines = [msg] + ["  " + str(e) for e in errors]
+        # One error: its line says what the message does, with the file and line.
+        lines = [str(errors[0])] if len(errors) == 1 else [msg] + ["  " + str(e) for e in errors]
         return SpecError("\n".join(lines), errors, status, body)
     if status == 401 or status == 403:
         return PermissionDeniedError("lastmiled refused %s: %s" % (req, msg), status, body)
