@@ -75,3 +75,56 @@ func shmDirFlag(fs *flag.FlagSet) *string {
 	fs.StringVar(dir, "dir", "", "")
 	return dir
 }
+
+// parseArgs parses args into fs, taking flags before, between and after the
+// positional arguments (lastmile run job.yaml -v), which fs.Parse alone does
+// not: it stops at the first non-flag. A "--" ends the flags; everything
+// after it is positional, however it is spelled. When it returns nil,
+// fs.Args() holds the positional arguments in order.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if endedByDashDash(fs, args, rest) {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	// Leave exactly the positionals in fs.Args(): a leading "--" keeps any
+	// of them that start with '-' from being read as flags again.
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// endedByDashDash reports whether fs.Parse(args), which left rest, stopped
+// at a "--" rather than at a positional argument: the last argument it
+// consumed is "--", and not as the value of a flag (-name --).
+func endedByDashDash(fs *flag.FlagSet, args, rest []string) bool {
+	n := len(args) - len(rest)
+	if n < 1 || args[n-1] != "--" {
+		return false
+	}
+	return n < 2 || !takesValue(fs, args[n-2])
+}
+
+// takesValue reports whether arg is a flag of fs (-name or --name, without
+// "=value") that takes the next argument as its value.
+func takesValue(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
+}
