@@ -142,7 +142,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 		fmt.Fprint(stderr, benchUsage)
 		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "handoff-touch", "spill-peer", "spill-contend", "spill-cpu", "spill-tls", "spill-root")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	cfg.ShmDir = *shmDir

@@ -82,7 +82,7 @@ func parseCatFlags(args []string, stderr io.Writer) (*catOptions, error) {
 		fmt.Fprintln(stderr, "usage: lastmile cat [flags] RING\n\nAttaches to a ring as its consumer, reads its batches and summarizes them.\n\nFlags:")
 		printFlags(fs, "dir")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() != 1 {

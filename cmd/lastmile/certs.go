@@ -32,7 +32,7 @@ CA signed.
 Flags:`)
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

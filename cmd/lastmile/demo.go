@@ -71,7 +71,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoOptions, error) {
 		fmt.Fprintln(stderr, "usage: lastmile demo [flags]\n\nGenerates sample recommender Parquet (once), runs the embedded demo job in\nthis process and reads its ring from a separate consumer process.\n\nFlags:")
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() != 0 {

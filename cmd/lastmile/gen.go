@@ -89,11 +89,11 @@ func parseGenFlags(args []string, stderr io.Writer) (*genOptions, error) {
 		fmt.Fprint(stderr, genUsage)
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 1 {
-		return nil, fmt.Errorf("%w: want at most one output directory, got %d arguments (flags go before DIR)", errUsage, fs.NArg())
+		return nil, fmt.Errorf("%w: want at most one output directory, got %d arguments", errUsage, fs.NArg())
 	}
 	if fs.NArg() == 0 && o.npyDir == "" && o.spamPath == "" {
 		return nil, fmt.Errorf("%w: want an output directory, -npy DIR or -spam-users FILE", errUsage)

@@ -18,7 +18,7 @@ func runGPUs(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gpus", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	nvmlPath := fs.String("nvml", "", "path of libnvidia-ml.so.1 (default: the dynamic linker's search)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -99,7 +99,7 @@ func runGPU(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: lastmile gpu check [flags]\n\nSelf-tests a GPU host: lists its GPUs with their NUMA nodes, then measures\nhost-to-device GB/s from a ring slot registered in place, the same slot\npageable, cuMemAllocHost memory, and a NUMA-remote ring (docs/gpu.md).\n\nFlags:")
 		printFlags(fs, "dir")
 	}
-	if err := fs.Parse(rest); err != nil {
+	if err := parseArgs(fs, rest); err != nil {
 		return err
 	}
 	cfg := gpu.CheckConfig{CUDA: cuda.Config{Library: *libcuda}, NVML: gpu.Config{NVML: *nvmlPath}, Iters: *iters, Dir: *dir}

@@ -26,7 +26,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "usage: lastmile jobs [flags]\n\nLists lastmiled's jobs: yours, or every job for root and the admin group.\n\nFlags:")
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -71,7 +71,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: lastmile cancel [flags] ID|NAME...\n\nCancels jobs: production stops, and trainers get the error after the\nbatches already published.\n\nFlags:")
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
@@ -96,7 +96,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: lastmile status [flags] [ID|NAME]\n\nShows lastmiled's status, or one job with its rings.\n\nFlags:")
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {

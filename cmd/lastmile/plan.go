@@ -165,7 +165,7 @@ func parsePlanFlags(args []string, stderr io.Writer) (*planFlags, string, error)
 		fmt.Fprint(stderr, planUsage)
 		printFlags(fs, "dir")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, "", err
 	}
 	if fs.NArg() != 1 {

@@ -108,7 +108,7 @@ nobody read them) the rings are removed, unless -keep.
 Flags:`)
 		printFlags(fs, "remove")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() != 1 {

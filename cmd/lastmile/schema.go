@@ -24,7 +24,7 @@ import (
 func runSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("schema", stderr)
 	asJSON := fs.Bool("json", false, "print the plan's fields, partitions and unreadable columns as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {

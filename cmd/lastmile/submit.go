@@ -24,7 +24,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: lastmile submit [flags] SPEC\n\nSubmits the job in SPEC (YAML or JSON; - reads standard input) to lastmiled,\nor joins the identical job that is already running. Relative inputs are\nresolved against SPEC's directory (the working directory for -).\n\nFlags:")
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

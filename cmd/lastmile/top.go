@@ -33,7 +33,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: lastmile top [flags]\n\nShows lastmiled's jobs and ranks live: rows/s, MB/s, ring fill, how long\ntrainers waited on empty rings (the GPU stall), how long the producer\nwaited on full rings, work units in flight and errors. docs/top.md explains\nthe columns. Ctrl-C quits.\n\nFlags:")
 		printFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
