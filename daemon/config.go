@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -174,20 +173,20 @@ func DefaultConfig() Config {
 // ParseConfig reads a YAML configuration over DefaultConfig. Unknown
 // fields are errors, so a typo is not silently ignored.
 func ParseConfig(r io.Reader) (Config, error) {
-	c := DefaultConfig()
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return c, fmt.Errorf("read config: %w", err)
+		return DefaultConfig(), fmt.Errorf("read config: %w", err)
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return c, nil
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("parse config: %w", err)
-	}
-	return c, nil
+	return parseConfig("", data)
+}
+
+// parseConfig decodes data, read from file ("" if not from a file), over
+// DefaultConfig as a job spec is decoded (spec.DecodeFile): every mistake
+// is reported, as FILE:LINE: key.path: problem (spec.Errors); an unknown
+// key with the nearest known one and the section's keys.
+func parseConfig(file string, data []byte) (Config, error) {
+	c := DefaultConfig()
+	return c, spec.DecodeFile(file, data, &c)
 }
 
 // LoadConfig reads the file at path over DefaultConfig. A missing file is
@@ -201,11 +200,11 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		return DefaultConfig(), fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
-	c, err := ParseConfig(f)
+	data, err := io.ReadAll(f)
 	if err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
+		return DefaultConfig(), fmt.Errorf("config: %w", err)
 	}
-	return c, nil
+	return parseConfig(path, data) // its errors name path and their lines
 }
 
 // ConfigError names the configuration field that is wrong.
@@ -369,6 +368,12 @@ func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// DecodeNode implements spec.NodeDecoder: lastmiled's config is decoded
+// as a job spec is.
+func (b *Bytes) DecodeNode(d *spec.Decoder, n *yaml.Node, path string) {
+	decodeScalar(d, n, path, "a size such as 4096, 512KiB or 64MiB", b.Set)
+}
+
 // Set implements flag.Value.
 func (b *Bytes) Set(s string) error {
 	v, err := spec.ParseSize(s)
@@ -393,6 +398,26 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
 	return nil
+}
+
+// DecodeNode implements spec.NodeDecoder.
+func (d *Duration) DecodeNode(dec *spec.Decoder, n *yaml.Node, path string) {
+	decodeScalar(dec, n, path, "a duration such as 30s or 10m", d.Set)
+}
+
+// decodeScalar decodes the scalar n with set, recording its error (or, for
+// a mapping or list, that it wants a scalar such as what) at path.
+func decodeScalar(d *spec.Decoder, n *yaml.Node, path, what string, set func(string) error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	if n.Kind != yaml.ScalarNode {
+		d.Errorf(n, path, "want %s, got a mapping or list", what)
+		return
+	}
+	if err := set(n.Value); err != nil {
+		d.Errorf(n, path, "%v", err)
+	}
 }
 
 // Set implements flag.Value.

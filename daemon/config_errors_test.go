@@ -73,3 +73,14 @@ func TestConfigMistakes(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigNullSections: a key given nothing (every entry of a section
+// commented out, as in deploy/lastmiled.yaml) keeps its default, as it did
+// before config errors were reported as a spec's.
+func TestConfigNullSections(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader("weights:\nroots:\npeers:\n  addrs:\ns3:\n  allow:\ngrace:\nworkers:\nmemory:\n"))
+	def := DefaultConfig()
+	if err != nil || c.Weights != nil || c.Peers.Addrs != nil || c.Grace != def.Grace || c.Workers != def.Workers || c.Memory != def.Memory {
+		t.Errorf("null sections: %+v, %v", c, err)
+	}
+}

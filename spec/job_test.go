@@ -51,7 +51,7 @@ func TestParseErrors(t *testing.T) {
 		want      []string // substrings, each in some error line
 	}{
 		{"unknown field", minimal + "batchsize: 3\n", []string{`6: batchsize: unknown field (allowed: version, name, inputs`}},
-		{"unknown nested", minimal + "ring: {slotz: 3}\n", []string{"6: ring.slotz: unknown field (allowed: name, slots, slot_size, dir, mode, arena)"}},
+		{"unknown nested", minimal + "ring: {slotz: 3}\n", []string{`6: ring.slotz: unknown field (allowed: name, slots, slot_size, dir, mode, arena); did you mean "slots"?`}},
 		{"missing inputs and batch", "version: 1\n", []string{"inputs: required", "batch.size: required"}},
 		{"wrong type", "inputs: [a]\nbatch: {size: many}\n", []string{`2: batch.size: want a whole number, got "many"`}},
 		{"bad version", "version: 7\ninputs: [a]\nbatch: {size: 1}\n", []string{"1: version: unsupported spec version 7"}},

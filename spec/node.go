@@ -106,6 +106,10 @@ type Decoder struct {
 	errs    Errors
 	lines   map[string]int
 	decoded int // errs[:decoded] are decode errors, which later ones at their fields repeat
+	// nullKeeps: a list or mapping given null ("key:" and nothing) keeps
+	// its value, as a struct's does, instead of being an error
+	// (DecodeFile, where a section's entries may all be commented out).
+	nullKeeps bool
 }
 
 func newDecoder(file string) *Decoder {
@@ -184,6 +188,9 @@ func (d *Decoder) value(n *yaml.Node, path string, v reflect.Value) {
 	case reflect.Struct:
 		d.structValue(n, path, v)
 	case reflect.Slice:
+		if d.nullKeeps && n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
 		if n.Kind != yaml.SequenceNode {
 			// A lone scalar where a list of scalars is expected is a
 			// one-element list: "inputs: data/" reads as users mean it.
@@ -202,6 +209,9 @@ func (d *Decoder) value(n *yaml.Node, path string, v reflect.Value) {
 		}
 		v.Set(s)
 	case reflect.Map:
+		if d.nullKeeps && n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
 		if n.Kind != yaml.MappingNode {
 			d.Errorf(n, path, "want a mapping, got %s", kindName(n))
 			return
@@ -297,7 +307,11 @@ func (d *Decoder) structValue(n *yaml.Node, path string, v reflect.Value) {
 		}
 		idx, ok := byName[k.Value]
 		if !ok {
-			d.Errorf(k, fp, "unknown field (allowed: %s)", strings.Join(names, ", "))
+			msg := "unknown field (allowed: " + strings.Join(names, ", ") + ")"
+			if near := nearest(k.Value, names); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", near)
+			}
+			d.Errorf(k, fp, "%s", msg)
 			continue
 		}
 		if seen[k.Value] {
@@ -312,15 +326,46 @@ func (d *Decoder) structValue(n *yaml.Node, path string, v reflect.Value) {
 // parseRoot parses data as one YAML (or JSON) document and returns its root
 // node.
 func parseRoot(file string, data []byte) (*yaml.Node, error) {
+	root, err := parseDoc(file, data)
+	if err == nil && root == nil {
+		return nil, Errors{{File: file, Msg: "empty spec"}}
+	}
+	return root, err
+}
+
+// parseDoc parses data as one YAML (or JSON) document and returns its root
+// node, nil for an empty document (nothing, or only comments).
+func parseDoc(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		line, msg := syntaxLine(strings.TrimPrefix(err.Error(), "yaml: "))
 		return nil, Errors{{File: file, Line: line, Msg: "not valid YAML or JSON: " + msg}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, Errors{{File: file, Msg: "empty spec"}}
+		return nil, nil
 	}
 	return doc.Content[0], nil
+}
+
+// DecodeFile decodes data, one YAML (or JSON) document read from file, into
+// v (a non-nil pointer to a struct with yaml tags) as a job spec is
+// decoded: strictly, reporting every unknown key (with the nearest known
+// one and the allowed ones), wrong type and key given twice as a
+// FieldError with file, line and dotted key path, all of them together as
+// Errors. Types of v's fields that implement NodeDecoder decode
+// themselves. An empty document leaves v as it is, and so does a key given
+// null (a section whose entries are all commented out): unlike in a job
+// spec, where a list given null is an error. lastmiled's configuration is
+// read with it.
+func DecodeFile(file string, data []byte, v any) error {
+	root, err := parseDoc(file, data)
+	if err != nil || root == nil {
+		return err
+	}
+	d := newDecoder(file)
+	d.nullKeeps = true
+	d.Decode(root, "", v)
+	return d.Err()
 }
 
 // parserProblems are the syntax errors yaml.v3's parser (not its scanner)

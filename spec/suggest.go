@@ -1,0 +1,49 @@
+package spec
+
+import "strings"
+
+// nearest returns the name in names closest to s, if it is close enough
+// to be a likely typo (socket_mod for socket_mode, slotz for slots), else
+// "". It is the rule of package expr's and ops's suggestions, which spec,
+// a leaf, cannot import.
+func nearest(s string, names []string) string {
+	best, bestD := "", 1+len(s)/3
+	for _, n := range names {
+		if strings.EqualFold(n, s) {
+			return n
+		}
+		if d := editDistance(strings.ToLower(s), strings.ToLower(n)); d < bestD || d == bestD && best == "" && d <= 2 {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance, counting an adjacent
+// transposition as one edit; long strings are never near.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
