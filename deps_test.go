@@ -23,13 +23,15 @@ var allowed = map[string][]string{
 	"cpus":   {},
 	"pool":   {},
 	"shm":    {},
-	"spec":   {},
+	"spec":   {"internal/suggest"},
 	"cuda":   {},
 	"asuser": {},
 	"roots":  {},
 	"plan":   {},
-	"expr":   {"column"},
-	"decode": {"column"},
+	"expr":   {"column", "internal/suggest"},
+	// The "did you mean" rule, shared by spec, expr and ops.
+	"internal/suggest": {},
+	"decode":           {"column"},
 	// objstore implements decode's source interfaces for S3; s3test runs
 	// the S3 test server (a nested module under internal/testservers).
 	"objstore":                            {"decode"},
@@ -40,7 +42,7 @@ var allowed = map[string][]string{
 	"iceberg":                             {"column", "decode", "expr"},
 	// Tests' table writer.
 	"iceberg/icebergtest": {"iceberg"},
-	"ops":                 {"column", "expr", "spec", "decode", "iceberg"},
+	"ops":                 {"column", "expr", "spec", "decode", "iceberg", "internal/suggest"},
 	"engine":              {"column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "iceberg"},
 	"peer":                {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "roots", "iceberg"},
 	"daemon":              {"asuser", "column", "cpus", "decode", "pool", "shm", "spec", "ops", "expr", "engine", "peer", "roots", "plan", "gpu", "cuda", "iceberg", "objstore"},

@@ -2,9 +2,10 @@ package expr
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
+
+	"github.com/lastmile/lastmile/internal/suggest"
 )
 
 // checker turns a parsed tree into a checked one: it resolves columns,
@@ -26,7 +27,7 @@ func (c *checker) column(id *Ident) (*node, error) {
 		for i, f := range c.schema {
 			names[i] = f.Name
 		}
-		if s := suggest(id.Name, names); s != "" {
+		if s := suggest.Nearest(id.Name, names); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		return nil, &Error{Pos: id.At, Msg: msg}
@@ -338,50 +339,6 @@ func argVecs(nd *node) []*vec {
 		nd.argv[i] = &a.out
 	}
 	return nd.argv
-}
-
-// suggest returns the name in names closest to s, if it is close enough
-// to be a likely typo.
-func suggest(s string, names []string) string {
-	best, bestD := "", 1+len(s)/3
-	for _, n := range names {
-		if strings.EqualFold(n, s) {
-			return n
-		}
-		if d := editDistance(s, n); d < bestD || d == bestD && best == "" && d <= 2 {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance, counting an adjacent
-// transposition as one edit.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return math.MaxInt32
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // quoteList renders names as "a", "b" and "c".

@@ -3,6 +3,8 @@ package expr
 import (
 	"math"
 	"sort"
+
+	"github.com/lastmile/lastmile/internal/suggest"
 )
 
 // funcs maps a function name to its checker. Every entry is documented in
@@ -41,7 +43,7 @@ func (c *checker) call(n *Call) (*node, error) {
 		}
 		sort.Strings(names)
 		msg := "unknown function " + quoteList([]string{n.Func})
-		if s := suggest(n.Func, names); s != "" {
+		if s := suggest.Nearest(n.Func, names); s != "" {
 			msg += " (did you mean " + quoteList([]string{s}) + "?)"
 		}
 		return nil, &Error{Pos: n.At, Msg: msg}

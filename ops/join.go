@@ -155,7 +155,7 @@ func (c *compiler) tableErr(ctx context.Context, op *spec.Op, field string, err 
 		if name := quotedName(msg); name != "" {
 			msg = fmt.Sprintf("side table %s has no column %q", op.Join.Table, name)
 			if all, _, err := planTable(ctx, c.env.FS, op.Join.Table, nil); err == nil {
-				msg += suggest(name, inputNames(all.Fields))
+				msg += didYouMean(name, inputNames(all.Fields))
 			}
 		}
 		return c.errf(op, field, "%s", msg)

@@ -9,6 +9,7 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/expr"
+	"github.com/lastmile/lastmile/internal/suggest"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -126,7 +127,7 @@ func (c *compiler) start() {
 		if f == nil || c.job.Invalid(field) {
 			c.unsure[n] = true
 			if f == nil && !c.job.Invalid(field) {
-				msg := fmt.Sprintf("unknown column %q in the input%s", n, suggest(n, inputNames(c.input)))
+				msg := fmt.Sprintf("unknown column %q in the input%s", n, didYouMean(n, inputNames(c.input)))
 				if why, ok := c.unreadable(n); ok {
 					msg = why
 				}
@@ -217,7 +218,7 @@ func (c *compiler) missing(name string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("unknown column %q%s", name, suggest(name, c.names()))
+	return fmt.Sprintf("unknown column %q%s", name, didYouMean(name, c.names()))
 }
 
 // setColumn adds a column at the end of the schema or replaces the one of
@@ -289,40 +290,13 @@ func quotedName(msg string) string {
 	return msg[i+1 : i+1+j]
 }
 
-// suggest returns ` (did you mean "x"?)` for the name closest to name, or
-// "" when none is close.
-func suggest(name string, names []string) string {
-	best, bestD := "", 1<<30
-	for _, n := range names {
-		d := editDistance(strings.ToLower(name), strings.ToLower(n))
-		if d < bestD {
-			best, bestD = n, d
-		}
+// didYouMean returns ` (did you mean "x"?)` for the name closest to
+// name (suggest.Nearest), or "" when none is close.
+func didYouMean(name string, names []string) string {
+	if n := suggest.Nearest(name, names); n != "" {
+		return fmt.Sprintf(" (did you mean %q?)", n)
 	}
-	if best == "" || bestD > max(2, len(name)/3) {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // describe renders a value's type for errors: "int64", "list<int64>",

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lastmile/lastmile/internal/suggest"
 )
 
 // FieldError is a problem with one field of a spec.
@@ -308,7 +310,7 @@ func (d *Decoder) structValue(n *yaml.Node, path string, v reflect.Value) {
 		idx, ok := byName[k.Value]
 		if !ok {
 			msg := "unknown field (allowed: " + strings.Join(names, ", ") + ")"
-			if near := nearest(k.Value, names); near != "" {
+			if near := suggest.Nearest(k.Value, names); near != "" {
 				msg += fmt.Sprintf("; did you mean %q?", near)
 			}
 			d.Errorf(k, fp, "%s", msg)
