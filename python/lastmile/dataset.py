@@ -207,6 +207,11 @@ class Dataset(_Base):
                                        % (self.job,))
         if self.world_size is None and self.job.get("world_size"):
             self.world_size = int(self.job["world_size"])
+            if not 0 <= self.rank < self.world_size:
+                raise ValueError(
+                    "rank %d is outside world size %d, the world_size of %s (no world_size= given "
+                    "and WORLD_SIZE is not set): pass world_size= or set WORLD_SIZE"
+                    % (self.rank, self.world_size, self.spec_label))
 
     @property
     def job_id(self):

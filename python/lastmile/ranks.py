@@ -23,8 +23,10 @@ def resolve_ranks(rank=None, world_size=None, env=None):
     """``(rank, world_size, local_rank)`` from the arguments, else torchrun's
     ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``.
 
-    Without either, a single process: rank 0, world size None (the spec's).
-    ``local_rank`` defaults to the rank.
+    Without a world size from either, world size None: the spec's, which
+    the caller checks the rank against (lastmile.Dataset, once lastmiled
+    answered the submission). Without a rank, rank 0. ``local_rank``
+    defaults to the rank.
     """
     env = os.environ if env is None else env
     env_rank, env_world = _env_int(env, "RANK"), _env_int(env, "WORLD_SIZE")
@@ -49,8 +51,10 @@ def resolve_ranks(rank=None, world_size=None, env=None):
             raise ValueError("world size %d: must be at least 1" % world_size)
         if not 0 <= rank < world_size:
             raise ValueError("rank %d is outside world size %d" % (rank, world_size))
-    elif rank != 0:
-        raise ValueError("rank %d but no world size: pass world_size= or set WORLD_SIZE" % rank)
+    elif rank < 0:
+        raise ValueError("rank %d: ranks count from 0" % rank)
+    # else the world size is the spec's, which lastmiled tells when the job
+    # is submitted: lastmile.Dataset checks the rank against it then
     if local_rank is None:
         local_rank = rank
     return rank, world_size, local_rank

@@ -131,6 +131,36 @@ class TestTorchrunEnv(unittest.TestCase):
         self.assertEqual((body["world_size"], body["hosts"], body["host"]), (4, 2, 1))
 
 
+class TestSpecWorldSize(FakeDaemonCase):
+    """rank= without world_size= (and no WORLD_SIZE): the spec's world size
+    (the fake daemon's jobs have world size 2 unless the submission says)."""
+
+    def setUp(self):
+        super().setUp()
+        env = mock.patch.dict(os.environ)
+        env.start()
+        self.addCleanup(env.stop)
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+            os.environ.pop(k, None)
+
+    def test_rank_takes_the_spec_world_size(self):
+        ds = self.dataset(rank=1, world_size=None)
+        self.assertEqual((ds.rank, ds.world_size), (1, 2))
+        self.assertNotIn("world_size", self.fake.requests[0][2])
+        self.assertEqual(self.drain(ds), self.all_ids(1))
+
+    def test_rank_outside_the_spec_world_size(self):
+        with self.assertRaisesRegex(ValueError, r"rank 5 is outside world size 2, the world_size of "
+                                                r".*job.yaml"):
+            self.dataset(rank=5, world_size=None)
+
+    def test_world_size_env_wins_over_the_spec(self):
+        os.environ["WORLD_SIZE"] = "4"
+        ds = self.dataset(rank=3, world_size=None)
+        self.assertEqual((ds.rank, ds.world_size), (3, 4))
+        self.assertEqual(self.fake.requests[0][2]["world_size"], 4)
+
+
 class TestShareCounts(FakeDaemonCase):
     """With torch.distributed over the world, a Dataset on one of several
     hosts asks its daemon to count only its share (share_counts), and
