@@ -71,6 +71,19 @@ _MAIN_ONLY = (
 
 log = logging.getLogger("lastmile")
 
+_WARNED_ALONE = set()  # jobs whose rank 0 was warned that it reads alone
+
+
+def _ranges(ranks):
+    """"1-3, 5" of [1, 2, 3, 5]."""
+    out = []
+    for r in ranks:
+        if out and out[-1][1] == r - 1:
+            out[-1][1] = r
+        else:
+            out.append([r, r])
+    return ", ".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in out)
+
 
 class Dataset(_Base):
     """The batches of one rank of a lastmiled job. See the module docstring.
@@ -115,6 +128,10 @@ class Dataset(_Base):
                  cursor=None, torch=True, device=None, copy=False, timeout=None,
                  heartbeat_timeout=None, open_timeout=60.0, reconnect_timeout=300.0,
                  request_timeout=30.0, staging=None, hosts=None, host=None):
+        # Neither the arguments nor torchrun's environment say which rank
+        # this is: a plain script, rank 0 of the spec's world (warned below).
+        alone = rank is None and world_size is None and not any(
+            os.environ.get(k) for k in ("RANK", "WORLD_SIZE"))
         self.rank, self.world_size, self.local_rank = resolve_ranks(rank, world_size)
         self.hosts, self.host = resolve_hosts(self.rank, self.world_size, self.local_rank, hosts, host)
         self.spec, self.base_dir, self.spec_label = _read_spec(spec_or_path)
@@ -167,6 +184,8 @@ class Dataset(_Base):
         # Each host counts only its share of the units where the trainers
         # can relay the other hosts' counts (lastmile/hosts.py).
         self._submit(share_counts=self.hosts > 1 and usable_group(self.world_size) is not None)
+        if alone:
+            self._warn_alone()
         self._join_hosts()
 
     # -- control --------------------------------------------------------------
@@ -180,6 +199,54 @@ class Dataset(_Base):
             local = self.world_size // self.hosts
             exchange(self.client, self.job["id"], self.host, self.hosts, self.world_size, self.spec_label,
                      first=self.rank % local == 0)
+
+    def _warn_alone(self):
+        """Warn, once a job and process, that a world of several ranks from
+        the spec needs every rank to read: rank 0 read alone stops after a
+        few batches, when the other ranks' rings are full."""
+        n = self.world_size or 1
+        if n <= 1 or self.job_id in _WARNED_ALONE:
+            return
+        _WARNED_ALONE.add(self.job_id)
+        log.warning(
+            "lastmile: this process is rank 0 of %d of job %s: world_size %d comes from %s, and neither "
+            "RANK/WORLD_SIZE (torchrun) nor rank=/world_size= said otherwise. The other %d ranks must "
+            "read too, or this process stops after a few batches, once their rings are full. Run it "
+            "under torchrun (--nproc-per-node %d) or `python3 -m lastmile.launch --nproc %d SCRIPT`, "
+            "or pass world_size=1 to read every batch in this one process (a job of its own), or rank= "
+            "and world_size= to say which rank it is"
+            % (n, self.job.get("name") or self.job_id, n, self.spec_label, n - 1, n, n))
+
+    def _unattached(self):
+        """Ranks of the job (on this host) whose ring has no trainer attached,
+        as lastmiled's job view tells; [] when it cannot say."""
+        try:
+            job = self.client.job(self.job_id)
+        except (control.ControlError, OSError):
+            return []
+        out = []
+        for r in (job.get("rings") if isinstance(job, dict) else None) or []:
+            if isinstance(r, dict) and isinstance(r.get("rank"), int) and r["rank"] != self.rank \
+                    and r.get("consumer_attached") is False and r.get("state", "running") == "running":
+                out.append(r)
+        return sorted(out, key=lambda r: r["rank"])
+
+    def _timed_out(self, err):
+        """``err`` (a batch wait's TimeoutError), saying which ranks have no
+        trainer: the producer deals batches to every rank in turn and waits
+        on a rank whose ring is full."""
+        missing = self._unattached()
+        if not missing:
+            return err
+        ranks = _ranges([r["rank"] for r in missing])
+        n = self.world_size or len(missing) + 1
+        return TimeoutError(
+            "%s; %s of job %s: no trainer attached. Every rank of the world must read: the "
+            "producer waits on a rank whose ring is full. Start the other ranks' trainers "
+            "(torchrun --nproc-per-node %d, or python3 -m lastmile.launch --nproc %d), or read "
+            "with world_size=1"
+            % (err, ("ranks " if len(missing) > 1 else "rank ") + ranks, self.job.get("name") or self.job_id,
+               n, n))
 
     def _job_staging(self):
         """The job's gpu.staging as lastmiled reports it ("auto" when unset)."""
@@ -493,6 +560,11 @@ class Dataset(_Base):
             except ProducerDiedError as e:
                 self._recover(e)
                 continue
+            except TimeoutError as e:
+                why = self._timed_out(e)
+                if why is e:
+                    raise
+                raise why from e
             if b is None:
                 self._ended = True
                 return None

@@ -103,6 +103,8 @@ class FakeDaemon:
       no_next: attach answers "next": null (the daemon does not know where the rank stands);
       count_known: GET /v1/jobs/{id} tells batches_per_epoch (else null, as
                    lastmiled for a pipeline that drops rows, before an epoch ended).
+      rings: the "rings" of GET /v1/jobs/{id} (lastmiled's per-rank view:
+             rank, consumer_attached, consumer_pid, slots, occupancy, state).
     ``requests`` records (method, path, body) of every request.
     """
 
@@ -125,6 +127,7 @@ class FakeDaemon:
         self.keep = False
         self.attach_unavailable = 0
         self.count_known = True
+        self.rings = None
         self.old = False  # a lastmiled older than the counts exchange
         self.no_next = False
         self.generation = 0
@@ -176,7 +179,10 @@ class FakeDaemon:
         if m.group(2) and method == "POST":
             return self.attach(job, body)
         if not m.group(2) and method == "GET":
-            return 200, dict(job, batches_per_epoch=self.per_epoch if self.count_known else None)
+            view = dict(job, batches_per_epoch=self.per_epoch if self.count_known else None)
+            if self.rings is not None:
+                view["rings"] = self.rings
+            return 200, view
         if not m.group(2) and method == "DELETE":
             job["state"] = "canceled"
             return 200, job

@@ -131,9 +131,8 @@ class TestTorchrunEnv(unittest.TestCase):
         self.assertEqual((body["world_size"], body["hosts"], body["host"]), (4, 2, 1))
 
 
-class TestSpecWorldSize(FakeDaemonCase):
-    """rank= without world_size= (and no WORLD_SIZE): the spec's world size
-    (the fake daemon's jobs have world size 2 unless the submission says)."""
+class NoRankEnvCase(FakeDaemonCase):
+    """Without torchrun's variables in the environment."""
 
     def setUp(self):
         super().setUp()
@@ -142,6 +141,11 @@ class TestSpecWorldSize(FakeDaemonCase):
         self.addCleanup(env.stop)
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
             os.environ.pop(k, None)
+
+
+class TestSpecWorldSize(NoRankEnvCase):
+    """rank= without world_size= (and no WORLD_SIZE): the spec's world size
+    (the fake daemon's jobs have world size 2 unless the submission says)."""
 
     def test_rank_takes_the_spec_world_size(self):
         ds = self.dataset(rank=1, world_size=None)
@@ -159,6 +163,69 @@ class TestSpecWorldSize(FakeDaemonCase):
         ds = self.dataset(rank=3, world_size=None)
         self.assertEqual((ds.rank, ds.world_size), (3, 4))
         self.assertEqual(self.fake.requests[0][2]["world_size"], 4)
+
+
+class TestReadingAlone(NoRankEnvCase):
+    """A spec of several ranks read by a process that no launcher numbered:
+    a warning that the other ranks must read, and a batch wait's timeout
+    that says which ranks have no trainer."""
+
+    def alone_warnings(self):
+        return [m for m in self.logged if "this process is rank 0 of" in m]
+
+    def test_warns_once_when_no_rank_is_given(self):
+        lastmile.dataset._WARNED_ALONE.clear()
+        ds = self.dataset(rank=None, world_size=None)
+        self.assertEqual((ds.rank, ds.world_size), (0, 2))
+        w = self.alone_warnings()
+        self.assertEqual(len(w), 1, self.logged)
+        for part in ("rank 0 of 2 of job fake", "job.yaml", "The other 1 ranks must read too",
+                     "stops after a few batches", "torchrun", "lastmile.launch --nproc 2",
+                     "world_size=1"):
+            self.assertIn(part, w[0])
+        self.dataset(rank=None, world_size=None).close()  # the same job: said once
+        self.assertEqual(len(self.alone_warnings()), 1)
+
+    def test_no_warning_with_ranks_given(self):
+        lastmile.dataset._WARNED_ALONE.clear()
+        self.dataset(rank=0, world_size=None)
+        self.dataset(rank=None, world_size=1)
+        os.environ.update(RANK="0", WORLD_SIZE="2")
+        self.dataset(rank=None, world_size=None)
+        self.assertEqual(self.alone_warnings(), [])
+
+    def test_timeout_names_the_ranks_without_a_trainer(self):
+        self.fake.interval = 30  # one batch, then nothing for the test's life
+        ds = self.dataset(rank=0, world_size=4, timeout=0.5)
+        self.assertIsNotNone(ds.next())
+        gets = lambda: [r for r in self.fake.requests if r[0] == "GET" and "/jobs/" in r[1]]
+        self.assertEqual(gets(), [])  # no request on the batch path
+        self.fake.rings = [
+            {"rank": 0, "consumer_attached": True, "consumer_pid": os.getpid(), "slots": 4,
+             "occupancy": 0, "state": "running"},
+            {"rank": 1, "consumer_attached": False, "consumer_pid": 0, "slots": 4, "occupancy": 4,
+             "state": "running"},
+            {"rank": 2, "consumer_attached": True, "consumer_pid": 7, "slots": 4, "occupancy": 1,
+             "state": "running"},
+            {"rank": 3, "consumer_attached": False, "consumer_pid": 0, "slots": 4, "occupancy": 2,
+             "state": "running"},
+        ]
+        with self.assertRaises(TimeoutError) as cm:
+            ds.next()
+        msg = str(cm.exception)
+        self.assertIn("no batch from ring", msg)
+        self.assertIn("ranks 1, 3 of job fake: no trainer attached. Every rank", msg)
+        self.assertIn("lastmile.launch --nproc 4", msg)
+        self.assertEqual(len(gets()), 1)
+
+    def test_timeout_with_every_rank_attached_is_unchanged(self):
+        self.fake.interval = 30
+        ds = self.dataset(rank=0, world_size=2, timeout=0.5)
+        self.assertIsNotNone(ds.next())
+        self.fake.rings = [{"rank": r, "consumer_attached": True, "consumer_pid": 7 + r, "slots": 4,
+                            "occupancy": 0, "state": "running"} for r in range(2)]
+        with self.assertRaisesRegex(TimeoutError, r"heartbeat [^;]*\)$"):
+            ds.next()
 
 
 class TestShareCounts(FakeDaemonCase):
