@@ -281,6 +281,15 @@ class TestSubmit(FakeDaemonCase):
         with self.assertRaisesRegex(FileNotFoundError, "job spec .*missing.yaml not found"):
             self.dataset(spec=os.path.join(self.tmp, "missing.yaml"))
 
+    def test_errors_are_in_lastmile(self):
+        # docs/python.md, Reference: "Errors (all in `lastmile`)"
+        for name in ("SpecError", "FieldError", "DaemonUnavailableError", "PermissionDeniedError",
+                     "ConflictError", "JobNotFoundError", "ProducerError", "CursorError", "EpochError"):
+            with self.subTest(name=name):
+                self.assertIn(name, lastmile.__all__)
+                self.assertTrue(hasattr(lastmile, name))
+        self.assertIs(lastmile.FieldError, control.FieldError)
+
     def test_spec_error_lines(self):
         self.fake.submit_error = (400, {"error": "spec has 3 errors", "fields": [
             {"line": 4, "field": "batch.size", "msg": "must be at least 1"},
