@@ -9,6 +9,7 @@ lastmile.launch --nproc N FILE``.
 Run: cd python && /usr/bin/python3 -m unittest tests.test_docs -v
 """
 
+import inspect
 import os
 import re
 import shutil
@@ -104,6 +105,47 @@ class TestDocExamples(unittest.TestCase):
         for spec, code in examples():
             with self.subTest(example=spec):
                 self.run_example(spec, code)
+
+
+class TestReference(unittest.TestCase):
+    """The documented signature of lastmile.Dataset is the real one, and the
+    Reference table of docs/python.md has a line for every argument."""
+
+    @staticmethod
+    def documented(path):
+        with open(path) as f:
+            text = f.read()
+        m = re.search(r"`lastmile\.Dataset\((spec_or_path,.*?)\)`", text, re.S)
+        assert m, "%s: no lastmile.Dataset(...) signature" % path
+        params = []
+        for p in " ".join(m.group(1).split()).split(", "):
+            if p == "*":
+                continue
+            name, _, default = p.partition("=")
+            params.append((name, eval(default) if default else inspect.Parameter.empty))
+        return text, params
+
+    def real(self):
+        sys.path.insert(0, daemonproc.PYROOT)
+        from lastmile.dataset import Dataset
+
+        sig = inspect.signature(Dataset.__init__)
+        return [(n, p.default) for n, p in sig.parameters.items() if n != "self"]
+
+    def test_signatures(self):
+        real = self.real()
+        for name in ("python.md", "daemon-usage.md"):
+            with self.subTest(doc=name):
+                _, params = self.documented(os.path.join(daemonproc.REPO, "docs", name))
+                self.assertEqual(params, real)
+
+    def test_every_argument_has_a_line(self):
+        text, params = self.documented(DOC)
+        table = text[text.index("## Reference"):]
+        table = table[:table.index("| member |")]
+        rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+        named = set(re.findall(r"`(\w+)`", " ".join(rows)))
+        self.assertEqual([n for n, _ in params if n not in named], [])
 
 
 if __name__ == "__main__":
