@@ -169,6 +169,7 @@ class Dataset(_Base):
         self.reconnect_timeout = reconnect_timeout
         self.client = Client(socket, timeout=request_timeout)
         self._cursor = _position(cursor)
+        self._cursor_checked = False  # against the epoch's batches (_check_cursor)
         self._ring = None
         self._fresh = False  # True until the first batch after an attach
         self._down_since = None  # monotonic time the stream broke, while reattaching
@@ -186,6 +187,10 @@ class Dataset(_Base):
         self._submit(share_counts=self.hosts > 1 and usable_group(self.world_size) is not None)
         if alone:
             self._warn_alone()
+        n = self.job.get("batches_per_epoch")
+        if isinstance(n, int) and n >= 0:
+            self._per_epoch = n
+        self._check_cursor()  # now if the batches per epoch are known, else at the attach
         self._join_hosts()
 
     # -- control --------------------------------------------------------------
@@ -299,7 +304,41 @@ class Dataset(_Base):
                 time.sleep(min(e.retry_after or delay, left, 5.0))
                 delay = min(delay * 2, 2.0)
 
+    def _check_cursor(self):
+        """Refuse a cursor given to the dataset (``cursor=``,
+        :meth:`load_state_dict`) whose batch is past its epoch's, once the
+        batches per epoch are known: lastmiled would start at the next
+        epoch, skipping the rest of this one. ``(e, n)`` with ``n`` the
+        batches per epoch is the end of epoch ``e``, the same as ``(e + 1, 0)``."""
+        self._cursor_checked = self._cursor_past_epoch(self._cursor)
+
+    def _cursor_past_epoch(self, c):
+        """Raise ValueError for a cursor past its epoch's batches; True when
+        checked (the batches per epoch known), False when it cannot be yet."""
+        n = self._per_epoch
+        if c is None or c.batch == 0:
+            return True
+        if n is None:
+            return False
+        if c.batch > n:
+            raise ValueError(
+                "cursor (%d, %d): batch %d is past the end of epoch %d of job %s, which has %d batches "
+                "per rank (0 to %d; (%d, %d) is its end, the same as (%d, 0)): lastmiled would start "
+                "at epoch %d and skip the rest of epoch %d; resume from a checkpoint's cursor "
+                "(ds.state_dict())"
+                % (c.epoch, c.batch, c.batch, c.epoch, self.job.get("name") or self.job_id, n,
+                   n - 1, c.epoch, n, c.epoch + 1, c.epoch + 1, c.epoch))
+        return True
+
     def _attach_once(self):
+        if not self._cursor_checked and self._cursor is not None and self._cursor.batch > 0:
+            try:
+                self.batches_per_epoch  # noqa: B018 - asks lastmiled, waiting while it plans
+            except (control.ControlError, OSError) as e:
+                log.info("lastmile: could not check cursor %s against job %s's batches per "
+                         "epoch: %s", tuple(self._cursor), self.job_id, e)
+        if not self._cursor_checked:
+            self._check_cursor()
         wait = None if self.open_timeout is None else max(1, min(600, int(self.open_timeout)))
         try:
             att = self.client.attach(self.job_id, self.rank, self._cursor, wait=wait)
@@ -585,6 +624,7 @@ class Dataset(_Base):
                         % (self.rank, self.job_id, want.batch, want.epoch, ring.name,
                            got.batch, got.epoch, "repeat" if got < want else "skip"))
             self._fresh = False
+            self._cursor_checked = True  # the cursor is the batches' own from now on
             self._down_since = None
             self._cursor = Position(*c.following())
             if c.last_in_epoch:
@@ -635,10 +675,13 @@ class Dataset(_Base):
             raise ValueError("state_dict is from a different job spec (sha256 %.12s, this one "
                              "%.12s); pass strict=False to use its cursor anyway"
                              % (state["spec_sha256"], self.spec_sha256))
+        cursor = _position(state["cursor"])
+        checked = self._cursor_past_epoch(cursor)  # now if the batches per epoch are known, else at the attach
         self._close_ring()
         self._ended = False
         self._pending = None
-        self._cursor = _position(state["cursor"])
+        self._cursor = cursor
+        self._cursor_checked = checked
 
     # -- lifetime -------------------------------------------------------------
     def close(self):

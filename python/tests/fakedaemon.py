@@ -225,6 +225,8 @@ class FakeDaemon:
         # replay / gap: start before or after the cursor (within the epoch)
         i = max(0, i - self.replay) + self.gap
         self.replay = self.gap = 0
+        if i >= self.per_epoch:  # as lastmiled: a batch past the epoch's is the next epoch's start
+            e, i = e + 1, 0
         name = "fake.%s.r%d" % (job["id"], rank)
         old = self.procs.get((job["id"], rank))
         if self.keep and old is not None and old.is_alive():

@@ -411,6 +411,33 @@ class TestIterate(FakeDaemonCase):
         self.assertEqual(self.fake.attaches()[1:], [{"rank": 1, "cursor": {"epoch": 2, "batch": 0}}])
         self.assertIsNone(done.ring)
 
+    def test_cursor_past_the_epoch(self):
+        # 5 batches per epoch: (0, 6) would skip to epoch 1 silently
+        ds = self.dataset(cursor=(0, 6))
+        with self.assertRaisesRegex(ValueError, r"cursor \(0, 6\): batch 6 is past the end of epoch 0 "
+                                                r"of job fake, which has 5 batches per rank"):
+            ds.next()
+        self.assertEqual(self.fake.attaches(), [])  # refused before lastmiled restarts the rank
+        ds2 = self.dataset(rank=1, cursor=(0, 0))
+        self.assertEqual(len(ds2), 5)  # known: load_state_dict refuses at once
+        with self.assertRaisesRegex(ValueError, "which has 5 batches per rank"):
+            ds2.load_state_dict({"version": 1, "cursor": {"epoch": 1, "batch": 7}}, strict=False)
+        self.assertEqual(ds2.cursor, (0, 0))  # unchanged by the refused state
+        ds3 = self.dataset(rank=1)  # unknown count: refused at the attach
+        ds3.load_state_dict({"version": 1, "cursor": {"epoch": 1, "batch": 7}}, strict=False)
+        with self.assertRaisesRegex(ValueError, r"cursor \(1, 7\): .* 5 batches per rank"):
+            ds3.next()
+
+    def test_cursor_at_the_end_of_an_epoch(self):
+        # (0, 5) with 5 batches per epoch is the end of epoch 0: exact resume at (1, 0)
+        ds = self.dataset(cursor=(0, 5))
+        self.assertEqual(self.drain(ds), self.all_ids(0, start=(1, 0)))
+
+    def test_cursor_unchecked_while_the_count_is_unknown(self):
+        self.fake.count_known = False  # a pipeline that drops rows, before an epoch ended
+        ds = self.dataset(cursor=(0, 9))
+        self.assertEqual(self.drain(ds), self.all_ids(0, start=(1, 0)))
+
     def test_state_dict_roundtrip(self):
         ds = self.dataset(0)
         for _ in range(6):  # epoch 0 entirely (5) and batch 0 of epoch 1
@@ -669,6 +696,21 @@ class TestWithLastmiled(unittest.TestCase):
         for e, rows in by_epoch.items():
             self.assertEqual(len(rows), 10000, "epoch %d: %d rows" % (e, len(rows)))
             self.assertEqual(sorted(rows), list(range(10000)), "epoch %d" % e)
+
+    def test_cursor_past_the_epoch(self):
+        # 10,000 rows in batches of 500: 20 batches per epoch. lastmiled
+        # starts a cursor past them at the next epoch; the Dataset refuses
+        # it, and takes (0, 20), the end of epoch 0, as (1, 0).
+        spec = self.spec("e2e-cursor", batch=500, epochs=2)
+        ds = lastmile.Dataset(spec, 0, 1, socket=self.d.socket, cursor=(0, 999), timeout=60, torch=False)
+        self.addCleanup(ds.close)
+        with self.assertRaisesRegex(ValueError, r"cursor \(0, 999\): batch 999 is past the end of epoch 0 "
+                                                r"of job e2e-cursor, which has 20 batches per rank"):
+            ds.next()
+        ds = lastmile.Dataset(spec, 0, 1, socket=self.d.socket, cursor=(0, 20), timeout=60, torch=False)
+        self.addCleanup(ds.close)
+        got = [(b.cursor.epoch, b.cursor.batch_index) for b in ds]
+        self.assertEqual(got, [(1, i) for i in range(20)])
 
     def test_two_ranks_every_row_once(self):
         spec = self.spec("e2e-two", batch=500, epochs=1)
