@@ -187,9 +187,7 @@ class Dataset(_Base):
         self._submit(share_counts=self.hosts > 1 and usable_group(self.world_size) is not None)
         if alone:
             self._warn_alone()
-        n = self.job.get("batches_per_epoch")
-        if isinstance(n, int) and n >= 0:
-            self._per_epoch = n
+        self._set_per_epoch(self.job.get("batches_per_epoch"))
         self._check_cursor()  # now if the batches per epoch are known, else at the attach
         self._join_hosts()
 
@@ -272,7 +270,8 @@ class Dataset(_Base):
                 self._submit()
                 return
         except SpecError as e:
-            e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
+            if not str(e.args[0]).startswith(self.spec_label + ":"):  # one error says FILE:LINE itself
+                e.args = ("%s: %s" % (self.spec_label, e.args[0]),)
             raise
         if not isinstance(self.job, dict) or "id" not in self.job:
             raise control.ControlError("lastmiled answered the submission without a job id: %r"
@@ -556,15 +555,27 @@ class Dataset(_Base):
             deadline = time.monotonic() + (self.open_timeout or 0)
             while True:
                 job = self.client.job(self.job_id)
-                n = job.get("batches_per_epoch") if isinstance(job, dict) else None
-                if isinstance(n, int) and n >= 0:
-                    self._per_epoch = n
+                if self._set_per_epoch(job.get("batches_per_epoch") if isinstance(job, dict) else None):
                     break
                 if not (isinstance(job, dict) and job.get("state") == "pending") \
                         or time.monotonic() >= deadline:
                     break
                 time.sleep(0.1)  # planning: the rings and the count come together
         return self._per_epoch
+
+    def _set_per_epoch(self, n):
+        """Keep lastmiled's batches per epoch if it gave them (True); warn
+        once if they are none: the trainer would train on nothing."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            return False
+        self._per_epoch = n
+        if n == 0:
+            log.warning(
+                "lastmile: job %s gives no batch per epoch: its epoch holds fewer rows than one step "
+                "of batch.size x world_size (batch.last: drop drops them), or none; this trainer "
+                "gets nothing to train on. Check the spec's inputs and filters, or lower batch.size "
+                "(batch.last: pad fills a short last step)" % (self.job.get("name") or self.job_id))
+        return True
 
     def _ensure_ring(self):
         ring = self._ring

@@ -165,6 +165,18 @@ class TestSpecWorldSize(NoRankEnvCase):
         self.assertEqual(self.fake.requests[0][2]["world_size"], 4)
 
 
+class TestNoBatch(NoRankEnvCase):
+    """A job whose epoch fills no step gave len(ds) == 0 and no word: the
+    trainer did 0 steps. It now warns, once the count is known."""
+
+    def test_warns_when_an_epoch_gives_no_batch(self):
+        self.fake.per_epoch, self.fake.count_known = 0, True
+        ds = self.dataset()
+        with self.assertLogs("lastmile", "WARNING") as logs:
+            self.assertEqual(ds.batches_per_epoch, 0)
+        self.assertIn("gives no batch per epoch", "\n".join(logs.output))
+
+
 class TestReadingAlone(NoRankEnvCase):
     """A spec of several ranks read by a process that no launcher numbered:
     a warning that the other ranks must read, and a batch wait's timeout
@@ -306,6 +318,13 @@ class TestSubmit(FakeDaemonCase):
                          "  line 4: batch.size: must be at least 1\n"
                          "  line 9: pipeline[0].map.x: unknown function foo\n"
                          "  no inputs")
+
+    def test_one_spec_error_said_once(self):
+        self.fake.submit_error = (400, {"error": "spec has 1 error: shufle: unknown field", "fields": [
+            {"line": 8, "field": "shufle", "msg": "unknown field", "file": self.spec_path}]})
+        with self.assertRaises(lastmile.SpecError) as cm:
+            self.dataset()
+        self.assertEqual(str(cm.exception), self.spec_path + ":8: shufle: unknown field")
 
     def test_conflict_and_refusal(self):
         self.fake.submit_error = (409, {"error": "job \"fake\" exists with another spec"})
