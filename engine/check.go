@@ -66,6 +66,13 @@ func inputError(job *spec.Job, err error) *spec.FieldError {
 			break
 		}
 	}
+	for name := range job.Hashed {
+		// A hashed column the input lacks (with every column read, parsing
+		// could not tell): the error of that key.
+		if p := "hashed." + name; strings.Contains(msg, fmt.Sprintf("column %q (hashed)", name)) && job.Line(p) > 0 {
+			field, line = p, job.Line(p)
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		msg += " (a relative input is relative to the spec's directory)"
 	}

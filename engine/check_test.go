@@ -178,3 +178,29 @@ func TestCheckNamesTheMissingInput(t *testing.T) {
 		t.Fatalf("message %q does not name the path", fe.Msg)
 	}
 }
+
+// TestCheckHashedColumnOnce: a hashed column the job does not read was
+// reported twice, once by the spec ("hashed.nope: not in the job's
+// columns") and again by planning, as an error of the inputs at their
+// line. With every column read, planning alone can tell, and its error is
+// now the hashed key's.
+func TestCheckHashedColumnOnce(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"not in columns", "inputs: [DATA]\ncolumns: [row_id]\nbatch: {size: 64}\nhashed:\n  nope: 1000\n",
+			`bad.yaml:5: hashed.nope: "nope" is not in the job's columns`},
+		{"not in the input", "inputs: [DATA]\nbatch: {size: 64}\nhashed:\n  nope: 1000\n",
+			`bad.yaml:4: hashed.nope: `},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkSpec(t, tc.src)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], tc.want) {
+				t.Fatalf("%s\nwant one error starting %q", err, tc.want)
+			}
+		})
+	}
+}

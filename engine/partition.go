@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 
 	"github.com/lastmile/lastmile/column"
@@ -26,7 +27,23 @@ import (
 // slices, partition columns and hashed strings.
 func PlanOptions(job *spec.Job, fsys decode.FS) decode.PlanOptions {
 	return decode.PlanOptions{Columns: job.Columns, MaxUnitRows: job.Decode.MaxUnitRows, FS: fsys,
-		Partitions: PartitionKeys(job), Hashed: job.Hashed}
+		Partitions: PartitionKeys(job), Hashed: validHashed(job)}
+}
+
+// validHashed is job's hashed columns but those its parse refused (a
+// column not in the job's columns): planning would refuse each again,
+// and report it as an error of the inputs.
+func validHashed(job *spec.Job) spec.Hashed {
+	h := job.Hashed
+	for name := range job.Hashed {
+		if job.Invalid("hashed." + name) {
+			if len(h) == len(job.Hashed) {
+				h = maps.Clone(job.Hashed)
+			}
+			delete(h, name)
+		}
+	}
+	return h
 }
 
 // schemaOptions is PlanOptions for every column: what a pipeline is

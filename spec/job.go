@@ -123,19 +123,19 @@ func (j *Job) validateArena(d *Decoder) {
 	if !j.Ring.Arena {
 		return
 	}
-	why := ""
+	why, what := "", ""
 	switch {
 	case len(j.Pipeline) > 0:
-		why = "a pipeline (its ops write new columns)"
+		why, what = "a pipeline (its ops write new columns)", "the pipeline"
 	case j.Shuffle.Buffer > 0:
-		why = "a row shuffle (shuffle.buffer gathers every row)"
+		why, what = "a row shuffle (shuffle.buffer gathers every row)", "shuffle.buffer"
 	case j.Cache.MaxMemory > 0:
-		why = "a unit cache (cache.max_memory keeps units for later epochs)"
+		why, what = "a unit cache (cache.max_memory keeps units for later epochs)", "cache.max_memory"
 	case j.GPU.Staging == StagingDevice:
-		why = "device staging (gpu.staging: device copies slots only)"
+		why, what = "device staging (gpu.staging: device copies slots only)", "gpu.staging: device"
 	}
 	if why != "" {
-		d.Errorf(nil, "ring.arena", "the unit arena does not apply to a job with %s: remove ring.arena, or that", why)
+		d.Errorf(nil, "ring.arena", "the unit arena does not apply to a job with %s: remove ring.arena, or remove %s", why, what)
 	}
 }
 
