@@ -46,8 +46,9 @@ func TestFlagsAfterArgs(t *testing.T) {
 			args := append(append([]string{c.name}, pos...), "-no-such-flag")
 			var out, errb bytes.Buffer
 			code := run(context.Background(), args, &out, &errb)
-			if code == 0 || !strings.Contains(errb.String(), "flag provided but not defined: -no-such-flag") {
-				t.Errorf("lastmile %s: exit %d, want the unknown flag reported:\n%s", strings.Join(args, " "), code, errb.String())
+			// Reported once (with the usage), exit 2 as for other usage errors.
+			if code != 2 || strings.Count(errb.String(), "flag provided but not defined: -no-such-flag") != 1 {
+				t.Errorf("lastmile %s: exit %d, want 2 and the unknown flag reported once:\n%s", strings.Join(args, " "), code, errb.String())
 			}
 		})
 	}

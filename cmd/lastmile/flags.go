@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"reflect"
@@ -76,6 +77,10 @@ func shmDirFlag(fs *flag.FlagSet) *string {
 	return dir
 }
 
+// errFlagSaid marks a flag error the flag package has printed already,
+// with the command's usage: it is not printed again.
+var errFlagSaid = errors.New("flag error, printed")
+
 // parseArgs parses args into fs, taking flags before, between and after the
 // positional arguments (lastmile run job.yaml -v), which fs.Parse alone does
 // not: it stops at the first non-flag. A "--" ends the flags; everything
@@ -85,7 +90,10 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return fmt.Errorf("%w: %v", errFlagSaid, err)
 		}
 		rest := fs.Args()
 		if endedByDashDash(fs, args, rest) {

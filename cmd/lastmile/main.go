@@ -83,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.Is(err, errFlagSaid):
+			return 2
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "lastmile %s: %v\nusage: lastmile %s\n", c.name, err, c.usage)
 			return 2
