@@ -56,14 +56,18 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 func inputError(job *spec.Job, err error) *spec.FieldError {
 	field, line := "inputs", job.Line("inputs")
 	msg := strings.TrimPrefix(err.Error(), "plan: ")
+	// The longest input the message names: of day=1 and day=10, the error
+	// of day=10 names both.
+	best := -1
 	for i, in := range job.Inputs {
-		p := fmt.Sprintf("inputs[%d]", i)
-		if in != "" && strings.Contains(msg, in) {
-			field = p
-			if l := job.Line(p); l > 0 {
-				line = l
-			}
-			break
+		if in != "" && strings.Contains(msg, in) && (best < 0 || len(in) > len(job.Inputs[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		field = fmt.Sprintf("inputs[%d]", best)
+		if l := job.Line(field); l > 0 {
+			line = l
 		}
 	}
 	for name := range job.Hashed {
@@ -73,8 +77,14 @@ func inputError(job *spec.Job, err error) *spec.FieldError {
 			field, line = p, job.Line(p)
 		}
 	}
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && best >= 0 && relative(job.Inputs[best]) {
 		msg += " (a relative input is relative to the spec's directory)"
 	}
 	return &spec.FieldError{File: job.File(), Line: line, Field: field, Msg: msg, Err: err}
+}
+
+// relative reports whether input is a relative path: not absolute, not a
+// URL.
+func relative(input string) bool {
+	return !strings.HasPrefix(input, "/") && !strings.Contains(input, "://")
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/lastmile/lastmile/column"
@@ -325,7 +326,7 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		return st, err
 	}
 	log.Info("done", "rows", st.Rows, "batches", st.Batches, "elapsed", st.Elapsed, "full_wait", st.FullWait, "drain", st.Drain)
-	if w := NoBatchWarning(job, st); w != "" {
+	if w := noBatchWarning(job, st, opts.Resume); w != "" {
 		log.Warn(w)
 	}
 	if bt.arena != nil {
@@ -515,10 +516,12 @@ func noBatchWhy(job *spec.Job) string {
 
 const noBatchFix = "check the job's inputs and filters, or lower batch.size (batch.last: pad fills a short last step)"
 
-// NoBatchWarning is what a finished run that gave no batch at all says
-// (it is not an error: a finite job over an empty input ends), or "".
-func NoBatchWarning(job *spec.Job, st Stats) string {
-	if st.Batches > 0 || st.Epochs == 0 {
+// noBatchWarning is what a finished run that gave no batch at all says
+// (it is not an error: a finite job over an empty input ends), or "". A
+// resumed run may have nothing left to give (a cursor at its last
+// epoch's end): it says nothing.
+func noBatchWarning(job *spec.Job, st Stats, resume []Cursor) string {
+	if st.Batches > 0 || st.Epochs == 0 || slices.ContainsFunc(resume, func(c Cursor) bool { return c != Cursor{} }) {
 		return ""
 	}
 	return fmt.Sprintf("job %q gave no batch: %s; its trainers get nothing to train on: %s", job.Name, noBatchWhy(job), noBatchFix)

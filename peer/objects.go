@@ -51,6 +51,21 @@ func (f rootsFS) Open(name string) (decode.File, error) {
 	return fsys.Open(n)
 }
 
+// OpenFresh opens name asking its source what it is now
+// (decode.FreshOpener), for a decoder whose source remembered a version
+// older than the unit's plan: the GPU host planned it after this peer's
+// object client last read it.
+func (f rootsFS) OpenFresh(name string) (decode.File, error) {
+	fsys, n, err := f.route(name)
+	if err != nil {
+		return nil, err
+	}
+	if fo, ok := fsys.(decode.FreshOpener); ok {
+		return fo.OpenFresh(n)
+	}
+	return fsys.Open(n)
+}
+
 func (f rootsFS) Stat(name string) (fs.FileInfo, error) {
 	fsys, n, err := f.route(name)
 	if err != nil {

@@ -12,11 +12,11 @@ import (
 	"github.com/lastmile/lastmile/spec"
 )
 
-// TestReviewDiffInputErrorPrefixInput: inputError attributes planning's
+// TestInputErrorLongestInput: inputError attributes planning's
 // error to the first input whose text is a substring of the message. An
 // input that is a prefix of the failing one ("DATA" and "DATAx") takes the
 // error: the FieldError points at the wrong line and field.
-func TestReviewDiffInputErrorPrefixInput(t *testing.T) {
+func TestInputErrorLongestInput(t *testing.T) {
 	err := checkSpec(t, "inputs:\n  - DATA\n  - DATAx\nbatch: {size: 64}\n")
 	var fe *spec.FieldError
 	if !errors.As(err, &fe) {
@@ -27,12 +27,12 @@ func TestReviewDiffInputErrorPrefixInput(t *testing.T) {
 	}
 }
 
-// TestReviewDiffNoBatchWarningOnResumeAtEnd: a run resumed at the end of
+// TestNoBatchQuietOnResumeAtEnd: a run resumed at the end of
 // its last epoch (cursor (0, n), n the batches per epoch: the end of epoch 0,
 // which the Python Dataset keeps as such) gives no batch because every batch
 // was already read, not because the epoch is smaller than a step. It warns
 // "gave no batch ... lower batch.size" all the same.
-func TestReviewDiffNoBatchWarningOnResumeAtEnd(t *testing.T) {
+func TestNoBatchQuietOnResumeAtEnd(t *testing.T) {
 	var logs bytes.Buffer
 	src := `
 inputs: [DATA]

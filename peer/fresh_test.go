@@ -47,7 +47,7 @@ func (u rememberingFS) Open(name string) (decode.File, error) {
 
 func (u rememberingFS) OpenFresh(name string) (decode.File, error) { return os.Open(u.path(name)) }
 
-// TestReviewDiffPeerDecoderAsksAgain: bb0d193 made a decoder whose source
+// TestPeerDecoderAsksAgain: bb0d193 made a decoder whose source
 // remembered an older version of an object ask again (OpenFresh) before
 // refusing a unit planned from the version the store has now. A peer's
 // decoder reads objects through rootsFS, which has no OpenFresh: a peer
@@ -55,7 +55,7 @@ func (u rememberingFS) OpenFresh(name string) (decode.File, error) { return os.O
 // minute) still refuses the GPU host's units of it with ErrFileChanged,
 // while the same source read directly (the GPU host's own decoders)
 // accepts them.
-func TestReviewDiffPeerDecoderAsksAgain(t *testing.T) {
+func TestPeerDecoderAsksAgain(t *testing.T) {
 	bucket, err := filepath.Abs("../testdata/small")
 	if err != nil {
 		t.Fatal(err)
