@@ -1,0 +1,153 @@
+package iceberg_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/lastmile/lastmile/iceberg"
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/parquet-go/parquet-go"
+)
+
+// reviewCommitDeletes commits to tab (whose last snapshot is prevID, with
+// manifest list prevList) a snapshot that adds one delete manifest of
+// entries under spec, which becomes the table's default spec: the
+// metadata file it writes is returned.
+func reviewCommitDeletes(t *testing.T, tab *icebergtest.Table, prevID int64, spec ice.PartitionSpec, entries []ice.ManifestEntry, id, seq int64) string {
+	t.Helper()
+	metaDir := filepath.Join(tab.Dir, "metadata")
+	text, err := tab.MetadataJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m iceberg.Metadata
+	if err := json.Unmarshal(text, &m); err != nil {
+		t.Fatal(err)
+	}
+	schema := m.Schemas[0]
+	var buf bytes.Buffer
+	w, err := ice.NewManifestWriter(2, &buf, spec, schema, id, ice.WithManifestWriterContent(ice.ManifestContentDeletes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := w.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(metaDir, fmt.Sprintf("review-%d-deletes.avro", id))
+	if err := os.WriteFile(manifest, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mf, err := w.ToManifestFile("file://"+manifest, int64(buf.Len()), ice.WithManifestFileContent(ice.ManifestContentDeletes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := os.ReadFile(filepath.Join(metaDir, fmt.Sprintf("snap-%d.avro", prevID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := ice.ReadManifestList(bytes.NewReader(prev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs = append(mfs, mf)
+	buf.Reset()
+	if err := ice.WriteManifestList(2, &buf, id, &prevID, &seq, 0, mfs); err != nil {
+		t.Fatal(err)
+	}
+	list := filepath.Join(metaDir, fmt.Sprintf("review-snap-%d.avro", id))
+	if err := os.WriteFile(list, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Specs = append(m.Specs, spec)
+	m.DefaultSpecID = spec.ID()
+	m.Snapshots = append(m.Snapshots, iceberg.Snapshot{ID: id, ParentID: &prevID, Sequence: seq, TimestampMs: 1700000000000 + seq,
+		ManifestList: "file://" + list, Summary: map[string]string{"operation": "delete"}})
+	m.CurrentSnapshotID = &id
+	out, err := json.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(metaDir, fmt.Sprintf("review-v%d.metadata.json", id))
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestReviewEqualityDeleteUnderVoidSpec: a partition spec whose every
+// field has the void transform partitions nothing (Java's
+// PartitionSpec.isUnpartitioned; what a format-1 table's spec becomes when
+// its partition fields are dropped, since v1 cannot remove them), so an
+// equality delete written under it is global and applies to the data
+// files of every partition and spec, as an unpartitioned one does
+// (Java's DeleteFileIndex). lastmile applies it only to data files of
+// that spec with a null partition: none here, and the rows come back.
+func TestReviewEqualityDeleteUnderVoidSpec(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ids 0..99, part by id%4: four files (parts a..d) of 25 rows, sequence 1.
+	var rows []icebergtest.Row
+	for id := range int64(100) {
+		rows = append(rows, icebergtest.Row{ID: id, Part: string(rune('a' + id%4)), Key: id % 10, Score: float64(id)})
+	}
+	s1, _, err := tab.Append(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The partition field dropped as format 1 drops it: kept, made void.
+	void := ice.NewPartitionSpecID(1, ice.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "part", Transform: ice.VoidTransform{}})
+	type delRow struct {
+		ID int64 `parquet:"id,id(1)"`
+	}
+	del := filepath.Join(tab.Dir, "data", "eq-delete-void.parquet")
+	if err := parquet.WriteFile(del, []delRow{{0}, {1}, {2}, {3}}); err != nil { // one id of each part
+		t.Fatal(err)
+	}
+	st, err := os.Stat(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ice.NewDataFileBuilder(void, ice.EntryContentEqDeletes, "file://"+del, ice.ParquetFile, map[int]any{1000: nil}, nil, nil, 4, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.EqualityFieldIDs([]int{1})
+	id, seq := int64(2000), int64(2)
+	meta := reviewCommitDeletes(t, tab, s1, void, []ice.ManifestEntry{ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())}, id, seq)
+
+	sc, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := iceberg.Paths(sc.Files)
+	got, err := iceberg.EqualityDeleted(context.Background(), nil, []iceberg.Input{{Scan: sc}}, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, pos := range got {
+		n += len(pos)
+	}
+	if n != 4 {
+		var names []string
+		for _, p := range paths {
+			names = append(names, filepath.Base(p))
+		}
+		t.Fatalf("an equality delete of ids 0..3 under an all-void (unpartitioned) spec deleted %d rows of files %s (%v); want 4, one in each part's file",
+			n, strings.Join(names, ", "), got)
+	}
+}
