@@ -150,7 +150,7 @@ func (s *Scan) noteEquality(e ice.ManifestEntry, manifest string, schema *ice.Sc
 	if len(ids) == 0 {
 		return fmt.Errorf("equality delete file %s (in manifest %s) names no equality fields", df.FilePath(), manifest)
 	}
-	d := &eqDelete{seq: e.SequenceNum(), global: spec.NumFields() == 0, specID: df.SpecID(), part: df.Partition(),
+	d := &eqDelete{seq: e.SequenceNum(), global: unpartitioned(spec), specID: df.SpecID(), part: df.Partition(),
 		schema: &decode.TableSchema{IDs: map[string]int32{}, Stored: s.Schema.Stored}}
 	var err error
 	if d.path, err = localOrURL(df.FilePath()); err != nil {
@@ -224,6 +224,19 @@ func memberPath(f ice.NestedField, id int) ([]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// unpartitioned reports whether spec partitions nothing: it has no
+// fields, or only void ones (what format 1 makes of a dropped partition
+// field). A delete written under it applies to every partition, as
+// Java's PartitionSpec.isUnpartitioned and DeleteFileIndex have it.
+func unpartitioned(spec *ice.PartitionSpec) bool {
+	for _, f := range spec.Fields() {
+		if _, void := f.Transform.(ice.VoidTransform); !void {
+			return false
+		}
+	}
+	return true
 }
 
 // appliesTo reports whether d deletes rows of data file f.
