@@ -1,11 +1,17 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	ice "github.com/apache/iceberg-go"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
+	"github.com/parquet-go/parquet-go"
 )
 
 // reviewSideTable writes an input table (ids 0..99, key id%10) and a side
@@ -90,5 +96,81 @@ func TestReviewSideTableEqualityDeletes(t *testing.T) {
 		if id%10 == 3 {
 			t.Fatalf("semi join kept %d rows, among them id %d (key 3), whose side row the side table's snapshot deletes; want 90 rows", len(got), id)
 		}
+	}
+}
+
+// TestReviewIdentityPartitionColumnNotInFiles: a table that Iceberg's
+// migrate (or add_files) made of a Hive table partitioned by a column
+// keeps the Hive files, which do not hold that column: its values are
+// the directory names, which the table keeps as its identity partition
+// values. Iceberg's readers give such a column its file's partition value
+// in every row (Java: PartitionUtil.constantsMap, used by the Parquet
+// readers for identity partition fields whether or not the file holds
+// the column). lastmile reads it as a column added since the file was
+// written: null in every row, so a filter on it keeps nothing (or a
+// select gives nulls).
+func TestReviewIdentityPartitionColumnNotInFiles(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []icebergtest.Row
+	for id := range int64(100) {
+		rows = append(rows, icebergtest.Row{ID: id, Part: string(rune('a' + id%4)), Key: id % 10, Score: float64(id)})
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	// Hive's files: the partition column is in the directory name only.
+	type hiveRow struct {
+		ID    int64   `parquet:"id"`
+		Key   int64   `parquet:"key"`
+		Score float64 `parquet:"score"`
+	}
+	byFile := map[string][]hiveRow{}
+	for _, r := range rows {
+		p, _ := tab.Locate(r.ID)
+		byFile[p.File] = append(byFile[p.File], hiveRow{r.ID, r.Key, r.Score})
+	}
+	for loc, rs := range byFile {
+		if err := parquet.WriteFile(strings.TrimPrefix(loc, "file://"), rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// migrate makes Hive's partition columns optional.
+	text, err := os.ReadFile(tab.MetadataPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m iceberg.Metadata
+	if err := json.Unmarshal(text, &m); err != nil {
+		t.Fatal(err)
+	}
+	fields := m.Schemas[0].Fields()
+	fields[1].Required = false
+	m.Schemas[0] = ice.NewSchema(0, fields...)
+	out, err := json.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(tab.Dir, "metadata", "migrated.metadata.json")
+	if err := os.WriteFile(meta, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`inputs: [%q]
+batch: {size: 10, last: keep}
+ring: {dir: RINGDIR, name: t, slots: 3}
+pipeline:
+  - filter: {expr: 'part == "a"'}
+  - rename: {id: row_id}
+  - select: [row_id]
+`, "iceberg:"+meta)
+	_, res, err := runJob(t, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := allRows(t, res)
+	if len(got) != 25 {
+		t.Fatalf("filter part == \"a\" over a migrated Hive table partitioned by part kept %d rows; want 25 (ids 0, 4, ..., 96: the file of partition a)", len(got))
 	}
 }
