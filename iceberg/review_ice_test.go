@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +151,33 @@ func TestReviewEqualityDeleteUnderVoidSpec(t *testing.T) {
 		}
 		t.Fatalf("an equality delete of ids 0..3 under an all-void (unpartitioned) spec deleted %d rows of files %s (%v); want 4, one in each part's file",
 			n, strings.Join(names, ", "), got)
+	}
+}
+
+// TestReviewCatalogPrefixWithSlash: a REST catalog's route prefix (the
+// "prefix" of GET /v1/config) goes into the path as the catalog gives it:
+// Iceberg's Java client joins it unescaped ("v1/" + prefix +
+// "/namespaces/..."; ResourcePaths), so that a prefix of several
+// segments ("catalogs/main") addresses /v1/catalogs/main/namespaces/...
+// lastmile path-escapes it whole: its '/' becomes %2F, a path that such a
+// catalog does not serve (servers such as Jetty and Tomcat refuse an
+// encoded slash outright).
+func TestReviewCatalogPrefixWithSlash(t *testing.T) {
+	tab, _, _, _, _ := twoSnapshots(t)
+	cat := &icebergtest.Catalog{Prefix: "catalogs/main"}
+	cat.Add("db.events", tab)
+	var uris []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uris = append(uris, r.RequestURI)
+		if strings.Contains(strings.ToLower(r.RequestURI), "%2f") { // as Jetty: "Ambiguous URI path separator"
+			http.Error(w, "Ambiguous URI path separator", http.StatusBadRequest)
+			return
+		}
+		cat.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	_, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+srv.URL+"?table=db.events")
+	if err != nil {
+		t.Fatalf("catalog with prefix %q: %v (requests %q; Iceberg's Java client asks for /v1/catalogs/main/namespaces/db/tables/events)", cat.Prefix, err, uris)
 	}
 }
