@@ -50,8 +50,13 @@ func loadREST(ctx context.Context, client *http.Client, r Ref) (*Metadata, strin
 		prefix = cfg.Defaults["prefix"]
 	}
 	route := r.Catalog + "/v1/"
-	if prefix != "" {
-		route += url.PathEscape(strings.Trim(prefix, "/")) + "/"
+	if prefix = strings.Trim(prefix, "/"); prefix != "" {
+		// The prefix may be several segments ("catalogs/main"): each is
+		// escaped, the '/' between them kept, as Iceberg's clients (Java's
+		// ResourcePaths, iceberg-go's JoinPath) send it.
+		for _, seg := range strings.Split(prefix, "/") {
+			route += url.PathEscape(seg) + "/"
+		}
 	}
 	// Namespace levels are joined with the unit separator (0x1F).
 	route += "namespaces/" + url.PathEscape(strings.Join(r.Namespace, "\x1f")) + "/tables/" + url.PathEscape(r.Table)
