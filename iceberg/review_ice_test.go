@@ -9,8 +9,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/lastmile/lastmile/iceberg"
@@ -179,5 +182,103 @@ func TestReviewCatalogPrefixWithSlash(t *testing.T) {
 	_, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+srv.URL+"?table=db.events")
 	if err != nil {
 		t.Fatalf("catalog with prefix %q: %v (requests %q; Iceberg's Java client asks for /v1/catalogs/main/namespaces/db/tables/events)", cat.Prefix, err, uris)
+	}
+}
+
+// TestReviewManifestDecompressionBomb: a manifest is read whole (at most
+// MaxMetadataBytes), but its entries are all decoded and held before any
+// is looked at: the bound on data files (decode.MaxFiles) and the check
+// for a data file listed twice run only after. Avro's deflate blocks make
+// a manifest of identical entries a fraction of a byte per entry, and
+// each entry decoded takes about 500 bytes of heap: a manifest of a few
+// hundred KB holds GBs, and one of the 256 MiB lastmile accepts holds
+// hundreds of GBs. The metadata of a table any user may write (a local
+// table) so stops lastmiled, the shared daemon, for every user.
+func TestReviewManifestDecompressionBomb(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, meta, err := tab.Append(rows(0, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := tab.MetadataJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m iceberg.Metadata
+	if err := json.Unmarshal(text, &m); err != nil {
+		t.Fatal(err)
+	}
+	// The data manifest, made of one data file listed 3 Mi times.
+	const n = 3 << 20
+	var buf bytes.Buffer
+	w, err := ice.NewManifestWriter(2, &buf, m.Specs[0], m.Schemas[0], id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := tab.DataFiles()[0]
+	seq := int64(1)
+	for range n {
+		b, err := ice.NewDataFileBuilder(m.Specs[0], ice.EntryContentData, first, ice.ParquetFile, map[int]any{}, nil, nil, 10, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Add(ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(tab.Dir, "metadata", "bomb.avro")
+	if err := os.WriteFile(manifest, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	size := buf.Len()
+	mf, err := w.ToManifestFile("file://"+manifest, int64(size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := ice.WriteManifestList(2, &buf, id, nil, &seq, 0, []ice.ManifestFile{mf}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tab.Dir, "metadata", "snap-"+itoa(id)+".avro"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	_, err = iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	close(done)
+	<-sampled
+	grew := int64(peak.Load()) - int64(base.HeapAlloc)
+	t.Logf("manifest of %d bytes (%d entries): scan error %v; heap grew %d MiB", size, n, err, grew>>20)
+	if err == nil {
+		t.Fatal("a data file listed 3 Mi times: scanned; want an error")
+	}
+	if grew > 1<<30 { // MaxFiles entries alone take about 700 MiB
+		t.Fatalf("a manifest of %d KiB made the scan hold %d MiB before refusing it (%.0f times its size); at MaxMetadataBytes (%d MiB) that is about %d GiB",
+			size>>10, grew>>20, float64(grew)/float64(size), iceberg.MaxMetadataBytes>>20, grew/int64(size)*iceberg.MaxMetadataBytes>>30)
 	}
 }
