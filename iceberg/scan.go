@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -173,14 +175,25 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
-	entries, err := readManifest(mf, data)
+	// The entries are counted as they are decoded: a manifest's deflate
+	// blocks make thousands of entries of a few bytes, each some hundreds
+	// of bytes once decoded, so that its size bounds nothing.
+	deletes := mf.ManifestContent() == ice.ManifestContentDeletes
+	room := decode.MaxFiles - len(s.Files)
+	if deletes {
+		room = decode.MaxFiles - len(s.deletes) - len(s.eqDeletes) - len(s.vectors)
+	}
+	entries, err := readManifest(mf, data, room)
+	if errors.Is(err, errTooManyEntries) {
+		if deletes {
+			return fmt.Errorf("more than %d delete files: compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", decode.MaxFiles)
+		}
+		return fmt.Errorf("more than %d data files: lastmile reads at most that many files of an input; compact the table (Spark: CALL system.rewrite_data_files)", decode.MaxFiles)
+	}
 	if err != nil {
 		return fmt.Errorf("manifest %s: %v", mf.FilePath(), err)
 	}
-	if mf.ManifestContent() == ice.ManifestContentDeletes {
-		if n := len(s.deletes) + len(s.eqDeletes) + len(s.vectors) + len(entries); n > decode.MaxFiles {
-			return fmt.Errorf("more than %d delete files: compact the table first (Spark: CALL system.rewrite_data_files with delete-file-threshold)", decode.MaxFiles)
-		}
+	if deletes {
 		return s.noteDeletes(entries, mf.FilePath(), schema, spec)
 	}
 	for _, e := range entries {
@@ -227,10 +240,34 @@ func readManifestList(data []byte) (list []ice.ManifestFile, err error) {
 	return ice.ReadManifestList(bytes.NewReader(data))
 }
 
-func readManifest(mf ice.ManifestFile, data []byte) (entries []ice.ManifestEntry, err error) {
+func readManifest(mf ice.ManifestFile, data []byte, max int) (entries []ice.ManifestEntry, err error) {
 	defer recoverDamaged(&err)
-	return ice.ReadManifest(mf, bytes.NewReader(data), true)
+	rd, err := ice.NewManifestReader(mf, bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	for {
+		e, err := rd.ReadEntry()
+		if errors.Is(err, io.EOF) {
+			return entries, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Status() == ice.EntryStatusDELETED {
+			continue
+		}
+		if len(entries) >= max {
+			return nil, errTooManyEntries
+		}
+		entries = append(entries, e)
+	}
 }
+
+// errTooManyEntries is readManifest's: the manifest lists more live files
+// than the scan has room for.
+var errTooManyEntries = errors.New("too many manifest entries")
 
 func recoverDamaged(err *error) {
 	if r := recover(); r != nil {
