@@ -282,3 +282,75 @@ func TestReviewManifestDecompressionBomb(t *testing.T) {
 			size>>10, grew>>20, float64(grew)/float64(size), iceberg.MaxMetadataBytes>>20, grew/int64(size)*iceberg.MaxMetadataBytes>>30)
 	}
 }
+
+// TestReviewManifestListDecompressionBomb: the same for a manifest list,
+// which ReadManifestList decodes whole: a list naming one manifest 3 Mi
+// times, a few MB of Avro, is held entry by entry before the scan finds
+// the second listing of that manifest's data files.
+func TestReviewManifestListDecompressionBomb(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, meta, err := tab.Append(rows(0, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := filepath.Join(tab.Dir, "metadata", "snap-"+itoa(id)+".avro")
+	data, err := os.ReadFile(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := ice.ReadManifestList(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 << 20
+	rep := make([]ice.ManifestFile, n)
+	for i := range rep {
+		rep[i] = mfs[0]
+	}
+	var buf bytes.Buffer
+	seq := int64(1)
+	if err := ice.WriteManifestList(2, &buf, id, nil, &seq, 0, rep); err != nil {
+		t.Fatal(err)
+	}
+	rep = nil
+	if err := os.WriteFile(list, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	size := buf.Len()
+	buf = bytes.Buffer{}
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	_, err = iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
+	close(done)
+	<-sampled
+	grew := int64(peak.Load()) - int64(base.HeapAlloc)
+	t.Logf("manifest list of %d bytes (%d entries): scan error %v; heap grew %d MiB", size, n, err, grew>>20)
+	if err == nil {
+		t.Fatal("a manifest listed 3 Mi times: scanned; want an error")
+	}
+	if grew > 1<<30 {
+		t.Fatalf("a manifest list of %d KiB made the scan hold %d MiB before refusing it (%.0f times its size)", size>>10, grew>>20, float64(grew)/float64(size))
+	}
+}
