@@ -88,11 +88,11 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 			return nil, err
 		}
 		p := &processor{plan: plan, exact: true, workers: newWorkers(plan, nil, workers)}
-		byFile, err := deletionsFor(ctx, fsys, tables, paths)
+		byFile, err := iceberg.Deletions(ctx, fsys, tables, paths)
 		if err != nil {
 			return nil, err
 		}
-		if p.deleted, err = setDeletions(plan, byFile, paths); err != nil {
+		if p.deleted, err = iceberg.SetDeletions(plan, byFile, paths); err != nil {
 			return nil, err
 		}
 		p.exact, p.counted = p.deleted == 0, p.deleted > 0
@@ -207,11 +207,11 @@ func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []
 		return nil, nil, 0, 0, err
 	}
 	plan.Unreadable = schema.Unreadable // what the pipeline's "every column" left out
-	byFile, err := deletionsFor(ctx, fsys, tables, paths)
+	byFile, err := iceberg.Deletions(ctx, fsys, tables, paths)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}
-	deleted, err := setDeletions(plan, byFile, paths)
+	deleted, err := iceberg.SetDeletions(plan, byFile, paths)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}

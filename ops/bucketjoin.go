@@ -360,6 +360,7 @@ func (c *compiler) bucketJoin(ctx context.Context, op *spec.Op, t *sideTable, l 
 		if err != nil {
 			return c.tableErr(ctx, op, "table", err)
 		}
+		sameDeletions(p, t.plan)
 		bt.plans[b] = p
 	}
 	t.buckets = bt
@@ -523,4 +524,26 @@ func (p *Program) SideMemory() int64 {
 		n += t.bytes
 	}
 	return n
+}
+
+// sameDeletions gives the units of p, a bucket's plan, the deleted rows
+// (an Iceberg snapshot's deletes) of the same units of whole, the table's
+// plan, for the loader to drop. Both are planned alike from the same
+// files, so their units are the same: by file, row group and first row.
+func sameDeletions(p, whole *decode.Plan) {
+	type key struct {
+		file     string
+		group    int
+		rowStart int64
+	}
+	del := map[key][]int32{}
+	for _, u := range whole.Units {
+		if len(u.Deleted) > 0 {
+			del[key{u.File, u.RowGroup, u.RowStart}] = u.Deleted
+		}
+	}
+	for i := range p.Units {
+		u := &p.Units[i]
+		u.Deleted = del[key{u.File, u.RowGroup, u.RowStart}]
+	}
 }

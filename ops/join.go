@@ -128,7 +128,17 @@ func planTable(ctx context.Context, fsys decode.FS, table string, cols []string)
 	}
 	// By field id: a column renamed since a file was written.
 	schema := func(string) *decode.TableSchema { return sc.Schema }
-	p, err := decode.PlanFiles(ctx, iceberg.Paths(sc.Files), decode.PlanOptions{Columns: cols, FS: fsys, Table: schema})
+	paths := iceberg.Paths(sc.Files)
+	p, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: cols, FS: fsys, Table: schema})
+	if err != nil {
+		return nil, nil, err
+	}
+	// The rows the snapshot deletes are no rows of the table: each unit
+	// gets its own, and the loader drops them (sideTable.load).
+	byFile, err := iceberg.Deletions(ctx, fsys, []iceberg.Input{{Scan: sc}}, paths)
+	if err == nil {
+		_, err = iceberg.SetDeletions(p, byFile, paths)
+	}
 	if err != nil || sc.Buckets == nil {
 		return p, nil, err
 	}

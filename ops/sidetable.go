@@ -240,7 +240,7 @@ func (t *sideTable) load(ctx context.Context, job *spec.Job, env Env) error {
 	}
 	var all column.Batch
 	for i := range batches {
-		all.AppendRows(&batches[i], 0, batches[i].Rows)
+		appendKept(&all, &batches[i], t.plan.Units[i].Deleted)
 	}
 	if len(all.Columns) == 0 {
 		all.Columns = make([]column.Column, len(t.plan.Fields))
@@ -261,6 +261,21 @@ func (t *sideTable) load(ctx context.Context, job *spec.Job, env Env) error {
 		return t.tooBig(job, t.bytes)
 	}
 	return t.build(job)
+}
+
+// appendKept appends the rows of b to all but those in deleted (sorted
+// rows of b: the rows an Iceberg snapshot deletes from its unit).
+func appendKept(all, b *column.Batch, deleted []int32) {
+	lo := 0
+	for _, d := range deleted {
+		if int(d) > lo {
+			all.AppendRows(b, lo, int(d))
+		}
+		lo = int(d) + 1
+	}
+	if lo < b.Rows {
+		all.AppendRows(b, lo, b.Rows)
+	}
 }
 
 // decodeAll decodes every unit of plan, on up to workers goroutines.
