@@ -86,7 +86,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(BIN)/lastmile bench
 
-# fuzz runs each of the 48 fuzzers for FUZZTIME (go test fuzzes one target
+# fuzz runs each of the 49 fuzzers for FUZZTIME (go test fuzzes one target
 # per run), about 38 minutes in all: specs, ring headers and slots, Parquet
 # footers, pages and their codecs, the control API (handlers, and raw bytes on a running daemon's
 # socket), what peers send and are sent (Flight messages, unit outputs,
@@ -131,6 +131,7 @@ fuzz:
 	$(FUZZONE) iceberg FuzzParseRef
 	$(FUZZONE) iceberg FuzzScanManifests
 	$(FUZZONE) iceberg FuzzScanDeletes
+	$(FUZZONE) iceberg FuzzAvroBound
 	$(FUZZONE) engine FuzzCheck
 	$(FUZZONE) peer FuzzCompactRoundTrip
 	$(FUZZONE) peer FuzzDeletedSet

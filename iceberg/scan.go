@@ -237,11 +237,21 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 // the file is damaged.
 func readManifestList(data []byte) (list []ice.ManifestFile, err error) {
 	defer recoverDamaged(&err)
+	// Bounded before iceberg-go decodes it whole (avrobound.go): no more
+	// manifests than an input may have files.
+	if err := avroBound(data, decode.MaxFiles, MaxMetadataBytes); err != nil {
+		return nil, err
+	}
 	return ice.ReadManifestList(bytes.NewReader(data))
 }
 
 func readManifest(mf ice.ManifestFile, data []byte, max int) (entries []ice.ManifestEntry, err error) {
 	defer recoverDamaged(&err)
+	// Its entries are counted as they are read (max); their bytes, which
+	// a few entries of long strings would fill, are bounded here.
+	if err := avroBound(data, math.MaxInt64, MaxMetadataBytes); err != nil {
+		return nil, err
+	}
 	rd, err := ice.NewManifestReader(mf, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
