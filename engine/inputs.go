@@ -116,8 +116,9 @@ func withFieldIDs(opts decode.PlanOptions, tables []iceberg.Input) decode.PlanOp
 		if in.Scan == nil {
 			continue
 		}
-		for _, f := range in.Scan.Files {
-			byPath[f.Path] = in.Scan.Schema
+		for i := range in.Scan.Files {
+			f := &in.Scan.Files[i]
+			byPath[f.Path] = in.Scan.SchemaOf(f)
 		}
 	}
 	if len(byPath) > 0 {

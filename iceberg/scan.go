@@ -64,6 +64,9 @@ type File struct {
 	seq     int64       // data sequence number
 	specID  int32       // partition spec
 	part    map[int]any // partition values, by partition field id
+	// partDefaults are its identity partition values, by source field id,
+	// PLAIN-encoded: what the columns it lacks read (partconst.go).
+	partDefaults map[int32][]byte
 	// stats maps a top-level column name to what the file's partition
 	// value (identity transforms) or column statistics say about it.
 	stats map[string]expr.Range
@@ -209,7 +212,7 @@ func (s *Scan) addManifest(fsys decode.FS, mf ice.ManifestFile, schema *ice.Sche
 			return fmt.Errorf("data file: %v", err)
 		}
 		f := File{Path: path, Rows: df.Count(), Size: df.FileSizeBytes(), stats: fileStats(df, schema, spec), seq: e.SequenceNum(),
-			specID: df.SpecID(), part: df.Partition()}
+			specID: df.SpecID(), part: df.Partition(), partDefaults: partitionDefaults(df, schema, spec)}
 		// Iceberg lists a live data file once. A file listed twice would
 		// be read twice, and a manifest list naming one manifest over and
 		// over would multiply the scan's memory without bound.

@@ -292,8 +292,8 @@ func emptyPlan(p *decode.Plan) *decode.Plan { return &decode.Plan{Fields: p.Fiel
 type tableLayout struct {
 	col    string
 	n      int
-	of     map[string]int      // file → bucket
-	schema *decode.TableSchema // the table's columns (decode.PlanOptions.Table)
+	of     map[string]int                        // file → bucket
+	schema func(path string) *decode.TableSchema // each file's columns (decode.PlanOptions.Table)
 }
 
 // bucketJoin decides whether join t runs as a bucket join, and prepares
@@ -354,7 +354,7 @@ func (c *compiler) bucketJoin(ctx context.Context, op *spec.Op, t *sideTable, l 
 		}
 		opts := decode.PlanOptions{Columns: cols, FS: c.env.FS}
 		if l != nil {
-			opts.Table = func(string) *decode.TableSchema { return l.schema }
+			opts.Table = l.schema
 		}
 		p, err := decode.PlanFiles(ctx, paths, opts)
 		if err != nil {

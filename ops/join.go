@@ -126,8 +126,13 @@ func planTable(ctx context.Context, fsys decode.FS, table string, cols []string)
 	if len(sc.Files) == 0 {
 		return nil, nil, fmt.Errorf("iceberg table %s snapshot %d has no data files", sc.Table, sc.SnapshotID)
 	}
-	// By field id: a column renamed since a file was written.
-	schema := func(string) *decode.TableSchema { return sc.Schema }
+	// By field id: a column renamed since a file was written; a file's
+	// identity partition values for the columns it lacks.
+	byPath := make(map[string]*decode.TableSchema, len(sc.Files))
+	for i := range sc.Files {
+		byPath[sc.Files[i].Path] = sc.SchemaOf(&sc.Files[i])
+	}
+	schema := func(path string) *decode.TableSchema { return byPath[path] }
 	paths := iceberg.Paths(sc.Files)
 	p, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: cols, FS: fsys, Table: schema})
 	if err != nil {
@@ -142,7 +147,7 @@ func planTable(ctx context.Context, fsys decode.FS, table string, cols []string)
 	if err != nil || sc.Buckets == nil {
 		return p, nil, err
 	}
-	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}, schema: sc.Schema}
+	l := &tableLayout{col: sc.Buckets.Column, n: sc.Buckets.N, of: map[string]int{}, schema: schema}
 	for _, f := range sc.Files {
 		l.of[f.Path] = f.Bucket
 	}

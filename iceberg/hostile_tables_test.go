@@ -21,11 +21,11 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// reviewCommitDeletes commits to tab (whose last snapshot is prevID, with
+// commitDeletesRaw commits to tab (whose last snapshot is prevID, with
 // manifest list prevList) a snapshot that adds one delete manifest of
 // entries under spec, which becomes the table's default spec: the
 // metadata file it writes is returned.
-func reviewCommitDeletes(t *testing.T, tab *icebergtest.Table, prevID int64, spec ice.PartitionSpec, entries []ice.ManifestEntry, id, seq int64) string {
+func commitDeletesRaw(t *testing.T, tab *icebergtest.Table, prevID int64, spec ice.PartitionSpec, entries []ice.ManifestEntry, id, seq int64) string {
 	t.Helper()
 	metaDir := filepath.Join(tab.Dir, "metadata")
 	text, err := tab.MetadataJSON()
@@ -91,7 +91,7 @@ func reviewCommitDeletes(t *testing.T, tab *icebergtest.Table, prevID int64, spe
 	return path
 }
 
-// TestReviewEqualityDeleteUnderVoidSpec: a partition spec whose every
+// EqualityDeleteUnderVoidSpec: a partition spec whose every
 // field has the void transform partitions nothing (Java's
 // PartitionSpec.isUnpartitioned; what a format-1 table's spec becomes when
 // its partition fields are dropped, since v1 cannot remove them), so an
@@ -99,7 +99,7 @@ func reviewCommitDeletes(t *testing.T, tab *icebergtest.Table, prevID int64, spe
 // files of every partition and spec, as an unpartitioned one does
 // (Java's DeleteFileIndex). lastmile applies it only to data files of
 // that spec with a null partition: none here, and the rows come back.
-func TestReviewEqualityDeleteUnderVoidSpec(t *testing.T) {
+func TestEqualityDeleteUnderVoidSpec(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestReviewEqualityDeleteUnderVoidSpec(t *testing.T) {
 	}
 	b.EqualityFieldIDs([]int{1})
 	id, seq := int64(2000), int64(2)
-	meta := reviewCommitDeletes(t, tab, s1, void, []ice.ManifestEntry{ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())}, id, seq)
+	meta := commitDeletesRaw(t, tab, s1, void, []ice.ManifestEntry{ice.NewManifestEntry(ice.EntryStatusADDED, &id, &seq, &seq, b.Build())}, id, seq)
 
 	sc, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
 	if err != nil {
@@ -157,7 +157,7 @@ func TestReviewEqualityDeleteUnderVoidSpec(t *testing.T) {
 	}
 }
 
-// TestReviewCatalogPrefixWithSlash: a REST catalog's route prefix (the
+// CatalogPrefixWithSlash: a REST catalog's route prefix (the
 // "prefix" of GET /v1/config) goes into the path as the catalog gives it:
 // Iceberg's Java client joins it unescaped ("v1/" + prefix +
 // "/namespaces/..."; ResourcePaths), so that a prefix of several
@@ -165,7 +165,7 @@ func TestReviewEqualityDeleteUnderVoidSpec(t *testing.T) {
 // lastmile path-escapes it whole: its '/' becomes %2F, a path that such a
 // catalog does not serve (servers such as Jetty and Tomcat refuse an
 // encoded slash outright).
-func TestReviewCatalogPrefixWithSlash(t *testing.T) {
+func TestCatalogPrefixWithSlash(t *testing.T) {
 	tab, _, _, _, _ := twoSnapshots(t)
 	cat := &icebergtest.Catalog{Prefix: "catalogs/main"}
 	cat.Add("db.events", tab)
@@ -185,7 +185,7 @@ func TestReviewCatalogPrefixWithSlash(t *testing.T) {
 	}
 }
 
-// TestReviewManifestDecompressionBomb: a manifest is read whole (at most
+// ManifestDecompressionBomb: a manifest is read whole (at most
 // MaxMetadataBytes), but its entries are all decoded and held before any
 // is looked at: the bound on data files (decode.MaxFiles) and the check
 // for a data file listed twice run only after. Avro's deflate blocks make
@@ -194,7 +194,7 @@ func TestReviewCatalogPrefixWithSlash(t *testing.T) {
 // hundred KB holds GBs, and one of the 256 MiB lastmile accepts holds
 // hundreds of GBs. The metadata of a table any user may write (a local
 // table) so stops lastmiled, the shared daemon, for every user.
-func TestReviewManifestDecompressionBomb(t *testing.T) {
+func TestManifestDecompressionBomb(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +283,11 @@ func TestReviewManifestDecompressionBomb(t *testing.T) {
 	}
 }
 
-// TestReviewManifestListDecompressionBomb: the same for a manifest list,
+// ManifestListDecompressionBomb: the same for a manifest list,
 // which ReadManifestList decodes whole: a list naming one manifest 3 Mi
 // times, a few MB of Avro, is held entry by entry before the scan finds
 // the second listing of that manifest's data files.
-func TestReviewManifestListDecompressionBomb(t *testing.T) {
+func TestManifestListDecompressionBomb(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
 	if err != nil {
 		t.Fatal(err)

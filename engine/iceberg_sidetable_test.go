@@ -14,10 +14,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// reviewSideTable writes an input table (ids 0..99, key id%10) and a side
+// icebergSideTable writes an input table (ids 0..99, key id%10) and a side
 // table holding one row per key 0..9, and returns both tables' metadata
 // files and the side table.
-func reviewSideTable(t *testing.T) (input string, side *icebergtest.Table) {
+func icebergSideTable(t *testing.T) (input string, side *icebergtest.Table) {
 	t.Helper()
 	dir := t.TempDir()
 	in, err := icebergtest.New(filepath.Join(dir, "in"), icebergtest.Layout{})
@@ -45,7 +45,7 @@ func reviewSideTable(t *testing.T) (input string, side *icebergtest.Table) {
 	return input, side
 }
 
-func reviewSemiJoin(t *testing.T, input, side string) []int64 {
+func semiJoinIDs(t *testing.T, input, side string) []int64 {
 	t.Helper()
 	src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 10, last: keep}
@@ -62,11 +62,11 @@ pipeline:
 	return allRows(t, res)
 }
 
-// TestReviewSideTablePositionDeletes: a side table's row that the side
+// SideTablePositionDeletes: a side table's row that the side
 // table's snapshot deletes (a position delete) must not match: the rows
 // keyed 3 have no live side row, so a semi join keeps 90 of 100 rows.
-func TestReviewSideTablePositionDeletes(t *testing.T) {
-	input, side := reviewSideTable(t)
+func TestSideTablePositionDeletes(t *testing.T) {
+	input, side := icebergSideTable(t)
 	p, ok := side.Locate(1003) // the side row of key 3
 	if !ok {
 		t.Fatal("side row not written")
@@ -75,7 +75,7 @@ func TestReviewSideTablePositionDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := reviewSemiJoin(t, input, meta)
+	got := semiJoinIDs(t, input, meta)
 	for _, id := range got {
 		if id%10 == 3 {
 			t.Fatalf("semi join kept %d rows, among them id %d (key 3), whose side row the side table's snapshot deletes; want 90 rows", len(got), id)
@@ -83,15 +83,15 @@ func TestReviewSideTablePositionDeletes(t *testing.T) {
 	}
 }
 
-// TestReviewSideTableEqualityDeletes: the same with an equality delete
+// SideTableEqualityDeletes: the same with an equality delete
 // of key 3 in the side table.
-func TestReviewSideTableEqualityDeletes(t *testing.T) {
-	input, side := reviewSideTable(t)
+func TestSideTableEqualityDeletes(t *testing.T) {
+	input, side := icebergSideTable(t)
 	_, meta, err := side.DeleteEquality("y", "key", []int64{3}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := reviewSemiJoin(t, input, meta)
+	got := semiJoinIDs(t, input, meta)
 	for _, id := range got {
 		if id%10 == 3 {
 			t.Fatalf("semi join kept %d rows, among them id %d (key 3), whose side row the side table's snapshot deletes; want 90 rows", len(got), id)
@@ -99,7 +99,7 @@ func TestReviewSideTableEqualityDeletes(t *testing.T) {
 	}
 }
 
-// TestReviewIdentityPartitionColumnNotInFiles: a table that Iceberg's
+// IdentityPartitionColumnNotInFiles: a table that Iceberg's
 // migrate (or add_files) made of a Hive table partitioned by a column
 // keeps the Hive files, which do not hold that column: its values are
 // the directory names, which the table keeps as its identity partition
@@ -109,7 +109,7 @@ func TestReviewSideTableEqualityDeletes(t *testing.T) {
 // the column). lastmile reads it as a column added since the file was
 // written: null in every row, so a filter on it keeps nothing (or a
 // select gives nulls).
-func TestReviewIdentityPartitionColumnNotInFiles(t *testing.T) {
+func TestIdentityPartitionColumnNotInFiles(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
 	if err != nil {
 		t.Fatal(err)
