@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,6 +42,7 @@ func loadREST(ctx context.Context, client *http.Client, r Ref) (*Metadata, strin
 	if client == nil {
 		client = &http.Client{Timeout: 30 * time.Second}
 	}
+	client = sameHost(client, r.Catalog)
 	var cfg restConfig
 	if err := getJSON(ctx, client, r.Catalog+"/v1/config", &cfg); err != nil {
 		return nil, "", err
@@ -74,25 +76,71 @@ func loadREST(ctx context.Context, client *http.Client, r Ref) (*Metadata, strin
 	return m, t.MetadataLocation, nil
 }
 
-// getJSON GETs u and decodes its JSON body into v; a status other than
-// 200 is an error with the catalog's message.
+// sameHost returns client refusing redirects away from the catalog's
+// scheme and host: lastmiled asks catalogs for users, and a catalog that
+// sent it elsewhere (another service of its network) would have it make
+// requests the user chose.
+func sameHost(client *http.Client, catalog string) *http.Client {
+	base, err := url.Parse(catalog)
+	if err != nil {
+		return client
+	}
+	c := *client
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != base.Scheme || req.URL.Host != base.Host {
+			return fmt.Errorf("%w: catalog %s redirected to %s", errRedirect, catalog, req.URL.Redacted())
+		}
+		if len(via) >= 5 {
+			return fmt.Errorf("catalog %s: more than 5 redirects", catalog)
+		}
+		return nil
+	}
+	return &c
+}
+
+// errRedirect is a redirect sameHost refuses.
+var errRedirect = errors.New("lastmile follows a catalog's redirects within its host only")
+
+// catalogTries is how many times a catalog request is made when the
+// catalog answers 429 or 502-504, or the connection fails.
+const catalogTries = 3
+
+// getJSON GETs u and decodes its JSON body into v, trying again (after
+// 0.2 s, then 0.4 s) when the catalog is busy or unreachable; a status
+// other than 200 is an error with the catalog's message.
 func getJSON(ctx context.Context, client *http.Client, u string, v any) error {
+	for try := 1; ; try++ {
+		again, err := getJSONOnce(ctx, client, u, v)
+		if err == nil || !again || try == catalogTries || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// getJSONOnce is one request of getJSON; again reports whether its error
+// is worth another try.
+func getJSONOnce(ctx context.Context, client *http.Client, u string, v any) (again bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("catalog request %s: %w", u, err)
+		return false, fmt.Errorf("catalog request %s: %w", u, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("catalog: %w", err)
+		return !errors.Is(err, errRedirect), fmt.Errorf("catalog: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxMetadataBytes+1))
 	if err != nil {
-		return fmt.Errorf("catalog: read %s: %w", u, err)
+		return true, fmt.Errorf("catalog: read %s: %w", u, err)
 	}
 	if len(body) > MaxMetadataBytes {
-		return fmt.Errorf("catalog: %s answered more than %d bytes", u, MaxMetadataBytes)
+		return false, fmt.Errorf("catalog: %s answered more than %d bytes", u, MaxMetadataBytes)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e restError
@@ -110,10 +158,11 @@ func getJSON(ctx context.Context, client *http.Client, u string, v any) error {
 		case http.StatusUnauthorized, http.StatusForbidden:
 			hint = " (lastmile sends no catalog credentials: use the table's metadata file location instead)"
 		}
-		return fmt.Errorf("catalog: GET %s: %s: %s%s", u, resp.Status, msg, hint)
+		busy := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 502 && resp.StatusCode <= 504
+		return busy, fmt.Errorf("catalog: GET %s: %s: %s%s", u, resp.Status, msg, hint)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("catalog: %s: %w", u, err)
+		return false, fmt.Errorf("catalog: %s: %w", u, err)
 	}
-	return nil
+	return false, nil
 }

@@ -3,8 +3,10 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lastmile/lastmile/iceberg"
@@ -77,5 +79,52 @@ func TestParseRef(t *testing.T) {
 		if err != nil || r.String() != tc.want {
 			t.Errorf("ParseRef(%q) = %q, %v; want %q", tc.in, r.String(), err, tc.want)
 		}
+	}
+}
+
+// TestRESTCatalogBusyAndRedirects: a catalog that answers 503 (or 429)
+// once is asked again, as S3 reads are, instead of failing the submission;
+// a 404 is not asked again. A redirect within the catalog's host is
+// followed; one to another host is refused: lastmiled asks catalogs for
+// its users, and would otherwise request whatever a catalog named.
+func TestRESTCatalogBusyAndRedirects(t *testing.T) {
+	tab, _, s2, _, _ := twoSnapshots(t)
+	cat := &icebergtest.Catalog{}
+	cat.Add("lake.db.events", tab)
+	var requests atomic.Int32
+	var busy atomic.Int32
+	busy.Store(2)
+	other := httptest.NewServer(cat)
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/away/"):
+			http.Redirect(w, r, other.URL+strings.TrimPrefix(r.URL.EscapedPath(), "/away"), http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/moved/"):
+			http.Redirect(w, r, strings.TrimPrefix(r.URL.EscapedPath(), "/moved"), http.StatusFound)
+		case busy.Add(-1) >= 0:
+			http.Error(w, "slow down", http.StatusServiceUnavailable)
+		default:
+			cat.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	sc, err := iceberg.Opener{}.Scan(ctx, "iceberg:"+srv.URL+"?table=lake.db.events")
+	if err != nil || sc.SnapshotID != s2 {
+		t.Fatalf("after two 503s: %v", err)
+	}
+	requests.Store(0)
+	var o iceberg.Opener
+	if _, err := o.Scan(ctx, "iceberg:"+srv.URL+"?table=lake.db.nope"); err == nil || requests.Load() != 2 {
+		t.Fatalf("missing table: %v after %d requests, want an error after 2 (config, table)", err, requests.Load())
+	}
+	if _, err := o.Scan(ctx, "iceberg:"+srv.URL+"/moved?table=lake.db.events"); err != nil {
+		t.Fatalf("redirect within the host: %v", err)
+	}
+	_, err = iceberg.Opener{}.Scan(ctx, "iceberg:"+srv.URL+"/away?table=lake.db.events")
+	if err == nil || !strings.Contains(err.Error(), "within its host only") {
+		t.Fatalf("redirect to another host: %v", err)
 	}
 }
