@@ -321,8 +321,10 @@ func (s *Scan) matchFile(ctx context.Context, fsys decode.FS, f *File, apply []*
 		return slices.Clone(f.Deleted), nil
 	}
 	apply = loaded
-	// By field id: a column renamed since the file was written.
-	table := func(string) *decode.TableSchema { return s.Schema }
+	// By field id: a column renamed since the file was written; the
+	// file's identity partition values for the columns it lacks, as the
+	// job reads them (SchemaOf).
+	table := func(string) *decode.TableSchema { return s.SchemaOf(f) }
 	plan, err := decode.PlanFiles(ctx, []string{f.Path}, decode.PlanOptions{FS: fsys, Columns: cols, Table: table})
 	if err != nil {
 		return nil, err
