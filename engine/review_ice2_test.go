@@ -105,3 +105,58 @@ pipeline:
 			len(got), len(back), back[:min(len(back), 5)])
 	}
 }
+
+// TestReviewIce2LongPartitionValueLargeRowGroup: a migrated Hive table
+// whose file (one row group of 1.1M rows) lacks its string identity
+// partition column, of a 250-byte value. The partition value becomes an
+// absent chunk's default, and the decoder's check of a peer's default
+// (defaultFits: at most 2^28 bytes over the chunk's Values, the whole
+// row group's rows, not the unit's) refuses every unit of it as a bad
+// unit, even sliced by max_unit_rows: the table cannot be read at all.
+// Java reads it (a constant per file).
+func TestReviewIce2LongPartitionValueLargeRowGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 1.1M rows")
+	}
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := strings.Repeat("p", 250)
+	rows := []icebergtest.Row{{ID: 0, Part: part}}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	meta := reviewMigrate(t, tab, rows)
+	// The Hive file: 1.1M rows in one row group.
+	type hiveRow struct {
+		ID    int64   `parquet:"id"`
+		Key   int64   `parquet:"key"`
+		Score float64 `parquet:"score"`
+	}
+	const n = 1_100_000
+	hive := make([]hiveRow, n)
+	for i := range hive {
+		hive[i] = hiveRow{ID: int64(i)}
+	}
+	p, _ := tab.Locate(0)
+	if err := parquet.WriteFile(strings.TrimPrefix(p.File, "file://"), hive, parquet.MaxRowsPerRowGroup(n)); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`inputs: [%q]
+batch: {size: 65536, last: keep}
+ring: {dir: RINGDIR, name: t, slots: 3}
+decode: {max_unit_rows: 65536}
+pipeline:
+  - filter: {expr: 'part != "x"'}
+  - rename: {id: row_id}
+  - select: [row_id]
+`, "iceberg:"+meta)
+	_, res, err := runJob(t, src)
+	if err != nil {
+		t.Fatalf("a migrated table whose 1.1M-row row group lacks its 250-byte partition value: %v", err)
+	}
+	if got := allRows(t, res); len(got) != n {
+		t.Fatalf("read %d rows, want %d", len(got), n)
+	}
+}
