@@ -140,7 +140,7 @@ func (d *Decoder) Open(ctx context.Context, u Unit) error {
 		}
 	}
 	for i := range d.fields {
-		if err := viewable(&d.base[i], &u.Chunks[i]); err != nil {
+		if err := viewable(&d.base[i], &u.Chunks[i], u.Rows); err != nil {
 			return fail(err)
 		}
 		d.fields[i] = promotedView(&d.base[i], &u.Chunks[i])

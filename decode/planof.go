@@ -59,7 +59,7 @@ func (f *Field) check() error {
 		return fmt.Errorf("scale %d, stored as %d (length %d)", f.Scale, f.StoredPhysical, f.StoredTypeLen)
 	case f.TimeUnit != 0 && f.TimeUnit != 1 && f.TimeUnit != 1e3 && f.TimeUnit != 1e6 && f.TimeUnit != nanosPerDay:
 		return fmt.Errorf("time unit %d ns", f.TimeUnit)
-	case f.StoredPhysical != 0 && viewable(f, &Chunk{Physical: f.StoredPhysical, TypeLen: f.StoredTypeLen}) != nil:
+	case f.StoredPhysical != 0 && viewable(f, &Chunk{Physical: f.StoredPhysical, TypeLen: f.StoredTypeLen}, 0) != nil:
 		return fmt.Errorf("stored as %v, read as %v", format.Type(f.StoredPhysical), format.Type(f.Physical))
 	case f.Leaf < -1:
 		return fmt.Errorf("leaf %d", f.Leaf)

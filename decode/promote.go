@@ -129,10 +129,11 @@ func promotedView(f *Field, c *Chunk) Field {
 // plan has it, can be read from: its own, or one the table promoted f
 // from (promote). A unit from elsewhere (a peer's requester) could pair
 // any two, and a view that decodes values wider than its field's dtype
-// would overrun the column.
-func viewable(f *Field, c *Chunk) error {
+// would overrun the column. rows are the unit's: what an absent chunk's
+// default fills.
+func viewable(f *Field, c *Chunk, rows int64) error {
 	if c.Absent {
-		return defaultFits(f, c, c.Values)
+		return defaultFits(f, c, rows)
 	}
 	if c.Physical == 0 || (c.Physical == f.Physical && c.TypeLen == f.TypeLen) {
 		return nil
