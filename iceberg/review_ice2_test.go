@@ -1,0 +1,58 @@
+package iceberg_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/iceberg"
+)
+
+// TestReviewIce2CatalogTimeoutNotRetried: docs/storage.md says a catalog
+// request is made again when the catalog answers 429 or 502-504 "or
+// that fails to connect". A catalog that accepts the connection and
+// never answers (the client's timeout, 30 s in lastmiled) is asked three
+// times, holding the job's planning three timeouts and more.
+func TestReviewIce2CatalogTimeoutNotRetried(t *testing.T) {
+	var requests atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	o := iceberg.Opener{HTTP: &http.Client{Timeout: 100 * time.Millisecond}}
+	_, err := o.Scan(context.Background(), "iceberg:"+srv.URL+"?table=lake.db.events")
+	if err == nil {
+		t.Fatal("no error from a catalog that never answers")
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("a catalog that connected and timed out was asked %d times; the docs retry only a request that fails to connect (%v)", n, err)
+	}
+}
+
+// TestReviewIce2CatalogRedirectLoopNotRetried: a catalog that redirects
+// to itself forever fails after 5 redirects; that error is no busy
+// catalog nor a failed connection, yet the request is made again twice.
+func TestReviewIce2CatalogRedirectLoopNotRetried(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Redirect(w, r, r.URL.Path, http.StatusFound)
+	}))
+	defer srv.Close()
+	_, err := iceberg.Opener{}.Scan(context.Background(), "iceberg:"+srv.URL+"?table=lake.db.events")
+	if err == nil {
+		t.Fatal("no error from a redirect loop")
+	}
+	if n := requests.Load(); n > 6 {
+		t.Fatalf("a redirect loop was followed for %d requests (5 redirects, then asked again twice); want 6 (%v)", n, err)
+	}
+}
