@@ -2,13 +2,16 @@ package iceberg_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lastmile/lastmile/iceberg"
+	"github.com/lastmile/lastmile/iceberg/icebergtest"
 )
 
 // TestReviewIce2CatalogTimeoutNotRetried: docs/storage.md says a catalog
@@ -54,5 +57,40 @@ func TestReviewIce2CatalogRedirectLoopNotRetried(t *testing.T) {
 	}
 	if n := requests.Load(); n > 6 {
 		t.Fatalf("a redirect loop was followed for %d requests (5 redirects, then asked again twice); want 6 (%v)", n, err)
+	}
+}
+
+// TestReviewIce2CatalogHTTPSUpgrade: a catalog named by http:// whose
+// host redirects every request to https:// on the same host (an ingress
+// that upgrades, as most do) worked before redirects were restricted:
+// the upgrade sends the request to the same host, encrypted, and no
+// other service; it is refused as a redirect away from the catalog.
+func TestReviewIce2CatalogHTTPSUpgrade(t *testing.T) {
+	tab, _, s2, _, _ := twoSnapshots(t)
+	cat := &icebergtest.Catalog{}
+	cat.Add("lake.db.events", tab)
+	tlsSrv := httptest.NewTLSServer(cat)
+	defer tlsSrv.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://catalog.test"+r.URL.RequestURI(), http.StatusMovedPermanently)
+	}))
+	defer plain.Close()
+	// catalog.test:80 is the plain server, catalog.test:443 the TLS one.
+	tr := tlsSrv.Client().Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		to := plain.Listener.Addr().String()
+		if strings.HasSuffix(addr, ":443") {
+			to = tlsSrv.Listener.Addr().String()
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, to)
+	}
+	tr.TLSClientConfig.ServerName = "example.com" // httptest's certificate
+	o := iceberg.Opener{HTTP: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	sc, err := o.Scan(context.Background(), "iceberg:http://catalog.test?table=lake.db.events")
+	if err != nil {
+		t.Fatalf("a catalog whose host upgrades http to https: %v", err)
+	}
+	if sc.SnapshotID != s2 {
+		t.Fatalf("snapshot %d, want %d", sc.SnapshotID, s2)
 	}
 }
