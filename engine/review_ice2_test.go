@@ -160,3 +160,38 @@ pipeline:
 		t.Fatalf("read %d rows, want %d", len(got), n)
 	}
 }
+
+// TestReviewIce2MigratedPartitionColumnSelected: a migrated Hive table
+// partitioned by day (values such as "2026-11-01", 10 bytes), the job
+// selecting the partition column in batches of 1024 rows. The files lack
+// the column: its chunks are absent, of no bytes, so the ring's slot is
+// sized for 4 KiB of it (listRowStats: Uncompressed 0), and each batch
+// holds 10 KiB of it.
+func TestReviewIce2MigratedPartitionColumnSelected(t *testing.T) {
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []icebergtest.Row
+	for id := range int64(4096) {
+		rows = append(rows, icebergtest.Row{ID: id, Part: fmt.Sprintf("2026-11-%02d", 1+id%2), Key: id % 10, Score: float64(id)})
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	meta := reviewMigrate(t, tab, rows)
+	src := fmt.Sprintf(`inputs: [%q]
+batch: {size: 1024, last: keep}
+ring: {dir: RINGDIR, name: t, slots: 3}
+pipeline:
+  - rename: {id: row_id}
+  - select: [row_id, part]
+`, "iceberg:"+meta)
+	_, res, err := runJob(t, src)
+	if err != nil {
+		t.Fatalf("selecting a migrated table's partition column: %v", err)
+	}
+	if got := allRows(t, res); len(got) != len(rows) {
+		t.Fatalf("read %d rows, want %d", len(got), len(rows))
+	}
+}
