@@ -89,6 +89,12 @@ func listRowStats(p *decode.Plan) (perRow map[string]float64, widest float64) {
 			if f.Kind == column.Bytes && c.Values > 0 {
 				v *= float64(c.Uncompressed) / float64(c.Values)
 			}
+			if c.Absent && f.Kind == column.Bytes {
+				// A column the file lacks: each row is its default (an
+				// initial default, or the file's identity partition
+				// value), of no bytes in the file.
+				v = float64(len(c.Default))
+			}
 			best = max(best, v)
 		}
 		perRow[f.Name] = best
