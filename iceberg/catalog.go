@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -87,7 +88,11 @@ func sameHost(client *http.Client, catalog string) *http.Client {
 	}
 	c := *client
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != base.Scheme || req.URL.Host != base.Host {
+		// http to https on the same host and default ports: a front end
+		// that moves its clients to TLS.
+		upgrade := base.Scheme == "http" && req.URL.Scheme == "https" && req.URL.Hostname() == base.Hostname() &&
+			(base.Port() == "" || base.Port() == "80") && (req.URL.Port() == "" || req.URL.Port() == "443")
+		if !upgrade && (req.URL.Scheme != base.Scheme || req.URL.Host != base.Host) {
 			return fmt.Errorf("%w: catalog %s redirected to %s", errRedirect, catalog, req.URL.Redacted())
 		}
 		if len(via) >= 5 {
@@ -132,12 +137,16 @@ func getJSONOnce(ctx context.Context, client *http.Client, u string, v any) (aga
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return !errors.Is(err, errRedirect), fmt.Errorf("catalog: %w", err)
+		// Again only where no connection was made: a catalog that took
+		// the request and timed out, or redirected in circles, would
+		// only do so again.
+		var op *net.OpError
+		return errors.As(err, &op) && op.Op == "dial", fmt.Errorf("catalog: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxMetadataBytes+1))
 	if err != nil {
-		return true, fmt.Errorf("catalog: read %s: %w", u, err)
+		return false, fmt.Errorf("catalog: read %s: %w", u, err)
 	}
 	if len(body) > MaxMetadataBytes {
 		return false, fmt.Errorf("catalog: %s answered more than %d bytes", u, MaxMetadataBytes)

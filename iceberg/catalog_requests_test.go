@@ -14,12 +14,12 @@ import (
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
 )
 
-// TestReviewIce2CatalogTimeoutNotRetried: docs/storage.md says a catalog
+// TestCatalogTimeoutNotRetried: docs/storage.md says a catalog
 // request is made again when the catalog answers 429 or 502-504 "or
 // that fails to connect". A catalog that accepts the connection and
 // never answers (the client's timeout, 30 s in lastmiled) is asked three
 // times, holding the job's planning three timeouts and more.
-func TestReviewIce2CatalogTimeoutNotRetried(t *testing.T) {
+func TestCatalogTimeoutNotRetried(t *testing.T) {
 	var requests atomic.Int32
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,10 +41,10 @@ func TestReviewIce2CatalogTimeoutNotRetried(t *testing.T) {
 	}
 }
 
-// TestReviewIce2CatalogRedirectLoopNotRetried: a catalog that redirects
+// TestCatalogRedirectLoopNotRetried: a catalog that redirects
 // to itself forever fails after 5 redirects; that error is no busy
 // catalog nor a failed connection, yet the request is made again twice.
-func TestReviewIce2CatalogRedirectLoopNotRetried(t *testing.T) {
+func TestCatalogRedirectLoopNotRetried(t *testing.T) {
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
@@ -60,12 +60,12 @@ func TestReviewIce2CatalogRedirectLoopNotRetried(t *testing.T) {
 	}
 }
 
-// TestReviewIce2CatalogHTTPSUpgrade: a catalog named by http:// whose
+// TestCatalogHTTPSUpgrade: a catalog named by http:// whose
 // host redirects every request to https:// on the same host (an ingress
 // that upgrades, as most do) worked before redirects were restricted:
 // the upgrade sends the request to the same host, encrypted, and no
 // other service; it is refused as a redirect away from the catalog.
-func TestReviewIce2CatalogHTTPSUpgrade(t *testing.T) {
+func TestCatalogHTTPSUpgrade(t *testing.T) {
 	tab, _, s2, _, _ := twoSnapshots(t)
 	cat := &icebergtest.Catalog{}
 	cat.Add("lake.db.events", tab)

@@ -15,10 +15,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// reviewMigrate rewrites tab's data files as Hive's (no part column, no
+// migrateAsHive rewrites tab's data files as Hive's (no part column, no
 // field ids) and writes a metadata file whose part column is optional,
 // as Iceberg's migrate leaves it; it returns that metadata file.
-func reviewMigrate(t *testing.T, tab *icebergtest.Table, rows []icebergtest.Row) string {
+func migrateAsHive(t *testing.T, tab *icebergtest.Table, rows []icebergtest.Row) string {
 	t.Helper()
 	type hiveRow struct {
 		ID    int64   `parquet:"id"`
@@ -57,7 +57,7 @@ func reviewMigrate(t *testing.T, tab *icebergtest.Table, rows []icebergtest.Row)
 	return meta
 }
 
-// TestReviewIce2EqualityDeleteOnMigratedPartitionColumn: a migrated Hive
+// TestEqualityDeleteOnMigratedPartitionColumn: a migrated Hive
 // table (its files lack the identity partition column part) with an
 // equality delete on part (Flink's upserts put the partition columns in
 // the equality fields). The job reads part as each file's partition
@@ -65,7 +65,7 @@ func reviewMigrate(t *testing.T, tab *icebergtest.Table, rows []icebergtest.Row)
 // the files read with the table's schema alone (matchFile), where part
 // is null: the rows of partition "a" that the snapshot deletes come
 // back.
-func TestReviewIce2EqualityDeleteOnMigratedPartitionColumn(t *testing.T) {
+func TestEqualityDeleteOnMigratedPartitionColumn(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestReviewIce2EqualityDeleteOnMigratedPartitionColumn(t *testing.T) {
 	if _, _, err := tab.DeleteEquality("a", "part", []string{"a"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	meta := reviewMigrate(t, tab, rows)
+	meta := migrateAsHive(t, tab, rows)
 	src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 10, last: keep}
 ring: {dir: RINGDIR, name: t, slots: 3}
@@ -106,7 +106,7 @@ pipeline:
 	}
 }
 
-// TestReviewIce2LongPartitionValueLargeRowGroup: a migrated Hive table
+// TestLongPartitionValueLargeRowGroup: a migrated Hive table
 // whose file (one row group of 1.1M rows) lacks its string identity
 // partition column, of a 250-byte value. The partition value becomes an
 // absent chunk's default, and the decoder's check of a peer's default
@@ -114,7 +114,7 @@ pipeline:
 // row group's rows, not the unit's) refuses every unit of it as a bad
 // unit, even sliced by max_unit_rows: the table cannot be read at all.
 // Java reads it (a constant per file).
-func TestReviewIce2LongPartitionValueLargeRowGroup(t *testing.T) {
+func TestLongPartitionValueLargeRowGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 1.1M rows")
 	}
@@ -127,7 +127,7 @@ func TestReviewIce2LongPartitionValueLargeRowGroup(t *testing.T) {
 	if _, _, err := tab.Append(rows); err != nil {
 		t.Fatal(err)
 	}
-	meta := reviewMigrate(t, tab, rows)
+	meta := migrateAsHive(t, tab, rows)
 	// The Hive file: 1.1M rows in one row group.
 	type hiveRow struct {
 		ID    int64   `parquet:"id"`
@@ -161,13 +161,13 @@ pipeline:
 	}
 }
 
-// TestReviewIce2MigratedPartitionColumnSelected: a migrated Hive table
+// TestMigratedPartitionColumnSelected: a migrated Hive table
 // partitioned by day (values such as "2026-11-01", 10 bytes), the job
 // selecting the partition column in batches of 1024 rows. The files lack
 // the column: its chunks are absent, of no bytes, so the ring's slot is
 // sized for 4 KiB of it (listRowStats: Uncompressed 0), and each batch
 // holds 10 KiB of it.
-func TestReviewIce2MigratedPartitionColumnSelected(t *testing.T) {
+func TestMigratedPartitionColumnSelected(t *testing.T) {
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestReviewIce2MigratedPartitionColumnSelected(t *testing.T) {
 	if _, _, err := tab.Append(rows); err != nil {
 		t.Fatal(err)
 	}
-	meta := reviewMigrate(t, tab, rows)
+	meta := migrateAsHive(t, tab, rows)
 	src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 1024, last: keep}
 ring: {dir: RINGDIR, name: t, slots: 3}
