@@ -62,6 +62,7 @@ test: fmt-check vet
 # from skipped-when-missing into failed-when-missing.
 test-go: build pydeps testdeps
 	LASTMILE_REQUIRE_PYTHON=1 $(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test -count=1 -run 'DecompressionBomb' ./iceberg # heap measurements: skipped under -race
 
 # The client's tests and the DataLoader baseline's run as three shards at
 # once (python/tests/shard.py deals modules by their measured seconds):

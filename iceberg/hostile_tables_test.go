@@ -195,6 +195,7 @@ func TestCatalogPrefixWithSlash(t *testing.T) {
 // hundreds of GBs. The metadata of a table any user may write (a local
 // table) so stops lastmiled, the shared daemon, for every user.
 func TestManifestDecompressionBomb(t *testing.T) {
+	skipUnderRace(t)
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +265,7 @@ func TestManifestDecompressionBomb(t *testing.T) {
 // times, a few MB of Avro, is held entry by entry before the scan finds
 // the second listing of that manifest's data files.
 func TestManifestListDecompressionBomb(t *testing.T) {
+	skipUnderRace(t)
 	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{})
 	if err != nil {
 		t.Fatal(err)
@@ -335,4 +337,13 @@ func scanHeapGrowth(meta string) (int64, error) {
 	close(done)
 	<-sampled
 	return int64(peak.Load()) - int64(base.HeapAlloc), err
+}
+
+// skipUnderRace skips a test that measures the heap of a large scan: the
+// race detector makes it minutes long and its heap figures meaningless.
+// make test runs these without -race (test-go).
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a heap measurement: run without -race (make test does)")
+	}
 }

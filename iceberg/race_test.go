@@ -1,0 +1,5 @@
+//go:build race
+
+package iceberg_test
+
+const raceEnabled = true
