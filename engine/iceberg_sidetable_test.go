@@ -1,17 +1,11 @@
 package engine_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	ice "github.com/apache/iceberg-go"
-	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
-	"github.com/parquet-go/parquet-go"
 )
 
 // icebergSideTable writes an input table (ids 0..99, key id%10) and a side
@@ -121,42 +115,7 @@ func TestIdentityPartitionColumnNotInFiles(t *testing.T) {
 	if _, _, err := tab.Append(rows); err != nil {
 		t.Fatal(err)
 	}
-	// Hive's files: the partition column is in the directory name only.
-	type hiveRow struct {
-		ID    int64   `parquet:"id"`
-		Key   int64   `parquet:"key"`
-		Score float64 `parquet:"score"`
-	}
-	byFile := map[string][]hiveRow{}
-	for _, r := range rows {
-		p, _ := tab.Locate(r.ID)
-		byFile[p.File] = append(byFile[p.File], hiveRow{r.ID, r.Key, r.Score})
-	}
-	for loc, rs := range byFile {
-		if err := parquet.WriteFile(strings.TrimPrefix(loc, "file://"), rs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// migrate makes Hive's partition columns optional.
-	text, err := os.ReadFile(tab.MetadataPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m iceberg.Metadata
-	if err := json.Unmarshal(text, &m); err != nil {
-		t.Fatal(err)
-	}
-	fields := m.Schemas[0].Fields()
-	fields[1].Required = false
-	m.Schemas[0] = ice.NewSchema(0, fields...)
-	out, err := json.Marshal(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := filepath.Join(tab.Dir, "metadata", "migrated.metadata.json")
-	if err := os.WriteFile(meta, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	meta := migrateAsHive(t, tab, rows) // the partition column in the directory names only
 	src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 10, last: keep}
 ring: {dir: RINGDIR, name: t, slots: 3}

@@ -46,7 +46,7 @@ import os
 import time
 import weakref
 
-from . import control
+from . import _advice, control
 from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError, _read_spec
 from .hosts import exchange, usable_group
 from .ranks import resolve_hosts, resolve_ranks
@@ -70,19 +70,6 @@ _MAIN_ONLY = (
     "through a queue")
 
 log = logging.getLogger("lastmile")
-
-_WARNED_ALONE = set()  # jobs whose rank 0 was warned that it reads alone
-
-
-def _ranges(ranks):
-    """"1-3, 5" of [1, 2, 3, 5]."""
-    out = []
-    for r in ranks:
-        if out and out[-1][1] == r - 1:
-            out[-1][1] = r
-        else:
-            out.append([r, r])
-    return ", ".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in out)
 
 
 class Dataset(_Base):
@@ -205,51 +192,18 @@ class Dataset(_Base):
 
     def _warn_alone(self):
         """Warn, once a job and process, that a world of several ranks from
-        the spec needs every rank to read: rank 0 read alone stops after a
-        few batches, when the other ranks' rings are full."""
-        n = self.world_size or 1
-        if n <= 1 or self.job_id in _WARNED_ALONE:
-            return
-        _WARNED_ALONE.add(self.job_id)
-        log.warning(
-            "lastmile: this process is rank 0 of %d of job %s: world_size %d comes from %s, and neither "
-            "RANK/WORLD_SIZE (torchrun) nor rank=/world_size= said otherwise. The other %d ranks must "
-            "read too, or this process stops after a few batches, once their rings are full. Run it "
-            "under torchrun (--nproc-per-node %d) or `python3 -m lastmile.launch --nproc %d SCRIPT`, "
-            "or pass world_size=1 to read every batch in this one process (a job of its own), or rank= "
-            "and world_size= to say which rank it is"
-            % (n, self.job.get("name") or self.job_id, n, self.spec_label, n - 1, n, n))
-
-    def _unattached(self):
-        """Ranks of the job (on this host) whose ring has no trainer attached,
-        as lastmiled's job view tells; [] when it cannot say."""
-        try:
-            job = self.client.job(self.job_id)
-        except (control.ControlError, OSError):
-            return []
-        out = []
-        for r in (job.get("rings") if isinstance(job, dict) else None) or []:
-            if isinstance(r, dict) and isinstance(r.get("rank"), int) and r["rank"] != self.rank \
-                    and r.get("consumer_attached") is False and r.get("state", "running") == "running":
-                out.append(r)
-        return sorted(out, key=lambda r: r["rank"])
+        the spec needs every rank to read."""
+        _advice.warn_alone(self.job_id, self.job.get("name") or self.job_id, self.world_size or 1, self.spec_label)
 
     def _timed_out(self, err):
         """``err`` (a batch wait's TimeoutError), saying which ranks have no
         trainer: the producer deals batches to every rank in turn and waits
         on a rank whose ring is full."""
-        missing = self._unattached()
-        if not missing:
+        try:
+            job = self.client.job(self.job_id)
+        except (control.ControlError, OSError):
             return err
-        ranks = _ranges([r["rank"] for r in missing])
-        n = self.world_size or len(missing) + 1
-        return TimeoutError(
-            "%s; %s of job %s: no trainer attached. Every rank of the world must read: the "
-            "producer waits on a rank whose ring is full. Start the other ranks' trainers "
-            "(torchrun --nproc-per-node %d, or python3 -m lastmile.launch --nproc %d), or read "
-            "with world_size=1"
-            % (err, ("ranks " if len(missing) > 1 else "rank ") + ranks, self.job.get("name") or self.job_id,
-               n, n))
+        return _advice.timed_out(err, job, self.rank, self.world_size, self.job.get("name") or self.job_id)
 
     def _job_staging(self):
         """The job's gpu.staging as lastmiled reports it ("auto" when unset)."""
@@ -320,13 +274,7 @@ class Dataset(_Base):
         if n is None:
             return False
         if c.batch > n:
-            raise ValueError(
-                "cursor (%d, %d): batch %d is past the end of epoch %d of job %s, which has %d batches "
-                "per rank (0 to %d; (%d, %d) is its end, the same as (%d, 0)): lastmiled would start "
-                "at epoch %d and skip the rest of epoch %d; resume from a checkpoint's cursor "
-                "(ds.state_dict())"
-                % (c.epoch, c.batch, c.batch, c.epoch, self.job.get("name") or self.job_id, n,
-                   n - 1, c.epoch, n, c.epoch + 1, c.epoch + 1, c.epoch))
+            raise ValueError(_advice.cursor_past_epoch(c, n, self.job.get("name") or self.job_id))
         return True
 
     def _attach_once(self):
@@ -570,11 +518,7 @@ class Dataset(_Base):
             return False
         self._per_epoch = n
         if n == 0:
-            log.warning(
-                "lastmile: job %s gives no batch per epoch: its epoch holds fewer rows than one step "
-                "of batch.size x world_size (batch.last: drop drops them), or none; this trainer "
-                "gets nothing to train on. Check the spec's inputs and filters, or lower batch.size "
-                "(batch.last: pad fills a short last step)" % (self.job.get("name") or self.job_id))
+            log.warning(_advice.NO_BATCH % (self.job.get("name") or self.job_id))
         return True
 
     def _ensure_ring(self):
