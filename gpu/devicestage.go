@@ -156,6 +156,10 @@ func (r *DeviceRing) Announcement() ([]byte, error) {
 	return a.Encode()
 }
 
+// errLeftInPlace marks a Close that leaked what a copy may still use:
+// the context they live in must stay retained too (Stager.Close).
+var errLeftInPlace = errors.New("the ring's mapping and device slots are left in place")
+
 // Close waits for the last copy, frees the device slots, events and
 // stream, unregisters the mapping and only then unmaps it. If the wait
 // fails, the slots and the mapping are leaked, not freed under a copy
@@ -167,7 +171,7 @@ func (r *DeviceRing) Close() error {
 			// A copy may still read the ring and write the slots: both
 			// are leaked, not freed or unmapped under the driver (as
 			// Mapping.Close leaves a range it could not unregister).
-			errs = append(errs, fmt.Errorf("wait for the staging stream: %w (the ring's mapping and device slots are left in place)", err))
+			errs = append(errs, fmt.Errorf("wait for the staging stream: %w (%w)", err, errLeftInPlace))
 			r.buf, r.m = nil, nil
 		}
 	}

@@ -233,13 +233,21 @@ func (st *Stager) Close() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var errs []error
+	leaked := false
 	for r, rs := range st.ranks {
 		if rs.r != nil {
 			if err := rs.r.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+				leaked = leaked || errors.Is(err, errLeftInPlace)
 			}
 			rs.r = nil
 		}
+	}
+	if leaked {
+		// Releasing the last reference would destroy the context, and
+		// with it what a ring left in place for a copy that may still
+		// run: the contexts stay retained until the process ends.
+		return errors.Join(errs...)
 	}
 	for dev, c := range st.ctxs {
 		errs = append(errs, c.Release())

@@ -236,3 +236,25 @@ func succeeded(calls []cudatest.Call) int {
 	}
 	return n
 }
+
+// TestStagerCloseKeepsContextOfLeakedRing: a ring whose Close could not
+// wait for its stream leaves its device slots and mapping in place
+// (DeviceRing.Close). Releasing the primary context afterwards, its last
+// reference, would destroy them all the same under a copy that may still
+// run: the Stager keeps the context retained.
+func TestStagerCloseKeepsContextOfLeakedRing(t *testing.T) {
+	rig := newStagerRig(t, 1, placed(1))
+	rig.publish(t, 0)
+	rig.publish(t, 0)
+	before := len(rig.f.Calls(t, false))
+	rig.f.Fail(t, "cuStreamSynchronize=999")
+	if err := rig.st.Close(); err == nil {
+		t.Fatal("Close: no error although its stream wait failed")
+	}
+	names := cudatest.Names(rig.f.Calls(t, false)[before:])
+	for _, n := range []string{"cuMemFree_v2", "cuMemHostUnregister", "cuDevicePrimaryCtxRelease_v2"} {
+		if index(names, n) >= 0 {
+			t.Fatalf("close after a failed stream wait: %v; want no %s", names, n)
+		}
+	}
+}
