@@ -135,7 +135,10 @@ func inflated(codec string, block []byte, limit int64) (int64, error) {
 		n, err := snappy.DecodedLen(block[:len(block)-4])
 		return int64(n), err
 	case "zstandard":
-		z, err := zstd.NewReader(bytes.NewReader(block), zstd.WithDecoderConcurrency(1))
+		// A frame's header declares its window: held to the bound, so
+		// that a declared window is no allocation of its own.
+		z, err := zstd.NewReader(bytes.NewReader(block), zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxMemory(uint64(max(limit, 1)+1)), zstd.WithDecoderMaxWindow(uint64(min(max(limit, 1<<10), 1<<29))))
 		if err != nil {
 			return 0, err
 		}
@@ -145,6 +148,9 @@ func inflated(codec string, block []byte, limit int64) (int64, error) {
 		return 0, fmt.Errorf("avro codec %q: lastmile reads null, deflate, snappy and zstandard", codec)
 	}
 	n, err := io.Copy(io.Discard, io.LimitReader(rd, limit+1))
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return limit + 1, nil // past the bound: the caller says so
+	}
 	if err != nil {
 		return n, fmt.Errorf("avro %s block: %w", codec, err)
 	}

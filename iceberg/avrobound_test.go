@@ -1,10 +1,17 @@
 package iceberg_test
 
 import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
@@ -77,4 +84,68 @@ func FuzzAvroBound(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		iceberg.AvroBound(b, 1<<16, 1<<24)
 	})
+}
+
+// avroContainer lays out an Avro object container by hand: the header
+// with codec, then one block per payload (its record count, its bytes as
+// the codec compresses them, the sync marker).
+func avroContainer(t *testing.T, codec string, counts []int64, payloads [][]byte) []byte {
+	t.Helper()
+	var b []byte
+	str := func(s string) { b = binary.AppendVarint(b, int64(len(s))); b = append(b, s...) }
+	b = append(b, "Obj\x01"...)
+	b = binary.AppendVarint(b, 2)
+	str("avro.schema")
+	str(`"long"`)
+	str("avro.codec")
+	str(codec)
+	b = binary.AppendVarint(b, 0)
+	sync := bytes.Repeat([]byte{7}, 16)
+	b = append(b, sync...)
+	for i, p := range payloads {
+		var c []byte
+		switch codec {
+		case "null":
+			c = p
+		case "deflate":
+			var buf bytes.Buffer
+			w, _ := flate.NewWriter(&buf, flate.BestCompression)
+			w.Write(p)
+			w.Close()
+			c = buf.Bytes()
+		case "snappy":
+			c = binary.BigEndian.AppendUint32(snappy.Encode(nil, p), crc32.ChecksumIEEE(p))
+		case "zstandard":
+			e, _ := zstd.NewWriter(nil)
+			c = e.EncodeAll(p, nil)
+			e.Close()
+		}
+		b = binary.AppendVarint(b, counts[i])
+		b = binary.AppendVarint(b, int64(len(c)))
+		b = append(b, c...)
+		b = append(b, sync...)
+	}
+	return b
+}
+
+// TestAvroBoundCodecs: every codec's blocks are counted by their size
+// once decompressed: a bound at that size passes, one byte below refuses.
+func TestAvroBoundCodecs(t *testing.T) {
+	payloads := [][]byte{bytes.Repeat([]byte("a"), 100000), bytes.Repeat([]byte("bc"), 30000)}
+	const size = 160000
+	for _, codec := range []string{"null", "deflate", "snappy", "zstandard"} {
+		b := avroContainer(t, codec, []int64{3, 4}, payloads)
+		if err := iceberg.AvroBound(b, 7, size); err != nil {
+			t.Errorf("%s: %v", codec, err)
+		}
+		if err := iceberg.AvroBound(b, 7, size-1); !errors.Is(err, iceberg.ErrAvroBound) {
+			t.Errorf("%s, a bound one byte below its %d bytes: %v", codec, size, err)
+		}
+		if err := iceberg.AvroBound(b, 6, size); !errors.Is(err, iceberg.ErrAvroBound) {
+			t.Errorf("%s, a bound one record below its 7: %v", codec, err)
+		}
+	}
+	if err := iceberg.AvroBound(avroContainer(t, "bzip2", []int64{1}, payloads[:1]), 7, size); err == nil {
+		t.Error("codec bzip2: no error")
+	}
 }
