@@ -15,6 +15,28 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
+// importedTable appends n rows (id, part(id), key id%10, score id) to a
+// new table partitioned by part and imported as Iceberg's migrate makes
+// them (no field ids in its files); it returns the table and its rows.
+func importedTable(t *testing.T, n int64, part func(id int64) string) (*icebergtest.Table, []icebergtest.Row) {
+	t.Helper()
+	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []icebergtest.Row
+	for id := range n {
+		rows = append(rows, icebergtest.Row{ID: id, Part: part(id), Key: id % 10, Score: float64(id)})
+	}
+	if _, _, err := tab.Append(rows); err != nil {
+		t.Fatal(err)
+	}
+	return tab, rows
+}
+
+// letters is part a, b, c, d by id mod 4.
+func letters(id int64) string { return string(rune('a' + id%4)) }
+
 // migrateAsHive rewrites tab's data files as Hive's (no part column, no
 // field ids) and writes a metadata file whose part column is optional,
 // as Iceberg's migrate leaves it; it returns that metadata file.
@@ -66,17 +88,7 @@ func migrateAsHive(t *testing.T, tab *icebergtest.Table, rows []icebergtest.Row)
 // is null: the rows of partition "a" that the snapshot deletes come
 // back.
 func TestEqualityDeleteOnMigratedPartitionColumn(t *testing.T) {
-	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []icebergtest.Row
-	for id := range int64(100) {
-		rows = append(rows, icebergtest.Row{ID: id, Part: string(rune('a' + id%4)), Key: id % 10, Score: float64(id)})
-	}
-	if _, _, err := tab.Append(rows); err != nil {
-		t.Fatal(err)
-	}
+	tab, rows := importedTable(t, 100, letters)
 	if _, _, err := tab.DeleteEquality("a", "part", []string{"a"}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -168,17 +180,7 @@ pipeline:
 // sized for 4 KiB of it (listRowStats: Uncompressed 0), and each batch
 // holds 10 KiB of it.
 func TestMigratedPartitionColumnSelected(t *testing.T) {
-	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []icebergtest.Row
-	for id := range int64(4096) {
-		rows = append(rows, icebergtest.Row{ID: id, Part: fmt.Sprintf("2026-11-%02d", 1+id%2), Key: id % 10, Score: float64(id)})
-	}
-	if _, _, err := tab.Append(rows); err != nil {
-		t.Fatal(err)
-	}
+	tab, rows := importedTable(t, 4096, func(id int64) string { return fmt.Sprintf("2026-11-%02d", 1+id%2) })
 	meta := migrateAsHive(t, tab, rows)
 	src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 1024, last: keep}

@@ -104,17 +104,7 @@ func TestSideTableEqualityDeletes(t *testing.T) {
 // written: null in every row, so a filter on it keeps nothing (or a
 // select gives nulls).
 func TestIdentityPartitionColumnNotInFiles(t *testing.T) {
-	tab, err := icebergtest.New(filepath.Join(t.TempDir(), "events"), icebergtest.Layout{ByPart: true, Imported: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []icebergtest.Row
-	for id := range int64(100) {
-		rows = append(rows, icebergtest.Row{ID: id, Part: string(rune('a' + id%4)), Key: id % 10, Score: float64(id)})
-	}
-	if _, _, err := tab.Append(rows); err != nil {
-		t.Fatal(err)
-	}
+	tab, rows := importedTable(t, 100, letters)
 	meta := migrateAsHive(t, tab, rows) // the partition column in the directory names only
 	src := fmt.Sprintf(`inputs: [%q]
 batch: {size: 10, last: keep}
