@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/lastmile/lastmile/decode"
@@ -72,8 +73,63 @@ func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, [
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := sharedDataFiles(ctx, fsys, ins); err != nil {
+		return nil, nil, err
+	}
 	paths, _, err := iceberg.Files(ins, nil)
 	return paths, ins, err
+}
+
+// sharedDataFiles refuses a job in which an Iceberg table's data file is
+// also named by another input: a plain one (a file, glob, directory or
+// prefix reaching it) or another table or snapshot. A file is planned
+// once however many inputs name it, but the inputs disagree on what it
+// holds: a table reads it without the rows its snapshot deletes, by its
+// field ids and with its partition values, a plain input reads it whole
+// and by name. Whichever view won, the other input's rows would be
+// silently wrong. The same table at the same snapshot named twice agrees
+// with itself and is read once. Plain inputs are listed here only when
+// the job has a table and another input.
+func sharedDataFiles(ctx context.Context, fsys decode.FS, ins []iceberg.Input) error {
+	if !hasTables(ins) || len(ins) < 2 {
+		return nil
+	}
+	type owner struct {
+		name string
+		snap int64
+	}
+	byFile := map[string]owner{}
+	for _, in := range ins {
+		if in.Scan == nil {
+			continue
+		}
+		me := owner{in.Scan.Table, in.Scan.SnapshotID}
+		for _, f := range in.Scan.Files {
+			if o, ok := byFile[f.Path]; ok && o != me {
+				return fmt.Errorf("plan: the data file %s belongs to Iceberg table %s at snapshot %d and to %s at snapshot %d; each reads it with its own deleted rows and schema, and a file is read once: name one of them", f.Path, o.name, o.snap, me.name, me.snap)
+			}
+			byFile[f.Path] = me
+		}
+	}
+	for _, in := range ins {
+		if in.Scan != nil {
+			continue
+		}
+		files, err := decode.ExpandInputs(ctx, fsys, []string{in.Plain})
+		if err != nil {
+			return err
+		}
+		for _, p := range files {
+			if o, ok := byFile[p]; ok {
+				what := "reaches " + p + ", which is"
+				if p == in.Plain {
+					what = "is"
+				}
+				return fmt.Errorf("plan: the input %q %s a data file of Iceberg table %s (snapshot %d); a file is read once, and the table reads it without the rows it deletes while a plain input reads it whole: read it through the table only, or leave it out of %q", in.Plain, what, o.name, o.snap, in.Plain)
+			}
+		}
+	}
+	return nil
 }
 
 func hasTables(ins []iceberg.Input) bool {

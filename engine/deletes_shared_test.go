@@ -1,0 +1,101 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// TestSharedDataFileRefused: a data file of an Iceberg table that
+// another input also names is refused before anything is read. A file
+// is planned once, and the two inputs disagree on what it holds: the
+// table reads it without the rows its snapshot deletes, a plain input
+// reads it whole (and two snapshots delete different rows). Before,
+// whichever came first, the file was read once with the table's
+// deletes: a plain input's deleted rows went missing without a word.
+// The same table at the same snapshot named twice is read once.
+func TestSharedDataFileRefused(t *testing.T) {
+	del := func(id int64) bool { return id%4 == 1 && id%3 == 0 }
+	tab, meta := deletesTableEq(t, del)
+	p, ok := tab.Locate(9)
+	if !ok {
+		t.Fatal("id 9 not written")
+	}
+	file := strings.TrimPrefix(p.File, "file://")
+	// The same table before its deletes: snapshot 1 (see deletesTableEq).
+	before := fmt.Sprintf("iceberg:%s?snapshot=%d", meta, firstSnapshot(t, meta))
+	table := "iceberg:" + meta
+	for _, tc := range []struct {
+		name string
+		ins  []string
+		want string // in the error; "" runs the job
+	}{
+		{"the file, then its table", []string{file, table}, "the input " + fmt.Sprintf("%q", file) + " is a data file of Iceberg table"},
+		{"the table, then the file", []string{table, file}, "is a data file of Iceberg table"},
+		{"the file's directory", []string{filepath.Dir(file), table}, "reaches " + filepath.Dir(file) + "/"},
+		{"a glob", []string{filepath.Join(filepath.Dir(file), "*.parquet"), table}, "reaches " + filepath.Dir(file) + "/"},
+		{"two snapshots", []string{before, table}, "and to " + table},
+		{"the same snapshot twice", []string{table, table}, ""},
+	} {
+		for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
+			t.Run(tc.name, func(t *testing.T) {
+				dir := t.TempDir()
+				var q []string
+				for _, in := range tc.ins {
+					q = append(q, fmt.Sprintf("%q", in))
+				}
+				src := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\n%s", strings.Join(q, ", "), dir, body)
+				if tc.want == "" {
+					_, out := runRowsStats(t, src, dir)
+					if n, kept := len(out["id"]), 2000-countDeleted(del); n != kept {
+						t.Fatalf("%d rows; want the table's %d kept rows once", n, kept)
+					}
+					return
+				}
+				job, err := spec.Parse("test.yaml", []byte(src))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = engine.Run(context.Background(), job, engine.Options{})
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v; want one containing %q", err, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func countDeleted(del func(int64) bool) int {
+	n := 0
+	for id := range int64(2000) {
+		if del(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// firstSnapshot is the id of the first snapshot in the metadata file meta.
+func firstSnapshot(t *testing.T, meta string) int64 {
+	t.Helper()
+	data, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Snapshots []struct {
+			ID int64 `json:"snapshot-id"`
+		} `json:"snapshots"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || len(m.Snapshots) < 2 {
+		t.Fatalf("metadata %s: %v (%d snapshots; want 2)", meta, err, len(m.Snapshots))
+	}
+	return m.Snapshots[0].ID
+}
