@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -49,5 +50,17 @@ func TestReviewPeersBeyondTheHostsReceive(t *testing.T) {
 				t.Errorf("notes %q do not say receiving is what binds", p.Notes)
 			}
 		})
+	}
+}
+
+// TestReviewTargetOverflow: a target whose total over the GPUs is not a
+// finite number (8 × 1e308 samples/s) is no target: Predict took it and
+// gave +Inf figures that JSON cannot carry.
+func TestReviewTargetOverflow(t *testing.T) {
+	m := plan.Measured{Curve: plan.Curve{PerCore: 1000, Ceiling: 1e7}, BatchSize: 256, BytesPerSample: 100}
+	for _, tg := range []plan.Target{{GPUs: 8, SamplesPerGPU: 1e308}, {GPUs: 1, SamplesPerGPU: math.Inf(1)}} {
+		if p, err := plan.Predict(tg, m, plan.Resources{HostCores: 4}); err == nil {
+			t.Errorf("Predict(%+v) = host rate %g, no error", tg, p.HostRate)
+		}
 	}
 }
