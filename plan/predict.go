@@ -195,6 +195,18 @@ func (p *Prediction) withPeers(m Measured, res Resources) {
 		return
 	}
 	y := (h - cores*e) / (1 - recv*e) // samples/s the peers must produce
+	// Receiving takes the host's CPU: its cores can receive at most
+	// cores/recv samples/s, however many peers send them.
+	maxRecv := math.Inf(1)
+	if recv > 0 {
+		maxRecv = cores / recv
+	}
+	short := y > maxRecv*(1+1e-6)
+	if short {
+		p.note("receiving %.0f samples/s from peers would take %.1f of the host's %d cores: receiving alone caps the host at %.0f samples/s",
+			y, y*recv, res.HostCores, maxRecv)
+		y = maxRecv
+	}
 	per := m.PeerPerCore
 	if per <= 0 {
 		per = m.Curve.PerCore
@@ -211,18 +223,24 @@ func (p *Prediction) withPeers(m Measured, res Resources) {
 	p.NetworkBytesPerSec = y * m.BytesPerSample * wire
 	p.ReceiveCores = y * recv
 	p.LocalRate = h - y
-	spilled := float64(p.Peers) * peer
-	p.Capacity = (cores-spilled*recv)*e + spilled
+	if short {
+		p.LocalRate = 0 // every core receives
+	}
+	// What the peers send beyond what the host can receive adds nothing.
+	spilled := min(float64(p.Peers)*peer, maxRecv)
+	p.Capacity = max(cores-spilled*recv, 0)*e + spilled
 	if m.Curve.Ceiling > 0 && p.Capacity > m.Curve.Ceiling {
 		p.Capacity = m.Curve.Ceiling
 	}
 	// The same forgiveness of the last digits as RoundUp's: 3.0000001
 	// peers are 3.
-	if p.Capacity < h*(1-1e-6) {
+	if short || p.Capacity < h*(1-1e-6) {
 		p.Feasible = false
-		if m.Curve.Ceiling > 0 && p.Capacity >= m.Curve.Ceiling {
+		switch {
+		case short: // the note above says why
+		case m.Curve.Ceiling > 0 && p.Capacity >= m.Curve.Ceiling:
 			p.note("the ring's serial stage caps the host at %.0f samples/s, under the target: more peers do not help", m.Curve.Ceiling)
-		} else {
+		default:
 			p.note("%d peers give %.0f samples/s, under the target", p.Peers, p.Capacity)
 		}
 	}
