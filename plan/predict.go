@@ -119,6 +119,9 @@ func Predict(t Target, m Measured, res Resources) (Prediction, error) {
 	if t.GPUs <= 0 || !(t.SamplesPerGPU > 0) {
 		return Prediction{}, fmt.Errorf("plan: target of %d GPUs at %g samples/s each: want both > 0", t.GPUs, t.SamplesPerGPU)
 	}
+	if math.IsInf(t.HostRate(), 0) {
+		return Prediction{}, fmt.Errorf("plan: target of %d GPUs at %g samples/s each: %g samples/s in all is not a rate", t.GPUs, t.SamplesPerGPU, t.HostRate())
+	}
 	if res.HostCores <= 0 {
 		return Prediction{}, errors.New("plan: the host's cores must be > 0")
 	}
