@@ -255,14 +255,18 @@ func (f *planFlags) target(batch int) (plan.Target, error) {
 	case f.perGPU > 0 && f.stepMS > 0:
 		return plan.Target{}, fmt.Errorf("%w: give -samples-per-gpu or -step-ms, not both", errUsage)
 	case f.perGPU > 0:
-		return plan.Target{GPUs: f.gpus, SamplesPerGPU: f.perGPU}, nil
+		t := plan.Target{GPUs: f.gpus, SamplesPerGPU: f.perGPU}
+		if math.IsInf(t.HostRate(), 0) {
+			return t, fmt.Errorf("%w: -samples-per-gpu %g times %d GPUs is %g samples/s: not a rate", errUsage, f.perGPU, f.gpus, t.HostRate())
+		}
+		return t, nil
 	case f.stepMS > 0:
 		t, err := plan.TargetFromStep(f.gpus, f.stepMS/1000, batch)
 		if err != nil {
 			return t, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		if math.IsInf(t.SamplesPerGPU, 0) || !(t.SamplesPerGPU > 0) {
-			return t, fmt.Errorf("%w: -step-ms %g with batches of %d: %g samples/s is not a rate", errUsage, f.stepMS, batch, t.SamplesPerGPU)
+		if math.IsInf(t.HostRate(), 0) || !(t.SamplesPerGPU > 0) {
+			return t, fmt.Errorf("%w: -step-ms %g with batches of %d: %g samples/s per GPU, %g in all over %d GPUs, is not a rate", errUsage, f.stepMS, batch, t.SamplesPerGPU, t.HostRate(), f.gpus)
 		}
 		return t, nil
 	}
