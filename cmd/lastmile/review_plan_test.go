@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestReviewPlanTargetOverflow: -samples-per-gpu 1e308 with -gpus 8 is
@@ -24,5 +30,44 @@ func TestReviewPlanTargetOverflow(t *testing.T) {
 	}
 	if _, err := f.setup(job); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-samples-per-gpu") {
 		t.Errorf("setup gave %v, want a usage error naming -samples-per-gpu", err)
+	}
+}
+
+// TestReviewPlanUnreachablePeer: docs/planning.md says "the config is read
+// and the peers dialled before anything is measured, so a config that
+// cannot work is refused at once". openPeers only made the pool (gRPC
+// dials lazily), so a peer nobody listens on was found out after the
+// whole measurement (minutes at the defaults), when the peer was asked
+// its workers.
+func TestReviewPlanUnreachablePeer(t *testing.T) {
+	dir := t.TempDir()
+	data, _ := filepath.Abs("../../testdata/small")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nobody listens there now
+	conf := filepath.Join(dir, "lastmiled.yaml")
+	specPath := filepath.Join(dir, "job.yaml")
+	for path, text := range map[string]string{
+		conf: fmt.Sprintf("roots: {small: %s}\npeers: {addrs: [%q], insecure: true, credits: 2}\n", data, addr),
+		specPath: fmt.Sprintf("version: 1\nname: small\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 250, last: drop}\n"+
+			"ring: {slots: 4}\ndecode: {max_unit_rows: 1000}\n", data),
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	code := run(ctx, []string{"plan", "-gpus", "1", "-samples-per-gpu", "1000", "-measure-cores", "1", "-seconds", "2",
+		"-warmup", "0.1", "-loads", "0.5", "-python=false", "-svg", "", "-shm-dir", dir, "-peers-config", conf, specPath}, io.Discard, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), addr) || !strings.Contains(stderr.String(), "-peers-config") {
+		t.Errorf("exit %d: %s; want an error naming -peers-config and the peer %s", code, stderr.String(), addr)
+	}
+	if strings.Contains(stderr.String(), "throughput with") {
+		t.Errorf("the pipeline was measured before the peer was found unreachable:\n%s", stderr.String())
 	}
 }
