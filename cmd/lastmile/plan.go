@@ -118,7 +118,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var peers *peerSetup
 	if f.peersConfig != "" {
-		if peers, err = openPeers(f.peersConfig); err != nil {
+		if peers, err = openPeers(ctx, f.peersConfig); err != nil {
 			return fmt.Errorf("-peers-config: %w", err)
 		}
 		defer peers.Close()

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/lastmile/lastmile/bench"
 	"github.com/lastmile/lastmile/daemon"
 	"github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/roots"
 )
+
+// peerDialTimeout bounds openPeers' first question to the peer.
+const peerDialTimeout = 15 * time.Second
 
 // peerSetup is what plan needs to measure a CPU peer: the lastmiled
 // config's roots and its pool of peers.
@@ -24,7 +28,7 @@ type peerSetup struct {
 // that a config that cannot work is refused at once. It needs what a GPU
 // host's daemon needs to spill: the peers' addresses, a client
 // certificate they trust, and data roots holding the spec's inputs.
-func openPeers(path string) (*peerSetup, error) {
+func openPeers(ctx context.Context, path string) (*peerSetup, error) {
 	dc, err := daemon.LoadConfig(path, false)
 	if err != nil {
 		return nil, err
@@ -55,6 +59,17 @@ func openPeers(path string) (*peerSetup, error) {
 		pool.Close()
 		rts.Close()
 		return nil, fmt.Errorf("%s: no peer address resolved", path)
+	}
+	// The pool dials lazily: ask the peer that will be measured what it
+	// is now, so that an unreachable peer (or one that refuses this
+	// host's certificate) is found before minutes of measuring.
+	addr := pool.Stats()[0].Addr
+	ictx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+	defer cancel()
+	if _, err := pool.Info(ictx, addr); err != nil {
+		pool.Close()
+		rts.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &peerSetup{path: path, roots: rts, pool: pool}, nil
 }
