@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lastmile/lastmile/bench"
 )
 
 // TestReviewPlanTargetOverflow: -samples-per-gpu 1e308 with -gpus 8 is
@@ -69,5 +71,15 @@ func TestReviewPlanUnreachablePeer(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "throughput with") {
 		t.Errorf("the pipeline was measured before the peer was found unreachable:\n%s", stderr.String())
+	}
+}
+
+// TestReviewPlanStallWindow: the stall table's heading printed the window
+// with %.0f, so -seconds 0.5 read "steps of a fixed time, 0s each".
+func TestReviewPlanStallWindow(t *testing.T) {
+	var out bytes.Buffer
+	writeStall(&out, &bench.PlanReport{Seconds: 0.5, Dist: "fixed"})
+	if !strings.Contains(out.String(), "0.5s each") {
+		t.Errorf("stall heading %q: want the 0.5 s window", strings.SplitN(out.String(), "\n", 3)[1])
 	}
 }
