@@ -149,7 +149,7 @@ func writeMeasured(w io.Writer, r *bench.PlanReport) {
 
 // writeStall prints the simulated trainers' stall against load.
 func writeStall(w io.Writer, r *bench.PlanReport) {
-	fmt.Fprintf(w, "\nSimulated trainers against load (steps %s, %.0fs each; every rank's ring read by its own trainer)\n", distString(r), r.Seconds)
+	fmt.Fprintf(w, "\nSimulated trainers against load (steps %s, %gs each; every rank's ring read by its own trainer)\n", distString(r), r.Seconds)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  LOAD\tSLOTS\tSAMPLES/S\tSTALL\t")
 	for _, s := range r.Stall {
