@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/engine"
 )
 
 // TestReviewPlanTargetOverflow: -samples-per-gpu 1e308 with -gpus 8 is
@@ -81,5 +83,48 @@ func TestReviewPlanStallWindow(t *testing.T) {
 	writeStall(&out, &bench.PlanReport{Seconds: 0.5, Dist: "fixed"})
 	if !strings.Contains(out.String(), "0.5s each") {
 		t.Errorf("stall heading %q: want the 0.5 s window", strings.SplitN(out.String(), "\n", 3)[1])
+	}
+}
+
+// TestReviewPlanMemoryIsTheDaemonsCharge: docs/planning.md takes the
+// memory figures from "the daemon's own estimate (engine.EstimateFootprint),
+// the same it charges a submitted job", but the prediction added only the
+// rings, 2 units per core and the cache: the shuffle window and the side
+// tables the daemon charges were left out, and a spec's own
+// decode.inflight was replaced by 2 per core. A job sized by the plan's
+// memory figure could be refused by the daemon's max_memory.
+func TestReviewPlanMemoryIsTheDaemonsCharge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures")
+	}
+	dir := t.TempDir()
+	data, _ := filepath.Abs("../../testdata/small")
+	specPath := filepath.Join(dir, "job.yaml")
+	src := fmt.Sprintf("version: 1\nname: small\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 250, last: drop}\n"+
+		"ring: {slots: 4}\ndecode: {max_unit_rows: 1000, inflight: 64}\nshuffle: {buffer: 1000000}\n", data)
+	if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"plan", "-json", "-gpus", "1", "-samples-per-gpu", "1000", "-measure-cores", "1",
+		"-seconds", "0.3", "-warmup", "0.1", "-loads", "0.5", "-python=false", "-svg", "", "-shm-dir", dir, specPath}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan exited %d: %s", code, stderr.String())
+	}
+	var out planOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	job, err := readJob(context.Background(), specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Decode.Workers = out.Prediction.CoresPerHost // the job at the predicted size
+	fp, err := engine.EstimateFootprint(context.Background(), job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.Prediction.MemoryBytes, fp.Bytes(); got < want {
+		t.Errorf("plan says %d bytes of memory; the daemon charges this job %d at %d workers (shuffle %d, %d units in flight of %d)",
+			got, want, job.Decode.Workers, fp.ShuffleBytes, fp.InFlight, fp.UnitBytes)
 	}
 }
