@@ -256,6 +256,8 @@ func (r *PlanReport) fit(ctx context.Context, cfg PlanConfig) error {
 	m.UnitBytes = fp.UnitBytes
 	m.RingBytesPerGPU = fp.RingBytes / int64(max(fp.Rings, 1))
 	m.CacheBytes = int64(cfg.Job.Cache.MaxMemory)
+	m.InFlight = cfg.Job.Decode.InFlight
+	m.OtherBytes = fp.ShuffleBytes + fp.SideBytes + fp.ArenaBytes
 	return nil
 }
 

@@ -49,6 +49,13 @@ type Measured struct {
 	UnitBytes       int64 `json:"unit_bytes"`
 	RingBytesPerGPU int64 `json:"ring_bytes_per_gpu"`
 	CacheBytes      int64 `json:"cache_bytes"`
+	// InFlight is the spec's decoded units in flight (decode.inflight);
+	// 0: Resources.InFlightPerCore per core, the engine's default.
+	InFlight int `json:"inflight"`
+	// OtherBytes is what else the daemon charges the job beside the
+	// rings, the units in flight and the cache: the shuffle window, the
+	// joins' side tables and the unit arena (engine.Footprint).
+	OtherBytes int64 `json:"other_bytes"`
 	// PeerPerCore is one peer core's samples/s (0: a local core's, since
 	// a peer runs the same code on the same units).
 	PeerPerCore float64 `json:"peer_per_core_samples_per_s"`
@@ -102,6 +109,7 @@ type Prediction struct {
 	NetworkBytesPerSec float64 `json:"network_bytes_per_s"`
 	ReceiveCores       float64 `json:"receive_cores"`
 	MemoryBytes        int64   `json:"memory_bytes"`
+	UnitsInFlight      int     `json:"units_in_flight"` // decoded units MemoryBytes counts
 	// Capacity is the samples/s the predicted size produces; Stall the
 	// expected share of the trainers' time waiting on an empty ring.
 	Capacity float64 `json:"capacity_samples_per_s"`
@@ -166,7 +174,11 @@ func Predict(t Target, m Measured, res Resources) (Prediction, error) {
 		}
 	}
 	p.CoresPerGPU = float64(p.CoresPerHost) / float64(t.GPUs)
-	p.MemoryBytes = int64(t.GPUs)*m.RingBytesPerGPU + int64(res.InFlightPerCore*max(p.CoresPerHost, 1))*m.UnitBytes + m.CacheBytes
+	p.UnitsInFlight = res.InFlightPerCore * max(p.CoresPerHost, 1)
+	if m.InFlight > 0 {
+		p.UnitsInFlight = m.InFlight // the spec says
+	}
+	p.MemoryBytes = int64(t.GPUs)*m.RingBytesPerGPU + int64(p.UnitsInFlight)*m.UnitBytes + m.CacheBytes + m.OtherBytes
 	if p.Capacity > 0 {
 		p.Stall = StallAt(h / p.Capacity)
 	} else {

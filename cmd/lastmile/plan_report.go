@@ -102,8 +102,8 @@ func writePrediction(w io.Writer, out planOutput) {
 			pm.Addr, count(pm.Workers, "core", "cores"), commaRate(pm.SamplesPerSec), commaRate(pm.PerCore), pm.InFlight, pm.ReceiveCPUPerByte*1e9,
 			pm.WirePerByte, pm.RoundTrip.Round(time.Millisecond))
 	}
-	fmt.Fprintf(tw, "  memory\t%s (%d rings of %s, %d units in flight of %s, unit cache %s)\n", bytesString(p.MemoryBytes),
-		t.GPUs, bytesString(m.RingBytesPerGPU), 2*max(p.CoresPerHost, 1), bytesString(m.UnitBytes), bytesString(m.CacheBytes))
+	fmt.Fprintf(tw, "  memory\t%s (%d rings of %s, %d units in flight of %s, unit cache %s, shuffle window, side tables and arena %s)\n", bytesString(p.MemoryBytes),
+		t.GPUs, bytesString(m.RingBytesPerGPU), p.UnitsInFlight, bytesString(m.UnitBytes), bytesString(m.CacheBytes), bytesString(m.OtherBytes))
 	fmt.Fprintf(tw, "  capacity at that size\t%s samples/s\n", commaRate(p.Capacity))
 	fmt.Fprintf(tw, "  expected stall\t%.1f%%\n", 100*p.Stall)
 	fmt.Fprintf(tw, "  binding resource\t%s\n", p.Binding)
