@@ -16,6 +16,7 @@ import (
 
 	"github.com/lastmile/lastmile/bench"
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/plan"
 )
 
 // TestReviewPlanTargetOverflow: -samples-per-gpu 1e308 with -gpus 8 is
@@ -126,5 +127,30 @@ func TestReviewPlanMemoryIsTheDaemonsCharge(t *testing.T) {
 	if got, want := out.Prediction.MemoryBytes, fp.Bytes(); got < want {
 		t.Errorf("plan says %d bytes of memory; the daemon charges this job %d at %d workers (shuffle %d, %d units in flight of %d)",
 			got, want, job.Decode.Workers, fp.ShuffleBytes, fp.InFlight, fp.UnitBytes)
+	}
+}
+
+// TestReviewPlanPeerExtrapolation: without -peers-config a peer's rate is
+// the local curve at -peer-cores cores. The answer cautions when the
+// host's cores go beyond the measured points, but a peer of 16 cores
+// from a curve measured up to 4 was stated as fact.
+func TestReviewPlanPeerExtrapolation(t *testing.T) {
+	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e7}, BatchSize: 1000, BytesPerSample: 1000, ReceiveCPUPerByte: 0.5e-9}
+	res := plan.Resources{HostCores: 4, PeerCores: 16}
+	tg := plan.Target{GPUs: 8, SamplesPerGPU: 20000}
+	p, err := plan.Predict(tg, m, res)
+	if err != nil || p.Peers == 0 {
+		t.Fatalf("%+v, %v: want peers", p, err)
+	}
+	got := planAnswer("ctr", planOutput{Target: tg, Resources: res, Prediction: p,
+		Measured: &bench.PlanReport{Measured: m, Points: []bench.PlanPoint{{Cores: 1}, {Cores: 2}, {Cores: 4}}}})
+	if !strings.Contains(got, "extrapolated") || !strings.Contains(got, "16") {
+		t.Errorf("answer %q: want a caution that a 16-core peer's rate is extrapolated from points up to 4 cores", got)
+	}
+	// A measured peer of as many cores as it has is no extrapolation.
+	got = planAnswer("ctr", planOutput{Target: tg, Resources: res, Prediction: p, Peer: &bench.PeerMeasure{Workers: 16},
+		Measured: &bench.PlanReport{Measured: m, Points: []bench.PlanPoint{{Cores: 1}, {Cores: 2}, {Cores: 4}}}})
+	if strings.Contains(got, "extrapolated") {
+		t.Errorf("answer %q: a peer measured with its 16 cores is not extrapolated", got)
 	}
 }
