@@ -35,6 +35,18 @@ func planAnswer(name string, out planOutput) string {
 		fmt.Fprintf(&b, " Caution: that is more cores than were measured (%g): the curve beyond is extrapolated, and a part of the job that does not scale shows only in points measured with more cores (-measure-cores).",
 			r.Points[len(r.Points)-1].Cores)
 	}
+	// A peer's rate is the curve at the peer's cores, or the measured
+	// peer's put through the curve's serial share for another size.
+	if r := out.Measured; r != nil && len(r.Points) > 0 && p.Peers > 0 {
+		measured, what := r.Points[len(r.Points)-1].Cores, "the curve measured here"
+		if out.Peer != nil {
+			measured, what = float64(out.Peer.Workers), "the peer measured"
+		}
+		if float64(out.Resources.PeerCores) > measured {
+			fmt.Fprintf(&b, " Caution: a peer's rate with its %d cores is extrapolated from %s with %g: measure a peer of that size (-peers-config).",
+				out.Resources.PeerCores, what, measured)
+		}
+	}
 	return b.String()
 }
 
