@@ -154,3 +154,28 @@ func TestReviewPlanPeerExtrapolation(t *testing.T) {
 		t.Errorf("answer %q: a peer measured with its 16 cores is not extrapolated", got)
 	}
 }
+
+// TestReviewPlanRateNotBoundByCPU: the curve is a rate per core, and the
+// cores are the target over it; but a point where the process used a
+// quarter of its quota (testdata/small: 1 core, CPU GOT 0.26) measured
+// something other than the CPU (epoch and unit boundaries, waits, or the
+// host's other work), and the answer said nothing of it.
+func TestReviewPlanRateNotBoundByCPU(t *testing.T) {
+	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e7}, BatchSize: 1000, BytesPerSample: 1000}
+	res := plan.Resources{HostCores: 4}
+	tg := plan.Target{GPUs: 2, SamplesPerGPU: 10000}
+	p, err := plan.Predict(tg, m, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cpu  float64 // CPU seconds over a 4 s window at 1 core
+		warn bool
+	}{{1.04, true}, {3.9, false}} {
+		got := planAnswer("ctr", planOutput{Target: tg, Resources: res, Prediction: p,
+			Measured: &bench.PlanReport{Measured: m, Points: []bench.PlanPoint{{Cores: 1, Window: bench.Window{Seconds: 4}, CPUSeconds: tc.cpu}}}})
+		if warned := strings.Contains(got, "used only"); warned != tc.warn {
+			t.Errorf("CPU got %.2f of 1 core: answer %q; want a caution %v", tc.cpu/4, got, tc.warn)
+		}
+	}
+}
