@@ -35,6 +35,17 @@ func planAnswer(name string, out planOutput) string {
 		fmt.Fprintf(&b, " Caution: that is more cores than were measured (%g): the curve beyond is extrapolated, and a part of the job that does not scale shows only in points measured with more cores (-measure-cores).",
 			r.Points[len(r.Points)-1].Cores)
 	}
+	// The cores are the target over a rate per core: a point where the
+	// process used well under its quota measured something else.
+	if r := out.Measured; r != nil {
+		for _, pt := range r.Points {
+			if pt.Seconds > 0 && pt.Cores > 0 && pt.CPUSeconds/pt.Seconds < 0.7*pt.Cores {
+				fmt.Fprintf(&b, " Caution: with %g core(s) the process used only %.2f of them (CPU GOT): its rate was held by something other than its CPU (the host's other work, or waits: too few or too small units, epoch boundaries), so the cores that rate gives are not what the CPU needs; measure again on a quiet host, or with more rows.",
+					pt.Cores, pt.CPUSeconds/pt.Seconds)
+				break
+			}
+		}
+	}
 	// A peer's rate is the curve at the peer's cores, or the measured
 	// peer's put through the curve's serial share for another size.
 	if r := out.Measured; r != nil && len(r.Points) > 0 && p.Peers > 0 {
