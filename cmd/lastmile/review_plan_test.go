@@ -179,3 +179,27 @@ func TestReviewPlanRateNotBoundByCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewPlanOutputFilesCheckedFirst: -svg or -html in a directory that
+// does not exist failed only when the files were written, after every
+// measurement (minutes at the defaults, more with -validate), and the
+// report was lost with them.
+func TestReviewPlanOutputFilesCheckedFirst(t *testing.T) {
+	job, err := readJob(context.Background(), "../../examples/tiny.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	for _, args := range [][]string{
+		{"-samples-per-gpu", "100", "-svg", filepath.Join(missing, "plan.svg")},
+		{"-samples-per-gpu", "100", "-svg", "", "-html", filepath.Join(missing, "plan.html")},
+	} {
+		f, _, err := parsePlanFlags(append(args, "job.yaml"), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.setup(job); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), args[len(args)-1]) {
+			t.Errorf("%v: setup gave %v, want a usage error naming %s", args, err, args[len(args)-1])
+		}
+	}
+}
