@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -202,6 +203,16 @@ func (f *planFlags) setup(job *spec.Job) (planSetup, error) {
 	}
 	if s.dist, err = bench.ParseDist(f.dist); err != nil {
 		return s, fmt.Errorf("%w: -dist: %v", errUsage, err)
+	}
+	// The files are written after every measurement: a directory that
+	// is not there would lose them all.
+	for _, o := range []struct{ flag, path string }{{"-svg", f.svg}, {"-html", f.html}} {
+		if o.path == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Dir(o.path)); err != nil || !st.IsDir() {
+			return s, fmt.Errorf("%w: %s %s: its directory is not there", errUsage, o.flag, o.path)
+		}
 	}
 	s.res = plan.Resources{HostCores: f.hostCores, PeerCores: f.peerCores, NetworkBytesPerSec: f.gbps * 1e9 / 8}
 	if s.res.HostCores <= 0 {
