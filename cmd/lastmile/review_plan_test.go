@@ -100,9 +100,15 @@ func TestReviewPlanMemoryIsTheDaemonsCharge(t *testing.T) {
 	}
 	dir := t.TempDir()
 	data, _ := filepath.Abs("../../testdata/small")
+	for _, inflight := range []string{", inflight: 64", ""} {
+		t.Run(inflight, func(t *testing.T) { planMemoryCase(t, dir, data, inflight) })
+	}
+}
+
+func planMemoryCase(t *testing.T, dir, data, inflight string) {
 	specPath := filepath.Join(dir, "job.yaml")
 	src := fmt.Sprintf("version: 1\nname: small\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 250, last: drop}\n"+
-		"ring: {slots: 4}\ndecode: {max_unit_rows: 1000, inflight: 64}\nshuffle: {buffer: 1000000}\n", data)
+		"ring: {slots: 4}\ndecode: {max_unit_rows: 1000%s}\nshuffle: {buffer: 1000000}\n", data, inflight)
 	if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +125,11 @@ func TestReviewPlanMemoryIsTheDaemonsCharge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job.Decode.Workers = out.Prediction.CoresPerHost // the job at the predicted size
+	// The job at the predicted size, as lastmiled runs it: with -workers
+	// (decode tokens) the predicted cores, a spec without decode.workers
+	// gets twice as many workers (daemon/submit.go, docs/daemon.md), and
+	// decode.inflight 0 means 2 per worker.
+	job.Decode.Workers = 2 * out.Prediction.CoresPerHost
 	fp, err := engine.EstimateFootprint(context.Background(), job, nil)
 	if err != nil {
 		t.Fatal(err)
