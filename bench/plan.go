@@ -257,6 +257,9 @@ func (r *PlanReport) fit(ctx context.Context, cfg PlanConfig) error {
 	m.RingBytesPerGPU = fp.RingBytes / int64(max(fp.Rings, 1))
 	m.CacheBytes = int64(cfg.Job.Cache.MaxMemory)
 	m.InFlight = cfg.Job.Decode.InFlight
+	if m.InFlight == 0 && cfg.Job.Decode.Workers > 0 {
+		m.InFlight = 2 * cfg.Job.Decode.Workers // the engine's default, whatever the cores
+	}
 	m.OtherBytes = fp.ShuffleBytes + fp.SideBytes + fp.ArenaBytes
 	return nil
 }

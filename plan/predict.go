@@ -49,8 +49,8 @@ type Measured struct {
 	UnitBytes       int64 `json:"unit_bytes"`
 	RingBytesPerGPU int64 `json:"ring_bytes_per_gpu"`
 	CacheBytes      int64 `json:"cache_bytes"`
-	// InFlight is the spec's decoded units in flight (decode.inflight);
-	// 0: Resources.InFlightPerCore per core, the engine's default.
+	// InFlight is the spec's decoded units in flight (decode.inflight,
+	// or 2 per decode.workers); 0: Resources.InFlightPerCore per core.
 	InFlight int `json:"inflight"`
 	// OtherBytes is what else the daemon charges the job beside the
 	// rings, the units in flight and the cache: the shuffle window, the

@@ -214,7 +214,10 @@ func (f *planFlags) setup(job *spec.Job) (planSetup, error) {
 			return s, fmt.Errorf("%w: %s %s: its directory is not there", errUsage, o.flag, o.path)
 		}
 	}
-	s.res = plan.Resources{HostCores: f.hostCores, PeerCores: f.peerCores, NetworkBytesPerSec: f.gbps * 1e9 / 8}
+	// lastmiled gives a job without decode.workers 2 workers per decode
+	// token (a core), and the engine 2 units in flight per worker: the
+	// memory it charges counts 4 units per core.
+	s.res = plan.Resources{HostCores: f.hostCores, PeerCores: f.peerCores, NetworkBytesPerSec: f.gbps * 1e9 / 8, InFlightPerCore: 4}
 	if s.res.HostCores <= 0 {
 		s.res.HostCores = cpus.Available()
 	}
