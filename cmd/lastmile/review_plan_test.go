@@ -213,3 +213,27 @@ func TestReviewPlanOutputFilesCheckedFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewPlanTooFewUnits: the window is stretched to 16 units, at most
+// to 4× -seconds; when even that holds fewer (big units, a slow
+// pipeline), the rate is mostly where the unit boundaries fell, and the
+// answer said nothing of it.
+func TestReviewPlanTooFewUnits(t *testing.T) {
+	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e7}, BatchSize: 1000, BytesPerSample: 1000}
+	res := plan.Resources{HostCores: 4}
+	tg := plan.Target{GPUs: 1, SamplesPerGPU: 5000}
+	p, err := plan.Predict(tg, m, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		units int64
+		warn  bool
+	}{{3, true}, {16, false}} {
+		got := planAnswer("ctr", planOutput{Target: tg, Resources: res, Prediction: p,
+			Measured: &bench.PlanReport{Measured: m, Points: []bench.PlanPoint{{Cores: 1, Units: tc.units, Window: bench.Window{Seconds: 12}, CPUSeconds: 12}}}})
+		if warned := strings.Contains(got, "units"); warned != tc.warn {
+			t.Errorf("%d units in the window: answer %q; want a caution %v", tc.units, got, tc.warn)
+		}
+	}
+}
