@@ -46,6 +46,17 @@ func planAnswer(name string, out planOutput) string {
 			}
 		}
 	}
+	// Output comes a unit at a time: a window of few units measures
+	// where their boundaries fell (bench.PlanConfig.MinUnits).
+	if r := out.Measured; r != nil {
+		for _, pt := range r.Points {
+			if pt.Units < minPlanUnits {
+				fmt.Fprintf(&b, " Caution: with %g core(s) only %d units were decoded in the window: the rate is mostly where their boundaries fell; measure longer (-seconds) or with smaller units (decode.max_unit_rows).",
+					pt.Cores, pt.Units)
+				break
+			}
+		}
+	}
 	// A peer's rate is the curve at the peer's cores, or the measured
 	// peer's put through the curve's serial share for another size.
 	if r := out.Measured; r != nil && len(r.Points) > 0 && p.Peers > 0 {
@@ -60,6 +71,10 @@ func planAnswer(name string, out planOutput) string {
 	}
 	return b.String()
 }
+
+// minPlanUnits is the units a window of the curve is stretched to
+// (bench.PlanConfig.MinUnits' default).
+const minPlanUnits = 16
 
 // bindingString names the binding resource with how much of it the target
 // takes.
