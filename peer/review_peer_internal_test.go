@@ -1,0 +1,84 @@
+package peer
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/spec"
+)
+
+// TestReviewUnreadOutputBounded: an authenticated requester that asks
+// for units and never reads their output (a 64 KiB window, nothing
+// consumed) gets each unit's handler to finish (a unit under 4 MiB goes
+// as one message, which gRPC queues whole past its write quota), so the
+// unit's slot and its max_memory are given back while gRPC still holds
+// the whole output, unsent, for as long as the requester answers pings.
+// Stream after stream, the peer then holds far more than max_memory.
+func TestReviewUnreadOutputBounded(t *testing.T) {
+	f := newFixture(t)
+	const budget = 4 << 20
+	s, addr := f.server(func(s *Server) { s.mem = newBudget(budget) })
+	// Units of whole row groups, of a file that is not the anti-join's
+	// table: outputs larger than a 64 KiB window.
+	text := strings.Replace(f.text("stall"), "max_unit_rows: 700", "max_unit_rows: 1000000", 1)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := localPlan(t, job).Units
+	i := slices.IndexFunc(units, func(u decode.Unit) bool { return !strings.Contains(u.File, "part-00002") })
+	tk := f.unitTicket(text, job, units[i]).Ticket
+
+	tc, err := f.ca.issue("greedy").ClientTLS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	greedy := flight.NewClientFromConn(conn, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	// One unit first, so that the job's compile is not counted.
+	if _, err := greedy.DoGet(ctx, &flight.Ticket{Ticket: tk}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first unit answered", func() bool { return s.Stats().Units.Load() == 1 })
+	before := heap()
+	const n = 200
+	for k := range n {
+		if _, err := greedy.DoGet(ctx, &flight.Ticket{Ticket: tk}); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(k + 2)
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Stats().Units.Load() < want && s.InFlight() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	grown := heap() - before
+	t.Logf("%d units answered, %d in flight, %d bytes of output; the heap grew %d MiB (max_memory %d MiB)",
+		s.Stats().Units.Load(), s.InFlight(), s.Stats().Bytes.Load(), grown>>20, budget>>20)
+	if grown > 4*budget {
+		t.Errorf("the peer holds %d MiB of unread output for one requester, past its max_memory of %d MiB", grown>>20, budget>>20)
+	}
+}
