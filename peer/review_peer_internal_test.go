@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -80,5 +82,49 @@ func TestReviewUnreadOutputBounded(t *testing.T) {
 		s.Stats().Units.Load(), s.InFlight(), s.Stats().Bytes.Load(), grown>>20, budget>>20)
 	if grown > 4*budget {
 		t.Errorf("the peer holds %d MiB of unread output for one requester, past its max_memory of %d MiB", grown>>20, budget>>20)
+	}
+}
+
+// TestReviewDeadlineBounded: a peer that answers each unit just within
+// its deadline (8 times its usual round trip, which each answer raises)
+// grows that deadline without bound: after 15 such answers a unit it
+// then never answers holds its spill worker for about an hour, with
+// MinDeadline 100 ms. The unit must still run here within a bounded
+// multiple of MinDeadline.
+func TestReviewDeadlineBounded(t *testing.T) {
+	f := newFixture(t)
+	addr := f.hostileServer(func(stream flight.FlightService_DoGetServer) error {
+		<-stream.Context().Done() // never answers
+		return stream.Context().Err()
+	})
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	const minDeadline = 100 * time.Millisecond
+	s := f.spiller(p, f.job("slow-loris"), SpillerConfig{MinDeadline: minDeadline, Hedge: -1})
+	// The peer's history: each unit answered at 90% of its deadline.
+	for range 15 {
+		r := p.pick("")
+		if r == nil {
+			t.Fatal("no credit")
+		}
+		p.mu.Lock()
+		took := max(minDeadline, 8*r.latency) * 9 / 10
+		p.mu.Unlock()
+		p.done(r, took, 1, received{}, nil)
+	}
+	p.mu.Lock()
+	for _, r := range p.peers {
+		t.Logf("the peer's usual round trip after 15 answers: %v; its deadline now %v", r.latency, max(minDeadline, 8*r.latency))
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out column.Batch
+	start := time.Now()
+	ran, err := s.RunUnit(ctx, f.hostileUnit(), &out, engine.Load{})
+	if ctx.Err() != nil {
+		t.Fatalf("a unit the peer never answers was not given up on in %v (MinDeadline %v): ran %v, %v", time.Since(start).Round(time.Millisecond), minDeadline, ran, err)
+	}
+	if ran {
+		t.Fatal("ran on a peer that never answers")
 	}
 }
