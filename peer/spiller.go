@@ -43,7 +43,8 @@ type SpillerConfig struct {
 	MaxCostRatio     float64 // default 0.8
 	// MinDeadline is the least time a peer gets for a unit before the
 	// unit is run locally instead; default 10s. The deadline is 8 times
-	// the peer's usual round trip when that is longer.
+	// the peer's usual round trip when that is longer, and at most 8
+	// times MinDeadline (maxDeadlineFactor).
 	MinDeadline time.Duration
 	// Hedge is how long a unit may wait on its peer before the engine
 	// starts it here as well, when a local worker is idle (engine.Hedger;
@@ -338,7 +339,11 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	s.pool.mu.Unlock()
 	// A peer that takes far longer than it usually does is treated as
 	// failed: the unit is run locally and the late answer discarded whole.
-	deadline := max(s.cfg.MinDeadline, 8*lat)
+	// The usual round trip is learned from the peer's own answers, so a
+	// peer answering each unit just within its deadline would raise it
+	// without end (eight-fold a step, hours after a dozen units): it is
+	// held to maxDeadlineFactor times MinDeadline.
+	deadline := min(max(s.cfg.MinDeadline, 8*lat), maxDeadlineFactor*s.cfg.MinDeadline)
 	cctx, cancel := context.WithTimeout(ctx, deadline)
 	t0 := time.Now()
 	got, err := fetchRows(cctx, r, ticket, out, u.Rows, outputs)
@@ -370,6 +375,10 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	s.learn(float64(bytes) / float64(u.Rows))
 	return nil
 }
+
+// maxDeadlineFactor bounds a unit's deadline at a peer to this many
+// MinDeadlines, whatever the peer's usual round trip.
+const maxDeadlineFactor = 8
 
 // learn updates the moving mean of output bytes per input row.
 func (s *Spiller) learn(perRow float64) {
