@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 )
 
@@ -26,7 +25,7 @@ func requesterOf(ctx context.Context) requester {
 		return requester{host: "unknown"}
 	}
 	var r requester
-	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+	if ti, ok := tlsInfo(p.AuthInfo); ok && len(ti.State.PeerCertificates) > 0 {
 		r.name = ti.State.PeerCertificates[0].Subject.CommonName
 	}
 	r.host = "unknown"

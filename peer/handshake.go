@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/credentials"
+	grpcpeer "google.golang.org/grpc/peer"
 )
 
 // Refused handshakes. A peer trusts nobody without a certificate its CA
@@ -76,8 +77,40 @@ func (c *handshakeCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.A
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
 	if err != nil {
 		c.refused(conn.RemoteAddr(), err)
+		return out, info, err
 	}
-	return out, info, err
+	if ti, ok := info.(credentials.TLSInfo); ok {
+		return out, connInfo{TLSInfo: ti, conn: out}, nil
+	}
+	return out, info, nil
+}
+
+// connInfo is a TLS connection's AuthInfo with the connection, which a
+// handler closes when its requester stalls (closeConn).
+type connInfo struct {
+	credentials.TLSInfo
+	conn net.Conn
+}
+
+// tlsInfo returns the TLS state of a call's AuthInfo.
+func tlsInfo(ai credentials.AuthInfo) (credentials.TLSInfo, bool) {
+	switch ai := ai.(type) {
+	case connInfo:
+		return ai.TLSInfo, true
+	case credentials.TLSInfo:
+		return ai, true
+	}
+	return credentials.TLSInfo{}, false
+}
+
+// closeConn closes the connection of ctx's call, where the handshake
+// recorded it.
+func closeConn(ctx context.Context) {
+	if p, ok := grpcpeer.FromContext(ctx); ok {
+		if ci, ok := p.AuthInfo.(connInfo); ok {
+			ci.conn.Close()
+		}
+	}
 }
 
 func (c *handshakeCreds) Clone() credentials.TransportCredentials {

@@ -63,7 +63,9 @@ func TestReviewUnreadOutputBounded(t *testing.T) {
 	if _, err := greedy.DoGet(ctx, &flight.Ticket{Ticket: tk}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first unit answered", func() bool { return s.Stats().Units.Load() == 1 })
+	seen := func() int64 { return s.Stats().Units.Load() + s.Stats().RefusedBusy.Load() + s.InFlight() }
+	waitFor(t, "the first unit answered or held", func() bool { return seen() == 1 })
+	time.Sleep(100 * time.Millisecond)
 	before := heap()
 	const n = 200
 	for k := range n {
@@ -72,14 +74,14 @@ func TestReviewUnreadOutputBounded(t *testing.T) {
 		}
 		want := int64(k + 2)
 		deadline := time.Now().Add(10 * time.Second)
-		for s.Stats().Units.Load() < want && s.InFlight() > 0 && time.Now().Before(deadline) {
+		for seen() < want && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
 	grown := heap() - before
-	t.Logf("%d units answered, %d in flight, %d bytes of output; the heap grew %d MiB (max_memory %d MiB)",
-		s.Stats().Units.Load(), s.InFlight(), s.Stats().Bytes.Load(), grown>>20, budget>>20)
+	t.Logf("%d units answered, %d refused busy, %d in flight, %d bytes of output; the heap grew %d MiB (max_memory %d MiB)",
+		s.Stats().Units.Load(), s.Stats().RefusedBusy.Load(), s.InFlight(), s.Stats().Bytes.Load(), grown>>20, budget>>20)
 	if grown > 4*budget {
 		t.Errorf("the peer holds %d MiB of unread output for one requester, past its max_memory of %d MiB", grown>>20, budget>>20)
 	}
@@ -126,5 +128,56 @@ func TestReviewDeadlineBounded(t *testing.T) {
 	}
 	if ran {
 		t.Fatal("ran on a peer that never answers")
+	}
+}
+
+// TestReviewStalledRequesterClosed: a requester that reads nothing of
+// its units' output holds their slots (and memory) while gRPC holds it
+// unsent, but not for ever: after sendStall without a byte written the
+// peer closes its connection, and another requester is served.
+func TestReviewStalledRequesterClosed(t *testing.T) {
+	old := sendStall
+	sendStall = time.Second
+	t.Cleanup(func() { sendStall = old })
+	f := newFixture(t)
+	s, addr := f.server(nil)
+	text := strings.Replace(f.text("stalled"), "max_unit_rows: 700", "max_unit_rows: 1000000", 1)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := localPlan(t, job).Units
+	i := slices.IndexFunc(units, func(u decode.Unit) bool { return !strings.Contains(u.File, "part-00002") })
+	tk := f.unitTicket(text, job, units[i]).Ticket
+	tc, err := f.ca.issue("greedy").ClientTLS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	greedy := flight.NewClientFromConn(conn, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 4 { // the fixture's MaxInFlight
+		if _, err := greedy.DoGet(ctx, &flight.Ticket{Ticket: tk}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the stalled units holding every slot", func() bool { return s.InFlight() == 4 })
+	goodTLS, err := f.ca.issue("gpu-host").ClientTLS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := grpc.WithTransportCredentials(credentials.NewTLS(goodTLS))
+	if err := callOnce(t, addr, good, tk); err == nil {
+		t.Fatal("served while a stalled requester held every slot")
+	}
+	waitFor(t, "the stalled units given up", func() bool { return s.InFlight() == 0 })
+	if err := callOnce(t, addr, good, tk); err != nil {
+		t.Fatalf("after the stalled requester was closed: %v", err)
 	}
 }

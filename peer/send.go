@@ -1,8 +1,11 @@
 package peer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc"
@@ -34,9 +37,12 @@ import (
 // mem.BufferPoolingThreshold bytes of capacity, which gRPC does not
 // track, are copied instead.
 //
-// Rejected: waiting in the handler until gRPC has written everything
-// (gRPC gives no such signal per message), and a fresh output batch per
-// unit with no reuse (every unit then grew every column from nothing).
+// The handler waits until gRPC has freed every buffer it gave it
+// (batchLease.sent), so that the unit's slot and memory are held until
+// its output is written, not only queued.
+//
+// Rejected: a fresh output batch per unit with no reuse (every unit
+// then grew every column from nothing).
 
 // encodedFlightData is a FlightData already in protobuf wire format.
 type encodedFlightData struct{ data mem.BufferSlice }
@@ -63,10 +69,13 @@ func (c sendCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto
 type batchLease struct {
 	refs    atomic.Int32
 	release func()
+	// written is signaled each time gRPC frees one of the lease's
+	// buffers: it has written them to the connection.
+	written chan struct{}
 }
 
 func newLease(release func()) *batchLease {
-	l := &batchLease{release: release}
+	l := &batchLease{release: release, written: make(chan struct{}, 1)}
 	l.refs.Store(1) // the handler's
 	return l
 }
@@ -85,7 +94,40 @@ func (l *batchLease) done() {
 func (l *batchLease) Get(n int) *[]byte { b := make([]byte, n); return &b }
 
 // Put is gRPC freeing one of the lease's buffers.
-func (l *batchLease) Put(*[]byte) { l.done() }
+func (l *batchLease) Put(*[]byte) {
+	l.done()
+	select {
+	case l.written <- struct{}{}:
+	default:
+	}
+}
+
+// errStalled says a requester read none of a unit's output for
+// sendStall.
+var errStalled = errors.New("the requester read nothing of the unit's output")
+
+// sent waits until gRPC has written every buffer of the lease it was
+// given, ctx is done, or stall passes without one being written
+// (errStalled). A unit's slot and memory are held until then: SendMsg
+// returns once a message is queued, and gRPC queues a message whole
+// past its write quota, so a unit's output (one record up to 4 MiB) was
+// otherwise held by gRPC, unsent, after its handler had given both
+// back, for as long as a requester that reads nothing answers pings.
+func (l *batchLease) sent(ctx context.Context, stall time.Duration) error {
+	timer := time.NewTimer(stall)
+	defer timer.Stop()
+	for l.refs.Load() > 1 {
+		select {
+		case <-l.written:
+			timer.Reset(stall)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return errStalled
+		}
+	}
+	return nil
+}
 
 // buffer wraps b, which views the leased batch, for gRPC.
 func (l *batchLease) buffer(b []byte) mem.Buffer {

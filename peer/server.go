@@ -43,6 +43,13 @@ var (
 	keepaliveTimeout = 10 * time.Second
 )
 
+// sendStall is how long a unit's stream may go without gRPC writing any
+// of its output before the peer closes the requester's connection: a
+// requester gives a unit up after its deadline (at most 8 times
+// peers.deadline), canceling the stream, so only one that reads nothing
+// and cancels nothing stalls this long. (A variable for tests.)
+var sendStall = 2 * time.Minute
+
 // streamWindow is the HTTP/2 flow-control window of a unit's stream, on
 // the requester (pool.go): large enough for a typical unit's output.
 const streamWindow = 16 << 20
@@ -318,6 +325,18 @@ func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, str
 			s.stats.Failures.Add(1)
 		}
 		return err
+	}
+	if err := lease.sent(ctx, sendStall); err != nil {
+		if !errors.Is(err, errStalled) {
+			return status.FromContextError(err).Err()
+		}
+		// A handler's return cannot reset its stream (the status queues
+		// behind the unsent output): the connection is closed, which
+		// ends every stream on it and frees what gRPC holds of them.
+		s.stats.Failures.Add(1)
+		log.Warn("closing the connection of a requester that read nothing of a unit's output", "for", sendStall)
+		closeConn(ctx)
+		return status.Error(codes.DeadlineExceeded, fmt.Sprintf("peer: %v for %v", err, sendStall))
 	}
 	s.stats.Units.Add(1)
 	s.stats.Bytes.Add(int64(out.Bytes()))
