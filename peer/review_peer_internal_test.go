@@ -10,7 +10,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
@@ -179,5 +181,33 @@ func TestReviewStalledRequesterClosed(t *testing.T) {
 	waitFor(t, "the stalled units given up", func() bool { return s.InFlight() == 0 })
 	if err := callOnce(t, addr, good, tk); err != nil {
 		t.Fatalf("after the stalled requester was closed: %v", err)
+	}
+}
+
+// TestReviewServerReceivesSmallMessages: a peer receives only tickets
+// (at most maxTicket) and actions, but let gRPC take messages of up to
+// maxMessage (64 MiB) into memory, each before its handler refuses it:
+// an authenticated requester with many streams of 60 MiB tickets held
+// gigabytes, none of it counted in max_memory. gRPC must refuse a
+// message past a ticket's bound before reading it.
+func TestReviewServerReceivesSmallMessages(t *testing.T) {
+	f := newFixture(t)
+	s, addr := f.server(nil)
+	client := f.flightClient(addr)
+	big := make([]byte, 8<<20)
+	stream, err := client.DoGet(context.Background(), &flight.Ticket{Ticket: big})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if code := status.Code(err); code != codes.ResourceExhausted {
+		t.Errorf("a ticket of 8 MiB: %v (%d bad tickets counted), want gRPC's ResourceExhausted before it is read", err, s.Stats().RefusedBad.Load())
+	}
+	// A ticket within the bound still reaches the handler.
+	stream, err = client.DoGet(context.Background(), &flight.Ticket{Ticket: make([]byte, maxTicket)})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if code := status.Code(err); code != codes.InvalidArgument {
+		t.Errorf("a ticket of maxTicket bytes: %v, want the handler's InvalidArgument", err)
 	}
 }
