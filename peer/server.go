@@ -29,9 +29,14 @@ import (
 	"github.com/lastmile/lastmile/roots"
 )
 
-// maxMessage is gRPC's message limit on both sides, raised from its 4 MiB
-// default: a record batch is at most about maxRecordBytes plus framing.
+// maxMessage is gRPC's message limit on what a peer sends and a
+// requester receives, raised from its 4 MiB default: a record batch is at
+// most about maxRecordBytes plus framing.
 const maxMessage = 64 << 20
+
+// maxServerRecv is the largest message a peer receives: a ticket (at
+// most maxTicket) in its Flight framing.
+const maxServerRecv = maxTicket + 64<<10
 
 // handshakeTimeout bounds a client's TLS handshake; keepaliveTime and
 // keepaliveTimeout are when a peer pings a requester it has heard
@@ -150,7 +155,10 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	s.jobs.sem = make(chan struct{}, cfg.Workers)
 	s.fair.perClient = map[string]int{}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+	// A peer receives only tickets and actions: gRPC refuses a larger
+	// message before reading it into memory, uncounted in max_memory
+	// (maxMessage allowed an authenticated requester 64 MiB a stream).
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxServerRecv), grpc.MaxSendMsgSize(maxMessage),
 		grpc.ForceServerCodecV2(newSendCodec()), experimental.BufferPool(frames),
 		// A client that has not finished its TLS handshake (shown its
 		// certificate) in handshakeTimeout is dropped, rather than
