@@ -1,0 +1,58 @@
+package expr_test
+
+import (
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/expr"
+)
+
+// A timestamp() without a unit compared with a timestamp column counts
+// the column's unit (docs/expressions.md), so a time that fits an int64
+// of microseconds (or days) but not of nanoseconds — a 9999-12-31
+// "forever" sentinel, a 1600 lower bound — must compile against a
+// microsecond or DATE column and mean what it says.
+func TestReviewTimestampBeyondNanosOnCoarserColumn(t *testing.T) {
+	sch := expr.Schema{
+		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
+	}
+	// 9999-12-31 in us: 253402214400000000; 1600-01-01: -11676096000000000.
+	b := batch(
+		ints("us", column.Int64, []int64{253402214400000000 - 1, 253402214400000000, -11676096000000000 - 1, -11676096000000000}, nil),
+		ints("day", column.Int32, []int64{2932895, 2932896, -135141, -135140}, nil),
+	)
+	for _, tc := range []struct {
+		src  string
+		want []byte
+	}{
+		{`us < timestamp("9999-12-31")`, []byte{1, 0, 1, 1}},
+		{`timestamp("9999-12-31") > us`, []byte{1, 0, 1, 1}},
+		{`us >= timestamp("1600-01-01")`, []byte{1, 1, 0, 1}},
+		{`us < timestamp("9999-12-30T23:59:59.9999995Z")`, []byte{1, 0, 1, 1}}, // rounded up to the next microsecond
+		{`us <= timestamp("9999-12-30T23:59:59.9999995Z")`, []byte{1, 0, 1, 1}},
+		{`us in (timestamp("9999-12-31"))`, []byte{0, 1, 0, 0}},
+		{`day < timestamp("9999-12-31")`, []byte{1, 0, 1, 1}},
+		{`day >= timestamp("1600-01-01T12:00:00Z")`, []byte{1, 1, 0, 0}}, // days from 1600-01-02
+	} {
+		e, err := expr.Compile(tc.src, sch)
+		if err != nil {
+			t.Errorf("Compile(%q): %v", tc.src, err)
+			continue
+		}
+		out := &column.Column{}
+		if err := e.Eval(b, out); err != nil {
+			t.Fatalf("Eval(%q): %v", tc.src, err)
+		}
+		if string(out.Data) != string(tc.want) {
+			t.Errorf("%s = %v, want %v", tc.src, out.Data, tc.want)
+		}
+	}
+	// Anywhere else a timestamp() counts nanoseconds, and one that does
+	// not fit them stays an error.
+	for _, src := range []string{`us < timestamp("9999-12-31") + 1`, `timestamp("9999-12-31") > 0`} {
+		if _, err := expr.Compile(src, sch); err == nil {
+			t.Errorf("Compile(%q): no error", src)
+		}
+	}
+}
