@@ -15,6 +15,10 @@ import (
 type checker struct {
 	schema Schema
 	cols   []colRef
+	// far is the unit of the timestamp column the operand being checked
+	// is compared with (0: none): a timestamp() without a unit that is
+	// too far from 1970 for nanoseconds is counted in it (timefn.go).
+	far    int64
 	noFold bool // tests: keep constant subtrees, to check folding against them
 }
 
@@ -163,9 +167,16 @@ func (c *checker) binary(n *Binary) (*node, error) {
 	if n.Op == "in" || n.Op == "not in" {
 		return c.in(n)
 	}
+	_, isCmp := cmpOps[n.Op]
+	if isCmp {
+		c.far = c.farUnit(n.X, n.Y)
+	}
 	x, err := c.value(n.X)
 	if err != nil {
 		return nil, err
+	}
+	if isCmp {
+		c.far = c.farUnit(n.Y, n.X)
 	}
 	y, err := c.value(n.Y)
 	if err != nil {
@@ -351,4 +362,19 @@ func quoteList(names []string) string {
 		return strings.Join(q, "")
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// farUnit is the unit a timestamp() without a unit that is operand t of
+// a comparison with col counts when it does not fit nanoseconds: col's,
+// where t is that call itself and col a timestamp column (0 otherwise).
+func (c *checker) farUnit(t, col Node) int64 {
+	call, ok := t.(*Call)
+	id, isCol := col.(*Ident)
+	if !ok || call.Func != "timestamp" || len(call.Args) != 1 || !isCol {
+		return 0
+	}
+	if f, ok := c.schema.field(id.Name); ok && f.Unit > 1 {
+		return f.Unit
+	}
+	return 0
 }

@@ -333,6 +333,7 @@ func (c *checker) in(n *Binary) (*node, error) {
 	}
 	nd := &node{op: o, t: Type{Kind: Bool}, pos: n.At, args: []*node{x}}
 	for _, e := range l.Elems {
+		c.far = c.farUnit(e, n.X)
 		v, err := c.value(e)
 		if err != nil {
 			return nil, err

@@ -99,6 +99,11 @@ type node struct {
 	// a comparison with a timestamp column converts it (timefn.go).
 	unit    int64
 	instant bool
+	// counted marks an instant already counted in unit, rounded down
+	// (one too far from 1970 for nanoseconds, taken where a comparison
+	// with a coarser timestamp column asked for it); between marks one
+	// that fell between two counts.
+	counted, between bool
 
 	out  vec        // the result; opConst keeps its value here (cst)
 	own  vec        // buffers the node owns; out's slices point into them

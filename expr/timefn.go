@@ -12,6 +12,8 @@ import (
 // columns count). It lets a time-window filter say its date instead of
 // a 19-digit number.
 func (c *checker) timestamp(n *Call) (*node, error) {
+	far := c.far
+	c.far = 0
 	if len(n.Args) != 1 && len(n.Args) != 2 {
 		return nil, errorf(n.At, "timestamp wants 1 or 2 arguments (time[, unit]), got %d", len(n.Args))
 	}
@@ -34,6 +36,17 @@ func (c *checker) timestamp(n *Call) (*node, error) {
 		unit = u.constString()
 	}
 	v, err := parseInstant(s.constString(), timeUnits[unit])
+	if err != nil && instant && far > 0 {
+		// Too far from 1970 for nanoseconds, compared with a column
+		// of a coarser unit: counted in it, as sameUnit would.
+		if t, perr := parseTime(s.constString()); perr == nil {
+			if v, between, ok := countIn(t, far); ok {
+				nd := constInt(v, n.At)
+				nd.unit, nd.instant, nd.counted, nd.between = far, true, true, between
+				return nd, nil
+			}
+		}
+	}
 	if err != nil {
 		return nil, errorf(n.Args[0].Pos(), "timestamp: %v", err)
 	}
@@ -65,10 +78,21 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 		}
 		return x, y, nil
 	}
-	ns := t.out.i64[0]
-	v, rem := ns/col.unit, ns%col.unit
-	if rem < 0 {
-		v, rem = v-1, rem+col.unit // rounded down
+	var v, rem int64
+	switch {
+	case t.counted && t.unit != col.unit:
+		return nil, nil, unitError(n.At, describe(colNode, col), col.unit, t.unit)
+	case t.counted:
+		v = t.out.i64[0] // rounded down already
+		if t.between {
+			rem = 1
+		}
+	default:
+		ns := t.out.i64[0]
+		v, rem = ns/col.unit, ns%col.unit
+		if rem < 0 {
+			v, rem = v-1, rem+col.unit // rounded down
+		}
 	}
 	switch {
 	case rem == 0:
@@ -195,6 +219,25 @@ func parseTime(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("%q is not a time such as 2025-11-20, 2025-11-20 06:00:00 or 2025-11-20T06:00:00+01:00 (RFC 3339; no zone is UTC)", s)
+}
+
+// countIn counts t in units of unit nanoseconds (a divisor of a second,
+// or a day), rounded down, and says whether it fell between two counts;
+// ok is false when the count does not fit an int64.
+func countIn(t time.Time, unit int64) (v int64, between, ok bool) {
+	sec, nsec := t.Unix(), int64(t.Nanosecond())
+	if unit == dayNanos {
+		v, r := sec/86400, sec%86400
+		if r < 0 {
+			v, r = v-1, r+86400
+		}
+		return v, r != 0 || nsec != 0, true
+	}
+	if unit <= 0 || int64(time.Second)%unit != 0 {
+		return 0, false, false
+	}
+	v, ok = countOf(sec, nsec/unit, int64(time.Second)/unit)
+	return v, nsec%unit != 0, ok
 }
 
 // countOf is sec*perSec + q (0 <= q < perSec), and whether it fits an
