@@ -1,0 +1,48 @@
+package ops_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/ops"
+)
+
+type tsRow struct {
+	ID int64 `parquet:"id"`
+	TS int64 `parquet:"ts,timestamp(microsecond)"`
+}
+
+// A side table's timestamp column joined into the rows is a timestamp
+// column: a timestamp() without a unit compared with it counts its unit
+// (microseconds here), as for an input column (docs/expressions.md).
+// Counting nanoseconds instead silently drops every row of a ts >= T
+// window.
+func TestReviewJoinedTimestampKeepsUnit(t *testing.T) {
+	day := func(s string) int64 {
+		v, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixMicro()
+	}
+	path := filepath.Join(t.TempDir(), "ts.parquet")
+	writeTable(t, path, []tsRow{{ID: 1, TS: day("2025-11-19")}, {ID: 2, TS: day("2025-11-20")}, {ID: 3, TS: day("2025-11-21")}})
+	b := batchOf(i64col("user", []int64{1, 2, 3, 4}, nil), i64col("row", []int64{0, 1, 2, 3}, nil))
+	p := compile(t, b, "",
+		fmt.Sprintf("- join: {kind: left, table: %s, on: user, table_key: id, columns: [ts]}", path),
+		`- filter: 'ts >= timestamp("2025-11-20")'`)
+	if got := ints2(t, run(t, p, b), "row"); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("kept rows %v, want [1 2] (the joined ts counts microseconds)", got)
+	}
+	// A unit that is not the column's is refused, as for an input column.
+	j := job(t, "",
+		fmt.Sprintf("- join: {kind: left, table: %s, on: user, table_key: id, columns: [ts]}", path),
+		`- filter: 'ts >= timestamp("2025-11-20", "ns")'`)
+	if _, err := ops.Compile(context.Background(), j, fieldsOf(b), ops.Env{}); err == nil {
+		t.Errorf("a ns timestamp() against the joined microsecond column compiled")
+	}
+}
