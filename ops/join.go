@@ -94,7 +94,7 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 			return c.errf(op, "columns", "column %q is already in the rows; rename or drop it before the join", name)
 		}
 		f := plan.Fields[i+1]
-		vid := c.addValue(value{kind: f.Kind, dtype: f.DType, width: 1, nullable: true, producer: -1})
+		vid := c.addValue(value{kind: f.Kind, dtype: f.DType, width: 1, nullable: true, producer: -1, unit: f.Counts()})
 		s.writes = append(s.writes, vid)
 		adds = append(adds, added{name, vid})
 	}
