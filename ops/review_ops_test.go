@@ -46,3 +46,30 @@ func TestReviewJoinedTimestampKeepsUnit(t *testing.T) {
 		t.Errorf("a ns timestamp() against the joined microsecond column compiled")
 	}
 }
+
+// A nulls fill of a timestamp column (with a value other than 0, which
+// writes a new column) leaves it a timestamp column of its unit: a later
+// filter's timestamp() counts microseconds, as it does with fill 0 or
+// before the fill.
+func TestReviewFilledTimestampKeepsUnit(t *testing.T) {
+	us := func(s string) int64 {
+		v, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixMicro()
+	}
+	b := batchOf(i64col("ts", []int64{us("2025-11-19"), us("2025-11-20"), 0, us("2025-11-21")}, []byte{1, 1, 0, 1}), i64col("row", []int64{0, 1, 2, 3}, nil))
+	fields := fieldsOf(b)
+	fields[0].TimeUnit = 1000
+	for _, fill := range []string{"0", "-1"} {
+		j := job(t, "", "- nulls: {policy: fill, columns: [ts], fill: "+fill+"}", `- filter: 'ts >= timestamp("2025-11-20")'`)
+		p, err := ops.Compile(context.Background(), j, fields, ops.Env{})
+		if err != nil {
+			t.Fatalf("fill %s: %v", fill, err)
+		}
+		if got := ints2(t, run(t, p, b), "row"); !slices.Equal(got, []int64{1, 3}) {
+			t.Errorf("fill %s: kept rows %v, want [1 3] (the filled ts counts microseconds)", fill, got)
+		}
+	}
+}
