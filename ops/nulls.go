@@ -90,7 +90,7 @@ func (c *compiler) nulls(op *spec.Op) error {
 			if allZero(one) {
 				continue // null rows hold zeros already
 			}
-			vid := c.addValue(value{kind: v.kind, dtype: v.dtype, width: v.width, producer: -1})
+			vid := c.addValue(value{kind: v.kind, dtype: v.dtype, width: v.width, producer: -1, unit: v.unit}) // still a timestamp of its unit
 			c.addStep(&nullsFill{stepBase: stepBase{op: op, what: e.name, reads: []int{e.vid}, writes: []int{vid}}, one: one})
 			e.vid = vid
 		}
