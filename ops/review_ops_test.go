@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lastmile/lastmile/expr"
 	"github.com/lastmile/lastmile/ops"
 )
 
@@ -72,4 +73,37 @@ func TestReviewFilledTimestampKeepsUnit(t *testing.T) {
 			t.Errorf("fill %s: kept rows %v, want [1 3] (the filled ts counts microseconds)", fill, got)
 		}
 	}
+}
+
+// After a nulls fill with 0 (which keeps the input column, its null rows
+// holding zeros already), a row group's statistics still describe the
+// input with its nulls: a filter x == 0 must not be ruled out by them
+// where the row group has nulls, which the fill made 0.
+func TestReviewPruneAfterZeroFill(t *testing.T) {
+	b := batchOf(i64col("x", []int64{7, 0, 9}, []byte{1, 0, 1}))
+	for _, fill := range []string{"0", "-1"} {
+		want := "x == " + fill
+		p := compile(t, b, "", "- nulls: {policy: fill, columns: [x], fill: "+fill+"}", "- filter: '"+want+"'")
+		out := run(t, p, b)
+		if got := ints2(t, out, "x"); !slices.Equal(got, []int64{mustInt(t, fill)}) {
+			t.Fatalf("fill %s: rows %v", fill, got)
+		}
+		for _, r := range []expr.Range{
+			{NullCount: 10, Rows: 10},                                  // every row null
+			{Min: 5, Max: 10, HasBounds: true, NullCount: 3, Rows: 10}, // some nulls, values above the fill
+		} {
+			stats := func(name string) (expr.Range, bool) { return r, name == "x" }
+			if !p.Prune(stats) {
+				t.Errorf("fill %s, filter %s: a row group with stats %+v is ruled out, but its null rows are %s now", fill, want, r, fill)
+			}
+		}
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	var v int64
+	if _, err := fmt.Sscan(s, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
