@@ -13,6 +13,7 @@ type exprRef struct {
 	names   []string
 	vids    []int
 	nonNull []bool       // the schema says not null (after nulls: skip or error)
+	filled  []bool       // read through a nulls fill that kept the value (entry.filled)
 	view    column.Batch // the columns handed to the expression
 	hits    []int32      // Filter's result over every row
 	out     []int32
@@ -22,7 +23,7 @@ func (r *exprRef) clone() *exprRef {
 	if r == nil {
 		return nil
 	}
-	return &exprRef{e: r.e.Clone(), src: r.src, names: r.names, vids: r.vids, nonNull: r.nonNull}
+	return &exprRef{e: r.e.Clone(), src: r.src, names: r.names, vids: r.vids, nonNull: r.nonNull, filled: r.filled}
 }
 
 // batch returns the frame's values the expression reads, under the names

@@ -49,11 +49,34 @@ func (s *filterStep) mayMatch(p *Program, stats func(string) (expr.Range, bool))
 		for i, n := range s.x.names {
 			if n == name {
 				if v := &p.vals[s.x.vids[i]]; v.producer < 0 {
-					return stats(v.input)
+					r, ok := stats(v.input)
+					if ok && s.x.filled[i] {
+						r = filledRange(r)
+					}
+					return r, ok
 				}
 				break
 			}
 		}
 		return expr.Range{}, false
 	})
+}
+
+// filledRange is r, the statistics of an input column, as they stand
+// after a nulls fill that kept the column's values: its null rows read
+// as 0 (numbers and bools) or "" (strings) now, so the bounds take in
+// that value and no row is null.
+func filledRange(r expr.Range) expr.Range {
+	if r.NullCount == 0 {
+		return r
+	}
+	switch {
+	case r.HasBounds:
+		r.Min, r.Max, r.MinString = min(r.Min, 0), max(r.Max, 0), ""
+	case r.NullCount > 0 && r.NullCount >= r.Rows:
+		// Every row was null: every row holds the fill.
+		r.HasBounds, r.Min, r.Max, r.MinString, r.MaxString = true, 0, 0, "", ""
+	}
+	r.NullCount = 0
+	return r
 }

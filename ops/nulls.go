@@ -81,6 +81,7 @@ func (c *compiler) nulls(op *spec.Op) error {
 			e := &c.schema[i]
 			v := c.vals[e.vid]
 			if v.kind != column.Fixed {
+				e.filled = true
 				continue // null lists and strings are empty already
 			}
 			one, err := fillBytes(v.dtype, n.Fill)
@@ -88,6 +89,7 @@ func (c *compiler) nulls(op *spec.Op) error {
 				return c.errf(op, "fill", "column %q: %v", e.name, err)
 			}
 			if allZero(one) {
+				e.filled = true
 				continue // null rows hold zeros already
 			}
 			vid := c.addValue(value{kind: v.kind, dtype: v.dtype, width: v.width, producer: -1, unit: v.unit}) // still a timestamp of its unit

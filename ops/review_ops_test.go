@@ -107,3 +107,26 @@ func mustInt(t *testing.T, s string) int64 {
 	}
 	return v
 }
+
+// The same for a string column, whose null rows read as "" after a fill.
+func TestReviewPruneAfterStringFill(t *testing.T) {
+	b := batchOf(strcol("s", []string{"b", "", "c"}, []byte{1, 0, 1}), i64col("row", []int64{0, 1, 2}, nil))
+	p := compile(t, b, "", "- nulls: {policy: fill, columns: [s]}", `- filter: 's == ""'`)
+	if got := ints2(t, run(t, p, b), "row"); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("rows %v", got)
+	}
+	for _, r := range []expr.Range{
+		{NullCount: 10, Rows: 10},
+		{MinString: "a", MaxString: "z", HasBounds: true, NullCount: 3, Rows: 10},
+	} {
+		stats := func(name string) (expr.Range, bool) { return r, name == "s" }
+		if !p.Prune(stats) {
+			t.Errorf("a row group with stats %+v is ruled out, but its null rows are \"\" now", r)
+		}
+	}
+	// Before the fill the statistics hold as they are.
+	p = compile(t, b, "", `- filter: 's == ""'`, "- nulls: {policy: fill, columns: [s]}")
+	if p.Prune(func(name string) (expr.Range, bool) { return expr.Range{NullCount: 10, Rows: 10}, name == "s" }) {
+		t.Errorf("an all-null row group is not ruled out by s == \"\" before the fill")
+	}
+}

@@ -34,7 +34,11 @@ type entry struct {
 	name     string
 	vid      int
 	nullable bool // false also after nulls: skip or error made it so
-	group    int  // output only: a member of Program.groups[group-1]; 0 for a column
+	// filled: a nulls fill left the value as it was, its null rows
+	// holding the fill already (0, an empty string or list), so that
+	// statistics of the value no longer describe the column's rows.
+	filled bool
+	group  int // output only: a member of Program.groups[group-1]; 0 for a column
 }
 
 // compiler walks the ops in spec order, keeping the schema as it stands
@@ -273,6 +277,7 @@ func (c *compiler) compileExpr(src string) (*exprRef, error) {
 		r.names = append(r.names, name)
 		r.vids = append(r.vids, c.schema[i].vid)
 		r.nonNull = append(r.nonNull, !c.schema[i].nullable)
+		r.filled = append(r.filled, c.schema[i].filled)
 	}
 	return r, nil
 }
