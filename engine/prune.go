@@ -45,8 +45,14 @@ func pruneUnits(plan *decode.Plan, prog *ops.Program) ([]bool, int) {
 
 // unitStats gives a filter u's column statistics, by column name: a
 // partition column's are its one value.
+//
+// A unit sliced from a row group (MaxUnitRows) carries the group's
+// statistics: its null count is of the group's rows, so it is read
+// against them (a group of 1000 rows with 950 nulls says nothing of how
+// many of a 100-row slice are null).
 func unitStats(plan *decode.Plan, u *decode.Unit) func(string) (expr.Range, bool) {
 	fields := plan.Fields
+	statRows := max(u.Rows, u.GroupRowCount)
 	return func(name string) (expr.Range, bool) {
 		for k := range plan.Partitions {
 			if plan.Partitions[k].Name == name && k < len(u.Partition) {
@@ -57,7 +63,7 @@ func unitStats(plan *decode.Plan, u *decode.Unit) func(string) (expr.Range, bool
 			if fields[i].Name != name || i >= len(u.Bounds) {
 				continue // a unit from another host's plan carries no bounds
 			}
-			return boundsRange(u.Bounds[i], u.Rows)
+			return boundsRange(u.Bounds[i], statRows)
 		}
 		return expr.Range{}, false
 	}
