@@ -185,3 +185,23 @@ func TestReviewBucketCheckIndependentOfDropOrder(t *testing.T) {
 		t.Errorf("the stray unit on a fresh State: %v; after other units: %v", fresh, seasoned)
 	}
 }
+
+// A Hive date partition column (dt=2025-11-20) holds days since 1970 as a
+// DATE column does: a timestamp() without a unit compared with it counts
+// days (docs/expressions.md), and one with a unit is refused. Without the
+// partition field's unit, timestamp() counted nanoseconds: dt >= T kept
+// nothing (and partition pruning would exclude every file).
+func TestReviewDatePartitionCountsDays(t *testing.T) {
+	b := batchOf(i64col("row", []int64{0, 1, 2}, nil), i32col("dt", []int32{20411, 20412, 20413}, nil))
+	fields := []decode.Field{fieldsOf(b)[0], decode.PartitionKey{Name: "dt", Type: decode.PartitionDate}.Field()}
+	p, err := ops.Compile(context.Background(), job(t, "", `- filter: 'dt >= timestamp("2025-11-20")'`), fields, ops.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ints2(t, run(t, p, b), "row"); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("kept rows %v, want [1 2] (dt counts days)", got)
+	}
+	if _, err := ops.Compile(context.Background(), job(t, "", `- filter: 'dt >= timestamp("2025-11-20", "us")'`), fields, ops.Env{}); err == nil {
+		t.Errorf("a microsecond timestamp() against the date partition compiled")
+	}
+}
