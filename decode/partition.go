@@ -54,7 +54,9 @@ func (k PartitionKey) Field() Field {
 	case PartitionInt64:
 		return Field{Name: k.Name, Kind: column.Fixed, DType: column.Int64, Leaf: -1}
 	case PartitionDate:
-		return Field{Name: k.Name, Kind: column.Fixed, DType: column.Int32, Leaf: -1}
+		// Days, as a DATE column counts them: a filter's timestamp()
+		// compared with it takes that unit (Field.Counts).
+		return Field{Name: k.Name, Kind: column.Fixed, DType: column.Int32, Leaf: -1, TimeUnit: nanosPerDay}
 	}
 	return Field{Name: k.Name, Kind: column.Bytes, DType: column.Uint8, Leaf: -1}
 }
