@@ -20,14 +20,14 @@ import (
 	"github.com/lastmile/lastmile/spec"
 )
 
-// TestReviewUnreadOutputBounded: an authenticated requester that asks
+// TestUnreadOutputBounded: an authenticated requester that asks
 // for units and never reads their output (a 64 KiB window, nothing
 // consumed) gets each unit's handler to finish (a unit under 4 MiB goes
 // as one message, which gRPC queues whole past its write quota), so the
 // unit's slot and its max_memory are given back while gRPC still holds
 // the whole output, unsent, for as long as the requester answers pings.
 // Stream after stream, the peer then holds far more than max_memory.
-func TestReviewUnreadOutputBounded(t *testing.T) {
+func TestUnreadOutputBounded(t *testing.T) {
 	f := newFixture(t)
 	const budget = 4 << 20
 	s, addr := f.server(func(s *Server) { s.mem = newBudget(budget) })
@@ -89,13 +89,13 @@ func TestReviewUnreadOutputBounded(t *testing.T) {
 	}
 }
 
-// TestReviewDeadlineBounded: a peer that answers each unit just within
+// TestDeadlineBounded: a peer that answers each unit just within
 // its deadline (8 times its usual round trip, which each answer raises)
 // grows that deadline without bound: after 15 such answers a unit it
 // then never answers holds its spill worker for about an hour, with
 // MinDeadline 100 ms. The unit must still run here within a bounded
 // multiple of MinDeadline.
-func TestReviewDeadlineBounded(t *testing.T) {
+func TestDeadlineBounded(t *testing.T) {
 	f := newFixture(t)
 	addr := f.hostileServer(func(stream flight.FlightService_DoGetServer) error {
 		<-stream.Context().Done() // never answers
@@ -133,11 +133,11 @@ func TestReviewDeadlineBounded(t *testing.T) {
 	}
 }
 
-// TestReviewStalledRequesterClosed: a requester that reads nothing of
+// TestStalledRequesterClosed: a requester that reads nothing of
 // its units' output holds their slots (and memory) while gRPC holds it
 // unsent, but not for ever: after sendStall without a byte written the
 // peer closes its connection, and another requester is served.
-func TestReviewStalledRequesterClosed(t *testing.T) {
+func TestStalledRequesterClosed(t *testing.T) {
 	old := sendStall
 	sendStall = time.Second
 	t.Cleanup(func() { sendStall = old })
@@ -184,13 +184,13 @@ func TestReviewStalledRequesterClosed(t *testing.T) {
 	}
 }
 
-// TestReviewServerReceivesSmallMessages: a peer receives only tickets
+// TestServerReceivesSmallMessages: a peer receives only tickets
 // (at most maxTicket) and actions, but let gRPC take messages of up to
 // maxMessage (64 MiB) into memory, each before its handler refuses it:
 // an authenticated requester with many streams of 60 MiB tickets held
 // gigabytes, none of it counted in max_memory. gRPC must refuse a
 // message past a ticket's bound before reading it.
-func TestReviewServerReceivesSmallMessages(t *testing.T) {
+func TestServerReceivesSmallMessages(t *testing.T) {
 	f := newFixture(t)
 	s, addr := f.server(nil)
 	client := f.flightClient(addr)

@@ -12,7 +12,7 @@ import (
 // of microseconds (or days) but not of nanoseconds — a 9999-12-31
 // "forever" sentinel, a 1600 lower bound — must compile against a
 // microsecond or DATE column and mean what it says.
-func TestReviewTimestampBeyondNanosOnCoarserColumn(t *testing.T) {
+func TestTimestampBeyondNanosOnCoarserColumn(t *testing.T) {
 	sch := expr.Schema{
 		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
 		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},

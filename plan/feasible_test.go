@@ -8,13 +8,13 @@ import (
 	"github.com/lastmile/lastmile/plan"
 )
 
-// TestReviewPeersBeyondTheHostsReceive: a spilled sample costs the host
+// TestPeersBeyondTheHostsReceive: a spilled sample costs the host
 // recv CPU seconds to receive, so a host of H cores can take at most H/recv
 // samples/s from its peers, however many there are. Predict solved
 // y = (h − cores·e)/(1 − recv·e) without that bound: for a target above it
 // the prediction came out feasible with more receive cores than the host
 // has and a negative local rate.
-func TestReviewPeersBeyondTheHostsReceive(t *testing.T) {
+func TestPeersBeyondTheHostsReceive(t *testing.T) {
 	// 4 host cores of 1,000 samples/s each (100 KB samples, images);
 	// receiving costs 1.5 s per GB: 1.5e-4 s a sample, 15% of computing
 	// it (under the 80% rule), so at most 4/1.5e-4 ≈ 26,667 samples/s can
@@ -53,10 +53,10 @@ func TestReviewPeersBeyondTheHostsReceive(t *testing.T) {
 	}
 }
 
-// TestReviewTargetOverflow: a target whose total over the GPUs is not a
+// TestTargetOverflow: a target whose total over the GPUs is not a
 // finite number (8 × 1e308 samples/s) is no target: Predict took it and
 // gave +Inf figures that JSON cannot carry.
-func TestReviewTargetOverflow(t *testing.T) {
+func TestTargetOverflow(t *testing.T) {
 	m := plan.Measured{Curve: plan.Curve{PerCore: 1000, Ceiling: 1e7}, BatchSize: 256, BytesPerSample: 100}
 	for _, tg := range []plan.Target{{GPUs: 8, SamplesPerGPU: 1e308}, {GPUs: 1, SamplesPerGPU: math.Inf(1)}} {
 		if p, err := plan.Predict(tg, m, plan.Resources{HostCores: 4}); err == nil {

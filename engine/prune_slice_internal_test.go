@@ -13,7 +13,7 @@ import (
 // rows say nothing about how many of a 100-row slice are null. Pruning must
 // not read them as "every row of the slice is null" and rule out a slice
 // that may hold the group's 50 values.
-func TestReviewSlicedUnitGroupNullCount(t *testing.T) {
+func TestSlicedUnitGroupNullCount(t *testing.T) {
 	plan := &decode.Plan{Fields: []decode.Field{{Name: "x", Kind: column.Fixed, DType: column.Int64, Nullable: true}}}
 	u := &decode.Unit{RowStart: 900, Rows: 100, GroupRowCount: 1000,
 		Bounds: []decode.Bounds{{Known: true, Int: true, MinInt: 5, MaxInt: 5, Nulls: 950}}}

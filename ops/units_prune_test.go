@@ -25,7 +25,7 @@ type tsRow struct {
 // (microseconds here), as for an input column (docs/expressions.md).
 // Counting nanoseconds instead silently drops every row of a ts >= T
 // window.
-func TestReviewJoinedTimestampKeepsUnit(t *testing.T) {
+func TestJoinedTimestampKeepsUnit(t *testing.T) {
 	day := func(s string) int64 {
 		v, err := time.Parse(time.DateOnly, s)
 		if err != nil {
@@ -55,7 +55,7 @@ func TestReviewJoinedTimestampKeepsUnit(t *testing.T) {
 // writes a new column) leaves it a timestamp column of its unit: a later
 // filter's timestamp() counts microseconds, as it does with fill 0 or
 // before the fill.
-func TestReviewFilledTimestampKeepsUnit(t *testing.T) {
+func TestFilledTimestampKeepsUnit(t *testing.T) {
 	us := func(s string) int64 {
 		v, err := time.Parse(time.DateOnly, s)
 		if err != nil {
@@ -82,7 +82,7 @@ func TestReviewFilledTimestampKeepsUnit(t *testing.T) {
 // holding zeros already), a row group's statistics still describe the
 // input with its nulls: a filter x == 0 must not be ruled out by them
 // where the row group has nulls, which the fill made 0.
-func TestReviewPruneAfterZeroFill(t *testing.T) {
+func TestPruneAfterZeroFill(t *testing.T) {
 	b := batchOf(i64col("x", []int64{7, 0, 9}, []byte{1, 0, 1}))
 	for _, fill := range []string{"0", "-1"} {
 		want := "x == " + fill
@@ -112,7 +112,7 @@ func mustInt(t *testing.T, s string) int64 {
 }
 
 // The same for a string column, whose null rows read as "" after a fill.
-func TestReviewPruneAfterStringFill(t *testing.T) {
+func TestPruneAfterStringFill(t *testing.T) {
 	b := batchOf(strcol("s", []string{"b", "", "c"}, []byte{1, 0, 1}), i64col("row", []int64{0, 1, 2}, nil))
 	p := compile(t, b, "", "- nulls: {policy: fill, columns: [s]}", `- filter: 's == ""'`)
 	if got := ints2(t, run(t, p, b), "row"); !slices.Equal(got, []int64{1}) {
@@ -139,7 +139,7 @@ func TestReviewPruneAfterStringFill(t *testing.T) {
 // timings): a unit holding one row in the wrong bucket, which a filter
 // declared before the join drops, gives the same outcome on a fresh State
 // as on one that has seen other units first.
-func TestReviewBucketCheckIndependentOfDropOrder(t *testing.T) {
+func TestBucketCheckIndependentOfDropOrder(t *testing.T) {
 	dir := t.TempDir()
 	files := bucketedData(t, dir)
 	fields := inputFields(t, files)
@@ -191,7 +191,7 @@ func TestReviewBucketCheckIndependentOfDropOrder(t *testing.T) {
 // days (docs/expressions.md), and one with a unit is refused. Without the
 // partition field's unit, timestamp() counted nanoseconds: dt >= T kept
 // nothing (and partition pruning would exclude every file).
-func TestReviewDatePartitionCountsDays(t *testing.T) {
+func TestDatePartitionCountsDays(t *testing.T) {
 	b := batchOf(i64col("row", []int64{0, 1, 2}, nil), i32col("dt", []int32{20411, 20412, 20413}, nil))
 	fields := []decode.Field{fieldsOf(b)[0], decode.PartitionKey{Name: "dt", Type: decode.PartitionDate}.Field()}
 	p, err := ops.Compile(context.Background(), job(t, "", `- filter: 'dt >= timestamp("2025-11-20")'`), fields, ops.Env{})

@@ -19,12 +19,12 @@ import (
 	"github.com/lastmile/lastmile/plan"
 )
 
-// TestReviewPlanTargetOverflow: -samples-per-gpu 1e308 with -gpus 8 is
+// TestPlanTargetOverflow: -samples-per-gpu 1e308 with -gpus 8 is
 // finite per GPU and +Inf over the host. setup let it through, plan
 // measured for the whole run and then printed "+Inf samples/s in all",
 // wrote NaN into the plot, and -json failed ("json: unsupported value:
 // +Inf", exit 1). It must be a usage error before anything is measured.
-func TestReviewPlanTargetOverflow(t *testing.T) {
+func TestPlanTargetOverflow(t *testing.T) {
 	job, err := readJob(context.Background(), "../../examples/tiny.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -38,13 +38,13 @@ func TestReviewPlanTargetOverflow(t *testing.T) {
 	}
 }
 
-// TestReviewPlanUnreachablePeer: docs/planning.md says "the config is read
+// TestPlanUnreachablePeer: docs/planning.md says "the config is read
 // and the peers dialled before anything is measured, so a config that
 // cannot work is refused at once". openPeers only made the pool (gRPC
 // dials lazily), so a peer nobody listens on was found out after the
 // whole measurement (minutes at the defaults), when the peer was asked
 // its workers.
-func TestReviewPlanUnreachablePeer(t *testing.T) {
+func TestPlanUnreachablePeer(t *testing.T) {
 	dir := t.TempDir()
 	data, _ := filepath.Abs("../../testdata/small")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -77,9 +77,9 @@ func TestReviewPlanUnreachablePeer(t *testing.T) {
 	}
 }
 
-// TestReviewPlanStallWindow: the stall table's heading printed the window
+// TestPlanStallWindow: the stall table's heading printed the window
 // with %.0f, so -seconds 0.5 read "steps of a fixed time, 0s each".
-func TestReviewPlanStallWindow(t *testing.T) {
+func TestPlanStallWindow(t *testing.T) {
 	var out bytes.Buffer
 	writeStall(&out, &bench.PlanReport{Seconds: 0.5, Dist: "fixed"})
 	if !strings.Contains(out.String(), "0.5s each") {
@@ -87,14 +87,14 @@ func TestReviewPlanStallWindow(t *testing.T) {
 	}
 }
 
-// TestReviewPlanMemoryIsTheDaemonsCharge: docs/planning.md takes the
+// TestPlanMemoryIsTheDaemonsCharge: docs/planning.md takes the
 // memory figures from "the daemon's own estimate (engine.EstimateFootprint),
 // the same it charges a submitted job", but the prediction added only the
 // rings, 2 units per core and the cache: the shuffle window and the side
 // tables the daemon charges were left out, and a spec's own
 // decode.inflight was replaced by 2 per core. A job sized by the plan's
 // memory figure could be refused by the daemon's max_memory.
-func TestReviewPlanMemoryIsTheDaemonsCharge(t *testing.T) {
+func TestPlanMemoryIsTheDaemonsCharge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures")
 	}
@@ -140,11 +140,11 @@ func planMemoryCase(t *testing.T, dir, data, inflight string) {
 	}
 }
 
-// TestReviewPlanPeerExtrapolation: without -peers-config a peer's rate is
+// TestPlanPeerExtrapolation: without -peers-config a peer's rate is
 // the local curve at -peer-cores cores. The answer cautions when the
 // host's cores go beyond the measured points, but a peer of 16 cores
 // from a curve measured up to 4 was stated as fact.
-func TestReviewPlanPeerExtrapolation(t *testing.T) {
+func TestPlanPeerExtrapolation(t *testing.T) {
 	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e7}, BatchSize: 1000, BytesPerSample: 1000, ReceiveCPUPerByte: 0.5e-9}
 	res := plan.Resources{HostCores: 4, PeerCores: 16}
 	tg := plan.Target{GPUs: 8, SamplesPerGPU: 20000}
@@ -165,12 +165,12 @@ func TestReviewPlanPeerExtrapolation(t *testing.T) {
 	}
 }
 
-// TestReviewPlanRateNotBoundByCPU: the curve is a rate per core, and the
+// TestPlanRateNotBoundByCPU: the curve is a rate per core, and the
 // cores are the target over it; but a point where the process used a
 // quarter of its quota (testdata/small: 1 core, CPU GOT 0.26) measured
 // something other than the CPU (epoch and unit boundaries, waits, or the
 // host's other work), and the answer said nothing of it.
-func TestReviewPlanRateNotBoundByCPU(t *testing.T) {
+func TestPlanRateNotBoundByCPU(t *testing.T) {
 	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e7}, BatchSize: 1000, BytesPerSample: 1000}
 	res := plan.Resources{HostCores: 4}
 	tg := plan.Target{GPUs: 2, SamplesPerGPU: 10000}
@@ -190,11 +190,11 @@ func TestReviewPlanRateNotBoundByCPU(t *testing.T) {
 	}
 }
 
-// TestReviewPlanOutputFilesCheckedFirst: -svg or -html in a directory that
+// TestPlanOutputFilesCheckedFirst: -svg or -html in a directory that
 // does not exist failed only when the files were written, after every
 // measurement (minutes at the defaults, more with -validate), and the
 // report was lost with them.
-func TestReviewPlanOutputFilesCheckedFirst(t *testing.T) {
+func TestPlanOutputFilesCheckedFirst(t *testing.T) {
 	job, err := readJob(context.Background(), "../../examples/tiny.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -214,11 +214,11 @@ func TestReviewPlanOutputFilesCheckedFirst(t *testing.T) {
 	}
 }
 
-// TestReviewPlanTooFewUnits: the window is stretched to 16 units, at most
+// TestPlanTooFewUnits: the window is stretched to 16 units, at most
 // to 4× -seconds; when even that holds fewer (big units, a slow
 // pipeline), the rate is mostly where the unit boundaries fell, and the
 // answer said nothing of it.
-func TestReviewPlanTooFewUnits(t *testing.T) {
+func TestPlanTooFewUnits(t *testing.T) {
 	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e7}, BatchSize: 1000, BytesPerSample: 1000}
 	res := plan.Resources{HostCores: 4}
 	tg := plan.Target{GPUs: 1, SamplesPerGPU: 5000}

@@ -45,11 +45,11 @@ func reviewCert(t *testing.T, ca *CA, mod func(*x509.Certificate)) tls.Certifica
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// TestReviewTLSRefusesBadCertificates: a peer serves only clients whose
+// TestTLSRefusesBadCertificates: a peer serves only clients whose
 // certificate its CA signed, now valid, for client authentication, over
 // TLS 1.3; a requester talks only to peers whose certificate its CA
 // signed, now valid, for server authentication, naming the address.
-func TestReviewTLSRefusesBadCertificates(t *testing.T) {
+func TestTLSRefusesBadCertificates(t *testing.T) {
 	f := newFixture(t)
 	tk := f.ticket("tls")
 	ca := f.ca.ca
