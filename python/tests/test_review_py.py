@@ -1,0 +1,69 @@
+"""Review of the trainer-facing API (2026-11-29): cases a torchrun/torchrec
+trainer runs into, against a real lastmiled (testdata/small, 10,000 rows,
+batches of 500: 20 per epoch, 2 epochs, one rank).
+
+Run: cd python && /usr/bin/python3 -m unittest tests.test_review_py -v
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import daemonproc  # noqa: E402
+import lastmile  # noqa: E402
+
+try:
+    import torch  # noqa: F401
+except Exception:  # pragma: no cover - torch is optional
+    torch = None
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class TestReviewWithLastmiled(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lm-rv-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.d = daemonproc.Lastmiled(self.tmp)
+        self.addCleanup(self.d.kill)
+        self.d.start()
+
+    def dataset(self, name, pipeline="", **kw):
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write("version: 1\nname: %s\ninputs: [%s]\ncolumns: [row_id]\n"
+                    "batch: {size: 500}\nepochs: 2\nring: {slots: 3}\n%s"
+                    % (name, daemonproc.SMALL, pipeline))
+        ds = lastmile.Dataset(path, 0, 1, socket=self.d.socket, timeout=120, **kw)
+        self.addCleanup(ds.close)
+        return ds
+
+    def test_epochs_from_end_of_epoch_cursor(self):
+        # docs/python.md: "(e, n), with n the batches per epoch, is the end of
+        # epoch e, the same as (e + 1, 0)". Going epoch by epoch from there
+        # must not hand epoch 1's first batch out as part of epoch 0.
+        ds = self.dataset("endcursor", cursor=(0, 20))
+        self.assertEqual(len(ds), 20)
+        seen = {}
+        for epoch in ds.epochs():
+            seen[epoch] = [tuple(b.cursor[:2]) for b in ds]
+        for epoch, cursors in seen.items():
+            self.assertEqual([c for c in cursors if c[0] != epoch], [], "epoch %d" % epoch)
+        self.assertEqual(len(seen[1]), 20)
+        self.assertTrue(all(c[0] == 1 for c in seen[1]))
+
+    def test_set_epoch_from_end_of_epoch_cursor(self):
+        ds = self.dataset("endcursor2", cursor=(0, 20))
+        self.assertEqual(len(ds), 20)
+        ds.set_epoch(1)  # (0, 20) is (1, 0): epoch 1 is the current one
+        got = [tuple(b.cursor[:2]) for b in ds]
+        self.assertEqual(got, [(1, i) for i in range(20)])
+
+
+if __name__ == "__main__":
+    unittest.main()
