@@ -449,7 +449,11 @@ class Dataset(_Base):
             return Position(c.epoch, c.batch_index)
         if self._cursor is None and not self._ended:
             self._ensure_ring()
-        return self._cursor
+        c, n = self._cursor, self._per_epoch
+        if c is not None and c.batch > 0 and n is not None and c.batch == n:
+            # (e, n) is the end of epoch e: epoch e + 1 is the current one
+            c = self._cursor = Position(c.epoch + 1, 0)
+        return c
 
     def _one_epoch(self, e):
         while True:
@@ -474,6 +478,9 @@ class Dataset(_Base):
                                                                c.epoch))
             b = self.next()
             if b is None:
+                return
+            if b.cursor.epoch != e:  # an (e, n) cursor before the batches per epoch were known
+                self._unread(b)
                 return
             yield b
 
