@@ -65,5 +65,68 @@ class TestReviewWithLastmiled(unittest.TestCase):
         self.assertEqual(got, [(1, i) for i in range(20)])
 
 
+class TestStagedPrefetch(unittest.TestCase):
+    """Host staging (lastmile.cuda.HostStaging, FakeCUDA of test_cuda.py):
+    a trainer that takes the next batch before it queues its step on the
+    current one (a one-batch prefetch, as torchrec's pipelines do). Event
+    ids of FakeCUDA grow in the order the events are recorded, which on the
+    trainer's stream is stream order: a device slot may be overwritten only
+    after the stream has passed the work queued on the batch it held."""
+
+    def setUp(self):
+        if torch is None:
+            self.skipTest("needs torch")
+        import threading
+
+        import ringwriter as rw
+        from test_cuda import FIELDS, FakeCUDA
+
+        self.dir = tempfile.mkdtemp(prefix="lm-rv-stage-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.w = rw.RingWriter("stage", self.dir, FIELDS, slot_count=4, slot_size=2 << 20)
+        self.w.create()
+        self.addCleanup(self.w.close)
+
+        def produce():
+            for s in range(6):
+                cols, valid, rows = rw.make_batch(s, FIELDS)
+                self.w.publish(cols, rows, valid=valid, batch_index=s)
+            self.w.finish("done")
+
+        t = threading.Thread(target=produce, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 10)
+        self.ring = lastmile.Ring.open("stage", self.dir, timeout=30)
+        self.addCleanup(self.ring.close)
+        self.fake = FakeCUDA(self.ring)
+
+    def test_prefetch_one_batch_ahead(self):
+        import lastmile.cuda as lmcuda
+
+        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
+        self.addCleanup(st.close)
+
+        def take():
+            st.before_next()
+            return st.stage(self.ring.next())
+
+        cur = take()
+        step_done = {}  # batch -> a mark on the trainer's stream after its step
+        for j in range(5):
+            nxt = take()                          # prefetch batch j + 1
+            step_done[j] = self.fake.mark()       # then queue the step on batch j
+            cur = nxt
+        copies = [c for c in self.fake.calls if c[0] == "copy"]
+        # batch j + 3 reuses batch j's device slot: its copy must wait for a
+        # point of the trainer's stream after batch j's step was queued
+        for j in range(len(copies) - 3):
+            after = copies[j + 3][4]
+            self.assertIsNotNone(after)
+            self.assertGreater(after, step_done[j].id,
+                               "batch %d's copy overwrites batch %d's device slot before its step ran"
+                               % (j + 3, j))
+        del cur
+
+
 if __name__ == "__main__":
     unittest.main()
