@@ -27,10 +27,16 @@ out), each batch gets there like this:
    queues its copy, which runs beside the step's kernels.
 5. On close: wait for the last copy, unregister, and only then unmap.
 
-A device slot is reused ``pool`` batches later, after the trainer's stream
-has passed the point where the next batch was asked for: tensors of a
-batch are valid on the device for the next ``pool - 1`` batches (keep a
-``.clone()`` for longer).
+A device slot is reused ``pool`` batches later, by a copy that waits for
+the trainer's stream to pass the point where the batch before it was asked
+for: work queued on a batch's tensors before the ``pool - 1``-th next batch
+is taken runs before its device slot is overwritten (with the default pool
+of 3: a loop that takes the next batch before it queues its step on the
+current one, a one-batch prefetch, is safe; keep a ``.clone()`` for longer).
+The copy still overlaps the step on the batch before it. (Before
+2026-11-29 the copy waited only for the point where the slot's own batch's
+successor was asked for, so a one-batch prefetch could have its current
+batch overwritten under its step; tests/test_review_py.py.)
 
 If registration fails (no CUDA, too little lockable memory, a driver that
 refuses), the rank falls back to host copies (``Tensor.to(device)`` from the
@@ -257,16 +263,19 @@ class HostStaging:
             raise
         self.registered = True
         self.slots = [None] * pool  # device buffers, allocated on first use
-        self.free = [None] * pool  # per slot: event on the trainer's stream after its last use
         self.i = 0  # batches staged
         self.copy_ev = None  # the held slot's copy event
         self.last = None  # slot index of the batch handed out last
+        # events on the trainer's stream where the last two batches were
+        # asked for (the older one first): a reused slot's copy waits for
+        # the older, so that it still overlaps the step on the batch before
+        self.marks = (None, None)
 
     def before_next(self):
         """Wait for the held slot's copy (its release follows), and note that the
         trainer's stream has queued its work on the last batch."""
         if self.last is not None:
-            self.free[self.last] = self.cuda.mark()
+            self.marks = (self.marks[1], self.cuda.mark())
             self.last = None
         if self.copy_ev is not None:
             self.cuda.wait(self.copy_ev)
@@ -281,11 +290,14 @@ class HostStaging:
         used = int.from_bytes(core.mm[so + 8 : so + 16], "little")  # used_bytes (5.1)
         k = self.i % len(self.slots)
         self.i += 1
+        after = None
         if self.slots[k] is None:
             self.slots[k] = self.cuda.alloc(self.slot_size)
+        else:  # batch i - pool's slot: wait for the stream where batch i - 1 was asked for
+            after = self.marks[0] if self.marks[0] is not None else self.marks[1]
         dst = self.slots[k]
         src = self.cuda.host(self.map.addr + so, used)
-        ev = self.cuda.copy(dst, src, self.free[k])
+        ev = self.cuda.copy(dst, src, after)
         self.copy_ev, self.last = ev, k
         self.cuda.order_after(ev)
         tb = batch.torch()

@@ -92,8 +92,10 @@ class Dataset(_Base):
     ``device``: put every batch's tensors on this torch device (a copy per
     batch that the batch owns; on the CPU only with ``copy``). On a CUDA
     device the batch is staged through the registered ring, one async copy
-    per batch into pooled device slots (:mod:`lastmile.cuda`): its tensors
-    stay valid for the next two batches. ``staging``: ``"host"``,
+    per batch into pooled device slots (:mod:`lastmile.cuda`): work queued
+    on its tensors before the second next batch is taken runs before they
+    are overwritten (a one-batch prefetch is safe; ``copy=True`` to keep
+    them). ``staging``: ``"host"``,
     ``"device"`` (lastmiled copies each batch to the GPU and the tensors are
     views of its device slots: :mod:`lastmile.devstage`) or ``"off"``
     (per-tensor ``.to(device)`` copies); default: the job's
