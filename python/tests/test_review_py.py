@@ -128,5 +128,21 @@ class TestStagedPrefetch(unittest.TestCase):
         del cur
 
 
+class TestCursorChecks(unittest.TestCase):
+    def test_state_dict_cursor_negative(self):
+        # a checkpoint's cursor (a dict, as state_dict() writes it) is checked
+        # like cursor=(e, b): a negative epoch or batch is a ValueError here,
+        # not an attach that lastmiled refuses later
+        from lastmile.position import _position
+
+        with self.assertRaises(ValueError):
+            _position((-1, 0))
+        with self.assertRaises(ValueError):
+            _position({"epoch": -1, "batch": 0})
+        with self.assertRaises(ValueError):
+            _position({"epoch": 0, "batch": -3})
+        self.assertEqual(_position({"epoch": 1, "batch": 2}), (1, 2))
+
+
 if __name__ == "__main__":
     unittest.main()
