@@ -28,9 +28,10 @@ class EpochError(ValueError):
 def _position(c):
     if c is None:
         return None
-    if isinstance(c, dict):
-        return Position(int(c["epoch"]), int(c["batch"]))
-    e, b = c
+    if isinstance(c, dict):  # a state_dict's cursor
+        e, b = c["epoch"], c["batch"]
+    else:
+        e, b = c
     if int(e) < 0 or int(b) < 0:
         raise ValueError("cursor %r: epoch and batch are >= 0" % (c,))
     return Position(int(e), int(b))
