@@ -65,6 +65,22 @@ class TestReviewWithLastmiled(unittest.TestCase):
         self.assertEqual(got, [(1, i) for i in range(20)])
 
 
+    def test_epochs_of_a_job_without_batches(self):
+        # batch.size above the epoch's rows with last: drop: no batch at all
+        # (a warning says so). Going epoch by epoch yields nothing, rather
+        # than EpochError at epoch 1 ("stands at batch 0 of epoch 0").
+        path = os.path.join(self.tmp, "nobatch.yaml")
+        with open(path, "w") as f:
+            f.write("version: 1\nname: nobatch\ninputs: [%s]\ncolumns: [row_id]\n"
+                    "batch: {size: 20000, last: drop}\nepochs: 2\n" % daemonproc.SMALL)
+        ds = lastmile.Dataset(path, 0, 1, socket=self.d.socket, timeout=60)
+        self.addCleanup(ds.close)
+        from torch.utils.data import DataLoader
+
+        got = {e: sum(1 for _ in DataLoader(ds, batch_size=None)) for e in ds.epochs()}
+        self.assertEqual(sum(got.values()), 0)
+        self.assertEqual(len(ds), 0)
+
 class TestStagedPrefetch(unittest.TestCase):
     """Host staging (lastmile.cuda.HostStaging, FakeCUDA of test_cuda.py):
     a trainer that takes the next batch before it queues its step on the
