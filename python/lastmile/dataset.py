@@ -459,6 +459,8 @@ class Dataset(_Base):
 
     def _one_epoch(self, e):
         while True:
+            if self._ended and self._pending is None:
+                return  # the job's stream is over: every epoch is done (a job of no batch stays at (0, 0))
             c = self._where_now()
             if c is None:  # the daemon did not say where the rank stands: look
                 b = self.next()
