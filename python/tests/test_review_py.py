@@ -160,5 +160,29 @@ class TestCursorChecks(unittest.TestCase):
         self.assertEqual(_position({"epoch": 1, "batch": 2}), (1, 2))
 
 
+@unittest.skipIf(torch is None, "needs torch")
+class TestPinDeviceBatch(unittest.TestCase):
+    def test_pin_memory_of_a_device_batch(self):
+        # Dataset(device="cuda") with DataLoader(..., pin_memory=True), a
+        # common reflex: the loader calls batch.pin_memory() on a batch whose
+        # tensors are already on the device. Pinning is for host memory: the
+        # device tensors are kept as they are, not "cannot pin
+        # 'CUDALongType' only dense CPU tensors can be pinned". (A meta
+        # tensor stands in for a CUDA one here.)
+        from lastmile.format import Cursor, Field, KeyedJagged
+        from lastmile.owned import OwnedBatch
+
+        dev = torch.device("meta")
+        kj = KeyedJagged(("a",), torch.zeros(3, dtype=torch.int64, device=dev),
+                         torch.ones(3, dtype=torch.int64, device=dev), torch.arange(4, device=dev))
+        fields = [Field(0, "x", "dense", 6, (), False, False), Field(1, "sparse", "jagged", 6, (), False, False, keys=("a",))]
+        b = OwnedBatch(None, fields, {"x": torch.zeros(3, dtype=torch.int64, device=dev), "sparse": kj}, {}, 3, 0,
+                       Cursor(0, 0, 0, False), 0, True)
+        p = b.pin_memory()
+        self.assertEqual(p["x"].device.type, "meta")
+        self.assertEqual(p["sparse"].keys, ("a",))
+        self.assertEqual(p.cursor, b.cursor)
+
+
 if __name__ == "__main__":
     unittest.main()
