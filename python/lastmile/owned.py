@@ -115,11 +115,16 @@ def clone(batch) -> OwnedBatch:
 
 
 def pin(batch, device=None) -> OwnedBatch:
-    """A copy of ``batch`` whose tensors are in pinned host memory."""
+    """A copy of ``batch`` whose tensors are in pinned host memory. Tensors
+    already on a device (``Dataset(device="cuda")`` under
+    ``DataLoader(pin_memory=True)``) are kept as they are: pinning is for
+    host memory, and torch refuses to pin them."""
     batch._check()
     src = batch.torch()
 
     def conv(t):
+        if t.device.type != "cpu":
+            return t
         return t.pin_memory() if device is None else t.pin_memory(device)
 
     data = {n: _map(v, conv) for n, v in src._data.items()}
