@@ -184,5 +184,22 @@ class TestPinDeviceBatch(unittest.TestCase):
         self.assertEqual(p.cursor, b.cursor)
 
 
+class TestLaunchNamesGlobalRank(unittest.TestCase):
+    def test_failed_rank_is_the_global_one(self):
+        # node 1 of 2, 2 processes a node: its second process is rank 3 (its
+        # RANK, and what --tag prints), not "rank 1"
+        import contextlib
+        import io
+
+        from lastmile.launch import launch
+
+        err = io.StringIO()
+        code = "import os, sys; sys.exit(3 if os.environ['LOCAL_RANK'] == '1' else 0)"
+        with contextlib.redirect_stderr(err):
+            rc = launch([sys.executable, "-c", code], 2, nnodes=2, node_rank=1, master_port=29999, grace=5)
+        self.assertEqual(rc, 3)
+        self.assertIn("rank 3 exited with 3", err.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()
