@@ -107,7 +107,7 @@ def launch(cmd, nproc, *, master_addr="127.0.0.1", master_port=None, grace=10.0,
                     continue
                 live.remove(p)
                 if rc != 0 and status == 0:
-                    rank = procs.index(p)
+                    rank = node_rank * nproc + procs.index(p)  # its RANK, as --tag prints it
                     status = rc if rc > 0 else 128 - rc
                     print("lastmile.launch: rank %d exited with %s; stopping the other %d"
                           % (rank, rc if rc > 0 else "signal %d" % -rc, len(live)),
