@@ -81,6 +81,24 @@ class TestReviewWithLastmiled(unittest.TestCase):
         self.assertEqual(sum(got.values()), 0)
         self.assertEqual(len(ds), 0)
 
+    def test_train_ddp_example_on_another_spec(self):
+        # examples/train_ddp.py says its model "trains on any spec"; its label
+        # column was fixed to ctr-8rank.yaml's label_f (KeyError: 'label_f' on
+        # examples/tiny.yaml): --label names it
+        import subprocess
+
+        env = dict(os.environ, LASTMILE_SOCKET=self.d.socket, PYTHONPATH=os.path.dirname(HERE))
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+            env.pop(k, None)
+        ex = os.path.join(daemonproc.REPO, "examples")
+        p = subprocess.run([sys.executable, "-m", "lastmile.launch", "--nproc", "2",
+                            os.path.join(ex, "train_ddp.py"), "--spec", os.path.join(ex, "tiny-groups.yaml"),
+                            "--label", "label", "--checkpoint", os.path.join(self.tmp, "ck.pt"),
+                            "--max-steps", "3", "--log-every", "1"],
+                           env=env, capture_output=True, text=True, timeout=240)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("done after 3 steps", p.stdout)
+
 class TestStagedPrefetch(unittest.TestCase):
     """Host staging (lastmile.cuda.HostStaging, FakeCUDA of test_cuda.py):
     a trainer that takes the next batch before it queues its step on the
