@@ -21,8 +21,9 @@ over the first ``NAME_len`` entries when that column exists), ragged integer
 columns (values, offsets) bags of ids (EmbeddingBag), and jagged fields (the
 spec's ``jagged`` group, ``batch.kjt(name)``: torchrec's KeyedJaggedTensor,
 keys, values key-major, lengths, offsets) one EmbeddingBag pooled per key
-and row. ``label_f`` is the label and ``weight`` the sample weight (the
-spec's negative downsampling).
+and row. ``label_f`` is the label (``--label`` names another spec's, e.g.
+``--label label`` for examples/tiny.yaml) and ``weight`` the sample
+weight (the spec's negative downsampling).
 
 Checkpoints hold the model, the optimizer and ``ds.state_dict()``, the
 data cursor: a restarted run continues with the next batch, none lost, none
@@ -148,14 +149,18 @@ def to_device(batch, device):
 
 
 def main():
+    global LABEL
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", default=os.path.join(HERE, "ctr-8rank.yaml"))
     ap.add_argument("--checkpoint", default=os.path.join(HERE, os.pardir, "out", "train_ddp.pt"))
     ap.add_argument("--save-every", type=int, default=200, help="steps between checkpoints")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: the whole job)")
+    ap.add_argument("--label", default=LABEL,
+                    help="the spec's label column (default %s, examples/ctr-8rank.yaml's)" % LABEL)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--log-every", type=int, default=50)
     args = ap.parse_args()
+    LABEL = args.label  # left out of the features (CTRModel.for_batch)
 
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
@@ -189,6 +194,9 @@ def main():
         dist.destroy_process_group()
         return
     torch.manual_seed(0)  # the same initial weights on every rank
+    if LABEL not in first:
+        raise SystemExit("rank %d: the batches have no label column %r (their fields: %s): pass --label"
+                         % (rank, LABEL, ", ".join(first.keys())))
     model = CTRModel.for_batch(first).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     step = 0
