@@ -99,6 +99,24 @@ class TestReviewWithLastmiled(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("done after 3 steps", p.stdout)
 
+    def test_one_rank_job_on_every_torchrun_rank(self):
+        # Every torchrun process makes Dataset(spec, rank=0, world_size=1) (a
+        # "one-rank eval job" each): they all name the same job, and all but
+        # one are refused. The refusal says why, not only "already has a
+        # consumer".
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+                                          "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}):
+            a = self.dataset("evalall")
+            self.assertIsNotNone(a.next())
+            b = self.dataset("evalall")
+            with self.assertRaises(lastmile.ConflictError) as cm:
+                b.next()
+        msg = str(cm.exception)
+        self.assertIn("same job", msg)
+        self.assertIn("RANK", msg)
+
 class TestStagedPrefetch(unittest.TestCase):
     """Host staging (lastmile.cuda.HostStaging, FakeCUDA of test_cuda.py):
     a trainer that takes the next batch before it queues its step on the
