@@ -291,6 +291,11 @@ class Dataset(_Base):
         wait = None if self.open_timeout is None else max(1, min(600, int(self.open_timeout)))
         try:
             att = self.client.attach(self.job_id, self.rank, self._cursor, wait=wait)
+        except control.ConflictError as e:
+            hint = self._shared_job_hint()
+            if not hint or "consumer" not in str(e):
+                raise
+            raise control.ConflictError("%s. %s" % (str(e).rstrip("."), hint), e.status, e.body) from e
         except JobNotFoundError:
             # The daemon lost the job (its state directory was wiped): submit
             # it again and continue at our cursor.
@@ -319,6 +324,23 @@ class Dataset(_Base):
         self._fresh = True
         self.attach_info = att
         return ring
+
+    def _shared_job_hint(self):
+        """Why a rank's ring may have another consumer, where this process
+        is another rank of torchrun's world than of the Dataset's: every
+        process that makes the same Dataset names the same job."""
+        env = os.environ
+        try:
+            env_rank, env_world = int(env.get("RANK") or -1), int(env.get("WORLD_SIZE") or -1)
+        except ValueError:
+            return None
+        if env_world < 2 or (env_rank, env_world) == (self.rank, self.world_size):
+            return None
+        return ("This process is RANK %d of WORLD_SIZE %d but reads rank %d of a world of %s: every "
+                "process that makes this Dataset (the same spec, world size and weight) joins the same "
+                "job, whose rank %d has one reader. Make it on one process only, or give each process "
+                "a job of its own (a name per rank: spec name: ...-r%d)"
+                % (env_rank, env_world, self.rank, self.world_size, self.rank, env_rank))
 
     def _say_past_end(self):
         """Tell lastmiled this rank has nothing left to read (an attach at a
