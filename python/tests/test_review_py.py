@@ -179,6 +179,31 @@ class TestStagedPrefetch(unittest.TestCase):
                                % (j + 3, j))
         del cur
 
+    def test_kept_staged_batch_is_refused_once_its_slot_is_reused(self):
+        # A staged batch kept past its device slot's reuse (pool=3: batch 0's
+        # slot takes batch 3) reads another batch's bytes: refused, like a
+        # released ring batch, instead of released == False for ever.
+        import lastmile.cuda as lmcuda
+
+        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
+        self.addCleanup(st.close)
+
+        def take():
+            st.before_next()
+            return st.stage(self.ring.next())
+
+        b0 = take()
+        kept = [take(), take()]
+        self.assertFalse(b0.released)
+        b0["id"]  # noqa: B018 - still valid: its slot is not reused yet
+        kept.append(take())  # batch 3 into batch 0's device slot
+        self.assertTrue(b0.released)
+        with self.assertRaises(RuntimeError):
+            b0["id"]  # noqa: B018
+        self.assertFalse(kept[-1].released)
+        kept[-1]["id"]  # noqa: B018
+        self.assertFalse(kept[0].detach().released)  # a copy is its own
+
 
 class TestCursorChecks(unittest.TestCase):
     def test_state_dict_cursor_negative(self):
