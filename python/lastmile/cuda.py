@@ -54,6 +54,8 @@ import logging
 import mmap
 import os
 
+from .owned import OwnedBatch
+
 log = logging.getLogger("lastmile")
 
 __all__ = ["HostStaging", "TorchCUDA", "StagingError", "stager", "ALIGN"]
@@ -233,6 +235,26 @@ class _AlignedMapping:
             self.addr = 0
 
 
+class StagedBatch(OwnedBatch):
+    """A batch of views of one of :class:`HostStaging`'s device slots:
+    released once a later batch is staged into that slot (``pool`` batches
+    later), and then refused like a released ring batch."""
+
+    __slots__ = ("_stager", "_staged")
+
+    @property
+    def released(self) -> bool:
+        st = getattr(self, "_stager", None)
+        return st is not None and st.i - self._staged > len(st.slots)
+
+    def _check(self):
+        if self.released:
+            raise RuntimeError(
+                "batch %d was staged into a device slot that a later batch now holds (%d device "
+                "slots): its tensors read that batch's bytes; clone() what you keep longer, or "
+                "lastmile.Dataset(..., copy=True)" % (self.seq, len(self._stager.slots)))
+
+
 class HostStaging:
     """Stages one ring's batches onto a CUDA device (see the module doc).
 
@@ -283,7 +305,7 @@ class HostStaging:
 
     def stage(self, batch):
         """One async copy of ``batch``'s slot; the batch as views of the device slot."""
-        from .owned import OwnedBatch, _map
+        from .owned import _map
 
         core = self.ring._core
         so = core.slot_offset(batch.seq)
@@ -315,8 +337,10 @@ class HostStaging:
 
         data = {n: _map(v, conv) for n, v in tb._data.items()}
         valid = {n: conv(v) for n, v in tb.valid.items()}
-        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
-                          pad_rows=tb.pad_rows)
+        b = StagedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
+                        pad_rows=tb.pad_rows)
+        b._stager, b._staged = self, self.i - 1
+        return b
 
     def close(self):
         """Wait for the last copy, unregister, then unmap (in that order)."""
