@@ -264,7 +264,7 @@ func startWithPeer(t *testing.T, data dataset) (d, peer *daemon) {
 	pdir := workDir(t, "chaos-peer")
 	peer = newDaemon(t, pdir, filepath.Join(pdir, "shm"))
 	peer.config = filepath.Join(pdir, "lastmiled.yaml")
-	os.WriteFile(peer.config, []byte(fmt.Sprintf("roots: {data: %s}\npeer: {listen: %q, insecure: true}\n", data.dir, addr)), 0o644)
+	os.WriteFile(peer.config, []byte(fmt.Sprintf("roots: {data: %s}\npeer: {listen: %q, insecure: true, trust_root: true}\n", data.dir, addr)), 0o644)
 	peer.start()
 	dir := workDir(t, "chaos-run")
 	d = newDaemon(t, dir, filepath.Join(dir, "shm"))

@@ -33,6 +33,11 @@ type PeerConfig struct {
 	// outputs while they stream back) and the side tables of the jobs the
 	// peer keeps compiled. Default 1GiB.
 	MaxMemory Bytes `yaml:"max_memory"`
+	// TrustRoot reads root's units (tickets naming uid 0) with the
+	// peer's own rights. Default off: root is read for as nobody (65534),
+	// as NFS squashes root, and a unit nobody may read runs on the
+	// requester instead.
+	TrustRoot bool `yaml:"trust_root"`
 }
 
 // PeersConfig lists the peers this daemon spills units to.
@@ -192,7 +197,7 @@ func (d *Daemon) servePeer(pc PeerConfig) error {
 		return err
 	}
 	sc := cpupeer.ServerConfig{Roots: d.roots, Objects: d.peerObjects(), Workers: pc.Workers, MaxInFlight: pc.MaxInFlight,
-		MaxMemory: int64(pc.MaxMemory), Logger: d.log.With("role", "peer")}
+		MaxMemory: int64(pc.MaxMemory), TrustRoot: pc.TrustRoot, Logger: d.log.With("role", "peer")}
 	if sc.Workers == 0 {
 		sc.Workers = d.Config().Workers
 	}

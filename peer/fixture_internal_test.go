@@ -105,7 +105,10 @@ func (f *fixture) server(tweak func(*Server)) (*Server, string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	s := NewServer(ServerConfig{Roots: f.roots, TLS: tc, MaxInFlight: 4})
+	// The tests run as root (SpillerConfig.User defaults to Self) and
+	// read their own temporary directories, which only root may: their
+	// peers trust root. TestPeerSquashesRoot tweaks this off.
+	s := NewServer(ServerConfig{Roots: f.roots, TLS: tc, MaxInFlight: 4, TrustRoot: true})
 	if tweak != nil {
 		tweak(s)
 	}

@@ -81,6 +81,12 @@ type ServerConfig struct {
 	// it computes, and holds its output's size while it streams
 	// (budget.go).
 	MaxMemory int64
+	// TrustRoot reads the units of uid 0's tickets with the peer's own
+	// rights. Off (the default), uid 0 is read for as Nobody, as an NFS
+	// server squashes root: any holder of a requester's certificate may
+	// name any user in a ticket, and root would bypass every file's
+	// permissions beneath the roots.
+	TrustRoot bool
 	Logger    *slog.Logger
 }
 
@@ -284,6 +290,10 @@ func (s *Server) admit(who string) (func(), error) {
 }
 
 func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, stream flight.FlightService_DoGetServer) error {
+	if t.User.UID == 0 && !s.cfg.TrustRoot {
+		nobody := Nobody
+		t.User, t.squashed = &nobody, true
+	}
 	j, done, err := s.jobs.get(ctx, log, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects, user: *t.User}, s.cfg.Workers)
 	if err != nil {
 		if denied := s.refuseDenied(log, t, err); denied != nil {
@@ -421,7 +431,11 @@ func (s *Server) refuseDenied(log *slog.Logger, t *Ticket, err error) error {
 	case errors.Is(err, fs.ErrPermission):
 		s.stats.RefusedPermission.Add(1)
 		log.Warn("refused a unit whose files its user may not read here", "uid", t.User.UID, "gid", t.User.GID, "err", err)
-		err = fmt.Errorf("uid %d may not read a file of the job on this peer: %w", t.User.UID, err)
+		who := fmt.Sprintf("uid %d", t.User.UID)
+		if t.squashed {
+			who = fmt.Sprintf("uid %d (uid 0 is read for as it: the peer's peer.trust_root is off)", Nobody.UID)
+		}
+		err = fmt.Errorf("%s may not read a file of the job on this peer: %w", who, err)
 	default:
 		return nil
 	}

@@ -34,14 +34,20 @@ const maxGroups = 65536
 // (SO_PEERCRED, SO_PEERGROUPS), or the user running `lastmile`. A peer
 // opens the unit's file and the job's side tables beneath its roots with
 // these credentials (asuser.Cred.Do), so that its kernel decides what it
-// may read for them, as the GPU host's did; uid 0 is read for with the
-// peer's own rights. A peer takes a certified requester's word for the
-// user, as an NFS server takes a client host's.
+// may read for them, as the GPU host's did. A peer takes a certified
+// requester's word for the user, as an NFS server takes a client host's,
+// and as such a server squashes root: uid 0 is read for as Nobody unless
+// the peer trusts root (ServerConfig.TrustRoot), so that a requester's
+// certificate alone never reads what no user may.
 type User struct {
 	UID    uint32   `json:"uid"`
 	GID    uint32   `json:"gid"`
 	Groups []uint32 `json:"groups,omitempty"`
 }
+
+// Nobody is whom a peer reads uid 0's units for when it does not trust
+// root: the overflow uid and gid of Linux (65534), without groups.
+var Nobody = User{UID: 65534, GID: 65534}
 
 // Self is the user of this process (asuser.Self): what `lastmile` sends
 // for the jobs it runs itself.
@@ -77,6 +83,8 @@ type Ticket struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// User is whom the unit is read for (required).
 	User *User `json:"user"`
+	// squashed: the ticket named uid 0, and the peer reads for Nobody.
+	squashed bool
 }
 
 // PlanColumns are a requester's plan's columns: its fields and

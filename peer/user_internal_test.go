@@ -165,3 +165,51 @@ func symlinkAs(t *testing.T, target, name string, uid int) {
 	}
 	os.Lchown(name, uid, uid)
 }
+
+// TestPeerSquashesRoot: a ticket for uid 0 is read for as Nobody unless
+// the peer trusts root. Whoever holds a requester's certificate may name
+// any user in a ticket; without the squash, naming root read every file
+// beneath the peer's roots with the peer's own rights. A file only root
+// may read is refused (PermissionDenied, counted) and the requester runs
+// the units itself, with the same batches; a peer that trusts root
+// computes them.
+func TestPeerSquashesRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to read as another uid")
+	}
+	f := newFixture(t)
+	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
+		if err := os.Chmod(d, 0o755); err != nil { // nobody may reach the root, not the file
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(f.data, "part-00001.parquet")
+	if err := os.Chmod(secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf("version: 1\nname: rootjob\ninputs: [%s]\nbatch: {size: 10, last: keep}\nseed: 1\nring: {slots: 4, dir: %s}\ndecode: {max_unit_rows: 50, workers: 1}\n", secret, f.shm)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.run(job, nil)
+	for _, trust := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trust_root=%v", trust), func(t *testing.T) {
+			s, addr := f.server(func(s *Server) { s.cfg.TrustRoot = trust })
+			cfg := SpillerConfig{User: &User{UID: 0, GID: 0}}
+			cfg.Policy.Always = true
+			sp, err := NewSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, text, job, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, "root's job", f.run(job, sp), want)
+			spilled, refused := sp.Stats().Spilled.Load(), s.stats.RefusedPermission.Load()
+			if trust && (spilled == 0 || refused != 0) {
+				t.Fatalf("a peer trusting root: %d units spilled, %d refused; want all spilled", spilled, refused)
+			}
+			if !trust && (spilled != 0 || refused == 0) {
+				t.Fatalf("a peer squashing root: %d units spilled, %d refused; want none spilled, the file read for nobody refused", spilled, refused)
+			}
+		})
+	}
+}

@@ -151,7 +151,7 @@ func (c *cluster) addPeer() (*env, string) {
 		c.t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(e.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
-		"roots: {data: %s}\npeer: {listen: %q, tls: {ca: %s, cert: %s, key: %s}, max_inflight: 2}\n",
+		"roots: {data: %s}\npeer: {listen: %q, tls: {ca: %s, cert: %s, key: %s}, max_inflight: 2, trust_root: true}\n",
 		c.data, addr, f.CA, f.Cert, f.Key)), 0o644)
 	path := filepath.Join(c.gpu.dir, "lastmiled.yaml")
 	b, _ := os.ReadFile(path)

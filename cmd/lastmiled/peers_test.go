@@ -65,7 +65,7 @@ func newCluster(t *testing.T, spill, peerAddr, extra string) *cluster {
 	cpuTLS, _ := ca.Issue(ca.Dir, "cpu", []string{peerIP}, time.Hour)
 	tlsYAML := func(f peer.TLSFiles) string { return fmt.Sprintf("{ca: %s, cert: %s, key: %s}", f.CA, f.Cert, f.Key) }
 	os.WriteFile(filepath.Join(c.cpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
-		"roots: {data: %s}\npeer: {listen: %q, tls: %s, max_inflight: 2}\n", c.data, c.peerAddr, tlsYAML(cpuTLS))), 0o644)
+		"roots: {data: %s}\npeer: {listen: %q, tls: %s, max_inflight: 2, trust_root: true}\n", c.data, c.peerAddr, tlsYAML(cpuTLS))), 0o644)
 	os.WriteFile(filepath.Join(c.gpu.dir, "lastmiled.yaml"), []byte(fmt.Sprintf(
 		"roots: {data: %s}\npeers: {addrs: [%q], tls: %s, credits: 2, spill: %s%s}\n", c.data, c.peerAddr, tlsYAML(gpuTLS), spill, extra)), 0o644)
 	return c
