@@ -36,7 +36,7 @@ current one, a one-batch prefetch, is safe; keep a ``.clone()`` for longer).
 The copy still overlaps the step on the batch before it. (Before
 2026-11-29 the copy waited only for the point where the slot's own batch's
 successor was asked for, so a one-batch prefetch could have its current
-batch overwritten under its step; tests/test_review_py.py.)
+batch overwritten under its step; tests/test_trainer_edges.py.)
 
 If registration fails (no CUDA, too little lockable memory, a driver that
 refuses), the rank falls back to host copies (``Tensor.to(device)`` from the

@@ -2,7 +2,7 @@
 trainer runs into, against a real lastmiled (testdata/small, 10,000 rows,
 batches of 500: 20 per epoch, 2 epochs, one rank).
 
-Run: cd python && /usr/bin/python3 -m unittest tests.test_review_py -v
+Run: cd python && /usr/bin/python3 -m unittest tests.test_trainer_edges -v
 """
 
 import os
@@ -25,7 +25,7 @@ except Exception:  # pragma: no cover - torch is optional
 
 
 @unittest.skipIf(torch is None, "needs torch")
-class TestReviewWithLastmiled(unittest.TestCase):
+class TestTrainerEdgesWithLastmiled(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="lm-rv-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
