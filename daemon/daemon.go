@@ -62,6 +62,9 @@ type Daemon struct {
 	// it is one, and the pool of peers it spills to.
 	roots   *roots.Roots
 	peerSrv *cpupeer.Server
+	// peerTLS and peersTLS are the certificates of the peer role and of
+	// the spill pool, read again on SIGHUP (reloadTLS); nil when unset.
+	peerTLS, peersTLS *cpupeer.Creds
 	peerLn  net.Listener
 	pool    *cpupeer.Pool
 
@@ -556,6 +559,7 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 		return nil, err
 	}
 	ignored = append(ignored, d.reloadS3(old, &cfg)...)
+	d.reloadTLS()
 	if len(ignored) > 0 {
 		if err := full.Validate(); err != nil {
 			d.log.Warn("SIGHUP: the settings that need a restart would not let lastmiled start as written: fix them before restarting",

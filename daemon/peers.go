@@ -163,11 +163,12 @@ func (d *Daemon) startPeers(cfg Config) error {
 		pc := cpupeer.PoolConfig{Addrs: cfg.Peers.Addrs, DNS: cfg.Peers.DNS, Resolve: cfg.Peers.Resolve.D(),
 			Credits: cfg.Peers.Credits, Logger: d.log.With("role", "spill")}
 		if !cfg.Peers.Insecure {
-			tc, err := cfg.Peers.TLS.ClientTLS(cfg.Peers.ServerName)
+			creds, err := cfg.Peers.TLS.Open()
 			if err != nil {
 				return fmt.Errorf("peers.tls: %w", err)
 			}
-			pc.TLS = tc
+			d.peersTLS, pc.TLS = creds, creds.ClientTLS(cfg.Peers.ServerName)
+			d.warnExpiry("peers.tls", creds)
 		}
 		pool, err := cpupeer.NewPool(pc)
 		if err != nil {
@@ -202,11 +203,12 @@ func (d *Daemon) servePeer(pc PeerConfig) error {
 		sc.Workers = d.Config().Workers
 	}
 	if !pc.Insecure {
-		tc, err := pc.TLS.ServerTLS()
+		creds, err := pc.TLS.Open()
 		if err != nil {
 			return fmt.Errorf("peer.tls: %w", err)
 		}
-		sc.TLS = tc
+		d.peerTLS, sc.TLS = creds, creds.ServerTLS()
+		d.warnExpiry("peer.tls", creds)
 	}
 	l, err := net.Listen("tcp", pc.Listen)
 	if err != nil {
@@ -334,7 +336,7 @@ func reloadStartOnly(old Config, cfg *Config) []string {
 	}{
 		{"peer.listen", cp.Listen != op.Listen}, {"peer.tls", cp.TLS != op.TLS}, {"peer.insecure", cp.Insecure != op.Insecure},
 		{"peer.workers", cp.Workers != op.Workers}, {"peer.max_inflight", cp.MaxInFlight != op.MaxInFlight},
-		{"peer.max_memory", cp.MaxMemory != op.MaxMemory},
+		{"peer.max_memory", cp.MaxMemory != op.MaxMemory}, {"peer.trust_root", cp.TrustRoot != op.TrustRoot},
 	} {
 		if f.changed {
 			names = append(names, f.name)
@@ -361,4 +363,41 @@ func reloadStartOnly(old Config, cfg *Config) []string {
 	}
 	cfg.GPU.NVML, cfg.GPU.Inventory = old.GPU.NVML, old.GPU.Inventory
 	return names
+}
+
+// expiryWarning is how long before its end a certificate in use is
+// logged as expiring, at start and at each reload.
+const expiryWarning = 30 * 24 * time.Hour
+
+// reloadTLS reads the peer role's and the spill pool's certificate
+// files again (same paths: a renewal in place), as SIGHUP asks: a peer
+// presents the new certificate and trusts the new CA bundle from its next
+// handshake, a requester presents the new certificate from its next
+// connection (a new CA bundle takes its restart: peer.Creds). Files that
+// do not load leave the ones in use, and say so.
+func (d *Daemon) reloadTLS() {
+	for _, c := range []struct {
+		key   string
+		creds *cpupeer.Creds
+	}{{"peer.tls", d.peerTLS}, {"peers.tls", d.peersTLS}} {
+		if c.creds == nil {
+			continue
+		}
+		if err := c.creds.Reload(); err != nil {
+			d.log.Warn("SIGHUP: the certificate files do not load; the ones read before stay in use: fix the files and send SIGHUP again",
+				"key", c.key, "err", err, "not_after", c.creds.NotAfter())
+			continue
+		}
+		d.log.Info("certificates reloaded", "key", c.key, "not_after", c.creds.NotAfter())
+		d.warnExpiry(c.key, c.creds)
+	}
+}
+
+// warnExpiry logs a certificate that ends within expiryWarning.
+func (d *Daemon) warnExpiry(key string, c *cpupeer.Creds) {
+	end := c.NotAfter()
+	if left := time.Until(end); left < expiryWarning {
+		d.log.Warn("certificate expires soon: renew it in place (lastmile certs) and send SIGHUP",
+			"key", key, "not_after", end, "days_left", int(left.Hours()/24))
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
+	"time"
 )
 
 // TLSFiles names a CA bundle, a certificate and its key, in PEM.
@@ -15,53 +17,135 @@ type TLSFiles struct {
 	Key  string `yaml:"key"`
 }
 
-func (f TLSFiles) load() (*x509.CertPool, tls.Certificate, error) {
+// loaded is what TLSFiles held when they were read.
+type loaded struct {
+	pool *x509.CertPool
+	cert tls.Certificate
+}
+
+func (f TLSFiles) load() (*loaded, error) {
 	if f.CA == "" || f.Cert == "" || f.Key == "" {
-		return nil, tls.Certificate{}, errors.New("tls needs ca, cert and key (PEM files; see docs/peers.md for making them)")
+		return nil, errors.New("tls needs ca, cert and key (PEM files; see docs/peers.md for making them)")
 	}
 	pem, err := os.ReadFile(f.CA)
 	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("tls ca: %w", err)
+		return nil, fmt.Errorf("tls ca: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, tls.Certificate{}, fmt.Errorf("tls ca %s: no PEM certificate in it", f.CA)
+		return nil, fmt.Errorf("tls ca %s: no PEM certificate in it", f.CA)
 	}
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("tls cert %s, key %s: %w", f.Cert, f.Key, err)
+		return nil, fmt.Errorf("tls cert %s, key %s: %w", f.Cert, f.Key, err)
 	}
-	return pool, cert, nil
+	return &loaded{pool: pool, cert: cert}, nil
+}
+
+// Creds are TLS files loaded for a long-running daemon, read again by
+// Reload: a certificate renewed in place (the same paths, new contents)
+// is presented from the next handshake on, without a restart.
+//
+// A peer's configs (ServerTLS) take the certificate, its key and the CA
+// bundle from the last load at each handshake. A requester's
+// (ClientTLS) take the certificate and key so, but verify peers against
+// the CA bundle of the first load: gRPC copies a client's config when it
+// dials and offers no hook to choose the roots per handshake, and
+// verifying by hand (InsecureSkipVerify and a VerifyConnection) would put
+// the check of every peer's identity in our code. A new CA therefore
+// takes a requester's restart.
+type Creds struct {
+	files TLSFiles
+	cur   atomic.Pointer[loaded]
+	first *x509.CertPool
+}
+
+// Open loads f.
+func (f TLSFiles) Open() (*Creds, error) {
+	l, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	c := &Creds{files: f, first: l.pool}
+	c.cur.Store(l)
+	return c, nil
+}
+
+// Reload reads the files again. On an error the last good load stays in
+// use, and the error says why the files were not taken.
+func (c *Creds) Reload() error {
+	l, err := c.files.load()
+	if err != nil {
+		return err
+	}
+	c.cur.Store(l)
+	return nil
+}
+
+// NotAfter is the end of the current certificate's validity.
+func (c *Creds) NotAfter() time.Time {
+	l := c.cur.Load()
+	if l.cert.Leaf != nil {
+		return l.cert.Leaf.NotAfter
+	}
+	if len(l.cert.Certificate) == 0 {
+		return time.Time{}
+	}
+	leaf, err := x509.ParseCertificate(l.cert.Certificate[0])
+	if err != nil {
+		return time.Time{}
+	}
+	return leaf.NotAfter
 }
 
 // ServerTLS is a peer's mutual TLS: it presents its certificate and
-// accepts only clients whose certificate the CA signed.
-func (f TLSFiles) ServerTLS() (*tls.Config, error) {
-	pool, cert, err := f.load()
-	if err != nil {
-		return nil, err
+// accepts only clients whose certificate the CA signed, both as last
+// loaded.
+func (c *Creds) ServerTLS() *tls.Config {
+	now := func() *tls.Config {
+		l := c.cur.Load()
+		return &tls.Config{
+			MinVersion:   tls.VersionTLS13,
+			Certificates: []tls.Certificate{l.cert},
+			ClientCAs:    l.pool,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+		}
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-	}, nil
+	cfg := now()
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return now(), nil }
+	return cfg
 }
 
-// ClientTLS is a requester's mutual TLS: it presents its certificate and
-// accepts only peers whose certificate the CA signed. serverName, if not
-// empty, is the name peers' certificates must carry; otherwise each
-// peer's host name is checked.
-func (f TLSFiles) ClientTLS(serverName string) (*tls.Config, error) {
-	pool, cert, err := f.load()
+// ClientTLS is a requester's mutual TLS: it presents its certificate as
+// last loaded and accepts only peers whose certificate the CA of the
+// first load signed. serverName, if not empty, is the name peers'
+// certificates must carry; otherwise each peer's host name is checked.
+func (c *Creds) ClientTLS(serverName string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		RootCAs:    c.first,
+		ServerName: serverName,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			l := c.cur.Load()
+			return &l.cert, nil
+		},
+	}
+}
+
+// ServerTLS is Open's ServerTLS, for a process that never reloads.
+func (f TLSFiles) ServerTLS() (*tls.Config, error) {
+	c, err := f.Open()
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
-		ServerName:   serverName,
-	}, nil
+	return c.ServerTLS(), nil
+}
+
+// ClientTLS is Open's ClientTLS, for a process that never reloads.
+func (f TLSFiles) ClientTLS(serverName string) (*tls.Config, error) {
+	c, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	return c.ClientTLS(serverName), nil
 }

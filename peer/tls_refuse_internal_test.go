@@ -98,6 +98,7 @@ func TestTLSRefusesBadCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc.Certificates = []tls.Certificate{cert}
+		sc.GetConfigForClient = nil // present cert, not the files' certificate
 		s := NewServer(ServerConfig{Roots: f.roots, TLS: sc, MaxInFlight: 4})
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
