@@ -65,8 +65,8 @@ type Daemon struct {
 	// peerTLS and peersTLS are the certificates of the peer role and of
 	// the spill pool, read again on SIGHUP (reloadTLS); nil when unset.
 	peerTLS, peersTLS *cpupeer.Creds
-	peerLn  net.Listener
-	pool    *cpupeer.Pool
+	peerLn            net.Listener
+	pool              *cpupeer.Pool
 
 	waits  jobWaits      // trainer waits per batch, sampled by sampleWaits
 	advice adviceTracker // stall and headroom per job over a window (advice.go)
