@@ -83,6 +83,12 @@ type Config struct {
 	S3 S3Config `yaml:"s3"`
 	// GPU says where NVML is (gpu.go).
 	GPU GPUConfig `yaml:"gpu"`
+
+	// file and lines say where the config was read from and the line of
+	// each field given there, so that Validate's errors name their line
+	// as decoding errors do (nil lines: not from a file).
+	file  string
+	lines map[string]int
 }
 
 // ControlConfig bounds the control socket, so that no client (idle, slow
@@ -186,7 +192,9 @@ func ParseConfig(r io.Reader) (Config, error) {
 // key with the nearest known one and the section's keys.
 func parseConfig(file string, data []byte) (Config, error) {
 	c := DefaultConfig()
-	return c, spec.DecodeFile(file, data, &c)
+	lines, err := spec.DecodeFileLines(file, data, &c)
+	c.file, c.lines = file, lines
+	return c, err
 }
 
 // LoadConfig reads the file at path over DefaultConfig. A missing file is
@@ -207,15 +215,42 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	return parseConfig(path, data) // its errors name path and their lines
 }
 
-// ConfigError names the configuration field that is wrong.
+// ConfigError names the configuration field that is wrong, and where it
+// was given: File and Line, or those of the nearest section above it
+// that was (0: the field took its default).
 type ConfigError struct {
+	File  string
+	Line  int
 	Field string
 	Value any
 	Err   error
 }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("config %s = %v: %v", e.Field, e.Value, e.Err)
+	msg := fmt.Sprintf("config %s = %v: %v", e.Field, e.Value, e.Err)
+	switch {
+	case e.Line > 0 && e.File != "":
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, msg)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s", e.Line, msg)
+	}
+	return msg
+}
+
+// lineOf is the line where field, or the nearest section holding it,
+// was given; 0 if none was.
+func (c *Config) lineOf(field string) int {
+	for f := field; f != ""; {
+		if n, ok := c.lines[f]; ok {
+			return n
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return 0
 }
 
 func (e *ConfigError) Unwrap() error { return e.Err }
@@ -224,7 +259,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field string, v any, format string, args ...any) {
-		errs = append(errs, &ConfigError{Field: field, Value: v, Err: fmt.Errorf(format, args...)})
+		errs = append(errs, &ConfigError{File: c.file, Line: c.lineOf(field), Field: field, Value: v, Err: fmt.Errorf(format, args...)})
 	}
 	if c.Socket == "" || !strings.HasPrefix(c.Socket, "/") {
 		bad("socket", c.Socket, "want an absolute path")

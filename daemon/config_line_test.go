@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,40 @@ func TestConfigErrorNamesLine(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %q does not say %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestValidateNamesLine: what Validate finds wrong after decoding (a
+// value of the right type that is out of range, keys that need each
+// other) names the file and line where the field, or the section holding
+// it, was given, as decoding errors do. Before, only the key was named.
+func TestValidateNamesLine(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, yaml, want string }{
+		{"a field", "workers: 2\nstate_dir: relative/state\n", "lastmiled.yaml:2: config state_dir = relative/state: want an absolute path"},
+		{"a nested field", "workers: 2\nlog:\n  level: info\n  format: xml\n", "lastmiled.yaml:4: config log.format = xml"},
+		{"a section missing a key", "roots: {d: /data}\npeer:\n  listen: \":7941\"\n", "lastmiled.yaml:3: config peer.tls"},
+		{"a default (not given)", "workers: 2\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, "lastmiled.yaml")
+			if err := os.WriteFile(path, []byte(c.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(path, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate: %v; want an error containing %q", err, c.want)
+			}
+		})
 	}
 }

@@ -360,14 +360,22 @@ func parseDoc(file string, data []byte) (*yaml.Node, error) {
 // spec, where a list given null is an error. lastmiled's configuration is
 // read with it.
 func DecodeFile(file string, data []byte, v any) error {
+	_, err := DecodeFileLines(file, data, v)
+	return err
+}
+
+// DecodeFileLines is DecodeFile, and returns the line each field was
+// given on, by its path ("peer.tls.ca"; absent: not given), for the
+// checks a caller makes after decoding to name a line too.
+func DecodeFileLines(file string, data []byte, v any) (map[string]int, error) {
 	root, err := parseDoc(file, data)
 	if err != nil || root == nil {
-		return err
+		return nil, err
 	}
 	d := newDecoder(file)
 	d.nullKeeps = true
 	d.Decode(root, "", v)
-	return d.Err()
+	return d.lines, d.Err()
 }
 
 // parserProblems are the syntax errors yaml.v3's parser (not its scanner)
