@@ -43,6 +43,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 import weakref
 
@@ -69,7 +70,59 @@ _MAIN_ONLY = (
     "would attach as a second consumer of this rank's ring (refused) and copy every batch "
     "through a queue")
 
+_BATCHED = (
+    "lastmile.Dataset yields whole batches (the job spec's batch.size rows each): pass "
+    "batch_size=None to the DataLoader, DataLoader(ds, batch_size=None). torch's default "
+    "batch_size=1 makes default_collate stack lists of batches, which it cannot do (and a "
+    "zero-copy batch is not valid once the next one is taken)")
+
 log = logging.getLogger("lastmile")
+
+
+def _refuse_collate(batch, *, collate_fn_map=None):
+    """default_collate's entry for a lastmile.Batch: say what to do instead."""
+    took = ""
+    try:
+        c = batch[0].cursor
+        took = (" (batch %d of epoch %d was taken from the ring before this: the dataset's "
+                "cursor is past it)" % (c.batch_index, c.epoch))
+    except Exception:  # noqa: BLE001 - only the message's detail
+        pass
+    raise TypeError(_BATCHED + took)
+
+
+def _register_collate():
+    """Make torch's default_collate refuse a Batch saying so (torch 1.13+
+    has a map of element type to collate function, default_collate_fn_map;
+    without it, default_collate fails with its own words)."""
+    try:
+        from torch.utils.data._utils.collate import default_collate_fn_map
+    except Exception:  # noqa: BLE001 - another torch: its own error stands
+        return
+    from .batch import Batch
+
+    default_collate_fn_map.setdefault(Batch, _refuse_collate)
+
+
+def _collating_loader(depth):
+    """True when the frame ``depth`` above is a torch DataLoader starting to
+    fetch from the dataset with automatic batching and default_collate
+    (``batch_size`` not None, no collate_fn of its own): torch's
+    ``_IterableDatasetFetcher.__init__`` calls ``iter(dataset)``, before any
+    batch is taken. False when it cannot tell."""
+    try:
+        from torch.utils.data._utils.collate import default_collate
+        from torch.utils.data._utils.fetch import _IterableDatasetFetcher
+
+        loc = sys._getframe(depth + 1).f_locals
+        return (isinstance(loc.get("self"), _IterableDatasetFetcher)
+                and loc.get("auto_collation") is True and loc.get("collate_fn") is default_collate)
+    except Exception:  # noqa: BLE001 - another torch: default_collate's entry says it
+        return False
+
+
+if _worker_info is not None:
+    _register_collate()
 
 
 class Dataset(_Base):
@@ -416,6 +469,8 @@ class Dataset(_Base):
         :meth:`set_epoch`, the rest of that epoch only."""
         if _worker_info is not None and _worker_info() is not None:
             raise RuntimeError(_MAIN_ONLY)
+        if _worker_info is not None and _collating_loader(1):
+            raise TypeError(_BATCHED)
         if self._epoch is None:
             return self._stream()
         return self._one_epoch(self._epoch)
