@@ -85,5 +85,69 @@ class TestDataLoaderBatchSize(_WithLastmiled):
         self.assertEqual(got, [(0, i) for i in range(20)])
 
 
+class TestDictSpec(_WithLastmiled):
+    def test_path_values_are_taken_as_strings(self):
+        ds = self.dataset(self.spec("dict-path", inputs=[pathlib.Path(daemonproc.SMALL)]))
+        b = ds.next()
+        self.assertEqual(tuple(b.cursor[:2]), (0, 0))
+
+    def test_key_order_is_not_part_of_the_identity(self):
+        a = self.spec("dict-order")
+        b = dict(reversed(list(a.items())))
+        b["batch"] = dict(reversed(list(a["batch"].items())))
+        self.assertNotEqual(json.dumps(a), json.dumps(b))
+        ds1 = self.dataset(a)
+        for _ in range(3):
+            ds1.next()
+        sd = ds1.state_dict()
+        ds1.close()
+        ds2 = self.dataset(b)
+        self.assertEqual(ds2.job_id, ds1.job_id)
+        self.assertEqual(ds2.spec_sha256, ds1.spec_sha256)
+        ds2.load_state_dict(sd)  # strict
+        self.assertEqual(tuple(ds2.next().cursor[:2]), (0, 3))
+
+    def test_checkpoint_of_a_dict_spec_from_before_still_resumes(self):
+        # Before, a dict spec's hash was that of json.dumps(spec) in the
+        # dict's own key order.
+        spec = self.spec("dict-old-ckpt")
+        ds = self.dataset(spec)
+        old = {"version": 1, "job_id": ds.job_id, "rank": 0, "world_size": 1,
+               "spec_sha256": hashlib.sha256(json.dumps(spec).encode("utf-8")).hexdigest(),
+               "cursor": {"epoch": 0, "batch": 5}}
+        ds.load_state_dict(old)  # strict
+        self.assertEqual(tuple(ds.next().cursor[:2]), (0, 5))
+
+    def test_checkpoint_from_before_in_another_key_order_is_refused_clearly(self):
+        spec = self.spec("dict-old-order")
+        other = dict(reversed(list(spec.items())))
+        ds = self.dataset(spec)
+        old = {"version": 1, "job_id": ds.job_id, "rank": 0, "world_size": 1,
+               "spec_sha256": hashlib.sha256(json.dumps(other).encode("utf-8")).hexdigest(),
+               "cursor": {"epoch": 0, "batch": 5}}
+        with self.assertRaises(ValueError) as cm:
+            ds.load_state_dict(old)
+        msg = str(cm.exception)
+        self.assertIn("strict=False", msg)
+        self.assertIn("key order", msg)
+        ds.load_state_dict(old, strict=False)
+        self.assertEqual(tuple(ds.next().cursor[:2]), (0, 5))
+
+    def test_order_of_map_assignments_is_part_of_the_identity(self):
+        # The pipeline's map, cast and rename are ordered mappings (the
+        # columns come out in the order written): another order is another job.
+        a = self.spec("dict-map", pipeline=[{"map": {"x": "row_id + 1", "y": "row_id * 2"}}])
+        b = self.spec("dict-map", pipeline=[{"map": {"y": "row_id * 2", "x": "row_id + 1"}}])
+        ds1 = self.dataset(a)
+        ds1.next()
+        sd = ds1.state_dict()
+        self.assertEqual(list(ds1.next().keys())[-2:], ["x", "y"])
+        ds1.cancel()
+        ds2 = self.dataset(b)
+        self.assertNotEqual(ds2.spec_sha256, ds1.spec_sha256)
+        with self.assertRaises(ValueError):
+            ds2.load_state_dict(sd)
+
+
 if __name__ == "__main__":
     unittest.main()
