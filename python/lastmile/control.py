@@ -16,6 +16,7 @@ Errors are :class:`ControlError` subclasses whose text says what to do.
 from __future__ import annotations
 
 import errno
+import hashlib
 import http.client
 import json
 import os
@@ -372,10 +373,49 @@ def _quote(job_id) -> str:
     return quote(str(job_id), safe="")
 
 
-def _read_spec(spec_or_path):
-    """``(text, base_dir, label)`` of a spec given as a path, text or dict."""
+def _json_value(o):
+    """A dict spec's values that JSON has no type for: paths, as strings."""
+    if isinstance(o, os.PathLike):
+        return os.fsdecode(o)
+    raise TypeError("job spec: a value of type %s is not one a spec holds (strings, numbers, "
+                    "booleans, None, paths, lists and dicts)" % type(o).__name__)
+
+
+# The mappings of a spec whose order is part of its meaning: partitions
+# (spec/partitions.go) and the pipeline's map, cast and rename ops
+# (spec/pipeline.go, assigns: the columns come out in the order written).
+_ORDERED_OPS = ("map", "cast", "rename")
+
+
+def _canonical(v, path=()):
+    """``v`` (a dict spec or a part of it) with every mapping's keys sorted,
+    but those of the mappings whose order is meaning."""
+    if isinstance(v, dict):
+        keep = path == ("partitions",) or (
+            len(path) == 3 and path[:2] == ("pipeline", "[]") and path[2] in _ORDERED_OPS)
+        items = list(v.items()) if keep else sorted(v.items(), key=lambda kv: str(kv[0]))
+        return {k: _canonical(x, path + (str(k),)) for k, x in items}
+    if isinstance(v, (list, tuple)):
+        return [_canonical(x, path + ("[]",)) for x in v]
+    return v
+
+
+def _spec_sha256(spec_or_path, text):
+    """The sha256 that names a spec in a checkpoint (hex): of its text, or
+    for a dict, of its JSON with the keys sorted where their order means
+    nothing, so that two dicts built in another order are the same spec."""
     if isinstance(spec_or_path, dict):
-        return json.dumps(spec_or_path), os.getcwd(), "<dict spec>"
+        text = json.dumps(_canonical(spec_or_path), default=_json_value)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_spec(spec_or_path):
+    """``(text, base_dir, label)`` of a spec given as a path, text or dict.
+    A dict's keys keep their order in the text: the order of some mappings
+    is meaning (:data:`_ORDERED_OPS`); lastmiled's job identity is that of
+    the parsed spec."""
+    if isinstance(spec_or_path, dict):
+        return json.dumps(spec_or_path, default=_json_value), os.getcwd(), "<dict spec>"
     if isinstance(spec_or_path, bytes):
         spec_or_path = spec_or_path.decode("utf-8")
     if isinstance(spec_or_path, os.PathLike) or (

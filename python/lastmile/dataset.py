@@ -48,7 +48,7 @@ import time
 import weakref
 
 from . import _advice, control
-from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError, _read_spec
+from .control import Client, DaemonUnavailableError, JobNotFoundError, SpecError, _read_spec, _spec_sha256
 from .hosts import exchange, usable_group
 from .ranks import resolve_hosts, resolve_ranks
 from .position import CursorError, EpochError, Position, _position
@@ -75,6 +75,10 @@ _BATCHED = (
     "batch_size=None to the DataLoader, DataLoader(ds, batch_size=None). torch's default "
     "batch_size=1 makes default_collate stack lists of batches, which it cannot do (and a "
     "zero-copy batch is not valid once the next one is taken)")
+
+_OLD_DICT_HASH = (
+    " (a checkpoint made before 2026-11-29 from a dict spec named it by its key order: if "
+    "that spec differs from this one only in key order, strict=False is right)")
 
 log = logging.getLogger("lastmile")
 
@@ -177,7 +181,11 @@ class Dataset(_Base):
         self.rank, self.world_size, self.local_rank = resolve_ranks(rank, world_size)
         self.hosts, self.host = resolve_hosts(self.rank, self.world_size, self.local_rank, hosts, host)
         self.spec, self.base_dir, self.spec_label = _read_spec(spec_or_path)
-        self.spec_sha256 = hashlib.sha256(self.spec.encode("utf-8")).hexdigest()
+        self.spec_sha256 = _spec_sha256(spec_or_path, self.spec)
+        # A checkpoint of before 2026-11-29 named a dict spec by its text,
+        # its keys in the dict's order: still the same spec.
+        self._spec_sha256_text = hashlib.sha256(self.spec.encode("utf-8")).hexdigest()
+        self._dict_spec = isinstance(spec_or_path, dict)
         self.weight = weight
         self.torch = torch
         self.device = device
@@ -714,10 +722,11 @@ class Dataset(_Base):
         if ws is not None and self.world_size is not None and ws != self.world_size:
             raise ValueError("state_dict is from world size %d, this dataset has %d: cursors do "
                              "not carry over between world sizes" % (ws, self.world_size))
-        if strict and state.get("spec_sha256") not in (None, self.spec_sha256):
+        if strict and state.get("spec_sha256") not in (None, self.spec_sha256, self._spec_sha256_text):
             raise ValueError("state_dict is from a different job spec (sha256 %.12s, this one "
-                             "%.12s); pass strict=False to use its cursor anyway"
-                             % (state["spec_sha256"], self.spec_sha256))
+                             "%.12s); pass strict=False to use its cursor anyway%s"
+                             % (state["spec_sha256"], self.spec_sha256,
+                                _OLD_DICT_HASH if self._dict_spec else ""))
         cursor = _position(state["cursor"])
         checked = self._cursor_past_epoch(cursor)  # now if the batches per epoch are known, else at the attach
         self._close_ring()
