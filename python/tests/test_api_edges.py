@@ -149,5 +149,30 @@ class TestDictSpec(_WithLastmiled):
             ds2.load_state_dict(sd)
 
 
+class TestLeavingAnEpochEarly(_WithLastmiled):
+    def test_epoch_error_says_how_to_skip_the_rest_of_the_epoch(self):
+        ds = self.dataset(self.spec("break-msg"))
+        with self.assertRaises(lastmile.EpochError) as cm:
+            for _epoch in ds.epochs():
+                for i, _ in enumerate(ds):
+                    if i == 2:
+                        break
+        msg = str(cm.exception)
+        self.assertIn('ds.load_state_dict({**ds.state_dict(), "cursor": {"epoch": 1, "batch": 0}})', msg)
+
+    def test_skipping_the_rest_of_an_epoch_with_the_cursor(self):
+        ds = self.dataset(self.spec("break-skip"))
+        got = {}
+        for epoch in ds.epochs():
+            got[epoch] = []
+            for i, b in enumerate(ds):
+                got[epoch].append(tuple(b.cursor[:2]))
+                if epoch == 0 and i == 2:
+                    break
+            if ds.cursor.epoch == epoch:
+                ds.load_state_dict({**ds.state_dict(), "cursor": {"epoch": epoch + 1, "batch": 0}})
+        self.assertEqual(got, {0: [(0, 0), (0, 1), (0, 2)], 1: [(1, i) for i in range(20)]})
+
+
 if __name__ == "__main__":
     unittest.main()
