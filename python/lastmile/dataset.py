@@ -512,6 +512,10 @@ class Dataset(_Base):
             for epoch in ds.epochs():
                 for batch in ds:          # or a DataLoader over ds
                     ...
+
+        A loop that leaves an epoch early skips the rest of it before the
+        next: ``ds.load_state_dict({**ds.state_dict(), "cursor": {"epoch":
+        epoch + 1, "batch": 0}})``; else the next epoch raises EpochError.
         """
         if _worker_info is not None and _worker_info() is not None:
             raise RuntimeError(_MAIN_ONLY)
@@ -561,10 +565,12 @@ class Dataset(_Base):
             if c.epoch < e:
                 raise EpochError(
                     "rank %d of job %s stands at batch %d of epoch %d: epoch %d would skip the "
-                    "rest of epoch %d; iterate epoch %d to its end first (ds.set_epoch(%d)), or "
-                    "resume elsewhere with load_state_dict" % (self.rank, self.job_id, c.batch,
-                                                               c.epoch, e, c.epoch, c.epoch,
-                                                               c.epoch))
+                    "rest of epoch %d; iterate epoch %d to its end first (ds.set_epoch(%d)), or, "
+                    "to leave it early (a loop that breaks out of an epoch), skip its rest before "
+                    "epoch %d's first batch: "
+                    'ds.load_state_dict({**ds.state_dict(), "cursor": {"epoch": %d, "batch": 0}})'
+                    % (self.rank, self.job_id, c.batch, c.epoch, e, c.epoch, c.epoch, c.epoch,
+                       e, e))
             b = self.next()
             if b is None:
                 return
