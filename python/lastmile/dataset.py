@@ -147,7 +147,9 @@ class Dataset(_Base):
     yield torch tensors (else numpy arrays).
 
     ``device``: put every batch's tensors on this torch device (a copy per
-    batch that the batch owns; on the CPU only with ``copy``). On a CUDA
+    batch that the batch owns; on the CPU only with ``copy``). ``"cuda"``
+    without an index is torch's current device: GPU 0 for every rank unless
+    each called ``torch.cuda.set_device(LOCAL_RANK)``. On a CUDA
     device the batch is staged through the registered ring, one async copy
     per batch into pooled device slots (:mod:`lastmile.cuda`): work queued
     on its tensors before the second next batch is taken runs before they
