@@ -149,6 +149,36 @@ class TestDictSpec(_WithLastmiled):
             ds2.load_state_dict(sd)
 
 
+class TestDictSpecIdentity(unittest.TestCase):
+    """Without a daemon: which differences of a dict spec name another spec."""
+
+    def sha(self, spec):
+        from lastmile.control import _read_spec, _spec_sha256
+
+        return _spec_sha256(spec, _read_spec(spec)[0])
+
+    def test_nested_key_order_is_not_part_of_the_identity(self):
+        a = {"name": "j", "shuffle": {"buffer": 10, "seed": 1}, "batch": {"size": 8, "last": "pad"}}
+        b = {"batch": {"last": "pad", "size": 8}, "shuffle": {"seed": 1, "buffer": 10}, "name": "j"}
+        self.assertEqual(self.sha(a), self.sha(b))
+
+    def test_order_of_partitions_cast_and_rename_is_part_of_the_identity(self):
+        for a, b in [
+            ({"partitions": {"dt": "string", "hour": "int64"}}, {"partitions": {"hour": "int64", "dt": "string"}}),
+            ({"pipeline": [{"cast": {"a": "int32", "b": "float32"}}]},
+             {"pipeline": [{"cast": {"b": "float32", "a": "int32"}}]}),
+            ({"pipeline": [{"rename": {"a": "x", "b": "y"}}]}, {"pipeline": [{"rename": {"b": "y", "a": "x"}}]}),
+        ]:
+            self.assertNotEqual(self.sha(a), self.sha(b), a)
+
+    def test_a_path_and_its_string_are_the_same_spec(self):
+        self.assertEqual(self.sha({"inputs": [pathlib.Path("/data/x")]}), self.sha({"inputs": ["/data/x"]}))
+
+    def test_a_value_no_spec_holds_is_refused_by_type(self):
+        with self.assertRaisesRegex(TypeError, "type object"):
+            self.sha({"inputs": [object()]})
+
+
 class TestLeavingAnEpochEarly(_WithLastmiled):
     def test_epoch_error_says_how_to_skip_the_rest_of_the_epoch(self):
         ds = self.dataset(self.spec("break-msg"))
