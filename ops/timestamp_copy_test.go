@@ -234,3 +234,39 @@ func TestTimestampOfOtherUnitInCopyRefused(t *testing.T) {
 		}
 	}
 }
+
+// bucketize's timestamp() boundaries without a unit count the unit of
+// the timestamp it buckets, a copy's included (b <= x, so a boundary
+// between two counts is rounded up); one of another unit is an error, as
+// is one without a unit against a timestamp of unknown unit.
+func TestBucketizeTimestampCountsUnit(t *testing.T) {
+	b, fields := unitBatch(t)
+	for _, tc := range []struct {
+		pipeline []string
+		want     []int64
+	}{
+		{[]string{`- map: {bk: 'bucketize(tb, [timestamp("2025-11-19"), timestamp("2025-11-21")])'}`}, []int64{2, 0, 2, 1}},
+		{[]string{"- map: {t2: tb}", `- map: {bk: 'bucketize(t2, [timestamp("2025-11-19"), timestamp("2025-11-21")])'}`}, []int64{2, 0, 2, 1}},
+		{[]string{`- map: {bk: 'bucketize(ms, [timestamp("2025-11-19T23:59:59.9999Z")])'}`}, []int64{0, 1, 1, 1}}, // rounded up to 11-20
+		{[]string{`- map: {bk: 'bucketize(d, [timestamp("2025-11-21")])'}`}, []int64{0, 0, 1, 1}},
+	} {
+		j := job(t, "", tc.pipeline...)
+		p, err := ops.Compile(context.Background(), j, fields, ops.Env{})
+		if err != nil {
+			t.Errorf("%v: %v", tc.pipeline, err)
+			continue
+		}
+		if got := ints2(t, run(t, p, b), "bk"); !slices.Equal(got, tc.want) {
+			t.Errorf("%v: buckets %v, want %v", tc.pipeline, got, tc.want)
+		}
+	}
+	for _, value := range []string{
+		`bucketize(ts, [timestamp("2025-11-20", "ms")])`,
+		`bucketize(ts * 1000, [timestamp("2025-11-20")])`,
+	} {
+		j := job(t, "", "- map: {bk: '"+value+"'}")
+		if _, err := ops.Compile(context.Background(), j, fields, ops.Env{}); err == nil {
+			t.Errorf("%s compiled", value)
+		}
+	}
+}
