@@ -140,7 +140,7 @@ func (c *checker) unary(n *Unary) (*node, error) {
 	if !x.t.Kind.IsNumber() {
 		return nil, errorf(n.At, "- wants a number, got %s", describe(n.X, x))
 	}
-	nd := &node{op: opNeg, t: x.t, pos: n.At, args: []*node{x}, untyped: x.untyped}
+	nd := &node{op: opNeg, t: x.t, pos: n.At, args: []*node{x}, untyped: x.untyped, unit: opaque(x)}
 	return c.fold(nd), nil
 }
 
@@ -203,9 +203,18 @@ func (c *checker) binary(n *Binary) (*node, error) {
 				return nil, errorf(n.At, "%s wants numbers, got %s", n.Op, describe(a.n, a.nd))
 			}
 		}
+		if o == opAdd || o == opSub {
+			// ts - timestamp("2025-01-01") counts ts's unit.
+			xy := []*node{x, y}
+			if _, err := c.copyUnit(n.At, []Node{n.X, n.Y}, xy); err != nil {
+				return nil, err
+			}
+			x, y = xy[0], xy[1]
+		}
+		unit := opaque(x, y)              // a sum or difference of timestamps is no timestamp of theirs
 		untyped := x.untyped && y.untyped // literals only: the result adapts too
 		x, y = c.unify(x, y)
-		nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: n.At, args: []*node{x, y}}
+		nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: n.At, args: []*node{x, y}, unit: unit}
 		nd.untyped = untyped
 		if (o == opDiv || o == opMod) && x.t.Kind.IsInt() && !(y.isConst() && y.constFloat64() != 0) {
 			nd.t.Nullable = true // integer division by zero is null
@@ -299,7 +308,7 @@ func (c *checker) convert(nd *node, k Kind) *node {
 	if nd.null {
 		return nullConst(k, nd.pos)
 	}
-	return c.fold(&node{op: opCast, t: t, pos: nd.pos, args: []*node{nd}})
+	return c.fold(&node{op: opCast, t: t, pos: nd.pos, args: []*node{nd}, unit: castUnit(nd, k)})
 }
 
 // fold evaluates a node whose arguments are all constants, at compile

@@ -116,6 +116,12 @@ func (c *checker) fillNull(n *Call) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	xv := []*node{x, v}
+	unit, err := c.copyUnit(n.At, n.Args, xv)
+	if err != nil {
+		return nil, err
+	}
+	x, v = xv[0], xv[1]
 	untyped := x.untyped && v.untyped
 	x, v, err = c.common("fill_null", n.Args[0], n.Args[1], x, v, n.At)
 	if err != nil {
@@ -129,7 +135,7 @@ func (c *checker) fillNull(n *Call) (*node, error) {
 		}
 		return x, nil
 	}
-	nd := &node{op: opFillNull, t: Type{Kind: x.t.Kind, Nullable: v.t.Nullable}, pos: n.At, args: []*node{x, v}}
+	nd := &node{op: opFillNull, t: Type{Kind: x.t.Kind, Nullable: v.t.Nullable}, pos: n.At, args: []*node{x, v}, unit: unit}
 	nd.untyped = untyped
 	return c.fold(nd), nil
 }
@@ -157,6 +163,10 @@ func (c *checker) ifCall(n *Call) (*node, error) {
 			}
 		}
 	}
+	unit, err := c.copyUnit(n.At, n.Args[1:], br[:])
+	if err != nil {
+		return nil, err
+	}
 	a, b, err := c.common("if", n.Args[1], n.Args[2], br[0], br[1], n.At)
 	if err != nil {
 		return nil, err
@@ -167,7 +177,7 @@ func (c *checker) ifCall(n *Call) (*node, error) {
 		}
 		return b, nil
 	}
-	nd := &node{op: opIf, t: Type{Kind: a.t.Kind, Nullable: a.t.Nullable || b.t.Nullable}, pos: n.At, args: []*node{cond, a, b}}
+	nd := &node{op: opIf, t: Type{Kind: a.t.Kind, Nullable: a.t.Nullable || b.t.Nullable}, pos: n.At, args: []*node{cond, a, b}, unit: unit}
 	return nd, nil
 }
 
@@ -205,7 +215,7 @@ func mathFunc(o op) func(c *checker, n *Call) (*node, error) {
 		if x.t.Kind != Float32 {
 			x = c.convert(x, Float64)
 		}
-		return c.fold(&node{op: o, t: x.t, pos: n.At, args: []*node{x}}), nil
+		return c.fold(&node{op: o, t: x.t, pos: n.At, args: []*node{x}, unit: opaque(x)}), nil
 	}
 }
 
@@ -217,7 +227,7 @@ func (c *checker) abs(n *Call) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	nd := &node{op: opAbs, t: x.t, pos: n.At, args: []*node{x}, untyped: x.untyped}
+	nd := &node{op: opAbs, t: x.t, pos: n.At, args: []*node{x}, untyped: x.untyped, unit: opaque(x)}
 	return c.fold(nd), nil
 }
 
@@ -230,23 +240,35 @@ func minMaxFunc(o op) func(c *checker, n *Call) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
+		var accAt Node = n.Args[0]
 		for i := 1; i < len(n.Args); i++ {
 			y, err := c.number(n, i)
 			if err != nil {
 				return nil, err
 			}
-			acc = c.minMaxNode(o, acc, y, n.At)
+			if acc, err = c.minMaxNode(o, [2]Node{accAt, n.Args[i]}, acc, y, n.At); err != nil {
+				return nil, err
+			}
+			accAt = nil
 		}
 		return acc, nil
 	}
 }
 
-func (c *checker) minMaxNode(o op, x, y *node, pos int) *node {
+// minMaxNode is min(x, y) or max(x, y); asts names x and y for errors
+// (nil where x is min or max of earlier operands).
+func (c *checker) minMaxNode(o op, asts [2]Node, x, y *node, pos int) (*node, error) {
+	xy := []*node{x, y}
+	unit, err := c.copyUnit(pos, asts[:], xy)
+	if err != nil {
+		return nil, err
+	}
+	x, y = xy[0], xy[1]
 	untyped := x.untyped && y.untyped
 	x, y = c.unify(x, y)
-	nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: pos, args: []*node{x, y}}
+	nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: pos, args: []*node{x, y}, unit: unit}
 	nd.untyped = untyped
-	return c.fold(nd)
+	return c.fold(nd), nil
 }
 
 // clip(x, lo, hi) is min(max(x, lo), hi).
@@ -264,7 +286,11 @@ func (c *checker) clip(n *Call) (*node, error) {
 	if a[1].isConst() && a[2].isConst() && a[1].constFloat64() > a[2].constFloat64() {
 		return nil, errorf(n.Args[1].Pos(), "clip: lo %s is above hi %s", n.Args[1], n.Args[2])
 	}
-	return c.minMaxNode(opMin, c.minMaxNode(opMax, a[0], a[1], n.At), a[2], n.At), nil
+	lo, err := c.minMaxNode(opMax, [2]Node{n.Args[0], n.Args[1]}, a[0], a[1], n.At)
+	if err != nil {
+		return nil, err
+	}
+	return c.minMaxNode(opMin, [2]Node{nil, n.Args[2]}, lo, a[2], n.At)
 }
 
 func (c *checker) length(n *Call) (*node, error) {
@@ -305,7 +331,7 @@ func (c *checker) cast(n *Call) (*node, error) {
 	if k == BFloat16 {
 		// Round from float32, as torch does for float32 → bfloat16.
 		x = c.convert(x, Float32)
-		return c.fold(&node{op: opCast, t: Type{Kind: BFloat16, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}}), nil
+		return c.fold(&node{op: opCast, t: Type{Kind: BFloat16, Nullable: x.t.Nullable}, pos: n.At, args: []*node{x}, unit: opaque(x)}), nil
 	}
 	return c.convert(x, k), nil
 }
@@ -376,8 +402,15 @@ func (c *checker) bucketize(n *Call) (*node, error) {
 	bs := make([]float64, 0, len(l.Elems))
 	ints := make([]*int64, 0, len(l.Elems)) // an integer boundary exactly
 	for i, e := range l.Elems {
+		if call, ok := e.(*Call); ok && call.Func == "timestamp" && len(call.Args) == 1 && !x.isConst() && x.unit > 1 {
+			c.far = x.unit // bucketize(ts, [timestamp("9999-12-31")]) counts ts's unit
+		}
 		v, err := c.value(e)
+		c.far = 0
 		if err != nil {
+			return nil, err
+		}
+		if v, err = boundaryUnit(n.Args[0], x, e, v); err != nil {
 			return nil, err
 		}
 		if !v.isConst() || !v.t.Kind.IsNumber() {

@@ -86,6 +86,16 @@ func (e *Expr) String() string { return e.src }
 // Type returns the type of the expression's values.
 func (e *Expr) Type() Type { return e.root.t }
 
+// Unit returns the unit of the expression's values where they are
+// timestamps, as Field.Unit: the unit of the timestamp columns a copy of
+// them counts (ts, if(c, ts, tb), fill_null(ts, ...), min, max, clip, a
+// cast to int64 or float64), the unit a timestamp() or date() constant
+// counts; UnknownUnit where they are computed from timestamps otherwise
+// (arithmetic, timestamps of two units); 0 for anything else. A column
+// a map computes is given it, so that a later timestamp() compared with
+// the column counts what the column holds.
+func (e *Expr) Unit() int64 { return e.root.unit }
+
 // Columns returns the input columns the expression reads, in order of
 // first use, each once. Columns of subexpressions folded away at compile
 // time (is_null of a non-nullable column) are not included.

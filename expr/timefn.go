@@ -61,16 +61,23 @@ func (c *checker) timestamp(n *Call) (*node, error) {
 // says: col < T is col < ceil(T/unit), col <= T is col <= floor(T/unit),
 // and an instant between two counts is an error for == and in, which it
 // could never equal. One whose unit differs is an error, since comparing
-// counts of two units is never what a filter means. Other operands are
-// returned as they are; a timestamp() that meets anything but a
-// comparison first (arithmetic, a map) stays nanoseconds.
+// counts of two units is never what a filter means. The column may be
+// any value of a unit (a copy of a column: a map's, if(), fill_null());
+// one of UnknownUnit compared with a timestamp() without a unit is an
+// error. Other operands are returned as they are.
 func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 	col, t, colNode, op := x, y, n.X, n.Op
-	if y.op == opCol {
+	if x.isConst() && !y.isConst() {
 		col, t, colNode, op = y, x, n.Y, flipCmp[n.Op]
 	}
-	if col.op != opCol || col.unit == 0 || t.unit == 0 || !t.isConst() || (t.t.Kind != Int64 && t.unit != dayNanos) {
+	if col.isConst() || col.unit == 0 || t.unit == 0 || !t.isConst() || (t.t.Kind != Int64 && t.unit != dayNanos) {
 		return x, y, nil
+	}
+	if col.unit == UnknownUnit {
+		if t.instant {
+			return nil, nil, unknownUnitError(n.At, describe(colNode, col))
+		}
+		return x, y, nil // a unit given is taken at its word
 	}
 	if !t.instant {
 		if t.unit != col.unit {
@@ -122,6 +129,52 @@ func unitError(pos int, column string, col, given int64) error {
 		fix = "compare it with date(...), or a timestamp() without a unit, which takes the column's"
 	}
 	return errorf(pos, "%s counts %s and %s %s: %s", column, unitWord(col), call, unitWord(given), fix)
+}
+
+// unknownUnitError says that a value of UnknownUnit was compared with a
+// timestamp() without a unit, and what to write instead.
+func unknownUnitError(pos int, value string) error {
+	return errorf(pos, "%s is computed from timestamps, but not as a copy of them (arithmetic, timestamps of two units, a cast to int32 or float32), so its unit is not known: "+
+		`give timestamp() the unit it counts, as in timestamp("2025-11-20", "us")`, value)
+}
+
+// boundaryUnit counts v, a boundary of bucketize(x, ...), in the unit of
+// x where x is a timestamp and v a timestamp() without a unit: rounded up,
+// since a boundary counts where b <= x, which for an instant T between
+// two counts is x >= ceil(T). One of another unit, or one without a unit
+// against an x of UnknownUnit, is an error, as in a comparison.
+func boundaryUnit(xn Node, x *node, e Node, v *node) (*node, error) {
+	if x.isConst() || x.unit == 0 || !v.isConst() || v.unit == 0 {
+		return v, nil
+	}
+	switch {
+	case x.unit == UnknownUnit && v.instant:
+		return nil, unknownUnitError(e.Pos(), describe(xn, x))
+	case x.unit == UnknownUnit:
+		return v, nil // a unit given is taken at its word
+	case v.instant && v.counted && v.unit == x.unit:
+		if !v.between {
+			return v, nil
+		}
+		nd := constInt(v.out.i64[0]+1, v.pos)
+		nd.unit = x.unit
+		return nd, nil
+	case v.instant && !v.counted && v.t.Kind == Int64:
+		ns := v.out.i64[0]
+		q, r := ns/x.unit, ns%x.unit
+		if r < 0 {
+			q, r = q-1, r+x.unit
+		}
+		if r > 0 {
+			q++ // rounded up
+		}
+		nd := constInt(q, v.pos)
+		nd.unit = x.unit
+		return nd, nil
+	case v.unit != x.unit || v.instant:
+		return nil, unitError(e.Pos(), describe(xn, x), x.unit, v.unit)
+	}
+	return v, nil
 }
 
 // dayNanos is the unit of a DATE column and of date(): a day.
@@ -259,4 +312,106 @@ func countOf(sec, q, perSec int64) (int64, bool) {
 		return 0, false
 	}
 	return base - d, true
+}
+
+// UnknownUnit is the Unit of a value computed from timestamps whose unit
+// cannot be known: arithmetic on them, timestamps of two units side by
+// side, a cast that changes their counts (to int32 or float32). A
+// timestamp() without a unit compared with it is an error, since it would
+// have to guess what to count; one with a unit is taken at its word.
+const UnknownUnit = -1
+
+// opaque is the unit of a value computed from args by anything but a
+// copy (arithmetic, -x, abs, log, ...): UnknownUnit where a timestamp
+// goes in, 0 otherwise. Constants do not count: a timestamp() meeting
+// only literals is folded to a plain number, as before.
+func opaque(args ...*node) int64 {
+	for _, a := range args {
+		if !a.isConst() && a.unit != 0 {
+			return UnknownUnit
+		}
+	}
+	return 0
+}
+
+// copyUnit is the unit of a value that is one of args, row by row:
+// if()'s branches, fill_null's value and its fill, min's, max's and
+// clip's operands. Where the timestamp columns among them (or values of
+// them) count one unit, a timestamp() without a unit among them is
+// counted in it (rounded down) and one with another unit is an error, as
+// in a comparison; the result counts that unit, unless a number of no
+// unit (an int column) is among them: then its unit is unknown. args is
+// updated in place; asts, where not nil, names them for errors.
+func (c *checker) copyUnit(pos int, asts []Node, args []*node) (int64, error) {
+	var col int64 // the columns' unit; UnknownUnit where they differ
+	colAt, plain := -1, false
+	for i, a := range args {
+		switch {
+		case a.isConst():
+		case a.unit == 0:
+			plain = true
+		case col == 0:
+			col, colAt = a.unit, i
+		case col != a.unit:
+			col = UnknownUnit
+		}
+	}
+	if col < 0 {
+		return UnknownUnit, nil
+	}
+	if col == 0 {
+		// No timestamp columns: the constants' unit, where they agree
+		// and no plain number is among them (which stays plain).
+		var u int64
+		for _, a := range args {
+			switch {
+			case !a.isConst() || a.unit == 0:
+			case u == 0:
+				u = a.unit
+			case u != a.unit:
+				u = UnknownUnit
+			}
+		}
+		if plain {
+			return 0, nil
+		}
+		return u, nil
+	}
+	for i, a := range args {
+		switch {
+		case !a.isConst() || a.unit == 0 || a.unit == col && (!a.instant || a.counted):
+		case a.instant && !a.counted && (a.t.Kind == Int64 || a.unit == dayNanos):
+			ns := a.out.i64[0]
+			v := ns / col
+			if ns%col < 0 {
+				v-- // rounded down
+			}
+			nd := constInt(v, a.pos)
+			nd.unit, nd.untyped = col, true // adopts int32 for a DATE column
+			args[i] = nd
+		default:
+			name := args[colAt].t.Kind.String() + " value"
+			if asts != nil && asts[colAt] != nil {
+				name = describe(asts[colAt], args[colAt])
+			}
+			return 0, unitError(pos, name, col, a.unit)
+		}
+	}
+	if plain {
+		return UnknownUnit, nil
+	}
+	return col, nil
+}
+
+// castUnit is the unit of x converted to kind k: x's where the count is
+// the same (to int64 or float64, or int32 from int32), unknown where the
+// cast changes it (wraps to int32, rounds to float32 or bfloat16).
+func castUnit(x *node, k Kind) int64 {
+	switch {
+	case x.unit == 0 || x.isConst():
+		return 0
+	case k == Int64 || k == Float64 || k == x.t.Kind, k == Float32 && x.unit == dayNanos: // days fit float32 exactly
+		return x.unit
+	}
+	return UnknownUnit
 }

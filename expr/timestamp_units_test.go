@@ -56,3 +56,69 @@ func TestTimestampBeyondNanosOnCoarserColumn(t *testing.T) {
 		}
 	}
 }
+
+// Expr.Unit is the unit a map's column computed by the expression
+// counts: a copy of timestamps of one unit counts it, a value computed
+// from them otherwise is of UnknownUnit, anything else of none.
+func TestExprUnitOfTimestampCopies(t *testing.T) {
+	sch := expr.Schema{
+		{Name: "us", Type: typ(expr.Int64, true), Unit: 1000},
+		{Name: "us2", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "ms", Type: typ(expr.Int64, false), Unit: 1e6},
+		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
+		{Name: "n", Type: typ(expr.Int64, false)},
+		{Name: "b", Type: typ(expr.Bool, false)},
+	}
+	for _, tc := range []struct {
+		src  string
+		want int64
+	}{
+		{"us", 1000},
+		{"if(b, us, us2)", 1000},
+		{"if(b, us, null)", 1000},
+		{"if(b, us, 0)", 1000},
+		{`fill_null(us, timestamp("2025-11-20"))`, 1000},
+		{"min(us, us2, 0)", 1000},
+		{`clip(us, timestamp("2025-01-01"), timestamp("2026-01-01"))`, 1000},
+		{"cast(us, float64)", 1000},
+		{"cast(day, int64)", 86400e9},
+		{"day", 86400e9},
+		{`timestamp("2025-11-20", "ms")`, 1e6},
+		{`if(b, timestamp("2025-11-20", "ms"), timestamp("2025-11-21", "ms"))`, 1e6},
+		{"us + 1", expr.UnknownUnit},
+		{"us - us2", expr.UnknownUnit},
+		{`us - timestamp("2025-11-20")`, expr.UnknownUnit},
+		{"if(b, us, ms)", expr.UnknownUnit},
+		{"fill_null(us, n)", expr.UnknownUnit},
+		{"cast(us, int32)", expr.UnknownUnit},
+		{"log(cast(us, float64))", expr.UnknownUnit},
+		{"n", 0},
+		{"n + 1", 0},
+		{`fill_null(n, timestamp("2025-11-20"))`, 0},
+		{"bucketize(us, [0])", 0},
+		{"us >= 0", 0},
+	} {
+		e, err := expr.Compile(tc.src, sch)
+		if err != nil {
+			t.Errorf("Compile(%q): %v", tc.src, err)
+			continue
+		}
+		if got := e.Unit(); got != tc.want {
+			t.Errorf("%s: Unit() = %d, want %d", tc.src, got, tc.want)
+		}
+	}
+	// An instant that meets a timestamp in arithmetic counts its unit:
+	// us - timestamp("1970-01-01T00:00:01Z") subtracts a million.
+	b := batch(ints("us", column.Int64, []int64{5e6}, nil))
+	e, err := expr.Compile(`us - timestamp("1970-01-01T00:00:01Z")`, sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &column.Column{}
+	if err := e.Eval(b, out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Int64s()[0]; got != 4e6 {
+		t.Errorf("us - timestamp(1s) = %d, want 4000000", got)
+	}
+}

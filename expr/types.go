@@ -83,8 +83,11 @@ type Field struct {
 	Name string
 	Type Type
 	// Unit, for a timestamp column, is the nanoseconds one of its values
-	// counts (1, 1,000, 1,000,000); 0 for any other column. A
-	// timestamp() without a unit compared with the column takes it.
+	// counts (1, 1,000, 1,000,000; 86,400e9 for a DATE); 0 for any
+	// other column. A timestamp() without a unit compared with the
+	// column takes it. UnknownUnit marks a column computed from
+	// timestamps whose unit is not known (Expr.Unit): a timestamp()
+	// without a unit compared with it is an error.
 	Unit int64
 }
 

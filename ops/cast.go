@@ -83,7 +83,7 @@ func (c *compiler) castEntry(op *spec.Op, a spec.Assign) (castResult, error) {
 			return none, c.errAt(op, a, "%v", err)
 		}
 		t := r.e.Type()
-		vid := c.addValue(value{kind: column.Fixed, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1})
+		vid := c.addValue(value{kind: column.Fixed, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1, unit: r.e.Unit()}) // a DATE cast to int64 still counts days
 		c.addStep(&mapStep{stepBase: stepBase{op: op, what: a.Name, reads: r.vids, writes: []int{vid}}, x: r})
 		return castResult{a.Name, vid, t.Nullable}, nil
 	}

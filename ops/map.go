@@ -52,7 +52,7 @@ func (c *compiler) mapOp(op *spec.Op) error {
 			ee.add(c.errAt(op, a, "%q gives a %s; a map computes one number, bool or string per row (shape lists with a sequence op)", a.Value, t))
 			continue
 		}
-		vid := c.addValue(value{kind: kind, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1})
+		vid := c.addValue(value{kind: kind, dtype: t.Kind.DType(), width: 1, nullable: t.Nullable, producer: -1, unit: r.e.Unit()}) // ts2: ts counts ts's unit
 		c.addStep(&mapStep{stepBase: stepBase{op: op, what: a.Name, reads: r.vids, writes: []int{vid}}, x: r})
 		results = append(results, result{a.Name, vid, t.Nullable})
 	}

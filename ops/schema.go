@@ -26,7 +26,7 @@ type value struct {
 	nullable bool   // rows may be null
 	producer int    // index of the step that computes it, -1 for inputs
 	group    *group // a feature group (stack, jagged): no rows of its own
-	unit     int64  // a timestamp's unit in nanoseconds (decode.Field.Counts), of an input, a joined or a filled column; 0 otherwise
+	unit     int64  // a timestamp's unit in nanoseconds (decode.Field.Counts), of an input, a joined or a filled column, or a map's or cast's (expr.Expr.Unit, which may be expr.UnknownUnit); 0 otherwise
 }
 
 // entry is one column of the schema at some point in the pipeline.
