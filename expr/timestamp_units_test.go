@@ -122,3 +122,62 @@ func TestExprUnitOfTimestampCopies(t *testing.T) {
 		t.Errorf("us - timestamp(1s) = %d, want 4000000", got)
 	}
 }
+
+// A timestamp() plus or minus a whole number is still an instant (in
+// nanoseconds, or the unit given): compared with a timestamp column it
+// counts the column's unit, as timestamp() alone does. Anything else
+// computed from one — a product, a float, the difference of two — is of
+// no known unit, and comparing it with a timestamp column is an error
+// rather than counts of two units compared.
+func TestTimestampArithmeticAgainstColumn(t *testing.T) {
+	day := int64(86400e6)
+	t0 := int64(1763596800e6) // 2025-11-20 in us
+	sch := expr.Schema{
+		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "ms", Type: typ(expr.Int64, false), Unit: 1e6},
+		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
+		{Name: "n", Type: typ(expr.Int64, false)},
+	}
+	b := batch(
+		ints("us", column.Int64, []int64{t0 - day, t0, t0 + day}, nil),
+		ints("ms", column.Int64, []int64{(t0 - day) / 1000, t0 / 1000, (t0 + day) / 1000}, nil),
+		ints("day", column.Int32, []int64{20411, 20412, 20413}, nil),
+		ints("n", column.Int64, []int64{0, 1, 2}, nil),
+	)
+	for _, tc := range []struct {
+		src  string
+		want []byte
+	}{
+		{`us >= timestamp("2025-11-20") - 86400000000000`, []byte{1, 1, 1}},
+		{`us >= timestamp("2025-11-20") + 1`, []byte{0, 0, 1}}, // a nanosecond after: the next microsecond
+		{`us < 1 + timestamp("2025-11-20")`, []byte{1, 1, 0}},
+		{`us >= timestamp("2025-11-20", "us") + 86400000000`, []byte{0, 0, 1}},
+		{`ms > timestamp("2025-11-21") - 1`, []byte{0, 0, 1}},
+		{`day >= date("2025-11-20") + 1`, []byte{0, 0, 1}},
+		{`n < timestamp("1970-01-01") + 2`, []byte{1, 1, 0}}, // a column of no unit: nanoseconds, as before
+	} {
+		e, err := expr.Compile(tc.src, sch)
+		if err != nil {
+			t.Errorf("Compile(%q): %v", tc.src, err)
+			continue
+		}
+		out := &column.Column{}
+		if err := e.Eval(b, out); err != nil {
+			t.Fatalf("Eval(%q): %v", tc.src, err)
+		}
+		if string(out.Data) != string(tc.want) {
+			t.Errorf("%s = %v, want %v", tc.src, out.Data, tc.want)
+		}
+	}
+	for _, src := range []string{
+		`us >= timestamp("2025-11-20") * 2`,
+		`us >= timestamp("2025-11-20") - 86400e9`,
+		`us >= timestamp("2025-11-21") - timestamp("2025-11-20")`,
+		`ms >= timestamp("2025-11-20", "us") + 1`,
+		`us - ms >= timestamp("2025-11-21") - timestamp("2025-11-20")`,
+	} {
+		if _, err := expr.Compile(src, sch); err == nil {
+			t.Errorf("Compile(%q): no error", src)
+		}
+	}
+}
