@@ -211,7 +211,8 @@ func (c *checker) binary(n *Binary) (*node, error) {
 			}
 			x, y = xy[0], xy[1]
 		}
-		unit := opaque(x, y)              // a sum or difference of timestamps is no timestamp of theirs
+		unit := opaque(x, y) // a sum or difference of timestamps is no timestamp of theirs
+		cu, instant := constArithUnit(o, x, y)
 		untyped := x.untyped && y.untyped // literals only: the result adapts too
 		x, y = c.unify(x, y)
 		nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: n.At, args: []*node{x, y}, unit: unit}
@@ -219,7 +220,11 @@ func (c *checker) binary(n *Binary) (*node, error) {
 		if (o == opDiv || o == opMod) && x.t.Kind.IsInt() && !(y.isConst() && y.constFloat64() != 0) {
 			nd.t.Nullable = true // integer division by zero is null
 		}
-		return c.fold(nd), nil
+		if r := c.fold(nd); r.isConst() {
+			r.unit, r.instant = cu, instant // timestamp("2025-11-20") - 86400000000000 is an instant still
+			return r, nil
+		}
+		return nd, nil
 	}
 	o := cmpOps[n.Op]
 	if x, y, err = c.sameUnit(n, x, y); err != nil {

@@ -70,14 +70,18 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 	if x.isConst() && !y.isConst() {
 		col, t, colNode, op = y, x, n.Y, flipCmp[n.Op]
 	}
-	if col.isConst() || col.unit == 0 || t.unit == 0 || !t.isConst() || (t.t.Kind != Int64 && t.unit != dayNanos) {
+	if col.isConst() || col.unit == 0 || t.unit == 0 || !t.isConst() {
 		return x, y, nil
 	}
-	if col.unit == UnknownUnit {
-		if t.instant {
-			return nil, nil, unknownUnitError(n.At, describe(colNode, col))
-		}
+	switch {
+	case col.unit == UnknownUnit && (t.instant || t.unit == UnknownUnit):
+		return nil, nil, unknownUnitError(n.At, describe(colNode, col))
+	case col.unit == UnknownUnit:
 		return x, y, nil // a unit given is taken at its word
+	case t.unit == UnknownUnit:
+		return nil, nil, unitError(n.At, describe(colNode, col), col.unit, t.unit)
+	case t.t.Kind != Int64 && t.unit != dayNanos:
+		return x, y, nil
 	}
 	if !t.instant {
 		if t.unit != col.unit {
@@ -121,6 +125,10 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 // unitError says that a column of unit col was compared with a
 // timestamp() or date() of unit given, and what to write instead.
 func unitError(pos int, column string, col, given int64) error {
+	if given == UnknownUnit {
+		return errorf(pos, "%s counts %s, and the value compared with it is computed from a timestamp() or date() by more than adding or subtracting a whole number, so it counts no one unit: "+
+			"write the time in timestamp() itself, as in timestamp(\"2025-11-19T12:00:00Z\")", column, unitWord(col))
+	}
 	call, fix := "timestamp(...)", fmt.Sprintf("give timestamp() the column's unit %q, or none", unitAbbrev(col))
 	if given == dayNanos {
 		call, fix = "date(...)", "compare it with a timestamp() without a unit, which takes the column's"
@@ -135,7 +143,7 @@ func unitError(pos int, column string, col, given int64) error {
 // timestamp() without a unit, and what to write instead.
 func unknownUnitError(pos int, value string) error {
 	return errorf(pos, "%s is computed from timestamps, but not as a copy of them (arithmetic, timestamps of two units, a cast to int32 or float32), so its unit is not known: "+
-		`give timestamp() the unit it counts, as in timestamp("2025-11-20", "us")`, value)
+		`give timestamp() the unit the value counts, as in timestamp("2025-11-20", "us")`, value)
 }
 
 // boundaryUnit counts v, a boundary of bucketize(x, ...), in the unit of
@@ -148,7 +156,7 @@ func boundaryUnit(xn Node, x *node, e Node, v *node) (*node, error) {
 		return v, nil
 	}
 	switch {
-	case x.unit == UnknownUnit && v.instant:
+	case x.unit == UnknownUnit && (v.instant || v.unit == UnknownUnit):
 		return nil, unknownUnitError(e.Pos(), describe(xn, x))
 	case x.unit == UnknownUnit:
 		return v, nil // a unit given is taken at its word
@@ -401,6 +409,27 @@ func (c *checker) copyUnit(pos int, asts []Node, args []*node) (int64, error) {
 		return UnknownUnit, nil
 	}
 	return col, nil
+}
+
+// constArithUnit is the unit of x o y where both are constants and one
+// is a timestamp() or date(): an instant, or a count of a unit, plus or
+// minus a whole number is one still, of the same unit (what a
+// comparison with a timestamp column converts); anything else computed
+// from one (a product, a float, a difference of two, a number minus
+// one) is of UnknownUnit, which a comparison with a timestamp column
+// refuses. 0 where neither is a timestamp() or date().
+func constArithUnit(o op, x, y *node) (unit int64, instant bool) {
+	if !x.isConst() || !y.isConst() || x.unit == 0 && y.unit == 0 {
+		return 0, false
+	}
+	t, k := x, y
+	if t.unit == 0 {
+		t, k = y, x
+	}
+	if (o == opAdd || o == opSub && t == x) && k.unit == 0 && k.t.Kind.IsInt() && t.t.Kind.IsInt() && !t.counted {
+		return t.unit, t.instant
+	}
+	return UnknownUnit, false
 }
 
 // castUnit is the unit of x converted to kind k: x's where the count is
