@@ -126,7 +126,7 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 // timestamp() or date() of unit given, and what to write instead.
 func unitError(pos int, column string, col, given int64) error {
 	if given == UnknownUnit {
-		return errorf(pos, "%s counts %s, and the value compared with it is computed from a timestamp() or date() by more than adding or subtracting a whole number, so it counts no one unit: "+
+		return errorf(pos, "%s counts %s, and the value it meets is computed from a timestamp() or date() by more than adding or subtracting a whole number, so it counts no one unit: "+
 			"write the time in timestamp() itself, as in timestamp(\"2025-11-19T12:00:00Z\")", column, unitWord(col))
 	}
 	call, fix := "timestamp(...)", fmt.Sprintf("give timestamp() the column's unit %q, or none", unitAbbrev(col))
