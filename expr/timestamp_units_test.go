@@ -1,6 +1,7 @@
 package expr_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lastmile/lastmile/column"
@@ -178,6 +179,35 @@ func TestTimestampArithmeticAgainstColumn(t *testing.T) {
 	} {
 		if _, err := expr.Compile(src, sch); err == nil {
 			t.Errorf("Compile(%q): no error", src)
+		}
+	}
+}
+
+// Two timestamps of different units compared with each other (a
+// microsecond column with a millisecond one, a timestamp with a DATE) is
+// an error naming both units: their counts are not comparable. Of one
+// unit, or where one's unit is not known (ms * 1000), they compare.
+func TestTimestampsOfTwoUnitsCompared(t *testing.T) {
+	sch := expr.Schema{
+		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "us2", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "ms", Type: typ(expr.Int64, false), Unit: 1e6},
+		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
+		{Name: "n", Type: typ(expr.Int64, false)},
+	}
+	for _, src := range []string{"us >= ms", "ms < us", "fill_null(us, us2) == ms", "us > day", "us in (ms)"} {
+		_, err := expr.Compile(src, sch)
+		if err == nil {
+			t.Errorf("Compile(%q): no error", src)
+			continue
+		}
+		if src != "us in (ms)" && !strings.Contains(err.Error(), "microseconds") {
+			t.Errorf("Compile(%q): %v, want one naming microseconds", src, err)
+		}
+	}
+	for _, src := range []string{"us >= us2", "ms * 1000 >= us", "us >= n", "max(us, us2) > us"} {
+		if _, err := expr.Compile(src, sch); err != nil {
+			t.Errorf("Compile(%q): %v", src, err)
 		}
 	}
 }
