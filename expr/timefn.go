@@ -64,8 +64,14 @@ func (c *checker) timestamp(n *Call) (*node, error) {
 // counts of two units is never what a filter means. The column may be
 // any value of a unit (a copy of a column: a map's, if(), fill_null());
 // one of UnknownUnit compared with a timestamp() without a unit is an
-// error. Other operands are returned as they are.
+// error. Two values of different units compared are an error too.
+// Other operands are returned as they are.
 func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
+	if !x.isConst() && !y.isConst() && x.unit > 0 && y.unit > 0 && x.unit != y.unit {
+		return nil, nil, errorf(n.At, "%s counts %s and %s %s: their counts cannot be compared; "+
+			"convert one to the other's unit by arithmetic (ms * 1000 counts microseconds)",
+			describe(n.X, x), unitWord(x.unit), describe(n.Y, y), unitWord(y.unit))
+	}
 	col, t, colNode, op := x, y, n.X, n.Op
 	if x.isConst() && !y.isConst() {
 		col, t, colNode, op = y, x, n.Y, flipCmp[n.Op]
