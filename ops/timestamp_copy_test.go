@@ -2,6 +2,8 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -267,6 +269,50 @@ func TestBucketizeTimestampCountsUnit(t *testing.T) {
 		j := job(t, "", "- map: {bk: '"+value+"'}")
 		if _, err := ops.Compile(context.Background(), j, fields, ops.Env{}); err == nil {
 			t.Errorf("%s compiled", value)
+		}
+	}
+}
+
+type msKeyRow struct {
+	TS int64 `parquet:"ts,timestamp(millisecond)"`
+	V  int64 `parquet:"v"`
+}
+
+type usKeyRow struct {
+	TS int64 `parquet:"ts,timestamp(microsecond)"`
+	V  int64 `parquet:"v"`
+}
+
+// A join on a timestamp key whose side table's key counts another unit
+// would match no row (microseconds never equal milliseconds of the same
+// instant): it is an error naming both units. Keys of one unit join.
+func TestJoinOnTimestampKeysOfTwoUnitsRefused(t *testing.T) {
+	b, fields := unitBatch(t)
+	tb := col(t, b, "tb").Int64s()
+	dir := t.TempDir()
+	msPath, usPath := filepath.Join(dir, "ms.parquet"), filepath.Join(dir, "us.parquet")
+	writeTable(t, msPath, []msKeyRow{{TS: tb[1] / 1000, V: 7}})
+	writeTable(t, usPath, []usKeyRow{{TS: tb[1], V: 7}})
+	for _, kind := range []string{"left", "semi"} {
+		cols := ""
+		if kind == "left" {
+			cols = ", columns: [v]"
+		}
+		j := job(t, "", fmt.Sprintf("- join: {kind: %s, table: %s, on: tb, table_key: ts%s}", kind, msPath, cols))
+		_, err := ops.Compile(context.Background(), j, fields, ops.Env{})
+		if err == nil || !strings.Contains(err.Error(), "milliseconds") || !strings.Contains(err.Error(), "microseconds") {
+			t.Errorf("%s join of microsecond tb on millisecond ts: error %v, want one naming both units", kind, err)
+		}
+		j = job(t, "", fmt.Sprintf("- join: {kind: %s, table: %s, on: tb, table_key: ts%s}", kind, usPath, cols))
+		p, err := ops.Compile(context.Background(), j, fields, ops.Env{})
+		if err != nil {
+			t.Errorf("%s join on keys of one unit: %v", kind, err)
+			continue
+		}
+		if kind == "semi" {
+			if got := ints2(t, run(t, p, b), "row"); !slices.Equal(got, []int64{1}) {
+				t.Errorf("semi join on keys of one unit kept rows %v, want [1]", got)
+			}
 		}
 	}
 }
