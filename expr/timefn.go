@@ -394,7 +394,7 @@ func (c *checker) copyUnit(pos int, asts []Node, args []*node) (int64, error) {
 	for i, a := range args {
 		switch {
 		case !a.isConst() || a.unit == 0 || a.unit == col && (!a.instant || a.counted):
-		case a.instant && !a.counted && (a.t.Kind == Int64 || a.unit == dayNanos):
+		case a.instant && !a.counted && a.t.Kind == Int64:
 			ns := a.out.i64[0]
 			v := ns / col
 			if ns%col < 0 {
