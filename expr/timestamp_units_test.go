@@ -89,7 +89,7 @@ func TestExprUnitOfTimestampCopies(t *testing.T) {
 		{"us + 1", expr.UnknownUnit},
 		{"us - us2", expr.UnknownUnit},
 		{`us - timestamp("2025-11-20")`, expr.UnknownUnit},
-		{"if(b, us, ms)", expr.UnknownUnit},
+		{"if(b, us, ms * 1000)", expr.UnknownUnit},
 		{"fill_null(us, n)", expr.UnknownUnit},
 		{"cast(us, int32)", expr.UnknownUnit},
 		{"log(cast(us, float64))", expr.UnknownUnit},

@@ -177,8 +177,8 @@ func TestCastOpOfTimestampKeepsUnit(t *testing.T) {
 }
 
 // Where a map's result is computed from timestamps but its unit cannot
-// be known — arithmetic, columns of two units, a cast that changes the
-// values — a later timestamp() without a unit compared with it is an
+// be known — arithmetic, a timestamp beside a number of no unit, a cast
+// that changes the values — a later timestamp() without a unit compared with it is an
 // error naming the column and saying to give timestamp() a unit; one
 // with a unit compiles and counts it.
 func TestTimestampOfUnknownUnitRefused(t *testing.T) {
@@ -189,8 +189,8 @@ func TestTimestampOfUnknownUnitRefused(t *testing.T) {
 		"ts * 1000",
 		"-ts",
 		"abs(ts)",
-		"if(k > 0, ts, ms)",
-		"max(ts, ms)",
+		"if(k > 0, ts, ms * 1000)",
+		"max(ts, ms * 1000)",
 		"fill_null(ts, k)",
 		"cast(ts, int32)",
 		"cast(ts, float32)",
@@ -221,10 +221,18 @@ func TestTimestampOfUnknownUnitRefused(t *testing.T) {
 }
 
 // A timestamp() whose unit is not the column's, in if(), fill_null(),
-// min(), max() or clip() with it, is an error, as in a comparison.
+// min(), max() or clip() with it, is an error, as in a comparison; so
+// are timestamp columns of two units there (max would compare their
+// counts, fill_null and if would mix them in one column).
 func TestTimestampOfOtherUnitInCopyRefused(t *testing.T) {
 	_, fields := unitBatch(t)
 	for _, value := range []string{
+		"if(k > 0, ts, ms)",
+		"max(ts, ms)",
+		"min(tb, ts, ms)",
+		"clip(ts, ms, tb)",
+		"fill_null(ts, ms)",
+		"fill_null(ts, d)",
 		`fill_null(ts, timestamp("2025-11-20", "ns"))`,
 		`if(k > 0, ts, timestamp("2025-11-20", "ms"))`,
 		`max(ts, timestamp("2025-11-20", "s"))`,
