@@ -91,7 +91,7 @@ func (e *Expr) Type() Type { return e.root.t }
 // them counts (ts, if(c, ts, tb), fill_null(ts, ...), min, max, clip, a
 // cast to int64 or float64), the unit a timestamp() or date() constant
 // counts; UnknownUnit where they are computed from timestamps otherwise
-// (arithmetic, timestamps of two units); 0 for anything else. A column
+// (arithmetic, beside a number of no unit); 0 for anything else. A column
 // a map computes is given it, so that a later timestamp() compared with
 // the column counts what the column holds.
 func (e *Expr) Unit() int64 { return e.root.unit }

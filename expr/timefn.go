@@ -148,7 +148,7 @@ func unitError(pos int, column string, col, given int64) error {
 // unknownUnitError says that a value of UnknownUnit was compared with a
 // timestamp() without a unit, and what to write instead.
 func unknownUnitError(pos int, value string) error {
-	return errorf(pos, "%s is computed from timestamps, but not as a copy of them (arithmetic, timestamps of two units, a cast to int32 or float32), so its unit is not known: "+
+	return errorf(pos, "%s is computed from timestamps, but not as a copy of them (arithmetic, a number of no unit beside them, a cast to int32 or float32), so its unit is not known: "+
 		`give timestamp() the unit the value counts, as in timestamp("2025-11-20", "us")`, value)
 }
 
@@ -329,8 +329,8 @@ func countOf(sec, q, perSec int64) (int64, bool) {
 }
 
 // UnknownUnit is the Unit of a value computed from timestamps whose unit
-// cannot be known: arithmetic on them, timestamps of two units side by
-// side, a cast that changes their counts (to int32 or float32). A
+// cannot be known: arithmetic on them, a number of no unit beside them
+// (fill_null(ts, n)), a cast that changes their counts (to int32 or float32). A
 // timestamp() without a unit compared with it is an error, since it would
 // have to guess what to count; one with a unit is taken at its word.
 const UnknownUnit = -1
@@ -350,15 +350,22 @@ func opaque(args ...*node) int64 {
 
 // copyUnit is the unit of a value that is one of args, row by row:
 // if()'s branches, fill_null's value and its fill, min's, max's and
-// clip's operands. Where the timestamp columns among them (or values of
-// them) count one unit, a timestamp() without a unit among them is
-// counted in it (rounded down) and one with another unit is an error, as
-// in a comparison; the result counts that unit, unless a number of no
-// unit (an int column) is among them: then its unit is unknown. args is
-// updated in place; asts, where not nil, names them for errors.
+// clip's operands. Timestamp columns of two units among them are an
+// error (max would compare their counts). Where they count one unit, a
+// timestamp() without a unit among them is counted in it (rounded down)
+// and one with another unit is an error, as in a comparison; the result
+// counts that unit, unless a number of no unit (an int column) or of
+// UnknownUnit is among them: then its unit is unknown. args is updated
+// in place; asts, where not nil, names them for errors.
 func (c *checker) copyUnit(pos int, asts []Node, args []*node) (int64, error) {
-	var col int64 // the columns' unit; UnknownUnit where they differ
+	var col int64 // the columns' unit; UnknownUnit where one's is not known
 	colAt, plain := -1, false
+	name := func(i int) string {
+		if asts != nil && asts[i] != nil {
+			return describe(asts[i], args[i])
+		}
+		return args[i].t.Kind.String() + " value"
+	}
 	for i, a := range args {
 		switch {
 		case a.isConst():
@@ -366,8 +373,13 @@ func (c *checker) copyUnit(pos int, asts []Node, args []*node) (int64, error) {
 			plain = true
 		case col == 0:
 			col, colAt = a.unit, i
-		case col != a.unit:
+		case a.unit == UnknownUnit || col == UnknownUnit:
 			col = UnknownUnit
+		case col != a.unit:
+			// max would compare counts of two units, if and
+			// fill_null mix them in one column.
+			return 0, errorf(pos, "%s counts %s and %s %s: convert one to the other's unit by arithmetic (ms * 1000 counts microseconds)",
+				name(colAt), unitWord(col), name(i), unitWord(a.unit))
 		}
 	}
 	if col < 0 {
@@ -404,11 +416,7 @@ func (c *checker) copyUnit(pos int, asts []Node, args []*node) (int64, error) {
 			nd.unit, nd.untyped = col, true // adopts int32 for a DATE column
 			args[i] = nd
 		default:
-			name := args[colAt].t.Kind.String() + " value"
-			if asts != nil && asts[colAt] != nil {
-				name = describe(asts[colAt], args[colAt])
-			}
-			return 0, unitError(pos, name, col, a.unit)
+			return 0, unitError(pos, name(colAt), col, a.unit)
 		}
 	}
 	if plain {
