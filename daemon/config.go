@@ -237,6 +237,13 @@ func (e *ConfigError) Error() string {
 	return msg
 }
 
+// Values is c without where it was read from: what two configs are
+// compared by.
+func (c Config) Values() Config {
+	c.file, c.lines = "", nil
+	return c
+}
+
 // lineOf is the line where field, or the nearest section holding it,
 // was given; 0 if none was.
 func (c *Config) lineOf(field string) int {
