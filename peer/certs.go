@@ -80,11 +80,53 @@ func LoadCA(dir string) (*CA, error) {
 	return &CA{Cert: cert, Key: key, Dir: dir}, nil
 }
 
+// Role is what a certificate lets its holder be: a peer (TLS server), a
+// requester (TLS client: a GPU host spilling units), or both.
+type Role int
+
+const (
+	RoleBoth Role = iota
+	RolePeer
+	RoleRequester
+)
+
+// ParseRole reads a Role's name: "both", "peer" or "requester".
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "both":
+		return RoleBoth, nil
+	case "peer":
+		return RolePeer, nil
+	case "requester":
+		return RoleRequester, nil
+	}
+	return 0, fmt.Errorf("role %q: want peer (CPU peers), requester (GPU hosts) or both", s)
+}
+
+// usages are the extended key usages of r's certificates: Go's TLS
+// refuses a client certificate without clientAuth and a server's without
+// serverAuth, so a peer's key cannot ask other peers for units, and a
+// requester's cannot pose as a peer.
+func (r Role) usages() []x509.ExtKeyUsage {
+	switch r {
+	case RolePeer:
+		return []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	case RoleRequester:
+		return []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	return []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+}
+
 // Issue writes dir/NAME.pem and dir/NAME-key.pem: a certificate for name
 // valid for validity, for both sides of mutual TLS, with hosts (IP
 // addresses or DNS names) as its subject alternative names, and returns
 // the files with the CA's.
 func (ca *CA) Issue(dir, name string, hosts []string, validity time.Duration) (TLSFiles, error) {
+	return ca.IssueRole(dir, name, hosts, validity, RoleBoth)
+}
+
+// IssueRole is Issue for one role only.
+func (ca *CA) IssueRole(dir, name string, hosts []string, validity time.Duration, role Role) (TLSFiles, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return TLSFiles{}, err
@@ -93,7 +135,7 @@ func (ca *CA) Issue(dir, name string, hosts []string, validity time.Duration) (T
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: role.usages(),
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -19,15 +19,18 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	dir := fs.String("dir", "certs", "directory of ca.pem and ca-key.pem; host certificates are written here too")
 	hosts := fs.String("hosts", "", "comma-separated IP addresses and DNS names the certificate is valid for (default: NAME)")
 	days := fs.Int("days", 365, "validity in days")
+	roleName := fs.String("role", "both", "what the certificate may be: peer (a CPU peer: TLS server only), requester (a GPU host: TLS client only), or both")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: lastmile certs [flags] ca
        lastmile certs [flags] NAME
 
 "ca" makes DIR/ca.pem and DIR/ca-key.pem, the cluster's certificate
 authority (keep ca-key.pem off the hosts). NAME makes DIR/NAME.pem and
-DIR/NAME-key.pem, signed by it, usable as both peer.tls and peers.tls of
-lastmiled.yaml, valid for -hosts. Every host trusts only certificates the
-CA signed.
+DIR/NAME-key.pem, signed by it, valid for -hosts, usable as peer.tls
+(-role peer), as peers.tls (-role requester) of lastmiled.yaml, or as
+both (the default). Every host trusts only certificates the CA signed;
+give CPU peers -role peer and GPU hosts -role requester, so that a
+peer's key cannot ask other peers for units.
 
 Flags:`)
 		printFlags(fs)
@@ -65,7 +68,11 @@ Flags:`)
 	if *hosts != "" {
 		list = strings.Split(*hosts, ",")
 	}
-	f, err := ca.Issue(*dir, name, list, validity)
+	role, err := peer.ParseRole(*roleName)
+	if err != nil {
+		return fmt.Errorf("%w: -role: %v", errUsage, err)
+	}
+	f, err := ca.IssueRole(*dir, name, list, validity, role)
 	if err != nil {
 		return err
 	}
