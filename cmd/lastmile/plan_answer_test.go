@@ -2,6 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,5 +54,61 @@ func TestPlanMeasuredPeerWithoutSamples(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlanCautionsSpecDecodeWorkersBelowCores: the curve is measured
+// with a worker per core, whatever the spec's decode.workers; a spec
+// that sets fewer workers than the predicted cores decodes on no more
+// cores than it has workers when submitted, and would not reach the
+// target with the cores the answer asks for. The answer must say so,
+// naming the key and the value to set.
+func TestPlanCautionsSpecDecodeWorkersBelowCores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures")
+	}
+	dir := t.TempDir()
+	data, _ := filepath.Abs("../../testdata/small")
+	for _, tc := range []struct {
+		workers string // the spec's decode.workers; "" for none
+		warn    bool
+	}{{"1", true}, {"", false}, {"256", false}} {
+		t.Run("workers="+tc.workers, func(t *testing.T) {
+			decode := ""
+			if tc.workers != "" {
+				decode = "decode: {workers: " + tc.workers + "}\n"
+			}
+			specPath := filepath.Join(dir, "job.yaml")
+			src := fmt.Sprintf("version: 1\nname: small\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 250, last: drop}\nring: {slots: 4}\n%s", data, decode)
+			if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Far more than one core's rate (about a million samples/s
+			// here), within a 64-core host's.
+			out := runPlanJSON(t, dir, "-gpus", "8", "-samples-per-gpu", "2e6", "-host-cores", "256", specPath)
+			if out.Prediction.CoresPerHost < 2 {
+				t.Skipf("the prediction asks for %d core(s): nothing to check", out.Prediction.CoresPerHost)
+			}
+			want := fmt.Sprintf("decode.workers: %d", out.Prediction.CoresPerHost)
+			if warned := strings.Contains(out.Answer, want); warned != tc.warn {
+				t.Errorf("decode.workers %q, %d cores predicted: answer %q; want a caution naming %q: %v", tc.workers, out.Prediction.CoresPerHost, out.Answer, want, tc.warn)
+			}
+		})
+	}
+}
+
+// runPlanJSON runs lastmile plan -json, briefly, on one core.
+func runPlanJSON(t *testing.T, dir string, args ...string) planOutput {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append([]string{"plan", "-json", "-measure-cores", "1", "-seconds", "0.3", "-warmup", "0.1", "-loads", "0.5",
+		"-python=false", "-svg", "", "-shm-dir", dir}, args...)
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan exited %d: %s", code, stderr.String())
+	}
+	var out planOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
