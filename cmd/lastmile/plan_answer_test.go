@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lastmile/lastmile/bench"
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/plan"
 )
 
@@ -110,5 +111,50 @@ func runPlanJSON(t *testing.T, dir string, args ...string) planOutput {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPlanArenaMemoryAtTheTargetsSize: with ring.arena the daemon
+// charges the unit arena's file, whose chunks are the units in flight
+// plus those the rings' unreleased batches name: it grows with the
+// ranks and the workers. The plan took it at the spec's world_size and
+// this machine's CPUs, not at -gpus and the predicted cores it answers
+// for, so its memory was not what lastmiled charges that job.
+func TestPlanArenaMemoryAtTheTargetsSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures")
+	}
+	dir := t.TempDir()
+	data, _ := filepath.Abs("../../testdata/small")
+	specPath := filepath.Join(dir, "job.yaml")
+	src := fmt.Sprintf("version: 1\nname: small\ninputs: [%s]\ncolumns: [row_id, label, dense_0]\nbatch: {size: 50, last: drop}\n"+
+		"ring: {slots: 2, arena: true}\n", data)
+	if err := os.WriteFile(specPath, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, gpus := range []int{1, 4} {
+		t.Run(fmt.Sprint(gpus, "gpus"), func(t *testing.T) {
+			out := runPlanJSON(t, dir, "-gpus", fmt.Sprint(gpus), "-samples-per-gpu", fmt.Sprint(1e6/gpus), "-host-cores", "64", specPath)
+			job, err := readJob(context.Background(), specPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The job as lastmiled runs it for this answer: submitted
+			// with world_size -gpus on a daemon whose decode tokens are
+			// the predicted cores (2 workers each, 2 units per worker).
+			job.WorldSize = gpus
+			job.Decode.Workers = 2 * out.Prediction.CoresPerHost
+			fp, err := engine.EstimateFootprint(context.Background(), job, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fp.ArenaBytes == 0 {
+				t.Fatal("the job has no arena: the test needs whole units")
+			}
+			if got, want := out.Prediction.MemoryBytes, fp.Bytes(); got != want {
+				t.Errorf("%d GPUs, %d cores: plan says %d bytes of memory; the daemon charges %d (arena %d, rings %d, %d units in flight of %d)",
+					gpus, out.Prediction.CoresPerHost, got, want, fp.ArenaBytes, fp.RingBytes, fp.InFlight, fp.UnitBytes)
+			}
+		})
+	}
 }
 
