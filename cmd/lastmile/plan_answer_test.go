@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -155,6 +156,31 @@ func TestPlanArenaMemoryAtTheTargetsSize(t *testing.T) {
 					gpus, out.Prediction.CoresPerHost, got, want, fp.ArenaBytes, fp.RingBytes, fp.InFlight, fp.UnitBytes)
 			}
 		})
+	}
+}
+
+// TestPlanInfeasibleWithPeersSaysWhatItCounts: an infeasible answer
+// said "With 4 core(s) it gives X samples/s", but X was the host's
+// cores and the peers together.
+func TestPlanInfeasibleWithPeersSaysWhatItCounts(t *testing.T) {
+	// 4 host cores of 1,000 samples/s; receiving caps what peers can
+	// add at 4/1.5e-4 ≈ 26,667 samples/s, under 8 × 5,000.
+	m := plan.Measured{Curve: plan.Curve{PerCore: 1000, Ceiling: 1e7}, BatchSize: 256, BytesPerSample: 100e3, ReceiveCPUPerByte: 1.5e-9}
+	res := plan.Resources{HostCores: 4, PeerCores: 64, NetworkBytesPerSec: 1e12}
+	tg := plan.Target{GPUs: 8, SamplesPerGPU: 5000}
+	p, err := plan.Predict(tg, m, res)
+	if err != nil || p.Feasible || p.Peers == 0 {
+		t.Fatalf("%+v, %v: want an infeasible prediction with peers", p, err)
+	}
+	got := planAnswer("img", planOutput{Target: tg, Resources: res, Prediction: p,
+		Measured: &bench.PlanReport{Measured: m, Points: []bench.PlanPoint{{Cores: 1}}}})
+	if regexp.MustCompile(`With 4 cores? ?(\(s\))? it gives`).MatchString(got) {
+		t.Errorf("answer %q credits the host's 4 cores with what the peers send", got)
+	}
+	for _, w := range []string{"With the host's 4 cores and " + count(p.Peers, "CPU peer", "CPU peers"), "from the peers"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("answer %q lacks %q", got, w)
+		}
 	}
 }
 
