@@ -184,3 +184,36 @@ func TestPlanInfeasibleWithPeersSaysWhatItCounts(t *testing.T) {
 	}
 }
 
+// TestPlanStatesAFailedRingDepthSearch: when no ring up to 64 slots
+// brings the stall at 90% of capacity under 1%, the stall table showed
+// only rows marked "too shallow" and no closing line.
+func TestPlanStatesAFailedRingDepthSearch(t *testing.T) {
+	pt := func(slots int, stall float64) bench.StallPoint {
+		return bench.StallPoint{Load: 0.9, Slots: slots, Window: bench.Window{Stall: stall}}
+	}
+	for _, tc := range []struct {
+		name  string
+		r     bench.PlanReport
+		wants []string
+	}{
+		{"failed", bench.PlanReport{Seconds: 3, Dist: "fixed", Stall: []bench.StallPoint{pt(4, 0.05), pt(8, 0.04), pt(16, 0.04), pt(32, 0.03), pt(64, 0.03)}},
+			[]string{"64 slots", "no ring depth"}},
+		{"found", bench.PlanReport{Seconds: 3, Dist: "fixed", DepthNeeded: 8, Stall: []bench.StallPoint{pt(4, 0.05), pt(8, 0.004)}},
+			[]string{"a ring of 8 slots suffices"}},
+		{"not needed", bench.PlanReport{Seconds: 3, Dist: "fixed", Stall: []bench.StallPoint{pt(4, 0.001)}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			writeStall(&b, &tc.r)
+			for _, w := range tc.wants {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("stall table lacks %q:\n%s", w, b.String())
+				}
+			}
+			if tc.name != "failed" && strings.Contains(b.String(), "no ring depth") {
+				t.Errorf("stall table says the search failed:\n%s", b.String())
+			}
+		})
+	}
+}
+
