@@ -217,3 +217,38 @@ func TestPlanStatesAFailedRingDepthSearch(t *testing.T) {
 	}
 }
 
+// TestPlanWordsForOne: one GPU and one core read "1 GPU" and "1 core",
+// not "1 GPUs", "1 cores" or "1 core(s)".
+func TestPlanWordsForOne(t *testing.T) {
+	m := plan.Measured{Curve: plan.Curve{PerCore: 10000, Ceiling: 1e6}, BatchSize: 1000, BytesPerSample: 1000}
+	pts := []bench.PlanPoint{{Cores: 1, Units: 20, Window: bench.Window{Seconds: 4}, CPUSeconds: 1}}
+	for _, tc := range []struct {
+		name string
+		tg   plan.Target
+		res  plan.Resources
+	}{
+		{"feasible", plan.Target{GPUs: 1, SamplesPerGPU: 5000}, plan.Resources{HostCores: 4}},
+		{"infeasible", plan.Target{GPUs: 1, SamplesPerGPU: 50000}, plan.Resources{HostCores: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := plan.Predict(tc.tg, m, tc.res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := planOutput{Target: tc.tg, Resources: tc.res, Prediction: p, Measured: &bench.PlanReport{Measured: m, Points: pts, Seconds: 3, Dist: "fixed"},
+				Validation: &bench.Validation{Cores: 1}}
+			out.Answer = planAnswer("ctr", out)
+			var b bytes.Buffer
+			writePlan(&b, out)
+			text := strings.ReplaceAll(b.String(), "\n", " ")
+			for _, bad := range []string{"(s)", "1 GPUs", " 1 cores", "Validation at 1 cores"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("report has %q:\n%s", bad, b.String())
+				}
+			}
+			if !strings.Contains(text, "1 GPU ×") || !strings.Contains(out.Answer, "To feed 1 GPU at") {
+				t.Errorf("report lacks \"1 GPU ×\" or \"To feed 1 GPU at\":\n%s", b.String())
+			}
+		})
+	}
+}
