@@ -353,6 +353,12 @@ func peerFigures(m plan.Measured, res plan.Resources, f *planFlags, pm *bench.Pe
 	if pm == nil {
 		return m, res
 	}
+	if peerProducedNothing(pm) {
+		// A rate per core of 0 would read as a local core's: a peer
+		// that produced nothing is not counted (planAnswer says why).
+		res.PeerCores = 0
+		return m, res
+	}
 	m.ReceiveCPUPerByte, m.WirePerByte = pm.ReceiveCPUPerByte, pm.WirePerByte
 	if res.PeerCores == 0 {
 		res.PeerCores = pm.Workers
@@ -367,6 +373,13 @@ func peerFigures(m plan.Measured, res plan.Resources, f *planFlags, pm *bench.Pe
 		m.PeerPerCore = pm.PerCore * (1 + m.Curve.Serial*(w-1))
 	}
 	return m, res
+}
+
+// peerProducedNothing reports whether the measured peer returned no
+// samples in its window (no units, or only empty ones): it has no rate
+// to size peers by.
+func peerProducedNothing(pm *bench.PeerMeasure) bool {
+	return pm != nil && !(pm.SamplesPerSec > 0 && pm.PerCore > 0)
 }
 
 // config is the measurements' configuration from the flags.

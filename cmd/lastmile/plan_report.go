@@ -57,6 +57,10 @@ func planAnswer(name string, out planOutput) string {
 			}
 		}
 	}
+	if pm := out.Peer; peerProducedNothing(pm) {
+		fmt.Fprintf(&b, " The measured peer %s is not counted: it returned no samples in its %gs window (%d units, %s), so it has no rate to size peers by; check that it can read the spec's inputs under the same roots, and measure again.",
+			pm.Addr, pm.Seconds, pm.Units, count(pm.Workers, "worker", "workers"))
+	}
 	// A peer's rate is the curve at the peer's cores, or the measured
 	// peer's put through the curve's serial share for another size.
 	if r := out.Measured; r != nil && len(r.Points) > 0 && p.Peers > 0 {
@@ -129,6 +133,9 @@ func writePrediction(w io.Writer, out planOutput) {
 	peers := "none needed"
 	if out.Resources.PeerCores == 0 && p.Peers == 0 {
 		peers = "none configured (-peer-cores)"
+	}
+	if pm := out.Peer; peerProducedNothing(pm) {
+		peers = fmt.Sprintf("none counted: the measured peer %s returned no samples", pm.Addr)
 	}
 	if p.Peers > 0 {
 		peers = fmt.Sprintf("%d of %s: %s samples/s, %s/s over the network, %.2f cores here to receive",
