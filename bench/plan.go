@@ -71,6 +71,9 @@ type PlanReport struct {
 	// stall at 90% of capacity is ≤ 1% (0: not found up to 64).
 	Slots       int `json:"slots"`
 	DepthNeeded int `json:"depth_needed"`
+	// DecodeWorkers is the spec's decode.workers (0: not set). The curve
+	// is measured with a worker per core whatever it says.
+	DecodeWorkers int `json:"spec_decode_workers,omitempty"`
 	// Dist is the simulated trainers' step distribution; Seconds and
 	// Warmup each measurement's window and warm-up.
 	Dist string `json:"dist"`
@@ -144,7 +147,7 @@ func MeasurePlan(ctx context.Context, cfg PlanConfig) (*PlanReport, error) {
 		defer l.Close()
 		cfg.Limit = l
 	}
-	r := &PlanReport{Spec: cfg.Job.Name, GPUs: cfg.GPUs, BatchSize: cfg.Job.Batch.Size, Limit: cfg.Limit.Method(), Slots: cfg.Job.Ring.Slots,
+	r := &PlanReport{Spec: cfg.Job.Name, GPUs: cfg.GPUs, BatchSize: cfg.Job.Batch.Size, Limit: cfg.Limit.Method(), Slots: cfg.Job.Ring.Slots, DecodeWorkers: cfg.Job.Decode.Workers,
 		Dist: cfg.Dist, Seconds: cfg.Seconds, Warmup: cfg.Warmup, Client: "go"}
 	steps := cfg.MaxCores + 1 + len(cfg.Loads)
 	step := 0

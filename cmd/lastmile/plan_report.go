@@ -57,6 +57,12 @@ func planAnswer(name string, out planOutput) string {
 			}
 		}
 	}
+	// The curve is measured with a worker per core; a job decodes on no
+	// more cores than its workers, whatever its CPU tokens.
+	if r := out.Measured; r != nil && r.DecodeWorkers > 0 && r.DecodeWorkers < p.CoresPerHost {
+		fmt.Fprintf(&b, " Caution: the spec sets decode.workers: %d, fewer than the %d cores this answer asks for: the job decodes on at most %s of them and would fall short of the target; set decode.workers: %d (or leave it out: lastmiled gives a job 2 workers per CPU token).",
+			r.DecodeWorkers, p.CoresPerHost, count(r.DecodeWorkers, "core", "cores"), p.CoresPerHost)
+	}
 	if pm := out.Peer; peerProducedNothing(pm) {
 		fmt.Fprintf(&b, " The measured peer %s is not counted: it returned no samples in its %gs window (%d units, %s), so it has no rate to size peers by; check that it can read the spec's inputs under the same roots, and measure again.",
 			pm.Addr, pm.Seconds, pm.Units, count(pm.Workers, "worker", "workers"))
