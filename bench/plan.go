@@ -82,6 +82,14 @@ type PlanReport struct {
 	// client, PythonClient).
 	Client          string  `json:"client"`
 	Seconds, Warmup float64 `json:"-"`
+	footprint       engine.Footprint
+}
+
+// ArenaBytes is the unit arena lastmiled charges the job run with rings
+// ranks on a host and inflight units in flight (0: the job makes none,
+// ring.arena off or no whole unit).
+func (r *PlanReport) ArenaBytes(rings, inflight int) int64 {
+	return r.footprint.ArenaFor(rings, inflight)
 }
 
 // PlanPoint is one measurement with Cores cores and Workers workers.
@@ -263,7 +271,12 @@ func (r *PlanReport) fit(ctx context.Context, cfg PlanConfig) error {
 	if m.InFlight == 0 && cfg.Job.Decode.Workers > 0 {
 		m.InFlight = 2 * cfg.Job.Decode.Workers // the engine's default, whatever the cores
 	}
-	m.OtherBytes = fp.ShuffleBytes + fp.SideBytes + fp.ArenaBytes
+	m.OtherBytes = fp.ShuffleBytes + fp.SideBytes
+	// The arena at the target's ranks; its units in flight are the
+	// spec's, or 2 per CPU here until ArenaBytes is asked for the
+	// predicted size.
+	r.footprint = fp
+	m.ArenaBytes = fp.ForRanks(cfg.GPUs).ArenaBytes
 	return nil
 }
 

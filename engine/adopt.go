@@ -174,6 +174,19 @@ func (f Footprint) ForRanks(n int) Footprint {
 	return f
 }
 
+// ArenaFor is the unit arena's file (ArenaBytes) for a run that makes
+// rings rings with inflight decoded units in flight (decode.inflight, or
+// 2 per worker): what f charges for the job run at another size. 0 when
+// the job makes no arena.
+func (f Footprint) ArenaFor(rings, inflight int) int64 {
+	if f.arena == nil {
+		return 0
+	}
+	l := *f.arena
+	l.inflight = inflight
+	return l.footprint(rings)
+}
+
 // RuntimeOverhead is what a producing process holds beyond its jobs'
 // footprints: the binary, goroutine stacks, decoders' page buffers, the
 // garbage collector's slack under its memory limit. The Go heap gets

@@ -53,9 +53,14 @@ type Measured struct {
 	// or 2 per decode.workers); 0: Resources.InFlightPerCore per core.
 	InFlight int `json:"inflight"`
 	// OtherBytes is what else the daemon charges the job beside the
-	// rings, the units in flight and the cache: the shuffle window, the
-	// joins' side tables and the unit arena (engine.Footprint).
+	// rings, the units in flight, the cache and the arena: the shuffle
+	// window and the joins' side tables (engine.Footprint).
 	OtherBytes int64 `json:"other_bytes"`
+	// ArenaBytes is the unit arena's file (ring.arena; 0: none) for the
+	// target's GPUs and the prediction's units in flight: its chunks
+	// grow with both, so the caller sizes it for the prediction
+	// (engine.Footprint.ArenaFor with Prediction.UnitsInFlight).
+	ArenaBytes int64 `json:"arena_bytes"`
 	// PeerPerCore is one peer core's samples/s (0: a local core's, since
 	// a peer runs the same code on the same units).
 	PeerPerCore float64 `json:"peer_per_core_samples_per_s"`
@@ -178,7 +183,7 @@ func Predict(t Target, m Measured, res Resources) (Prediction, error) {
 	if m.InFlight > 0 {
 		p.UnitsInFlight = m.InFlight // the spec says
 	}
-	p.MemoryBytes = int64(t.GPUs)*m.RingBytesPerGPU + int64(p.UnitsInFlight)*m.UnitBytes + m.CacheBytes + m.OtherBytes
+	p.MemoryBytes = int64(t.GPUs)*m.RingBytesPerGPU + int64(p.UnitsInFlight)*m.UnitBytes + m.CacheBytes + m.OtherBytes + m.ArenaBytes
 	if p.Capacity > 0 {
 		p.Stall = StallAt(h / p.Capacity)
 	} else {

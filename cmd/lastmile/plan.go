@@ -252,6 +252,14 @@ func measurePlan(ctx context.Context, cfg bench.PlanConfig, f *planFlags, s plan
 	if err != nil {
 		return planOutput{}, err
 	}
+	// The arena's chunks follow the units in flight at the predicted
+	// size, as lastmiled charges the job run there.
+	if a := rep.ArenaBytes(s.target.GPUs, pred.UnitsInFlight); a != m.ArenaBytes {
+		m.ArenaBytes, rep.Measured.ArenaBytes = a, a
+		if pred, err = plan.Predict(s.target, m, res); err != nil {
+			return planOutput{}, err
+		}
+	}
 	return planOutput{Target: s.target, Resources: res, Measured: rep, Prediction: pred, Peer: pm}, nil
 }
 

@@ -153,8 +153,13 @@ func writePrediction(w io.Writer, out planOutput) {
 			pm.Addr, count(pm.Workers, "core", "cores"), commaRate(pm.SamplesPerSec), commaRate(pm.PerCore), pm.InFlight, pm.ReceiveCPUPerByte*1e9,
 			pm.WirePerByte, pm.RoundTrip.Round(time.Millisecond))
 	}
-	fmt.Fprintf(tw, "  memory\t%s (%d rings of %s, %d units in flight of %s, unit cache %s, shuffle window, side tables and arena %s)\n", bytesString(p.MemoryBytes),
-		t.GPUs, bytesString(m.RingBytesPerGPU), p.UnitsInFlight, bytesString(m.UnitBytes), bytesString(m.CacheBytes), bytesString(m.OtherBytes))
+	arena := ""
+	if m.ArenaBytes > 0 {
+		arena = fmt.Sprintf(", unit arena %s", bytesString(m.ArenaBytes))
+	}
+	fmt.Fprintf(tw, "  memory\t%s (%s of %s, %s of %s, unit cache %s, shuffle window and side tables %s%s)\n", bytesString(p.MemoryBytes),
+		count(t.GPUs, "ring", "rings"), bytesString(m.RingBytesPerGPU), count(p.UnitsInFlight, "unit in flight", "units in flight"), bytesString(m.UnitBytes),
+		bytesString(m.CacheBytes), bytesString(m.OtherBytes), arena)
 	fmt.Fprintf(tw, "  capacity at that size\t%s samples/s\n", commaRate(p.Capacity))
 	fmt.Fprintf(tw, "  expected stall\t%.1f%%\n", 100*p.Stall)
 	fmt.Fprintf(tw, "  binding resource\t%s\n", p.Binding)
