@@ -19,8 +19,15 @@ func planAnswer(name string, out planOutput) string {
 	switch {
 	case !p.Feasible:
 		fmt.Fprintf(&b, "cannot be fed on this host: %s. ", strings.Join(p.Notes, "; "))
-		fmt.Fprintf(&b, "With %d core(s) it gives %s samples/s (%.0f%% of the target): the trainers would wait about %.0f%% of their time. ",
-			min(p.CoresPerHost, out.Resources.HostCores), commaRate(p.Capacity), 100*p.Capacity/p.HostRate, 100*p.Stall)
+		if p.Peers > 0 {
+			// The capacity counts the peers' output the host receives.
+			fmt.Fprintf(&b, "With the host's %s and %s of %s it gives %s samples/s in all, %s of them from the peers (%.0f%% of the target): the trainers would wait about %.0f%% of their time. ",
+				count(out.Resources.HostCores, "core", "cores"), count(p.Peers, "CPU peer", "CPU peers"), count(out.Resources.PeerCores, "core", "cores"),
+				commaRate(p.Capacity), commaRate(min(p.PeerRate, p.Capacity)), 100*p.Capacity/p.HostRate, 100*p.Stall)
+		} else {
+			fmt.Fprintf(&b, "With %s it gives %s samples/s (%.0f%% of the target): the trainers would wait about %.0f%% of their time. ",
+				count(min(p.CoresPerHost, out.Resources.HostCores), "core", "cores"), commaRate(p.Capacity), 100*p.Capacity/p.HostRate, 100*p.Stall)
+		}
 	case p.Peers > 0:
 		fmt.Fprintf(&b, "needs all %d of the host's cores plus %s of %s, which send %s/s over the network and cost %.1f of the host's cores to receive; ",
 			p.CoresPerHost, count(p.Peers, "CPU peer", "CPU peers"), count(out.Resources.PeerCores, "core", "cores"),
