@@ -228,7 +228,26 @@ func writeStall(w io.Writer, r *bench.PlanReport) {
 	tw.Flush()
 	if r.DepthNeeded > 0 {
 		fmt.Fprintf(w, "  a ring of %d slots suffices at 90%% of capacity (ring: {slots: %d})\n", r.DepthNeeded, r.DepthNeeded)
+	} else if deepest, failed := depthSearchFailed(r); failed {
+		fmt.Fprintf(w, "  no ring depth tried, up to %d slots, brought the stall at 90%% of capacity to 1%% or under: a deeper ring does not absorb it (the pipeline's bursts, or the host's other work, hold it)\n", deepest)
 	}
+}
+
+// depthSearchFailed reports whether the stall at 90% of capacity stayed
+// above 1% at every depth measured (the spec's, then doubled up to 64
+// slots: bench's deepen), and the deepest.
+func depthSearchFailed(r *bench.PlanReport) (int, bool) {
+	deepest, seen := 0, false
+	for _, s := range r.Stall {
+		if s.Load != 0.9 {
+			continue
+		}
+		if s.Stall <= 0.01 {
+			return 0, false
+		}
+		deepest, seen = max(deepest, s.Slots), true
+	}
+	return deepest, seen
 }
 
 // writeValidation prints a validation beside the prediction.
