@@ -161,7 +161,7 @@ func MeasurePlan(ctx context.Context, cfg PlanConfig) (*PlanReport, error) {
 	step := 0
 	for k := 1; k <= cfg.MaxCores; k++ {
 		step++
-		cfg.Progress(step, steps, fmt.Sprintf("throughput with %d core(s)", k))
+		cfg.Progress(step, steps, "throughput with "+coresWord(float64(k)))
 		p, err := measureBest(ctx, cfg, float64(k), k, 0)
 		if err != nil {
 			return nil, err
@@ -382,7 +382,7 @@ func MeasureAt(ctx context.Context, cfg PlanConfig, cores float64, workers int, 
 		}
 	}
 	if err != nil {
-		return pt, fmt.Errorf("measure with %g cores: %w", cores, err)
+		return pt, fmt.Errorf("measure with %s: %w", coresWord(cores), err)
 	}
 	pt.Units = w.Units
 	pt.Window, pt.InputRate, pt.PackPerBatch, pt.WorkerPerRow, pt.CPUSeconds, pt.Bytes =
@@ -509,4 +509,12 @@ func measureBest(ctx context.Context, cfg PlanConfig, cores float64, workers int
 		}
 	}
 	return best, nil
+}
+
+// coresWord says x cores, singular for one.
+func coresWord(x float64) string {
+	if x == 1 {
+		return "1 core"
+	}
+	return fmt.Sprintf("%g cores", x)
 }

@@ -59,7 +59,7 @@ func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Targ
 	}
 	cfg.GPUs = t.GPUs
 	v := &Validation{Cores: cores, PredictedCapacity: curve.Rate(float64(cores)), TargetRate: t.HostRate(), Limit: cfg.Limit.Method()}
-	cfg.Progress(1, 2, fmt.Sprintf("validate: capacity at %d core(s)", cores))
+	cfg.Progress(1, 2, "validate: capacity at "+coresWord(float64(cores)))
 	var err error
 	if v.Capacity, err = measureBest(ctx, cfg, float64(cores), cores, seconds); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func Validate(ctx context.Context, cfg PlanConfig, curve plan.Curve, t plan.Targ
 		v.NormalizedWithin = math.Abs(v.NormalizedError) <= 0.10
 	}
 	v.PredictedStall = plan.StallAt(t.HostRate() / v.PredictedCapacity)
-	cfg.Progress(2, 2, fmt.Sprintf("validate: simulated trainers at the target, %d core(s)", cores))
+	cfg.Progress(2, 2, "validate: simulated trainers at the target, "+coresWord(float64(cores)))
 	if v.AtTarget, err = MeasureAt(ctx, cfg, float64(cores), cores, t.SamplesPerGPU, seconds); err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 func planAnswer(name string, out planOutput) string {
 	p, t := out.Prediction, out.Target
 	var b strings.Builder
-	fmt.Fprintf(&b, "To feed %d GPU(s) at %s samples/s each (%s samples/s in all), %s ", t.GPUs, commaRate(t.SamplesPerGPU), commaRate(p.HostRate), name)
+	fmt.Fprintf(&b, "To feed %s at %s samples/s each (%s samples/s in all), %s ", count(t.GPUs, "GPU", "GPUs"), commaRate(t.SamplesPerGPU), commaRate(p.HostRate), name)
 	switch {
 	case !p.Feasible:
 		fmt.Fprintf(&b, "cannot be fed on this host: %s. ", strings.Join(p.Notes, "; "))
@@ -34,8 +34,8 @@ func planAnswer(name string, out planOutput) string {
 			bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
 		fmt.Fprintf(&b, "memory about %s; expected stall %.1f%%. ", bytesString(p.MemoryBytes), 100*p.Stall)
 	default:
-		fmt.Fprintf(&b, "needs %d core(s) per host (%.2f per GPU) and about %s of memory, without peers; expected stall %.1f%%. ",
-			p.CoresPerHost, p.CoresPerGPU, bytesString(p.MemoryBytes), 100*p.Stall)
+		fmt.Fprintf(&b, "needs %s per host (%.2f per GPU) and about %s of memory, without peers; expected stall %.1f%%. ",
+			count(p.CoresPerHost, "core", "cores"), p.CoresPerGPU, bytesString(p.MemoryBytes), 100*p.Stall)
 	}
 	fmt.Fprintf(&b, "The binding resource is %s.", bindingString(p, out.Resources))
 	if r := out.Measured; r != nil && len(r.Points) > 0 && p.CoresPerHost > int(r.Points[len(r.Points)-1].Cores) {
@@ -47,8 +47,8 @@ func planAnswer(name string, out planOutput) string {
 	if r := out.Measured; r != nil {
 		for _, pt := range r.Points {
 			if pt.Seconds > 0 && pt.Cores > 0 && pt.CPUSeconds/pt.Seconds < 0.7*pt.Cores {
-				fmt.Fprintf(&b, " Caution: with %g core(s) the process used only %.2f of them (CPU GOT): its rate was held by something other than its CPU (the host's other work, or waits: too few or too small units, epoch boundaries), so the cores that rate gives are not what the CPU needs; measure again on a quiet host, or with more rows.",
-					pt.Cores, pt.CPUSeconds/pt.Seconds)
+				fmt.Fprintf(&b, " Caution: with %s the process used only %.2f of them (CPU GOT): its rate was held by something other than its CPU (the host's other work, or waits: too few or too small units, epoch boundaries), so the cores that rate gives are not what the CPU needs; measure again on a quiet host, or with more rows.",
+					coresString(pt.Cores), pt.CPUSeconds/pt.Seconds)
 				break
 			}
 		}
@@ -58,8 +58,8 @@ func planAnswer(name string, out planOutput) string {
 	if r := out.Measured; r != nil {
 		for _, pt := range r.Points {
 			if pt.Units < minPlanUnits {
-				fmt.Fprintf(&b, " Caution: with %g core(s) only %d units were decoded in the window: the rate is mostly where their boundaries fell; measure longer (-seconds) or with smaller units (decode.max_unit_rows).",
-					pt.Cores, pt.Units)
+				fmt.Fprintf(&b, " Caution: with %s only %d units were decoded in the window: the rate is mostly where their boundaries fell; measure longer (-seconds) or with smaller units (decode.max_unit_rows).",
+					coresString(pt.Cores), pt.Units)
 				break
 			}
 		}
@@ -103,9 +103,9 @@ func bindingString(p plan.Prediction, res plan.Resources) string {
 			return fmt.Sprintf("%s: adding cores does not add throughput here", p.Binding)
 		}
 		if p.Peers > 0 {
-			return fmt.Sprintf("%s: the host's %d cores are all busy and the peers take the rest", p.Binding, res.HostCores)
+			return fmt.Sprintf("%s: the host's %s all busy and the peers take the rest", p.Binding, count(res.HostCores, "core is", "cores are"))
 		}
-		return fmt.Sprintf("%s (%.0f%% of the host's %d cores at the target)", p.Binding, u, res.HostCores)
+		return fmt.Sprintf("%s (%.0f%% of the host's %s at the target)", p.Binding, u, count(res.HostCores, "core", "cores"))
 	case plan.ResRing:
 		return fmt.Sprintf("the ring: packing batches, one batcher per job, is %.0f%% busy at the target", u)
 	case plan.ResClient:
@@ -136,7 +136,7 @@ func writePrediction(w io.Writer, out planOutput) {
 	p, t, m := out.Prediction, out.Target, out.Measured.Measured
 	fmt.Fprintln(w, "\nPrediction")
 	tw := newTable(w)
-	fmt.Fprintf(tw, "  target\t%d GPUs × %s samples/s = %s samples/s\n", t.GPUs, commaRate(t.SamplesPerGPU), commaRate(p.HostRate))
+	fmt.Fprintf(tw, "  target\t%s × %s samples/s = %s samples/s\n", count(t.GPUs, "GPU", "GPUs"), commaRate(t.SamplesPerGPU), commaRate(p.HostRate))
 	exact := "out of reach"
 	if !math.IsInf(p.CoresExact, 1) {
 		exact = fmt.Sprintf("%.2f exactly", p.CoresExact)
@@ -252,7 +252,7 @@ func depthSearchFailed(r *bench.PlanReport) (int, bool) {
 
 // writeValidation prints a validation beside the prediction.
 func writeValidation(w io.Writer, v *bench.Validation, r *bench.PlanReport) {
-	fmt.Fprintf(w, "\nValidation at %d core(s) (CPU limited by %s)\n", v.Cores, v.Limit)
+	fmt.Fprintf(w, "\nValidation at %s (CPU limited by %s)\n", count(v.Cores, "core", "cores"), v.Limit)
 	within := "within ±10%"
 	if !v.Within {
 		within = "MISSED ±10%"
@@ -332,6 +332,14 @@ func cpuGot(p bench.PlanPoint) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", p.CPUSeconds/p.Seconds)
+}
+
+// coresString says x cores, singular for one.
+func coresString(x float64) string {
+	if x == 1 {
+		return "1 core"
+	}
+	return fmt.Sprintf("%g cores", x)
 }
 
 // count says n things, singular or plural.

@@ -126,7 +126,7 @@ func throughputPanel(b *strings.Builder, out planOutput) {
 	if p.CoresPerHost > 0 && float64(p.CoresPerHost) <= xmax {
 		x, y := a.px(float64(p.CoresPerHost)), a.py(c.Rate(float64(p.CoresPerHost)))
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="10" height="10" fill="none" stroke="#2ca02c" stroke-width="2.5" transform="rotate(45 %.1f %.1f)"/>`+"\n", x-5, y-5, x, y)
-		items = append(items, [2]string{`<rect x="1" y="-5" width="10" height="10" fill="none" stroke="#2ca02c" stroke-width="2.5"/>`, fmt.Sprintf("predicted size: %d core(s)", p.CoresPerHost)})
+		items = append(items, [2]string{`<rect x="1" y="-5" width="10" height="10" fill="none" stroke="#2ca02c" stroke-width="2.5"/>`, "predicted size: " + count(p.CoresPerHost, "core", "cores")})
 	}
 	if v := out.Validation; v != nil {
 		x, y := a.px(float64(v.Cores)), a.py(v.Capacity.Rate)

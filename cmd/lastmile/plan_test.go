@@ -62,7 +62,7 @@ func TestPlanEndToEnd(t *testing.T) {
 	if len(m.Stall) != 1 || m.Stall[0].Load != 0.5 {
 		t.Errorf("stall against load %+v, want one point at 50%%", m.Stall)
 	}
-	if !strings.HasPrefix(out.Answer, "To feed 2 GPU(s) at 2,000 samples/s each") {
+	if !strings.HasPrefix(out.Answer, "To feed 2 GPUs at 2,000 samples/s each") {
 		t.Errorf("answer %q", out.Answer)
 	}
 	var text bytes.Buffer
@@ -72,7 +72,7 @@ func TestPlanEndToEnd(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", section, text.String())
 		}
 	}
-	if !strings.HasPrefix(text.String(), "To feed 2 GPU(s)") {
+	if !strings.HasPrefix(text.String(), "To feed 2 GPUs") {
 		t.Errorf("the answer does not come first:\n%s", text.String())
 	}
 	plot, err := os.ReadFile(svg)
@@ -189,7 +189,7 @@ func TestPlanAnswer(t *testing.T) {
 		want   []string
 	}{
 		{plan.Target{GPUs: 8, SamplesPerGPU: 2500}, plan.Resources{HostCores: 4},
-			[]string{"needs 2 core(s) per host (0.25 per GPU)", "without peers", "The binding resource is decode CPU (50% of the host's 4 cores",
+			[]string{"needs 2 cores per host (0.25 per GPU)", "without peers", "The binding resource is decode CPU (50% of the host's 4 cores",
 				"Caution: that is more cores than were measured (1)"}},
 		{plan.Target{GPUs: 8, SamplesPerGPU: 20000}, plan.Resources{HostCores: 4, PeerCores: 8},
 			[]string{"needs all 4 of the host's cores plus 2 CPU peers of 8 cores", "the peers take the rest"}},
