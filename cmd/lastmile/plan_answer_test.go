@@ -229,6 +229,7 @@ func TestPlanWordsForOne(t *testing.T) {
 	}{
 		{"feasible", plan.Target{GPUs: 1, SamplesPerGPU: 5000}, plan.Resources{HostCores: 4}},
 		{"infeasible", plan.Target{GPUs: 1, SamplesPerGPU: 50000}, plan.Resources{HostCores: 1}},
+		{"with peers", plan.Target{GPUs: 1, SamplesPerGPU: 25000}, plan.Resources{HostCores: 1, PeerCores: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.Predict(tc.tg, m, tc.res)
@@ -241,7 +242,7 @@ func TestPlanWordsForOne(t *testing.T) {
 			var b bytes.Buffer
 			writePlan(&b, out)
 			text := strings.ReplaceAll(b.String(), "\n", " ")
-			for _, bad := range []string{"(s)", "1 GPUs", " 1 cores", "Validation at 1 cores"} {
+			for _, bad := range []string{"(s)", "1 GPUs", " 1 cores", "Validation at 1 cores", "all 1 of", "1 cores are"} {
 				if strings.Contains(text, bad) {
 					t.Errorf("report has %q:\n%s", bad, b.String())
 				}
