@@ -29,8 +29,12 @@ func planAnswer(name string, out planOutput) string {
 				count(min(p.CoresPerHost, out.Resources.HostCores), "core", "cores"), commaRate(p.Capacity), 100*p.Capacity/p.HostRate, 100*p.Stall)
 		}
 	case p.Peers > 0:
-		fmt.Fprintf(&b, "needs all %d of the host's cores plus %s of %s, which send %s/s over the network and cost %.1f of the host's cores to receive; ",
-			p.CoresPerHost, count(p.Peers, "CPU peer", "CPU peers"), count(out.Resources.PeerCores, "core", "cores"),
+		all := fmt.Sprintf("all %d of the host's cores", p.CoresPerHost)
+		if p.CoresPerHost == 1 {
+			all = "the host's 1 core"
+		}
+		fmt.Fprintf(&b, "needs %s plus %s of %s, which send %s/s over the network and cost %.1f of the host's cores to receive; ",
+			all, count(p.Peers, "CPU peer", "CPU peers"), count(out.Resources.PeerCores, "core", "cores"),
 			bytesString(int64(p.NetworkBytesPerSec)), p.ReceiveCores)
 		fmt.Fprintf(&b, "memory about %s; expected stall %.1f%%. ", bytesString(p.MemoryBytes), 100*p.Stall)
 	default:
