@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/lastmile/lastmile/column"
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -127,19 +128,10 @@ func timestampUnit(el *format.SchemaElement) int64 {
 
 // unitName names a timestamp unit in nanoseconds.
 func unitName(unit int64) string {
-	switch unit {
-	case 0:
+	if unit == 0 {
 		return "no unit (not a timestamp)"
-	case 1:
-		return "nanoseconds"
-	case int64(time.Microsecond):
-		return "microseconds"
-	case int64(time.Millisecond):
-		return "milliseconds"
-	case nanosPerDay:
-		return "days"
 	}
-	return fmt.Sprintf("%d ns", unit)
+	return column.UnitName(unit)
 }
 
 // julianDate formats Julian day jd as a proleptic Gregorian date, for

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	col "github.com/lastmile/lastmile/column"
 )
 
 // timestamp("2025-11-20T06:00:00Z"[, unit]) is the instant, a constant
@@ -197,19 +199,11 @@ const dayNanos = 86400 * int64(time.Second)
 // flipCmp is the comparison with its operands swapped.
 var flipCmp = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
-// unitWord and unitAbbrev name a unit of so many nanoseconds.
-func unitWord(unit int64) string {
-	for _, u := range []struct {
-		ns   int64
-		name string
-	}{{1, "nanoseconds"}, {1e3, "microseconds"}, {1e6, "milliseconds"}, {1e9, "seconds"}, {dayNanos, "days"}} {
-		if u.ns == unit {
-			return u.name
-		}
-	}
-	return fmt.Sprintf("units of %d ns", unit)
-}
+// unitWord names a unit of so many nanoseconds (column.UnitName; this
+// package's code names its columns "column").
+func unitWord(unit int64) string { return col.UnitName(unit) }
 
+// unitAbbrev names a unit of so many nanoseconds as timestamp() takes it.
 func unitAbbrev(unit int64) string {
 	for name, ns := range timeUnits {
 		if ns == unit {

@@ -75,7 +75,7 @@ func (c *compiler) join(ctx context.Context, op *spec.Op) error {
 	case kv.unit > 0 && kf.Counts() > 0 && kv.unit != kf.Counts():
 		// Counts of two units never equal for one instant: no row would match.
 		return c.errf(op, "table_key", "the rows' key %q counts %s but the side table's %q %s; convert one to the other's unit in a map first (ms * 1000 counts microseconds)",
-			jn.On, unitWord(kv.unit), jn.TableKey, unitWord(kf.Counts()))
+			jn.On, column.UnitName(kv.unit), jn.TableKey, column.UnitName(kf.Counts()))
 	}
 	t := &sideTable{op: op, jn: jn, plan: plan, intKey: tabInt, unique: jn.Kind == "left"}
 	if err := c.bucketJoin(ctx, op, t, layout, cols); err != nil {
@@ -305,19 +305,3 @@ func gatherOrNull(dst, src *column.Column, idx []int32) {
 	}
 }
 
-// unitWord names a timestamp unit of so many nanoseconds, for errors.
-func unitWord(unit int64) string {
-	switch unit {
-	case 1:
-		return "nanoseconds"
-	case 1e3:
-		return "microseconds"
-	case 1e6:
-		return "milliseconds"
-	case 1e9:
-		return "seconds"
-	case 86400e9:
-		return "days"
-	}
-	return fmt.Sprintf("units of %d ns", unit)
-}

@@ -147,7 +147,7 @@ func fieldFrom(f decode.Field) string {
 		s = append(s, "unsigned")
 	}
 	if u := f.Counts(); u > 0 {
-		what := "timestamp in " + timeUnitName(u) // what timestamp() counts in a filter
+		what := "timestamp in " + column.UnitName(u) // what timestamp() counts in a filter
 		if u == 86400e9 {
 			what = "date"
 		}
@@ -168,20 +168,6 @@ func yesNo(b bool) string {
 	return ""
 }
 
-// timeUnitName names a timestamp's unit of unit nanoseconds.
-func timeUnitName(unit int64) string {
-	switch unit {
-	case 1:
-		return "nanoseconds"
-	case 1e3:
-		return "microseconds"
-	case 1e6:
-		return "milliseconds"
-	case 86400e9:
-		return "days"
-	}
-	return fmt.Sprintf("units of %d ns", unit)
-}
 
 // changedIn says, for each of plan's fields, in how many of its files an
 // Iceberg table's schema change shows (decode/fieldid.go, promote.go):
@@ -233,9 +219,9 @@ func changedIn(plan *decode.Plan) []string {
 			how := "(promoted since): widened"
 			switch tu := plan.Fields[i].TimeUnit; {
 			case slices.Contains(types, format.Int96.String()):
-				how = "(as Hive and Spark wrote timestamps): read as " + timeUnitName(tu)
+				how = "(as Hive and Spark wrote timestamps): read as " + column.UnitName(tu)
 			case tu > 0 && slices.Contains(types, format.Int32.String()):
-				how = "(dates, a timestamp since): each day's first instant, in " + timeUnitName(tu)
+				how = "(dates, a timestamp since): each day's first instant, in " + column.UnitName(tu)
 			}
 			note := fmt.Sprintf("stored as %s in %d of %d files %s", strings.Join(types, " or "), len(narrow[i]), n, how)
 			if notes[i] != "" { // added since some files, promoted since others
