@@ -31,28 +31,7 @@ func TestUnreadOutputBounded(t *testing.T) {
 	f := newFixture(t)
 	const budget = 4 << 20
 	s, addr := f.server(func(s *Server) { s.mem = newBudget(budget) })
-	// Units of whole row groups, of a file that is not the anti-join's
-	// table: outputs larger than a 64 KiB window.
-	text := strings.Replace(f.text("stall"), "max_unit_rows: 700", "max_unit_rows: 1000000", 1)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	units := localPlan(t, job).Units
-	i := slices.IndexFunc(units, func(u decode.Unit) bool { return !strings.Contains(u.File, "part-00002") })
-	tk := f.unitTicket(text, job, units[i]).Ticket
-
-	tc, err := f.ca.issue("greedy").ClientTLS("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	greedy := flight.NewClientFromConn(conn, nil)
+	tk, greedy := greedyRequester(t, f, addr, "stall")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	heap := func() int64 {
@@ -143,25 +122,7 @@ func TestStalledRequesterClosed(t *testing.T) {
 	t.Cleanup(func() { sendStall = old })
 	f := newFixture(t)
 	s, addr := f.server(nil)
-	text := strings.Replace(f.text("stalled"), "max_unit_rows: 700", "max_unit_rows: 1000000", 1)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	units := localPlan(t, job).Units
-	i := slices.IndexFunc(units, func(u decode.Unit) bool { return !strings.Contains(u.File, "part-00002") })
-	tk := f.unitTicket(text, job, units[i]).Ticket
-	tc, err := f.ca.issue("greedy").ClientTLS("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	greedy := flight.NewClientFromConn(conn, nil)
+	tk, greedy := greedyRequester(t, f, addr, "stalled")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for range 4 { // the fixture's MaxInFlight
@@ -210,4 +171,31 @@ func TestServerReceivesSmallMessages(t *testing.T) {
 	if code := status.Code(err); code != codes.InvalidArgument {
 		t.Errorf("a ticket of maxTicket bytes: %v, want the handler's InvalidArgument", err)
 	}
+}
+
+// greedyRequester returns the ticket of a whole row group's unit of job
+// name (not of the anti-join's table: output larger than a 64 KiB
+// window) and a requester connected to addr with 64 KiB flow-control
+// windows, which reads only what a test has it read.
+func greedyRequester(t *testing.T, f *fixture, addr, name string) ([]byte, flight.Client) {
+	t.Helper()
+	text := strings.Replace(f.text(name), "max_unit_rows: 700", "max_unit_rows: 1000000", 1)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := localPlan(t, job).Units
+	i := slices.IndexFunc(units, func(u decode.Unit) bool { return !strings.Contains(u.File, "part-00002") })
+	tk := f.unitTicket(text, job, units[i]).Ticket
+	tc, err := f.ca.issue("greedy").ClientTLS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return tk, flight.NewClientFromConn(conn, nil)
 }
