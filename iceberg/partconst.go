@@ -5,6 +5,7 @@ import (
 	"math"
 
 	ice "github.com/apache/iceberg-go"
+	"github.com/google/uuid"
 
 	"github.com/lastmile/lastmile/decode"
 )
@@ -88,8 +89,34 @@ func plainPartition(t ice.Type, v any) ([]byte, bool) {
 			return append(le(4, uint64(len(x))), x...), true
 		}
 	case []byte:
-		if _, ok := t.(ice.BinaryType); ok {
+		switch t := t.(type) {
+		case ice.BinaryType:
 			return append(le(4, uint64(len(x))), x...), true
+		case ice.FixedType:
+			if len(x) == t.Len() {
+				return x, true
+			}
+		case ice.UUIDType:
+			if len(x) == 16 {
+				return x, true
+			}
+		}
+	case uuid.UUID:
+		if _, ok := t.(ice.UUIDType); ok {
+			return x[:], true
+		}
+	case [16]byte:
+		if _, ok := t.(ice.UUIDType); ok {
+			return x[:], true
+		}
+	case ice.Time:
+		if _, ok := t.(ice.TimeType); ok {
+			return le(8, uint64(x)), true
+		}
+	case ice.DecimalLiteral:
+		if t, ok := t.(ice.DecimalType); ok && x.Scale == t.Scale() {
+			b, err := decimalDefault(t, ice.Decimal(x).String())
+			return b, err == nil
 		}
 	case ice.Date:
 		if _, ok := t.(ice.DateType); ok {
