@@ -304,4 +304,3 @@ func gatherOrNull(dst, src *column.Column, idx []int32) {
 		dst.Valid[j] = v
 	}
 }
-

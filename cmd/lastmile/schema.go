@@ -168,7 +168,6 @@ func yesNo(b bool) string {
 	return ""
 }
 
-
 // changedIn says, for each of plan's fields, in how many of its files an
 // Iceberg table's schema change shows (decode/fieldid.go, promote.go):
 // the column added since they were written, so that they read it as
