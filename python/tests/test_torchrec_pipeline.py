@@ -1,0 +1,293 @@
+"""lastmile batches in torchrec's training pipelines (TrainPipelineBase,
+TrainPipelineSparseDist), against a stand-in "torchrec" package written to
+a temporary directory: its Pipelineable/Multistreamable ABCs and a
+pipeline loop that makes the calls torchrec's do on a batch
+(torchrec/streamable.py; torchrec/distributed/train_pipeline/utils.py
+_to_device, _wait_for_batch; train_pipelines.py TrainPipelineBase.progress):
+an isinstance check, ``to(device=..., non_blocking=True)`` on a memcpy
+stream, ``record_stream(stream)`` before the step, and the next batch taken
+before the step on the current one (one batch of prefetch).
+
+Only real torchrec on a GPU shows the streams themselves at work
+(docs/python.md, "torchrec training pipelines").
+Run: cd python && /usr/bin/python3 -m unittest tests.test_torchrec_pipeline -v
+"""
+
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import lastmile  # noqa: E402
+import lastmile.cuda as lmcuda  # noqa: E402
+import lastmile.devstage as ds  # noqa: E402
+import ringwriter as rw  # noqa: E402
+from lastmile.format import Ragged  # noqa: E402
+from lastmile.owned import OwnedBatch  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - torch is optional
+    torch = None
+
+FAKE = {
+    "torchrec/__init__.py": "",
+    "torchrec/streamable.py": '''
+        import abc
+
+        class Multistreamable(abc.ABC):
+            @abc.abstractmethod
+            def record_stream(self, stream):
+                ...
+
+        class Pipelineable(Multistreamable):
+            @abc.abstractmethod
+            def to(self, device, non_blocking):
+                ...
+    ''',
+    "torchrec/distributed/__init__.py": "",
+    "torchrec/distributed/train_pipeline/__init__.py": '''
+        from torchrec.streamable import Multistreamable, Pipelineable
+
+        class Stream:
+            """A stand-in for a CUDA stream: only passed along."""
+
+        def _to_device(batch, device, non_blocking):
+            assert isinstance(batch, Pipelineable), "%s must implement Pipelineable interface" % type(batch)
+            return batch.to(device=device, non_blocking=non_blocking)
+
+        def _wait_for_batch(batch, stream):
+            assert isinstance(batch, Multistreamable), "%s must implement Multistreamable interface" % type(batch)
+            batch.record_stream(stream)
+
+        class TrainPipelineBase:
+            """Takes batch i + 1 from the iterator before the step on batch i,
+            whose to(device) was asked for one progress() earlier."""
+
+            def __init__(self, model, device):
+                self.model, self.device = model, device
+                self.memcpy_stream, self.stream = Stream(), Stream()
+                self.cur, self.connected = None, False
+
+            def progress(self, it):
+                if not self.connected:
+                    self.cur = _to_device(next(it), self.device, non_blocking=True)
+                    self.connected = True
+                if self.cur is None:
+                    raise StopIteration
+                nxt = next(it, None)
+                _wait_for_batch(self.cur, self.stream)
+                out = self.model(self.cur)
+                self.cur = None if nxt is None else _to_device(nxt, self.device, non_blocking=True)
+                return out
+    ''',
+}
+
+
+class _FakeTorchrec:
+    """Puts the stand-in torchrec first on sys.path (and out again)."""
+
+    def __enter__(self):
+        self.dir = tempfile.mkdtemp(prefix="lm-fake-torchrec-")
+        for path, text in FAKE.items():
+            p = os.path.join(self.dir, path)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as f:
+                f.write(textwrap.dedent(text))
+        self.saved = {m: v for m, v in sys.modules.items() if m == "torchrec" or m.startswith("torchrec.")}
+        for m in self.saved:
+            del sys.modules[m]
+        sys.path.insert(0, self.dir)
+        importlib.invalidate_caches()
+        self.streamable = importlib.import_module("torchrec.streamable")
+        self.pipeline = importlib.import_module("torchrec.distributed.train_pipeline")
+        return self
+
+    def __exit__(self, *exc):
+        sys.path.remove(self.dir)
+        for m in [m for m in sys.modules if m == "torchrec" or m.startswith("torchrec.")]:
+            del sys.modules[m]
+        sys.modules.update(self.saved)
+        shutil.rmtree(self.dir, True)
+
+
+FIELDS = [f for f in rw.ALL_FIELDS if f.name in ("id", "x", "tokens", "score")]
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class RingCase(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="lm-trec-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def ring(self, n=4):
+        # n > 4 (the slot count) only where the test takes every batch
+        w = rw.RingWriter("trec", self.dir, FIELDS, slot_count=4, slot_size=2 << 20)
+        w.create()
+        self.addCleanup(w.close)
+
+        def produce():
+            for s in range(n):
+                cols, valid, rows = rw.make_batch(s, FIELDS)
+                w.publish(cols, rows, valid=valid, batch_index=s)
+            w.finish("done")
+
+        t = threading.Thread(target=produce, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 10)
+        r = lastmile.Ring.open("trec", self.dir, timeout=30)
+        self.addCleanup(r.close)
+        return r
+
+
+class PipelineableTests(RingCase):
+    def test_batches_pass_torchrecs_pipelineable_check(self):
+        with _FakeTorchrec() as fake:
+            P, M = fake.streamable.Pipelineable, fake.streamable.Multistreamable
+            ring = self.ring(2)
+            b = next(iter(ring))
+            self.assertIsInstance(b, P)
+            self.assertIsInstance(b, M)
+            self.assertIsInstance(b.torch(), P)
+            self.assertIsInstance(b.to("cpu", copy=True), P)
+            self.assertTrue(issubclass(OwnedBatch, P))
+            self.assertTrue(issubclass(lmcuda.StagedBatch, P))
+
+    def test_torchrec_imported_after_lastmile_is_registered_when_iteration_starts(self):
+        # kjt() imports torchrec lazily, and so does this: lastmile never
+        # imports torchrec itself (it is heavy), it registers with the
+        # torchrec the trainer imported.
+        ring = self.ring(2)
+        with _FakeTorchrec() as fake:
+            it = iter(ring)
+            self.assertIsInstance(next(it), fake.streamable.Pipelineable)
+
+    def test_to_takes_non_blocking_as_torchrecs_abc_declares_it(self):
+        ring = self.ring(2)
+        b = next(iter(ring)).torch()
+        o = b.to("cpu", True, copy=True)  # Pipelineable.to(device, non_blocking)
+        self.assertEqual(o["id"].tolist(), b["id"].tolist())
+
+    def test_prefetching_pipeline_on_owned_batches_sees_every_batch_once(self):
+        with _FakeTorchrec() as fake:
+            ring = self.ring(6)
+            seen = []
+            pipe = fake.pipeline.TrainPipelineBase(lambda b: seen.append(b["id"].tolist()), "cpu")
+            it = (b.detach() for b in ring)
+            with self.assertRaises(StopIteration):
+                while True:
+                    pipe.progress(it)
+        self.assertEqual(seen, [rw.make_batch(s, FIELDS)[0]["id"].tolist() for s in range(6)])
+
+    def test_prefetching_pipeline_on_zero_copy_cpu_batches_is_refused_not_corrupted(self):
+        # to("cpu") of a CPU batch is the batch itself (as Tensor.to); the
+        # pipeline takes the next batch, which releases it, before its step.
+        with _FakeTorchrec() as fake:
+            ring = self.ring(4)
+            pipe = fake.pipeline.TrainPipelineBase(lambda b: b["id"], "cpu")
+            with self.assertRaisesRegex(RuntimeError, "released"):
+                pipe.progress(iter(ring))
+
+    def test_without_torchrec_batches_still_have_record_stream_and_nothing_is_imported(self):
+        ring = self.ring(2)
+        b = next(iter(ring))
+        self.assertFalse(any(m == "torchrec" or m.startswith("torchrec.") for m in sys.modules))
+        self.assertIsNone(b.torch().record_stream(object()))
+        self.assertFalse(lastmile.register_torchrec())
+
+
+class _OnDevice(torch.Tensor if torch is not None else object):
+    """A CPU tensor that says it is on cuda:0 and records record_stream calls."""
+
+    @property
+    def device(self):
+        return torch.device("cuda:0")
+
+    def record_stream(self, stream):
+        self.recorded.append(stream)
+
+
+def _dev(t):
+    d = torch.Tensor._make_subclass(_OnDevice, t)
+    d.recorded = []
+    return d
+
+
+class RecordStreamTests(RingCase):
+    def test_record_stream_records_every_device_tensor(self):
+        ring = self.ring(2)
+        b = next(iter(ring)).torch()
+        data = {"id": _dev(b["id"].clone()), "x": _dev(b["x"].clone()),
+                "tokens": Ragged(_dev(b["tokens"].values.clone()), _dev(b["tokens"].offsets.clone()))}
+        valid = {"score": _dev(b.valid["score"].clone())}
+        o = OwnedBatch(None, b._fields, data, valid, b.rows, b.seq, b.cursor, b.flags, True)
+        s = object()
+        self.assertIsNone(o.record_stream(s))
+        ts = [data["id"], data["x"], data["tokens"].values, data["tokens"].offsets, valid["score"]]
+        self.assertEqual([t.recorded for t in ts], [[s]] * len(ts))
+
+    def test_record_stream_of_a_cpu_batch_does_nothing(self):
+        ring = self.ring(2)
+        b = next(iter(ring))
+        self.assertIsNone(b.record_stream(object()))  # a numpy batch too
+        self.assertIsNone(b.torch().record_stream(object()))
+
+    def test_record_stream_of_a_released_batch_is_refused(self):
+        ring = self.ring(3)
+        it = iter(ring)
+        b = next(it).torch()
+        next(it)
+        with self.assertRaisesRegex(RuntimeError, "released"):
+            b.record_stream(object())
+
+
+class DeviceStagedLifetimeTests(RingCase):
+    """gpu: {staging: device}: a batch is views of lastmiled's device slot,
+    which is released with the ring slot when the next batch is taken."""
+
+    def test_device_staged_batch_is_refused_once_the_next_is_taken(self):
+        from test_cuda import FakeCUDA
+        from test_devstage import FakeIPC, announce
+
+        w = rw.RingWriter("dev", self.dir, FIELDS, slot_count=4, slot_size=2 << 20, version=(1, 2))
+        w.create()
+        self.addCleanup(w.close)
+        ring = lastmile.Ring.open("dev", self.dir, timeout=30)
+        self.addCleanup(ring.close)
+        host = lmcuda.HostStaging(ring, "cuda:0", backend=FakeCUDA(ring))
+        st = ds.DeviceStaging(ring, "cuda:0", FakeIPC(ring), host, lambda: True)
+        self.addCleanup(st.close)
+        announce(w.path, 7, b"A")
+        for s in range(2):
+            cols, valid, rows = rw.make_batch(s, FIELDS)
+            w.publish(cols, rows, valid=valid, batch_index=s)
+
+        def take():
+            st.before_next()
+            return st.stage(ring.next(timeout=10))
+
+        b0 = take()
+        self.assertEqual(st.device_batches, 1)
+        self.assertFalse(b0.released)
+        b0.record_stream(object())
+        b1 = take()
+        self.assertTrue(b0.released)
+        with self.assertRaisesRegex(RuntimeError, "device slot"):
+            b0["id"]  # noqa: B018
+        with self.assertRaisesRegex(RuntimeError, "device slot"):
+            b0.record_stream(object())
+        # what a prefetching pipeline keeps instead: a copy, valid on
+        self.assertFalse(b1.released)
+        self.assertEqual(b1.to("cpu", copy=True)["id"].tolist(), rw.make_batch(1, FIELDS)[0]["id"].tolist())
+
+
+if __name__ == "__main__":
+    unittest.main()
