@@ -46,7 +46,10 @@ from .ring import (
     inspect,
 )
 
+from .batch import register_torchrec
 from .owned import OwnedBatch
+
+register_torchrec()  # with torchrec's Pipelineable, if the trainer imported torchrec first
 
 __version__ = "0.1.0"
 
@@ -101,4 +104,5 @@ __all__ = [
     "RingFormatError",
     "RingVersionError",
     "inspect",
+    "register_torchrec",
 ]

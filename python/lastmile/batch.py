@@ -229,12 +229,32 @@ class Batch:
 
         return pin(self, device)
 
-    def to(self, device, *, non_blocking=False, copy=False) -> "Batch":
+    def to(self, device, non_blocking=False, *, copy=False) -> "Batch":
         """This batch's tensors on ``device``, copied (the batch itself on
-        the CPU unless ``copy``); see :func:`lastmile.owned.to_device`."""
+        the CPU unless ``copy``); see :func:`lastmile.owned.to_device`.
+        ``to(device, non_blocking)`` is also torchrec's ``Pipelineable.to``."""
         from .owned import to_device
 
         return to_device(self, device, non_blocking=non_blocking, copy=copy)
+
+    def record_stream(self, stream) -> None:
+        """``Tensor.record_stream(stream)`` on every tensor of this batch on
+        a device (its fields' and its validity masks'): the caching
+        allocator will not reuse their memory before the work queued on
+        ``stream`` so far is done. torchrec's training pipelines call it on
+        the batch they move to the GPU on a side stream
+        (``torchrec.streamable.Multistreamable``); see docs/python.md,
+        "torchrec training pipelines". Tensors on the CPU (and numpy
+        arrays) have nothing to record. It keeps no memory alive that the
+        batch does not: a ring batch's views are still released by the next
+        batch, and refused here after that, like every read."""
+        self._check()
+        if not self.is_torch or self._ring is not None:
+            return  # numpy arrays, or torch views of a host ring slot
+        for t in islice(_flat_tensors(self._data, self._valid), 1, None):
+            dev = getattr(t, "device", None)  # a part may be None (no weights)
+            if dev is not None and dev.type != "cpu":
+                t.record_stream(stream)
 
     def torch(self) -> "Batch":
         """The same batch as zero-copy torch tensors (needs torch)."""
@@ -334,7 +354,33 @@ def _torchrec_kjt():
             from torchrec.sparse import jagged_tensor as m
         except ImportError:
             _torchrec_missing = True
+        else:
+            register_torchrec()
     return getattr(m, "KeyedJaggedTensor", None) if m is not None else None
+
+
+_TORCHREC_STREAMABLE = "torchrec.streamable"
+_registered_with = None  # the Pipelineable class Batch is registered with
+
+
+def register_torchrec() -> bool:
+    """Registers :class:`Batch` (so every batch class of lastmile: owned,
+    staged) as a virtual subclass of ``torchrec.streamable.Pipelineable``,
+    which torchrec's training pipelines check a batch against
+    (``isinstance``) before ``to(device, non_blocking)`` and
+    ``record_stream(stream)``. Only once the trainer has imported torchrec:
+    lastmile never imports it for this (torchrec's import is heavy).
+    Iterating a ring or a Dataset, and ``kjt()``, call it; call it yourself
+    after importing torchrec if batches already came. True when registered."""
+    global _registered_with
+    m = sys.modules.get(_TORCHREC_STREAMABLE)
+    p = getattr(m, "Pipelineable", None) if m is not None else None
+    if p is None:
+        return False
+    if _registered_with is not p:
+        p.register(Batch)
+        _registered_with = p
+    return True
 
 
 def _kjt_weights(t, name, v, weights):

@@ -53,6 +53,7 @@ from .hosts import exchange, usable_group
 from .ranks import resolve_hosts, resolve_ranks
 from .position import CursorError, EpochError, Position, _position
 from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError
+from .batch import register_torchrec
 
 try:  # a torch.utils.data.IterableDataset when torch is there
     from torch.utils.data import IterableDataset as _Base
@@ -481,6 +482,7 @@ class Dataset(_Base):
             raise RuntimeError(_MAIN_ONLY)
         if _worker_info is not None and _collating_loader(1):
             raise TypeError(_BATCHED)
+        register_torchrec()  # the trainer's torchrec, if imported: batch.register_torchrec
         if self._epoch is None:
             return self._stream()
         return self._one_epoch(self._epoch)

@@ -81,7 +81,7 @@ PARK_SECONDS = 0.1  # FUTEX_WAIT timeout, doubles as the liveness period
 OPEN_RETRY_SECONDS = 0.25  # "not finished: retry briefly" (6.5.1)
 LEFTOVER_POLL_SECONDS = 0.05  # how often open() looks again past a leftover (6.7)
 
-from .batch import Batch, _SlotCache, _torch_conv  # noqa: F401
+from .batch import Batch, _SlotCache, _torch_conv, register_torchrec  # noqa: F401
 
 
 from ._core import HEARTBEAT_NS, _Core  # noqa: E402
@@ -336,6 +336,7 @@ class Ring(_SlotParser):
     # Consuming
     # ------------------------------------------------------------------------
     def __iter__(self):
+        register_torchrec()  # the trainer's torchrec, if imported: batch.register_torchrec
         return self
 
     def __next__(self) -> Batch:
@@ -352,6 +353,7 @@ class Ring(_SlotParser):
         ``staging="off"`` copies each tensor with ``.to(device)`` instead;
         ``staging="device"`` takes them from lastmiled's device slots when
         the ring announces them: :mod:`lastmile.devstage`)."""
+        register_torchrec()
         if device is None:
             while True:
                 b = self.next()
