@@ -38,7 +38,9 @@ import logging
 import os
 import struct
 
+from .batch import Batch
 from .format import _lock_free
+from .owned import OwnedBatch
 
 log = logging.getLogger("lastmile")
 
@@ -109,6 +111,32 @@ def slots_alive(fd):
     return not _lock_free(fd, 0) or not _lock_free(fd, DEVICE_SLOTS_LOCK_BYTE)
 
 
+class DeviceStagedBatch(OwnedBatch):
+    """A batch of views of one of lastmiled's device slots: released with
+    its ring slot when the next batch is taken (or the stager closed), and
+    then refused like a released ring batch, instead of reading the bytes
+    lastmiled copies there next. What outlives it is a copy:
+    ``batch.to(device, copy=True)``, ``lastmile.owned.clone(batch)``, or
+    ``Dataset(..., copy=True)``; a torchrec pipeline's ``to(device)``
+    of it is one (docs/python.md, "torchrec training pipelines")."""
+
+    @property
+    def released(self) -> bool:
+        st = getattr(self, "_stager", None)
+        return st is not None and st.released >= self._n
+
+    def _check(self):
+        if self.released:
+            raise RuntimeError(
+                "batch %d was a view of lastmiled's device slot (gpu: {staging: device}), released "
+                "when the next batch was taken: lastmiled copies a later batch there. Keep a copy "
+                "instead (batch.to(device, copy=True), lastmile.owned.clone(batch), or "
+                "lastmile.Dataset(..., copy=True))" % self.seq)
+
+    def __repr__(self):
+        return Batch.__repr__(self).replace("<lastmile.Batch", "<lastmile.DeviceStagedBatch", 1)
+
+
 class DeviceStaging:
     """Stages one ring's batches from the daemon's device slots (module doc).
     Same interface as :class:`lastmile.cuda.HostStaging`."""
@@ -124,6 +152,7 @@ class DeviceStaging:
         self.handed = False  # a batch of device views is out and its slot held
         self.lost = None  # generation whose producer died; not reopened
         self.device_batches = 0  # batches handed out as views of lastmiled's device slots
+        self.released = 0  # of those, how many were released (the next batch was taken)
 
     def before_next(self):
         """Step 3: before the held slot is released, wait until the trainer's
@@ -131,6 +160,7 @@ class DeviceStaging:
         if self.handed:
             self.handed = False
             self.cuda.wait(self.cuda.mark())
+            self.released = self.device_batches
         self.fallback.before_next()
         # Checked here, before the next batch is taken: raising after it
         # was taken would lose it when the trainer iterates again.
@@ -207,7 +237,7 @@ class DeviceStaging:
             return None
 
     def stage(self, batch):
-        from .owned import OwnedBatch, _map
+        from .owned import _map
 
         self._refresh()
         if self.ann is None:
@@ -233,8 +263,10 @@ class DeviceStaging:
         valid = {n: conv(v) for n, v in tb.valid.items()}
         self.handed = True
         self.device_batches += 1
-        return OwnedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
-                          pad_rows=tb.pad_rows)
+        b = DeviceStagedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
+                              pad_rows=tb.pad_rows)
+        b._stager, b._n = self, self.device_batches
+        return b
 
     def _close_handles(self):
         """Close every opened handle, each even if another's close failed;
@@ -265,6 +297,7 @@ class DeviceStaging:
         if self.handed:
             self.handed = False
             self.cuda.wait(self.cuda.mark())
+        self.released = self.device_batches
         try:
             self._close_handles()
         finally:

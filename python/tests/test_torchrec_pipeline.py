@@ -286,7 +286,11 @@ class DeviceStagedLifetimeTests(RingCase):
             b0.record_stream(object())
         # what a prefetching pipeline keeps instead: a copy, valid on
         self.assertFalse(b1.released)
-        self.assertEqual(b1.to("cpu", copy=True)["id"].tolist(), rw.make_batch(1, FIELDS)[0]["id"].tolist())
+        kept = b1.to("cpu", copy=True)
+        self.assertEqual(kept["id"].tolist(), b1["id"].tolist())
+        st.close()
+        self.assertTrue(b1.released)
+        self.assertEqual(len(kept["id"]), rw.rows_for(1))
 
 
 if __name__ == "__main__":
