@@ -293,5 +293,49 @@ class DeviceStagedLifetimeTests(RingCase):
         self.assertEqual(len(kept["id"]), rw.rows_for(1))
 
 
+class _Stream:
+    """A stand-in CUDA stream that logs wait_stream calls."""
+
+    def __init__(self, name, log):
+        self.name, self.log, self.device = name, log, torch.device("cuda:0") if torch else None
+
+    def wait_stream(self, other):
+        self.log.append("%s waits for %s" % (self.name, other.name))
+
+
+class StagedOnAnotherStreamTests(RingCase):
+    """TrainPipelineBase takes a batch on the default stream and calls its
+    to(device) on its memcpy stream: the staged batch is ready (its copy
+    done, lastmiled's event passed) on the first, so the copy on the second
+    must wait for it; and the staging stream, whose mark releases the device
+    slot at the next batch, must come after the copy."""
+
+    def test_to_on_another_stream_waits_for_the_staging_stream_and_the_release_waits_for_the_copy(self):
+        from unittest import mock
+
+        from test_cuda import FakeCUDA
+
+        log = []
+        default, memcpy = _Stream("default", log), _Stream("memcpy", log)
+
+        class Backend(FakeCUDA):
+            def current_stream(self):
+                return default
+
+        ring = self.ring(2)
+        st = lmcuda.HostStaging(ring, "cuda:0", pool=3, backend=Backend(ring))
+        self.addCleanup(st.close)
+        st.before_next()
+        b = st.stage(ring.next(timeout=10))
+        with mock.patch("torch.cuda.current_stream", return_value=memcpy):
+            o = b.to("cpu", True, copy=True)
+        self.assertEqual(log, ["memcpy waits for default", "default waits for memcpy"])
+        self.assertEqual(o["id"].tolist(), b["id"].tolist())
+        log.clear()
+        with mock.patch("torch.cuda.current_stream", return_value=default):
+            b.to("cpu", True, copy=True)  # on the stream it was staged on: nothing to order
+        self.assertEqual(log, [])
+
+
 if __name__ == "__main__":
     unittest.main()
