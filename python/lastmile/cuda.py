@@ -154,6 +154,10 @@ class TorchCUDA:
         ev.record(self.torch.cuda.current_stream(self.device))
         return ev
 
+    def current_stream(self):
+        """The trainer's current stream: where a staged batch is ready."""
+        return self.torch.cuda.current_stream(self.device)
+
     def wait(self, ev):
         ev.synchronize()
 
@@ -240,7 +244,7 @@ class StagedBatch(OwnedBatch):
     released once a later batch is staged into that slot (``pool`` batches
     later), and then refused like a released ring batch."""
 
-    __slots__ = ("_stager", "_staged")
+    __slots__ = ("_stager", "_staged", "_ready_on")
 
     @property
     def released(self) -> bool:
@@ -340,6 +344,7 @@ class HostStaging:
         b = StagedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
                         pad_rows=tb.pad_rows)
         b._stager, b._staged = self, self.i - 1
+        b._ready_on = ready_on(self.cuda)
         return b
 
     def close(self):
@@ -357,6 +362,13 @@ class HostStaging:
             self.map.close()
             self.map = None
             self.slots = [None] * len(self.slots)
+
+
+def ready_on(backend):
+    """The stream a batch staged now is ready on (the trainer's current
+    one), or None for a backend that does not say (the tests' stand-ins)."""
+    f = getattr(backend, "current_stream", None)
+    return f() if f is not None else None
 
 
 class HostCopies:

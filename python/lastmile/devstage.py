@@ -237,6 +237,7 @@ class DeviceStaging:
             return None
 
     def stage(self, batch):
+        from .cuda import ready_on
         from .owned import _map
 
         self._refresh()
@@ -266,6 +267,7 @@ class DeviceStaging:
         b = DeviceStagedBatch(None, tb._fields, data, valid, tb.rows, tb.seq, tb.cursor, tb.flags, True,
                               pad_rows=tb.pad_rows)
         b._stager, b._n = self, self.device_batches
+        b._ready_on = ready_on(self.cuda)
         return b
 
     def _close_handles(self):
@@ -410,6 +412,9 @@ class DriverIPC:
         ev = self.torch.cuda.Event()
         ev.record(self.torch.cuda.current_stream(self.device))
         return ev
+
+    def current_stream(self):
+        return self.torch.cuda.current_stream(self.device)
 
     def wait(self, ev):
         ev.synchronize()

@@ -14,6 +14,8 @@ the next one is taken.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .batch import Batch
@@ -109,8 +111,9 @@ def clone(batch) -> OwnedBatch:
     :class:`OwnedBatch`'s too: a staged batch's tensors are views of a
     device slot that a later batch reuses (lastmile.cuda)."""
     batch._check()
-    data = {n: _map(v, _clone) for n, v in batch._data.items()}
-    valid = {n: _clone(v) for n, v in batch.valid.items()}
+    with _after_staging(batch):
+        data = {n: _map(v, _clone) for n, v in batch._data.items()}
+        valid = {n: _clone(v) for n, v in batch.valid.items()}
     return _like(batch, data, valid, True)
 
 
@@ -154,9 +157,35 @@ def to_device(batch, device, *, non_blocking=False, copy=False) -> Batch:
     def conv(t):
         return t.to(dev, non_blocking=non_blocking, copy=True)
 
-    data = {n: _map(v, conv) for n, v in src._data.items()}
-    valid = {n: conv(v) for n, v in src.valid.items()}
+    with _after_staging(batch):
+        data = {n: _map(v, conv) for n, v in src._data.items()}
+        valid = {n: conv(v) for n, v in src.valid.items()}
     return _like(src, data, valid, True)
+
+
+@contextlib.contextmanager
+def _after_staging(batch):
+    """Around copies of a staged batch (``Dataset(device=...)``,
+    lastmile.cuda and lastmile.devstage) queued on another stream than the
+    one it was staged on (``_ready_on``, where its copy or lastmiled's
+    event was waited for): that stream first waits for the staging stream,
+    and the staging stream, whose mark releases the slot when the next
+    batch is taken, then waits for the copies. torchrec's TrainPipelineBase
+    takes a batch on its default stream and calls ``to(device)`` on its
+    memcpy stream."""
+    ready = getattr(batch, "_ready_on", None)
+    if ready is None:
+        yield
+        return
+    import torch
+
+    cur = torch.cuda.current_stream(ready.device)
+    if cur == ready:
+        yield
+        return
+    cur.wait_stream(ready)
+    yield
+    ready.wait_stream(cur)
 
 
 def _on_cpu(b, torch):
