@@ -53,6 +53,34 @@ FAKE = {
             def to(self, device, non_blocking):
                 ...
     ''',
+    "torchrec/sparse/__init__.py": "",
+    "torchrec/sparse/jagged_tensor.py": '''
+        class KeyedJaggedTensor:
+            def __init__(self, keys, values, lengths=None, offsets=None, weights=None, stride=None):
+                self.keys, self.values, self.lengths, self.offsets = keys, values, lengths, offsets
+                self.weights, self.stride = weights, stride
+    ''',
+    "torchrec/datasets/__init__.py": "",
+    "torchrec/datasets/utils.py": '''
+        from dataclasses import dataclass
+
+        from torchrec.streamable import Pipelineable
+
+        @dataclass
+        class Batch(Pipelineable):
+            dense_features: object
+            sparse_features: object
+            labels: object
+
+            def to(self, device, non_blocking=False):
+                return self
+
+            def record_stream(self, stream):
+                pass
+
+            def pin_memory(self):
+                return self
+    ''',
     "torchrec/distributed/__init__.py": "",
     "torchrec/distributed/train_pipeline/__init__.py": '''
         from torchrec.streamable import Multistreamable, Pipelineable
@@ -108,6 +136,7 @@ class _FakeTorchrec:
         sys.path.insert(0, self.dir)
         importlib.invalidate_caches()
         self.streamable = importlib.import_module("torchrec.streamable")
+        self.jagged_tensor = importlib.import_module("torchrec.sparse.jagged_tensor")
         self.pipeline = importlib.import_module("torchrec.distributed.train_pipeline")
         return self
 
@@ -335,6 +364,76 @@ class StagedOnAnotherStreamTests(RingCase):
         with mock.patch("torch.cuda.current_stream", return_value=default):
             b.to("cpu", True, copy=True)  # on the stream it was staged on: nothing to order
         self.assertEqual(log, [])
+
+
+def _hand_made(rows=3):
+    """A CPU torch OwnedBatch with a [rows, 2] float32, a [rows] float64 and
+    an int64 label field, and a jagged field of keys a and b."""
+    from lastmile.format import Field, KeyedJagged
+
+    fields = [Field(0, "x", "dense", 9, (2,), False, False), Field(1, "d", "dense", 10, (), False, False),
+              Field(2, "label", "dense", 6, (), False, False),
+              Field(3, "sparse", "jagged", 6, (), False, False, keys=("a", "b"))]
+    lengths = torch.tensor([1, 0, 2, 1, 1, 1])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    data = {"x": torch.arange(rows * 2, dtype=torch.float32).view(rows, 2),
+            "d": torch.arange(rows, dtype=torch.float64) / 2,
+            "label": torch.arange(rows) % 2,
+            "sparse": KeyedJagged(("a", "b"), torch.arange(6), lengths, offsets)}
+    return OwnedBatch(None, fields, data, {}, rows, 0, lastmile.Cursor(0, 0, 0, False), 0, True)
+
+
+@unittest.skipIf(torch is None, "needs torch")
+class TorchrecBatchTests(unittest.TestCase):
+    """batch.torchrec(dense=, sparse=, labels=): the structure torchrec's
+    models take (torchrec.datasets.utils.Batch), whose sparse_features is
+    the KJT TrainPipelineSparseDist's input dist reads."""
+
+    def test_torchrec_gives_torchrecs_batch_of_dense_sparse_and_labels(self):
+        b = _hand_made()
+        with _FakeTorchrec() as fake:
+            tb = b.torchrec(dense=["x", "d"], sparse="sparse", labels="label")
+            utils = sys.modules["torchrec.datasets.utils"]
+            self.assertIsInstance(tb, utils.Batch)
+            self.assertIsInstance(tb.sparse_features, fake.jagged_tensor.KeyedJaggedTensor)
+        self.assertEqual(tb.sparse_features.keys, ["a", "b"])
+        self.assertEqual(tb.dense_features.dtype, torch.float32)
+        self.assertEqual(tb.dense_features.tolist(), [[0, 1, 0], [2, 3, 0.5], [4, 5, 1]])
+        self.assertEqual(tb.labels.tolist(), [0, 1, 0])
+
+    def test_one_float32_dense_field_is_taken_zero_copy(self):
+        b = _hand_made()
+        tb = b.torchrec(dense="x", sparse="sparse", labels="label")
+        self.assertEqual(tb.dense_features.data_ptr(), b["x"].data_ptr())
+        self.assertEqual(tb.labels.data_ptr(), b["label"].data_ptr())
+
+    def test_a_one_column_dense_field_becomes_a_column(self):
+        tb = _hand_made().torchrec(dense=["d"], sparse="sparse", labels="label")
+        self.assertEqual(tuple(tb.dense_features.shape), (3, 1))
+
+    def test_without_torchrec_the_result_is_a_pipelineable_stand_in(self):
+        self.assertNotIn("torchrec", sys.modules)
+        b = _hand_made()
+        tb = b.torchrec(dense="x", sparse="sparse", labels="label")
+        self.assertIsInstance(tb, lastmile.TorchrecBatch)
+        self.assertIsInstance(tb.sparse_features, lastmile.KeyedJagged)
+        moved = tb.to("cpu", True)
+        self.assertEqual(moved.dense_features.tolist(), b["x"].tolist())
+        self.assertEqual(moved.sparse_features.lengths.tolist(), b["sparse"].lengths.tolist())
+        self.assertIsNone(tb.record_stream(object()))
+        self.assertTrue(callable(tb.pin_memory))
+        with _FakeTorchrec() as fake:
+            lastmile.register_torchrec()
+            self.assertIsInstance(tb, fake.streamable.Pipelineable)
+
+    def test_unknown_or_wrong_kind_of_field_is_refused(self):
+        b = _hand_made()
+        with self.assertRaises(KeyError):
+            b.torchrec(dense="nope", sparse="sparse", labels="label")
+        with self.assertRaisesRegex(TypeError, "jagged"):
+            b.torchrec(dense="x", sparse="x", labels="label")
+        with self.assertRaisesRegex(TypeError, "dense"):
+            b.torchrec(dense="sparse", sparse="sparse", labels="label")
 
 
 if __name__ == "__main__":
