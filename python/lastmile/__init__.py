@@ -46,7 +46,7 @@ from .ring import (
     inspect,
 )
 
-from .batch import register_torchrec
+from .batch import TorchrecBatch, register_torchrec
 from .owned import OwnedBatch
 
 register_torchrec()  # with torchrec's Pipelineable, if the trainer imported torchrec first
@@ -103,6 +103,7 @@ __all__ = [
     "RingError",
     "RingFormatError",
     "RingVersionError",
+    "TorchrecBatch",
     "inspect",
     "register_torchrec",
 ]

@@ -329,6 +329,50 @@ class Batch:
         return KeyedJaggedTensor(keys=list(v.keys), values=v.values, weights=w, lengths=v.lengths,
                                  offsets=v.offsets, stride=v.stride)
 
+    def torchrec(self, *, dense, sparse, labels):
+        """This batch as the input torchrec's models take: a
+        ``torchrec.datasets.utils.Batch(dense_features, sparse_features,
+        labels)`` when torchrec imports, else a :class:`TorchrecBatch` with
+        the same fields and methods (``to``, ``record_stream``,
+        ``pin_memory``). ``TrainPipelineSparseDist`` finds the KJT its
+        sharded modules' input dist reads as ``batch.sparse_features``.
+
+        ``dense``: a dense field's name or a list of them, their columns
+        side by side as one float32 ``[rows, D]`` tensor (a ``[rows]`` field
+        is one column); one float32 field is taken as it is, zero-copy, the
+        others are cast and concatenated (a copy). ``sparse``: a jagged
+        field, as :meth:`kjt`. ``labels``: a dense field, as it is. Nulls
+        read as 0 (see ``valid``).
+
+        The tensors are this batch's: a ring batch's are views of its slot,
+        valid until the next batch is taken, so move them (``to(device)``,
+        which a pipeline calls before it takes the next batch) or copy them
+        before (``Dataset(copy=True)`` for a pipeline on the CPU, whose
+        ``to("cpu")`` keeps them). A staged batch (``Dataset(device=...)``),
+        whose device slot a later batch reuses, is copied on its device
+        first."""
+        if getattr(self, "_stager", None) is not None:
+            from .owned import clone
+
+            t = clone(self)
+        else:
+            t = self.torch()
+        import torch
+
+        cols = []
+        for name in [dense] if isinstance(dense, str) else list(dense):
+            x = t[_dense_field(t, name, "dense")]
+            cols.append(x.reshape(x.shape[0], -1) if x.dim() != 2 else x)
+        if not cols:
+            raise ValueError("torchrec(dense=[]): name at least one dense field")
+        if len(cols) == 1:
+            d = cols[0].to(torch.float32)
+        else:
+            d = torch.cat([c.to(torch.float32) for c in cols], dim=1)
+        k = t.kjt(sparse)
+        y = t[_dense_field(t, labels, "labels")]
+        return _torchrec_batch()(dense_features=d, sparse_features=k, labels=y)
+
     def __repr__(self):
         state = ", released" if self.released else ""
         pad = ""
@@ -359,13 +403,89 @@ def _torchrec_kjt():
     return getattr(m, "KeyedJaggedTensor", None) if m is not None else None
 
 
+def _dense_field(t, name, arg):
+    f = t.field(name)  # KeyError for an unknown name
+    if f.kind != "dense":
+        raise TypeError("torchrec(%s=%r): the field is %s, not dense" % (arg, name, f.kind))
+    return name
+
+
+class TorchrecBatch:
+    """What :meth:`Batch.torchrec` returns where ``torchrec.datasets.utils``
+    does not import: torchrec's ``Batch`` fields (``dense_features``,
+    ``sparse_features``: a KeyedJaggedTensor, or without torchrec a
+    :class:`KeyedJagged` of tensors, ``labels``) and its Pipelineable
+    methods; registered with torchrec's ``Pipelineable`` as
+    :class:`Batch` is (:func:`register_torchrec`)."""
+
+    __slots__ = ("dense_features", "sparse_features", "labels")
+
+    def __init__(self, dense_features, sparse_features, labels):
+        self.dense_features = dense_features
+        self.sparse_features = sparse_features
+        self.labels = labels
+
+    def _parts(self):
+        return (self.dense_features, self.sparse_features, self.labels)
+
+    def to(self, device, non_blocking=False) -> "TorchrecBatch":
+        return TorchrecBatch(*(_each(v, lambda x: x.to(device=device, non_blocking=non_blocking))
+                               for v in self._parts()))
+
+    def pin_memory(self) -> "TorchrecBatch":
+        return TorchrecBatch(*(_each(v, lambda x: x.pin_memory()) for v in self._parts()))
+
+    def record_stream(self, stream) -> None:
+        """``record_stream(stream)`` on every part on a device (a no-op on the CPU)."""
+        for v in self._parts():
+            for x in (v if _is_named_tuple(v) else (v,)):
+                dev = getattr(x, "device", None)
+                dev = dev() if callable(dev) else dev  # a KJT's device() is a method
+                if dev is not None and dev.type != "cpu":
+                    x.record_stream(stream)
+
+    def __repr__(self):
+        return "<lastmile.TorchrecBatch dense_features=%s sparse_features=%s labels=%s>" % (
+            tuple(getattr(self.dense_features, "shape", ())), type(self.sparse_features).__name__,
+            tuple(getattr(self.labels, "shape", ())))
+
+
+def _is_named_tuple(v):
+    return isinstance(v, tuple) and hasattr(v, "_fields")
+
+
+def _each(v, f):
+    """``f`` of ``v``, or of every tensor of a named tuple (KeyedJagged: its
+    keys kept)."""
+    if _is_named_tuple(v):
+        return type(v)(*(x if x is None or isinstance(x, (str, tuple, list)) else f(x) for x in v))
+    return f(v)
+
+
+_TORCHREC_BATCH = "torchrec.datasets.utils"
+_torchrec_batch_missing = False
+
+
+def _torchrec_batch():
+    """torchrec.datasets.utils.Batch where torchrec imports (and that
+    module with it: it needs iopath), else :class:`TorchrecBatch`."""
+    global _torchrec_batch_missing
+    m = sys.modules.get(_TORCHREC_BATCH)
+    if m is None and not _torchrec_batch_missing and _torchrec_kjt() is not None:
+        try:
+            from torchrec.datasets import utils as m
+        except ImportError:
+            _torchrec_batch_missing = True
+    return (getattr(m, "Batch", None) or TorchrecBatch) if m is not None else TorchrecBatch
+
+
 _TORCHREC_STREAMABLE = "torchrec.streamable"
 _registered_with = None  # the Pipelineable class Batch is registered with
 
 
 def register_torchrec() -> bool:
     """Registers :class:`Batch` (so every batch class of lastmile: owned,
-    staged) as a virtual subclass of ``torchrec.streamable.Pipelineable``,
+    staged) and :class:`TorchrecBatch` as virtual subclasses of ``torchrec.streamable.Pipelineable``,
     which torchrec's training pipelines check a batch against
     (``isinstance``) before ``to(device, non_blocking)`` and
     ``record_stream(stream)``. Only once the trainer has imported torchrec:
@@ -379,6 +499,7 @@ def register_torchrec() -> bool:
         return False
     if _registered_with is not p:
         p.register(Batch)
+        p.register(TorchrecBatch)
         _registered_with = p
     return True
 
