@@ -426,6 +426,18 @@ class TorchrecBatchTests(unittest.TestCase):
             lastmile.register_torchrec()
             self.assertIsInstance(tb, fake.streamable.Pipelineable)
 
+    def test_a_staged_batch_is_copied_first_as_its_device_slot_is_reused(self):
+        class Stager:
+            i, slots = 1, [None] * 3
+
+        h = _hand_made()
+        b = lmcuda.StagedBatch(None, h._fields, h._data, {}, h.rows, h.seq, h.cursor, h.flags, True)
+        b._stager, b._staged, b._ready_on = Stager(), 0, None
+        tb = b.torchrec(dense="x", sparse="sparse", labels="label")
+        self.assertEqual(tb.dense_features.tolist(), h["x"].tolist())
+        self.assertNotEqual(tb.dense_features.data_ptr(), h["x"].data_ptr())
+        self.assertNotEqual(tb.sparse_features.values.data_ptr(), h["sparse"].values.data_ptr())
+
     def test_unknown_or_wrong_kind_of_field_is_refused(self):
         b = _hand_made()
         with self.assertRaises(KeyError):
