@@ -43,7 +43,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import time
 import weakref
 
@@ -53,6 +52,8 @@ from .hosts import exchange, usable_group
 from .ranks import resolve_hosts, resolve_ranks
 from .position import CursorError, EpochError, Position, _position
 from .ring import ProducerDiedError, ProducerHungError, Ring, RingBusyError
+from ._epochs import _Epochs
+from ._loader import _BATCHED, _MAIN_ONLY, _collating_loader, _register_collate
 from .batch import register_torchrec
 
 try:  # a torch.utils.data.IterableDataset when torch is there
@@ -64,19 +65,6 @@ except Exception:  # torch is optional
 
 __all__ = ["CursorError", "Dataset", "EpochError", "Position", "resolve_hosts", "resolve_ranks"]
 
-_MAIN_ONLY = (
-    "lastmile.Dataset is read in the trainer's main process: use DataLoader(ds, "
-    "batch_size=None, num_workers=0). The ring is the worker: lastmiled decodes in parallel "
-    "and keeps the ring's slots filled ahead of the trainer, and a DataLoader worker process "
-    "would attach as a second consumer of this rank's ring (refused) and copy every batch "
-    "through a queue")
-
-_BATCHED = (
-    "lastmile.Dataset yields whole batches (the job spec's batch.size rows each): pass "
-    "batch_size=None to the DataLoader, DataLoader(ds, batch_size=None). torch's default "
-    "batch_size=1 makes default_collate stack lists of batches, which it cannot do (and a "
-    "zero-copy batch is not valid once the next one is taken)")
-
 _OLD_DICT_HASH = (
     " (a checkpoint made before 2026-11-29 from a dict spec named it by its key order: if "
     "that spec differs from this one only in key order, strict=False is right)")
@@ -84,53 +72,11 @@ _OLD_DICT_HASH = (
 log = logging.getLogger("lastmile")
 
 
-def _refuse_collate(batch, *, collate_fn_map=None):
-    """default_collate's entry for a lastmile.Batch: say what to do instead."""
-    took = ""
-    try:
-        c = batch[0].cursor
-        took = (" (batch %d of epoch %d was taken from the ring before this: the dataset's "
-                "cursor is past it)" % (c.batch_index, c.epoch))
-    except Exception:  # noqa: BLE001 - only the message's detail
-        pass
-    raise TypeError(_BATCHED + took)
-
-
-def _register_collate():
-    """Make torch's default_collate refuse a Batch saying so (torch 1.13+
-    has a map of element type to collate function, default_collate_fn_map;
-    without it, default_collate fails with its own words)."""
-    try:
-        from torch.utils.data._utils.collate import default_collate_fn_map
-    except Exception:  # noqa: BLE001 - another torch: its own error stands
-        return
-    from .batch import Batch
-
-    default_collate_fn_map.setdefault(Batch, _refuse_collate)
-
-
-def _collating_loader(depth):
-    """True when the frame ``depth`` above is a torch DataLoader starting to
-    fetch from the dataset with automatic batching and default_collate
-    (``batch_size`` not None, no collate_fn of its own): torch's
-    ``_IterableDatasetFetcher.__init__`` calls ``iter(dataset)``, before any
-    batch is taken. False when it cannot tell."""
-    try:
-        from torch.utils.data._utils.collate import default_collate
-        from torch.utils.data._utils.fetch import _IterableDatasetFetcher
-
-        loc = sys._getframe(depth + 1).f_locals
-        return (isinstance(loc.get("self"), _IterableDatasetFetcher)
-                and loc.get("auto_collation") is True and loc.get("collate_fn") is default_collate)
-    except Exception:  # noqa: BLE001 - another torch: default_collate's entry says it
-        return False
-
-
 if _worker_info is not None:
     _register_collate()
 
 
-class Dataset(_Base):
+class Dataset(_Epochs, _Base):
     """The batches of one rank of a lastmiled job. See the module docstring.
 
     ``spec_or_path``: a job spec file (YAML or JSON; relative inputs are
@@ -497,96 +443,6 @@ class Dataset(_Base):
             if b is None:
                 return
             yield b
-
-    def set_epoch(self, epoch):
-        """Make iteration yield epoch ``epoch`` only (from the cursor when it
-        stands inside it; nothing when the epoch is already done). ``None``:
-        straight through again. Raises :class:`EpochError` at iteration when
-        the cursor is in an earlier epoch (its rest would be skipped)."""
-        if epoch is not None:
-            epoch = int(epoch)
-            if epoch < 0:
-                raise ValueError("epoch %d: epochs count from 0" % epoch)
-        self._epoch = epoch
-
-    def epochs(self):
-        """The epochs from the cursor's to the job's last, one at a time; each
-        is set with :meth:`set_epoch` before it is yielded::
-
-            for epoch in ds.epochs():
-                for batch in ds:          # or a DataLoader over ds
-                    ...
-
-        A loop that leaves an epoch early skips the rest of it before the
-        next: ``ds.load_state_dict({**ds.state_dict(), "cursor": {"epoch":
-        epoch + 1, "batch": 0}})``; else the next epoch raises EpochError.
-        """
-        if _worker_info is not None and _worker_info() is not None:
-            raise RuntimeError(_MAIN_ONLY)
-        e = self._where_now()
-        if e is None:
-            return
-        e = e.epoch
-        n = self.num_epochs
-        try:
-            while not n or e < n:
-                self.set_epoch(e)
-                yield e
-                e += 1
-        finally:
-            self._epoch = None
-
-    def _where_now(self):
-        """The cursor, attaching to learn it from the daemon if needed; None
-        at the end of the stream."""
-        if self._pending is not None:
-            c = self._pending.cursor
-            return Position(c.epoch, c.batch_index)
-        if self._cursor is None and not self._ended:
-            self._ensure_ring()
-        c, n = self._cursor, self._per_epoch
-        if c is not None and c.batch > 0 and n is not None and c.batch == n:
-            # (e, n) is the end of epoch e: epoch e + 1 is the current one
-            c = self._cursor = Position(c.epoch + 1, 0)
-        return c
-
-    def _one_epoch(self, e):
-        while True:
-            if self._ended and self._pending is None:
-                return  # the job's stream is over: every epoch is done (a job of no batch stays at (0, 0))
-            c = self._where_now()
-            if c is None:  # the daemon did not say where the rank stands: look
-                b = self.next()
-                if b is None:
-                    return
-                if b.cursor.epoch != e:
-                    self._unread(b)
-                    continue
-                yield b
-                continue
-            if c.epoch > e:
-                return
-            if c.epoch < e:
-                raise EpochError(
-                    "rank %d of job %s stands at batch %d of epoch %d: epoch %d would skip the "
-                    "rest of epoch %d; iterate epoch %d to its end first (ds.set_epoch(%d)), or, "
-                    "to leave it early (a loop that breaks out of an epoch), skip its rest before "
-                    "epoch %d's first batch: "
-                    'ds.load_state_dict({**ds.state_dict(), "cursor": {"epoch": %d, "batch": 0}})'
-                    % (self.rank, self.job_id, c.batch, c.epoch, e, c.epoch, c.epoch, c.epoch,
-                       e, e))
-            b = self.next()
-            if b is None:
-                return
-            if b.cursor.epoch != e:  # an (e, n) cursor before the batches per epoch were known
-                self._unread(b)
-                return
-            yield b
-
-    def _unread(self, b):
-        """Give ``b`` back: the next :meth:`next` returns it again."""
-        self._pending = b
-        self._cursor = Position(b.cursor.epoch, b.cursor.batch_index)
 
     # -- length ---------------------------------------------------------------
     def __len__(self):
