@@ -107,7 +107,10 @@ type PipelineReport struct {
 	// it happens to be the faster count must not become (g)'s reference.
 	LeanRow   map[string]any `json:"lean_row_baseline"`
 	LeanBatch map[string]any `json:"lean_batch_baseline"`
-	Targets   []Target       `json:"targets"`
+	// Lean is the leanest main process of all variants: (g)'s reference,
+	// as Best is (f)'s.
+	Lean    map[string]any `json:"lean_baseline"`
+	Targets []Target       `json:"targets"`
 	// V2 is the first epoch against decode alone on the same rows with v2
 	// pages and the page index; PageSkip the list pages without a kept
 	// row (pipeline_skip.go).
@@ -357,6 +360,9 @@ func (r *PipelineReport) addBaseline(m map[string]any) {
 	if better(m, r.Best) {
 		r.Best = m
 	}
+	if leaner(m, r.Lean) {
+		r.Lean = m
+	}
 	switch m["style"] {
 	case "row":
 		if better(m, r.BestRow) {
@@ -534,16 +540,21 @@ func (r *PipelineReport) evaluate() {
 	if v := r.V2; v != nil && v.FirstEpoch.CPUSeconds > 0 && v.DecodeOnly.CPUSeconds > 0 {
 		info("  the same by CPU, v2 pages with the page index", v.DecodeOnly.CPUSeconds/v.FirstEpoch.CPUSeconds, ">=", 1.0)
 	}
-	// (f) The issue's baseline is a DataLoader with default_collate, i.e. a
-	// map-style Dataset whose __getitem__ returns one row: the row style.
-	// The vectorized batch style is stronger than what users write and is
-	// reported beside it. A training job filters once and iterates, so the
-	// baselines' steady rate leaves out their one-off filtering pass.
-	if b := num(r.BestRow["steady_rows_per_s"]); b > 0 {
-		add("pipeline rows/s / DataLoader rows/s (per-row Dataset, default_collate)", r.Pipeline.OutRowsPS/b, ">=", 1.5)
+	// (f) The targets are held against the strongest baseline run: the
+	// fastest variant of any style (in practice the vectorized batch
+	// style). The issue's baseline, a per-row Dataset with
+	// default_collate, is weaker and reported beside it. A training job
+	// filters once and iterates, so the baselines' steady rate leaves out
+	// their one-off filtering pass.
+	if b := num(r.Best["steady_rows_per_s"]); b > 0 {
+		add(fmt.Sprintf("pipeline rows/s / DataLoader rows/s (the fastest: %v style, num_workers %v)", r.Best["style"], r.Best["workers"]), r.Pipeline.OutRowsPS/b, ">=", 1.5)
 		add("  the same, first epoch (no cached unit)", r.FirstEpoch.OutRowsPS/b, ">=", 1.5)
 	}
-	if b := num(r.BestBatch["steady_rows_per_s"]); b > 0 {
+	if b := num(r.BestRow["steady_rows_per_s"]); b > 0 && r.BestRow["style"] != r.Best["style"] {
+		info("pipeline rows/s / per-row DataLoader rows/s (default_collate, the issue's baseline)", r.Pipeline.OutRowsPS/b, ">=", 1.5)
+		info("  the same, first epoch (no cached unit)", r.FirstEpoch.OutRowsPS/b, ">=", 1.5)
+	}
+	if b := num(r.BestBatch["steady_rows_per_s"]); b > 0 && r.BestBatch["style"] != r.Best["style"] {
 		info("pipeline rows/s / vectorized batch-style DataLoader rows/s", r.Pipeline.OutRowsPS/b, ">=", 1.5)
 		info("  the same, first epoch (no cached unit)", r.FirstEpoch.OutRowsPS/b, ">=", 1.5)
 	}
@@ -553,13 +564,16 @@ func (r *PipelineReport) evaluate() {
 	// batches back to back, so the like-for-like figure for lastmile is its
 	// trainer taking batches that wait in the ring; with a training step
 	// between batches both run on an idle, cold CPU, reported beside it.
-	// Each style's reference is its leanest main process (LeanRow).
+	// The reference is the leanest main process of any style and worker
+	// count (Lean); the other style's leanest is reported beside it.
 	ready := num(r.TrainerReady["cpu_ms_per_batch"])
-	if b := num(r.LeanRow["main_cpu_ms_per_batch"]); b > 0 && ready > 0 {
-		add(fmt.Sprintf("trainer CPU per batch, batches waiting / DataLoader main CPU per batch (per-row, num_workers %v)", r.LeanRow["workers"]), ready/b, "<=", 0.01)
+	if b := num(r.Lean["main_cpu_ms_per_batch"]); b > 0 && ready > 0 {
+		add(fmt.Sprintf("trainer CPU per batch, batches waiting / DataLoader main CPU per batch (the leanest: %v style, num_workers %v)", r.Lean["style"], r.Lean["workers"]), ready/b, "<=", 0.01)
 	}
-	if b := num(r.LeanBatch["main_cpu_ms_per_batch"]); b > 0 && ready > 0 {
-		info("  the same against the batch-style DataLoader", ready/b, "<=", 0.01)
+	for _, o := range []map[string]any{r.LeanRow, r.LeanBatch} {
+		if b := num(o["main_cpu_ms_per_batch"]); b > 0 && ready > 0 && o["style"] != r.Lean["style"] {
+			info(fmt.Sprintf("  the same against the %v-style DataLoader (num_workers %v)", o["style"], o["workers"]), ready/b, "<=", 0.01)
+		}
 	}
 	if step := num(r.TrainerStep["cpu_ms_per_batch"]); step > 0 {
 		for _, b := range r.BaselinesStep {
