@@ -318,17 +318,20 @@ func measureTrainerCPU(ctx context.Context, cfg PipelineConfig, job *spec.Job, r
 	return nil
 }
 
-// measureBaselines runs each of cfg.BaselineVariants (f), keeping the best
-// overall and of each style, then the best of each style again with the
-// training step of r.StepMS (g).
+// measureBaselines runs each of cfg.BaselineVariants (f) cfg.Repeats
+// times, as often as the pipeline runs, keeping the best overall and of
+// each style, then the best of each style again with the training step of
+// r.StepMS (g).
 func measureBaselines(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport, npyDir, spam string) error {
-	for _, v := range cfg.BaselineVariants {
-		fmt.Fprintf(cfg.Log, "(f) baseline: DataLoader, %s style, num_workers %d ...\n", v.Style, v.Workers)
-		m, err := runBaseline(ctx, cfg, job, v, npyDir, spam)
-		if err != nil {
-			return err
+	for i := range cfg.Repeats {
+		for _, v := range cfg.BaselineVariants {
+			fmt.Fprintf(cfg.Log, "(f) baseline: DataLoader, %s style, num_workers %d, run %d of %d ...\n", v.Style, v.Workers, i+1, cfg.Repeats)
+			m, err := runBaseline(ctx, cfg, job, v, npyDir, spam)
+			if err != nil {
+				return err
+			}
+			r.addBaseline(m)
 		}
-		r.addBaseline(m)
 	}
 	for _, b := range []map[string]any{r.LeanRow, r.LeanBatch} {
 		if b == nil {
