@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -252,6 +253,28 @@ class TestCommandLine(unittest.TestCase):
         r = self.run_cli("--no-shuffle")
         self.assertEqual(r["batches"], r["kept_rows"] // 256)
         self.assertFalse(r["shuffle"])
+
+
+class TestSetupLeftOut(unittest.TestCase):
+    def test_main_cpu_per_batch_leaves_out_the_filtering_pass(self):
+        # The filtering pass runs once per job, before any batch: like
+        # steady_rows_per_s, the main process's CPU per batch (the
+        # reference of (g)) leaves it out. Here it burns 0.5 CPU s.
+        real = dl.filter_rows
+
+        def slow_filter(*a, **k):
+            t0 = time.process_time()
+            while time.process_time() - t0 < 0.5:
+                pass
+            return real(*a, **k)
+
+        dl.filter_rows = slow_filter
+        try:
+            r = dl.run(NPY, SPAM, style="batch", batch=256, workers=0, max_batches=3)
+        finally:
+            dl.filter_rows = real
+        self.assertGreaterEqual(r["main_cpu_seconds"], 0.5)
+        self.assertLess(r["main_cpu_ms_per_batch"] * r["batches"] / 1e3, 0.4, r)
 
 
 if __name__ == "__main__":
