@@ -38,7 +38,12 @@ func Answer(spine *Report, pipe *PipelineReport, spill *SpillReport) string {
 
 // Targets returns the spill measurement's target as a Target.
 func (r *SpillReport) Targets() []Target {
-	return []Target{{Name: "spill: 1 core + a 1-core peer / 1 core alone", Value: r.Speedup, Op: ">=", Target: r.Target, Met: r.Met}}
+	t := []Target{{Name: "spill: 1 core + a 1-core peer / 1 core alone (the spec's units)", Value: r.Speedup, Op: ">=", Target: r.Target, Met: r.Met}}
+	if r.LocalSlicedSeconds > 0 && r.SpillSeconds > 0 {
+		t = append(t, Target{Name: "  the same against 1 core alone on the peer run's smaller units", Value: r.LocalSlicedSeconds / r.SpillSeconds,
+			Op: ">=", Target: r.Target, Info: true})
+	}
+	return t
 }
 
 // WriteTargets prints targets, one a line, with whether each was met.

@@ -122,10 +122,11 @@ func contend(ctx context.Context, specPath, dir string, ready io.Writer) error {
 	if err != nil {
 		return err
 	}
-	job, err := spillJob(cfg, text, dir+"/parquet", dir+"/spam.parquet")
+	alone, err := spillJob(cfg, text, dir+"/parquet", dir+"/spam.parquet")
 	if err != nil {
 		return err
 	}
+	job := slicedJob(alone)
 	up, err := engine.NewUnitProcessor(ctx, job, nil, 1)
 	if err != nil {
 		return err
