@@ -47,7 +47,8 @@ type PipelineConfig struct {
 	// bench/baseline/dataloader.py.
 	Python, PythonPath, Baseline string
 	// BaselineVariants are the DataLoader variants measured (default
-	// batch and row styles with 0 and 2 workers).
+	// batch and row styles with 0 and 2 workers, and with Workers where
+	// that is more).
 	BaselineVariants []BaselineVariant
 	Repeats          int
 	Log              io.Writer
@@ -165,6 +166,10 @@ func (c *PipelineConfig) defaults() {
 	}
 	if len(c.BaselineVariants) == 0 {
 		c.BaselineVariants = []BaselineVariant{{"batch", 0}, {"batch", 2}, {"row", 0}, {"row", 2}}
+		if c.Workers > 2 {
+			// As many DataLoader workers as the pipeline has decode workers.
+			c.BaselineVariants = append(c.BaselineVariants, BaselineVariant{"batch", c.Workers}, BaselineVariant{"row", c.Workers})
+		}
 	}
 	if c.Repeats <= 0 {
 		c.Repeats = 1

@@ -28,8 +28,9 @@ parts (-only picks one; all by default):
             epoch on v2 pages with the page index too, and the list
             pages holding no kept row (page_skip); (f) rows/s
             against the PyTorch DataLoader baselines (row and batch style,
-            0 and 2 workers; -skip-baselines leaves them out); (g) the
-            trainer's CPU per batch against the baseline's
+            0 and 2 workers and as many as the pipeline's decode workers;
+            -skip-baselines leaves them out), held to the fastest; (g) the
+            trainer's CPU per batch against the leanest baseline's
   spill     the -spill-pipeline spec on 1 core, then on 1 core plus a CPU
             peer (a second process on another core, over mutual TLS): the
             speed-up spilling units to a peer gives (target 1.8x), and the
