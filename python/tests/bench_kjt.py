@@ -1,4 +1,4 @@
-"""Trainer CPU of Batch.kjt() for a weighted KeyedJaggedTensor: the ring's
+"""Trainer time (wall, perf_counter) of Batch.kjt() for a weighted KeyedJaggedTensor: the ring's
 own weights (a jagged op with ``weights:``, ring format 3) against gathering
 them from a ragged field per batch (``kjt(name, weights={...})``).
 
