@@ -57,3 +57,32 @@ func TestPipelineTargetsHoldTheStrongestBaseline(t *testing.T) {
 		t.Errorf("(g) %q does not name its reference", g[0].Name)
 	}
 }
+
+// A baseline run whose workers made the epoch first (--ready) is a
+// reference of (g) where its main process is the leaner, named as such,
+// and never of (f): its rows/s count no overlap of workers and main
+// process, so they are no throughput.
+func TestReadyBaselineIsOnlyGsReference(t *testing.T) {
+	r := &PipelineReport{TrainerReady: map[string]any{"cpu_ms_per_batch": 0.03}}
+	r.Pipeline.OutRowsPS, r.FirstEpoch.OutRowsPS = 400000, 160000
+	for _, m := range []map[string]any{
+		{"style": "batch", "workers": 2.0, "steady_rows_per_s": 150000.0, "main_cpu_ms_per_batch": 3.7},
+		{"style": "batch", "workers": 2.0, "steady_rows_per_s": 900000.0, "main_cpu_ms_per_batch": 2.9, "ready": true},
+	} {
+		r.addBaseline(m)
+	}
+	if r.Best["ready"] == true || r.BestBatch["ready"] == true {
+		t.Fatalf("a ready run is (f)'s reference: %v", r.Best)
+	}
+	r.evaluate()
+	for _, x := range r.Targets {
+		if x.Info || !strings.HasPrefix(x.Name, "trainer CPU per batch") {
+			continue
+		}
+		if want := 0.03 / 2.9; math.Abs(x.Value-want) > 1e-9 || !strings.Contains(x.Name, "batches waiting") {
+			t.Fatalf("(g) %q = %v; want %v against the ready run, named", x.Name, x.Value, want)
+		}
+		return
+	}
+	t.Fatal("no (g) target")
+}

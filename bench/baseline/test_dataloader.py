@@ -255,6 +255,28 @@ class TestCommandLine(unittest.TestCase):
         self.assertFalse(r["shuffle"])
 
 
+class TestReady(unittest.TestCase):
+    def test_ready_takes_waiting_batches(self):
+        # --ready: the workers make the whole epoch before the main process
+        # takes a batch, and its CPU per batch is the taking alone (the
+        # like-for-like reference of (g), whose trainer takes batches
+        # waiting in the ring). Every batch of the epoch still comes, once.
+        r = TestCommandLine.run_cli(self, "--style", "batch", "--workers", "2", "--ready", "--no-shuffle")
+        self.assertTrue(r["ready"])
+        self.assertEqual(r["batches"], r["kept_rows"] // 256)
+        self.assertGreater(r["main_cpu_ms_per_batch"], 0)
+        self.assertLess(r["main_cpu_ms_per_batch"] * r["batches"] / 1e3, r["main_cpu_seconds"])
+        plain = TestCommandLine.run_cli(self, "--style", "batch", "--workers", "2", "--no-shuffle")
+        self.assertFalse(plain["ready"])
+
+    def test_ready_needs_workers(self):
+        out = subprocess.run(
+            [sys.executable, os.path.join(HERE, "dataloader.py"), "--npy", NPY, "--spam", SPAM, "--ready"],
+            capture_output=True, text=True)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--ready needs --workers", out.stderr)
+
+
 class TestSetupLeftOut(unittest.TestCase):
     def test_main_cpu_per_batch_leaves_out_the_filtering_pass(self):
         # The filtering pass runs once per job, before any batch: like
