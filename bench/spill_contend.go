@@ -126,7 +126,7 @@ func contend(ctx context.Context, specPath, dir string, ready io.Writer) error {
 	if err != nil {
 		return err
 	}
-	job := slicedJob(alone)
+	job := slicedJob(alone, 0) // the run with the peer's units by default: the spec's own
 	up, err := engine.NewUnitProcessor(ctx, job, nil, 1)
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ func TestSpillReferenceRunsOnTheSpecsOwnUnits(t *testing.T) {
 	if job.Decode.MaxUnitRows != 0 {
 		t.Errorf("the local-alone reference is cut into units of at most %d rows; the spec says row groups", job.Decode.MaxUnitRows)
 	}
-	if s := slicedJob(job); s.Decode.MaxUnitRows != 16384 || job.Decode.MaxUnitRows != 0 {
+	if s := slicedJob(job, -1); s.Decode.MaxUnitRows != 16384 || job.Decode.MaxUnitRows != 0 {
 		t.Errorf("the run with the peer has units of at most %d rows (want 16384), the reference %d (want 0)", s.Decode.MaxUnitRows, job.Decode.MaxUnitRows)
 	}
 }
