@@ -52,7 +52,7 @@ type SpillConfig struct {
 	// rows where the spec sets no size (slicedJob); 0 keeps the spec's
 	// own units, negative the default 16,384.
 	UnitRows int
-	Repeats        int // runs of each side, alternating; the fastest counts; default 3
+	Repeats  int // runs of each side, alternating; the fastest counts; default 3
 	// Consumer starts the process that reads ring dir/name to its end on
 	// CPU cpu (lastmile bench -handoff-consumer): the trainers' stand-in,
 	// out of the requester's process and off its core, as trainers are
