@@ -49,8 +49,8 @@ type SpillConfig struct {
 	ContendCommand []string
 	Units          int // units fetched for the receive-cost figures; default 16
 	// UnitRows cuts the run with the peer's units to at most this many
-	// rows where the spec sets no size (slicedJob); 0 keeps the spec's
-	// own units, negative the default 16,384.
+	// rows where the spec sets no size (slicedJob); 0 (the default)
+	// keeps the spec's own units, as the reference's; negative, 16,384.
 	UnitRows int
 	Repeats  int // runs of each side, alternating; the fastest counts; default 3
 	// Consumer starts the process that reads ring dir/name to its end on
