@@ -213,3 +213,55 @@ func TestPeerSquashesRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerSquashesRootGroup: a ticket naming a non-zero uid with gid 0,
+// or group 0 among its groups, does not read a file that only root and
+// the root group may read (0640 root:root): gid 0 is squashed with uid 0
+// unless the peer trusts root, as an NFS server's root_squash maps both.
+// Without it, whoever holds a requester's certificate names uid 1, gid 0
+// and reads what the squash of uid 0 keeps from them.
+func TestPeerSquashesRootGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to read as another uid")
+	}
+	f := newFixture(t)
+	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(f.data, "part-00001.parquet")
+	if err := os.Chown(secret, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(secret, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf("version: 1\nname: groupjob\ninputs: [%s]\nbatch: {size: 10, last: keep}\nseed: 1\nring: {slots: 4, dir: %s}\ndecode: {max_unit_rows: 50, workers: 1}\n", secret, f.shm)
+	job, err := spec.Parse("", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.run(job, nil)
+	for _, c := range []struct {
+		name string
+		user User
+	}{
+		{"gid 0", User{UID: 4242, GID: 0}},
+		{"group 0", User{UID: 4242, GID: 4242, Groups: []uint32{4242, 0}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, addr := f.server(func(s *Server) { s.cfg.TrustRoot = false })
+			cfg := SpillerConfig{User: &c.user}
+			cfg.Policy.Always = true
+			sp, err := NewSpiller(f.pool(f.ca.issue("gpu-host"), addr), f.roots, text, job, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, "the job", f.run(job, sp), want)
+			if spilled, refused := sp.Stats().Spilled.Load(), s.stats.RefusedPermission.Load(); spilled != 0 || refused == 0 {
+				t.Fatalf("%+v: %d units spilled, %d refused; want none spilled, the root group's file refused", c.user, spilled, refused)
+			}
+		})
+	}
+}
