@@ -290,9 +290,9 @@ func (s *Server) admit(who string) (func(), error) {
 }
 
 func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, stream flight.FlightService_DoGetServer) error {
-	if t.User.UID == 0 && !s.cfg.TrustRoot {
-		nobody := Nobody
-		t.User, t.squashed = &nobody, true
+	if !s.cfg.TrustRoot {
+		u, squashed := t.User.squash()
+		t.User, t.squashed = &u, squashed
 	}
 	j, done, err := s.jobs.get(ctx, log, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects, user: *t.User}, s.cfg.Workers)
 	if err != nil {
@@ -433,7 +433,8 @@ func (s *Server) refuseDenied(log *slog.Logger, t *Ticket, err error) error {
 		log.Warn("refused a unit whose files its user may not read here", "uid", t.User.UID, "gid", t.User.GID, "err", err)
 		who := fmt.Sprintf("uid %d", t.User.UID)
 		if t.squashed {
-			who = fmt.Sprintf("uid %d (uid 0 is read for as it: the peer's peer.trust_root is off)", Nobody.UID)
+			who = fmt.Sprintf("uid %d gid %d (uid and gid 0 are read for as %d: the peer's peer.trust_root is off)",
+				t.User.UID, t.User.GID, Nobody.UID)
 		}
 		err = fmt.Errorf("%s may not read a file of the job on this peer: %w", who, err)
 	default:

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
@@ -56,6 +57,31 @@ func Self() User {
 	return User{UID: c.UID, GID: c.GID, Groups: c.Groups}
 }
 
+// squash is u as a peer that does not trust root reads for it, and
+// whether that changed anything: uid 0 is Nobody, without groups; gid 0,
+// as the primary group or among Groups, is Nobody's gid, as an NFS
+// server's root_squash maps both. Squashing the uid alone left the root
+// group's files (0640 root:root) to any ticket naming uid 1, gid 0.
+func (u User) squash() (User, bool) {
+	if u.UID == 0 {
+		return Nobody, true
+	}
+	squashed := false
+	if u.GID == 0 {
+		u.GID, squashed = Nobody.GID, true
+	}
+	if slices.Contains(u.Groups, 0) {
+		groups := slices.Clone(u.Groups)
+		for i, g := range groups {
+			if g == 0 {
+				groups[i] = Nobody.GID
+			}
+		}
+		u.Groups, squashed = groups, true
+	}
+	return u, squashed
+}
+
 func (u User) cred() asuser.Cred { return asuser.Cred{UID: u.UID, GID: u.GID, Groups: u.Groups} }
 
 // key is the user in the key of a peer's compiled jobs: a job compiled
@@ -83,7 +109,8 @@ type Ticket struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// User is whom the unit is read for (required).
 	User *User `json:"user"`
-	// squashed: the ticket named uid 0, and the peer reads for Nobody.
+	// squashed: the ticket named uid 0 or gid 0 (primary or in Groups),
+	// and the peer reads for Nobody's ids in their place (User.squash).
 	squashed bool
 }
 
