@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/iceberg"
@@ -105,10 +107,11 @@ func sharedDataFiles(ctx context.Context, fsys decode.FS, ins []iceberg.Input) e
 		}
 		me := owner{in.Scan.Table, in.Scan.SnapshotID}
 		for _, f := range in.Scan.Files {
-			if o, ok := byFile[f.Path]; ok && o != me {
+			key := fileKey(f.Path)
+			if o, ok := byFile[key]; ok && (o.snap != me.snap || tableKey(o.name) != tableKey(me.name)) {
 				return fmt.Errorf("plan: the data file %s belongs to Iceberg table %s at snapshot %d and to %s at snapshot %d; each reads it with its own deleted rows and schema, and a file is read once: name one of them", f.Path, o.name, o.snap, me.name, me.snap)
 			}
-			byFile[f.Path] = me
+			byFile[key] = me
 		}
 	}
 	for _, in := range ins {
@@ -120,7 +123,7 @@ func sharedDataFiles(ctx context.Context, fsys decode.FS, ins []iceberg.Input) e
 			return err
 		}
 		for _, p := range files {
-			if o, ok := byFile[p]; ok {
+			if o, ok := byFile[fileKey(p)]; ok {
 				what := "reaches " + p + ", which is"
 				if p == in.Plain {
 					what = "is"
@@ -130,6 +133,42 @@ func sharedDataFiles(ctx context.Context, fsys decode.FS, ins []iceberg.Input) e
 		}
 	}
 	return nil
+}
+
+// fileKey is the name sharedDataFiles compares a file by: a local path
+// cleaned, since "dir//f", "dir/./f" and "dir/f" are one file (which the
+// planner, going by the name, would read twice: once with the table's
+// deletes, once whole); an object URL as it is, since its key is a name
+// ("a//b" is another object than "a/b"). Symlinks are not resolved.
+func fileKey(p string) string {
+	if strings.Contains(p, "://") {
+		return p
+	}
+	return filepath.Clean(p)
+}
+
+// tableKey is a table input's name (Scan.Table, without its snapshot)
+// with its metadata file spelled as fileKey compares it, so that one
+// table named twice ("iceberg:/t/metadata/v2.metadata.json" and
+// "iceberg:file:///t/metadata/v2.metadata.json") agrees with itself.
+func tableKey(name string) string {
+	r, err := iceberg.ParseRef(name)
+	if err != nil || r.Metadata == "" {
+		return name
+	}
+	loc := r.Metadata
+	if rest, ok := strings.CutPrefix(loc, "file://"); ok {
+		loc = rest
+	} else if rest, ok := strings.CutPrefix(loc, "file:"); ok {
+		loc = rest
+	}
+	for _, s := range []string{"s3a://", "s3n://"} {
+		if rest, ok := strings.CutPrefix(loc, s); ok {
+			loc = "s3://" + rest
+		}
+	}
+	r.Metadata = fileKey(loc)
+	return r.String()
 }
 
 func hasTables(ins []iceberg.Input) bool {
