@@ -89,6 +89,20 @@ type Config struct {
 	// as decoding errors do (nil lines: not from a file).
 	file  string
 	lines map[string]int
+	// flags names the command-line flag that set a field (SetByFlag), so
+	// that Validate's error about it names the flag, not the file's line.
+	flags map[string]string
+}
+
+// SetByFlag records that flag (as typed, "-workers") set field (as
+// Validate names it, "memory.total") over the file's value: an error
+// about the field then names the flag rather than a line of the file,
+// which holds another value, or none.
+func (c *Config) SetByFlag(field, flag string) {
+	if c.flags == nil {
+		c.flags = map[string]string{}
+	}
+	c.flags[field] = flag
 }
 
 // ControlConfig bounds the control socket, so that no client (idle, slow
@@ -221,6 +235,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 type ConfigError struct {
 	File  string
 	Line  int
+	Flag  string // the command-line flag that gave the value, if one did (then no File or Line)
 	Field string
 	Value any
 	Err   error
@@ -229,6 +244,8 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	msg := fmt.Sprintf("config %s = %v: %v", e.Field, e.Value, e.Err)
 	switch {
+	case e.Flag != "":
+		return fmt.Sprintf("flag %s: %s", e.Flag, msg)
 	case e.Line > 0 && e.File != "":
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, msg)
 	case e.Line > 0:
@@ -266,6 +283,10 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field string, v any, format string, args ...any) {
+		if fl, ok := c.flags[field]; ok {
+			errs = append(errs, &ConfigError{Flag: fl, Field: field, Value: v, Err: fmt.Errorf(format, args...)})
+			return
+		}
 		errs = append(errs, &ConfigError{File: c.file, Line: c.lineOf(field), Field: field, Value: v, Err: fmt.Errorf(format, args...)})
 	}
 	if c.Socket == "" || !strings.HasPrefix(c.Socket, "/") {

@@ -108,34 +108,49 @@ func (f *flags) load() (daemon.Config, error) {
 	f.fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "socket":
+			cfg.SetByFlag("socket", "-socket")
 			cfg.Socket = f.socket
 		case "socket-mode":
+			cfg.SetByFlag("socket_mode", "-socket-mode")
 			cfg.SocketMode = f.socketMode
 		case "socket-group":
+			cfg.SetByFlag("socket_group", "-socket-group")
 			cfg.SocketGroup = f.socketGroup
 		case "admin-group":
+			cfg.SetByFlag("admin_group", "-admin-group")
 			cfg.AdminGroup = f.adminGroup
 		case "state-dir":
+			cfg.SetByFlag("state_dir", "-state-dir")
 			cfg.StateDir = f.stateDir
 		case "shm-dir":
+			cfg.SetByFlag("shm_dir", "-shm-dir")
 			cfg.ShmDir = f.shmDir
 		case "metrics":
+			cfg.SetByFlag("metrics", "-metrics")
 			cfg.Metrics = f.metrics
 		case "metrics-token-file":
+			cfg.SetByFlag("metrics_token_file", "-metrics-token-file")
 			cfg.MetricsTokenFile = f.metricsToken
 		case "workers":
+			cfg.SetByFlag("workers", "-workers")
 			cfg.Workers = f.workers
 		case "grace":
+			cfg.SetByFlag("grace", "-grace")
 			cfg.Grace = f.grace
 		case "drain-timeout":
+			cfg.SetByFlag("drain_timeout", "-drain-timeout")
 			cfg.DrainTimeout = f.drain
 		case "memory-total":
+			cfg.SetByFlag("memory.total", "-memory-total")
 			cfg.Memory.Total = f.memTotal
 		case "memory-per-job":
+			cfg.SetByFlag("memory.per_job", "-memory-per-job")
 			cfg.Memory.PerJob = f.memPerJob
 		case "log-level":
+			cfg.SetByFlag("log.level", "-log-level")
 			cfg.Log.Level = f.level
 		case "log-format":
+			cfg.SetByFlag("log.format", "-log-format")
 			cfg.Log.Format = f.format
 		}
 	})
