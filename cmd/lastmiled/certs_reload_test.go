@@ -65,3 +65,50 @@ func TestReloadRenewsCertificates(t *testing.T) {
 		t.Fatalf("after a SIGHUP with a mismatched key the peer presents a certificate ending %v; want the renewed one (%v)", got, renewed)
 	}
 }
+
+// TestReloadRenewsCertificatesDespiteBadConfig: SIGHUP reads the
+// certificate files again even when the config file, edited meanwhile,
+// is refused: the certificates are files of their own at the paths in
+// use, and a renewal that a config typo held back would let them expire
+// under a peer that said nothing of them but "configuration not
+// reloaded".
+func TestReloadRenewsCertificatesDespiteBadConfig(t *testing.T) {
+	c := newCluster(t, "never", "", "")
+	c.cpu.start("-workers", "1")
+	ca, err := peer.LoadCA(filepath.Join(c.gpu.dir, "certs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := peer.TLSFiles{CA: filepath.Join(ca.Dir, "ca.pem"), Cert: filepath.Join(ca.Dir, "gpu.pem"), Key: filepath.Join(ca.Dir, "gpu-key.pem")}.ClientTLS("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAfter := func() time.Time {
+		conn, err := tls.Dial("tcp", c.peerAddr, gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].NotAfter
+	}
+	first := notAfter()
+	cfgPath := filepath.Join(c.cpu.dir, "lastmiled.yaml")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(cfg, "grace: 1ms\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Issue(ca.Dir, "cpu", []string{"127.0.0.1"}, 5*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	c.cpu.signal(syscall.SIGHUP)
+	waitFor(t, "the refused config logged", 10*time.Second, func() bool {
+		return strings.Contains(c.cpu.log.String(), "configuration not reloaded")
+	})
+	time.Sleep(200 * time.Millisecond)
+	if renewed := notAfter(); renewed.Sub(first) < 3*time.Hour {
+		t.Fatalf("after SIGHUP with a refused config the peer presents a certificate ending %v (the first ended %v); want the renewed one, 4h later", renewed, first)
+	}
+}
