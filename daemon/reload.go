@@ -5,6 +5,15 @@ import (
 	"strings"
 )
 
+// ReloadCertificates reads the peer role's and the spill pool's
+// certificate files again (reloadTLS), as Reload does: for a SIGHUP whose
+// config file does not load, so that a renewal in place is still taken.
+func (d *Daemon) ReloadCertificates() {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	d.reloadTLS()
+}
+
 // Reload applies what can change while running: log level, weights,
 // grace, drain timeout, memory limits, workers and the admin group. It
 // returns the names of the changed fields that need a restart, and keeps
@@ -34,6 +43,7 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 	// What is checked is what will run: the keys kept at their old values
 	// were valid at start.
 	if err := cfg.Validate(); err != nil {
+		d.reloadTLS() // files of their own, at the paths in use: a renewal is not held back by the config
 		return nil, err
 	}
 	ignored = append(ignored, d.reloadS3(old, &cfg)...)

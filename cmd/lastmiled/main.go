@@ -257,6 +257,7 @@ func reload(d *daemon.Daemon, f *flags, log *slog.Logger) {
 	cfg, err := f.load()
 	if err != nil {
 		log.Error("SIGHUP: configuration not reloaded", "err", err)
+		d.ReloadCertificates() // renewed in place: taken whatever the config file says
 		return
 	}
 	ignored, err := d.Reload(cfg)
