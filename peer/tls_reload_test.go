@@ -116,3 +116,43 @@ func TestCredsReload(t *testing.T) {
 		t.Fatalf("after a failed Reload: peer %v; want the last good certificate %v", p, p2)
 	}
 }
+
+// TestCredsReloadRefusesExpiredCertificate: a certificate that has
+// already ended (an old file put back, a renewal gone wrong) is not
+// taken by Reload: the one in use, still good, stays. Taken, every
+// handshake after it would fail, on a reload that said it succeeded.
+func TestCredsReloadRefusesExpiredCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := NewCA(filepath.Join(dir, "ca"), "ca", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := ca.Issue(t.TempDir(), "peer", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := good.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := creds.NotAfter()
+	old, err := ca.Issue(t.TempDir(), "peer", []string{"127.0.0.1"}, -30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][2]string{{old.Cert, good.Cert}, {old.Key, good.Key}} {
+		b, err := os.ReadFile(p[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := creds.Reload(); err == nil {
+		t.Fatalf("Reload took a certificate that ended at %v", creds.NotAfter())
+	}
+	if !creds.NotAfter().Equal(end) {
+		t.Fatalf("after a refused Reload the certificate ends %v; want the one in use (%v)", creds.NotAfter(), end)
+	}
+}
