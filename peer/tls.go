@@ -73,10 +73,21 @@ func (f TLSFiles) Open() (*Creds, error) {
 
 // Reload reads the files again. On an error the last good load stays in
 // use, and the error says why the files were not taken.
+//
+// A certificate that is not valid now (it has ended, or starts later) is
+// refused too, while the one in use is: taken, every handshake after it
+// would fail.
 func (c *Creds) Reload() error {
 	l, err := c.files.load()
 	if err != nil {
 		return err
+	}
+	if leaf, err := x509.ParseCertificate(l.cert.Certificate[0]); err == nil {
+		now := time.Now()
+		if cur := c.NotAfter(); (now.After(leaf.NotAfter) || now.Before(leaf.NotBefore)) && now.Before(cur) {
+			return fmt.Errorf("tls cert %s is valid from %v to %v, not now; the one in use is, until %v",
+				c.files.Cert, leaf.NotBefore, leaf.NotAfter, cur)
+		}
 	}
 	c.cur.Store(l)
 	return nil
