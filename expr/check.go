@@ -212,6 +212,9 @@ func (c *checker) binary(n *Binary) (*node, error) {
 			x, y = xy[0], xy[1]
 		}
 		unit := opaque(x, y) // a sum or difference of timestamps is no timestamp of theirs
+		if unit == 0 {
+			unit = shiftedUnit(o, x, y) // timestamp("2025-11-20") + n counts nanoseconds
+		}
 		cu, instant := constArithUnit(o, x, y)
 		untyped := x.untyped && y.untyped // literals only: the result adapts too
 		x, y = c.unify(x, y)

@@ -440,6 +440,29 @@ func constArithUnit(o op, x, y *node) (unit int64, instant bool) {
 	return UnknownUnit, false
 }
 
+// shiftedUnit is the unit of x o y where one is a timestamp() or date()
+// constant and the other a value of no unit that is not a constant (an
+// integer column): the constant plus or minus the value is an instant
+// still, counted as the constant counts (nanoseconds for a timestamp()
+// without a unit), as it is plus a whole-number literal
+// (constArithUnit), so that compared with a timestamp column of another
+// unit it is an error rather than counts of two units. Anything else
+// computed so (a product, a float, the value minus the constant) counts
+// no one unit. 0 where neither operand is such a constant.
+func shiftedUnit(o op, x, y *node) int64 {
+	t, k := x, y
+	if !t.isConst() {
+		t, k = y, x
+	}
+	if !t.isConst() || k.isConst() || t.unit == 0 || k.unit != 0 {
+		return 0
+	}
+	if t.unit > 0 && (o == opAdd || o == opSub && t == x) && k.t.Kind.IsInt() && t.t.Kind.IsInt() && !t.counted {
+		return t.unit
+	}
+	return UnknownUnit
+}
+
 // castUnit is the unit of x converted to kind k: x's where the count is
 // the same (to int64 or float64, or int32 from int32), unknown where the
 // cast changes it (wraps to int32, rounds to float32 or bfloat16).
