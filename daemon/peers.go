@@ -393,11 +393,20 @@ func (d *Daemon) reloadTLS() {
 	}
 }
 
-// warnExpiry logs a certificate that ends within expiryWarning.
+// warnExpiry logs a certificate, or a CA it is verified against, that
+// ends within expiryWarning. The CA is looked at too: lastmile certs
+// renews a host's certificate under the CA it has, and a renewed
+// certificate may outlive it.
 func (d *Daemon) warnExpiry(key string, c *cpupeer.Creds) {
 	end := c.NotAfter()
 	if left := time.Until(end); left < expiryWarning {
 		d.log.Warn("certificate expires soon: renew it in place (lastmile certs) and send SIGHUP",
 			"key", key, "not_after", end, "days_left", int(left.Hours()/24))
+	}
+	if ca := c.CANotAfter(); !ca.IsZero() && time.Until(ca) < expiryWarning {
+		d.log.Warn("the CA the certificates are verified against expires soon: every handshake fails after it; "+
+			"make a new CA (lastmile certs ca), add it to every host's CA bundle beside the old one, issue certificates from it, "+
+			"then restart the requesters and send the peers SIGHUP",
+			"key", key+".ca", "what", "CA", "not_after", ca, "days_left", int(time.Until(ca).Hours()/24))
 	}
 }

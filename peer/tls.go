@@ -3,6 +3,7 @@ package peer
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -21,25 +22,45 @@ type TLSFiles struct {
 type loaded struct {
 	pool *x509.CertPool
 	cert tls.Certificate
+	// caEnd is the earliest end of the CA bundle's certificates (zero:
+	// none parsed): after it, peers signed by that CA are refused.
+	caEnd time.Time
+}
+
+// bundleEnd is the earliest NotAfter of the PEM certificates in pem.
+func bundleEnd(data []byte) time.Time {
+	var end time.Time
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return end
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil && (end.IsZero() || c.NotAfter.Before(end)) {
+			end = c.NotAfter
+		}
+	}
 }
 
 func (f TLSFiles) load() (*loaded, error) {
 	if f.CA == "" || f.Cert == "" || f.Key == "" {
 		return nil, errors.New("tls needs ca, cert and key (PEM files; see docs/peers.md for making them)")
 	}
-	pem, err := os.ReadFile(f.CA)
+	caPEM, err := os.ReadFile(f.CA)
 	if err != nil {
 		return nil, fmt.Errorf("tls ca: %w", err)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
+	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("tls ca %s: no PEM certificate in it", f.CA)
 	}
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
 		return nil, fmt.Errorf("tls cert %s, key %s: %w", f.Cert, f.Key, err)
 	}
-	return &loaded{pool: pool, cert: cert}, nil
+	return &loaded{pool: pool, cert: cert, caEnd: bundleEnd(caPEM)}, nil
 }
 
 // Creds are TLS files loaded for a long-running daemon, read again by
@@ -55,9 +76,10 @@ func (f TLSFiles) load() (*loaded, error) {
 // the check of every peer's identity in our code. A new CA therefore
 // takes a requester's restart.
 type Creds struct {
-	files TLSFiles
-	cur   atomic.Pointer[loaded]
-	first *x509.CertPool
+	files    TLSFiles
+	cur      atomic.Pointer[loaded]
+	first    *x509.CertPool
+	firstEnd time.Time // the first load's CA bundle's earliest end (ClientTLS's roots)
 }
 
 // Open loads f.
@@ -66,7 +88,7 @@ func (f TLSFiles) Open() (*Creds, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Creds{files: f, first: l.pool}
+	c := &Creds{files: f, first: l.pool, firstEnd: l.caEnd}
 	c.cur.Store(l)
 	return c, nil
 }
@@ -107,6 +129,19 @@ func (c *Creds) NotAfter() time.Time {
 		return time.Time{}
 	}
 	return leaf.NotAfter
+}
+
+// CANotAfter is the earliest end of the CA certificates the other side
+// is verified against: of the CA bundle as last loaded (a peer's) and as
+// first loaded (a requester's roots); zero if none was parsed. A
+// certificate renewed in place may outlive the CA that signed it, and
+// the CA's end then fails every handshake first.
+func (c *Creds) CANotAfter() time.Time {
+	end := c.cur.Load().caEnd
+	if !c.firstEnd.IsZero() && (end.IsZero() || c.firstEnd.Before(end)) {
+		end = c.firstEnd
+	}
+	return end
 }
 
 // ServerTLS is a peer's mutual TLS: it presents its certificate and
