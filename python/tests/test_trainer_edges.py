@@ -204,6 +204,30 @@ class TestStagedPrefetch(unittest.TestCase):
         kept[-1]["id"]  # noqa: B018
         self.assertFalse(kept[0].detach().released)  # a copy is its own
 
+    def test_detach_of_a_staged_batch_outlives_its_device_slot(self):
+        # batch.detach() is documented as the copy that stays valid after
+        # the ring moves on. A staged batch is an OwnedBatch, which detach()
+        # returned as it is: the "copy" was the batch itself, views of a
+        # device slot that batch 3 overwrites (pool=3).
+        import lastmile.cuda as lmcuda
+
+        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
+        self.addCleanup(st.close)
+
+        def take():
+            st.before_next()
+            return st.stage(self.ring.next())
+
+        b0 = take()
+        want = b0["id"].clone()
+        d = b0.detach()
+        self.assertIsNot(d, b0)
+        kept = [take(), take(), take()]  # batch 3 into batch 0's device slot
+        self.assertTrue(b0.released)
+        self.assertFalse(d.released)
+        self.assertTrue(torch.equal(d["id"], want))
+        del kept
+
 
 class TestCursorChecks(unittest.TestCase):
     def test_state_dict_cursor_negative(self):
