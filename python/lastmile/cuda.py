@@ -245,6 +245,7 @@ class StagedBatch(OwnedBatch):
     later), and then refused like a released ring batch."""
 
     __slots__ = ("_stager", "_staged", "_ready_on")
+    _owns = False  # views of a device slot: detach() copies them
 
     @property
     def released(self) -> bool:

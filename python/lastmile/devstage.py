@@ -120,6 +120,8 @@ class DeviceStagedBatch(OwnedBatch):
     ``Dataset(..., copy=True)``; a torchrec pipeline's ``to(device)``
     of it is one (docs/python.md, "torchrec training pipelines")."""
 
+    _owns = False  # views of a device slot: detach() copies them
+
     @property
     def released(self) -> bool:
         st = getattr(self, "_stager", None)

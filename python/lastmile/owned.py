@@ -26,6 +26,10 @@ __all__ = ["OwnedBatch", "clone", "detach", "pin", "to_device"]
 class OwnedBatch(Batch):
     """A :class:`lastmile.Batch` whose arrays are its own (never released)."""
 
+    # False for a batch of views of memory reused later (a staged batch,
+    # lastmile.cuda.StagedBatch): detach() copies it then.
+    _owns = True
+
     @property
     def released(self) -> bool:
         return False
@@ -95,7 +99,7 @@ def _like(batch, data, valid, is_torch):
 def detach(batch) -> OwnedBatch:
     """A copy of ``batch`` that owns its arrays (numpy or torch, as ``batch``)."""
     batch._check()
-    if isinstance(batch, OwnedBatch):
+    if isinstance(batch, OwnedBatch) and batch._owns:
         return batch
     if batch.is_torch:
         conv = _clone
