@@ -228,6 +228,27 @@ class TestStagedPrefetch(unittest.TestCase):
         self.assertTrue(torch.equal(d["id"], want))
         del kept
 
+    def test_pin_memory_of_a_staged_batch_keeps_its_release_check(self):
+        # DataLoader(pin_memory=True) over Dataset(device="cuda") pins each
+        # staged batch: its tensors are on the device already, and the
+        # batch handed on must still be refused once its device slot is
+        # reused, not turn into an OwnedBatch that never is.
+        import lastmile.cuda as lmcuda
+
+        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
+        self.addCleanup(st.close)
+
+        def take():
+            st.before_next()
+            return st.stage(self.ring.next())
+
+        p = take().pin_memory()
+        kept = [take(), take(), take()]  # batch 3 into batch 0's device slot
+        self.assertTrue(p.released)
+        with self.assertRaises(RuntimeError):
+            p["id"]  # noqa: B018
+        del kept
+
 
 class TestCursorChecks(unittest.TestCase):
     def test_state_dict_cursor_negative(self):
