@@ -127,6 +127,8 @@ def pin(batch, device=None) -> OwnedBatch:
     ``DataLoader(pin_memory=True)``) are kept as they are: pinning is for
     host memory, and torch refuses to pin them."""
     batch._check()
+    if isinstance(batch, OwnedBatch) and not batch._owns:
+        return batch  # a staged batch: on the device already, and still refused once its slot is reused
     src = batch.torch()
 
     def conv(t):
