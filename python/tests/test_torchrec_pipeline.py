@@ -307,8 +307,13 @@ class DeviceStagedLifetimeTests(RingCase):
         self.assertEqual(st.device_batches, 1)
         self.assertFalse(b0.released)
         b0.record_stream(object())
+        want = b0["id"].tolist()
+        d0 = b0.detach()  # documented as the copy that outlives the slot
+        self.assertIsNot(d0, b0)
         b1 = take()
         self.assertTrue(b0.released)
+        self.assertFalse(d0.released)
+        self.assertEqual(d0["id"].tolist(), want)
         with self.assertRaisesRegex(RuntimeError, "device slot"):
             b0["id"]  # noqa: B018
         with self.assertRaisesRegex(RuntimeError, "device slot"):
