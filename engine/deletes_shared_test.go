@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/spec"
@@ -20,7 +21,9 @@ import (
 // reads it whole (and two snapshots delete different rows). Before,
 // whichever came first, the file was read once with the table's
 // deletes: a plain input's deleted rows went missing without a word.
-// The same table at the same snapshot named twice is read once.
+// The same table at the same snapshot named twice is read once, however
+// it is spelled; a plain input spelling a data file's path otherwise
+// ("dir//file", "dir/./file") is refused as the file's own spelling is.
 func TestSharedDataFileRefused(t *testing.T) {
 	del := func(id int64) bool { return id%4 == 1 && id%3 == 0 }
 	tab, meta := deletesTableEq(t, del)
@@ -32,6 +35,8 @@ func TestSharedDataFileRefused(t *testing.T) {
 	// The same table before its deletes: snapshot 1 (see deletesTableEq).
 	before := fmt.Sprintf("iceberg:%s?snapshot=%d", meta, firstSnapshot(t, meta))
 	table := "iceberg:" + meta
+	fdir, fbase := filepath.Split(file)
+	mdir, mbase := filepath.Split(meta)
 	for _, tc := range []struct {
 		name string
 		ins  []string
@@ -43,6 +48,11 @@ func TestSharedDataFileRefused(t *testing.T) {
 		{"a glob", []string{filepath.Join(filepath.Dir(file), "*.parquet"), table}, "reaches " + filepath.Dir(file) + "/"},
 		{"two snapshots", []string{before, table}, "and to " + table},
 		{"the same snapshot twice", []string{table, table}, ""},
+		// By the file and the snapshot, not by how an input spells them.
+		{"the table as a file:// URL and as a path", []string{table, "iceberg:file://" + meta}, ""},
+		{"the table with a doubled slash", []string{table, "iceberg:" + mdir + "/" + mbase}, ""},
+		{"the file with a doubled slash", []string{table, fdir + "/" + fbase}, "a data file of Iceberg table"},
+		{"the file through ./", []string{table, fdir + "./" + fbase}, "a data file of Iceberg table"},
 	} {
 		for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +73,11 @@ func TestSharedDataFileRefused(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, err = engine.Run(context.Background(), job, engine.Options{})
+				// A job not refused runs until its ring, which nothing
+				// reads, fills: bounded, so that a miss fails, not hangs.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err = engine.Run(ctx, job, engine.Options{})
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("error %v; want one containing %q", err, tc.want)
 				}

@@ -18,25 +18,7 @@ import (
 // renewed pair in use, with a Warn. Before, certificates were read once
 // at start, and SIGHUP changed nothing.
 func TestReloadRenewsCertificates(t *testing.T) {
-	c := newCluster(t, "never", "", "")
-	c.cpu.start("-workers", "1")
-	ca, err := peer.LoadCA(filepath.Join(c.gpu.dir, "certs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpu, err := peer.TLSFiles{CA: filepath.Join(ca.Dir, "ca.pem"), Cert: filepath.Join(ca.Dir, "gpu.pem"), Key: filepath.Join(ca.Dir, "gpu-key.pem")}.ClientTLS("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// notAfter is the end of the certificate the peer presents now.
-	notAfter := func() time.Time {
-		conn, err := tls.Dial("tcp", c.peerAddr, gpu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].NotAfter
-	}
+	c, ca, notAfter := peerWithCerts(t)
 	first := notAfter()
 	if _, err := ca.Issue(ca.Dir, "cpu", []string{"127.0.0.1"}, 5*time.Hour); err != nil {
 		t.Fatal(err)
@@ -73,24 +55,7 @@ func TestReloadRenewsCertificates(t *testing.T) {
 // under a peer that said nothing of them but "configuration not
 // reloaded".
 func TestReloadRenewsCertificatesDespiteBadConfig(t *testing.T) {
-	c := newCluster(t, "never", "", "")
-	c.cpu.start("-workers", "1")
-	ca, err := peer.LoadCA(filepath.Join(c.gpu.dir, "certs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpu, err := peer.TLSFiles{CA: filepath.Join(ca.Dir, "ca.pem"), Cert: filepath.Join(ca.Dir, "gpu.pem"), Key: filepath.Join(ca.Dir, "gpu-key.pem")}.ClientTLS("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	notAfter := func() time.Time {
-		conn, err := tls.Dial("tcp", c.peerAddr, gpu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].NotAfter
-	}
+	c, ca, notAfter := peerWithCerts(t)
 	first := notAfter()
 	cfgPath := filepath.Join(c.cpu.dir, "lastmiled.yaml")
 	cfg, err := os.ReadFile(cfgPath)
@@ -110,5 +75,30 @@ func TestReloadRenewsCertificatesDespiteBadConfig(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if renewed := notAfter(); renewed.Sub(first) < 3*time.Hour {
 		t.Fatalf("after SIGHUP with a refused config the peer presents a certificate ending %v (the first ended %v); want the renewed one, 4h later", renewed, first)
+	}
+}
+
+// peerWithCerts starts a CPU peer lastmiled over mutual TLS and returns
+// it, its CA, and the end of the certificate it presents now, as the GPU
+// host's certificate sees it.
+func peerWithCerts(t *testing.T) (*cluster, *peer.CA, func() time.Time) {
+	t.Helper()
+	c := newCluster(t, "never", "", "")
+	c.cpu.start("-workers", "1")
+	ca, err := peer.LoadCA(filepath.Join(c.gpu.dir, "certs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := peer.TLSFiles{CA: filepath.Join(ca.Dir, "ca.pem"), Cert: filepath.Join(ca.Dir, "gpu.pem"), Key: filepath.Join(ca.Dir, "gpu-key.pem")}.ClientTLS("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ca, func() time.Time {
+		conn, err := tls.Dial("tcp", c.peerAddr, gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].NotAfter
 	}
 }
