@@ -152,7 +152,9 @@ class TestStagedPrefetch(unittest.TestCase):
         self.addCleanup(self.ring.close)
         self.fake = FakeCUDA(self.ring)
 
-    def test_prefetch_one_batch_ahead(self):
+    def _stager(self):
+        """take(): the next batch, staged into one of 3 device slots (a
+        batch's slot takes the batch 3 after it), as a trainer takes it."""
         import lastmile.cuda as lmcuda
 
         st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
@@ -162,6 +164,10 @@ class TestStagedPrefetch(unittest.TestCase):
             st.before_next()
             return st.stage(self.ring.next())
 
+        return take
+
+    def test_prefetch_one_batch_ahead(self):
+        take = self._stager()
         cur = take()
         step_done = {}  # batch -> a mark on the trainer's stream after its step
         for j in range(5):
@@ -183,15 +189,7 @@ class TestStagedPrefetch(unittest.TestCase):
         # A staged batch kept past its device slot's reuse (pool=3: batch 0's
         # slot takes batch 3) reads another batch's bytes: refused, like a
         # released ring batch, instead of released == False for ever.
-        import lastmile.cuda as lmcuda
-
-        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
-        self.addCleanup(st.close)
-
-        def take():
-            st.before_next()
-            return st.stage(self.ring.next())
-
+        take = self._stager()
         b0 = take()
         kept = [take(), take()]
         self.assertFalse(b0.released)
@@ -209,15 +207,7 @@ class TestStagedPrefetch(unittest.TestCase):
         # the ring moves on. A staged batch is an OwnedBatch, which detach()
         # returned as it is: the "copy" was the batch itself, views of a
         # device slot that batch 3 overwrites (pool=3).
-        import lastmile.cuda as lmcuda
-
-        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
-        self.addCleanup(st.close)
-
-        def take():
-            st.before_next()
-            return st.stage(self.ring.next())
-
+        take = self._stager()
         b0 = take()
         want = b0["id"].clone()
         d = b0.detach()
@@ -233,15 +223,7 @@ class TestStagedPrefetch(unittest.TestCase):
         # staged batch: its tensors are on the device already, and the
         # batch handed on must still be refused once its device slot is
         # reused, not turn into an OwnedBatch that never is.
-        import lastmile.cuda as lmcuda
-
-        st = lmcuda.HostStaging(self.ring, "cuda:0", pool=3, backend=self.fake)
-        self.addCleanup(st.close)
-
-        def take():
-            st.before_next()
-            return st.stage(self.ring.next())
-
+        take = self._stager()
         p = take().pin_memory()
         kept = [take(), take(), take()]  # batch 3 into batch 0's device slot
         self.assertTrue(p.released)
