@@ -133,12 +133,7 @@ func TestExprUnitOfTimestampCopies(t *testing.T) {
 func TestTimestampArithmeticAgainstColumn(t *testing.T) {
 	day := int64(86400e6)
 	t0 := int64(1763596800e6) // 2025-11-20 in us
-	sch := expr.Schema{
-		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
-		{Name: "ms", Type: typ(expr.Int64, false), Unit: 1e6},
-		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
-		{Name: "n", Type: typ(expr.Int64, false)},
-	}
+	sch := timeSchema()
 	b := batch(
 		ints("us", column.Int64, []int64{t0 - day, t0, t0 + day}, nil),
 		ints("ms", column.Int64, []int64{(t0 - day) / 1000, t0 / 1000, (t0 + day) / 1000}, nil),
@@ -188,13 +183,7 @@ func TestTimestampArithmeticAgainstColumn(t *testing.T) {
 // an error naming both units: their counts are not comparable. Of one
 // unit, or where one's unit is not known (ms * 1000), they compare.
 func TestTimestampsOfTwoUnitsCompared(t *testing.T) {
-	sch := expr.Schema{
-		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
-		{Name: "us2", Type: typ(expr.Int64, false), Unit: 1000},
-		{Name: "ms", Type: typ(expr.Int64, false), Unit: 1e6},
-		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
-		{Name: "n", Type: typ(expr.Int64, false)},
-	}
+	sch := timeSchema()
 	for _, src := range []string{"us >= ms", "ms < us", "fill_null(us, us2) == ms", "us > day", "us in (ms)"} {
 		_, err := expr.Compile(src, sch)
 		if err == nil {
@@ -209,5 +198,17 @@ func TestTimestampsOfTwoUnitsCompared(t *testing.T) {
 		if _, err := expr.Compile(src, sch); err != nil {
 			t.Errorf("Compile(%q): %v", src, err)
 		}
+	}
+}
+
+// timeSchema is columns of timestamps in microseconds (us, us2) and
+// milliseconds (ms), a DATE (day), and a plain integer (n).
+func timeSchema() expr.Schema {
+	return expr.Schema{
+		{Name: "us", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "us2", Type: typ(expr.Int64, false), Unit: 1000},
+		{Name: "ms", Type: typ(expr.Int64, false), Unit: 1e6},
+		{Name: "day", Type: typ(expr.Int32, false), Unit: 86400e9},
+		{Name: "n", Type: typ(expr.Int64, false)},
 	}
 }
