@@ -212,13 +212,16 @@ func (c *checker) binary(n *Binary) (*node, error) {
 			x, y = xy[0], xy[1]
 		}
 		unit := opaque(x, y) // a sum or difference of timestamps is no timestamp of theirs
+		shifted := x.shifted || y.shifted
 		if unit == 0 {
 			unit = shiftedUnit(o, x, y) // timestamp("2025-11-20") + n counts nanoseconds
+			shifted = shifted || unit == UnknownUnit
 		}
 		cu, instant := constArithUnit(o, x, y)
 		untyped := x.untyped && y.untyped // literals only: the result adapts too
 		x, y = c.unify(x, y)
 		nd := &node{op: o, t: Type{Kind: x.t.Kind, Nullable: x.t.Nullable || y.t.Nullable}, pos: n.At, args: []*node{x, y}, unit: unit}
+		nd.shifted = shifted && unit == UnknownUnit
 		nd.untyped = untyped
 		if (o == opDiv || o == opMod) && x.t.Kind.IsInt() && !(y.isConst() && y.constFloat64() != 0) {
 			nd.t.Nullable = true // integer division by zero is null

@@ -104,6 +104,11 @@ type node struct {
 	// with a coarser timestamp column asked for it); between marks one
 	// that fell between two counts.
 	counted, between bool
+	// shifted marks a value of UnknownUnit computed from a timestamp()
+	// constant and a column (timestamp(...) * n): compared with a
+	// timestamp column it is an error, as the constant alone would be,
+	// where one computed from columns alone (ms * 1000) is taken at its word.
+	shifted bool
 
 	out  vec        // the result; opConst keeps its value here (cst)
 	own  vec        // buffers the node owns; out's slices point into them

@@ -74,6 +74,14 @@ func (c *checker) sameUnit(n *Binary, x, y *node) (*node, *node, error) {
 			"convert one to the other's unit by arithmetic (ms * 1000 counts microseconds)",
 			describe(n.X, x), unitWord(x.unit), describe(n.Y, y), unitWord(y.unit))
 	}
+	for _, p := range [...]struct {
+		col, v  *node
+		colNode Node
+	}{{x, y, n.X}, {y, x, n.Y}} {
+		if p.v.shifted && p.col.unit > 0 && !p.col.isConst() {
+			return nil, nil, unitError(n.At, describe(p.colNode, p.col), p.col.unit, UnknownUnit)
+		}
+	}
 	col, t, colNode, op := x, y, n.X, n.Op
 	if x.isConst() && !y.isConst() {
 		col, t, colNode, op = y, x, n.Y, flipCmp[n.Op]

@@ -54,3 +54,29 @@ func TestTimestampPlusColumnKeepsItsUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampTimesColumnRefused: a timestamp() or date() multiplied,
+// divided or taken modulo by an integer column counts no one unit, and
+// compared with a timestamp column is a compile error, as the same with
+// a literal is; before, us >= timestamp("2025-11-20") * n compiled. A
+// value computed from columns alone (ms * 1000) is taken at its word.
+func TestTimestampTimesColumnRefused(t *testing.T) {
+	sch := timeSchema()
+	for _, src := range []string{
+		`us >= timestamp("2025-11-20") * n`,
+		`us >= n * timestamp("2025-11-20")`,
+		`us >= timestamp("2025-11-20") / n`,
+		`us < timestamp("2025-11-20") % n`,
+		`timestamp("2025-11-20") * n + 1 <= us`,
+		`day >= date("2025-11-20") * n`,
+	} {
+		if _, err := expr.Compile(src, sch); err == nil {
+			t.Errorf("Compile(%q): no error; want one saying the value counts no one unit", src)
+		}
+	}
+	for _, src := range []string{`us >= ms * 1000`, `us >= timestamp("2025-11-20", "us") + n`} {
+		if _, err := expr.Compile(src, sch); err != nil {
+			t.Errorf("Compile(%q): %v", src, err)
+		}
+	}
+}
