@@ -23,32 +23,16 @@ func TestTimestampBeyondNanosOnCoarserColumn(t *testing.T) {
 		ints("us", column.Int64, []int64{253402214400000000 - 1, 253402214400000000, -11676096000000000 - 1, -11676096000000000}, nil),
 		ints("day", column.Int32, []int64{2932895, 2932896, -135141, -135140}, nil),
 	)
-	for _, tc := range []struct {
-		src  string
-		want []byte
-	}{
-		{`us < timestamp("9999-12-31")`, []byte{1, 0, 1, 1}},
-		{`timestamp("9999-12-31") > us`, []byte{1, 0, 1, 1}},
-		{`us >= timestamp("1600-01-01")`, []byte{1, 1, 0, 1}},
-		{`us < timestamp("9999-12-30T23:59:59.9999995Z")`, []byte{1, 0, 1, 1}}, // rounded up to the next microsecond
-		{`us <= timestamp("9999-12-30T23:59:59.9999995Z")`, []byte{1, 0, 1, 1}},
-		{`us in (timestamp("9999-12-31"))`, []byte{0, 1, 0, 0}},
-		{`day < timestamp("9999-12-31")`, []byte{1, 0, 1, 1}},
-		{`day >= timestamp("1600-01-01T12:00:00Z")`, []byte{1, 1, 0, 0}}, // days from 1600-01-02
-	} {
-		e, err := expr.Compile(tc.src, sch)
-		if err != nil {
-			t.Errorf("Compile(%q): %v", tc.src, err)
-			continue
-		}
-		out := &column.Column{}
-		if err := e.Eval(b, out); err != nil {
-			t.Fatalf("Eval(%q): %v", tc.src, err)
-		}
-		if string(out.Data) != string(tc.want) {
-			t.Errorf("%s = %v, want %v", tc.src, out.Data, tc.want)
-		}
-	}
+	checkUnits(t, b, sch, []unitCase{
+		{src: `us < timestamp("9999-12-31")`, want: []int64{1, 0, 1, 1}},
+		{src: `timestamp("9999-12-31") > us`, want: []int64{1, 0, 1, 1}},
+		{src: `us >= timestamp("1600-01-01")`, want: []int64{1, 1, 0, 1}},
+		{src: `us < timestamp("9999-12-30T23:59:59.9999995Z")`, want: []int64{1, 0, 1, 1}}, // rounded up to the next microsecond
+		{src: `us <= timestamp("9999-12-30T23:59:59.9999995Z")`, want: []int64{1, 0, 1, 1}},
+		{src: `us in (timestamp("9999-12-31"))`, want: []int64{0, 1, 0, 0}},
+		{src: `day < timestamp("9999-12-31")`, want: []int64{1, 0, 1, 1}},
+		{src: `day >= timestamp("1600-01-01T12:00:00Z")`, want: []int64{1, 1, 0, 0}}, // days from 1600-01-02
+	})
 	// Anywhere else a timestamp() counts nanoseconds, and one that does
 	// not fit them stays an error.
 	for _, src := range []string{`us < timestamp("9999-12-31") + 1`, `timestamp("9999-12-31") > 0`} {
@@ -140,31 +124,15 @@ func TestTimestampArithmeticAgainstColumn(t *testing.T) {
 		ints("day", column.Int32, []int64{20411, 20412, 20413}, nil),
 		ints("n", column.Int64, []int64{0, 1, 2}, nil),
 	)
-	for _, tc := range []struct {
-		src  string
-		want []byte
-	}{
-		{`us >= timestamp("2025-11-20") - 86400000000000`, []byte{1, 1, 1}},
-		{`us >= timestamp("2025-11-20") + 1`, []byte{0, 0, 1}}, // a nanosecond after: the next microsecond
-		{`us < 1 + timestamp("2025-11-20")`, []byte{1, 1, 0}},
-		{`us >= timestamp("2025-11-20", "us") + 86400000000`, []byte{0, 0, 1}},
-		{`ms > timestamp("2025-11-21") - 1`, []byte{0, 0, 1}},
-		{`day >= date("2025-11-20") + 1`, []byte{0, 0, 1}},
-		{`n < timestamp("1970-01-01") + 2`, []byte{1, 1, 0}}, // a column of no unit: nanoseconds, as before
-	} {
-		e, err := expr.Compile(tc.src, sch)
-		if err != nil {
-			t.Errorf("Compile(%q): %v", tc.src, err)
-			continue
-		}
-		out := &column.Column{}
-		if err := e.Eval(b, out); err != nil {
-			t.Fatalf("Eval(%q): %v", tc.src, err)
-		}
-		if string(out.Data) != string(tc.want) {
-			t.Errorf("%s = %v, want %v", tc.src, out.Data, tc.want)
-		}
-	}
+	checkUnits(t, b, sch, []unitCase{
+		{src: `us >= timestamp("2025-11-20") - 86400000000000`, want: []int64{1, 1, 1}},
+		{src: `us >= timestamp("2025-11-20") + 1`, want: []int64{0, 0, 1}}, // a nanosecond after: the next microsecond
+		{src: `us < 1 + timestamp("2025-11-20")`, want: []int64{1, 1, 0}},
+		{src: `us >= timestamp("2025-11-20", "us") + 86400000000`, want: []int64{0, 0, 1}},
+		{src: `ms > timestamp("2025-11-21") - 1`, want: []int64{0, 0, 1}},
+		{src: `day >= date("2025-11-20") + 1`, want: []int64{0, 0, 1}},
+		{src: `n < timestamp("1970-01-01") + 2`, want: []int64{1, 1, 0}}, // a column of no unit: nanoseconds, as before
+	})
 	for _, src := range []string{
 		`us >= timestamp("2025-11-20") * 2`,
 		`us >= timestamp("2025-11-20") - 86400e9`,
