@@ -23,7 +23,10 @@ import (
 // deletes: a plain input's deleted rows went missing without a word.
 // The same table at the same snapshot named twice is read once, however
 // it is spelled; a plain input spelling a data file's path otherwise
-// ("dir//file", "dir/./file") is refused as the file's own spelling is.
+// ("dir//file", "dir/./file") is refused as the file's own spelling is,
+// and so is one reaching the file through a symlink (to it or to its
+// directory) or a hard link: local files are compared by device and
+// inode, not by name.
 func TestSharedDataFileRefused(t *testing.T) {
 	del := func(id int64) bool { return id%4 == 1 && id%3 == 0 }
 	tab, meta := deletesTableEq(t, del)
@@ -37,6 +40,17 @@ func TestSharedDataFileRefused(t *testing.T) {
 	table := "iceberg:" + meta
 	fdir, fbase := filepath.Split(file)
 	mdir, mbase := filepath.Split(meta)
+	links := t.TempDir()
+	symlink, hardlink, dirlink := filepath.Join(links, "sym.parquet"), filepath.Join(links, "hard.parquet"), filepath.Join(links, "dir")
+	if err := os.Symlink(file, symlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(file, hardlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fdir, dirlink); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		ins  []string
@@ -53,6 +67,9 @@ func TestSharedDataFileRefused(t *testing.T) {
 		{"the table with a doubled slash", []string{table, "iceberg:" + mdir + "/" + mbase}, ""},
 		{"the file with a doubled slash", []string{table, fdir + "/" + fbase}, "a data file of Iceberg table"},
 		{"the file through ./", []string{table, fdir + "./" + fbase}, "a data file of Iceberg table"},
+		{"a symlink to the file", []string{table, symlink}, fmt.Sprintf("the input %q is %s, a data file of Iceberg table", symlink, file)},
+		{"a hard link to the file", []string{hardlink, table}, fmt.Sprintf("the input %q is %s, a data file of Iceberg table", hardlink, file)},
+		{"a symlink to its directory", []string{table, dirlink}, "reaches " + dirlink + "/"},
 	} {
 		for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
 			t.Run(tc.name, func(t *testing.T) {

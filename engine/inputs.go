@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/iceberg"
@@ -91,57 +92,122 @@ func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, [
 // and by name. Whichever view won, the other input's rows would be
 // silently wrong. The same table at the same snapshot named twice agrees
 // with itself and is read once. Plain inputs are listed here only when
-// the job has a table and another input.
+// the job has a table and another input. Files are compared as fileIDs
+// tells them apart.
 func sharedDataFiles(ctx context.Context, fsys decode.FS, ins []iceberg.Input) error {
 	if !hasTables(ins) || len(ins) < 2 {
 		return nil
 	}
-	type owner struct {
-		name string
-		snap int64
-	}
-	byFile := map[string]owner{}
-	for _, in := range ins {
-		if in.Scan == nil {
-			continue
-		}
-		me := owner{in.Scan.Table, in.Scan.SnapshotID}
-		for _, f := range in.Scan.Files {
-			key := fileKey(f.Path)
-			if o, ok := byFile[key]; ok && (o.snap != me.snap || tableKey(o.name) != tableKey(me.name)) {
-				return fmt.Errorf("plan: the data file %s belongs to Iceberg table %s at snapshot %d and to %s at snapshot %d; each reads it with its own deleted rows and schema, and a file is read once: name one of them", f.Path, o.name, o.snap, me.name, me.snap)
-			}
-			byFile[key] = me
-		}
-	}
-	for _, in := range ins {
+	listed := make([][]string, len(ins)) // the files each input names
+	for i, in := range ins {
 		if in.Scan != nil {
+			listed[i] = iceberg.Paths(in.Scan.Files)
 			continue
 		}
 		files, err := decode.ExpandInputs(ctx, fsys, []string{in.Plain})
 		if err != nil {
 			return err
 		}
-		for _, p := range files {
-			if o, ok := byFile[fileKey(p)]; ok {
-				what := "reaches " + p + ", which is"
-				if p == in.Plain {
-					what = "is"
-				}
-				return fmt.Errorf("plan: the input %q %s a data file of Iceberg table %s (snapshot %d); a file is read once, and the table reads it without the rows it deletes while a plain input reads it whole: read it through the table only, or leave it out of %q", in.Plain, what, o.name, o.snap, in.Plain)
+		listed[i] = files
+	}
+	ids := newFileIDs(fsys, listed)
+	type owner struct {
+		name, path string
+		snap       int64
+	}
+	byFile := map[fileID]owner{}
+	for i, in := range ins {
+		if in.Scan == nil {
+			continue
+		}
+		me := owner{in.Scan.Table, "", in.Scan.SnapshotID}
+		for _, p := range listed[i] {
+			key := ids.of(p)
+			if o, ok := byFile[key]; ok && (o.snap != me.snap || tableKey(o.name) != tableKey(me.name)) {
+				return fmt.Errorf("plan: the data file %s belongs to Iceberg table %s at snapshot %d and to %s at snapshot %d; each reads it with its own deleted rows and schema, and a file is read once: name one of them", p, o.name, o.snap, me.name, me.snap)
 			}
+			me.path = p
+			byFile[key] = me
+		}
+	}
+	for i, in := range ins {
+		if in.Scan != nil {
+			continue
+		}
+		for _, p := range listed[i] {
+			o, ok := byFile[ids.of(p)]
+			if !ok {
+				continue
+			}
+			what := "reaches " + p + ", which is"
+			if p == in.Plain {
+				what = "is"
+			}
+			if p != o.path {
+				what += " " + o.path + ","
+			}
+			return fmt.Errorf("plan: the input %q %s a data file of Iceberg table %s (snapshot %d); a file is read once, and the table reads it without the rows it deletes while a plain input reads it whole: read it through the table only, or leave it out of %q", in.Plain, what, o.name, o.snap, in.Plain)
 		}
 	}
 	return nil
 }
 
-// fileKey is the name sharedDataFiles compares a file by: a local path
-// cleaned, since "dir//f", "dir/./f" and "dir/f" are one file (which the
-// planner, going by the name, would read twice: once with the table's
-// deletes, once whole); an object URL as it is, since its key is a name
-// ("a//b" is another object than "a/b"). Symlinks are not resolved.
+// fileID is what sharedDataFiles compares a file by. A local file is
+// its device and inode, so that a symlink to it (or to a directory above
+// it), a hard link, a bind mount and any other spelling ("dir//f",
+// "dir/./f") are the one file they are: going by the name, the planner
+// would read it twice, once with a table's deletes and once whole. An
+// object, and a local file that cannot be stated (planning it says
+// why), is its name as fileKey spells it.
+type fileID struct {
+	name     string
+	dev, ino uint64
+}
+
+// fileIDs tells the files of a job's inputs apart.
+type fileIDs struct {
+	fsys  decode.FS
+	local bool // whether local files are stated: more than one input names some
+}
+
+// newFileIDs returns the fileIDs of the files the inputs name (listed,
+// by input). Local files are stated, through fsys and so as the job's
+// user (never as the daemon: a path is the user's to resolve), only when
+// two inputs or more name local files: otherwise no two inputs can share
+// one, and a table of many files costs no stat each.
+func newFileIDs(fsys decode.FS, listed [][]string) fileIDs {
+	if fsys == nil {
+		fsys = decode.OSFS{}
+	}
+	n := 0
+	for _, files := range listed {
+		if slices.ContainsFunc(files, isLocal) {
+			n++
+		}
+	}
+	return fileIDs{fsys: fsys, local: n > 1}
+}
+
+// of returns p's fileID.
+func (ids fileIDs) of(p string) fileID {
+	if ids.local && isLocal(p) {
+		if fi, err := ids.fsys.Stat(p); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				return fileID{dev: uint64(st.Dev), ino: st.Ino}
+			}
+		}
+	}
+	return fileID{name: fileKey(p)}
+}
+
+func isLocal(p string) bool { return !strings.Contains(p, "://") }
+
+// fileKey is the name a file is compared by when it is not stated
+// (fileID): a local path cleaned, since "dir//f", "dir/./f" and "dir/f"
+// are one file; an object URL as it is, since its key is a name ("a//b"
+// is another object than "a/b").
 func fileKey(p string) string {
-	if strings.Contains(p, "://") {
+	if !isLocal(p) {
 		return p
 	}
 	return filepath.Clean(p)
