@@ -70,17 +70,62 @@ func PinInputs(ctx context.Context, job *spec.Job, fsys decode.FS) (*spec.Job, e
 // inputFiles lists what the planner reads for job (nil fsys:
 // decode.OSFS): its plain inputs as they are (files, globs, directories,
 // object prefixes), the data files of its Iceberg tables' snapshots, and
-// the tables' scans.
+// the tables' scans. In a job with a table and another input the plain
+// inputs are listed here, for sharedDataFiles, and each is replaced, in
+// the paths and the scans, by the files it lists: the planner plans
+// those names and lists nothing again (a prefix of many objects is one
+// round of LIST requests, not two or three).
 func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, []iceberg.Input, error) {
 	ins, err := iceberg.Opener{FS: fsys}.Expand(ctx, job.Inputs)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sharedDataFiles(ctx, fsys, ins); err != nil {
-		return nil, nil, err
+	if hasTables(ins) && len(ins) > 1 {
+		listed, err := listPlain(ctx, fsys, ins)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := sharedDataFiles(fsys, ins, listed); err != nil {
+			return nil, nil, err
+		}
+		ins = asListed(ins, listed)
 	}
 	paths, _, err := iceberg.Files(ins, nil)
 	return paths, ins, err
+}
+
+// listPlain lists the files each of ins names: a table's data files, and
+// what a plain input reaches (decode.ExpandInputs, each input once).
+func listPlain(ctx context.Context, fsys decode.FS, ins []iceberg.Input) ([][]string, error) {
+	listed := make([][]string, len(ins))
+	for i, in := range ins {
+		if in.Scan != nil {
+			listed[i] = iceberg.Paths(in.Scan.Files)
+			continue
+		}
+		files, err := decode.ExpandInputs(ctx, fsys, []string{in.Plain})
+		if err != nil {
+			return nil, err
+		}
+		listed[i] = files
+	}
+	return listed, nil
+}
+
+// asListed returns ins with each plain input replaced by the files it
+// lists (listed, by input), in order.
+func asListed(ins []iceberg.Input, listed [][]string) []iceberg.Input {
+	var out []iceberg.Input
+	for i, in := range ins {
+		if in.Scan != nil {
+			out = append(out, in)
+			continue
+		}
+		for _, f := range listed[i] {
+			out = append(out, iceberg.Input{Plain: f})
+		}
+	}
+	return out
 }
 
 // sharedDataFiles refuses a job in which an Iceberg table's data file is
@@ -91,25 +136,9 @@ func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, [
 // field ids and with its partition values, a plain input reads it whole
 // and by name. Whichever view won, the other input's rows would be
 // silently wrong. The same table at the same snapshot named twice agrees
-// with itself and is read once. Plain inputs are listed here only when
-// the job has a table and another input. Files are compared as fileIDs
-// tells them apart.
-func sharedDataFiles(ctx context.Context, fsys decode.FS, ins []iceberg.Input) error {
-	if !hasTables(ins) || len(ins) < 2 {
-		return nil
-	}
-	listed := make([][]string, len(ins)) // the files each input names
-	for i, in := range ins {
-		if in.Scan != nil {
-			listed[i] = iceberg.Paths(in.Scan.Files)
-			continue
-		}
-		files, err := decode.ExpandInputs(ctx, fsys, []string{in.Plain})
-		if err != nil {
-			return err
-		}
-		listed[i] = files
-	}
+// with itself and is read once. listed holds the files each input names
+// (listPlain); files are compared as fileIDs tells them apart.
+func sharedDataFiles(fsys decode.FS, ins []iceberg.Input, listed [][]string) error {
 	ids := newFileIDs(fsys, listed)
 	type owner struct {
 		name, path string

@@ -1,0 +1,73 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/objstore"
+	"github.com/lastmile/lastmile/objstore/s3test"
+)
+
+// countingLister is an object store Source that counts its listings.
+type countingLister struct {
+	*objstore.Source
+	lists atomic.Int64
+}
+
+func (c *countingLister) List(ctx context.Context, prefix string) ([]string, error) {
+	c.lists.Add(1)
+	return c.Source.List(ctx, prefix)
+}
+
+// TestTableBesideAPrefixListsItOnce: a job reading an Iceberg table and a
+// plain object prefix lists the prefix as often as a job reading the
+// prefix alone. The check that no data file of the table is also named
+// by the prefix (sharedDataFiles) uses the planner's listing; it listed
+// the prefix once more itself, a second round of LIST requests for a
+// prefix of many objects.
+func TestTableBesideAPrefixListsItOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the S3 test server")
+	}
+	srv, err := s3test.Start(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	tab, meta := deletesTableEq(t, func(int64) bool { return false })
+	p, _ := tab.Locate(9)
+	file := strings.TrimPrefix(p.File, "file://")
+	// A copy of a data file is another object: the prefix shares no file
+	// with the table.
+	bucket, _ := srv.Bucket("lake")
+	putObjects(t, filepath.Join(bucket, "plain"), []string{file})
+	if _, err := os.Stat(filepath.Join(bucket, "plain", filepath.Base(file))); err != nil {
+		t.Fatal(err)
+	}
+	c, err := objstore.New(objstore.Config{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3test.Access, SecretKey: s3test.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
+		lists := func(inputs string) int64 {
+			t.Helper()
+			src := &countingLister{Source: c.Source(nil)}
+			fsys := decode.WithSchemes(nil, map[string]decode.FS{objstore.Scheme: src})
+			job := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: RINGDIR, slots: 64}\n%s", inputs, body)
+			runTensors(t, job, fsys)
+			return src.lists.Load()
+		}
+		alone := lists(`"s3://lake/plain/"`)
+		both := lists(fmt.Sprintf(`"s3://lake/plain/", "iceberg:%s"`, meta))
+		t.Logf("%q: %d listings alone, %d beside the table", body, alone, both)
+		if alone == 0 || both != alone {
+			t.Errorf("%q: the prefix listed %d times beside a table, %d alone", body, both, alone)
+		}
+	}
+}
