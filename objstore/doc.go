@@ -38,7 +38,10 @@
 //     edge); err is set before the close;
 //   - a block holds budget bytes from its creation until it is removed, once:
 //     when readers have taken all its asked bytes (not the coalesced gaps, which
-//     nobody reads), when its fetch failed (the read
+//     nobody reads), from it or from their file's tail (a block PrefetchUnit
+//     made may hold bytes of the tail, which a file that has it copies from
+//     there: they count as taken, and a block so read while its fetch runs is
+//     removed by that fetch when it ends), when its fetch failed (the read
 //     then goes on demand, and that read retries and reports), or when it is
 //     done and older than 30s (a unit served from the unit cache or never
 //     decoded); removal is under the lock and idempotent;
@@ -47,6 +50,8 @@
 //     a reader takes counts toward the one block holding it;
 //   - a read takes from blocks what they hold and reads on demand only the
 //     holes between them, so a block that starts inside a read is used;
+//     what the file's tail holds is copied from it, also for a read that
+//     starts before the tail, and never fetched again;
 //   - prefetch never blocks on the network or on the budget: a block the
 //     budget cannot hold now is not made, and its bytes are read on demand.
 //

@@ -52,7 +52,9 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // ReadAtContext is ReadAt that gives up, with ctx's error, when ctx is
-// done (decode.ContextReaderAt).
+// done (decode.ContextReaderAt). What the tail holds is copied from it,
+// even for a read that starts before the tail: those bytes are never
+// fetched again. Blocks holding them count them as read (Client.credit).
 func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset %d", f.name, off)
@@ -61,30 +63,43 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), f.v.size-off))
-	if f.tail != nil && off >= f.tailOff {
-		copy(p[:n], f.tail[off-f.tailOff:])
-	} else {
-		for i := 0; i < n; {
-			k, err := f.c.take(ctx, f, p[i:n], off+int64(i))
-			if err != nil {
-				return 0, err
-			}
-			if i += k; i == n {
-				break
-			}
-			// No block holds off+i: read on demand up to the next block
-			// (which then serves its bytes, and is released), or the end.
-			j := int(f.c.nextBlock(f, off+int64(i), off+int64(n)) - off)
-			if err := f.get(ctx, p[i:j], off+int64(i)); err != nil {
-				return 0, err
-			}
-			i = j
-		}
+	head := n // the bytes before the tail
+	if end := off + int64(n); f.tail != nil && end > f.tailOff {
+		from := max(off, f.tailOff)
+		head = int(from - off)
+		copy(p[head:n], f.tail[from-f.tailOff:])
+		f.c.credit(f, from, end)
+	}
+	if err := f.readHead(ctx, p[:head], off); err != nil {
+		return 0, err
 	}
 	if n < len(p) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// readHead fills p (bytes at off before the tail) from prefetched blocks,
+// and what no block holds with ranged GETs.
+func (f *File) readHead(ctx context.Context, p []byte, off int64) error {
+	n := len(p)
+	for i := 0; i < n; {
+		k, err := f.c.take(ctx, f, p[i:n], off+int64(i))
+		if err != nil {
+			return err
+		}
+		if i += k; i == n {
+			break
+		}
+		// No block holds off+i: read on demand up to the next block
+		// (which then serves its bytes, and is released), or the end.
+		j := int(f.c.nextBlock(f, off+int64(i), off+int64(n)) - off)
+		if err := f.get(ctx, p[i:j], off+int64(i)); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
 }
 
 // Prefetch starts fetching ranges (a unit's column chunks) in the

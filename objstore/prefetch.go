@@ -79,13 +79,48 @@ func (ra *readAhead) startLocked(c *Client, f *File, r decode.Range, want int64,
 	slices.SortFunc(bs, func(x, y *block) int { return int(min(max(x.off-y.off, -1), 1)) })
 	ra.blocks[f.name] = bs
 	go func() {
-		defer close(b.done)
 		ra.sem <- struct{}{}
-		defer func() { <-ra.sem }()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.Retries+1)*c.cfg.RequestTimeout)
-		defer cancel()
 		b.err = f.get(ctx, b.buf, b.off)
+		cancel()
+		<-ra.sem
+		close(b.done)
+		if b.used.Load() >= b.want {
+			// Read from a file's tail while it was fetched (credit).
+			c.remove(f.name, b)
+		}
 	}()
+}
+
+// credit counts the bytes [from, to) of f's version, which a reader
+// copied from its file's tail, as taken from the blocks holding them. A
+// block may hold bytes of the tail: PrefetchUnit opens nothing, so it
+// has no tail to leave out, and the file that reads the unit may have
+// one (an open after the version cache's minute, or a fresh one). Such a
+// block is never taken from, and held its budget until a sweep found it
+// stale, 30 s later. A block whose asked bytes are all counted is
+// removed now if its fetch is done, else by its fetch when it ends.
+func (c *Client) credit(f *File, from, to int64) {
+	ra := &c.ahead
+	var read []*block
+	ra.mu.Lock()
+	for _, b := range ra.blocks[f.name] {
+		if !b.v.same(f.v) {
+			continue
+		}
+		k := min(to, b.off+int64(len(b.buf))) - max(from, b.off)
+		if k > 0 && b.used.Add(k) >= b.want {
+			read = append(read, b)
+		}
+	}
+	ra.mu.Unlock()
+	for _, b := range read {
+		select {
+		case <-b.done:
+			c.remove(f.name, b)
+		default:
+		}
+	}
 }
 
 // uncoveredLocked returns the parts of r that no block of name's version
