@@ -1,11 +1,14 @@
 package objstore_test
 
 import (
+	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/objstore"
+	"github.com/lastmile/lastmile/objstore/s3test"
 )
 
 // tailFile opens key fresh (its last 64 KiB fetched with the open) and
@@ -49,6 +52,35 @@ func TestTailReadReleasesBlock(t *testing.T) {
 	}
 	if n := c.PrefetchInUse(); n != 0 {
 		t.Fatalf("the announced range was read (from the open's tail), and its block still holds %d bytes of budget", n)
+	}
+}
+
+// TestTailReadReleasesBlockInFlight: the same, with the tail read while
+// the block's fetch still runs: the fetch gives the budget back when it
+// ends.
+func TestTailReadReleasesBlockInFlight(t *testing.T) {
+	setup(t)
+	src := newSource(t, objstore.Config{})
+	c := src.Client()
+	f, tailOff := tailFile(t, src, "tail-inflight/t.parquet")
+	r := decode.Range{Off: tailOff + 10<<10, Len: 20 << 10}
+	proxy.SetHang(300 * time.Millisecond)
+	proxy.SetFaults(func(int64, *http.Request) s3test.Fault { return s3test.Hang })
+	defer proxy.SetHang(0)
+	defer proxy.SetFaults(nil)
+	src.PrefetchUnit("s3://data/tail-inflight/t.parquet", []decode.Range{r})
+	if _, err := f.ReadAt(make([]byte, r.Len), r.Off); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.PrefetchInUse(); n != r.Len {
+		t.Fatalf("%d bytes of budget held right after the read; want the %d of the block still being fetched", n, r.Len)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.PrefetchInUse() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the block's fetch ended, and it still holds %d bytes of budget", c.PrefetchInUse())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
