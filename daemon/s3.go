@@ -193,7 +193,14 @@ func (d *Daemon) readerFS(c asuser.Cred) decode.FS {
 		client, _ = objstore.New(objstore.Config{})
 		return objstore.Mount(local, client.Source(func(o objstore.Object) error { return allowed(nil, c, o) }))
 	}
-	return objstore.Mount(local, client.Source(func(o objstore.Object) error { return allowed(d.s3Grants(), c, o) }))
+	return objstore.Mount(local, objectsFor(client, d.s3Grants, c))
+}
+
+// objectsFor is client read for the user of c: within the prefixes the
+// grants in force at each name (now()) give them, checked before any
+// request. A job's readers here and a peer's (peerObjects) are the same.
+func objectsFor(client *objstore.Client, now func() []grant, c asuser.Cred) *objstore.Source {
+	return client.Source(func(o objstore.Object) error { return allowed(now(), c, o) })
 }
 
 // allowed reports whether a grant gives o (an object or a listing prefix)
@@ -224,14 +231,18 @@ func (e *notGranted) Error() string { return e.msg }
 func (e *notGranted) Unwrap() error { return fs.ErrPermission }
 
 // peerObjects is what a peer reads the objects of its object-store roots
-// with: the daemon's own client, with no allow-list of users. A peer
-// computes units for other hosts' daemons (authenticated by mutual TLS),
-// and reads only beneath the roots its own config names (package roots
-// builds the URLs and refuses '..'): the roots are the peer's grant.
-func (d *Daemon) peerObjects() decode.FS {
+// with, for a ticket's user (after the peer's root squash): the daemon's
+// own client, within the prefixes this daemon's s3.allow grants that
+// user now, by the rule its own jobs follow (readerFS). A ticket's user
+// is the requester's word, taken from any holder of a requester
+// certificate; without the check, naming another user read every object
+// beneath the roots. With no grant, the peer reads objects for nobody
+// (root only with peer.trust_root), as the daemon does for its own jobs.
+// nil (no client) refuses object-store roots.
+func (d *Daemon) peerObjects() func(asuser.Cred) decode.FS {
 	client, _, err := d.s3()
 	if err != nil {
 		return nil
 	}
-	return client.Source(nil)
+	return func(c asuser.Cred) decode.FS { return objectsFor(client, d.s3Grants, c) }
 }

@@ -20,9 +20,11 @@ import (
 // Files beneath a directory root are opened as user (userRoots): the
 // kernel checks the user's permission on the file and on every directory
 // beneath the root, as the GPU host's kernel did at submission. Objects
-// are read with the peer's object-store credentials: an object has no
-// links to swap in, so a ticket's URL is the object the GPU host checked
-// the user may read.
+// are read with the peer's object-store credentials, through objects,
+// which ServerConfig.Objects made for user and which refuses what user
+// may not have read: a ticket's user is the requester's word, so the GPU
+// host's check alone would let any holder of a requester certificate
+// read every object beneath the roots by naming another user.
 type rootsFS struct {
 	r       *roots.Roots
 	objects decode.FS // nil: object-store roots are refused

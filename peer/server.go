@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/roots"
@@ -64,9 +65,14 @@ var errVersion = errors.New("protocol version mismatch")
 // ServerConfig configures a peer.
 type ServerConfig struct {
 	Roots *roots.Roots
-	// Objects reads the objects of the roots that are object-store
-	// prefixes ("ctr: s3://bucket/ctr"), by URL; nil refuses them.
-	Objects decode.FS
+	// Objects returns what the objects of the roots that are object-store
+	// prefixes ("ctr: s3://bucket/ctr") are read with, by URL, for a
+	// ticket's user (after the root squash: TrustRoot). The peer reads
+	// them with its own object-store credentials, so the FS must refuse,
+	// before any request, what the user may not have read (an error
+	// wrapping fs.ErrPermission): lastmiled's checks its own s3.allow, as
+	// for its local jobs. nil refuses object-store roots.
+	Objects func(asuser.Cred) decode.FS
 	TLS     *tls.Config // nil: plaintext, allowed on loopback listeners only
 	// Workers is the units computed at once; default 4. MaxInFlight is
 	// the units admitted at once, computing, waiting for a worker or
@@ -122,7 +128,8 @@ type ServerStats struct {
 	RefusedBusy, RefusedVersion, RefusedBad   atomic.Int64
 	RefusedOutside, RefusedDraining, Failures atomic.Int64
 	// RefusedPermission counts units whose file or side table the
-	// ticket's user may not read on this host (its kernel said so).
+	// ticket's user may not read on this host: its kernel said so, or,
+	// beneath an object-store root, ServerConfig.Objects did.
 	RefusedPermission atomic.Int64
 	// Canceled units: their requester gave up on them (hedged, or gone)
 	// before they were answered.
@@ -294,7 +301,11 @@ func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, str
 		u, squashed := t.User.squash()
 		t.User, t.squashed = &u, squashed
 	}
-	j, done, err := s.jobs.get(ctx, log, t, rootsFS{r: s.cfg.Roots, objects: s.cfg.Objects, user: *t.User}, s.cfg.Workers)
+	fsys := rootsFS{r: s.cfg.Roots, user: *t.User}
+	if s.cfg.Objects != nil {
+		fsys.objects = s.cfg.Objects(t.User.cred())
+	}
+	j, done, err := s.jobs.get(ctx, log, t, fsys, s.cfg.Workers)
 	if err != nil {
 		if denied := s.refuseDenied(log, t, err); denied != nil {
 			return denied
@@ -436,7 +447,7 @@ func (s *Server) refuseDenied(log *slog.Logger, t *Ticket, err error) error {
 			who = fmt.Sprintf("uid %d gid %d (uid and gid 0 are read for as %d: the peer's peer.trust_root is off)",
 				t.User.UID, t.User.GID, Nobody.UID)
 		}
-		err = fmt.Errorf("%s may not read a file of the job on this peer: %w", who, err)
+		err = fmt.Errorf("%s may not read a file or object of the job on this peer: %w", who, err)
 	default:
 		return nil
 	}
