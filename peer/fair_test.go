@@ -31,7 +31,12 @@ func connectFrom(t *testing.T, files TLSFiles, addr, local string) *remote {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &remote{addr: addr, conn: conn, client: flight.NewClientFromConn(conn, nil)}
+	return remoteOver(addr, conn)
+}
+
+// remoteOver is the peer at addr reached over conn, a test's own.
+func remoteOver(addr string, conn *grpc.ClientConn) *remote {
+	return &remote{addr: addr, conns: &conns{cur: &peerConn{cc: conn, client: flight.NewClientFromConn(conn, nil)}}}
 }
 
 // TestFairShareByHost: two hosts that present the same certificate (as

@@ -70,7 +70,12 @@ func threadCPU() time.Duration {
 // fetchWith is fetch, receiving through codec, whose buffers the caller
 // releases after it returns. It returns the trailer's Queue.
 func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch, maxRows int64, fields []engine.OutField) (int, error) {
-	stream, err := r.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
+	client, release, err := r.conns.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	stream, err := client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
 	if err != nil {
 		return 0, err
 	}

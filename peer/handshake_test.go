@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -173,7 +172,7 @@ func callOnce(t *testing.T, addr string, dial grpc.DialOption, tk []byte) error 
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	r := &remote{addr: addr, conn: conn, client: flight.NewClientFromConn(conn, nil)}
+	r := remoteOver(addr, conn)
 	var out column.Batch
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

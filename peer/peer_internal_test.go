@@ -353,10 +353,15 @@ func TestWireForms(t *testing.T) {
 			t.Errorf("ticket %d: receiving took %v of CPU; the peer had %d units admitted", i, got.cpu, got.queue)
 		}
 		sizes[i] = int(got.wire)
-		stream, err := r.client.DoGet(context.Background(), &flight.Ticket{Ticket: tk})
+		client, release, err := r.conns.use()
 		if err != nil {
 			t.Fatal(err)
 		}
+		stream, err := client.DoGet(context.Background(), &flight.Ticket{Ticket: tk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
 		rd, err := flight.NewRecordReader(stream)
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,12 @@ type PoolConfig struct {
 	// TLS is the requester's mutual TLS; nil is plaintext, allowed only
 	// to loopback addresses.
 	TLS *tls.Config
+	// Roots, when set, is the CA bundle peers are verified with in place
+	// of TLS.RootCAs, asked for at each call: a call whose peer's
+	// connection was made with another bundle (a reload replaced it:
+	// Creds.Roots) goes over a new connection, and the old one is closed
+	// once the calls on it are done (conn.go). nil: TLS.RootCAs, always.
+	Roots func() *x509.CertPool
 	// Credits is the most units in flight at one peer; default 4.
 	Credits int
 	Logger  *slog.Logger
@@ -53,8 +60,7 @@ type Pool struct {
 // remote is one peer as the requester sees it.
 type remote struct {
 	addr     string
-	conn     *grpc.ClientConn
-	client   flight.Client
+	conns    *conns
 	inflight int
 	excluded time.Time // until then, not picked
 	backoff  time.Duration
@@ -130,9 +136,7 @@ func (p *Pool) Close() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		for _, r := range p.peers {
-			if r.conn != nil {
-				r.conn.Close()
-			}
+			r.conns.shut()
 		}
 	})
 }
@@ -209,9 +213,7 @@ func (p *Pool) set(addrs []string, serverName string) error {
 }
 
 func (p *Pool) dropLocked(r *remote) {
-	if r.conn != nil {
-		r.conn.Close()
-	}
+	r.conns.close()
 	delete(p.peers, r.addr)
 }
 
@@ -224,12 +226,32 @@ func loopbackAddr(a string) bool {
 	return ip != nil && ip.IsLoopback() || host == "localhost"
 }
 
+// dial makes r's connections, verifying the peer's certificate with
+// serverName when TLS names none (peers found by DNS).
 func (p *Pool) dial(r *remote, serverName string) error {
+	var roots func() *x509.CertPool
+	if p.cfg.TLS != nil {
+		roots = p.cfg.Roots
+	}
+	c, err := newConns(func(pool *x509.CertPool) (*peerConn, error) { return p.dialConn(r.addr, serverName, pool) }, roots)
+	if err != nil {
+		return err
+	}
+	r.conns = c
+	return nil
+}
+
+// dialConn makes a connection to the peer at addr whose handshakes
+// verify it with roots (nil: TLS.RootCAs).
+func (p *Pool) dialConn(addr, serverName string, roots *x509.CertPool) (*peerConn, error) {
 	creds := insecure.NewCredentials()
 	if p.cfg.TLS != nil {
 		c := p.cfg.TLS.Clone()
 		if c.ServerName == "" && serverName != "" {
 			c.ServerName = serverName
+		}
+		if roots != nil {
+			c.RootCAs = roots
 		}
 		creds = credentials.NewTLS(c)
 	}
@@ -238,15 +260,14 @@ func (p *Pool) dial(r *remote, serverName string) error {
 	// by definition while it spills, gets round to reading; the peer then
 	// idles. The bound on memory is the credits: at most Credits units'
 	// output per peer are in flight.
-	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(creds),
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(int32(min(int64(streamWindow)*int64(p.cfg.Credits), 1<<30))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
 		experimental.WithBufferPool(frames))
 	if err != nil {
-		return fmt.Errorf("peer %s: %w", r.addr, err)
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
 	}
-	r.conn, r.client = conn, flight.NewClientFromConn(conn, nil)
-	return nil
+	return &peerConn{cc: conn, client: flight.NewClientFromConn(conn, nil), roots: roots}, nil
 }
 
 // pick takes a credit at the healthy peer with the fewest units in
@@ -458,7 +479,12 @@ func (p *Pool) Info(ctx context.Context, addr string) (Info, error) {
 
 // info asks r for its Info.
 func (r *remote) info(ctx context.Context, opts ...grpc.CallOption) (Info, error) {
-	stream, err := r.client.DoAction(ctx, &flight.Action{Type: InfoAction}, opts...)
+	client, release, err := r.conns.use()
+	if err != nil {
+		return Info{}, fmt.Errorf("peer %s: info: %w", r.addr, err)
+	}
+	defer release()
+	stream, err := client.DoAction(ctx, &flight.Action{Type: InfoAction}, opts...)
 	if err != nil {
 		return Info{}, fmt.Errorf("peer %s: info: %w", r.addr, err)
 	}

@@ -77,7 +77,12 @@ func TestInfo(t *testing.T) {
 	if _, err := p.Info(context.Background(), "127.0.0.1:1"); err == nil {
 		t.Error("info of an address outside the pool: no error")
 	}
-	stream, err := p.pick("").client.DoAction(context.Background(), &flight.Action{Type: "drop-everything"})
+	client, release, err := p.pick("").conns.use()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	stream, err := client.DoAction(context.Background(), &flight.Action{Type: "drop-everything"})
 	if err == nil {
 		_, err = stream.Recv()
 	}

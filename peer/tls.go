@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -20,8 +21,9 @@ type TLSFiles struct {
 
 // loaded is what TLSFiles held when they were read.
 type loaded struct {
-	pool *x509.CertPool
-	cert tls.Certificate
+	pool  *x509.CertPool
+	caPEM []byte // the CA bundle as read: a reload of the same keeps pool
+	cert  tls.Certificate
 	// caEnd is the earliest end of the CA bundle's certificates (zero:
 	// none parsed): after it, peers signed by that CA are refused.
 	caEnd time.Time
@@ -60,26 +62,27 @@ func (f TLSFiles) load() (*loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls cert %s, key %s: %w", f.Cert, f.Key, err)
 	}
-	return &loaded{pool: pool, cert: cert, caEnd: bundleEnd(caPEM)}, nil
+	return &loaded{pool: pool, caPEM: caPEM, cert: cert, caEnd: bundleEnd(caPEM)}, nil
 }
 
 // Creds are TLS files loaded for a long-running daemon, read again by
 // Reload: a certificate renewed in place (the same paths, new contents)
-// is presented from the next handshake on, without a restart.
+// is presented from the next handshake on, and a CA bundle replaced in
+// place verifies the other side from then on, without a restart.
 //
 // A peer's configs (ServerTLS) take the certificate, its key and the CA
 // bundle from the last load at each handshake. A requester's
-// (ClientTLS) take the certificate and key so, but verify peers against
-// the CA bundle of the first load: gRPC copies a client's config when it
-// dials and offers no hook to choose the roots per handshake, and
-// verifying by hand (InsecureSkipVerify and a VerifyConnection) would put
-// the check of every peer's identity in our code. A new CA therefore
-// takes a requester's restart.
+// (ClientTLS) take the certificate and key so; its CA bundle is the one
+// loaded when the config was made, since gRPC copies a client's config
+// when it dials and a client's tls.Config offers no hook to choose the
+// roots per handshake (verifying by hand, with InsecureSkipVerify and a
+// VerifyConnection, would put the check of every peer's identity in our
+// code). A Pool given Roots (PoolConfig.Roots) therefore makes each
+// connection with the bundle Roots returns then, and replaces a
+// connection made with another bundle at its next use (conn.go).
 type Creds struct {
-	files    TLSFiles
-	cur      atomic.Pointer[loaded]
-	first    *x509.CertPool
-	firstEnd time.Time // the first load's CA bundle's earliest end (ClientTLS's roots)
+	files TLSFiles
+	cur   atomic.Pointer[loaded]
 }
 
 // Open loads f.
@@ -88,7 +91,7 @@ func (f TLSFiles) Open() (*Creds, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Creds{files: f, first: l.pool, firstEnd: l.caEnd}
+	c := &Creds{files: f}
 	c.cur.Store(l)
 	return c, nil
 }
@@ -111,9 +114,17 @@ func (c *Creds) Reload() error {
 				c.files.Cert, leaf.NotBefore, leaf.NotAfter, cur)
 		}
 	}
+	if cur := c.cur.Load(); bytes.Equal(l.caPEM, cur.caPEM) {
+		l.pool = cur.pool // the same bundle: Roots' callers keep their connections
+	}
 	c.cur.Store(l)
 	return nil
 }
+
+// Roots is the CA bundle as last loaded, which a requester verifies
+// peers with (PoolConfig.Roots). It is the same *x509.CertPool until a
+// reload reads a bundle of other contents.
+func (c *Creds) Roots() *x509.CertPool { return c.cur.Load().pool }
 
 // NotAfter is the end of the current certificate's validity.
 func (c *Creds) NotAfter() time.Time {
@@ -132,17 +143,10 @@ func (c *Creds) NotAfter() time.Time {
 }
 
 // CANotAfter is the earliest end of the CA certificates the other side
-// is verified against: of the CA bundle as last loaded (a peer's) and as
-// first loaded (a requester's roots); zero if none was parsed. A
+// is verified against, as last loaded; zero if none was parsed. A
 // certificate renewed in place may outlive the CA that signed it, and
 // the CA's end then fails every handshake first.
-func (c *Creds) CANotAfter() time.Time {
-	end := c.cur.Load().caEnd
-	if !c.firstEnd.IsZero() && (end.IsZero() || c.firstEnd.Before(end)) {
-		end = c.firstEnd
-	}
-	return end
-}
+func (c *Creds) CANotAfter() time.Time { return c.cur.Load().caEnd }
 
 // ServerTLS is a peer's mutual TLS: it presents its certificate and
 // accepts only clients whose certificate the CA signed, both as last
@@ -163,13 +167,15 @@ func (c *Creds) ServerTLS() *tls.Config {
 }
 
 // ClientTLS is a requester's mutual TLS: it presents its certificate as
-// last loaded and accepts only peers whose certificate the CA of the
-// first load signed. serverName, if not empty, is the name peers'
-// certificates must carry; otherwise each peer's host name is checked.
+// last loaded at each handshake, and accepts only peers whose
+// certificate a CA of the bundle as loaded now signed (a Pool replaces
+// the bundle as reloaded: PoolConfig.Roots, Creds.Roots). serverName,
+// if not empty, is the name peers' certificates must carry; otherwise
+// each peer's host name is checked.
 func (c *Creds) ClientTLS(serverName string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		RootCAs:    c.first,
+		RootCAs:    c.Roots(),
 		ServerName: serverName,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			l := c.cur.Load()

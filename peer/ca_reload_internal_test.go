@@ -1,0 +1,143 @@
+package peer
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// TestPoolReloadsCA: a requester's CA bundle, replaced in place and
+// reloaded (SIGHUP), verifies the peers of every call after the reload:
+// a peer whose CA was added is reached, one whose CA was removed is not,
+// although the requester has a connection to it made before, and a unit
+// in flight on that connection finishes there; the connection is closed
+// after it. Before 2026-11-29 a requester verified peers with the CA
+// bundle it started with until it restarted: a CA added for a rotation
+// was not trusted, and one removed (compromised) still was.
+func TestPoolReloadsCA(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	oldCA, err := NewCA(filepath.Join(dir, "old"), "old-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCA, err := NewCA(filepath.Join(dir, "new"), "new-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ca *CA, name string, role Role) TLSFiles {
+		t.Helper()
+		files, err := ca.IssueRole(ca.Dir, name, []string{"127.0.0.1"}, time.Hour, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files.CA = filepath.Join(oldCA.Dir, "ca.pem") // peers trust the requester's CA
+		return files
+	}
+	pem := func(cas ...*CA) []byte {
+		var b []byte
+		for _, ca := range cas {
+			c, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, c...)
+		}
+		return b
+	}
+	serve := func(files TLSFiles, delay time.Duration) (*Server, string) {
+		t.Helper()
+		tc, err := files.ServerTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := NewServer(ServerConfig{Roots: f.roots, TLS: tc, TrustRoot: true})
+		s.delay = delay
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(l)
+		t.Cleanup(s.Stop)
+		return s, l.Addr().String()
+	}
+	slowOld, oldAddr := serve(issue(oldCA, "peer-old", RolePeer), 2*time.Second)
+	_, newAddr := serve(issue(newCA, "peer-new", RolePeer), 0)
+
+	host := issue(oldCA, "gpu", RoleRequester)
+	host.CA = filepath.Join(dir, "host-ca.pem")
+	setBundle := func(cas ...*CA) {
+		t.Helper()
+		if err := os.WriteFile(host.CA, pem(cas...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setBundle(oldCA)
+	creds, err := host.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPool(PoolConfig{Addrs: []string{oldAddr, newAddr}, TLS: creds.ClientTLS(""), Roots: creds.Roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	reach := func(addr string, want bool, when string) {
+		t.Helper()
+		_, err := p.Info(ctx, addr)
+		if want && err != nil {
+			t.Fatalf("%s: peer %s: %v; want it reached", when, addr, err)
+		}
+		if !want && (err == nil || !strings.Contains(err.Error(), "certificate")) {
+			t.Fatalf("%s: peer %s: %v; want its certificate refused", when, addr, err)
+		}
+	}
+	reach(oldAddr, true, "the old CA")
+	reach(newAddr, false, "the old CA")
+
+	setBundle(oldCA, newCA)
+	if err := creds.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	reach(newAddr, true, "the new CA added")
+	reach(oldAddr, true, "the new CA added")
+
+	// A unit in flight on the old peer's connection while the old CA is
+	// removed.
+	job, text := f.job("careload"), f.text("careload")
+	tk := f.unitTicket(text, job, localPlan(t, job).Units[0])
+	r := p.peers[oldAddr]
+	r.conns.mu.Lock()
+	before := r.conns.cur
+	r.conns.mu.Unlock()
+	fetched := make(chan error, 1)
+	go func() {
+		var out column.Batch
+		_, err := fetch(ctx, r, tk.Ticket, &out)
+		fetched <- err
+	}()
+	for slowOld.InFlight() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	setBundle(newCA)
+	if err := creds.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	reach(oldAddr, false, "the old CA removed, a unit in flight")
+	reach(newAddr, true, "the old CA removed")
+	if err := <-fetched; err != nil {
+		t.Fatalf("the unit in flight as the CA was removed: %v; want it finished on its connection", err)
+	}
+	if s := before.cc.GetState(); s != connectivity.Shutdown {
+		t.Fatalf("the connection made with the old CA is %v after its last unit; want it closed", s)
+	}
+}
