@@ -167,7 +167,7 @@ func (d *Daemon) startPeers(cfg Config) error {
 			if err != nil {
 				return fmt.Errorf("peers.tls: %w", err)
 			}
-			d.peersTLS, pc.TLS = creds, creds.ClientTLS(cfg.Peers.ServerName)
+			d.peersTLS, pc.TLS, pc.Roots = creds, creds.ClientTLS(cfg.Peers.ServerName), creds.Roots
 			d.warnExpiry("peers.tls", creds)
 		}
 		pool, err := cpupeer.NewPool(pc)
@@ -372,9 +372,11 @@ const expiryWarning = 30 * 24 * time.Hour
 // reloadTLS reads the peer role's and the spill pool's certificate
 // files again (same paths: a renewal in place), as SIGHUP asks: a peer
 // presents the new certificate and trusts the new CA bundle from its next
-// handshake, a requester presents the new certificate from its next
-// connection (a new CA bundle takes its restart: peer.Creds). Files that
-// do not load leave the ones in use, and say so.
+// handshake; a requester presents the new certificate from its next
+// connection, and verifies peers with the new CA bundle from its next
+// call to each (a connection made with the old bundle carries only the
+// units already on it, then closes: peer/conn.go). Files that do not load
+// leave the ones in use, and say so.
 func (d *Daemon) reloadTLS() {
 	for _, c := range []struct {
 		key   string
@@ -405,8 +407,8 @@ func (d *Daemon) warnExpiry(key string, c *cpupeer.Creds) {
 	}
 	if ca := c.CANotAfter(); !ca.IsZero() && time.Until(ca) < expiryWarning {
 		d.log.Warn("the CA the certificates are verified against expires soon: every handshake fails after it; "+
-			"make a new CA (lastmile certs ca), add it to every host's CA bundle beside the old one, issue certificates from it, "+
-			"then restart the requesters and send the peers SIGHUP",
+			"make a new CA (lastmile certs ca), add it to every host's CA bundle beside the old one and send every host SIGHUP, "+
+			"then issue certificates from it and send SIGHUP again",
 			"key", key+".ca", "what", "CA", "not_after", ca, "days_left", int(time.Until(ca).Hours()/24))
 	}
 }
