@@ -70,8 +70,8 @@ type ServerConfig struct {
 	// ticket's user (after the root squash: TrustRoot). The peer reads
 	// them with its own object-store credentials, so the FS must refuse,
 	// before any request, what the user may not have read (an error
-	// wrapping fs.ErrPermission): lastmiled's checks its own s3.allow, as
-	// for its local jobs. nil refuses object-store roots.
+	// wrapping fs.ErrPermission); lastmiled's checks the user against its
+	// own s3.allow, as for its local jobs. nil refuses object-store roots.
 	Objects func(asuser.Cred) decode.FS
 	TLS     *tls.Config // nil: plaintext, allowed on loopback listeners only
 	// Workers is the units computed at once; default 4. MaxInFlight is
