@@ -79,6 +79,10 @@ type PipelineReport struct {
 	FirstEpoch PipelineRun `json:"first_epoch"`
 	// Pipeline is the Epochs-epoch run.
 	Pipeline PipelineRun `json:"pipeline"`
+	// Rounds are target (e)'s rounds, one pass of decode alone and one
+	// run of each pipeline in each (pipeline_rounds.go); DecodeOnly,
+	// FirstEpoch and Pipeline are each side's fastest over them.
+	Rounds []PipelineRound `json:"rounds"`
 	// Trainer is the Python consumer process reading the ring as torch
 	// tensors as fast as it can (it mostly waits for the next batch);
 	// TrainerStep the same with a simulated training step of StepMS after
@@ -193,10 +197,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineReport, erro
 		return nil, err
 	}
 	r := &PipelineReport{Spec: cfg.Spec, Workers: cfg.Workers}
-	if err := measureDecodeOnly(ctx, cfg, job, r); err != nil {
-		return nil, err
-	}
-	if err := measurePipelineRuns(ctx, cfg, job, r); err != nil {
+	if err := measureE(ctx, cfg, job, r); err != nil {
 		return nil, err
 	}
 	if !cfg.SkipV2 {
@@ -240,60 +241,63 @@ func pipelineJob(cfg PipelineConfig, parquetDir, spam string) (*spec.Job, error)
 	return job, nil
 }
 
-// measureDecodeOnly fills r's input columns, input rows and DecodeOnly
-// (the fastest of cfg.Repeats runs): the reference the pipeline is held to.
-func measureDecodeOnly(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
-	// The reference: decoding every input column the pipeline reads.
+// planDecodeOnly fills r's input columns and input rows and returns the
+// plan decoding them: the reference the pipeline is held to.
+func planDecodeOnly(ctx context.Context, job *spec.Job, r *PipelineReport) (*decode.Plan, error) {
 	all, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	prog, err := ops.Compile(ctx, job, all.Fields, ops.Env{Seed: job.Seed})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.Columns = prog.Needs()
 	plan, err := decode.PlanFiles(ctx, job.Inputs, decode.PlanOptions{Columns: r.Columns})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.InputRows = plan.Rows
-	for i := 0; i < cfg.Repeats; i++ {
-		fmt.Fprintf(cfg.Log, "(e) decode alone of the pipeline's %d input columns, %d workers ...\n", len(r.Columns), cfg.Workers)
-		res, err := decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
-		if err != nil {
-			return err
-		}
-		if r.DecodeOnly.Seconds == 0 || res.Seconds < r.DecodeOnly.Seconds {
-			r.DecodeOnly = res
-		}
+	return plan, nil
+}
+
+// measureE measures target (e) in cfg.Repeats rounds
+// (pipeline_rounds.go): decode alone of the pipeline's input columns
+// (r.DecodeOnly), the pipeline into a ring read by a Python trainer for
+// one epoch (r.FirstEpoch) and for cfg.Epochs (r.Pipeline), each the
+// fastest of its runs; r.Trainer is the trainer's report of the last
+// cfg.Epochs run.
+func measureE(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
+	plan, err := planDecodeOnly(ctx, job, r)
+	if err != nil {
+		return err
 	}
+	epochs := []int{1, cfg.Epochs}
+	if cfg.Epochs == 1 {
+		epochs = epochs[:1]
+	}
+	res, err := measureRounds(ctx, cfg.Repeats, epochs, pipelineSides(cfg, job, r, plan), "", cfg.Log)
+	if err != nil {
+		return err
+	}
+	r.DecodeOnly, r.Rounds, r.Trainer = res.DecodeOnly, res.Rounds, res.Trainer
+	r.FirstEpoch, r.Pipeline = res.Runs[0], res.Runs[len(res.Runs)-1]
 	return nil
 }
 
-// measurePipelineRuns runs the pipeline into a ring read by a Python
-// trainer, one epoch (r.FirstEpoch) and cfg.Epochs (r.Pipeline), cfg.Repeats
-// times each; the trainer's report of the last many-epoch run is r.Trainer.
-func measurePipelineRuns(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) error {
-	for i := 0; i < cfg.Repeats; i++ {
-		for _, epochs := range []int{1, cfg.Epochs} {
-			fmt.Fprintf(cfg.Log, "(e) the pipeline into a ring, %d epoch(s), read by a Python trainer process ...\n", epochs)
-			e := epochs
-			job.Epochs = &e
-			run := &r.Pipeline
-			if epochs == 1 {
-				run = &r.FirstEpoch
-			}
-			tr, err := runPipelineOnce(ctx, cfg, job, r, run)
-			if err != nil {
-				return err
-			}
-			if epochs == cfg.Epochs {
-				r.Trainer = tr
-			}
-		}
+// pipelineSides are target (e)'s real sides: decode alone of plan with
+// cfg.Workers, and job into a ring for some epochs (job.Epochs is left at
+// the last run's).
+func pipelineSides(cfg PipelineConfig, job *spec.Job, r *PipelineReport, plan *decode.Plan) roundSides {
+	return roundSides{
+		decode: func(ctx context.Context) (decode.Result, error) {
+			return decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
+		},
+		pipeline: func(ctx context.Context, epochs int) (PipelineRun, map[string]any, error) {
+			job.Epochs = &epochs
+			return runPipelineOnce(ctx, cfg, job, r)
+		},
 	}
-	return nil
 }
 
 // measureTrainerCPU fills r.TrainerReady and r.TrainerStep. It leaves job
@@ -302,12 +306,11 @@ func measureTrainerCPU(ctx context.Context, cfg PipelineConfig, job *spec.Job, r
 	// (g) the trainer's CPU per batch: with batches waiting for it (a ring
 	// that holds an epoch, 3 epochs so that every slot is reused), then
 	// with a training step after each batch.
-	var scratch PipelineRun
 	three, ring := 3, job.Ring
 	job.Epochs = &three
 	job.Ring.Slots = 80
 	fmt.Fprintf(cfg.Log, "(g) the trainer's CPU per batch with batches waiting in the ring ...\n")
-	tr, err := runPipelineOnce(ctx, cfg, job, r, &scratch, "--ready")
+	_, tr, err := runPipelineOnce(ctx, cfg, job, r, "--ready")
 	job.Ring = ring
 	if err != nil {
 		return err
@@ -317,7 +320,7 @@ func measureTrainerCPU(ctx context.Context, cfg PipelineConfig, job *spec.Job, r
 	one := 1
 	job.Epochs = &one
 	fmt.Fprintf(cfg.Log, "(g) the trainer's CPU per batch with a %.0f ms training step ...\n", r.StepMS)
-	if r.TrainerStep, err = runPipelineOnce(ctx, cfg, job, r, &scratch, "--step-ms", fmt.Sprint(r.StepMS)); err != nil {
+	if _, r.TrainerStep, err = runPipelineOnce(ctx, cfg, job, r, "--step-ms", fmt.Sprint(r.StepMS)); err != nil {
 		return err
 	}
 	return nil
@@ -354,9 +357,9 @@ func genPipelineData(ctx context.Context, cfg PipelineConfig, parquetDir, npyDir
 }
 
 // runPipelineOnce runs job into a ring read by a Python trainer process
-// (`lastmile cat --torch`, with trainerArgs) and returns the trainer's
-// report. It records the run in p if p is empty or the run was faster.
-func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport, p *PipelineRun, trainerArgs ...string) (map[string]any, error) {
+// (`lastmile cat --torch`, with trainerArgs) and returns the run and the
+// trainer's report.
+func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport, trainerArgs ...string) (PipelineRun, map[string]any, error) {
 	var out bytes.Buffer
 	args := append([]string{"-m", "lastmile", "cat", "--json", "--torch", "--timeout", "120",
 		"--shm-dir", ringDir(cfg.ShmDir)}, trainerArgs...)
@@ -365,12 +368,12 @@ func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *
 	cmd.Stdout = &out
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return PipelineRun{}, nil, err
 	}
 	// Start the trainer first and wait until its imports are done (it says
 	// so on stderr), so that Python's start-up is not timed.
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("trainer process: %w", err)
+		return PipelineRun{}, nil, fmt.Errorf("trainer process: %w", err)
 	}
 	defer cmd.Process.Kill()
 	lines := bufio.NewScanner(stderr)
@@ -383,31 +386,29 @@ func runPipelineOnce(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *
 		fmt.Fprintln(os.Stderr, lines.Text())
 	}
 	if !ready {
-		return nil, fmt.Errorf("trainer process ended before it was ready: %w", cmd.Wait())
+		return PipelineRun{}, nil, fmt.Errorf("trainer process ended before it was ready: %w", cmd.Wait())
 	}
 	go io.Copy(os.Stderr, stderr)
 	t0, cpu0 := time.Now(), processCPU()
 	st, err := engine.Run(ctx, job, engine.Options{Linger: true, Remove: true})
 	secs, cpu := time.Since(t0).Seconds(), processCPU()-cpu0
 	if err != nil {
-		return nil, err
+		return PipelineRun{}, nil, err
 	}
 	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("trainer process: %w", err)
+		return PipelineRun{}, nil, fmt.Errorf("trainer process: %w", err)
 	}
 	var tr map[string]any
 	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
-		return nil, fmt.Errorf("trainer output %q: %w", out.String(), err)
-	}
-	if p.Seconds != 0 && secs >= p.Seconds {
-		return tr, nil
+		return PipelineRun{}, nil, fmt.Errorf("trainer output %q: %w", out.String(), err)
 	}
 	epochs := int64(*job.Epochs)
+	var p PipelineRun
 	p.Epochs, p.Seconds, p.OutRows, p.Batches, p.Bytes = int(epochs), secs, st.Rows, st.Batches, st.Bytes
 	p.OutRowsPS, p.InRowsPS = float64(st.Rows)/secs, float64(epochs*r.InputRows)/secs
 	p.KeptFrac = float64(st.Rows) / float64(epochs*r.InputRows)
 	p.DecodeSecs, p.CPUSeconds, p.Pages = st.Decode.Seconds(), cpu, st.Pages
-	return tr, nil
+	return p, tr, nil
 }
 
 // processCPU is the user+system time of this process so far, in seconds.
@@ -510,6 +511,7 @@ func (r *PipelineReport) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept; CPU %.2fs)\n",
 			fmt.Sprintf("(e) pipeline, %d epoch(s), Python trainer reading", p.Epochs), p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac, p.CPUSeconds)
 	}
+	writeRounds(w, "", r.Rounds)
 	for _, b := range r.Baselines {
 		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s out (%.0f steady), main CPU %.2f ms/batch\n",
 			fmt.Sprintf("(f) DataLoader %v style, num_workers %v%s", b["style"], b["workers"], waiting(b)), num(b["seconds"]), num(b["rows_per_s"]),

@@ -32,6 +32,9 @@ type PipelineVariant struct {
 	Dir        string        `json:"dir"`
 	DecodeOnly decode.Result `json:"decode_only"`
 	FirstEpoch PipelineRun   `json:"first_epoch"`
+	// Rounds are the rounds of decode alone and the first epoch, in
+	// alternating order (pipeline_rounds.go).
+	Rounds []PipelineRound `json:"rounds"`
 }
 
 // Ratio is the first epoch's input rows/s over decode alone's.
@@ -53,7 +56,7 @@ type PageSkip struct {
 
 // runV2 measures the first epoch against decode alone on the pipeline's
 // rows written with v2 data pages and the page index (datagen writes the
-// index for every file).
+// index for every file), in rounds as the default data's (measureE).
 func runV2(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineReport) (*PipelineVariant, error) {
 	gc := pipelineGenConfig(cfg)
 	gc.DataPageVersion = 2
@@ -72,20 +75,19 @@ func runV2(ctx context.Context, cfg PipelineConfig, job *spec.Job, r *PipelineRe
 	j.Inputs = []string{v.Dir}
 	one := 1
 	j.Epochs = &one
-	for range cfg.Repeats {
-		fmt.Fprintf(cfg.Log, "(e) v2 pages: decode alone of the pipeline's %d input columns ...\n", len(r.Columns))
-		res, err := decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
-		if err != nil {
-			return nil, err
-		}
-		if v.DecodeOnly.Seconds == 0 || res.Seconds < v.DecodeOnly.Seconds {
-			v.DecodeOnly = res
-		}
-		fmt.Fprintf(cfg.Log, "(e) v2 pages: the pipeline, 1 epoch, read by a Python trainer process ...\n")
-		if _, err := runPipelineOnce(ctx, cfg, &j, r, &v.FirstEpoch); err != nil {
-			return nil, err
-		}
+	sides := roundSides{
+		decode: func(ctx context.Context) (decode.Result, error) {
+			return decode.Measure(ctx, plan, decode.PathOwn, cfg.Workers)
+		},
+		pipeline: func(ctx context.Context, _ int) (PipelineRun, map[string]any, error) {
+			return runPipelineOnce(ctx, cfg, &j, r)
+		},
 	}
+	res, err := measureRounds(ctx, cfg.Repeats, []int{1}, sides, "v2 pages: ", cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	v.DecodeOnly, v.FirstEpoch, v.Rounds = res.DecodeOnly, res.Runs[0], res.Rounds
 	return v, nil
 }
 
@@ -234,6 +236,7 @@ func (r *PipelineReport) writeSkip(w io.Writer) {
 		fmt.Fprintf(w, "%-52s %10.2fs (CPU %.2fs)\n", "(e) v2 pages + page index: decode alone", v.DecodeOnly.Seconds, v.DecodeOnly.CPUSeconds)
 		fmt.Fprintf(w, "%-52s %10.2fs (CPU %.2fs), %.2fx decode alone; %s\n", "(e) v2 pages + page index: pipeline, 1 epoch",
 			v.FirstEpoch.Seconds, v.FirstEpoch.CPUSeconds, v.Ratio(r.InputRows), pages(v.FirstEpoch.Pages))
+		writeRounds(w, "v2 pages: ", v.Rounds)
 	}
 	for _, s := range r.PageSkip {
 		real := ""
