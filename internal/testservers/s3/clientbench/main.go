@@ -4,8 +4,10 @@
 // page headers (small ranges), read into a reused buffer. It reports each
 // client's throughput and its own CPU time per GB (getrusage of this
 // process; the server runs in another process), alternating the clients
-// round by round so that both see the same machine. docs/storage.md
-// records a run and the choice made from it.
+// round by round so that both see the same machine, and flipping their
+// order every round (the first client in odd rounds, the second in even
+// ones) so that neither always runs first or always right after the
+// other. docs/storage.md records a run and the choice made from it.
 //
 //	go run ./clientbench -endpoint http://127.0.0.1:PORT -bucket b -key big.bin
 package main
@@ -17,6 +19,7 @@ import (
 	"io"
 	"log"
 	"net/url"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -37,7 +40,7 @@ func main() {
 	size := flag.Int64("size", 256<<20, "bytes of the object to read, per pass")
 	access := flag.String("access", "lastmile", "access key")
 	secret := flag.String("secret", "lastmile-secret", "secret key")
-	rounds := flag.Int("rounds", 3, "rounds (each runs every client once per range size)")
+	rounds := flag.Int("rounds", 4, "rounds (each runs every client once per range size; even, so that each client runs first as often)")
 	conc := flag.Int("conc", 4, "concurrent requests")
 	flag.Parse()
 	u, err := url.Parse(*endpoint)
@@ -48,15 +51,19 @@ func main() {
 		"aws-sdk-go-v2": awsGetter(*endpoint, *bucket, *key, *access, *secret),
 		"minio-go":      minioGetter(u.Host, *bucket, *key, *access, *secret),
 	}
-	order := []string{"aws-sdk-go-v2", "minio-go"}
+	names := []string{"aws-sdk-go-v2", "minio-go"}
+	if *rounds%2 == 1 {
+		log.Printf("-rounds %d is odd: %s runs first in one round more than %s", *rounds, names[0], names[1])
+	}
 	type tot struct {
 		wall, cpu   time.Duration
 		bytes, reqs int64
 	}
 	sums := map[string]*tot{}
 	for r := 0; r < *rounds; r++ {
+		fmt.Printf("round %d: %s first\n", r+1, roundOrder(r, names)[0])
 		for _, rng := range []int64{4 << 20, 64 << 10} {
-			for _, name := range order {
+			for _, name := range roundOrder(r, names) {
 				wall, cpu, n, reqs := pass(clients[name], *size, rng, *conc)
 				k := fmt.Sprintf("%s range=%dKiB", name, rng>>10)
 				if sums[k] == nil {
@@ -71,7 +78,7 @@ func main() {
 		}
 	}
 	for _, rng := range []int64{4 << 20, 64 << 10} {
-		for _, name := range order {
+		for _, name := range names {
 			k := fmt.Sprintf("%s range=%dKiB", name, rng>>10)
 			s := sums[k]
 			gb := float64(s.bytes) / 1e9
@@ -80,6 +87,16 @@ func main() {
 				float64(s.cpu.Microseconds())/float64(s.reqs), s.reqs)
 		}
 	}
+}
+
+// roundOrder is the order the clients run in round r (from 0): as listed
+// in even rounds, reversed in odd ones.
+func roundOrder(r int, names []string) []string {
+	o := slices.Clone(names)
+	if r%2 == 1 {
+		slices.Reverse(o)
+	}
+	return o
 }
 
 // pass reads size bytes of the object in ranges of rng bytes with conc
