@@ -511,7 +511,7 @@ func (r *PipelineReport) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s in, %.0f rows/s out (%.1f%% kept; CPU %.2fs)\n",
 			fmt.Sprintf("(e) pipeline, %d epoch(s), Python trainer reading", p.Epochs), p.Seconds, p.InRowsPS, p.OutRowsPS, 100*p.KeptFrac, p.CPUSeconds)
 	}
-	writeRounds(w, "", r.Rounds)
+	writeRounds(w, "", r.Rounds, r.Pipeline.Epochs)
 	for _, b := range r.Baselines {
 		fmt.Fprintf(w, "%-52s %10.2fs %12.0f rows/s out (%.0f steady), main CPU %.2f ms/batch\n",
 			fmt.Sprintf("(f) DataLoader %v style, num_workers %v%s", b["style"], b["workers"], waiting(b)), num(b["seconds"]), num(b["rows_per_s"]),

@@ -145,12 +145,13 @@ func (p *PipelineRun) keepFaster(q PipelineRun) {
 	}
 }
 
-// writeRounds prints every round of target (e): its order and its ratios.
-func writeRounds(w io.Writer, label string, rounds []PipelineRound) {
+// writeRounds prints every round of target (e): its order and its ratios;
+// epochs is the many-epoch run's.
+func writeRounds(w io.Writer, label string, rounds []PipelineRound, epochs int) {
 	for i, rd := range rounds {
 		line := fmt.Sprintf("decode alone %.2fs, 1 epoch %.2fs (%.2fx)", rd.DecodeOnlySeconds, rd.FirstEpochSeconds, rd.FirstEpochRatio)
 		if rd.PipelineSeconds > 0 {
-			line += fmt.Sprintf(", many epochs %.2fs (%.2fx)", rd.PipelineSeconds, rd.PipelineRatio)
+			line += fmt.Sprintf(", %d epochs %.2fs (%.2fx)", epochs, rd.PipelineSeconds, rd.PipelineRatio)
 		}
 		first := "decode alone first"
 		if len(rd.Order) > 0 && rd.Order[0] != "decode_only" {

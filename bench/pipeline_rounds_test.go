@@ -101,9 +101,9 @@ func TestTargetEOneEpochAlternates(t *testing.T) {
 		t.Errorf("calls %v, want %v", f.calls, want)
 	}
 	var b strings.Builder
-	writeRounds(&b, "v2 pages: ", res.Rounds)
+	writeRounds(&b, "v2 pages: ", res.Rounds, 1)
 	out := b.String()
-	if strings.Count(out, "decode alone first") != 2 || strings.Count(out, "decode alone last") != 1 || strings.Contains(out, "many epochs") {
+	if strings.Count(out, "decode alone first") != 2 || strings.Count(out, "decode alone last") != 1 || strings.Contains(out, "epochs ") {
 		t.Errorf("rounds printed as\n%s", out)
 	}
 }

@@ -236,7 +236,7 @@ func (r *PipelineReport) writeSkip(w io.Writer) {
 		fmt.Fprintf(w, "%-52s %10.2fs (CPU %.2fs)\n", "(e) v2 pages + page index: decode alone", v.DecodeOnly.Seconds, v.DecodeOnly.CPUSeconds)
 		fmt.Fprintf(w, "%-52s %10.2fs (CPU %.2fs), %.2fx decode alone; %s\n", "(e) v2 pages + page index: pipeline, 1 epoch",
 			v.FirstEpoch.Seconds, v.FirstEpoch.CPUSeconds, v.Ratio(r.InputRows), pages(v.FirstEpoch.Pages))
-		writeRounds(w, "v2 pages: ", v.Rounds)
+		writeRounds(w, "v2 pages: ", v.Rounds, 1)
 	}
 	for _, s := range r.PageSkip {
 		real := ""
