@@ -50,8 +50,11 @@ type PipelineConfig struct {
 	// batch and row styles with 0 and 2 workers, and with Workers where
 	// that is more).
 	BaselineVariants []BaselineVariant
-	Repeats          int
-	Log              io.Writer
+	// Repeats is the rounds of (e), each side's order flipping every
+	// round (pipeline_rounds.go), and the runs of each baseline variant
+	// (default 1).
+	Repeats int
+	Log     io.Writer
 	// Compression of the generated Parquet (default snappy); data of
 	// another codec goes to its own default directory.
 	Compression string

@@ -138,7 +138,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.Int64Var(&pcfg.Rows, "pipeline-rows", 1<<20, "rows of generated data for the pipeline measurements")
 	fs.StringVar(&pcfg.Compression, "pipeline-compression", "snappy", "compression of the pipeline's generated Parquet: snappy, zstd, gzip, brotli or none")
 	fs.BoolVar(&pcfg.SkipBaselines, "skip-baselines", false, "measure only (e): leave out the DataLoader baselines (f) and the trainer's cost (g)")
-	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "runs of each (e) measurement; the best counts")
+	fs.IntVar(&pcfg.Repeats, "pipeline-repeats", 1, "rounds of (e): decode alone and the pipeline, in the other order every round (give an even count); each side's best counts")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
 		printFlags(fs, "dir", "handoff-consumer", "handoff-cpu", "handoff-touch", "spill-peer", "spill-contend", "spill-cpu", "spill-tls", "spill-root")
