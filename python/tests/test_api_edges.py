@@ -84,6 +84,17 @@ class TestDataLoaderBatchSize(_WithLastmiled):
         got = [tuple(b.cursor[:2]) for b in DataLoader(ds, batch_size=1, collate_fn=lambda xs: xs[0])]
         self.assertEqual(got, [(0, i) for i in range(20)])
 
+    def test_a_collate_fn_of_ones_own_over_several_batches_reads_released_ones(self):
+        # batch_size=2 hands a collate_fn two batches, the first released
+        # when the second was taken: reading it must fail, never alias the
+        # slot the producer refills.
+        ds = self.dataset(self.spec("dl-own-collate-2"))
+        ds.set_epoch(0)
+        loader = DataLoader(ds, batch_size=2, collate_fn=lambda xs: [x["row_id"] for x in xs])
+        with self.assertRaises(RuntimeError) as cm:
+            next(iter(loader))
+        self.assertIn("was released", str(cm.exception))
+
 
 class TestDictSpec(_WithLastmiled):
     def test_path_values_are_taken_as_strings(self):
