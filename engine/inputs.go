@@ -113,11 +113,15 @@ func listPlain(ctx context.Context, fsys decode.FS, ins []iceberg.Input) ([][]st
 }
 
 // asListed returns ins with each plain input replaced by the files it
-// lists (listed, by input), in order.
+// lists (listed, by input), in order. The planner reads a name holding a
+// glob character ('*', '?', '[') as a pattern, so an input that listed
+// such a name stays as it is and the planner lists it again: a file
+// "part[1].parquet" planned by its name was the glob "part1.parquet",
+// which matched nothing, and its rows were left out without a word.
 func asListed(ins []iceberg.Input, listed [][]string) []iceberg.Input {
 	var out []iceberg.Input
 	for i, in := range ins {
-		if in.Scan != nil {
+		if in.Scan != nil || slices.ContainsFunc(listed[i], hasGlobMeta) {
 			out = append(out, in)
 			continue
 		}
@@ -228,6 +232,9 @@ func (ids fileIDs) of(p string) fileID {
 	}
 	return fileID{name: fileKey(p)}
 }
+
+// hasGlobMeta reports whether the planner reads p as a glob.
+func hasGlobMeta(p string) bool { return strings.ContainsAny(p, "*?[") }
 
 func isLocal(p string) bool { return !strings.Contains(p, "://") }
 

@@ -71,3 +71,37 @@ func TestTableBesideAPrefixListsItOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestTableBesideADirectoryWithGlobCharacters: a plain input's files
+// beside a table are planned by the names its listing found, and a name
+// holding a glob character ('[', '*', '?') is a file, not a pattern. A
+// directory of "part[1].parquet" listed it, then the planner read that
+// name as the glob "part1.parquet", matched nothing and left the file's
+// rows out without a word.
+func TestTableBesideADirectoryWithGlobCharacters(t *testing.T) {
+	tab, meta := deletesTableEq(t, func(int64) bool { return false })
+	p, _ := tab.Locate(9)
+	file := strings.TrimPrefix(p.File, "file://")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := t.TempDir()
+	if err := os.WriteFile(filepath.Join(plain, "part[1].parquet"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(inputs string) int {
+		t.Helper()
+		dir := t.TempDir()
+		src := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\ncolumns: [id, key]\n", inputs, dir)
+		_, out := runRowsStats(t, src, dir)
+		return len(out["id"])
+	}
+	alone, table := rows(fmt.Sprintf("%q", plain)), rows(fmt.Sprintf("%q", "iceberg:"+meta))
+	if alone == 0 {
+		t.Fatal("the directory alone read no rows")
+	}
+	if both := rows(fmt.Sprintf("%q, %q", plain, "iceberg:"+meta)); both != alone+table {
+		t.Fatalf("the directory beside the table: %d rows; want %d (%d of the directory, %d of the table)", both, alone+table, alone, table)
+	}
+}
