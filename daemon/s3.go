@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/user"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,8 +178,15 @@ func (d *Daemon) reloadS3(old Config, cfg *Config) []string {
 		o.Endpoint, o.Region, o.PathStyle, o.RequestTimeout, o.Retries, o.PrefetchBytes
 	if grants, err := c.grants(); err == nil {
 		d.s3st.mu.Lock()
+		changed := !reflect.DeepEqual(d.s3st.grants, grants)
 		d.s3st.grants = grants
 		d.s3st.mu.Unlock()
+		if changed && d.peerSrv != nil {
+			// The peer role's cached jobs hold side tables read under the
+			// old grants, and open them no more: their next units
+			// compile again, checked by these.
+			d.peerSrv.ForgetJobs()
+		}
 	}
 	return names
 }

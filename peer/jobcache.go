@@ -215,6 +215,21 @@ func (c *jobCache) evictLocked() {
 	}
 }
 
+// forget drops every job from the cache: a job in use is closed by its
+// last caller, one compiling is closed once compiled and used (its
+// waiters came before), and the next unit of each compiles it again.
+func (c *jobCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, j := range c.byKey {
+		j.evicted = true
+		if j.refs == 0 {
+			c.closeLocked(j)
+		}
+		delete(c.byKey, k)
+	}
+}
+
 func (c *jobCache) closeAll() {
 	c.mu.Lock()
 	for k, j := range c.byKey {

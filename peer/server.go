@@ -240,6 +240,16 @@ func (s *Server) Drain(ctx context.Context) error {
 // Stop stops at once.
 func (s *Server) Stop() { s.grpc.Stop(); s.jobs.closeAll() }
 
+// ForgetJobs drops the compiled jobs the peer keeps, so that the next
+// unit of each compiles its job again, its files and objects opened
+// through ServerConfig.Objects as it reads them then. A cached job opens
+// its side tables no more: without this, a grant that ServerConfig.Objects
+// no longer gives (lastmiled's s3.allow, reloaded) went on joining the
+// side table read under it into the units of its job and of the next
+// runs of the same spec by the same user. Units computing now finish
+// with the job they hold.
+func (s *Server) ForgetJobs() { s.jobs.forget() }
+
 func isLoopback(a net.Addr) bool {
 	t, ok := a.(*net.TCPAddr)
 	return ok && t.IP.IsLoopback()
