@@ -207,7 +207,7 @@ func (d *Daemon) servePeer(pc PeerConfig) error {
 		if err != nil {
 			return fmt.Errorf("peer.tls: %w", err)
 		}
-		d.peerTLS, sc.TLS = creds, creds.ServerTLS()
+		d.peerTLS, sc.TLS, sc.ClientCAs = creds, creds.ServerTLS(), creds.Roots
 		d.warnExpiry("peer.tls", creds)
 	}
 	l, err := net.Listen("tcp", pc.Listen)

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/lastmile/lastmile/asuser"
@@ -74,6 +76,12 @@ type ServerConfig struct {
 	// own s3.allow, as for its local jobs. nil refuses object-store roots.
 	Objects func(asuser.Cred) decode.FS
 	TLS     *tls.Config // nil: plaintext, allowed on loopback listeners only
+	// ClientCAs, when set, is the CA bundle requesters are verified
+	// with now (Creds.Roots), asked at each call: a connection's
+	// handshake verified its requester once, and a CA removed from the
+	// bundle by a reload since must refuse its calls (Unauthenticated),
+	// not only its next handshakes. nil: the handshake's check only.
+	ClientCAs func() *x509.CertPool
 	// Workers is the units computed at once; default 4. MaxInFlight is
 	// the units admitted at once, computing, waiting for a worker or
 	// streaming their output; default twice Workers. Admitting more than
@@ -250,6 +258,48 @@ func (s *Server) Stop() { s.grpc.Stop(); s.jobs.closeAll() }
 // with the job they hold.
 func (s *Server) ForgetJobs() { s.jobs.forget() }
 
+// stillTrusted verifies the client certificate of ctx's call with the
+// CA bundle in force now (ServerConfig.ClientCAs), as its connection's
+// handshake did with the bundle of then. A call whose certificate it no
+// longer verifies (its CA removed by a reload, or the certificate ended
+// since) is refused, counted as untrusted, and its connection closed:
+// the requester's next call makes a new one, presenting the certificate
+// it holds now, which a renewal in place may have replaced.
+func (s *Server) stillTrusted(ctx context.Context, log *slog.Logger) error {
+	if s.cfg.ClientCAs == nil || s.cfg.TLS == nil {
+		return nil
+	}
+	p, ok := grpcpeer.FromContext(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "peer: a call without a connection")
+	}
+	ti, ok := tlsInfo(p.AuthInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		return status.Error(codes.Unauthenticated, "peer: a call without a client certificate")
+	}
+	certs := ti.State.PeerCertificates
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	_, err := certs[0].Verify(x509.VerifyOptions{Roots: s.cfg.ClientCAs(), Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err == nil {
+		return nil
+	}
+	s.stats.RefusedUntrusted.Add(1)
+	log.Warn("refused a call whose client certificate the CA bundle in force no longer verifies; closing its connection",
+		"subject", certs[0].Subject.CommonName, "err", err)
+	// Closed after the refusal has had the time to reach the requester
+	// (closed at once, it read the connection's end instead).
+	time.AfterFunc(untrustedClose, func() { closeConn(ctx) })
+	return status.Error(codes.Unauthenticated, fmt.Sprintf("peer: the client certificate is not verified by this peer's CA bundle now: %v", err))
+}
+
+// untrustedClose is how long after refusing a call as untrusted its
+// connection is closed.
+const untrustedClose = 500 * time.Millisecond
+
 func isLoopback(a net.Addr) bool {
 	t, ok := a.(*net.TCPAddr)
 	return ok && t.IP.IsLoopback()
@@ -263,6 +313,9 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 	if s.drain.Load() {
 		s.stats.RefusedDraining.Add(1)
 		return status.Error(codes.Unavailable, "peer is draining: run the unit elsewhere")
+	}
+	if err := s.stillTrusted(ctx, log); err != nil {
+		return err
 	}
 	t, err := parseTicket(tkt.GetTicket())
 	if err != nil {
@@ -515,6 +568,9 @@ type Info struct {
 
 // DoAction answers InfoAction; a peer has no other action.
 func (s *Server) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	if err := s.stillTrusted(stream.Context(), s.log); err != nil {
+		return err
+	}
 	if a.GetType() != InfoAction {
 		return status.Errorf(codes.Unimplemented, "peer: no action %q (only %q)", a.GetType(), InfoAction)
 	}

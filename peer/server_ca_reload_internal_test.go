@@ -1,0 +1,98 @@
+package peer
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestServerRevokesRemovedCAOnOpenConnections: a peer's CA bundle,
+// replaced in place and reloaded (SIGHUP), verifies the requesters of
+// every call after the reload, on connections made before it too. A
+// handshake is verified once, and gRPC keeps a connection for as long
+// as it is healthy: a requester whose CA was removed from the peer's
+// bundle (compromised, or the last step of a rotation) went on having
+// units computed over the connection it had, for as long as it kept it.
+func TestServerRevokesRemovedCAOnOpenConnections(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	oldCA, err := NewCA(filepath.Join(dir, "old"), "old-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCA, err := NewCA(filepath.Join(dir, "new"), "new-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerFiles, err := oldCA.IssueRole(dir, "peer", []string{"127.0.0.1"}, time.Hour, RolePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "peer-bundle.pem")
+	set := func(cas ...*CA) {
+		t.Helper()
+		var b []byte
+		for _, ca := range cas {
+			c, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, c...)
+		}
+		if err := os.WriteFile(bundle, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(oldCA)
+	peerFiles.CA = bundle
+	creds, err := peerFiles.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(ServerConfig{Roots: f.roots, TLS: creds.ServerTLS(), ClientCAs: creds.Roots, TrustRoot: true})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+	addr := l.Addr().String()
+
+	host, err := oldCA.IssueRole(dir, "gpu", []string{"127.0.0.1"}, time.Hour, RoleRequester)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.pool(host, addr)
+	ctx := context.Background()
+	if _, err := p.Info(ctx, addr); err != nil {
+		t.Fatalf("the requester's CA in the peer's bundle: %v", err)
+	}
+	set(oldCA, newCA) // a reload that keeps the requester's CA keeps it
+	if err := creds.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Info(ctx, addr); err != nil {
+		t.Fatalf("a CA added beside the requester's: %v", err)
+	}
+	set(newCA)
+	if err := creds.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Info(ctx, addr)
+	if err == nil {
+		t.Fatal("the requester's CA removed from the peer's bundle, and its call over the connection made before was answered")
+	}
+	if st, _ := status.FromError(err); st.Code() != codes.Unauthenticated || !strings.Contains(err.Error(), "CA bundle") {
+		t.Fatalf("the requester's CA removed: %v; want Unauthenticated, saying why", err)
+	}
+	if n := s.stats.RefusedUntrusted.Load(); n == 0 {
+		t.Fatal("the refusal was not counted as untrusted")
+	}
+}
