@@ -145,7 +145,9 @@ type ServerStats struct {
 	ComputeNanos atomic.Int64
 	// Refused TLS handshakes, by reason (handshake.go): no certificate,
 	// one the CA did not sign (or expired), another failure, and a
-	// connection closed before it sent anything.
+	// connection closed before it sent anything. RefusedUntrusted also
+	// counts calls whose certificate the CA bundle in force no longer
+	// verifies (ServerConfig.ClientCAs).
 	RefusedNoCert, RefusedUntrusted  atomic.Int64
 	RefusedHandshake, RefusedNoHello atomic.Int64
 }
