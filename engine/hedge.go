@@ -101,7 +101,7 @@ type localResult struct {
 // hedge started) and the worker must compute it here, into the batch
 // returned. A unit that is not hedged costs a timer, nothing more.
 func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch, load Load,
-	after time.Duration) (*column.Batch, bool, error) {
+	after time.Duration) (*column.Batch, bool, mismatchFunc, error) {
 	u := ur.proc.plan.Units[ur.units[i]]
 	pctx, cancelPeer := context.WithCancelCause(ctx)
 	defer cancelPeer(nil)
@@ -109,12 +109,12 @@ func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch,
 	h.mu.Lock()
 	h.timer = time.AfterFunc(after, h.try)
 	h.mu.Unlock()
-	ok, err := ur.onPeer(pctx, ur.units[i], u, buf, load)
+	check, ok, err := ur.onPeer(pctx, ur.units[i], u, buf, load)
 	if !h.stop() {
 		if ok {
 			ur.acceptSpilled(u, buf)
 		}
-		return buf, ok, err
+		return buf, ok, check, err
 	}
 	defer h.release()
 	switch {
@@ -122,20 +122,23 @@ func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch,
 		h.cancelLocal()
 		<-h.local
 		ur.spare.put(h.mine)
-		return buf, false, ctx.Err()
+		return buf, false, nil, ctx.Err()
 	case ok:
-		// The peer's answer came first: the local run is discarded.
+		// The peer's answer came first: the local run is discarded (a
+		// verification, if the unit is drawn for one, runs once the
+		// hedge's place is given back).
 		h.cancelLocal()
 		<-h.local
 		ur.spare.put(h.mine)
 		ur.acceptSpilled(u, buf)
-		return buf, true, nil
+		return buf, true, check, nil
 	}
 	// The local run won (and canceled the peer's), or the peer gave up:
 	// the local run is the unit's.
 	l := <-h.local
 	ur.spare.put(buf)
-	return ur.localWon(u, h.mine, l)
+	out, done, err := ur.localWon(u, h.mine, l)
+	return out, done, nil, err
 }
 
 // hedge is a unit's local run beside its peer's (hedged): started by a

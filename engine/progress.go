@@ -33,12 +33,16 @@ type Progress struct {
 	// because their peer was slow (hedge.go); HedgesWon, those whose
 	// local run finished first and was used.
 	UnitsHedged, HedgesWon atomic.Int64
-	LocalRows              atomic.Int64 // input rows of the units computed here
-	localClaimed           atomic.Int64 // units claimed for local work: waiting for a CPU token or computing
-	UnitsInFlight          atomic.Int64 // units being decoded now
-	DecodeNanos            atomic.Int64 // time workers spent decoding, summed
-	PackNanos              atomic.Int64 // time spent packing batches
-	Epoch                  atomic.Int64 // epoch being produced
+	// UnitsVerified counts spilled units computed here as well to check
+	// the peer's output (verify.go); VerifyMismatches, those whose
+	// outputs differed, the local one used.
+	UnitsVerified, VerifyMismatches atomic.Int64
+	LocalRows                       atomic.Int64 // input rows of the units computed here
+	localClaimed                    atomic.Int64 // units claimed for local work: waiting for a CPU token or computing
+	UnitsInFlight                   atomic.Int64 // units being decoded now
+	DecodeNanos                     atomic.Int64 // time workers spent decoding, summed
+	PackNanos                       atomic.Int64 // time spent packing batches
+	Epoch                           atomic.Int64 // epoch being produced
 	// FilesPruned and UnitsPruned are what the job's plan left out by
 	// its filters (Stats), set once it is planned.
 	FilesPruned, UnitsPruned atomic.Int64

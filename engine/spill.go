@@ -295,27 +295,32 @@ func newRunWorkers(local int, spill Spill, slots int) runWorkers {
 // the cache does not hold) on a peer, hedged here when the peer is slow
 // (hedge.go). done is false when the worker must compute the unit here,
 // into the batch returned.
-func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Batch) (out *column.Batch, done bool, err error) {
+// check is not nil when out is a peer's output that must be verified
+// here before it is used (verify.go).
+func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Batch) (out *column.Batch, done bool, check mismatchFunc, err error) {
 	u := ur.proc.plan.Units[ur.units[i]]
 	load := ur.prog.load(ur.rw.local)
 	load.UnitsLeft = len(ur.units) - i - 1
 	if after := ur.rw.hedgeAfter(); after > 0 {
 		return ur.hedged(ctx, worker, i, buf, load, after)
 	}
-	if ok, err := ur.onPeer(ctx, ur.units[i], u, buf, load); !ok || err != nil {
-		return buf, false, err
+	check, ok, err := ur.onPeer(ctx, ur.units[i], u, buf, load)
+	if !ok || err != nil {
+		return buf, false, nil, err
 	}
 	ur.acceptSpilled(u, buf)
-	return buf, true, nil
+	return buf, true, check, nil
 }
 
 // onPeer runs u on a peer into buf and checks its output against the
 // run's schema. ok is false when no peer ran it, or what came back does
 // not fit: the unit must then be computed here. err is ctx's error once
-// ctx is done, and nil otherwise.
-func (ur *unitRun) onPeer(ctx context.Context, idx int32, u decode.Unit, buf *column.Batch, load Load) (ok bool, err error) {
+// ctx is done, and nil otherwise. check is the Spill's Verifier's
+// answer for the unit (nil: not verified).
+func (ur *unitRun) onPeer(ctx context.Context, idx int32, u decode.Unit, buf *column.Batch, load Load) (check mismatchFunc, ok bool, err error) {
 	ran, err := ur.rw.spill.RunUnit(ctx, u, buf, load)
 	if err == nil && ran {
+		check = ur.rw.verifyRan(u, buf)
 		err = checkOutput(buf, ur.fields, u)
 	}
 	if err == nil && ran {
@@ -326,11 +331,11 @@ func (ur *unitRun) onPeer(ctx context.Context, idx int32, u decode.Unit, buf *co
 	}
 	switch {
 	case ctx.Err() != nil:
-		return false, ctx.Err()
+		return nil, false, ctx.Err()
 	case err != nil || !ran:
-		return false, nil
+		return nil, false, nil
 	}
-	return true, nil
+	return check, true, nil
 }
 
 // acceptSpilled counts a peer's output of u as the unit's (unitRun.work

@@ -72,7 +72,10 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 // returns the batch that holds the unit's output.
 func (ur *unitRun) compute(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
 	if worker >= ur.rw.local {
-		out, done, err := ur.spillUnit(ctx, worker, i, buf)
+		out, done, check, err := ur.spillUnit(ctx, worker, i, buf)
+		if done && err == nil && check != nil {
+			return ur.verify(ctx, worker, i, out, check)
+		}
 		if done || err != nil {
 			return out, err
 		}
