@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	gpeer "google.golang.org/grpc/peer"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/engine"
@@ -42,20 +44,32 @@ func fetchRows(ctx context.Context, r *remote, ticket []byte, out *column.Batch,
 	defer runtime.UnlockOSThread()
 	cpu0 := threadCPU()
 	codec := newStreamCodec()
-	queue, err := fetchWith(ctx, codec, r, ticket, out, maxRows, fields)
+	var from gpeer.Peer
+	queue, err := fetchWith(ctx, codec, r, ticket, out, maxRows, fields, grpc.Peer(&from))
 	// The reader and its records, which view the bodies, are released
 	// by now, and the assembler has copied what it needs.
 	codec.release()
-	return received{wire: codec.wire, cpu: threadCPU() - cpu0, queue: queue}, err
+	return received{wire: codec.wire, cpu: threadCPU() - cpu0, queue: queue, subject: subjectOf(&from)}, err
 }
 
 // received is what receiving a unit took: its bytes on the wire, and the
-// CPU of the goroutine that received it (fetch); and the units the peer
-// had admitted as it sent it (trailer.Queue).
+// CPU of the goroutine that received it (fetch); the units the peer
+// had admitted as it sent it (trailer.Queue); and the subject of the
+// certificate it answered with ("" over plaintext).
 type received struct {
-	wire  int64
-	cpu   time.Duration
-	queue int
+	wire    int64
+	cpu     time.Duration
+	queue   int
+	subject string
+}
+
+// subjectOf is the subject of the certificate p presented, or "".
+func subjectOf(p *gpeer.Peer) string {
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return ""
+	}
+	return info.State.PeerCertificates[0].Subject.String()
 }
 
 // threadCPU is the CPU time of the calling thread.
@@ -69,13 +83,14 @@ func threadCPU() time.Duration {
 
 // fetchWith is fetch, receiving through codec, whose buffers the caller
 // releases after it returns. It returns the trailer's Queue.
-func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch, maxRows int64, fields []engine.OutField) (int, error) {
+func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch, maxRows int64, fields []engine.OutField,
+	opts ...grpc.CallOption) (int, error) {
 	client, release, err := r.conns.use()
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	stream, err := client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, grpc.ForceCodecV2(codec))
+	stream, err := client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, append(opts, grpc.ForceCodecV2(codec))...)
 	if err != nil {
 		return 0, err
 	}

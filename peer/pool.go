@@ -55,6 +55,11 @@ type Pool struct {
 	peers  map[string]*remote
 	stop   chan struct{}
 	closed sync.Once
+
+	// quarantined is the peers caught sending other values than this
+	// host computes, by address, with why (quarantine.go): never given
+	// units again, even once DNS lists them anew.
+	quarantined map[string]string
 }
 
 // remote is one peer as the requester sees it.
@@ -76,6 +81,11 @@ type remote struct {
 	latency  time.Duration // moving average of a unit's round trip
 	rate     rate          // units and output bytes received, per second
 	st       PeerStats
+
+	subject string // its certificate's subject, from its last answer over TLS
+	// quarantined: it sent a unit whose values were not this host's
+	// (quarantine.go); never given units again.
+	quarantined bool
 }
 
 // PeerStats counts one peer's work for metrics and `lastmile status`.
@@ -104,6 +114,13 @@ type PeerStats struct {
 	Latency      time.Duration `json:"latency_ns"`
 	LastError    string        `json:"last_error,omitempty"`
 	ExcludedTill time.Time     `json:"excluded_until,omitzero"`
+
+	// Mismatches counts units whose output, computed here as well to
+	// verify it (peers.verify), had other values; Quarantined says why
+	// the peer gets no units since the first, for the daemon's life.
+	Mismatches  int64  `json:"mismatches"`
+	Quarantined string `json:"quarantined,omitempty"`
+	Subject     string `json:"subject,omitempty"` // its certificate's subject, once it answered over TLS
 }
 
 // NewPool connects lazily to the configured peers and starts resolving
@@ -203,7 +220,7 @@ func (p *Pool) set(addrs []string, serverName string) error {
 			r.gone = false
 			continue
 		}
-		r := &remote{addr: a, st: PeerStats{Addr: a}}
+		r := &remote{addr: a, st: PeerStats{Addr: a}, quarantined: p.quarantined[a] != ""}
 		if err := p.dial(r, serverName); err != nil {
 			return err
 		}
@@ -320,9 +337,9 @@ func (r *remote) queued(now time.Time) int {
 }
 
 // usable reports whether r may be given units now: listed, not
-// excluded, and not failed since it last answered.
+// excluded nor quarantined, and not failed since it last answered.
 func (r *remote) usable(now time.Time) bool {
-	return !r.gone && !r.suspect && !now.Before(r.excluded)
+	return !r.gone && !r.suspect && !r.quarantined && !now.Before(r.excluded)
 }
 
 // pickWait is pick, waiting up to wait for a credit to be returned when
@@ -365,6 +382,9 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 		r.st.Bytes += bytes
 		r.st.WireBytes += wire
 		r.rate.add(time.Now(), bytes)
+		if got.subject != "" {
+			r.subject = got.subject
+		}
 		r.backoff, r.slow = 0, 0
 		// Ours at the peer as it sent this unit: those in flight now, and
 		// this one (r.inflight was decremented above).
@@ -452,7 +472,8 @@ func (p *Pool) Stats() []PeerStats {
 		s := r.st
 		s.InFlight, s.Latency = r.inflight, r.latency
 		s.UnitsPerSec, s.BytesPerSec = r.rate.at(now)
-		s.Healthy = !r.suspect && !now.Before(r.excluded)
+		s.Healthy = !r.suspect && !r.quarantined && !now.Before(r.excluded)
+		s.Subject = r.subject
 		if now.Before(r.excluded) {
 			s.ExcludedTill = r.excluded
 		}

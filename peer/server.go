@@ -126,6 +126,7 @@ type Server struct {
 	// handshakeLog rate-limits the log lines of refused handshakes.
 	handshakeLog logEvery
 	mangle       func(*column.Batch) // tests: corrupt what is sent
+	lie          func(*column.Batch) // tests: change the output before its checksum (a lying peer)
 	delay        time.Duration       // tests: a slow peer
 	hook         func()              // tests: runs while a unit holds a worker and its memory
 }
@@ -400,6 +401,9 @@ func (s *Server) serveUnit(ctx context.Context, log *slog.Logger, t *Ticket, str
 	defer func() { s.mem.give(held) }()
 	if err != nil {
 		return err
+	}
+	if s.lie != nil {
+		s.lie(out)
 	}
 	if s.delay > 0 {
 		select {

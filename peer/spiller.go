@@ -50,7 +50,12 @@ type SpillerConfig struct {
 	// starts it here as well, when a local worker is idle (engine.Hedger;
 	// the first complete result wins). 0: three times the peers' usual
 	// round trip, at least 50ms, once one is known; negative: never.
-	Hedge  time.Duration
+	Hedge time.Duration
+	// Verify is the share of the units a peer ran that are computed here
+	// as well and compared byte for byte before they are used
+	// (engine.Verifier, quarantine.go): 0 < Verify <= 1; 0: DefaultVerify;
+	// negative: none. A peer caught sending other values is quarantined.
+	Verify float64
 	Policy PolicyConfig
 	Logger *slog.Logger
 }
@@ -67,10 +72,12 @@ type Spiller struct {
 	log    *slog.Logger
 	outRow atomic.Uint64 // float64 bits: moving mean of output bytes per input row of spilled units
 	stats  SpillStats
+	verify float64 // the share of units verified, 0 to 1 (SpillerConfig.Verify)
 
 	mu      sync.Mutex
-	plan    json.RawMessage   // the run's columns (PlanColumns), sent in every ticket; set by Planned
-	outputs []engine.OutField // the run's output columns, which a unit's stream must have; set by Outputs
+	plan    json.RawMessage           // the run's columns (PlanColumns), sent in every ticket; set by Planned
+	outputs []engine.OutField         // the run's output columns, which a unit's stream must have; set by Outputs
+	ranBy   map[*column.Batch]*remote // the peer each unit's output came from, until Ran (quarantine.go)
 	// denied is set once a peer refused a unit of the job as one it may
 	// not read (PermissionDenied): its user may not read a file of the
 	// job on the peers, or a file lies outside their roots. The job's
@@ -81,6 +88,9 @@ type Spiller struct {
 // SpillStats counts one job's spilling.
 type SpillStats struct {
 	Spilled, Bytes, Fallbacks atomic.Int64
+	// Verified counts spilled units computed here as well to check them;
+	// Mismatches, those whose values differed (quarantine.go).
+	Verified, Mismatches atomic.Int64
 	// RecvCPUNanos is this host's CPU receiving the spilled units, as
 	// PeerStats.RecvCPUSeconds counts it.
 	RecvCPUNanos atomic.Int64
@@ -139,6 +149,12 @@ func NewSpiller(pool *Pool, r *roots.Roots, text string, job *spec.Job, cfg Spil
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Spiller{cfg: cfg, pool: pool, roots: r, job: text, hash: jobHash([]byte(text)), log: cfg.Logger}
+	switch {
+	case cfg.Verify == 0:
+		s.verify = DefaultVerify
+	case cfg.Verify > 0:
+		s.verify = min(cfg.Verify, 1)
+	}
 	s.pol = newPolicy(cfg.Policy, s.log)
 	return s, nil
 }
@@ -277,6 +293,7 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 		}
 		err := s.fetchFrom(ctx, r, ticket, u, outputs, out)
 		if err == nil {
+			s.ranAt(out, r)
 			return true, nil
 		}
 		if ctx.Err() != nil {

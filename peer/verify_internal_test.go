@@ -1,0 +1,87 @@
+package peer
+
+import (
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// lying makes a test server change a value of every unit with rows
+// before its checksum: well-formed output of the right shape and a
+// checksum that matches, but other values. It counts the units it
+// changed.
+func lying(n *atomic.Int64) func(*Server) {
+	return func(s *Server) {
+		s.lie = func(b *column.Batch) {
+			if c := &b.Columns[0]; b.Rows > 0 && len(c.Data) > 0 {
+				c.Data[0] ^= 0x5a
+				n.Add(1)
+			}
+		}
+	}
+}
+
+// TestVerifyQuarantinesLyingPeer: at peers.verify 1 a certified peer
+// that sends other values is caught at its first unit with rows: the
+// unit is computed here, the batches are the local run's byte for byte,
+// the mismatch is counted and logged at ERROR with the peer's address
+// and certificate subject, and the peer gets no unit again, from this
+// job or the next.
+func TestVerifyQuarantinesLyingPeer(t *testing.T) {
+	f := newFixture(t)
+	want := f.run(f.job("local"), nil)
+	var lied atomic.Int64
+	s, addr := f.server(lying(&lied))
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	job := f.job("spill")
+	sp := f.spiller(p, job, SpillerConfig{Verify: 1, Logger: log})
+	same(t, "a lying peer verified", f.run(job, sp), want)
+	if lied.Load() == 0 {
+		t.Fatal("the peer changed no unit: the test shows nothing")
+	}
+	st := p.Stats()[0]
+	if st.Mismatches == 0 || st.Quarantined == "" || st.Healthy || sp.Stats().Mismatches.Load() != st.Mismatches {
+		t.Errorf("the lying peer: %+v; the job counted %d mismatches", st, sp.Stats().Mismatches.Load())
+	}
+	if v := sp.Stats().Verified.Load(); v != sp.Stats().Spilled.Load() {
+		t.Errorf("%d units verified of %d spilled at verify 1", v, sp.Stats().Spilled.Load())
+	}
+	line := logs.String()
+	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "peer="+addr) || !strings.Contains(line, "CN=peer") ||
+		!strings.Contains(line, "row_group=") {
+		t.Errorf("the mismatch's log: %s", line)
+	}
+	served := s.Stats().Units.Load()
+	sp2 := f.spiller(p, job, SpillerConfig{Verify: 1})
+	same(t, "after the quarantine", f.run(job, sp2), want)
+	if n := s.Stats().Units.Load(); n != served || sp2.Stats().Spilled.Load() != 0 {
+		t.Errorf("the quarantined peer served %d more units, %d spilled", n-served, sp2.Stats().Spilled.Load())
+	}
+	t.Logf("lied %d, served %d; peer %+v", lied.Load(), served, st)
+}
+
+// TestVerifyNegativeNone: SpillerConfig.Verify negative verifies
+// nothing, and the lying peer's values are believed; 0 is DefaultVerify.
+func TestVerifyNegativeNone(t *testing.T) {
+	f := newFixture(t)
+	var lied atomic.Int64
+	_, addr := f.server(lying(&lied))
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	job := f.job("spill")
+	sp := f.spiller(p, job, SpillerConfig{Verify: -1})
+	f.run(job, sp)
+	if sp.Stats().Spilled.Load() == 0 {
+		t.Fatal("nothing spilled: the test shows nothing")
+	}
+	if v, st := sp.Stats().Verified.Load(), p.Stats()[0]; v != 0 || st.Mismatches != 0 || st.Quarantined != "" {
+		t.Errorf("%d units verified; peer %+v", v, st)
+	}
+	if d := f.spiller(p, job, SpillerConfig{}); d.verify != DefaultVerify {
+		t.Errorf("Verify 0 verifies %v, want DefaultVerify %v", d.verify, DefaultVerify)
+	}
+}
