@@ -387,6 +387,11 @@ type progressView struct {
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	PackSeconds     float64 `json:"pack_seconds"`
 	FullWaitSeconds float64 `json:"full_wait_seconds"`
+	// UnitsVerified are spilled units computed here as well to check the
+	// peer's output (peers.verify); VerifyMismatches, those whose values
+	// differed (the local output was used, the peer quarantined).
+	UnitsVerified    int64 `json:"units_verified,omitempty"`
+	VerifyMismatches int64 `json:"verify_mismatches,omitempty"`
 	// Late columns (decoded for kept rows only): data pages read, and
 	// left unread with their compressed bytes; and whether their remote
 	// prefetch is by the pages wanted now (engine.LatePages).
@@ -463,6 +468,7 @@ func (j *Job) view() jobView {
 	}
 	v.Progress.Rows, v.Progress.Batches, v.Progress.Bytes, v.Progress.UnitsDone = tot.rows, tot.batches, tot.bytes, tot.units
 	v.Progress.UnitsSpilled, v.Progress.UnitsHedged, v.Progress.HedgesWon = tot.spilled, tot.hedged, tot.hedgesWon
+	v.Progress.UnitsVerified, v.Progress.VerifyMismatches = tot.verified, tot.mismatches
 	v.Progress.LatePages, v.Progress.LatePagesUnread, v.Progress.LateUnreadBytes = tot.latePages, tot.lateUnread, tot.lateUnreadBytes
 	v.Progress.FilesPruned, v.Progress.UnitsPruned = tot.filesPruned, tot.unitsPruned
 	v.Progress.RowsRuledOut, v.Progress.RowsDeleted = tot.rowsRuledOut, tot.rowsDeleted

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lastmile/lastmile/cpus"
+	cpupeer "github.com/lastmile/lastmile/peer"
 	"github.com/lastmile/lastmile/shm"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -185,7 +186,7 @@ func DefaultConfig() Config {
 		Log:    LogConfig{Level: "info", Format: "text"},
 		Peer:   PeerConfig{MaxMemory: 1 << 30},
 		Peers: PeersConfig{Resolve: Duration(30 * time.Second), Credits: 4, RecvSecondsPerGB: 1.5, Spill: "auto",
-			Deadline: Duration(10 * time.Second)},
+			Deadline: Duration(10 * time.Second), Verify: cpupeer.DefaultVerify},
 		S3: S3Config{RequestTimeout: Duration(30 * time.Second), Retries: 5, PrefetchBytes: 256 << 20},
 	}
 }

@@ -152,6 +152,7 @@ type run struct {
 type progressTotals struct {
 	rows, batches, bytes, units int64
 	spilled, hedged, hedgesWon  int64
+	verified, mismatches        int64 // spilled units verified here, and those that differed
 	decode, pack                time.Duration
 	// Late columns' data pages decoded and left unread, and the unread
 	// ones' compressed bytes (engine.LatePages).
@@ -175,6 +176,8 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.spilled += p.UnitsSpilled.Load()
 	t.hedged += p.UnitsHedged.Load()
 	t.hedgesWon += p.HedgesWon.Load()
+	t.verified += p.UnitsVerified.Load()
+	t.mismatches += p.VerifyMismatches.Load()
 	lp := p.LatePages()
 	t.latePages += lp.Pages
 	t.lateUnread += lp.PagesUnread

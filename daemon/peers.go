@@ -67,6 +67,12 @@ type PeersConfig struct {
 	// complete result is used (docs/peers.md). Default 0: three times the
 	// peers' usual round trip, at least 50ms. Negative: never.
 	Hedge Duration `yaml:"hedge"`
+	// Verify is the share of spilled units, 0 (none) to 1 (every one),
+	// computed here as well and compared byte for byte before they are
+	// used; a peer whose output differs is quarantined for the daemon's
+	// life (docs/peers.md, "Verifying peers"). Default
+	// peer.DefaultVerify.
+	Verify float64 `yaml:"verify"`
 	// Spill is "auto" (default: only while trainers starve with every
 	// local worker busy, docs/peers.md) or "always" (whenever a peer has
 	// credit: for benchmarks and tests).
@@ -98,6 +104,9 @@ func (c *Config) validatePeers(bad func(field string, v any, format string, args
 	}
 	if s := c.Peers.Spill; s != "" && s != "auto" && s != "always" {
 		bad("peers.spill", s, `want "auto" or "always"`)
+	}
+	if v := c.Peers.Verify; !(v >= 0 && v <= 1) {
+		bad("peers.verify", v, "want the share of spilled units verified here, from 0 (none) to 1 (every one); default %v", cpupeer.DefaultVerify)
 	}
 	if p := c.Peers; p.enabled() {
 		c.validatePeerAddrs(bad)
@@ -243,6 +252,7 @@ func (j *Job) spillFor() *cpupeer.Spiller {
 	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
 		User:             &cpupeer.User{UID: j.owner, GID: j.gid, Groups: j.groups},
 		RecvSecondsPerGB: cfg.Peers.RecvSecondsPerGB, MinDeadline: cfg.Peers.Deadline.D(), Hedge: cfg.Peers.Hedge.D(), Logger: j.log,
+		Verify: spillerVerify(cfg.Peers.Verify),
 		Policy: cpupeer.PolicyConfig{Always: cfg.Peers.Spill == "always"},
 	})
 	if err != nil {
@@ -316,13 +326,22 @@ func (d *Daemon) peersStatus() *peersStatus {
 	return ps
 }
 
+// spillerVerify is peers.verify as SpillerConfig.Verify says it, whose
+// 0 is the default: none is negative there.
+func spillerVerify(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // reloadStartOnly returns the names of the changed keys that are read
 // only at Start (roots, the peer role, the peer pool) or at the first job
 // (gpu.nvml), and keeps their old values in cfg: the daemon goes on
 // running with those, and GET /v1/status and the heap limit (which counts
 // peer.max_memory while peer.listen is set) must describe what runs, not
-// what a restart would bring. peers.recv_seconds_per_gb, deadline, hedge
-// and spill, and gpu.libcuda, are read as each job starts, so they reload.
+// what a restart would bring. peers.recv_seconds_per_gb, deadline, hedge,
+// verify and spill, and gpu.libcuda, are read as each job starts, so they reload.
 func reloadStartOnly(old Config, cfg *Config) []string {
 	var names []string
 	if !maps.Equal(old.Roots, cfg.Roots) {

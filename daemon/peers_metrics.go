@@ -22,13 +22,16 @@ var (
 	descPeerAbandon  = prometheus.NewDesc("lastmile_peer_abandoned_total", "Units given up on at the peer before it answered: a hedge here finished first, or the job stopped. Not failures.", peerLabels, nil)
 	descPeerLatency  = prometheus.NewDesc("lastmile_peer_latency_seconds", "Moving mean of a unit's round trip to the peer.", peerLabels, nil)
 	descPeerInFlight = prometheus.NewDesc("lastmile_peer_units_in_flight", "Units at the peer now.", peerLabels, nil)
-	descPeerHealthy  = prometheus.NewDesc("lastmile_peer_healthy", "1 unless the peer is excluded after a failure.", peerLabels, nil)
+	descPeerHealthy  = prometheus.NewDesc("lastmile_peer_healthy", "1 unless the peer is excluded after a failure, or quarantined.", peerLabels, nil)
+	descPeerMismatch = prometheus.NewDesc("lastmile_peer_mismatch_total", "Units from the peer, computed here as well to verify them (peers.verify), whose values differed; the local output was used.", peerLabels, nil)
+	descPeerQuarant  = prometheus.NewDesc("lastmile_peer_quarantined", "1 once the peer sent a unit whose values differed from this host's: it gets no units until this daemon restarts.", peerLabels, nil)
 	descSpilled      = prometheus.NewDesc("lastmile_spill_units_total", "The job's units computed on peers.", jobLabels, nil)
 	descSpillBytes   = prometheus.NewDesc("lastmile_spill_bytes_total", "Output bytes of the job's spilled units.", jobLabels, nil)
 	descSpillLocal   = prometheus.NewDesc("lastmile_spill_fallbacks_total", "The job's units that failed on peers and ran here.", jobLabels, nil)
 	descSpillKept    = prometheus.NewDesc("lastmile_spill_declined_total", "The job's units a spill worker kept local, by reason.", []string{"job", "job_id", "reason"}, nil)
 	descSpillOn      = prometheus.NewDesc("lastmile_spill_on", "1 while the job spills; reason: why it last switched.", []string{"job", "job_id", "reason"}, nil)
 	descSpillFlips   = prometheus.NewDesc("lastmile_spill_switches_total", "Times the job's spill decision switched.", jobLabels, nil)
+	descSpillVerify  = prometheus.NewDesc("lastmile_spill_verified_total", "The job's spilled units computed here as well and compared with the peer's output (peers.verify).", jobLabels, nil)
 	descSpillHedged  = prometheus.NewDesc("lastmile_spill_hedged_total", "The job's spilled units also started here because their peer was slow, by which side's result was used.", []string{"job", "job_id", "winner"}, nil)
 	descServed       = prometheus.NewDesc("lastmile_peer_served_units_total", "Units this host computed as a peer.", nil, nil)
 	descServedBytes  = prometheus.NewDesc("lastmile_peer_served_bytes_total", "Output bytes this host sent as a peer.", nil, nil)
@@ -43,8 +46,8 @@ type peerCollector struct{ d *Daemon }
 
 func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPeerUnits, descPeerBytes, descPeerWire, descPeerFailures, descPeerCorrupt, descPeerBusy,
-		descPeerRecv, descPeerRecvCPU, descPeerAbandon, descPeerLatency, descPeerInFlight, descPeerHealthy, descSpilled, descSpillBytes,
-		descSpillLocal, descSpillKept, descSpillOn, descSpillFlips, descSpillHedged, descServed, descServedBytes, descServedCPU,
+		descPeerRecv, descPeerRecvCPU, descPeerAbandon, descPeerLatency, descPeerInFlight, descPeerHealthy, descPeerMismatch, descPeerQuarant, descSpilled, descSpillBytes,
+		descSpillLocal, descSpillKept, descSpillOn, descSpillFlips, descSpillHedged, descSpillVerify, descServed, descServedBytes, descServedCPU,
 		descRefused, descServing, descCanceled, descSideMemory} {
 		ch <- d
 	}
@@ -69,6 +72,8 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 			m(descPeerLatency, prometheus.GaugeValue, p.Latency.Seconds(), p.Addr)
 			m(descPeerInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Addr)
 			m(descPeerHealthy, prometheus.GaugeValue, b2f(p.Healthy), p.Addr)
+			m(descPeerMismatch, prometheus.CounterValue, float64(p.Mismatches), p.Addr)
+			m(descPeerQuarant, prometheus.GaugeValue, b2f(p.Quarantined != ""), p.Addr)
 		}
 	}
 	for _, j := range d.jobsSnapshot() {
@@ -89,6 +94,7 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		m(descSpilled, prometheus.CounterValue, float64(st.Spilled.Load()), j.name, j.id)
 		m(descSpillBytes, prometheus.CounterValue, float64(st.Bytes.Load()), j.name, j.id)
 		m(descSpillLocal, prometheus.CounterValue, float64(st.Fallbacks.Load()), j.name, j.id)
+		m(descSpillVerify, prometheus.CounterValue, float64(st.Verified.Load()), j.name, j.id)
 		for why, n := range st.Declined() {
 			m(descSpillKept, prometheus.CounterValue, float64(n), j.name, j.id, why)
 		}

@@ -87,6 +87,9 @@ type apiProgress struct {
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	PackSeconds     float64 `json:"pack_seconds"`
 	FullWaitSeconds float64 `json:"full_wait_seconds"`
+	// Spilled units verified here, and those whose values differed.
+	UnitsVerified    int64 `json:"units_verified"`
+	VerifyMismatches int64 `json:"verify_mismatches"`
 	// The late columns' pages (progressView).
 	FilesPruned       int64 `json:"files_pruned"`
 	UnitsPruned       int64 `json:"units_pruned"`

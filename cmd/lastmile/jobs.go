@@ -441,6 +441,13 @@ func printPeers(w io.Writer, st *apiStatus) {
 // why.
 func peerHealth(x peer.PeerStats) string {
 	switch {
+	case x.Quarantined != "":
+		who := ""
+		if x.Subject != "" {
+			who = " (" + x.Subject + ")"
+		}
+		return fmt.Sprintf("QUARANTINED%s until this daemon restarts, %d units whose values differed from this host's; the first: %s",
+			who, x.Mismatches, oneLine(x.Quarantined))
 	case x.Healthy:
 		return "healthy"
 	case !x.ExcludedTill.IsZero():
@@ -464,6 +471,9 @@ func spillLine(j *apiJob) string {
 		s.Since.Local().Format("15:04:05"), s.Reason, s.Switches, pct(ratio(p.UnitsSpilled, p.UnitsDone)), p.UnitsSpilled, p.UnitsDone)
 	if p.UnitsHedged > 0 {
 		line += fmt.Sprintf(", %d hedged here (%d won here)", p.UnitsHedged, p.HedgesWon)
+	}
+	if p.UnitsVerified > 0 {
+		line += fmt.Sprintf(", %d verified here (%d differed)", p.UnitsVerified, p.VerifyMismatches)
 	}
 	return line
 }

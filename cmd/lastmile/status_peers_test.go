@@ -18,6 +18,7 @@ func TestStatusPeers(t *testing.T) {
 		{Addr: "10.0.0.2:7941", Healthy: true, InFlight: 3, Units: 120, Bytes: 3 << 30, UnitsPerSec: 4.25, BytesPerSec: 52e6},
 		{Addr: "10.0.0.3:7941", ExcludedTill: until, LastError: "peer 10.0.0.3:7941: connection refused", Failures: 2},
 		{Addr: "10.0.0.4:7941", LastError: "corrupt unit stream", Failures: 1, Corrupt: 1},
+		{Addr: "10.0.0.5:7941", Mismatches: 2, Subject: "CN=cpu-5", Quarantined: "unit ctr/part-0.parquet row group 3 rows 0+700: column label: values differ"},
 	}}}
 	st.Peers.Serving = "10.0.0.1:7941"
 	st.Peers.Served = &apiServed{InFlight: 2, Units: 40, Bytes: 1 << 30, RefusedBusy: 5, RefusedDraining: 1, RefusedOutside: 3}
@@ -29,6 +30,8 @@ func TestStatusPeers(t *testing.T) {
 		"peer 10.0.0.2:7941\thealthy; 3 in flight, 4.2 units/s, 49.6 MiB/s; in all 120 units, 3.0 GiB received",
 		"peer 10.0.0.3:7941\tEXCLUDED until " + until.Local().Format("15:04:05") + ": peer 10.0.0.3:7941: connection refused",
 		"peer 10.0.0.4:7941\tEXCLUDED until it answers a probe: corrupt unit stream",
+		"peer 10.0.0.5:7941\tQUARANTINED (CN=cpu-5) until this daemon restarts, 2 units whose values differed from this host's; " +
+			"the first: unit ctr/part-0.parquet row group 3 rows 0+700: column label: values differ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
@@ -45,6 +48,9 @@ func TestStatusPeers(t *testing.T) {
 		{"spilling", apiJob{Spill: &apiSpill{On: true, Since: since, Reason: "trainers wait on empty rings", Switches: 3},
 			Progress: apiProgress{UnitsDone: 200, UnitsSpilled: 90, UnitsHedged: 4, HedgesWon: 3}},
 			"on since " + since.Local().Format("15:04:05") + " (trainers wait on empty rings; 3 switches); 45% of units on peers (90 of 200), 4 hedged here (3 won here)"},
+		{"verified", apiJob{Spill: &apiSpill{On: true, Since: since, Reason: "trainers wait on empty rings"},
+			Progress: apiProgress{UnitsDone: 200, UnitsSpilled: 100, UnitsVerified: 3, VerifyMismatches: 1}},
+			"on since " + since.Local().Format("15:04:05") + " (trainers wait on empty rings; 0 switches); 50% of units on peers (100 of 200), 3 verified here (1 differed)"},
 		{"off, nothing done", apiJob{Spill: &apiSpill{Since: since, Reason: "rings full"}},
 			"off since " + since.Local().Format("15:04:05") + " (rings full; 0 switches); - of units on peers (0 of 0)"},
 	}

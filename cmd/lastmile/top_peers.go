@@ -36,7 +36,10 @@ func (f *topFrame) peerLines() []string {
 		peerUnits += float64(p.Units - b[0])
 		out, wire = out+float64(p.Bytes-b[1]), wire+float64(p.WireBytes-b[2])
 		health := "healthy"
-		if !p.Healthy {
+		switch {
+		case p.Quarantined != "":
+			health = "QUARANTINED"
+		case !p.Healthy:
 			health = "EXCLUDED"
 		}
 		lines = append(lines, fmt.Sprintf("peer %s %s, %d in flight, %.0f units/s, %.1f MB/s, %d failed", p.Addr, health, p.InFlight,

@@ -23,6 +23,10 @@ func TestTopPeerLines(t *testing.T) {
 			t.Errorf("top's peer lines lack %q:\n%s", want, got)
 		}
 	}
+	cur.status.Peers.Peers[0].Quarantined = "unit ctr/part-0.parquet row group 3: column label: values differ"
+	if got := strings.Join(f.peerLines(), "\n"); !strings.Contains(got, "10.0.0.7:7941 QUARANTINED") {
+		t.Errorf("top's peer lines do not show the quarantined peer:\n%s", got)
+	}
 	if (&topFrame{cur: &topSample{status: &apiStatus{}}}).peerLines() != nil {
 		t.Error("lines for a daemon without peers")
 	}
