@@ -53,6 +53,10 @@ type SpillConfig struct {
 	// keeps the spec's own units, as the reference's; negative, 16,384.
 	UnitRows int
 	Repeats  int // runs of each side, alternating; the fastest counts; default 3
+	// Verify is the share of spilled units verified here
+	// (peer.SpillerConfig.Verify): 0, lastmiled's default
+	// (peer.DefaultVerify); negative, none.
+	Verify float64
 	// Consumer starts the process that reads ring dir/name to its end on
 	// CPU cpu (lastmile bench -handoff-consumer): the trainers' stand-in,
 	// out of the requester's process and off its core, as trainers are
@@ -109,6 +113,11 @@ type SpillReport struct {
 	AloneCPU     float64 `json:"alone_cpu_seconds,omitempty"`
 	ContendedCPU float64 `json:"contended_cpu_seconds,omitempty"`
 	Ceiling      float64 `json:"ceiling,omitempty"`
+
+	// UnitsVerified are the spilled units of the fastest run with the
+	// peer computed here as well (peers.verify), at the share Verify.
+	UnitsVerified int64   `json:"units_verified"`
+	Verify        float64 `json:"verify"`
 }
 
 func (c *SpillConfig) defaults() {
@@ -140,7 +149,7 @@ func (c *SpillConfig) defaults() {
 // unit's output costs the requester against computing it.
 func RunSpill(ctx context.Context, cfg SpillConfig) (*SpillReport, error) {
 	cfg.defaults()
-	r := &SpillReport{Spec: cfg.Spec, Target: 1.8}
+	r := &SpillReport{Spec: cfg.Spec, Target: 1.8, Verify: spillerVerify(cfg.Verify)}
 	parquet, spam := filepath.Join(cfg.Data, "parquet"), filepath.Join(cfg.Data, "spam.parquet")
 	if err := genSpillData(ctx, cfg, parquet, spam); err != nil {
 		return nil, err
@@ -264,14 +273,14 @@ func spillRun(ctx context.Context, cfg SpillConfig, job *spec.Job, sp *peer.Spil
 	secs := st.Elapsed.Seconds()
 	spilled := sp.Stats().Spilled.Load() - spilled0
 	for _, ps := range pool.Stats() {
-		fmt.Fprintf(cfg.Log, "spill: %.2f s; peer %s: mean round trip %v, %d failures; %d of %d units computed here; kept local: %v; hedged %d, won here %d\n",
+		fmt.Fprintf(cfg.Log, "spill: %.2f s; peer %s: mean round trip %v, %d failures; %d of %d units computed here; kept local: %v; hedged %d, won here %d; verified %d\n",
 			secs, ps.Addr, ps.Latency.Round(time.Millisecond), ps.Failures, int64(st.Units)-spilled, st.Units, sp.Stats().Declined(),
-			prog.UnitsHedged.Load(), prog.HedgesWon.Load())
+			prog.UnitsHedged.Load(), prog.HedgesWon.Load(), prog.UnitsVerified.Load())
 	}
 	if !first && secs >= r.SpillSeconds {
 		return nil
 	}
-	r.SpillSeconds, r.UnitsSpilled = secs, spilled
+	r.SpillSeconds, r.UnitsSpilled, r.UnitsVerified = secs, spilled, prog.UnitsVerified.Load()
 	r.LocalBusy = (processCPU() - cpu0) / secs
 	r.PeerBusy = (peerCPUTime() - peer0) / secs
 	return nil
@@ -476,12 +485,23 @@ func newBenchSpiller(cfg SpillConfig, f peer.TLSFiles, addr, text string, job *s
 		return nil, nil, nil, err
 	}
 	self := peer.Self()
-	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{User: &self, Policy: peer.PolicyConfig{Always: true}})
+	sp, err := peer.NewSpiller(pool, rts, text, job, peer.SpillerConfig{User: &self, Verify: cfg.Verify, Policy: peer.PolicyConfig{Always: true}})
 	if err != nil {
 		pool.Close()
 		return nil, nil, nil, err
 	}
 	return sp, pool, rts, nil
+}
+
+// spillerVerify is the share a Spiller of SpillConfig.Verify verifies.
+func spillerVerify(v float64) float64 {
+	switch {
+	case v == 0:
+		return peer.DefaultVerify
+	case v < 0:
+		return 0
+	}
+	return min(v, 1)
 }
 
 // drainer starts a process that reads ring dir/name to its end; nil
@@ -608,7 +628,8 @@ func (r *SpillReport) WriteTable(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  local alone, 1 core          %8.2f s  (the spec's units, as the run with the peer)\n", r.LocalSeconds)
 	}
-	fmt.Fprintf(w, "  local 1 core + peer 1 core   %8.2f s  (%d units on the peer)\n", r.SpillSeconds, r.UnitsSpilled)
+	fmt.Fprintf(w, "  local 1 core + peer 1 core   %8.2f s  (%d units on the peer, %d of them verified here at peers.verify %g)\n",
+		r.SpillSeconds, r.UnitsSpilled, r.UnitsVerified, r.Verify)
 	fmt.Fprintf(w, "  speedup                      %8.2fx\n", r.Speedup)
 	fmt.Fprintf(w, "  CPU busy with the peer        local %.2f, peer %.2f  (CPU seconds over the run's wall time)\n", r.LocalBusy, r.PeerBusy)
 	fmt.Fprintf(w, "  a unit alone                 %8.1f ms round trip to the peer, %.1f ms to compute here\n", r.RoundTripMS, r.ComputeMS)

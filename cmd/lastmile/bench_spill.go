@@ -27,6 +27,7 @@ func addSpillFlags(fs *flag.FlagSet) *spillFlags {
 	fs.Int64Var(&s.cfg.Rows, "spill-rows", 4<<20, "rows of generated data for the spill measurement")
 	fs.IntVar(&s.cfg.UnitRows, "spill-unit-rows", 0, "units of the run with the peer: at most this many rows where the spec sets no size (0: the spec's own units, as the reference's; -1: 16384)")
 	fs.IntVar(&s.cfg.Repeats, "spill-repeats", 3, "runs of each side of the spill measurement, alternating; the fastest of each counts")
+	fs.Float64Var(&s.cfg.Verify, "spill-verify", 0, "share of the spilled units verified here, as peers.verify (0: its default; negative: none)")
 	fs.StringVar(&s.cfg.Spec, "spill-pipeline", "examples/ctr-8rank.yaml", "pipeline spec of the spill measurement")
 	s.peer = fs.Bool("spill-peer", false, "internal: serve as the spill measurement's peer on the address given as argument")
 	s.contend = fs.Bool("spill-contend", false, "internal: compute the spill measurement's units on -spill-cpu until killed")
