@@ -220,7 +220,7 @@ func (p *Pool) set(addrs []string, serverName string) error {
 			r.gone = false
 			continue
 		}
-		r := &remote{addr: a, st: PeerStats{Addr: a}, quarantined: p.quarantined[a] != ""}
+		r := &remote{addr: a, st: PeerStats{Addr: a, Quarantined: p.quarantined[a]}, quarantined: p.quarantined[a] != ""}
 		if err := p.dial(r, serverName); err != nil {
 			return err
 		}

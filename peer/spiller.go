@@ -88,8 +88,10 @@ type Spiller struct {
 // SpillStats counts one job's spilling.
 type SpillStats struct {
 	Spilled, Bytes, Fallbacks atomic.Int64
-	// Verified counts spilled units computed here as well to check them;
-	// Mismatches, those whose values differed (quarantine.go).
+	// Verified counts the spilled units drawn to be computed here as
+	// well and compared (the engine's Progress.UnitsVerified, those it
+	// did: a unit whose output the engine refused anyway is computed
+	// here once); Mismatches, those whose values differed (quarantine.go).
 	Verified, Mismatches atomic.Int64
 	// RecvCPUNanos is this host's CPU receiving the spilled units, as
 	// PeerStats.RecvCPUSeconds counts it.

@@ -85,3 +85,39 @@ func TestVerifyNegativeNone(t *testing.T) {
 		t.Errorf("Verify 0 verifies %v, want DefaultVerify %v", d.verify, DefaultVerify)
 	}
 }
+
+// TestQuarantinedPeersUnitsComputedHere: once a peer is quarantined,
+// every unit of it that answers is verified whatever the share (so
+// computed here, and its local output used on a mismatch), it is picked
+// for no unit, and it stays quarantined when DNS drops it and lists it
+// again.
+func TestQuarantinedPeersUnitsComputedHere(t *testing.T) {
+	f := newFixture(t)
+	const addr = "127.0.0.1:1" // never dialled: the pool connects lazily
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
+	r := p.peers[addr]
+	u, out := f.hostileUnit(), new(column.Batch)
+	sp.ranAt(out, r)
+	if verify, _ := sp.Ran(u, out); verify {
+		t.Fatal("a unit drawn at Verify -1")
+	}
+	sp.ranAt(out, r)
+	p.quarantine(r, u, "column a: values differ")
+	verify, mismatch := sp.Ran(u, out)
+	if !verify || mismatch == nil || len(sp.ranBy) != 0 {
+		t.Fatalf("a quarantined peer's unit: verify %v, mismatch %v, %d remembered", verify, mismatch != nil, len(sp.ranBy))
+	}
+	if got := p.pick(""); got != nil {
+		t.Fatalf("picked the quarantined peer %s", got.addr)
+	}
+	if err := p.set(nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.set([]string{addr}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); len(st) != 1 || st[0].Healthy || st[0].Quarantined == "" || p.pick("") != nil || !p.peers[addr].quarantined {
+		t.Fatalf("listed again, the peer is %+v", st)
+	}
+}
