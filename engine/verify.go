@@ -25,7 +25,10 @@ import (
 //   - The choice is the requester's alone: the Spill draws it from its
 //     own randomness once the peer has answered, so the ticket the peer
 //     saw is the same whether the unit is verified or not, and nothing
-//     the peer sends can change the odds.
+//     the peer sends can change the odds. The peer may guess afterwards
+//     that a unit was verified (this spill worker's next ticket comes a
+//     unit's compute later), but its answer is sent by then, and the
+//     draws are independent: it learns nothing of the next unit's.
 //   - A verified unit is delivered only once both outputs are whole and
 //     compared. They must be equal byte for byte (sameOutput: the bytes
 //     of every column's rows, as the wire checksum covers them); when
