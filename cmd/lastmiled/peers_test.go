@@ -389,8 +389,9 @@ func TestPeersSpill(t *testing.T) {
 }
 
 // checkSpillMetrics: the GPU host's /metrics has the spill figures of a
-// run that spilled: units, bytes and receive CPU per peer, the job's
-// spilled units and its hedges by winner; and its job status agrees.
+// run that spilled: units, bytes and receive CPU per peer, its
+// mismatches and quarantine, the job's spilled units, those verified and
+// its hedges by winner; and its job status agrees.
 func checkSpillMetrics(t *testing.T, cl *cluster, id string) {
 	t.Helper()
 	text := metricsOf(cl.gpu)
@@ -403,6 +404,9 @@ func checkSpillMetrics(t *testing.T, cl *cluster, id string) {
 		{"lastmile_peer_bytes_total", nil, true},
 		{"lastmile_peer_receive_cpu_seconds_total", nil, true},
 		{"lastmile_peer_abandoned_total", nil, false},
+		{"lastmile_peer_mismatch_total", nil, false},
+		{"lastmile_peer_quarantined", nil, false},
+		{"lastmile_spill_verified_total", []string{`job_id="` + id + `"`}, false},
 		{"lastmile_spill_units_total", []string{`job_id="` + id + `"`}, true},
 		{"lastmile_spill_hedged_total", []string{`job_id="` + id + `"`, `winner="here"`}, false},
 		{"lastmile_spill_hedged_total", []string{`job_id="` + id + `"`, `winner="peer"`}, false},
