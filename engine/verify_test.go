@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
@@ -114,4 +115,60 @@ func TestVerifyNone(t *testing.T) {
 	if local := prog.UnitsDone.Load() - prog.UnitsSpilled.Load(); here.Load() != local {
 		t.Errorf("%d units computed here, %d counted done here: a spilled unit was computed again", here.Load(), local)
 	}
+}
+
+// slowLiar is a lyingPeer that is also a Hedger: each unit it takes
+// answers once a hedge of it has begun here, so the peer's lie wins the
+// hedge and must still be verified.
+type slowLiar struct {
+	*lyingPeer
+	prog *engine.Progress
+}
+
+func (p slowLiar) HedgeAfter() time.Duration { return time.Millisecond }
+
+func (p slowLiar) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch, load engine.Load) (bool, error) {
+	hedged := p.prog.UnitsHedged.Load()
+	ran, err := p.lyingPeer.RunUnit(ctx, u, out, load)
+	if !ran || err != nil {
+		return ran, err
+	}
+	wait, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	hedgeStarted(wait, p.prog, hedged)
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return true, nil
+}
+
+// TestVerifyAfterHedgeLost: a lying peer's answer that wins its unit's
+// hedge is verified too, once the hedge has given back its local
+// worker's place: with one local worker, a verification that waited for
+// a second place would never start.
+func TestVerifyAfterHedgeLost(t *testing.T) {
+	src := strings.ReplaceAll(hedgeJob, "INPUT", "../testdata/small")
+	want := runTensors(t, src, nil)
+	// The hedge's local run waits on a slow CPU token, so the peer's
+	// answer, given once the hedge has begun, comes first.
+	gate := func(ctx context.Context) (func(), error) {
+		select {
+		case <-time.After(20 * time.Millisecond):
+			return func() {}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	for range 5 {
+		prog := new(engine.Progress)
+		p := slowLiar{&lyingPeer{up: unitProcessor(t, src), share: 1}, prog}
+		got := runTensorsWith(t, src, engine.Options{Spill: p, Progress: prog, Gate: gate})
+		sameTensors(t, got, want)
+		t.Logf("hedged %d, won here %d, spilled %d, verified %d, mismatches %d", prog.UnitsHedged.Load(), prog.HedgesWon.Load(),
+			prog.UnitsSpilled.Load(), prog.UnitsVerified.Load(), prog.VerifyMismatches.Load())
+		if prog.UnitsHedged.Load() > prog.HedgesWon.Load() && prog.VerifyMismatches.Load() > 0 {
+			return
+		}
+	}
+	t.Fatal("no lying answer won its hedge in 5 runs: the test shows nothing")
 }
