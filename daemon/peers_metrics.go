@@ -79,11 +79,11 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, j := range d.jobsSnapshot() {
 		j.mu.Lock()
 		sp := j.spill
-		var hedged, won int64
+		var hedged, won, verified int64
 		if j.run != nil {
-			hedged, won = j.run.prog.UnitsHedged.Load(), j.run.prog.HedgesWon.Load()
+			hedged, won, verified = j.run.prog.UnitsHedged.Load(), j.run.prog.HedgesWon.Load(), j.run.prog.UnitsVerified.Load()
 		}
-		hedged, won = hedged+j.base.hedged, won+j.base.hedgesWon
+		hedged, won, verified = hedged+j.base.hedged, won+j.base.hedgesWon, verified+j.base.verified
 		j.mu.Unlock()
 		if sp == nil {
 			continue
@@ -94,7 +94,7 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		m(descSpilled, prometheus.CounterValue, float64(st.Spilled.Load()), j.name, j.id)
 		m(descSpillBytes, prometheus.CounterValue, float64(st.Bytes.Load()), j.name, j.id)
 		m(descSpillLocal, prometheus.CounterValue, float64(st.Fallbacks.Load()), j.name, j.id)
-		m(descSpillVerify, prometheus.CounterValue, float64(st.Verified.Load()), j.name, j.id)
+		m(descSpillVerify, prometheus.CounterValue, float64(verified), j.name, j.id)
 		for why, n := range st.Declined() {
 			m(descSpillKept, prometheus.CounterValue, float64(n), j.name, j.id, why)
 		}
