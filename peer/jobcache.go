@@ -63,6 +63,10 @@ type cachedJob struct {
 	// cache's mu, refreshed after each of its units (refreshSide).
 	side   int64
 	closed bool
+	// files are the files beneath directory roots its compile opened as
+	// its user, checked again before it serves more units (sidefiles.go);
+	// set before ready is closed.
+	files *sideFiles
 }
 
 // refreshSide counts j's side tables again, after a unit of it computed:
@@ -97,8 +101,43 @@ func (c *jobCache) closeLocked(j *cachedJob) {
 
 // get returns the compiled job of t, compiling it (once, whatever the
 // number of concurrent callers) against t's unit's file, and the function
-// to call when done with it.
+// to call when done with it. A cached job whose side table files its
+// user may no longer open, or that are not the files it read, leaves the
+// cache (sideFiles.fresh), and t's job compiles again: as the user, so
+// that a table they may no longer read fails the compile (fs.ErrPermission).
 func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r rootsFS, workers int) (*cachedJob, func(), error) {
+	for try := 0; ; try++ {
+		j, done, err := c.lookup(ctx, log, t, r, workers)
+		if err != nil {
+			return nil, nil, err
+		}
+		err = j.files.fresh()
+		if err == nil {
+			return j, done, nil
+		}
+		c.drop(t.planKey(), j)
+		done()
+		if try > 0 { // changed again since the compile just made
+			return nil, nil, fmt.Errorf("compile job: %w", err)
+		}
+		log.Info("a cached job's side table changed, or its user may no longer open it: compiling the job again",
+			"uid", t.User.UID, "err", err)
+	}
+}
+
+// drop takes j out of the cache, where it is still under key: it is
+// closed once its last caller is done.
+func (c *jobCache) drop(key string, j *cachedJob) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j.evicted = true
+	if c.byKey[key] == j {
+		delete(c.byKey, key)
+	}
+}
+
+// lookup is get without the check of the cached job's side tables.
+func (c *jobCache) lookup(ctx context.Context, log *slog.Logger, t *Ticket, r rootsFS, workers int) (*cachedJob, func(), error) {
 	if _, _, err := roots.Split(t.Unit.File); err != nil {
 		return nil, nil, fmt.Errorf("unit file: %w", err)
 	}
@@ -115,6 +154,9 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 		j = &cachedJob{ready: make(chan struct{}), cancel: cancel}
 		c.byKey[key] = j
 		c.compiling.Add(1)
+		files := newSideFiles(r.r, r.user.cred(), t.Unit.File)
+		r := r
+		r.side = files
 		go func() {
 			defer c.compiling.Done()
 			defer cancel()
@@ -137,8 +179,9 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 				up.Close()
 				up, err = nil, cctx.Err()
 			}
+			files.seal()
 			c.mu.Lock()
-			j.up, j.err = up, err
+			j.up, j.err, j.files = up, err, files
 			if up != nil {
 				j.rowBytes = outRowBytes(up.Fields())
 				if j.side = up.SideMemory(); c.resident != nil && j.side > 0 {

@@ -29,6 +29,9 @@ type rootsFS struct {
 	r       *roots.Roots
 	objects decode.FS // nil: object-store roots are refused
 	user    User
+	// side, when set, records the files opened beneath directory roots
+	// (a job's compile: its side tables, sidefiles.go).
+	side *sideFiles
 }
 
 func (f rootsFS) route(name string) (decode.FS, string, error) {
@@ -37,7 +40,7 @@ func (f rootsFS) route(name string) (decode.FS, string, error) {
 		return nil, "", err
 	}
 	if !ok {
-		return decode.Local(userRoots{f.r, f.user.cred()}), name, nil
+		return decode.Local(userRoots{f.r, f.user.cred(), f.side}), name, nil
 	}
 	if f.objects == nil {
 		return nil, "", &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: this peer reads no object storage (configure its s3 section)", roots.ErrObjectRoot)}
@@ -84,14 +87,19 @@ func (f rootsFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return fsys.ReadDir(n)
 }
 
-// userRoots opens names beneath the roots with a user's credentials.
+// userRoots opens names beneath the roots with a user's credentials,
+// recording what it opens in side (nil: nothing).
 type userRoots struct {
-	r *roots.Roots
-	c asuser.Cred
+	r    *roots.Roots
+	c    asuser.Cred
+	side *sideFiles
 }
 
 func (u userRoots) Open(name string) (f *os.File, err error) {
 	err = u.c.Do(func() (err error) { f, err = u.r.Open(name); return err })
+	if err == nil {
+		u.side.note(name, f)
+	}
 	return f, err
 }
 
