@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -15,15 +17,20 @@ import (
 )
 
 // File is an open object: a decode.File and decode.Prefetcher. Its
-// methods may be called from several goroutines.
+// methods may be called from several goroutines, Close included: a read
+// that Close overtakes returns the object's bytes (it holds the tail it
+// began with, which Close drops but never changes), and one that begins
+// after Close fails with an error wrapping os.ErrClosed.
 type File struct {
-	c    *Client
-	obj  Object
-	name string
-	v    version
+	c       *Client
+	obj     Object
+	name    string
+	v       version
+	tailOff int64 // where tail starts in the object: set by Open, then fixed
 
-	tail    []byte // the object's last bytes, from Open (may be nil)
-	tailOff int64
+	mu     sync.Mutex
+	tail   []byte // the object's last bytes, from Open (may be nil); under mu
+	closed bool   // under mu
 }
 
 var (
@@ -39,10 +46,23 @@ func newFile(c *Client, o Object, name string) *File { return &File{c: c, obj: o
 func (f *File) Stat() (fs.FileInfo, error) { return fileInfo{name: path.Base(f.obj.Key), v: f.v}, nil }
 
 // Close releases nothing but the tail: prefetched blocks belong to the
-// Client, and go when read or stale.
+// Client, and go when read or stale. Reads that begin after it fail.
 func (f *File) Close() error {
-	f.tail = nil
+	f.mu.Lock()
+	f.tail, f.closed = nil, true
+	f.mu.Unlock()
 	return nil
+}
+
+// openTail returns the tail (nil: none), or, once the file is closed,
+// the error of a read of it.
+func (f *File) openTail() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, &fs.PathError{Op: "read", Path: f.obj.String(), Err: os.ErrClosed}
+	}
+	return f.tail, nil
 }
 
 // ReadAt reads len(p) bytes at off: from the tail Open fetched, from
@@ -59,15 +79,19 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset %d", f.name, off)
 	}
+	tail, err := f.openTail()
+	if err != nil {
+		return 0, err
+	}
 	if off >= f.v.size {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), f.v.size-off))
 	head := n // the bytes before the tail
-	if end := off + int64(n); f.tail != nil && end > f.tailOff {
+	if end := off + int64(n); tail != nil && end > f.tailOff {
 		from := max(off, f.tailOff)
 		head = int(from - off)
-		copy(p[head:n], f.tail[from-f.tailOff:])
+		copy(p[head:n], tail[from-f.tailOff:])
 		f.c.credit(f, from, end)
 	}
 	if err := f.readHead(ctx, p[:head], off); err != nil {

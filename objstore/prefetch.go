@@ -48,13 +48,17 @@ func (c *Client) prefetch(f *File, ranges []decode.Range) {
 	if c.cfg.PrefetchBytes < 0 {
 		return
 	}
+	tail, err := f.openTail()
+	if err != nil {
+		return // closed: nobody reads the blocks
+	}
 	ra := &c.ahead
 	now := time.Now()
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	c.sweepLocked(now)
-	asked := coalesce(ranges, 0, math.MaxInt64, f.tailOff, f.tail != nil)
-	for _, r := range coalesce(ranges, c.cfg.CoalesceGap, c.cfg.MaxBlock, f.tailOff, f.tail != nil) {
+	asked := coalesce(ranges, 0, math.MaxInt64, f.tailOff, tail != nil)
+	for _, r := range coalesce(ranges, c.cfg.CoalesceGap, c.cfg.MaxBlock, f.tailOff, tail != nil) {
 		if r.Off < 0 || r.Len <= 0 || r.Off+r.Len > f.v.size {
 			continue
 		}

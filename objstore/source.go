@@ -151,7 +151,9 @@ func (f *File) fetchTail(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	f.mu.Lock()
 	f.tail, f.tailOff = tail, f.v.size-int64(len(tail))
+	f.mu.Unlock()
 	return nil
 }
 
