@@ -13,6 +13,7 @@ import (
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/objstore"
+	"github.com/lastmile/lastmile/roots"
 )
 
 // S3Config is the daemon's object-storage section. lastmiled reads s3://
@@ -246,11 +247,24 @@ func (e *notGranted) Unwrap() error { return fs.ErrPermission }
 // certificate; without the check, naming another user read every object
 // beneath the roots. With no grant, the peer reads objects for nobody
 // (root only with peer.trust_root), as the daemon does for its own jobs.
-// nil (no client) refuses object-store roots.
+// Without a client (s3() failed: a user or group of s3.allow that no
+// longer resolves, a client the AWS SDK could not make), every object
+// is refused with that cause, not as if the peer had no s3 section.
 func (d *Daemon) peerObjects() func(asuser.Cred) decode.FS {
 	client, _, err := d.s3()
 	if err != nil {
-		return nil
+		d.log.Error("peer: its S3 client could not be made: it reads no object beneath its object-store roots", "err", err)
+		refuse := noObjects{err: fmt.Errorf("%w: this peer's S3 client could not be made (fix its s3 section and restart it): %w", roots.ErrObjectRoot, err)}
+		return func(asuser.Cred) decode.FS { return refuse }
 	}
 	return func(c asuser.Cred) decode.FS { return objectsFor(client, d.s3Grants, c) }
 }
+
+// noObjects refuses every name with err.
+type noObjects struct{ err error }
+
+func (n noObjects) fail(op, name string) error { return &fs.PathError{Op: op, Path: name, Err: n.err} }
+
+func (n noObjects) Open(name string) (decode.File, error)      { return nil, n.fail("open", name) }
+func (n noObjects) Stat(name string) (fs.FileInfo, error)      { return nil, n.fail("stat", name) }
+func (n noObjects) ReadDir(name string) ([]fs.DirEntry, error) { return nil, n.fail("readdir", name) }

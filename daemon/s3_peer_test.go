@@ -6,10 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/objstore/s3test"
+	"github.com/lastmile/lastmile/roots"
 )
 
 // TestPeerObjectsFollowS3Allow: a peer reads the objects beneath its
@@ -81,4 +83,27 @@ func TestPeerObjectsFollowS3Allow(t *testing.T) {
 	f(none, alice, false)
 	f(none, nobody, false)
 	f(none, asuser.Cred{UID: 0}, true) // peer.trust_root: the peer's own rights
+}
+
+// TestPeerObjectsSayWhyNoClient: a peer whose S3 client could not be
+// made (here a user of s3.allow that no longer resolves, as after a
+// change to the user database since the config was validated) refuses
+// each object with that cause. Before, it was given no object store,
+// and its units failed with "this peer reads no object storage
+// (configure its s3 section)", for a peer whose s3 section was there.
+func TestPeerObjectsSayWhyNoClient(t *testing.T) {
+	d, err := New(DefaultConfig(), nil, nil, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New(`[0].users: "carol": user: unknown user carol`)
+	d.s3st.once.Do(func() { d.s3st.err = cause })
+	objects := d.peerObjects()
+	if objects == nil {
+		t.Fatal("the peer was given no object store: its units fail with \"configure its s3 section\", not the cause")
+	}
+	_, err = objects(asuser.Cred{UID: 1001, GID: 1001}).Open("s3://data/ctr/a.parquet")
+	if !errors.Is(err, cause) || !errors.Is(err, roots.ErrObjectRoot) || !strings.Contains(err.Error(), "unknown user carol") {
+		t.Fatalf("open on a peer without an S3 client: %v; want the client's error, as an object-store root refused", err)
+	}
 }
