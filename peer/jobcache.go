@@ -179,7 +179,9 @@ func (c *jobCache) lookup(ctx context.Context, log *slog.Logger, t *Ticket, r ro
 				up.Close()
 				up, err = nil, cctx.Err()
 			}
-			files.seal()
+			if files.seal() == 0 {
+				files = nil // nothing to check
+			}
 			c.mu.Lock()
 			j.up, j.err, j.files = up, err, files
 			if up != nil {

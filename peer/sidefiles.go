@@ -107,12 +107,16 @@ func (s *sideFiles) note(name string, f *os.File) {
 }
 
 // seal ends the recording: the files are those the compile opened, and
-// the next check is due sideRecheck from now.
-func (s *sideFiles) seal() {
+// the next check is due sideRecheck from now. It returns how many there
+// are: a job that opened none (no side table beneath a directory root)
+// needs no check.
+func (s *sideFiles) seal() int {
 	s.mu.Lock()
 	s.sealed.Store(true)
+	n := len(s.files)
 	s.mu.Unlock()
 	s.checked.Store(int64(time.Since(s.base)))
+	return n
 }
 
 // fresh returns nil when the files were checked less than sideRecheck
