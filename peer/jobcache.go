@@ -154,51 +154,7 @@ func (c *jobCache) lookup(ctx context.Context, log *slog.Logger, t *Ticket, r ro
 		j = &cachedJob{ready: make(chan struct{}), cancel: cancel}
 		c.byKey[key] = j
 		c.compiling.Add(1)
-		files := newSideFiles(r.r, r.user.cred(), t.Unit.File)
-		r := r
-		r.side = files
-		go func() {
-			defer c.compiling.Done()
-			defer cancel()
-			var up *engine.UnitProcessor
-			var err error
-			// At most cap(sem) jobs compile at once; one whose every
-			// unit was given up on meanwhile does not compile at all.
-			if c.sem == nil {
-				up, err = compileSafely(cctx, log, t, r, workers)
-			} else {
-				select {
-				case c.sem <- struct{}{}:
-					up, err = compileSafely(cctx, log, t, r, workers)
-					<-c.sem
-				case <-cctx.Done():
-					err = cctx.Err()
-				}
-			}
-			if up != nil && cctx.Err() != nil {
-				up.Close()
-				up, err = nil, cctx.Err()
-			}
-			if files.seal() == 0 {
-				files = nil // nothing to check
-			}
-			c.mu.Lock()
-			j.up, j.err, j.files = up, err, files
-			if up != nil {
-				j.rowBytes = outRowBytes(up.Fields())
-				if j.side = up.SideMemory(); c.resident != nil && j.side > 0 {
-					c.resident(j.side)
-				}
-			}
-			if err != nil && c.byKey[key] == j {
-				delete(c.byKey, key)
-			}
-			if j.evicted && j.refs == 0 {
-				c.closeLocked(j)
-			}
-			c.mu.Unlock()
-			close(j.ready)
-		}()
+		go c.compileInto(cctx, j, key, log, t, r, workers)
 	}
 	j.used = c.clock
 	j.refs++
@@ -241,6 +197,54 @@ func (c *jobCache) lookup(ctx context.Context, log *slog.Logger, t *Ticket, r ro
 		done()
 		return nil, nil, ctx.Err()
 	}
+}
+
+// compileInto compiles t's job into j, cached under key, within cctx, and
+// closes j.ready. r records, as the compile reads them, the files its
+// job's units are then checked against (sideFiles).
+func (c *jobCache) compileInto(cctx context.Context, j *cachedJob, key string, log *slog.Logger, t *Ticket, r rootsFS, workers int) {
+	defer c.compiling.Done()
+	defer j.cancel()
+	files := newSideFiles(r.r, r.user.cred(), t.Unit.File)
+	r.side = files
+	var up *engine.UnitProcessor
+	var err error
+	// At most cap(sem) jobs compile at once; one whose every
+	// unit was given up on meanwhile does not compile at all.
+	if c.sem == nil {
+		up, err = compileSafely(cctx, log, t, r, workers)
+	} else {
+		select {
+		case c.sem <- struct{}{}:
+			up, err = compileSafely(cctx, log, t, r, workers)
+			<-c.sem
+		case <-cctx.Done():
+			err = cctx.Err()
+		}
+	}
+	if up != nil && cctx.Err() != nil {
+		up.Close()
+		up, err = nil, cctx.Err()
+	}
+	if files.seal() == 0 {
+		files = nil // nothing to check
+	}
+	c.mu.Lock()
+	j.up, j.err, j.files = up, err, files
+	if up != nil {
+		j.rowBytes = outRowBytes(up.Fields())
+		if j.side = up.SideMemory(); c.resident != nil && j.side > 0 {
+			c.resident(j.side)
+		}
+	}
+	if err != nil && c.byKey[key] == j {
+		delete(c.byKey, key)
+	}
+	if j.evicted && j.refs == 0 {
+		c.closeLocked(j)
+	}
+	c.mu.Unlock()
+	close(j.ready)
 }
 
 func (c *jobCache) evictLocked() {
