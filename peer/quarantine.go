@@ -92,15 +92,23 @@ func (p *Pool) quarantine(r *remote, u decode.Unit, detail string) (first bool, 
 	p.quarantined[r.addr] = why
 	r.quarantined = true
 	r.st.Quarantined = why
+	// The pool may list the address anew by now, as another remote:
+	// dropped while this unit was verified (its last unit done, DNS no
+	// longer listing it) and listed again before the mismatch was found.
+	if now := p.peers[r.addr]; now != nil && now != r {
+		now.quarantined, now.st.Quarantined = true, why
+	}
 	// Spill workers waiting for a credit pick again, among the others.
 	close(p.freed)
 	p.freed = make(chan struct{})
 	return true, r.subject
 }
 
-// isQuarantined reports whether r is quarantined.
+// isQuarantined reports whether r is quarantined: it, or its address
+// under another remote that answered before it was dropped and listed
+// again.
 func (p *Pool) isQuarantined(r *remote) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return r.quarantined
+	return r.quarantined || p.quarantined[r.addr] != ""
 }

@@ -121,3 +121,41 @@ func TestQuarantinedPeersUnitsComputedHere(t *testing.T) {
 		t.Fatalf("listed again, the peer is %+v", st)
 	}
 }
+
+// TestQuarantineOfADroppedPeerListedAgain: a peer whose unit is being
+// verified may leave the pool meanwhile (DNS drops it, its last unit
+// done) and be listed again, as a new remote under the same address,
+// before the mismatch is found: the quarantine must reach the peer the
+// pool lists now, not only the one that answered, or the liar gets
+// units again, unverified.
+func TestQuarantineOfADroppedPeerListedAgain(t *testing.T) {
+	f := newFixture(t)
+	const addr = "127.0.0.1:1" // never dialled: the pool connects lazily
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
+	old := p.peers[addr]
+	// Its unit answered (inflight 0), then DNS dropped it and listed it
+	// again while the unit was verified here.
+	if err := p.set(nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.set([]string{addr}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if p.peers[addr] == old {
+		t.Fatal("the peer was not dropped and listed anew: the test shows nothing")
+	}
+	u := f.hostileUnit()
+	p.quarantine(old, u, "column a: values differ")
+	if got := p.pick(""); got != nil {
+		t.Fatalf("picked %s, quarantined under its address", got.addr)
+	}
+	if st := p.Stats(); len(st) != 1 || st[0].Healthy || st[0].Quarantined == "" {
+		t.Errorf("the peer listed now: %+v", st)
+	}
+	out := new(column.Batch)
+	sp.ranAt(out, p.peers[addr])
+	if verify, _ := sp.Ran(u, out); !verify {
+		t.Error("a unit of the peer listed now, quarantined under its address, is not verified")
+	}
+}
