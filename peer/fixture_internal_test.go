@@ -305,7 +305,9 @@ func (f *fixture) spilledSame(what, text string, job *spec.Job, want [][][32]byt
 	f.t.Helper()
 	_, addr := f.server(nil)
 	p := f.pool(f.ca.issue("gpu-host"), addr)
-	cfg := SpillerConfig{}
+	// Every unit verified: an honest peer's outputs, whatever they hold,
+	// are never taken for a liar's (engine.Verifier).
+	cfg := SpillerConfig{Verify: 1}
 	cfg.Policy.Always = true
 	for range 5 {
 		sp, err := testSpiller(p, f.roots, text, job, cfg)
@@ -313,6 +315,12 @@ func (f *fixture) spilledSame(what, text string, job *spec.Job, want [][][32]byt
 			f.t.Fatal(err)
 		}
 		same(f.t, what, f.run(job, sp), want)
+		if v, n := sp.Stats().Verified.Load(), sp.Stats().Spilled.Load(); v != n {
+			f.t.Errorf("%s: %d units verified of %d spilled at verify 1", what, v, n)
+		}
+		if n := sp.Stats().Mismatches.Load(); n != 0 {
+			f.t.Fatalf("%s: an honest peer's units differed from this host's %d times: %+v", what, n, p.Stats())
+		}
 		if sp.Stats().Spilled.Load() > 0 {
 			return addr
 		}
