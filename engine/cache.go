@@ -26,19 +26,27 @@ import (
 // the buffer for a later unit, and the worker drops it when owns says the
 // cache holds it (unitRun.work); the spare pool forgets it when it is
 // kept.
+//
+// A unit a peer computed and nobody verified (verify.go) is kept like
+// any other, and noted (believed): once a verification finds a peer
+// lying (distrust), those are served no more, and their row counts not
+// trusted either, so a lie believed in one epoch is not delivered again
+// in the next. Their batches stay held (owns), never refilled.
 type unitCache struct {
-	mu    sync.Mutex
-	max   int64
-	used  int64
-	units map[int]*column.Batch
-	held  map[*column.Batch]bool // the values of units
+	mu        sync.Mutex
+	max       int64
+	used      int64
+	units     map[int]*column.Batch
+	held      map[*column.Batch]bool // the values of units
+	believed  map[int]bool           // units a peer computed, unverified
+	distrusts bool                   // a peer was caught: believed units are not served
 }
 
 func newUnitCache(max int64) *unitCache {
 	if max <= 0 {
 		return nil
 	}
-	return &unitCache{max: max, units: map[int]*column.Batch{}, held: map[*column.Batch]bool{}}
+	return &unitCache{max: max, units: map[int]*column.Batch{}, held: map[*column.Batch]bool{}, believed: map[int]bool{}}
 }
 
 // view returns unit i's cached output, which the caller must not change,
@@ -49,7 +57,22 @@ func (c *unitCache) view(i int) *column.Batch {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.distrusts && c.believed[i] {
+		return nil
+	}
 	return c.units[i]
+}
+
+// distrust stops serving the units a peer computed that were kept
+// unverified: a verification found a peer's values other than this
+// host's, and any of them may be its (verify.go).
+func (c *unitCache) distrust() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.distrusts = true
+	c.mu.Unlock()
 }
 
 // owns reports whether b is a cached unit's output: read-only, and alive
@@ -70,7 +93,7 @@ func (c *unitCache) rows(i int) int64 {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b := c.units[i]; b != nil {
+	if b := c.units[i]; b != nil && !(c.distrusts && c.believed[i]) {
 		return int64(b.Rows)
 	}
 	return -1
@@ -80,8 +103,10 @@ func (c *unitCache) rows(i int) int64 {
 // did. The cache then owns b: its caller hands b on as the unit's output
 // to be read, and never refills it (unitRun.work). A first epoch thus
 // caches its units without copying them; the price is that a unit is
-// counted at its buffers' capacity, not at its length.
-func (c *unitCache) keep(i int, b *column.Batch) bool {
+// counted at its buffers' capacity, not at its length. believed says b
+// is a peer's output nobody verified: once the cache distrusts, such a
+// unit is not kept.
+func (c *unitCache) keep(i int, b *column.Batch, believed bool) bool {
 	if c == nil {
 		return false
 	}
@@ -95,11 +120,14 @@ func (c *unitCache) keep(i int, b *column.Batch) bool {
 	n := capBytes(b)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.units[i] != nil || c.used+n > c.max {
+	if c.units[i] != nil || c.used+n > c.max || believed && c.distrusts {
 		return false
 	}
 	c.used += n
 	c.units[i], c.held[b] = b, true
+	if believed {
+		c.believed[i] = true
+	}
 	return !copyCache.Load()
 }
 

@@ -57,8 +57,8 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 		ur.countLocal(u, 0)
 		return cached, nil
 	}
-	out, err := ur.compute(ctx, worker, i, buf)
-	if err == nil && ur.proc.fill.Load() && ur.proc.cache.keep(u.Seq, out) {
+	out, believed, err := ur.compute(ctx, worker, i, buf)
+	if err == nil && ur.proc.fill.Load() && ur.proc.cache.keep(u.Seq, out, believed) {
 		// The cache owns out from now on: it is emitted as it is, and
 		// never refilled (cache.go). Only a unit's final output gets
 		// here, so a hedge's losing run is never cached.
@@ -69,28 +69,33 @@ func (ur *unitRun) work(ctx context.Context, worker, i int, buf *column.Batch) (
 
 // compute runs the epoch's i-th unit, which the cache does not hold, into
 // buf: on a peer for a spill worker when it can, here otherwise. It
-// returns the batch that holds the unit's output.
-func (ur *unitRun) compute(ctx context.Context, worker, i int, buf *column.Batch) (*column.Batch, error) {
+// returns the batch that holds the unit's output, and whether that is a
+// peer's output nobody verified (believed: the unit cache stops serving
+// those once a peer is caught).
+func (ur *unitRun) compute(ctx context.Context, worker, i int, buf *column.Batch) (out *column.Batch, believed bool, err error) {
 	if worker >= ur.rw.local {
 		out, done, check, err := ur.spillUnit(ctx, worker, i, buf)
 		if done && err == nil && check != nil {
-			return ur.verify(ctx, worker, i, out, check)
+			out, err = ur.verify(ctx, worker, i, out, check)
+			return out, false, err
 		}
 		if done || err != nil {
-			return out, err
+			// buf holds the peer's output; a hedge's local run is in
+			// another batch.
+			return out, done && err == nil && out == buf, err
 		}
 		buf = out // declined or failed: computed here, like any local unit
 	}
 	release, err := ur.claimHere(ctx)
 	if err != nil {
-		return buf, err
+		return buf, false, err
 	}
 	defer release()
 	took, err := ur.computeHere(ctx, worker, i, buf)
 	if err == nil {
 		ur.countLocal(ur.proc.plan.Units[ur.units[i]], took)
 	}
-	return buf, err
+	return buf, false, err
 }
 
 // claimHere claims a local worker's place for a unit about to be

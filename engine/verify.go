@@ -115,6 +115,9 @@ func (ur *unitRun) verify(ctx context.Context, worker, i int, theirs *column.Bat
 		return theirs, nil
 	}
 	ur.prog.VerifyMismatches.Add(1)
+	// A later epoch must not serve a lie believed before this one was
+	// caught (cache.go: believed units).
+	ur.proc.cache.distrust()
 	mismatch(diff.Error())
 	ur.spare.put(theirs)
 	return mine, nil
