@@ -112,3 +112,17 @@ func (p *Pool) isQuarantined(r *remote) bool {
 	defer p.mu.Unlock()
 	return r.quarantined || p.quarantined[r.addr] != ""
 }
+
+// allQuarantined reports whether the pool lists peers and every one is
+// quarantined: none will ever take a unit again (until a restart), so
+// a unit is declined without waiting for a credit.
+func (p *Pool) allQuarantined() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.peers {
+		if !r.quarantined {
+			return false
+		}
+	}
+	return len(p.peers) > 0
+}

@@ -269,6 +269,10 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 		s.stats.decline("costs more to receive than to compute")
 		return false, nil
 	}
+	if s.pool.allQuarantined() {
+		s.stats.decline("every peer is quarantined")
+		return false, nil
+	}
 	if !peerSooner(s.pool.leastInFlight(), load) {
 		s.stats.decline("the local workers finish it sooner")
 		return false, nil

@@ -1,12 +1,15 @@
 package peer
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/engine"
 )
 
 // lying makes a test server change a value of every unit with rows
@@ -157,5 +160,29 @@ func TestQuarantineOfADroppedPeerListedAgain(t *testing.T) {
 	sp.ranAt(out, p.peers[addr])
 	if verify, _ := sp.Ran(u, out); !verify {
 		t.Error("a unit of the peer listed now, quarantined under its address, is not verified")
+	}
+}
+
+// TestQuarantinedPoolDeclinesAtOnce: with every peer quarantined (for
+// the daemon's life) a unit is declined at once, not after waiting for
+// a credit no peer will ever give: each spill worker's unit waited
+// creditWait (20ms to 1s) before it was computed here, for every unit
+// of every job, while the unit held up the reorder stage.
+func TestQuarantinedPoolDeclinesAtOnce(t *testing.T) {
+	f := newFixture(t)
+	const addr = "127.0.0.1:1" // never dialled: the pool connects lazily
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
+	p.quarantine(p.peers[addr], f.hostileUnit(), "column a: values differ")
+	start := time.Now()
+	for range 5 {
+		var out column.Batch
+		if ran, err := sp.RunUnit(context.Background(), f.hostileUnit(), &out, engine.Load{LocalWorkers: 1}); ran || err != nil {
+			t.Fatalf("ran %v, %v on a quarantined peer", ran, err)
+		}
+	}
+	took := time.Since(start)
+	if d := sp.Stats().Declined(); d["every peer is quarantined"] != 5 || took >= 5*sp.creditWait() {
+		t.Errorf("5 units declined in %v (a credit wait is %v): %v", took, sp.creditWait(), d)
 	}
 }
