@@ -349,7 +349,9 @@ func (s *Spiller) creditWait() time.Duration {
 	var lat time.Duration
 	s.pool.mu.Lock()
 	for _, r := range s.pool.peers {
-		lat = max(lat, r.latency)
+		if !r.quarantined { // it gives no credit again
+			lat = max(lat, r.latency)
+		}
 	}
 	s.pool.mu.Unlock()
 	return min(max(lat, 20*time.Millisecond), time.Second)

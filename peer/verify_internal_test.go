@@ -186,3 +186,21 @@ func TestQuarantinedPoolDeclinesAtOnce(t *testing.T) {
 		t.Errorf("5 units declined in %v (a credit wait is %v): %v", took, sp.creditWait(), d)
 	}
 }
+
+// TestCreditWaitLeavesQuarantinedOut: how long a unit waits for a
+// credit follows the peers that may still answer: a quarantined peer's
+// round trip (which may be why it was slow to be caught) does not make
+// every unit wait on the others longer, for the daemon's life.
+func TestCreditWaitLeavesQuarantinedOut(t *testing.T) {
+	f := newFixture(t)
+	const liar, honest = "127.0.0.1:1", "127.0.0.1:2" // never dialled
+	p := f.pool(f.ca.issue("gpu-host"), liar, honest)
+	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
+	p.mu.Lock()
+	p.peers[liar].latency, p.peers[honest].latency = 900*time.Millisecond, 30*time.Millisecond
+	p.mu.Unlock()
+	p.quarantine(p.peers[liar], f.hostileUnit(), "column a: values differ")
+	if w := sp.creditWait(); w != 30*time.Millisecond {
+		t.Errorf("a unit waits %v for a credit, want the usable peer's 30ms", w)
+	}
+}
