@@ -112,7 +112,7 @@ func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch,
 	check, ok, err := ur.onPeer(pctx, ur.units[i], u, buf, load)
 	if !h.stop() {
 		if ok {
-			ur.acceptSpilled(u, buf)
+			ur.acceptSpilled(u, buf, check)
 		}
 		return buf, ok, check, err
 	}
@@ -130,7 +130,7 @@ func (ur *unitRun) hedged(ctx context.Context, worker, i int, buf *column.Batch,
 		h.cancelLocal()
 		<-h.local
 		ur.spare.put(h.mine)
-		ur.acceptSpilled(u, buf)
+		ur.acceptSpilled(u, buf, check)
 		return buf, true, check, nil
 	}
 	// The local run won (and canceled the peer's), or the peer gave up:

@@ -308,7 +308,7 @@ func (ur *unitRun) spillUnit(ctx context.Context, worker, i int, buf *column.Bat
 	if !ok || err != nil {
 		return buf, false, nil, err
 	}
-	ur.acceptSpilled(u, buf)
+	ur.acceptSpilled(u, buf, check)
 	return buf, true, check, nil
 }
 
@@ -339,8 +339,12 @@ func (ur *unitRun) onPeer(ctx context.Context, idx int32, u decode.Unit, buf *co
 }
 
 // acceptSpilled counts a peer's output of u as the unit's (unitRun.work
-// caches it when the cache is filling).
-func (ur *unitRun) acceptSpilled(u decode.Unit, buf *column.Batch) {
+// caches it when the cache is filling). A unit to be verified (check) is
+// counted once verified, by the output used (unitRun.verify).
+func (ur *unitRun) acceptSpilled(u decode.Unit, buf *column.Batch, check mismatchFunc) {
+	if check != nil {
+		return
+	}
 	ur.prog.UnitsDone.Add(1)
 	ur.prog.UnitsSpilled.Add(1)
 }

@@ -46,10 +46,11 @@ import (
 //     a share of the spill the operator chose (peers.verify).
 //
 // Steps (unitRun.verify): the spill worker has the peer's output in its
-// buffer, counted as spilled; it claims a local place, computes the unit
+// buffer, not yet counted; it claims a local place, computes the unit
 // into a spare batch on its own decoder (the peer run needed none),
 // compares, and delivers one of the two, returning the other to the
-// spare pool.
+// spare pool; the unit is counted done, as spilled or as computed here,
+// by the one delivered.
 //
 // Rejected: starting the local run beside the peer's, as a hedge at
 // time zero (a verified unit then costs its CPU even when the peer would
@@ -94,7 +95,7 @@ func (rw runWorkers) verifyRan(u decode.Unit, out *column.Batch) mismatchFunc {
 }
 
 // verify computes the epoch's i-th unit here and compares it with
-// theirs, a peer's output of it already counted as spilled, and returns
+// theirs, a peer's output of it, and returns
 // the batch that is the unit's output: theirs when the two are equal,
 // the local one otherwise (after calling mismatch).
 func (ur *unitRun) verify(ctx context.Context, worker, i int, theirs *column.Batch, mismatch mismatchFunc) (*column.Batch, error) {
@@ -104,16 +105,21 @@ func (ur *unitRun) verify(ctx context.Context, worker, i int, theirs *column.Bat
 	}
 	defer release()
 	mine := ur.spare.get()
-	if _, err := ur.computeHere(ctx, worker, i, mine); err != nil {
+	took, err := ur.computeHere(ctx, worker, i, mine)
+	if err != nil {
 		ur.spare.put(mine)
 		return theirs, err
 	}
 	ur.prog.UnitsVerified.Add(1)
+	u := ur.proc.plan.Units[ur.units[i]]
 	diff := sameOutput(theirs, mine)
 	if diff == nil {
 		ur.spare.put(mine)
+		ur.acceptSpilled(u, theirs, nil)
 		return theirs, nil
 	}
+	// The unit's output is the one computed here: counted as such.
+	ur.countLocal(u, took)
 	ur.prog.VerifyMismatches.Add(1)
 	// A later epoch must not serve a lie believed before this one was
 	// caught (cache.go: believed units).

@@ -172,3 +172,23 @@ func TestVerifyAfterHedgeLost(t *testing.T) {
 	}
 	t.Fatal("no lying answer won its hedge in 5 runs: the test shows nothing")
 }
+
+// TestVerifyCountsTheOutputUsed: a verified unit is counted done once,
+// as spilled when the peer's output is the unit's and as computed here
+// when the local one is (a mismatch): the spilled units are those whose
+// peer output was delivered, not those a liar answered.
+func TestVerifyCountsTheOutputUsed(t *testing.T) {
+	src := strings.ReplaceAll(hedgeJob, "INPUT", "../testdata/small")
+	prog := new(engine.Progress)
+	p := &lyingPeer{up: unitProcessor(t, src), share: 1}
+	runTensorsWith(t, src, engine.Options{Spill: p, Progress: prog})
+	if prog.VerifyMismatches.Load() == 0 {
+		t.Fatal("no mismatch: the test shows nothing")
+	}
+	if done := prog.UnitsDone.Load(); done != int64(unitCount(t, src)) {
+		t.Errorf("%d units counted done, the plan has %d", done, unitCount(t, src))
+	}
+	if sp, want := prog.UnitsSpilled.Load(), p.ran.Load()-prog.VerifyMismatches.Load(); sp != want {
+		t.Errorf("%d units counted spilled; the peer ran %d, %d of them replaced here: want %d", sp, p.ran.Load(), prog.VerifyMismatches.Load(), want)
+	}
+}
