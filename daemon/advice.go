@@ -91,8 +91,8 @@ func (t *adviceTracker) sample(jobs []*Job, now time.Time) {
 			s.full[r] = int64(w)
 		}
 		var prog *engine.Progress
-		if j.run != nil {
-			prog = j.run.prog
+		if r := j.liveLocked(); r != nil { // an ended run's waits are in j.fullWait already
+			prog = r.prog
 			for r, st := range prog.RingStats() {
 				if r < len(s.full) {
 					s.full[r] += int64(st.FullWait)

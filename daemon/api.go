@@ -450,7 +450,9 @@ func (j *Job) view() jobView {
 	var held []int // per rank, slots production holds
 	if r := j.run; r != nil {
 		p := r.prog
-		tot.add(p)
+		if !r.folded { // an ended run's counters are in j.base already
+			tot.add(p)
+		}
 		v.Progress.Epoch = p.Epoch.Load()
 		v.Progress.UnitsInFlight = p.UnitsInFlight.Load()
 		v.Progress.LateFetchDeferred = p.LatePages().Deferred
@@ -458,7 +460,9 @@ func (j *Job) view() jobView {
 			v.BatchesPerEpoch = &n
 		}
 		for _, st := range p.RingStats() {
-			fullWait += st.FullWait
+			if !r.folded {
+				fullWait += st.FullWait
+			}
 			held = append(held, st.Held)
 		}
 	}

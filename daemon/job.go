@@ -147,6 +147,35 @@ type run struct {
 	done   chan struct{} // closed when Run has returned
 	err    error
 	resume []engine.Cursor
+	// folded: the run's counters were added to its job's base (under
+	// j.mu, once Run returned). j.run keeps pointing at it until the next
+	// run starts or the job finishes, so readers that add the live run's
+	// counters to base skip a folded one (liveLocked).
+	folded bool
+}
+
+// liveLocked is the job's run whose counters are not in j.base yet, or
+// nil. Callers hold j.mu.
+func (j *Job) liveLocked() *run {
+	if r := j.run; r != nil && !r.folded {
+		return r
+	}
+	return nil
+}
+
+// foldLocked adds the ended run r's counters to the job's: its totals,
+// rows per op, and each ring's batches and waits. Callers hold j.mu.
+func (j *Job) foldLocked(r *run) {
+	j.lastEpoch = r.prog.Epoch.Load()
+	j.base.add(r.prog)
+	j.addOpRowsLocked(r.prog.OpRows())
+	for i, st := range r.prog.RingStats() {
+		if i < len(j.published) {
+			j.published[i] += st.Published
+			j.fullWait[i] += st.FullWait
+		}
+	}
+	r.folded = true
 }
 
 type progressTotals struct {
@@ -284,15 +313,7 @@ func (j *Job) supervise() {
 		r := j.startRun(resume)
 		<-r.done
 		j.mu.Lock()
-		j.lastEpoch = r.prog.Epoch.Load()
-		j.base.add(r.prog)
-		j.addOpRowsLocked(r.prog.OpRows())
-		for i, st := range r.prog.RingStats() {
-			if i < len(j.published) {
-				j.published[i] += st.Published
-				j.fullWait[i] += st.FullWait
-			}
-		}
+		j.foldLocked(r)
 		why = j.stopWhy
 		if why == "restart" {
 			j.stopWhy = ""

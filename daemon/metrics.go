@@ -115,7 +115,7 @@ func (c collector) collectJob(m metricSink, j *Job) {
 	fullWait := append([]time.Duration(nil), j.fullWait...)
 	var inFlight int64
 	deferred := false
-	if r := j.run; r != nil {
+	if r := j.liveLocked(); r != nil {
 		tot.add(r.prog)
 		inFlight = r.prog.UnitsInFlight.Load()
 		deferred = r.prog.LatePages().Deferred

@@ -29,8 +29,8 @@ func (j *Job) addOpRowsLocked(rows []ops.OpRows) {
 // is held.
 func (j *Job) opRowsLocked() []ops.OpRows {
 	var live []ops.OpRows
-	if j.run != nil {
-		live = j.run.prog.OpRows()
+	if r := j.liveLocked(); r != nil {
+		live = r.prog.OpRows()
 	}
 	seen := map[string]bool{}
 	var out []ops.OpRows

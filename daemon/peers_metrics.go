@@ -80,8 +80,8 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		j.mu.Lock()
 		sp := j.spill
 		var hedged, won, verified int64
-		if j.run != nil {
-			hedged, won, verified = j.run.prog.UnitsHedged.Load(), j.run.prog.HedgesWon.Load(), j.run.prog.UnitsVerified.Load()
+		if r := j.liveLocked(); r != nil {
+			hedged, won, verified = r.prog.UnitsHedged.Load(), r.prog.HedgesWon.Load(), r.prog.UnitsVerified.Load()
 		}
 		hedged, won, verified = hedged+j.base.hedged, won+j.base.hedgesWon, verified+j.base.verified
 		j.mu.Unlock()
