@@ -99,8 +99,21 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	return f, nil
 }
 
-// load reads the config file and applies the flags that were given.
+// load reads the config file, applies the flags that were given and
+// checks the result.
 func (f *flags) load() (daemon.Config, error) {
+	cfg, err := f.read()
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// read reads the config file and applies the flags that were given,
+// without checking the values: a reload checks what it will apply
+// (daemon.Reload), so that a key that needs a restart, invalid as
+// written, does not hold back the keys that reload.
+func (f *flags) read() (daemon.Config, error) {
 	cfg, err := daemon.LoadConfig(f.config, f.config == defaultConfig)
 	if err != nil {
 		return cfg, err
@@ -154,7 +167,7 @@ func (f *flags) load() (daemon.Config, error) {
 			cfg.Log.Format = f.format
 		}
 	})
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -254,7 +267,7 @@ func drain(d *daemon.Daemon, sig os.Signal, sigs <-chan os.Signal, log *slog.Log
 }
 
 func reload(d *daemon.Daemon, f *flags, log *slog.Logger) {
-	cfg, err := f.load()
+	cfg, err := f.read()
 	if err != nil {
 		log.Error("SIGHUP: configuration not reloaded", "err", err)
 		d.ReloadCertificates() // renewed in place: taken whatever the config file says
