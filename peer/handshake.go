@@ -50,6 +50,30 @@ var handshakeHints = map[string]string{
 	ReasonNoHello:   "a TCP health check or a port scan",
 }
 
+// hintRemoteRefused is the hint of a handshake the client broke off with
+// an alert about the peer's own certificate (bad_certificate,
+// unknown_certificate, unknown_ca, certificate_expired...): the requester
+// did not accept this peer's certificate, most often because the address
+// or name it dials is not among the certificate's (lastmile certs -hosts).
+const hintRemoteRefused = "the requester refused this peer's certificate: it must name the address or name the requester dials " +
+	"(lastmile certs -hosts ADDR,NAME, or peers.server_name on the requester), be valid now, and be signed by a CA in the requester's peers.tls.ca"
+
+// handshakeHint says what to do about a refused handshake of reason.
+func handshakeHint(reason string, err error) string {
+	if reason == ReasonHandshake {
+		// crypto/tls reports an alert from the other side as a
+		// *net.OpError "remote error" wrapping the alert; its type is
+		// unexported, so the alert is told by its text.
+		if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "remote error" && oe.Err != nil {
+			a := oe.Err.Error()
+			if strings.Contains(a, "certificate") || strings.Contains(a, "unknown certificate authority") {
+				return hintRemoteRefused
+			}
+		}
+	}
+	return handshakeHints[reason]
+}
+
 // handshakeReason sorts a failed server handshake's error.
 func handshakeReason(err error) string {
 	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
@@ -143,7 +167,7 @@ func (s *Server) refuseHandshake(remote net.Addr, err error) {
 		addr = remote.String()
 	}
 	s.log.Log(context.Background(), level, "refused a TLS handshake", "reason", reason, "addr", addr, "err", err,
-		"suppressed", suppressed, "hint", handshakeHints[reason])
+		"suppressed", suppressed, "hint", handshakeHint(reason, err))
 }
 
 // logEvery lets a log line of each key through at most once an interval,

@@ -101,6 +101,14 @@ func TestHandshakeRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A requester that dials a name the peer's certificate does not carry
+	// (lastmile certs without that address in -hosts) refuses the peer's
+	// certificate: the peer sees a remote alert, and its hint must point
+	// at its own certificate, not at the requester's TLS setup.
+	wrongName, err := f.ca.issue("gpu-host").ClientTLS("not-this-peer.example")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tlsCreds := func(c *tls.Config) grpc.DialOption { return grpc.WithTransportCredentials(credentials.NewTLS(c)) }
 	for _, c := range []struct {
 		name   string
@@ -108,12 +116,15 @@ func TestHandshakeRefusals(t *testing.T) {
 		reason string          // "": served
 		level  string
 		err    string // in the logged error
+		hint   string // in the logged hint, if set
 	}{
-		{"no certificate", tlsCreds(&tls.Config{RootCAs: caPool(t, f)}), ReasonNoCertificate, "WARN", "didn't provide a certificate"},
-		{"another CA", tlsCreds(strangerTLS), ReasonUntrusted, "WARN", "certificate signed by unknown authority"},
-		{"plaintext", grpc.WithTransportCredentials(insecure.NewCredentials()), ReasonHandshake, "WARN", "does not look like a TLS handshake"},
-		{"closed at once", nil, ReasonNoHello, "DEBUG", "EOF"},
-		{"certificate the CA signed", tlsCreds(good), "", "", ""},
+		{"no certificate", tlsCreds(&tls.Config{RootCAs: caPool(t, f)}), ReasonNoCertificate, "WARN", "didn't provide a certificate", ""},
+		{"another CA", tlsCreds(strangerTLS), ReasonUntrusted, "WARN", "certificate signed by unknown authority", ""},
+		{"plaintext", grpc.WithTransportCredentials(insecure.NewCredentials()), ReasonHandshake, "WARN", "does not look like a TLS handshake", ""},
+		{"closed at once", nil, ReasonNoHello, "DEBUG", "EOF", ""},
+		{"the requester refuses the peer's certificate", tlsCreds(wrongName), ReasonHandshake, "WARN", "bad certificate",
+			"the requester refused this peer's certificate"},
+		{"certificate the CA signed", tlsCreds(good), "", "", "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var logs syncBuffer
@@ -142,7 +153,7 @@ func TestHandshakeRefusals(t *testing.T) {
 			}
 			waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "refused a TLS handshake") })
 			line := logs.String()
-			for _, want := range []string{"level=" + c.level, "reason=" + c.reason, "addr=127.0.0.1:", c.err} {
+			for _, want := range []string{"level=" + c.level, "reason=" + c.reason, "addr=127.0.0.1:", c.err, c.hint} {
 				if !strings.Contains(line, want) {
 					t.Errorf("log line lacks %q:\n%s", want, line)
 				}
