@@ -89,6 +89,9 @@ func newPolicy(cfg PolicyConfig, log *slog.Logger) *policy {
 	if log == nil {
 		log = discardLogger()
 	}
+	if cfg.Always { // on from the start, and never switched (watch returns at once)
+		return &policy{cfg: cfg, log: log, since: time.Now(), on: true, reason: "peers.spill: always", fill: 1}
+	}
 	return &policy{cfg: cfg, log: log, since: time.Now(), reason: "start: off until trainers starve",
 		why: "no stall seen yet", fill: 1, busy: 0}
 }

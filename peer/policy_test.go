@@ -121,3 +121,18 @@ func TestPeerSooner(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyAlwaysReportsOn: with peers.spill: always the spiller spills
+// every unit a peer has credit for, so its state (lastmile status JOB's
+// spill line, lastmile_spill_on) says on, and why, not "off until
+// trainers starve".
+func TestPolicyAlwaysReportsOn(t *testing.T) {
+	p := newPolicy(PolicyConfig{Always: true}, nil)
+	if on, _ := p.current(); !on {
+		t.Fatal("an always policy does not spill")
+	}
+	on, _, why, _ := p.state()
+	if !on || why != "peers.spill: always" {
+		t.Fatalf("an always policy reports on=%v, reason %q; want on, %q", on, why, "peers.spill: always")
+	}
+}
