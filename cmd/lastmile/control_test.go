@@ -584,3 +584,22 @@ func TestTopMetricsToken(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitEmptyFile: an empty spec file (or one the user's redirect
+// emptied) is named as such, before any request, instead of the daemon's
+// `"spec" is required`, which names no file.
+func TestSubmitEmptyFile(t *testing.T) {
+	mux := http.NewServeMux()
+	asked := false
+	mux.HandleFunc("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		asked = true
+		answer(http.StatusBadRequest, `{"error": "\"spec\" is required: the job spec as YAML or JSON text"}`)(w, r)
+	})
+	f := startFake(t, mux)
+	specPath := filepath.Join(t.TempDir(), "empty.yaml")
+	os.WriteFile(specPath, []byte(" \n"), 0o644)
+	code, _, errs := runCmd(t, "submit", "-socket", f.socket, specPath)
+	if code == 0 || !strings.Contains(errs, specPath) || !strings.Contains(errs, "empty") || asked {
+		t.Fatalf("exit %d, asked the daemon %v, stderr %q; want an error naming %s as empty, before any request", code, asked, errs, specPath)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,13 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err != nil {
 		return err
+	}
+	if len(bytes.TrimSpace(text)) == 0 {
+		name := path
+		if path == "-" {
+			name = "standard input"
+		}
+		return fmt.Errorf("%s is empty: want a job spec (docs/pipeline.md)", name)
 	}
 	c := newAPIClient(*socket)
 	raw, created, err := c.submit(ctx, submitRequest{Spec: string(text), WorldSize: *worldSize, Hosts: *hosts, Host: *host, BaseDir: baseDir, Weight: *weight, File: specFile(path)})
