@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func (d *Daemon) recoverer(h http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				d.log.Error("BUG: control API handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
+				d.log.Error("BUG: control API handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
 				writeError(w, errorf(http.StatusInternalServerError, "internal error (logged): %v", p))
 			}
 		}()

@@ -211,6 +211,12 @@ func (s *store) write(name string, data []byte) error {
 	for rest := data; len(rest) > 0 && err == nil; {
 		var n int
 		n, err = unix.Write(fd, rest)
+		if err == nil && n == 0 {
+			err = unix.EIO // no progress and no error: do not spin
+		}
+		if err != nil {
+			break // n is -1 with an error (ENOSPC, EDQUOT, EFBIG, EIO)
+		}
 		rest = rest[n:]
 	}
 	if err == nil {

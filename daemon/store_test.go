@@ -97,3 +97,47 @@ func (f *fdFill) release() {
 	f.fds = nil
 	unix.Setrlimit(unix.RLIMIT_NOFILE, &f.saved)
 }
+
+// TestStoreWriteFails: a write of the state store that the kernel refuses
+// (a full disk, a quota: here the file size limit, EFBIG) fails the put
+// with an error naming the file and leaves the last record, instead of
+// panicking on the -1 count unix.Write returns with the error (which took
+// down a submission with a 500, and would take down the daemon from a
+// production goroutine).
+func TestStoreWriteFails(t *testing.T) {
+	s, err := openStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	rec := &record{ID: "abc123def456", Name: "j", Spec: "name: j\n", State: "running"}
+	if err := s.put(rec); err != nil {
+		t.Fatal(err)
+	}
+	var saved unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &saved); err != nil {
+		t.Fatal(err)
+	}
+	lim := saved
+	lim.Cur = 64 // a record is larger: its first write is cut short, its second refused
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skip("cannot lower RLIMIT_FSIZE:", err)
+	}
+	rec.State = "done"
+	func() {
+		defer unix.Setrlimit(unix.RLIMIT_FSIZE, &saved)
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("put on a refused write panicked: %v", p)
+			}
+		}()
+		err = s.put(rec)
+	}()
+	if err == nil || !strings.Contains(err.Error(), ".abc123def456.tmp") {
+		t.Fatalf("put on a refused write: %v, want an error naming the file", err)
+	}
+	recs, errs := s.load()
+	if len(errs) != 0 || len(recs) != 1 || recs[0].State != "running" {
+		t.Fatalf("after the refused write: %+v %v, want the last record written", recs, errs)
+	}
+}
