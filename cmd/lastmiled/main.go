@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -104,7 +105,13 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 func (f *flags) load() (daemon.Config, error) {
 	cfg, err := f.read()
 	if err != nil {
-		return cfg, err
+		if _, io := errors.AsType[*fs.PathError](err); io {
+			return cfg, err
+		}
+		// The file was read but has mistakes (unknown keys, wrong
+		// types): report its values out of range with them, every
+		// mistake at once (docs/daemon.md, "Configuration").
+		return cfg, errors.Join(err, cfg.Validate())
 	}
 	return cfg, cfg.Validate()
 }
@@ -115,7 +122,7 @@ func (f *flags) load() (daemon.Config, error) {
 // written, does not hold back the keys that reload.
 func (f *flags) read() (daemon.Config, error) {
 	cfg, err := daemon.LoadConfig(f.config, f.config == defaultConfig)
-	if err != nil {
+	if _, io := errors.AsType[*fs.PathError](err); io {
 		return cfg, err
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
@@ -167,7 +174,7 @@ func (f *flags) read() (daemon.Config, error) {
 			cfg.Log.Format = f.format
 		}
 	})
-	return cfg, nil
+	return cfg, err // the file's mistakes, if any: the flags are applied all the same
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
