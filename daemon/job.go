@@ -215,13 +215,9 @@ func (t *progressTotals) add(p *engine.Progress) {
 	t.arenaUnits += in
 	t.arenaHeap += heap
 	t.decode += time.Duration(p.DecodeNanos.Load())
-	// The engine's pack time includes its sleeps on full rings, which
+	// The engine's pack time leaves out its sleeps on full rings, which
 	// lastmile_producer_full_wait_seconds_total counts apart.
-	pack := time.Duration(p.PackNanos.Load())
-	for _, st := range p.RingStats() {
-		pack -= st.FullWait
-	}
-	t.pack += max(pack, 0)
+	t.pack += time.Duration(p.PackNanos.Load())
 }
 
 func (j *Job) ringName(r int) string { return j.spec.RingName(j.rankBase + r) }

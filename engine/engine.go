@@ -396,12 +396,12 @@ func collectStats(st *Stats, prog *Progress, proc *processor, rings []*shm.Produ
 	for _, w := range proc.workers {
 		st.Pages.Add(w.dec.Stats())
 	}
-	// The batcher's pack time includes Acquire, which sleeps on full rings:
-	// that wait is the trainers' time, counted apart in FullWait.
+	// The sleeps on full rings are the trainers' time, counted apart in
+	// FullWait; the batcher's pack time leaves them out.
 	for _, r := range rings {
 		st.FullWait += r.Stats().FullWait
 	}
-	st.Pack = max(time.Duration(prog.PackNanos.Load())-st.FullWait, 0)
+	st.Pack = time.Duration(prog.PackNanos.Load())
 }
 
 // runHooks are the callers' functions that produce calls (Options.Gate

@@ -64,10 +64,17 @@ func (b *batcher) pack(ctx context.Context, w slotWriter, spans []span, rows int
 		}
 		return nil, err
 	}
+	acquire := time.Now()
 	slot, err := w.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Acquire's time is the sleep on a full ring (the trainers' time,
+	// counted apart in FullWait): it is not packing. Leaving it out here,
+	// rather than subtracting FullWait later, keeps the pack time a
+	// counter: FullWait includes a wait under way, which PackNanos did not
+	// yet, so the difference fell while the ring stayed full.
+	start = start.Add(time.Since(acquire))
 	if err := b.fill(slot, spans, rows); err != nil {
 		w.Discard(slot)
 		return nil, fmt.Errorf("pack batch for ring %q: %w", w.Name(), err)

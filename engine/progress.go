@@ -41,7 +41,7 @@ type Progress struct {
 	localClaimed                    atomic.Int64 // units claimed for local work: waiting for a CPU token or computing
 	UnitsInFlight                   atomic.Int64 // units being decoded now
 	DecodeNanos                     atomic.Int64 // time workers spent decoding, summed
-	PackNanos                       atomic.Int64 // time spent packing batches
+	PackNanos                       atomic.Int64 // time spent packing batches, the sleeps on full rings (FullWait) left out
 	Epoch                           atomic.Int64 // epoch being produced
 	// FilesPruned and UnitsPruned are what the job's plan left out by
 	// its filters (Stats), set once it is planned.
