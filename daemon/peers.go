@@ -431,3 +431,33 @@ func (d *Daemon) warnExpiry(key string, c *cpupeer.Creds) {
 			"key", key+".ca", "what", "CA", "not_after", ca, "days_left", int(time.Until(ca).Hours()/24))
 	}
 }
+
+// CheckFiles opens what the start opens beyond the config file (the data
+// roots, peer.tls and peers.tls) and closes them again: lastmiled
+// -check-config, run before a restart, reports a root or a TLS file the
+// start would fail on, each as FILE:LINE: key: problem.
+func (c *Config) CheckFiles() error {
+	var errs []error
+	bad := func(field string, v any, err error) {
+		errs = append(errs, &ConfigError{File: c.file, Line: c.lineOf(field), Field: field, Value: v, Err: err})
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Roots)) {
+		r, err := roots.New(map[string]string{name: c.Roots[name]})
+		if err != nil {
+			bad("roots."+name, c.Roots[name], err)
+			continue
+		}
+		r.Close()
+	}
+	if c.Peer.Listen != "" && !c.Peer.Insecure {
+		if _, err := c.Peer.TLS.Open(); err != nil {
+			bad("peer.tls", c.Peer.TLS, err)
+		}
+	}
+	if c.Peers.enabled() && !c.Peers.Insecure {
+		if _, err := c.Peers.TLS.Open(); err != nil {
+			bad("peers.tls", c.Peers.TLS, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -30,3 +30,29 @@ func TestCheckConfigReportsEveryMistake(t *testing.T) {
 		t.Errorf("-workers 2 given: %q; want the file's workers not reported", msg)
 	}
 }
+
+// TestCheckConfigOpensFiles: -check-config, which the example config tells
+// the operator to run before applying a change, also opens what the start
+// opens: the peer's and the pool's TLS files and the data roots. It said
+// "configuration OK" for deploy/lastmiled-peer.yaml on a host with
+// neither, and the start then failed.
+func TestCheckConfigOpensFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lastmiled.yaml")
+	conf := "roots: {ctr: " + dir + "/no-such-root}\npeer:\n  listen: \":7941\"\n  tls: {ca: " + dir + "/ca.pem, cert: " + dir + "/cpu-7.pem, key: " + dir + "/cpu-7-key.pem}\n" +
+		"peers:\n  addrs: [\"10.0.0.7:7941\"]\n  tls: {ca: " + dir + "/ca.pem, cert: " + dir + "/gpu-2.pem, key: " + dir + "/gpu-2-key.pem}\n"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"-config", path, "-check-config"}, &out, &errb)
+	msg := errb.String()
+	if code == 0 {
+		t.Fatalf("exit 0 (%q); want the missing root and TLS files refused", out.String())
+	}
+	for _, want := range []string{"roots.ctr", "no-such-root", "peer.tls", "peers.tls", "ca.pem"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+}

@@ -196,6 +196,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.check {
+		if err := cfg.CheckFiles(); err != nil {
+			fmt.Fprintln(stderr, "lastmiled:", err)
+			return 2
+		}
 		out, err := cfg.Marshal()
 		if err != nil {
 			fmt.Fprintln(stderr, "lastmiled:", err)
