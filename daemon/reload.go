@@ -49,7 +49,11 @@ func (d *Daemon) Reload(cfg Config) (ignored []string, err error) {
 	ignored = append(ignored, d.reloadS3(old, &cfg)...)
 	d.reloadTLS()
 	if len(ignored) > 0 {
-		if err := full.Validate(); err != nil {
+		err := full.Validate()
+		if err == nil {
+			err = full.CheckFiles() // the roots and TLS files the start opens
+		}
+		if err != nil {
 			d.log.Warn("SIGHUP: the settings that need a restart would not let lastmiled start as written: fix them before restarting",
 				"fields", strings.Join(ignored, ","), "err", err)
 		}
