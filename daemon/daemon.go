@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -140,7 +141,7 @@ func (d *Daemon) Start() error {
 		return err
 	}
 	d.store = st
-	if err := os.MkdirAll(cfg.ShmDir, 0o755); err != nil {
+	if err := mkdirShared(cfg.ShmDir); err != nil {
 		return fmt.Errorf("shm directory: %w", err)
 	}
 	recs, errs := st.load()
@@ -177,7 +178,7 @@ func (d *Daemon) MetricsAddr() string {
 }
 
 func (d *Daemon) listen(cfg Config) error {
-	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+	if err := mkdirShared(filepath.Dir(cfg.Socket)); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
 	}
 	if _, err := os.Lstat(cfg.Socket); err == nil {
@@ -567,4 +568,27 @@ func (d *Daemon) Healthy(within time.Duration) bool {
 	case <-time.After(within):
 		return false
 	}
+}
+
+// mkdirShared creates dir and its missing parents with mode 0755 whatever
+// the umask (the unit's UMask=0077 made them 0700): trainers must reach
+// the rings and the socket inside. Directories that exist are left as
+// they are (/dev/shm is 1777).
+func mkdirShared(dir string) error {
+	dir = filepath.Clean(dir)
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirShared(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o755)
 }
