@@ -59,8 +59,13 @@ type grant struct {
 }
 
 func (c *Config) validateS3(bad func(field string, v any, format string, args ...any)) {
-	if _, err := c.S3.grants(); err != nil {
-		bad("s3.allow", c.S3.Allow, "%v", err)
+	// Each grant on its own, so that every bad one is reported, at its
+	// own line, by its prefix.
+	for i, g := range c.S3.Allow {
+		if _, err := (S3Config{Allow: []S3Grant{g}}).grants(); err != nil {
+			what := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "[0]"), ".")
+			bad(fmt.Sprintf("s3.allow[%d]", i), g.Prefix, "%s", strings.TrimSpace(what))
+		}
 	}
 	if c.S3.Endpoint != "" {
 		if _, err := objstore.New(c.S3.client()); err != nil {
