@@ -40,25 +40,36 @@ func (p *Pool) probeWhenDue(r *remote) {
 }
 
 // probe asks a peer that failed, once its exclusion is over, whether it
-// answers again (InfoAction, within probeTimeout) and speaks this
-// version: then it is re-admitted; otherwise it is excluded for twice as
-// long. A hung or partitioned peer so costs a probe, not a unit's
-// deadline, each time its exclusion ends.
+// answers again (InfoAction, within probeTimeout), speaks this version
+// and is of this compute identity (identity.go): then it is re-admitted.
+// One that does not answer is excluded for twice as long, one of another
+// version or build for versionBackoff. A hung or partitioned peer so
+// costs a probe, not a unit's deadline, each time its exclusion ends.
 func (p *Pool) probe(r *remote) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	// Waiting for the connection gives gRPC's reconnection to a peer that
 	// came back the probe's time, rather than failing at once.
 	in, err := r.info(ctx, grpc.WaitForReady(true))
 	cancel()
-	if err == nil && in.Version != Version {
+	another := false // of another version or build: an operator must act
+	switch {
+	case err != nil:
+	case in.Version != Version:
 		err = fmt.Errorf("peer %s speaks protocol version %d, this host %d: upgrade one of them", r.addr, in.Version, Version)
+		another = true
+	case in.Compute != Compute():
+		err = fmt.Errorf("peer %s: %w", r.addr, anotherBuild(Compute(), in.Compute))
+		another = true
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r.probing = false
+	if in.Compute != "" {
+		r.st.Compute = in.Compute
+	}
 	if err != nil {
 		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
-		if in.Version != 0 && in.Version != Version {
+		if another {
 			r.backoff = versionBackoff
 		}
 		r.excluded = time.Now().Add(r.backoff)
@@ -76,7 +87,7 @@ func (p *Pool) probe(r *remote) {
 // probeTimeout bounds a probe of a failed peer, and checkTimeout a check
 // of a peer whose units were all done here first (check); the exclusions
 // after failures grow from 1s to maxBackoff (versionBackoff for a peer of
-// another protocol version, which an operator must upgrade).
+// another protocol version or build, which an operator must upgrade).
 const (
 	probeTimeout   = 2 * time.Second
 	checkTimeout   = time.Second
@@ -119,7 +130,7 @@ func (p *Pool) excludeLocked(r *remote, err error) {
 	r.st.LastError = err.Error()
 	r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
 	if status.Code(err) == codes.FailedPrecondition {
-		r.backoff = versionBackoff // another protocol version: an operator must act
+		r.backoff = versionBackoff // another protocol version or build: an operator must act
 	}
 	r.excluded = time.Now().Add(r.backoff)
 	r.suspect, r.slow = true, 0

@@ -162,7 +162,7 @@ func TestPeerRefusals(t *testing.T) {
 	unit := plan.Units[0]
 	ticket := func(mod func(*Ticket)) []byte {
 		self := Self()
-		tk := Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit, User: &self}
+		tk := Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit, User: &self, Compute: Compute()}
 		tk.Unit.File, _ = f.roots.Locate(unit.File)
 		mod(&tk)
 		b, _ := json.Marshal(tk)
@@ -188,6 +188,8 @@ func TestPeerRefusals(t *testing.T) {
 		{"version", ticket(func(t *Ticket) { t.Version = Version + 1 }), codes.FailedPrecondition},
 		{"version 3, whose tickets name no user", ticket(func(t *Ticket) { t.Version, t.User = 3, nil }), codes.FailedPrecondition},
 		{"no user", ticket(func(t *Ticket) { t.User = nil }), codes.InvalidArgument},
+		{"another build", ticket(func(t *Ticket) { t.Compute = "arm64 go1.26.8 rev 0ther" }), codes.FailedPrecondition},
+		{"no compute identity", ticket(func(t *Ticket) { t.Compute = "" }), codes.FailedPrecondition},
 		// Deleted rows travel as a set (TestParseTicket has every case).
 		{"deleted rows listed", ticket(func(t *Ticket) { t.Unit.Deleted = []int32{0} }), codes.InvalidArgument},
 		{"deleted-row set past the unit", ticket(func(t *Ticket) {
@@ -206,8 +208,10 @@ func TestPeerRefusals(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 2 || st.RefusedBad.Load() != 6 {
-		t.Errorf("refusals counted: outside %d version %d bad %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(), st.RefusedBad.Load())
+	if st := s.Stats(); st.RefusedOutside.Load() != 5 || st.RefusedVersion.Load() != 2 || st.RefusedBad.Load() != 6 ||
+		st.RefusedBuild.Load() != 2 {
+		t.Errorf("refusals counted: outside %d version %d bad %d build %d", st.RefusedOutside.Load(), st.RefusedVersion.Load(),
+			st.RefusedBad.Load(), st.RefusedBuild.Load())
 	}
 	// A job whose side table is outside every root does not spill at all.
 	job.Pipeline[0].Join.Table = filepath.Join(f.dir, "secret.parquet")

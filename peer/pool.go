@@ -121,6 +121,9 @@ type PeerStats struct {
 	Mismatches  int64  `json:"mismatches"`
 	Quarantined string `json:"quarantined,omitempty"`
 	Subject     string `json:"subject,omitempty"` // its certificate's subject, once it answered over TLS
+	// Compute is the peer's compute identity (identity.go), as it last
+	// answered a probe: a peer of another is excluded.
+	Compute string `json:"compute,omitempty"`
 }
 
 // NewPool connects lazily to the configured peers and starts resolving

@@ -74,10 +74,11 @@ func TestPoolPicksShortestQueue(t *testing.T) {
 type infoServer struct {
 	flight.BaseFlightServer
 	version int
+	compute string
 }
 
 func (s *infoServer) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
-	b, _ := json.Marshal(Info{Version: s.version, Workers: 1, MaxInFlight: 2})
+	b, _ := json.Marshal(Info{Version: s.version, Compute: s.compute, Workers: 1, MaxInFlight: 2})
 	return stream.Send(&flight.Result{Body: b})
 }
 
@@ -85,12 +86,18 @@ func (s *infoServer) DoAction(a *flight.Action, stream flight.FlightService_DoAc
 // returns its address and a function that stops it.
 func serveInfo(t *testing.T, addr string, version int) (string, func()) {
 	t.Helper()
+	return serveInfoOf(t, addr, version, Compute())
+}
+
+// serveInfoOf is serveInfo of a peer of compute identity compute.
+func serveInfoOf(t *testing.T, addr string, version int, compute string) (string, func()) {
+	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	flight.RegisterFlightServiceServer(g, &infoServer{version: version})
+	flight.RegisterFlightServiceServer(g, &infoServer{version: version, compute: compute})
 	go g.Serve(l)
 	return l.Addr().String(), g.Stop
 }

@@ -129,6 +129,8 @@ type Server struct {
 	lie          func(*column.Batch) // tests: change the output before its checksum (a lying peer)
 	delay        time.Duration       // tests: a slow peer
 	hook         func()              // tests: runs while a unit holds a worker and its memory
+	// identity is the peer's compute identity (Compute; tests set another).
+	identity string
 }
 
 // ServerStats counts what a peer did, for metrics and tests.
@@ -140,6 +142,9 @@ type ServerStats struct {
 	// ticket's user may not read on this host: its kernel said so, or,
 	// beneath an object-store root, ServerConfig.Objects did.
 	RefusedPermission atomic.Int64
+	// RefusedBuild counts tickets of a requester of another compute
+	// identity (identity.go): another architecture or lastmile build.
+	RefusedBuild atomic.Int64
 	// Canceled units: their requester gave up on them (hedged, or gone)
 	// before they were answered.
 	Canceled     atomic.Int64
@@ -167,7 +172,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxInFlight),
+	s := &Server{cfg: cfg, log: cfg.Logger, identity: Compute(), slots: make(chan struct{}, cfg.MaxInFlight),
 		work: make(chan struct{}, cfg.Workers), mem: newBudget(cfg.MaxMemory)}
 	s.jobs.max = 8
 	s.jobs.resident = func(delta int64) { // s.mem read at each call: tests replace it
@@ -330,6 +335,12 @@ func (s *Server) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServ
 		s.stats.RefusedBad.Add(1)
 		log.Warn("refused a bad ticket", "err", err)
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if t.Compute != s.identity {
+		s.stats.RefusedBuild.Add(1)
+		err := anotherBuild(t.Compute, s.identity)
+		log.Warn("refused a unit of a requester of another build", "err", err)
+		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	release, err := s.admit(who.key())
 	if err != nil {
@@ -564,12 +575,14 @@ func sendUnit(stream flight.FlightService_DoGetServer, wire *wireUnit, lease *ba
 // InfoAction is the Flight action a requester calls for a peer's Info.
 const InfoAction = "lastmile.info"
 
-// Info is what a peer says of itself: its protocol version and how many
-// units it computes at once (its cores), for capacity planning.
+// Info is what a peer says of itself: its protocol version, its compute
+// identity (identity.go; none before version 5) and how many units it
+// computes at once (its cores), for capacity planning.
 type Info struct {
-	Version     int `json:"version"`
-	Workers     int `json:"workers"`
-	MaxInFlight int `json:"max_inflight"`
+	Version     int    `json:"version"`
+	Compute     string `json:"compute,omitempty"`
+	Workers     int    `json:"workers"`
+	MaxInFlight int    `json:"max_inflight"`
 }
 
 // DoAction answers InfoAction; a peer has no other action.
@@ -580,6 +593,6 @@ func (s *Server) DoAction(a *flight.Action, stream flight.FlightService_DoAction
 	if a.GetType() != InfoAction {
 		return status.Errorf(codes.Unimplemented, "peer: no action %q (only %q)", a.GetType(), InfoAction)
 	}
-	b, _ := json.Marshal(Info{Version: Version, Workers: s.cfg.Workers, MaxInFlight: s.cfg.MaxInFlight})
+	b, _ := json.Marshal(Info{Version: Version, Compute: s.identity, Workers: s.cfg.Workers, MaxInFlight: s.cfg.MaxInFlight})
 	return stream.Send(&flight.Result{Body: b})
 }

@@ -24,7 +24,12 @@ import (
 // credentials, so a requester never sends it a unit: the version change
 // is what keeps it from doing so (it refuses a version 4 ticket), and a
 // peer of version 4 refuses every older ticket, which names no user.
-const Version = 4
+// Version 5 adds the requester's compute identity (Ticket.Compute,
+// identity.go), which a peer refuses unless it is its own: a peer of
+// version 4 would compute a ticket of any build, so it refuses version 5
+// tickets, and a peer of version 5 refuses version 4 tickets, whose
+// requester's build it cannot know.
+const Version = 5
 
 // maxGroups bounds the supplementary groups of a ticket's user (the
 // kernel's NGROUPS_MAX).
@@ -109,6 +114,9 @@ type Ticket struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// User is whom the unit is read for (required).
 	User *User `json:"user"`
+	// Compute is the requester's compute identity (identity.go); a peer
+	// computes the unit only if it is its own, so it refuses one without.
+	Compute string `json:"compute"`
 	// squashed: the ticket named uid 0 or gid 0 (primary or in Groups),
 	// and the peer reads for Nobody's ids in their place (User.squash).
 	squashed bool
@@ -147,7 +155,7 @@ const maxDeletedRows = 1 << 24
 // name) read for user, with plan the requester's columns (nil: none),
 // its deleted rows, if any, as a bitmap.
 func marshalTicket(job, hash string, plan json.RawMessage, u decode.Unit, wire int, user User) ([]byte, error) {
-	t := Ticket{Version: Version, Job: job, Hash: hash, Unit: u, Wire: wire, Plan: plan, User: &user}
+	t := Ticket{Version: Version, Job: job, Hash: hash, Unit: u, Wire: wire, Plan: plan, User: &user, Compute: Compute()}
 	if len(u.Deleted) > 0 {
 		if len(u.Deleted) > maxDeletedRows {
 			return nil, fmt.Errorf("%d deleted rows in one unit (a peer takes at most %d)", len(u.Deleted), maxDeletedRows)

@@ -1,0 +1,102 @@
+package peer
+
+import (
+	"errors"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestComputeIdentity: the identity names the architecture and its
+// level, the Go release, the build tags and the source: the commit of a
+// clean tree, else a release version, else the executable's hash, else
+// "unknown".
+func TestComputeIdentity(t *testing.T) {
+	exe := func() (string, error) { return "feed", nil }
+	noExe := func() (string, error) { return "", errors.New("no /proc") }
+	build := func(version string, kv ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/lastmile/lastmile", Version: version}}
+		for i := 0; i < len(kv); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return bi
+	}
+	f := func(what string, bi *debug.BuildInfo, arch string, exe func() (string, error), want string) {
+		t.Helper()
+		if got := computeIdentity(bi, arch, "go1.26.8", exe); got != want {
+			t.Errorf("%s: %q, want %q", what, got, want)
+		}
+	}
+	f("a clean checkout", build("v0.0.0-2026-abc", "GOAMD64", "v1", "vcs.revision", "abc", "vcs.modified", "false"), "amd64", exe,
+		"amd64/v1 go1.26.8 rev abc")
+	f("the same at GOAMD64=v3 (fuses x*y+z)", build("v0.0.0-2026-abc", "GOAMD64", "v3", "vcs.revision", "abc"), "amd64", exe,
+		"amd64/v3 go1.26.8 rev abc")
+	f("arm64", build("", "GOARM64", "v8.0", "vcs.revision", "abc"), "arm64", exe, "arm64/v8.0 go1.26.8 rev abc")
+	f("build tags", build("", "-tags", "nocuda", "vcs.revision", "abc"), "amd64", exe, "amd64 go1.26.8 tags nocuda rev abc")
+	f("a modified tree", build("v0.0.0-2026-abc+dirty", "vcs.revision", "abc", "vcs.modified", "true"), "amd64", exe,
+		"amd64 go1.26.8 exe sha256:feed")
+	f("go install of a release", build("v1.2.3"), "amd64", exe, "amd64 go1.26.8 version v1.2.3")
+	f("go test, no VCS information", build("(devel)"), "amd64", exe, "amd64 go1.26.8 exe sha256:feed")
+	f("no build information", nil, "amd64", exe, "amd64 go1.26.8 exe sha256:feed")
+	f("nothing readable", build("(devel)"), "amd64", noExe, "amd64 go1.26.8 unknown")
+	if id := Compute(); !strings.Contains(id, "exe sha256:") || Compute() != id {
+		t.Errorf("a test binary's identity: %q, then %q", id, Compute())
+	}
+}
+
+// TestAnotherBuildExcludedNotQuarantined: a peer of another compute
+// identity refuses every unit (FailedPrecondition, counted), naming both
+// identities and what to do; the requester runs them itself, excludes
+// the peer for versionBackoff with that reason in its status, and never
+// quarantines it, even verifying every unit.
+func TestAnotherBuildExcludedNotQuarantined(t *testing.T) {
+	f := newFixture(t)
+	want := f.run(f.job("local"), nil)
+	const other = "arm64 go1.26.8 rev 0ther"
+	s, addr := f.server(func(s *Server) { s.identity = other })
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	job := f.job("spill")
+	sp := f.spiller(p, job, SpillerConfig{Verify: 1})
+	same(t, "a peer of another build", f.run(job, sp), want)
+	if n := s.Stats().RefusedBuild.Load(); n == 0 || s.Stats().Units.Load() != 0 {
+		t.Fatalf("the peer of another build refused %d units and served %d", n, s.Stats().Units.Load())
+	}
+	st := p.Stats()[0]
+	if st.Healthy || st.Quarantined != "" || st.Mismatches != 0 || sp.Stats().Mismatches.Load() != 0 {
+		t.Errorf("a peer of another build: %+v", st)
+	}
+	for _, s := range []string{other, Compute(), "run the same lastmile build on the GPU hosts and their peers"} {
+		if !strings.Contains(st.LastError, s) {
+			t.Errorf("its status says %q, not %q", st.LastError, s)
+		}
+	}
+	p.mu.Lock()
+	backoff := p.peers[addr].backoff
+	p.mu.Unlock()
+	if backoff != versionBackoff {
+		t.Errorf("excluded for %v, want %v", backoff, versionBackoff)
+	}
+}
+
+// TestProbeRefusesAnotherBuild: a peer that answers the probe as another
+// build stays excluded, for versionBackoff, and its status shows its
+// identity.
+func TestProbeRefusesAnotherBuild(t *testing.T) {
+	const other = "arm64 go1.26.8 rev 0ther"
+	addr, stop := serveInfoOf(t, "127.0.0.1:0", Version, other)
+	defer stop()
+	p, r := failedPeer(t, addr)
+	p.mu.Lock()
+	r.excluded = time.Now()
+	p.mu.Unlock()
+	p.pick("")
+	eventually(t, "the probe", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !r.probing && r.backoff == versionBackoff
+	})
+	if st := p.Stats()[0]; st.Healthy || !strings.Contains(st.LastError, "another lastmile build") || st.Compute != other {
+		t.Fatalf("a peer of another build: %+v", st)
+	}
+}
