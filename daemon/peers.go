@@ -294,6 +294,7 @@ func (d *Daemon) closePeers() {
 // peersStatus is /v1/status's view of the peers.
 type peersStatus struct {
 	Serving string              `json:"serving,omitempty"` // the peer server's address
+	Compute string              `json:"compute"`           // this daemon's compute identity (peer.Compute)
 	Served  *servedStatus       `json:"served,omitempty"`
 	Peers   []cpupeer.PeerStats `json:"peers,omitempty"`
 }
@@ -303,6 +304,7 @@ type servedStatus struct {
 	Units, Bytes, Failures                  int64
 	RefusedBusy, RefusedOutside, RefusedBad int64
 	RefusedDraining                         int64
+	RefusedBuild                            int64 // tickets of requesters of another build
 	ComputeSeconds                          float64
 }
 
@@ -310,15 +312,15 @@ func (d *Daemon) peersStatus() *peersStatus {
 	if d.peerSrv == nil && d.pool == nil {
 		return nil
 	}
-	ps := &peersStatus{Serving: d.PeerAddr()}
+	ps := &peersStatus{Serving: d.PeerAddr(), Compute: cpupeer.Compute()}
 	if d.peerSrv != nil {
 		st := d.peerSrv.Stats()
 		ps.Served = &servedStatus{InFlight: d.peerSrv.InFlight(),
 			Units: st.Units.Load(), Bytes: st.Bytes.Load(), Failures: st.Failures.Load(),
 			RefusedBusy: st.RefusedBusy.Load(), RefusedOutside: st.RefusedOutside.Load(),
 			RefusedBad:      st.RefusedBad.Load() + st.RefusedVersion.Load(),
-			RefusedDraining: st.RefusedDraining.Load(),
-			ComputeSeconds:  time.Duration(st.ComputeNanos.Load()).Seconds()}
+			RefusedDraining: st.RefusedDraining.Load(), RefusedBuild: st.RefusedBuild.Load(),
+			ComputeSeconds: time.Duration(st.ComputeNanos.Load()).Seconds()}
 	}
 	if d.pool != nil {
 		ps.Peers = d.pool.Stats()

@@ -113,6 +113,7 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		for reason, n := range map[string]int64{"busy": st.RefusedBusy.Load(), "outside_roots": st.RefusedOutside.Load(),
 			"permission": st.RefusedPermission.Load(),
 			"version":    st.RefusedVersion.Load(), "bad_ticket": st.RefusedBad.Load(), "draining": st.RefusedDraining.Load(),
+			"build":                     st.RefusedBuild.Load(),
 			cpupeer.ReasonNoCertificate: st.RefusedNoCert.Load(), cpupeer.ReasonUntrusted: st.RefusedUntrusted.Load(),
 			cpupeer.ReasonHandshake: st.RefusedHandshake.Load(), cpupeer.ReasonNoHello: st.RefusedNoHello.Load()} {
 			m(descRefused, prometheus.CounterValue, float64(n), reason)

@@ -143,6 +143,7 @@ type apiJob struct {
 // peer, and its own peers.
 type apiStatusPeers struct {
 	Serving string           `json:"serving"`
+	Compute string           `json:"compute"`
 	Served  *apiServed       `json:"served"`
 	Peers   []peer.PeerStats `json:"peers"`
 }
@@ -153,7 +154,7 @@ type apiServed struct {
 	InFlight                                int64
 	Units, Bytes, Failures                  int64
 	RefusedBusy, RefusedOutside, RefusedBad int64
-	RefusedDraining                         int64
+	RefusedDraining, RefusedBuild           int64
 }
 
 type apiStatus struct {

@@ -426,9 +426,13 @@ func printPeers(w io.Writer, st *apiStatus) {
 	if p == nil {
 		return
 	}
+	if p.Compute != "" {
+		fmt.Fprintf(w, "compute identity\t%s (a peer computes only for requesters of the same)\n", p.Compute)
+	}
 	if s := p.Served; p.Serving != "" && s != nil {
-		fmt.Fprintf(w, "serving as peer\ton %s: %d in flight; %d units, %s sent, %d failed; refused: %d busy, %d draining, %d outside roots, %d bad tickets\n",
-			p.Serving, s.InFlight, s.Units, bytesString(s.Bytes), s.Failures, s.RefusedBusy, s.RefusedDraining, s.RefusedOutside, s.RefusedBad)
+		fmt.Fprintf(w, "serving as peer\ton %s: %d in flight; %d units, %s sent, %d failed; refused: %d busy, %d draining, %d outside roots, %d bad tickets, %d of another build\n",
+			p.Serving, s.InFlight, s.Units, bytesString(s.Bytes), s.Failures, s.RefusedBusy, s.RefusedDraining, s.RefusedOutside, s.RefusedBad,
+			s.RefusedBuild)
 	}
 	for _, x := range p.Peers {
 		fmt.Fprintf(w, "peer %s\t%s; %d in flight, %.1f units/s, %s/s; in all %d units, %s received (%s on the wire), %d failed (%d corrupt), %d abandoned; latency %v\n",

@@ -20,13 +20,14 @@ func TestStatusPeers(t *testing.T) {
 		{Addr: "10.0.0.4:7941", LastError: "corrupt unit stream", Failures: 1, Corrupt: 1},
 		{Addr: "10.0.0.5:7941", Mismatches: 2, Subject: "CN=cpu-5", Quarantined: "unit ctr/part-0.parquet row group 3 rows 0+700: column label: values differ"},
 	}}}
-	st.Peers.Serving = "10.0.0.1:7941"
-	st.Peers.Served = &apiServed{InFlight: 2, Units: 40, Bytes: 1 << 30, RefusedBusy: 5, RefusedDraining: 1, RefusedOutside: 3}
+	st.Peers.Serving, st.Peers.Compute = "10.0.0.1:7941", "amd64/v1 go1.26.8 rev abc"
+	st.Peers.Served = &apiServed{InFlight: 2, Units: 40, Bytes: 1 << 30, RefusedBusy: 5, RefusedDraining: 1, RefusedOutside: 3, RefusedBuild: 2}
 	var b bytes.Buffer
 	printPeers(&b, st)
 	out := b.String()
 	for _, want := range []string{
-		"serving as peer\ton 10.0.0.1:7941: 2 in flight; 40 units, 1.0 GiB sent, 0 failed; refused: 5 busy, 1 draining, 3 outside roots, 0 bad tickets",
+		"compute identity\tamd64/v1 go1.26.8 rev abc (a peer computes only for requesters of the same)",
+		"serving as peer\ton 10.0.0.1:7941: 2 in flight; 40 units, 1.0 GiB sent, 0 failed; refused: 5 busy, 1 draining, 3 outside roots, 0 bad tickets, 2 of another build",
 		"peer 10.0.0.2:7941\thealthy; 3 in flight, 4.2 units/s, 49.6 MiB/s; in all 120 units, 3.0 GiB received",
 		"peer 10.0.0.3:7941\tEXCLUDED until " + until.Local().Format("15:04:05") + ": peer 10.0.0.3:7941: connection refused",
 		"peer 10.0.0.4:7941\tEXCLUDED until it answers a probe: corrupt unit stream",
