@@ -52,14 +52,9 @@ func (p *Pool) probe(r *remote) {
 	in, err := r.info(ctx, grpc.WaitForReady(true))
 	cancel()
 	another := false // of another version or build: an operator must act
-	switch {
-	case err != nil:
-	case in.Version != Version:
-		err = fmt.Errorf("peer %s speaks protocol version %d, this host %d: upgrade one of them", r.addr, in.Version, Version)
-		another = true
-	case in.Compute != Compute():
-		err = fmt.Errorf("peer %s: %w", r.addr, anotherBuild(Compute(), in.Compute))
-		another = true
+	if err == nil {
+		err = in.Mismatch(r.addr)
+		another = err != nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

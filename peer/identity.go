@@ -134,3 +134,16 @@ func anotherBuild(requester, peer string) error {
 }
 
 var errBuild = errors.New("another lastmile build")
+
+// Mismatch says why this host gives the peer at addr, which answered
+// in, no unit: it speaks another protocol version, or is of another
+// compute identity; nil if neither.
+func (in Info) Mismatch(addr string) error {
+	if in.Version != Version {
+		return fmt.Errorf("peer %s speaks protocol version %d, this host %d: upgrade one of them", addr, in.Version, Version)
+	}
+	if in.Compute != Compute() {
+		return fmt.Errorf("peer %s: %w", addr, anotherBuild(Compute(), in.Compute))
+	}
+	return nil
+}

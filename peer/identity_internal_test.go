@@ -100,3 +100,18 @@ func TestProbeRefusesAnotherBuild(t *testing.T) {
 		t.Fatalf("a peer of another build: %+v", st)
 	}
 }
+
+// TestInfoMismatch: a peer's Info says whether this host may give it
+// units, and if not, why and what to do.
+func TestInfoMismatch(t *testing.T) {
+	f := func(in Info, want string) {
+		t.Helper()
+		err := in.Mismatch("10.0.0.2:7941")
+		if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want %q", in, err, want)
+		}
+	}
+	f(Info{Version: Version, Compute: Compute(), Workers: 1}, "")
+	f(Info{Version: Version - 1, Workers: 1}, "protocol version 4, this host 5")
+	f(Info{Version: Version, Compute: "arm64 go1.26.8 rev 0ther", Workers: 1}, "run the same lastmile build on the GPU hosts and their peers")
+}

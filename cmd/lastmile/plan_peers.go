@@ -62,11 +62,16 @@ func openPeers(ctx context.Context, path string) (*peerSetup, error) {
 	}
 	// The pool dials lazily: ask the peer that will be measured what it
 	// is now, so that an unreachable peer (or one that refuses this
-	// host's certificate) is found before minutes of measuring.
+	// host's certificate, or that would refuse every unit as another
+	// protocol version or build) is found before minutes of measuring.
 	addr := pool.Stats()[0].Addr
 	ictx, cancel := context.WithTimeout(ctx, peerDialTimeout)
 	defer cancel()
-	if _, err := pool.Info(ictx, addr); err != nil {
+	in, err := pool.Info(ictx, addr)
+	if err == nil {
+		err = in.Mismatch(addr) // it would refuse every unit
+	}
+	if err != nil {
 		pool.Close()
 		rts.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
