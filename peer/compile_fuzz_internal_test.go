@@ -59,7 +59,7 @@ func newCompileFixture(tb testing.TB, dir string) *compileFixture {
 // ticket is a ticket for the fixture's i-th unit with plan as the
 // requester's columns.
 func (c *compileFixture) ticket(plan []byte, i int) *Ticket {
-	return &Ticket{Version: Version, Job: c.job, Hash: jobHash([]byte(c.job)), Unit: c.units[i], Plan: plan, User: &User{}}
+	return &Ticket{Version: Version, Job: c.job, Hash: jobHash([]byte(c.job)), Unit: c.units[i], Plan: plan, User: &User{}, Compute: Compute()}
 }
 
 // TestCompileFixture: the fuzzer's seed compiles, and its units compute:

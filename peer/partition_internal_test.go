@@ -84,7 +84,7 @@ pipeline:
 		{"another date", []string{"2026-12-25", unit.Partition[1]}, codes.InvalidArgument},
 		{"one value short", unit.Partition[:1], codes.InvalidArgument},
 	} {
-		tk := Ticket{Version: Version, Job: portable, Hash: jobHash([]byte(portable)), Unit: unit, User: &User{}}
+		tk := Ticket{Version: Version, Job: portable, Hash: jobHash([]byte(portable)), Unit: unit, User: &User{}, Compute: Compute()}
 		tk.Unit.File, _ = f.roots.Locate(unit.File)
 		tk.Unit.Partition = c.partition
 		b, _ := json.Marshal(tk)

@@ -280,7 +280,7 @@ func (f *fixture) ticketFor(name string, unit decode.Unit) []byte {
 		f.t.Fatal(err)
 	}
 	unit.File, _ = f.roots.Locate(unit.File)
-	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit, User: &User{}})
+	tk, err := json.Marshal(Ticket{Version: Version, Job: text, Hash: jobHash([]byte(text)), Unit: unit, User: &User{}, Compute: Compute()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
