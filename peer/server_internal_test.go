@@ -61,8 +61,8 @@ func TestWorkersAndAdmission(t *testing.T) {
 	}
 }
 
-// TestInfo: a peer tells a requester with a certificate its version and
-// workers; other actions are refused.
+// TestInfo: a peer tells a requester with a certificate its version, its
+// compute identity and workers; other actions are refused.
 func TestInfo(t *testing.T) {
 	f := newFixture(t)
 	_, addr := f.server(func(s *Server) { s.cfg.Workers, s.cfg.MaxInFlight = 3, 6 })
@@ -71,7 +71,7 @@ func TestInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (Info{Version: Version, Workers: 3, MaxInFlight: 6}) {
+	if in != (Info{Version: Version, Compute: Compute(), Workers: 3, MaxInFlight: 6}) {
 		t.Errorf("info %+v", in)
 	}
 	if _, err := p.Info(context.Background(), "127.0.0.1:1"); err == nil {
