@@ -5,6 +5,8 @@ package peer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,27 +51,33 @@ func fetchRows(ctx context.Context, r *remote, ticket []byte, out *column.Batch,
 	// The reader and its records, which view the bodies, are released
 	// by now, and the assembler has copied what it needs.
 	codec.release()
-	return received{wire: codec.wire, cpu: threadCPU() - cpu0, queue: queue, subject: subjectOf(&from)}, err
+	subject, cert := certOf(&from)
+	return received{wire: codec.wire, cpu: threadCPU() - cpu0, queue: queue, subject: subject, cert: cert}, err
 }
 
 // received is what receiving a unit took: its bytes on the wire, and the
 // CPU of the goroutine that received it (fetch); the units the peer
-// had admitted as it sent it (trailer.Queue); and the subject of the
-// certificate it answered with ("" over plaintext).
+// had admitted as it sent it (trailer.Queue); and the subject and the
+// SHA-256 fingerprint of the leaf certificate it answered with, over the
+// connection the unit came by ("" over plaintext).
 type received struct {
 	wire    int64
 	cpu     time.Duration
 	queue   int
 	subject string
+	cert    string
 }
 
-// subjectOf is the subject of the certificate p presented, or "".
-func subjectOf(p *gpeer.Peer) string {
+// certOf is the subject and the SHA-256 fingerprint (hex) of the leaf
+// certificate p presented, or "".
+func certOf(p *gpeer.Peer) (subject, fingerprint string) {
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(info.State.PeerCertificates) == 0 {
-		return ""
+		return "", ""
 	}
-	return info.State.PeerCertificates[0].Subject.String()
+	leaf := info.State.PeerCertificates[0]
+	sum := sha256.Sum256(leaf.Raw)
+	return leaf.Subject.String(), hex.EncodeToString(sum[:])
 }
 
 // threadCPU is the CPU time of the calling thread.

@@ -101,7 +101,13 @@ pipeline:
 // TLS, and returns it and its address.
 func (f *fixture) server(tweak func(*Server)) (*Server, string) {
 	f.t.Helper()
-	tc, err := f.ca.issue("peer").ServerTLS()
+	return f.serverOf(f.ca.issue("peer"), tweak)
+}
+
+// serverOf is server presenting the certificate of files.
+func (f *fixture) serverOf(files TLSFiles, tweak func(*Server)) (*Server, string) {
+	f.t.Helper()
+	tc, err := files.ServerTLS()
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -58,8 +58,11 @@ type Pool struct {
 
 	// quarantined is the peers caught sending other values than this
 	// host computes, by address, with why (quarantine.go): never given
-	// units again, even once DNS lists them anew.
-	quarantined map[string]string
+	// units again, even once DNS lists them anew. quarantinedCerts is
+	// the same by their certificates' SHA-256 fingerprints: any peer
+	// presenting one is quarantined too.
+	quarantined      map[string]string
+	quarantinedCerts map[string]string
 }
 
 // remote is one peer as the requester sees it.
@@ -83,6 +86,7 @@ type remote struct {
 	st       PeerStats
 
 	subject string // its certificate's subject, from its last answer over TLS
+	cert    string // the SHA-256 fingerprint of that certificate (hex)
 	// quarantined: it sent a unit whose values were not this host's
 	// (quarantine.go); never given units again.
 	quarantined bool
@@ -120,7 +124,8 @@ type PeerStats struct {
 	// the peer gets no units since the first, for the daemon's life.
 	Mismatches  int64  `json:"mismatches"`
 	Quarantined string `json:"quarantined,omitempty"`
-	Subject     string `json:"subject,omitempty"` // its certificate's subject, once it answered over TLS
+	Subject     string `json:"subject,omitempty"`     // its certificate's subject, once it answered over TLS
+	Cert        string `json:"cert_sha256,omitempty"` // that certificate's SHA-256 fingerprint (hex)
 	// Compute is the peer's compute identity (identity.go), as it last
 	// answered a probe: a peer of another is excluded.
 	Compute string `json:"compute,omitempty"`
@@ -388,6 +393,7 @@ func (p *Pool) done(r *remote, took time.Duration, bytes int64, got received, er
 		if got.subject != "" {
 			r.subject = got.subject
 		}
+		p.learnCertLocked(r, got.cert)
 		r.backoff, r.slow = 0, 0
 		// Ours at the peer as it sent this unit: those in flight now, and
 		// this one (r.inflight was decremented above).
@@ -476,7 +482,7 @@ func (p *Pool) Stats() []PeerStats {
 		s.InFlight, s.Latency = r.inflight, r.latency
 		s.UnitsPerSec, s.BytesPerSec = r.rate.at(now)
 		s.Healthy = !r.suspect && !r.quarantined && !now.Before(r.excluded)
-		s.Subject = r.subject
+		s.Subject, s.Cert = r.subject, r.cert
 		if now.Before(r.excluded) {
 			s.ExcludedTill = r.excluded
 		}

@@ -75,9 +75,9 @@ type Spiller struct {
 	verify float64 // the share of units verified, 0 to 1 (SpillerConfig.Verify)
 
 	mu      sync.Mutex
-	plan    json.RawMessage           // the run's columns (PlanColumns), sent in every ticket; set by Planned
-	outputs []engine.OutField         // the run's output columns, which a unit's stream must have; set by Outputs
-	ranBy   map[*column.Batch]*remote // the peer each unit's output came from, until Ran (quarantine.go)
+	plan    json.RawMessage       // the run's columns (PlanColumns), sent in every ticket; set by Planned
+	outputs []engine.OutField     // the run's output columns, which a unit's stream must have; set by Outputs
+	ranBy   map[*column.Batch]ran // the peer each unit's output came from, until Ran (quarantine.go)
 	// denied is set once a peer refused a unit of the job as one it may
 	// not read (PermissionDenied): its user may not read a file of the
 	// job on the peers, or a file lies outside their roots. The job's
@@ -297,9 +297,9 @@ func (s *Spiller) RunUnit(ctx context.Context, u decode.Unit, out *column.Batch,
 			}
 			break
 		}
-		err := s.fetchFrom(ctx, r, ticket, u, outputs, out)
+		cert, err := s.fetchFrom(ctx, r, ticket, u, outputs, out)
 		if err == nil {
-			s.ranAt(out, r)
+			s.ranAt(out, r, cert)
 			return true, nil
 		}
 		if ctx.Err() != nil {
@@ -357,8 +357,9 @@ func (s *Spiller) creditWait() time.Duration {
 	return min(max(lat, 20*time.Millisecond), time.Second)
 }
 
-// fetchFrom runs the unit at r within a deadline and learns from it.
-func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u decode.Unit, outputs []engine.OutField, out *column.Batch) error {
+// fetchFrom runs the unit at r within a deadline and learns from it; it
+// returns the fingerprint of the certificate the output came with.
+func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u decode.Unit, outputs []engine.OutField, out *column.Batch) (string, error) {
 	s.pool.mu.Lock()
 	lat := r.latency
 	s.pool.mu.Unlock()
@@ -378,7 +379,7 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 		// Given up here (a hedge won, the job stopped): not the peer's
 		// failure, and what it sent is discarded.
 		s.pool.abandon(r, errors.Is(context.Cause(ctx), engine.ErrHedged))
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 	bytes := int64(0)
 	switch {
@@ -393,12 +394,12 @@ func (s *Spiller) fetchFrom(ctx context.Context, r *remote, ticket []byte, u dec
 	s.stats.RecvCPUNanos.Add(int64(got.cpu))
 	if err != nil {
 		s.log.Debug("spilled unit failed", "peer", r.addr, "file", u.File, "row_group", u.RowGroup, "err", err)
-		return err
+		return "", err
 	}
 	s.stats.Spilled.Add(1)
 	s.stats.Bytes.Add(bytes)
 	s.learn(float64(bytes) / float64(u.Rows))
-	return nil
+	return got.cert, nil
 }
 
 // maxDeadlineFactor bounds a unit's deadline at a peer to this many

@@ -101,12 +101,12 @@ func TestQuarantinedPeersUnitsComputedHere(t *testing.T) {
 	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
 	r := p.peers[addr]
 	u, out := f.hostileUnit(), new(column.Batch)
-	sp.ranAt(out, r)
+	sp.ranAt(out, r, "")
 	if verify, _ := sp.Ran(u, out); verify {
 		t.Fatal("a unit drawn at Verify -1")
 	}
-	sp.ranAt(out, r)
-	p.quarantine(r, u, "column a: values differ")
+	sp.ranAt(out, r, "")
+	p.quarantine(r, "", u, "column a: values differ")
 	verify, mismatch := sp.Ran(u, out)
 	if !verify || mismatch == nil || len(sp.ranBy) != 0 {
 		t.Fatalf("a quarantined peer's unit: verify %v, mismatch %v, %d remembered", verify, mismatch != nil, len(sp.ranBy))
@@ -149,7 +149,7 @@ func TestQuarantineOfADroppedPeerListedAgain(t *testing.T) {
 		t.Fatal("the peer was not dropped and listed anew: the test shows nothing")
 	}
 	u := f.hostileUnit()
-	p.quarantine(old, u, "column a: values differ")
+	p.quarantine(old, "", u, "column a: values differ")
 	if got := p.pick(""); got != nil {
 		t.Fatalf("picked %s, quarantined under its address", got.addr)
 	}
@@ -157,7 +157,7 @@ func TestQuarantineOfADroppedPeerListedAgain(t *testing.T) {
 		t.Errorf("the peer listed now: %+v", st)
 	}
 	out := new(column.Batch)
-	sp.ranAt(out, p.peers[addr])
+	sp.ranAt(out, p.peers[addr], "")
 	if verify, _ := sp.Ran(u, out); !verify {
 		t.Error("a unit of the peer listed now, quarantined under its address, is not verified")
 	}
@@ -173,7 +173,7 @@ func TestQuarantinedPoolDeclinesAtOnce(t *testing.T) {
 	const addr = "127.0.0.1:1" // never dialled: the pool connects lazily
 	p := f.pool(f.ca.issue("gpu-host"), addr)
 	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
-	p.quarantine(p.peers[addr], f.hostileUnit(), "column a: values differ")
+	p.quarantine(p.peers[addr], "", f.hostileUnit(), "column a: values differ")
 	start := time.Now()
 	for range 5 {
 		var out column.Batch
@@ -199,7 +199,7 @@ func TestCreditWaitLeavesQuarantinedOut(t *testing.T) {
 	p.mu.Lock()
 	p.peers[liar].latency, p.peers[honest].latency = 900*time.Millisecond, 30*time.Millisecond
 	p.mu.Unlock()
-	p.quarantine(p.peers[liar], f.hostileUnit(), "column a: values differ")
+	p.quarantine(p.peers[liar], "", f.hostileUnit(), "column a: values differ")
 	if w := sp.creditWait(); w != 30*time.Millisecond {
 		t.Errorf("a unit waits %v for a credit, want the usable peer's 30ms", w)
 	}

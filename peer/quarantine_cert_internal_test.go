@@ -1,0 +1,82 @@
+package peer
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lastmile/lastmile/column"
+)
+
+// TestQuarantineFollowsTheCertificate: a peer caught lying is
+// quarantined by its certificate too: another address presenting the
+// same certificate (the same host under a second address, or after its
+// IP changed, or a host sharing its key) gets no unit once it has shown
+// it, and any unit it answered meanwhile is verified; a peer of another
+// certificate keeps its units.
+func TestQuarantineFollowsTheCertificate(t *testing.T) {
+	f := newFixture(t)
+	want := f.run(f.job("local"), nil)
+	shared, own := f.ca.issue("peer-shared"), f.ca.issue("peer-own")
+	var lied atomic.Int64
+	_, liar := f.serverOf(shared, lying(&lied))
+	twin, twinAddr := f.serverOf(shared, nil)
+	_, other := f.serverOf(own, nil)
+	p := f.pool(f.ca.issue("gpu-host"), liar, twinAddr, other)
+	job := f.job("spill")
+	for range 2 {
+		sp := f.spiller(p, job, SpillerConfig{Verify: 1})
+		same(t, "a liar and its twin", f.run(job, sp), want)
+	}
+	if lied.Load() == 0 {
+		t.Fatal("the liar changed no unit: the test shows nothing")
+	}
+	served := twin.Stats().Units.Load()
+	sp := f.spiller(p, job, SpillerConfig{Verify: -1})
+	same(t, "after the quarantine, verifying nothing", f.run(job, sp), want)
+	if n := twin.Stats().Units.Load(); n != served {
+		t.Errorf("the peer presenting the liar's certificate served %d more units", n-served)
+	}
+	for _, st := range p.Stats() {
+		quarantined := st.Addr != other
+		if (st.Quarantined != "") != quarantined {
+			t.Errorf("peer %s (liar %s, twin %s): %+v", st.Addr, liar, twinAddr, st)
+		}
+	}
+	if sp.Stats().Spilled.Load() == 0 {
+		t.Error("nothing spilled to the peer of its own certificate")
+	}
+}
+
+// TestQuarantinedCertificateFirstAnswer: a peer not yet known by its
+// certificate keeps its units until it answers one with a quarantined
+// certificate; that unit is verified whatever the share, and the peer
+// is quarantined, saying why.
+func TestQuarantinedCertificateFirstAnswer(t *testing.T) {
+	f := newFixture(t)
+	const liar, twin = "127.0.0.1:1", "127.0.0.1:2" // never dialled: the pool connects lazily
+	p := f.pool(f.ca.issue("gpu-host"), liar, twin)
+	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
+	u, out := f.hostileUnit(), new(column.Batch)
+	if _, _, also := p.quarantine(p.peers[liar], "feed", u, "column a: values differ"); len(also) != 0 {
+		t.Fatalf("quarantined %v, not known by the certificate yet", also)
+	}
+	r := p.pick("")
+	if r == nil || r.addr != twin {
+		t.Fatalf("picked %v, want the twin, not known by its certificate yet", r)
+	}
+	sp.ranAt(out, r, "feed")
+	if verify, mismatch := sp.Ran(u, out); !verify || mismatch == nil {
+		t.Fatalf("a unit answered with a quarantined certificate: verify %v", verify)
+	}
+	p.done(r, time.Millisecond, 10, received{cert: "feed"}, nil)
+	if got := p.pick(""); got != nil {
+		t.Fatalf("picked %s, which presented a quarantined certificate", got.addr)
+	}
+	for _, st := range p.Stats() {
+		if st.Addr == twin && (!strings.Contains(st.Quarantined, "presents the certificate of a quarantined peer") || st.Cert != "feed") {
+			t.Errorf("the twin: %+v", st)
+		}
+	}
+}
