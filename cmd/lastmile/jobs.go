@@ -450,6 +450,9 @@ func peerHealth(x peer.PeerStats) string {
 		if x.Subject != "" {
 			who = " (" + x.Subject + ")"
 		}
+		if x.Mismatches == 0 { // quarantined by its certificate, another peer's
+			return fmt.Sprintf("QUARANTINED%s until this daemon restarts: %s", who, oneLine(x.Quarantined))
+		}
 		return fmt.Sprintf("QUARANTINED%s until this daemon restarts, %d units whose values differed from this host's; the first: %s",
 			who, x.Mismatches, oneLine(x.Quarantined))
 	case x.Healthy:
