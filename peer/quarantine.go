@@ -30,9 +30,10 @@ package peer
 // a quarantined certificate are verified (Ran), so its first answers are
 // computed here and then it gets no more. With one certificate for every
 // peer, one caught liar so removes them all (docs/peers.md, "Verifying
-// peers"). The
-// pool's addresses do not reload (peers.addrs is read at start), so only
-// a restart gives it units again: an operator who has found and fixed
+// peers").
+//
+// The pool's addresses do not reload (peers.addrs is read at start), so
+// only a restart gives it units again: an operator who has found and fixed
 // the peer restarts the requester. Units it had already answered and
 // that were delivered unverified are not retracted (nothing can be, once
 // a trainer read them); every unit of it that answers after the
