@@ -6,7 +6,14 @@ GO      ?= go
 PYTHON  ?= /usr/bin/python3
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# SOURCE is the git tree hash of the working tree, untracked files
+# included (through a scratch index, the real one untouched): the source
+# part of the compute identity (peer/identity.go), the same for
+# bin/lastmile and bin/lastmiled of one build, which are different
+# executables. Empty outside a git checkout.
+SOURCE  ?= $(shell idx=$$(mktemp -u); cp "$$(git rev-parse --git-path index 2>/dev/null)" $$idx 2>/dev/null; \
+	GIT_INDEX_FILE=$$idx git add -A . >/dev/null 2>&1 && GIT_INDEX_FILE=$$idx git write-tree 2>/dev/null; rm -f $$idx)
+LDFLAGS := -X main.version=$(VERSION) -X github.com/lastmile/lastmile/peer.buildSource=$(SOURCE)
 PKGS    := ./...
 # Go test timeout per package; the whole suite runs in a few minutes.
 TESTFLAGS ?= -race -timeout 15m

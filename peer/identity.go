@@ -20,7 +20,8 @@ package peer
 //     compiler may use, FMA among them);
 //   - runtime.Version(), the compiler and runtime that built it;
 //   - the build tags (-tags), which select code;
-//   - the source: the commit it was built from (vcs.revision) when the
+//   - the source: the tree `make build` stamps (buildSource) when it
+//     does; otherwise the commit it was built from (vcs.revision) when the
 //     tree was clean; otherwise the main module's version when it is a
 //     release (`go install ...@v1.2.3` stamps no VCS information);
 //     otherwise, for a build from a modified tree, one without VCS
@@ -57,12 +58,22 @@ var Compute = sync.OnceValue(func() string {
 	if !ok {
 		bi = nil
 	}
-	return computeIdentity(bi, runtime.GOARCH, runtime.Version(), executableHash)
+	return computeIdentity(bi, runtime.GOARCH, runtime.Version(), buildSource, executableHash)
 })
 
+// buildSource names the source tree a build was made from, when the
+// build stamps it: `make build` sets it (-X) to the git tree hash of the
+// working tree, untracked files included, so that bin/lastmile and
+// bin/lastmiled of one build, two different executables, have one
+// identity even from a modified tree or with -buildvcs=false (where
+// each would otherwise be known by its own executable's hash, and every
+// peer would refuse `lastmile run`'s units).
+var buildSource string
+
 // computeIdentity is the compute identity of a build of arch and go
-// whose build information is bi (nil: none), exe hashing its executable.
-func computeIdentity(bi *debug.BuildInfo, arch, goVersion string, exe func() (string, error)) string {
+// whose build information is bi (nil: none) and source stamp stamp
+// ("": none), exe hashing its executable.
+func computeIdentity(bi *debug.BuildInfo, arch, goVersion, stamp string, exe func() (string, error)) string {
 	settings := map[string]string{}
 	if bi != nil {
 		for _, s := range bi.Settings {
@@ -78,6 +89,9 @@ func computeIdentity(bi *debug.BuildInfo, arch, goVersion string, exe func() (st
 	id += " " + goVersion
 	if tags := settings["-tags"]; tags != "" {
 		id += " tags " + tags
+	}
+	if stamp != "" {
+		return id + " source " + stamp
 	}
 	return id + " " + source(bi, settings, exe)
 }

@@ -1,7 +1,14 @@
 package peer
 
 import (
+	"crypto/sha256"
+	"debug/buildinfo"
+	"encoding/hex"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -24,7 +31,7 @@ func TestComputeIdentity(t *testing.T) {
 	}
 	f := func(what string, bi *debug.BuildInfo, arch string, exe func() (string, error), want string) {
 		t.Helper()
-		if got := computeIdentity(bi, arch, "go1.26.8", exe); got != want {
+		if got := computeIdentity(bi, arch, "go1.26.8", "", exe); got != want {
 			t.Errorf("%s: %q, want %q", what, got, want)
 		}
 	}
@@ -114,4 +121,50 @@ func TestInfoMismatch(t *testing.T) {
 	f(Info{Version: Version, Compute: Compute(), Workers: 1}, "")
 	f(Info{Version: Version - 1, Workers: 1}, "protocol version 4, this host 5")
 	f(Info{Version: Version, Compute: "arm64 go1.26.8 rev 0ther", Workers: 1}, "run the same lastmile build on the GPU hosts and their peers")
+}
+
+// TestMakeBuildOneIdentity: `make build` makes bin/lastmile (whose `run`,
+// `bench` and `plan` give peers units) and bin/lastmiled (the peers), two
+// different executables; both must have one compute identity, or every
+// peer refuses every unit of `lastmile run`. It builds them as the
+// Makefile does, from this tree (modified or not, with the environment's
+// -buildvcs), and computes each one's identity from its build
+// information, its stamp and its file.
+func TestMakeBuildOneIdentity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both binaries")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("make", "--no-print-directory", "-C", "..", "build", "BIN="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	var ids []string
+	for _, name := range []string{"lastmile", "lastmiled"} {
+		path := filepath.Join(dir, name)
+		bi, err := buildinfo.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamp := ""
+		for _, s := range bi.Settings {
+			if s.Key == "-ldflags" {
+				if _, v, ok := strings.Cut(s.Value, "peer.buildSource="); ok {
+					stamp, _, _ = strings.Cut(v, " ")
+				}
+			}
+		}
+		exe := func() (string, error) {
+			b, err := os.ReadFile(path)
+			sum := sha256.Sum256(b)
+			return hex.EncodeToString(sum[:]), err
+		}
+		ids = append(ids, computeIdentity(bi, runtime.GOARCH, bi.GoVersion, stamp, exe))
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("bin/lastmile is %q, bin/lastmiled %q: every peer would refuse lastmile run's units", ids[0], ids[1])
+	}
 }
