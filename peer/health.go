@@ -60,7 +60,7 @@ func (p *Pool) probe(r *remote) {
 	defer p.mu.Unlock()
 	r.probing = false
 	if in.Compute != "" {
-		r.st.Compute = in.Compute
+		r.st.Compute = clipCompute(in.Compute)
 	}
 	if err != nil {
 		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)

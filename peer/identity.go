@@ -144,7 +144,17 @@ func executableHash() (string, error) {
 func anotherBuild(requester, peer string) error {
 	return fmt.Errorf("%w: the requester is %q, this peer %q: their outputs may differ in bits, "+
 		"so the peer computes none of its units; run the same lastmile build on the GPU hosts and their peers",
-		errBuild, requester, peer)
+		errBuild, clipCompute(requester), clipCompute(peer))
+}
+
+// clipCompute is a compute identity from the other side, clipped to
+// maxCompute bytes: it is quoted in logs, errors and status, and another
+// side may send one of any length.
+func clipCompute(id string) string {
+	if len(id) > maxCompute {
+		return id[:maxCompute] + "..."
+	}
+	return id
 }
 
 var errBuild = errors.New("another lastmile build")

@@ -168,3 +168,31 @@ func TestMakeBuildOneIdentity(t *testing.T) {
 		t.Errorf("bin/lastmile is %q, bin/lastmiled %q: every peer would refuse lastmile run's units", ids[0], ids[1])
 	}
 }
+
+// TestHugeComputeClipped: a peer answering with a huge compute identity
+// (in its Info and its refusals) has it clipped in the requester's
+// status, not held and shown whole.
+func TestHugeComputeClipped(t *testing.T) {
+	f := newFixture(t)
+	huge := strings.Repeat("z", 512<<10)
+	_, addr := f.server(func(s *Server) { s.identity = huge })
+	p := f.pool(f.ca.issue("gpu-host"), addr)
+	job := f.job("spill")
+	sp := f.spiller(p, job, SpillerConfig{})
+	f.run(job, sp)
+	p.mu.Lock()
+	r := p.peers[addr]
+	p.probeLocked(r, time.Now().Add(time.Hour))
+	p.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := p.Stats()[0]
+		if st.Compute != "" || time.Now().After(deadline) {
+			if len(st.LastError) > 2*maxCompute+1024 || len(st.Compute) > maxCompute+3 || st.LastError == "" {
+				t.Errorf("a peer of a %d-byte identity: its last error of %d bytes, compute of %d", len(huge), len(st.LastError), len(st.Compute))
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

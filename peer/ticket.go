@@ -144,6 +144,11 @@ func jobHash(job []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// maxCompute bounds a ticket's compute identity (identity.go, some
+// hundred bytes): a longer one would be quoted whole in the refusal's
+// log line and status, up to four times the ticket's size each call.
+const maxCompute = 4 << 10
+
 // maxTicket bounds a ticket a peer will parse.
 const maxTicket = 1 << 20
 
@@ -181,6 +186,9 @@ func parseTicket(b []byte) (*Ticket, error) {
 	if t.Version != Version {
 		return &t, fmt.Errorf("%w: ticket of protocol version %d, this peer speaks %d: upgrade the older side",
 			errVersion, t.Version, Version)
+	}
+	if len(t.Compute) > maxCompute {
+		return nil, fmt.Errorf("ticket: compute identity of %d bytes (at most %d)", len(t.Compute), maxCompute)
 	}
 	if t.User == nil {
 		return nil, fmt.Errorf("ticket: no user to read the unit for")

@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -183,13 +184,26 @@ func FuzzParseTicket(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"v":2,"job":"version: 1\n","unit":{"rows":5,"deleted":[4,1]}}`))
+	// Tickets of another compute identity, none, a malformed one and an
+	// oversized one (the field's bound).
+	for _, c := range []string{"arm64 go1.26.8 rev 0ther", "", "\xff\x00\"", strings.Repeat("x", maxCompute+1)} {
+		u.Deleted = nil
+		b, _ := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact, Self())
+		var tk map[string]any
+		if err := json.Unmarshal(b, &tk); err != nil {
+			f.Fatal(err)
+		}
+		tk["compute"] = c
+		b, _ = json.Marshal(tk)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tk, err := parseTicket(b)
 		if err != nil {
 			return
 		}
 		if tk.Version != Version || tk.User == nil || len(tk.User.Groups) > maxGroups || tk.DeletedSet != nil ||
-			jobHash([]byte(tk.Job)) != tk.Hash || tk.Unit.Rows <= 0 {
+			jobHash([]byte(tk.Job)) != tk.Hash || tk.Unit.Rows <= 0 || len(tk.Compute) > maxCompute {
 			t.Fatalf("accepted %+v", tk)
 		}
 		for i, r := range tk.Unit.Deleted {
@@ -198,4 +212,32 @@ func FuzzParseTicket(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTicketComputeBounded: a ticket's compute identity is bounded, so a
+// huge one is refused as a bad ticket, not quoted whole (escaped, up to
+// four times its size) into the peer's log and the refusal it sends,
+// each call; one at the bound is parsed (and then refused for build).
+func TestTicketComputeBounded(t *testing.T) {
+	job := "version: 1\n"
+	u := decode.Unit{File: "data/x.parquet", Rows: 100, Chunks: []decode.Chunk{{Offset: 4, End: 10}}}
+	for _, n := range []int{maxCompute, maxCompute + 1, maxTicket - 4096} {
+		b, err := marshalTicket(job, jobHash([]byte(job)), nil, u, WireCompact, Self())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tk map[string]any
+		if err := json.Unmarshal(b, &tk); err != nil {
+			t.Fatal(err)
+		}
+		tk["compute"] = strings.Repeat("x", n)
+		b, _ = json.Marshal(tk)
+		_, err = parseTicket(b)
+		if n == maxCompute && err != nil {
+			t.Errorf("a compute identity of %d bytes: %v", n, err)
+		}
+		if n > maxCompute && (err == nil || len(err.Error()) > 200) {
+			t.Errorf("a compute identity of %d bytes: accepted, or refused at length %d", n, len(fmt.Sprint(err)))
+		}
+	}
 }
