@@ -80,3 +80,28 @@ func TestQuarantinedCertificateFirstAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestQuarantineSurvivesRenewal: a liar whose certificate is renewed
+// after its quarantine (a new fingerprint) stays quarantined by its
+// address: it is not picked, and a unit it answers with the new
+// certificate is verified.
+func TestQuarantineSurvivesRenewal(t *testing.T) {
+	f := newFixture(t)
+	const liar = "127.0.0.1:1" // never dialled
+	p := f.pool(f.ca.issue("gpu-host"), liar)
+	sp := f.spiller(p, f.job("spill"), SpillerConfig{Verify: -1})
+	u := f.hostileUnit()
+	p.quarantine(p.peers[liar], "feed", u, "column a: values differ")
+	p.done(p.peers[liar], time.Millisecond, 10, received{cert: "beef"}, nil)
+	if got := p.pick(""); got != nil {
+		t.Fatalf("picked %s after its certificate was renewed", got.addr)
+	}
+	out := new(column.Batch)
+	sp.ranAt(out, p.peers[liar], "beef")
+	if verify, _ := sp.Ran(u, out); !verify {
+		t.Error("a unit of the quarantined address, under a renewed certificate, not verified")
+	}
+	if st := p.Stats()[0]; st.Quarantined == "" {
+		t.Errorf("after renewal: %+v", st)
+	}
+}
