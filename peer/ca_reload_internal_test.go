@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,14 +24,7 @@ import (
 func TestPoolReloadsCA(t *testing.T) {
 	f := newFixture(t)
 	dir := t.TempDir()
-	oldCA, err := NewCA(filepath.Join(dir, "old"), "old-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newCA, err := NewCA(filepath.Join(dir, "new"), "new-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldCA, newCA := twoCAs(t, dir)
 	issue := func(ca *CA, name string, role Role) TLSFiles {
 		t.Helper()
 		files, err := ca.IssueRole(ca.Dir, name, []string{"127.0.0.1"}, time.Hour, role)
@@ -41,17 +33,6 @@ func TestPoolReloadsCA(t *testing.T) {
 		}
 		files.CA = filepath.Join(oldCA.Dir, "ca.pem") // peers trust the requester's CA
 		return files
-	}
-	pem := func(cas ...*CA) []byte {
-		var b []byte
-		for _, ca := range cas {
-			c, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = append(b, c...)
-		}
-		return b
 	}
 	serve := func(files TLSFiles, delay time.Duration) (*Server, string) {
 		t.Helper()
@@ -74,12 +55,7 @@ func TestPoolReloadsCA(t *testing.T) {
 
 	host := issue(oldCA, "gpu", RoleRequester)
 	host.CA = filepath.Join(dir, "host-ca.pem")
-	setBundle := func(cas ...*CA) {
-		t.Helper()
-		if err := os.WriteFile(host.CA, pem(cas...), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setBundle := func(cas ...*CA) { writeBundle(t, host.CA, cas...) }
 	setBundle(oldCA)
 	creds, err := host.Open()
 	if err != nil {

@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,33 +22,13 @@ import (
 func TestServerRevokesRemovedCAOnOpenConnections(t *testing.T) {
 	f := newFixture(t)
 	dir := t.TempDir()
-	oldCA, err := NewCA(filepath.Join(dir, "old"), "old-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newCA, err := NewCA(filepath.Join(dir, "new"), "new-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldCA, newCA := twoCAs(t, dir)
 	peerFiles, err := oldCA.IssueRole(dir, "peer", []string{"127.0.0.1"}, time.Hour, RolePeer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bundle := filepath.Join(dir, "peer-bundle.pem")
-	set := func(cas ...*CA) {
-		t.Helper()
-		var b []byte
-		for _, ca := range cas {
-			c, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = append(b, c...)
-		}
-		if err := os.WriteFile(bundle, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set := func(cas ...*CA) { writeBundle(t, bundle, cas...) }
 	set(oldCA)
 	peerFiles.CA = bundle
 	creds, err := peerFiles.Open()
