@@ -1,10 +1,7 @@
 package peer
 
 import (
-	"context"
-	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -13,8 +10,6 @@ import (
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/objstore"
-	"github.com/lastmile/lastmile/objstore/s3test"
-	"github.com/lastmile/lastmile/roots"
 	"github.com/lastmile/lastmile/spec"
 )
 
@@ -28,28 +23,7 @@ import (
 // compiles its job again, its opens checked by the grants now.
 func TestPeerForgetsJobsCompiledUnderRevokedGrants(t *testing.T) {
 	f := newFixture(t)
-	bucket := t.TempDir()
-	srv, err := s3test.Start(context.Background(), bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	for i, dir := range []string{"ctr", "ctr", "ctr/secret"} {
-		name := fmt.Sprintf("part-%05d.parquet", i)
-		b, _ := os.ReadFile(filepath.Join(f.data, name))
-		os.MkdirAll(filepath.Join(bucket, "data", dir), 0o755)
-		os.WriteFile(filepath.Join(bucket, "data", dir, name), b, 0o644)
-	}
-	client, err := objstore.New(objstore.Config{Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKey: s3test.Access, SecretKey: s3test.Secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := roots.New(map[string]string{"ctr": "s3://data/ctr"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	client, r := f.s3Bucket(t, "ctr", "ctr", "ctr/secret")
 	text := replaceTable(f.text("revoked"), "inputs: ["+f.data+"]", "inputs: [s3://data/ctr/part-00000.parquet, s3://data/ctr/part-00001.parquet]")
 	text = replaceTable(text, filepath.Join(f.data, "part-00002.parquet"), "s3://data/ctr/secret/part-00002.parquet")
 	job, err := spec.Parse("", []byte(text))
