@@ -57,6 +57,25 @@ func ExpandInputs(ctx context.Context, fsys FS, inputs []string) ([]string, erro
 	return expandInputs(ctx, orOS(fsys), inputs)
 }
 
+// PlanInputs is the list of files PlanFiles plans for inputs with opts:
+// inputs expanded (ExpandInputs, through opts.FS), or, when opts.Listed
+// says they are files already listed, inputs as they are, duplicates
+// dropped, with nothing listed or stated.
+func PlanInputs(ctx context.Context, inputs []string, opts PlanOptions) ([]string, error) {
+	if !opts.Listed {
+		return expandInputs(ctx, orOS(opts.FS), inputs)
+	}
+	out := make([]string, 0, len(inputs))
+	seen := make(map[string]bool, len(inputs))
+	for _, p := range inputs {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // expandInputs turns inputs (files, globs, directories searched recursively
 // for *.parquet) into file paths, each input's matches sorted and
 // duplicates dropped, listing and stating only through fsys.

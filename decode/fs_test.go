@@ -131,3 +131,54 @@ func TestGlobMatchesDirectories(t *testing.T) {
 		t.Fatalf("got %q, %v; want %q", got, err, want)
 	}
 }
+
+// TestPlanListed: with PlanOptions.Listed, the inputs are files a listing
+// found: each is opened by its name and nothing else, a name holding a
+// glob character is no pattern, duplicates are planned once, and a name
+// no longer there is an error naming it. An object name without the
+// ".parquet" suffix, which expanding lists (it may be a prefix), is not
+// listed.
+func TestPlanListed(t *testing.T) {
+	dir := t.TempDir()
+	odd, bare := filepath.Join(dir, "a[1].parquet"), filepath.Join(dir, "b")
+	for _, p := range []string{odd, bare} {
+		writeFile(t, p, fileSpec{rows: 300, rowGroupRows: 100, codec: "snappy", pageVersion: 1, pageBytes: 2048})
+	}
+	rec := &recordFS{}
+	plan, err := PlanFiles(context.Background(), []string{odd, bare, odd}, PlanOptions{FS: rec, Listed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Files) != 2 || plan.Files[0].Path != odd || plan.Files[1].Path != bare || plan.Rows != 600 {
+		t.Fatalf("planned %+v (%d rows), want %s and %s once each", plan.Files, plan.Rows, odd, bare)
+	}
+	got := slices.Sorted(slices.Values(rec.calls))
+	if want := []string{"open " + odd, "open " + bare}; !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("planning calls %q, want only %q", rec.calls, want)
+	}
+	gone := filepath.Join(dir, "gone.parquet")
+	if _, err := PlanFiles(context.Background(), []string{bare, gone}, PlanOptions{Listed: true}); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("a listed file no longer there: %v, want fs.ErrNotExist naming %s", err, gone)
+	}
+
+	store := &countingListFS{listFS: listFS{names: []string{"mem://b/t/part-0", "mem://b/t/part-1"}}}
+	fsys := WithSchemes(nil, map[string]FS{"mem": store})
+	names, err := PlanInputs(context.Background(), store.names, PlanOptions{FS: fsys, Listed: true})
+	if err != nil || !slices.Equal(names, store.names) || store.lists != 0 {
+		t.Fatalf("listed objects: %q, %v, %d listings; want %q and none", names, err, store.lists, store.names)
+	}
+	if names, err = PlanInputs(context.Background(), []string{"mem://b/t/part-*"}, PlanOptions{FS: fsys}); err != nil || !slices.Equal(names, store.names) || store.lists != 1 {
+		t.Fatalf("a glob given by a user: %q, %v, %d listings; want %q and 1", names, err, store.lists, store.names)
+	}
+}
+
+// countingListFS is listFS counting its listings.
+type countingListFS struct {
+	listFS
+	lists int
+}
+
+func (c *countingListFS) List(ctx context.Context, prefix string) ([]string, error) {
+	c.lists++
+	return c.listFS.List(ctx, prefix)
+}

@@ -40,6 +40,13 @@ type PlanOptions struct {
 	// (Iceberg; nil for a file of no table): its columns are then found
 	// by field id, whatever their names in the file (fieldid.go).
 	Table func(path string) *TableSchema
+	// Listed says that the inputs are files a listing found (ExpandInputs,
+	// an Iceberg snapshot's data files): PlanFiles plans each by its name,
+	// as it is (a name holding '*', '?' or '[' is no pattern), without
+	// listing, stating or walking it again. Duplicates are dropped. A
+	// name that is no longer there fails when it is opened. Inputs given
+	// by a user are not Listed: a directory or a prefix is expanded.
+	Listed bool
 
 	tableFields *tableFields // set by PlanFiles for its files (promote.go)
 }
@@ -79,12 +86,12 @@ func (p *Plan) NewDecoder() *Decoder { return NewDecoderFS(p.Fields, p.fs) }
 
 // PlanFiles expands inputs (files, globs, or directories searched
 // recursively for *.parquet; each input's matches sorted, duplicates
-// dropped), reads each file's footer once, resolves opts.Columns and cuts
+// dropped; as they are with opts.Listed: PlanInputs), reads each file's footer once, resolves opts.Columns and cuts
 // the files into units. Every planned file must agree on the projected
 // columns; the error names the first file and column that does not.
 func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, error) {
 	fsys := orOS(opts.FS)
-	paths, err := expandInputs(ctx, fsys, inputs)
+	paths, err := PlanInputs(ctx, inputs, opts)
 	if err != nil {
 		return nil, err
 	}
