@@ -219,10 +219,10 @@ func HeapLimit(fps ...Footprint) int64 {
 // error wrapping fs.ErrPermission. Files its filters exclude by their
 // partition directories are neither read nor opened (admittedFiles).
 func EstimateFootprint(ctx context.Context, job *spec.Job, fsys decode.FS) (Footprint, error) {
-	paths, tables, err := admittedFiles(ctx, job, fsys)
+	in, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
-		plan, err = decode.PlanFiles(ctx, paths, withFieldIDs(PlanOptions(job, fsys), tables))
+		plan, err = decode.PlanFiles(ctx, in.paths, in.options(PlanOptions(job, fsys)))
 	}
 	if err != nil {
 		return Footprint{}, fmt.Errorf("plan job %q: %w", job.Name, err)

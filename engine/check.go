@@ -26,10 +26,10 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 	if job.Invalid("inputs") || job.Invalid("decode.max_unit_rows") {
 		return parseErr
 	}
-	paths, tables, err := admittedFiles(ctx, job, fsys)
+	in, err := admittedFiles(ctx, job, fsys)
 	var plan *decode.Plan
 	if err == nil {
-		plan, err = decode.PlanFiles(ctx, paths, withFieldIDs(schemaOptions(job, fsys), tables))
+		plan, err = decode.PlanFiles(ctx, in.paths, in.options(schemaOptions(job, fsys)))
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -41,7 +41,7 @@ func Check(ctx context.Context, job *spec.Job, parseErr error, fsys decode.FS) e
 		}
 		return spec.JoinErrors(parseErr, fe)
 	}
-	err = ops.Check(ctx, job, slices.Concat(plan.Fields, plan.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: plan.Unreadable})
+	err = ops.Check(ctx, job, slices.Concat(plan.Fields, plan.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(in.tables), Unreadable: plan.Unreadable})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -67,31 +67,53 @@ func PinInputs(ctx context.Context, job *spec.Job, fsys decode.FS) (*spec.Job, e
 	return c, nil
 }
 
+// jobInputs is what the planner reads for a job (inputFiles).
+type jobInputs struct {
+	paths  []string        // the names to plan
+	tables []iceberg.Input // the job's inputs, its tables scanned
+	// listed is whether paths are files as a listing found them (a
+	// table's data files, what a plain input listed): the planner plans
+	// them by name, listing and stating nothing again
+	// (decode.PlanOptions.Listed).
+	listed bool
+}
+
+// options returns opts for planning in.paths: with the tables' field ids
+// (withFieldIDs), and Listed when the paths are listed files.
+func (in jobInputs) options(opts decode.PlanOptions) decode.PlanOptions {
+	opts = withFieldIDs(opts, in.tables)
+	opts.Listed = in.listed
+	return opts
+}
+
 // inputFiles lists what the planner reads for job (nil fsys:
 // decode.OSFS): its plain inputs as they are (files, globs, directories,
 // object prefixes), the data files of its Iceberg tables' snapshots, and
 // the tables' scans. In a job with a table and another input the plain
 // inputs are listed here, for sharedDataFiles, and each is replaced, in
-// the paths and the scans, by the files it lists: the planner plans
-// those names and lists nothing again (a prefix of many objects is one
-// round of LIST requests, not two or three).
-func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, []iceberg.Input, error) {
+// the paths and the scans, by the files it lists. The paths of a job
+// with a table are thus all files a listing found (listed): the planner
+// plans those names and lists or stats nothing again (a prefix of many
+// objects is one round of LIST requests, not two or three, and an
+// object without the ".parquet" suffix is not listed once more as the
+// prefix it might be).
+func inputFiles(ctx context.Context, job *spec.Job, fsys decode.FS) (jobInputs, error) {
 	ins, err := iceberg.Opener{FS: fsys}.Expand(ctx, job.Inputs)
 	if err != nil {
-		return nil, nil, err
+		return jobInputs{}, err
 	}
 	if hasTables(ins) && len(ins) > 1 {
 		listed, err := listPlain(ctx, fsys, ins)
 		if err != nil {
-			return nil, nil, err
+			return jobInputs{}, err
 		}
 		if err := sharedDataFiles(fsys, ins, listed); err != nil {
-			return nil, nil, err
+			return jobInputs{}, err
 		}
 		ins = asListed(ins, listed)
 	}
 	paths, _, err := iceberg.Files(ins, nil)
-	return paths, ins, err
+	return jobInputs{paths: paths, tables: ins, listed: hasTables(ins)}, err
 }
 
 // listPlain lists the files each of ins names: a table's data files, and
@@ -113,15 +135,16 @@ func listPlain(ctx context.Context, fsys decode.FS, ins []iceberg.Input) ([][]st
 }
 
 // asListed returns ins with each plain input replaced by the files it
-// lists (listed, by input), in order. The planner reads a name holding a
-// glob character ('*', '?', '[') as a pattern, so an input that listed
-// such a name stays as it is and the planner lists it again: a file
-// "part[1].parquet" planned by its name was the glob "part1.parquet",
-// which matched nothing, and its rows were left out without a word.
+// lists (listed, by input), in order. They are planned as listed files
+// (decode.PlanOptions.Listed): a name holding a glob character ('*',
+// '?', '[') is a file, not a pattern (read as one, "part[1].parquet" was
+// the glob "part1.parquet", which matched nothing, and its rows were
+// left out without a word), and a name without the ".parquet" suffix is
+// an object, not a prefix to list.
 func asListed(ins []iceberg.Input, listed [][]string) []iceberg.Input {
 	var out []iceberg.Input
 	for i, in := range ins {
-		if in.Scan != nil || slices.ContainsFunc(listed[i], hasGlobMeta) {
+		if in.Scan != nil {
 			out = append(out, in)
 			continue
 		}
@@ -233,9 +256,6 @@ func (ids fileIDs) of(p string) fileID {
 	return fileID{name: fileKey(p)}
 }
 
-// hasGlobMeta reports whether the planner reads p as a glob.
-func hasGlobMeta(p string) bool { return strings.ContainsAny(p, "*?[") }
-
 func isLocal(p string) bool { return !strings.Contains(p, "://") }
 
 // fileKey is the name a file is compared by when it is not stated
@@ -327,12 +347,13 @@ func withFieldIDs(opts decode.PlanOptions, tables []iceberg.Input) decode.PlanOp
 // InputPlan is what the planner reads for job (nil fsys: decode.OSFS)
 // and how: its plain inputs as they are (files, globs, directories,
 // object prefixes), the data files of its Iceberg tables' snapshots, and
-// PlanOptions with the tables' field ids. Code that plans a job's input
-// itself passes these to decode.PlanFiles.
+// PlanOptions with the tables' field ids (and Listed, in a job with a
+// table: its inputs' files are listed already). Code that plans a job's
+// input itself passes these to decode.PlanFiles.
 func InputPlan(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, decode.PlanOptions, error) {
-	paths, tables, err := inputFiles(ctx, job, fsys)
+	in, err := inputFiles(ctx, job, fsys)
 	if err != nil {
 		return nil, decode.PlanOptions{}, err
 	}
-	return paths, withFieldIDs(PlanOptions(job, fsys), tables), nil
+	return in.paths, in.options(PlanOptions(job, fsys)), nil
 }

@@ -3,9 +3,11 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -103,5 +105,104 @@ func TestTableBesideADirectoryWithGlobCharacters(t *testing.T) {
 	}
 	if both := rows(fmt.Sprintf("%q, %q", plain, "iceberg:"+meta)); both != alone+table {
 		t.Fatalf("the directory beside the table: %d rows; want %d (%d of the directory, %d of the table)", both, alone+table, alone, table)
+	}
+}
+
+// TestObjectsWithoutSuffixListedOnce: a glob matching objects whose names
+// do not end in ".parquet" is listed once, beside an Iceberg table or
+// alone, with or without a pipeline. The planner planned the names it
+// had listed by expanding each again, and a name without the suffix may
+// be a prefix: one more LIST request per object.
+func TestObjectsWithoutSuffixListedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the S3 test server")
+	}
+	srv, err := s3test.Start(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	tab, meta := deletesTableEq(t, func(int64) bool { return false })
+	p, _ := tab.Locate(9)
+	data, err := os.ReadFile(strings.TrimPrefix(p.File, "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, _ := srv.Bucket("lake")
+	if err := os.MkdirAll(filepath.Join(bucket, "plain"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(bucket, "plain", fmt.Sprintf("part-%d", i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := objstore.New(objstore.Config{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3test.Access, SecretKey: s3test.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
+		for _, inputs := range []string{`"s3://lake/plain/part-*"`, fmt.Sprintf(`"s3://lake/plain/part-*", "iceberg:%s"`, meta)} {
+			src := &countingLister{Source: c.Source(nil)}
+			fsys := decode.WithSchemes(nil, map[string]decode.FS{objstore.Scheme: src})
+			job := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: RINGDIR, slots: 64}\n%s", inputs, body)
+			runTensors(t, job, fsys)
+			n := src.lists.Load()
+			t.Logf("inputs %s, %q: %d listings", inputs, body, n)
+			if n != 1 {
+				t.Errorf("inputs %s, %q: the glob of 3 objects listed %d times; want 1", inputs, body, n)
+			}
+		}
+	}
+}
+
+// statCounter is a decode.FS that counts the Stat calls of each name.
+type statCounter struct {
+	decode.OSFS
+	mu    sync.Mutex
+	stats map[string]int
+}
+
+func (s *statCounter) Stat(name string) (fs.FileInfo, error) {
+	s.mu.Lock()
+	s.stats[filepath.Clean(name)]++
+	s.mu.Unlock()
+	return s.OSFS.Stat(name)
+}
+
+// TestLocalFilesStatedOnce: the files of a local plain input are stated
+// at most once each by planning, beside an Iceberg table (where the
+// check for files shared with the table needs their identity) or alone,
+// with or without a pipeline; a table's data files too. The planner
+// expanded the names the listing had found, stating each again.
+func TestLocalFilesStatedOnce(t *testing.T) {
+	tab, meta := deletesTableEq(t, func(int64) bool { return false })
+	p, _ := tab.Locate(9)
+	table := strings.TrimPrefix(p.File, "file://")
+	data, err := os.ReadFile(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := t.TempDir()
+	var files []string
+	for i := range 3 {
+		f := filepath.Join(plain, fmt.Sprintf("part-%d.parquet", i))
+		if err := os.WriteFile(f, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
+		for _, inputs := range []string{fmt.Sprintf("%q", plain), fmt.Sprintf("%q, %q", plain, "iceberg:"+meta)} {
+			fsys := &statCounter{stats: map[string]int{}}
+			job := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: RINGDIR, slots: 64}\n%s", inputs, body)
+			runTensors(t, job, fsys)
+			t.Logf("inputs %s, %q: stats of the files %d %d %d, of the table's %d", inputs, body, fsys.stats[files[0]], fsys.stats[files[1]], fsys.stats[files[2]], fsys.stats[table])
+			for _, f := range append(files, table) {
+				if n := fsys.stats[f]; n > 1 {
+					t.Errorf("inputs %s, %q: %s stated %d times; want at most 1", inputs, body, f, n)
+				}
+			}
+		}
 	}
 }

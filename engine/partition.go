@@ -11,7 +11,6 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/expr"
-	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -154,28 +153,30 @@ func prunePartitions(paths []string, keys []decode.PartitionKey, prune func(func
 // EstimateFootprint): its inputs as inputFiles lists them, but, for a
 // pipeline over partition columns, only the files its filters may keep,
 // found without loading side tables. The run leaves out the same files
-// (planPipeline), so admission opens no file the run would not.
-func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, []iceberg.Input, error) {
-	paths, tables, err := inputFiles(ctx, job, fsys)
+// (planPipeline), so admission opens no file the run would not. The
+// files kept are planned as listed (jobInputs.listed): not listed again.
+func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) (jobInputs, error) {
+	in, err := inputFiles(ctx, job, fsys)
 	keys := PartitionKeys(job)
 	if err != nil || len(keys) == 0 || len(job.Pipeline) == 0 || neverPrune.Load() {
-		return paths, tables, err
+		return in, err
 	}
-	files, err := decode.ExpandInputs(ctx, fsys, paths)
+	files, err := decode.PlanInputs(ctx, in.paths, in.options(decode.PlanOptions{FS: fsys}))
 	if err != nil || len(files) == 0 {
-		return paths, tables, err // planning says what is wrong
+		return in, err // planning says what is wrong
 	}
-	schema, err := schemaPlan(ctx, files, withFieldIDs(schemaOptions(job, fsys), tables))
+	kept := jobInputs{paths: files, tables: in.tables, listed: true}
+	schema, err := schemaPlan(ctx, files, kept.options(schemaOptions(job, fsys)))
 	if err != nil {
-		return nil, nil, err
+		return jobInputs{}, err
 	}
-	prune, err := ops.Pruner(ctx, job, slices.Concat(schema.Fields, schema.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(tables), Unreadable: schema.Unreadable})
+	prune, err := ops.Pruner(ctx, job, slices.Concat(schema.Fields, schema.Partitions), ops.Env{Seed: job.Seed, FS: fsys, InputBuckets: inputBuckets(in.tables), Unreadable: schema.Unreadable})
 	if err != nil {
-		return paths, tables, nil // the pipeline's check reports it, over every file
+		return in, nil // the pipeline's check reports it, over every file
 	}
 	var pruned int
-	files, err = prunePartitions(files, keys, prune, &pruned)
-	return files, tables, err
+	kept.paths, err = prunePartitions(files, keys, prune, &pruned)
+	return kept, err
 }
 
 // schemaPlan plans the first of files that its reader may open, for the

@@ -76,12 +76,12 @@ type unitWorker struct {
 // newProcessor plans the job's input: as it is without a pipeline, and
 // otherwise with only the columns the pipeline needs (planPipeline).
 func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.FS) (*processor, error) {
-	planOpts := PlanOptions(job, fsys)
-	paths, tables, err := inputFiles(ctx, job, fsys)
+	in, err := inputFiles(ctx, job, fsys)
 	if err != nil {
 		return nil, err
 	}
-	planOpts = withFieldIDs(planOpts, tables)
+	planOpts := in.options(PlanOptions(job, fsys))
+	paths, tables := in.paths, in.tables
 	if len(job.Pipeline) == 0 {
 		plan, err := decode.PlanFiles(ctx, paths, planOpts)
 		if err != nil {
@@ -172,15 +172,18 @@ func pipelineProcessor(job *spec.Job, plan *decode.Plan, prog *ops.Program, prun
 // plans the rest with the columns the pipeline needs: every planned file
 // must agree on those. Files left out are never opened. The units get the
 // rows the tables' position deletes remove (deleted of them in all).
+// inputs are listed once (decode.PlanInputs, as planOpts says) and their
+// files planned as listed: by name, not listed or stated again.
 func planPipeline(ctx context.Context, job *spec.Job, inputs []string, tables []iceberg.Input, planOpts decode.PlanOptions, workers int) (*decode.Plan, *ops.Program, int, int64, error) {
 	fsys := planOpts.FS
-	paths, err := decode.ExpandInputs(ctx, fsys, inputs)
+	paths, err := decode.PlanInputs(ctx, inputs, planOpts)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}
 	if len(paths) == 0 {
 		return nil, nil, 0, 0, fmt.Errorf("plan: no parquet files in %q", inputs)
 	}
+	planOpts.Listed = true // paths, and a table's files, are files found
 	every := planOpts
 	every.Columns = nil
 	schema, err := schemaPlan(ctx, paths, every)
