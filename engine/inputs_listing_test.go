@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/engine"
 	"github.com/lastmile/lastmile/objstore"
 	"github.com/lastmile/lastmile/objstore/s3test"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // countingLister is an object store Source that counts its listings.
@@ -151,6 +153,20 @@ func TestObjectsWithoutSuffixListedOnce(t *testing.T) {
 			t.Logf("inputs %s, %q: %d listings", inputs, body, n)
 			if n != 1 {
 				t.Errorf("inputs %s, %q: the glob of 3 objects listed %d times; want 1", inputs, body, n)
+			}
+			parsed, err := spec.Parse("t.yaml", []byte(strings.ReplaceAll(job, "RINGDIR", t.TempDir())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.lists.Store(0)
+			if err := engine.Check(context.Background(), parsed, nil, fsys); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := engine.EstimateFootprint(context.Background(), parsed, fsys); err != nil {
+				t.Fatal(err)
+			}
+			if n := src.lists.Load(); n != 2 {
+				t.Errorf("inputs %s, %q: admission (Check, EstimateFootprint) listed the glob %d times; want once each", inputs, body, n)
 			}
 		}
 	}
