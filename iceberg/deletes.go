@@ -140,7 +140,7 @@ func (s *Scan) applyDeletes(ctx context.Context, fsys decode.FS) error {
 // readDeleteFile adds the positions of one delete file to the data files
 // it applies to.
 func (s *Scan) readDeleteFile(ctx context.Context, fsys decode.FS, d deleteFile, byPath map[string]int) error {
-	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: []string{"file_path", "pos"}})
+	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: []string{"file_path", "pos"}, Listed: true})
 	if err != nil {
 		return err
 	}

@@ -3,13 +3,16 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/iceberg/icebergtest"
 )
@@ -261,5 +264,51 @@ func TestDeletionVectors(t *testing.T) {
 	_, err = iceberg.Opener{}.Scan(context.Background(), "iceberg:"+meta)
 	if err == nil || !strings.Contains(err.Error(), "deletion vector in") {
 		t.Fatalf("scan with a corrupt deletion vector: %v", err)
+	}
+}
+
+// statsFS is decode.OSFS counting the Stat calls of each name.
+type statsFS struct {
+	decode.OSFS
+	mu    sync.Mutex
+	stats map[string]int
+}
+
+func (s *statsFS) Stat(name string) (fs.FileInfo, error) {
+	s.mu.Lock()
+	s.stats[name]++
+	s.mu.Unlock()
+	return s.OSFS.Stat(name)
+}
+
+// TestDeleteFilesPlannedByName: the delete files a snapshot's manifests
+// name, and the data files equality deletes are matched against, are
+// planned by their names (decode.PlanOptions.Listed), not expanded as a
+// user's input is: not stated, and on an object store not listed, as a
+// name without the ".parquet" suffix was (it might be a prefix).
+func TestDeleteFilesPlannedByName(t *testing.T) {
+	tab, _, _, _, _ := twoSnapshots(t)
+	files := tab.DataFiles()
+	if _, _, err := tab.DeleteEquality("a", "id", []int64{0, 4}, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, meta, err := tab.DeletePositions([]icebergtest.Position{{File: files[0], Pos: 9}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := &statsFS{stats: map[string]int{}}
+	sc, err := iceberg.Opener{FS: fsys}.Scan(context.Background(), "iceberg:"+meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := strings.TrimPrefix(files[0], "file://")
+	got, err := iceberg.EqualityDeleted(context.Background(), fsys, []iceberg.Input{{Scan: sc}}, []string{data})
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(map[string][]int64{data: {0, 1, 9}}) {
+		t.Fatalf("deleted %v, %v; want rows 0, 1 and 9 of %s", got, err, data)
+	}
+	for name, n := range fsys.stats {
+		if strings.HasSuffix(name, ".parquet") {
+			t.Errorf("%s stated %d times", name, n)
+		}
 	}
 }

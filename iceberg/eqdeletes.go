@@ -325,7 +325,7 @@ func (s *Scan) matchFile(ctx context.Context, fsys decode.FS, f *File, apply []*
 	// file's identity partition values for the columns it lacks, as the
 	// job reads them (SchemaOf).
 	table := func(string) *decode.TableSchema { return s.SchemaOf(f) }
-	plan, err := decode.PlanFiles(ctx, []string{f.Path}, decode.PlanOptions{FS: fsys, Columns: cols, Table: table})
+	plan, err := decode.PlanFiles(ctx, []string{f.Path}, decode.PlanOptions{FS: fsys, Columns: cols, Table: table, Listed: true})
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (d *eqDelete) load(ctx context.Context, fsys decode.FS, total *int64) error
 		return nil
 	}
 	table := func(string) *decode.TableSchema { return d.schema }
-	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: d.columns, Table: table})
+	plan, err := decode.PlanFiles(ctx, []string{d.path}, decode.PlanOptions{FS: fsys, Columns: d.columns, Table: table, Listed: true})
 	if err != nil {
 		return err
 	}
