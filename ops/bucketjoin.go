@@ -352,7 +352,7 @@ func (c *compiler) bucketJoin(ctx context.Context, op *spec.Op, t *sideTable, l 
 			bt.plans[b] = emptyPlan(t.plan)
 			continue
 		}
-		opts := decode.PlanOptions{Columns: cols, FS: c.env.FS}
+		opts := decode.PlanOptions{Columns: cols, FS: c.env.FS, Listed: true} // the files of the plan of the whole table
 		if l != nil {
 			opts.Table = l.schema
 		}

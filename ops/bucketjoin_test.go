@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -220,6 +221,38 @@ func TestBucketJoinSemi(t *testing.T) {
 	}
 	if kept != 2000 {
 		t.Errorf("semi join kept %d rows, want 2000 (the even keys)", kept)
+	}
+}
+
+// TestBucketJoinSideFileWithGlobCharacters: a bucket of the side table
+// is planned from the files the table's plan found, by their names: a
+// file "part[0].parquet" is that file, not the glob "part0.parquet"
+// (which matched nothing, and the join refused the table).
+func TestBucketJoinSideFileWithGlobCharacters(t *testing.T) {
+	dir := t.TempDir()
+	files := bucketedData(t, dir)
+	side := filepath.Join(dir, "side", "bucket=3")
+	if err := os.Rename(filepath.Join(side, "part-0.parquet"), filepath.Join(side, "part[0].parquet")); err != nil {
+		t.Fatal(err)
+	}
+	fields := inputFields(t, files)
+	ctx := context.Background()
+	whole, err := ops.Compile(ctx, job(t, dir, "- join: {kind: left, table: side, on: key, columns: [feat]}"), fields, ops.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucketed, err := ops.Compile(ctx, job(t, dir, fmt.Sprintf("- join: {kind: left, table: side, on: key, columns: [feat], buckets: %d}", nBuckets)), fields, ops.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := joinAll(t, whole, files, 1), joinAll(t, bucketed, files, 2)
+	if len(got) != len(want) || want[6] != 60 {
+		t.Fatalf("bucket join: %d rows, whole-table join %d (feat(6)=%d)", len(got), len(want), want[6])
+	}
+	for id, f := range want {
+		if got[id] != f {
+			t.Fatalf("id %d: bucket join feat %d, whole-table join %d", id, got[id], f)
+		}
 	}
 }
 

@@ -138,7 +138,7 @@ func planTable(ctx context.Context, fsys decode.FS, table string, cols []string)
 	}
 	schema := func(path string) *decode.TableSchema { return byPath[path] }
 	paths := iceberg.Paths(sc.Files)
-	p, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: cols, FS: fsys, Table: schema})
+	p, err := decode.PlanFiles(ctx, paths, decode.PlanOptions{Columns: cols, FS: fsys, Table: schema, Listed: true})
 	if err != nil {
 		return nil, nil, err
 	}
