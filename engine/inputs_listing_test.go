@@ -111,8 +111,10 @@ func TestTableBesideADirectoryWithGlobCharacters(t *testing.T) {
 }
 
 // TestObjectsWithoutSuffixListedOnce: a glob matching objects whose names
-// do not end in ".parquet" is listed once, beside an Iceberg table or
-// alone, with or without a pipeline. The planner planned the names it
+// do not end in ".parquet" is listed once by a run and once by each of
+// a job's admission checks (Check, EstimateFootprint), beside an
+// Iceberg table or alone, with or without a pipeline, and with a
+// pipeline that leaves out partitions. The planner planned the names it
 // had listed by expanding each again, and a name without the suffix may
 // be a prefix: one more LIST request per object.
 func TestObjectsWithoutSuffixListedOnce(t *testing.T) {
@@ -131,11 +133,12 @@ func TestObjectsWithoutSuffixListedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket, _ := srv.Bucket("lake")
-	if err := os.MkdirAll(filepath.Join(bucket, "plain"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
-		if err := os.WriteFile(filepath.Join(bucket, "plain", fmt.Sprintf("part-%d", i)), data, 0o644); err != nil {
+		dir := filepath.Join(bucket, "plain", fmt.Sprintf("dt=%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d", i)), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,31 +146,33 @@ func TestObjectsWithoutSuffixListedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, body := range []string{"columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"} {
-		for _, inputs := range []string{`"s3://lake/plain/part-*"`, fmt.Sprintf(`"s3://lake/plain/part-*", "iceberg:%s"`, meta)} {
-			src := &countingLister{Source: c.Source(nil)}
-			fsys := decode.WithSchemes(nil, map[string]decode.FS{objstore.Scheme: src})
-			job := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: RINGDIR, slots: 64}\n%s", inputs, body)
-			runTensors(t, job, fsys)
-			n := src.lists.Load()
-			t.Logf("inputs %s, %q: %d listings", inputs, body, n)
-			if n != 1 {
-				t.Errorf("inputs %s, %q: the glob of 3 objects listed %d times; want 1", inputs, body, n)
-			}
-			parsed, err := spec.Parse("t.yaml", []byte(strings.ReplaceAll(job, "RINGDIR", t.TempDir())))
-			if err != nil {
-				t.Fatal(err)
-			}
-			src.lists.Store(0)
-			if err := engine.Check(context.Background(), parsed, nil, fsys); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := engine.EstimateFootprint(context.Background(), parsed, fsys); err != nil {
-				t.Fatal(err)
-			}
-			if n := src.lists.Load(); n != 2 {
-				t.Errorf("inputs %s, %q: admission (Check, EstimateFootprint) listed the glob %d times; want once each", inputs, body, n)
-			}
+	const glob = `"s3://lake/plain/dt=*/part-*"`
+	table := fmt.Sprintf(`%s, "iceberg:%s"`, glob, meta)
+	columns, pipeline := "columns: [id, key]\n", "pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n"
+	partitions := "partitions: {dt: int64}\npipeline:\n  - filter: {expr: 'dt != 1'}\n  - select: [id]\n"
+	for _, tc := range []struct{ inputs, body string }{
+		{glob, columns}, {table, columns}, {glob, pipeline}, {table, pipeline}, {glob, partitions},
+	} {
+		src := &countingLister{Source: c.Source(nil)}
+		fsys := decode.WithSchemes(nil, map[string]decode.FS{objstore.Scheme: src})
+		job := fmt.Sprintf("inputs: [%s]\nbatch: {size: 64, last: keep}\nring: {dir: RINGDIR, slots: 64}\n%s", tc.inputs, tc.body)
+		runTensors(t, job, fsys)
+		n := src.lists.Load()
+		parsed, err := spec.Parse("t.yaml", []byte(strings.ReplaceAll(job, "RINGDIR", t.TempDir())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.lists.Store(0)
+		if err := engine.Check(context.Background(), parsed, nil, fsys); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := engine.EstimateFootprint(context.Background(), parsed, fsys); err != nil {
+			t.Fatal(err)
+		}
+		admission := src.lists.Load()
+		t.Logf("inputs %s, %q: %d listings by the run, %d by admission", tc.inputs, tc.body, n, admission)
+		if n != 1 || admission != 2 {
+			t.Errorf("inputs %s, %q: the glob of 3 objects listed %d times by the run, %d by admission (Check, EstimateFootprint); want once each", tc.inputs, tc.body, n, admission)
 		}
 	}
 }

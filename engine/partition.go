@@ -161,7 +161,7 @@ func admittedFiles(ctx context.Context, job *spec.Job, fsys decode.FS) (jobInput
 	if err != nil || len(keys) == 0 || len(job.Pipeline) == 0 || neverPrune.Load() {
 		return in, err
 	}
-	files, err := decode.PlanInputs(ctx, in.paths, in.options(decode.PlanOptions{FS: fsys}))
+	files, err := decode.PlanInputs(ctx, in.paths, decode.PlanOptions{FS: fsys, Listed: in.listed})
 	if err != nil || len(files) == 0 {
 		return in, err // planning says what is wrong
 	}
