@@ -86,9 +86,10 @@ func (p *Plan) NewDecoder() *Decoder { return NewDecoderFS(p.Fields, p.fs) }
 
 // PlanFiles expands inputs (files, globs, or directories searched
 // recursively for *.parquet; each input's matches sorted, duplicates
-// dropped; as they are with opts.Listed: PlanInputs), reads each file's footer once, resolves opts.Columns and cuts
-// the files into units. Every planned file must agree on the projected
-// columns; the error names the first file and column that does not.
+// dropped; as they are with opts.Listed: PlanInputs), reads each file's
+// footer once, resolves opts.Columns and cuts the files into units.
+// Every planned file must agree on the projected columns; the error
+// names the first file and column that does not.
 func PlanFiles(ctx context.Context, inputs []string, opts PlanOptions) (*Plan, error) {
 	fsys := orOS(opts.FS)
 	paths, err := PlanInputs(ctx, inputs, opts)
