@@ -1,9 +1,11 @@
 package peer
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/lastmile/lastmile/asuser"
 	"github.com/lastmile/lastmile/decode"
@@ -85,6 +87,48 @@ func (f rootsFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	return fsys.ReadDir(n)
+}
+
+var _ decode.Lister = rootsFS{}
+
+// Owns reports whether name is beneath an object-store root: the planner
+// expands a directory or glob there by listing its prefix (List), as it
+// does an s3:// URL, not by Stat and ReadDir, which an object store has
+// no directories for.
+func (f rootsFS) Owns(name string) bool {
+	_, ok, err := f.r.URL(name)
+	return ok && err == nil
+}
+
+// List lists the objects beneath the portable prefix ("ROOT/REL",
+// ending in '/' or not) through objects, as the user may (objects
+// refuses a prefix they were not granted), and returns their portable
+// names.
+func (f rootsFS) List(ctx context.Context, prefix string) ([]string, error) {
+	fsys, url, err := f.route(prefix)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := fsys.(decode.Lister)
+	if !ok {
+		return nil, &fs.PathError{Op: "list", Path: prefix, Err: fmt.Errorf("%w: this peer's object store cannot list", roots.ErrObjectRoot)}
+	}
+	if strings.HasSuffix(prefix, "/") && !strings.HasSuffix(url, "/") {
+		url += "/" // URL cleans the name: "ctr/side/" lists side/, not sidecar/
+	}
+	root, _, _ := roots.Split(prefix)
+	base, _, _ := f.r.URL(root)
+	urls, err := l.List(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(urls))
+	for _, u := range urls {
+		if rel, ok := strings.CutPrefix(u, base); ok {
+			names = append(names, root+"/"+rel)
+		}
+	}
+	return names, nil
 }
 
 // userRoots opens names beneath the roots with a user's credentials,
