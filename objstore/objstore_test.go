@@ -458,3 +458,26 @@ func TestCancelStopsRead(t *testing.T) {
 		t.Fatalf("decode of a hung store under a 200ms context: %v after %v", err, time.Since(t0))
 	}
 }
+
+// TestStatContextGivesUp: a HEAD the store hangs on ends when its
+// context does, retries included: a peer checking a cached job's side
+// tables must not wait out the store's timeouts.
+func TestStatContextGivesUp(t *testing.T) {
+	setup(t)
+	writeTable(t, filepath.Join(bucket, "statctx/t.parquet"), 10)
+	src := newSource(t, objstore.Config{RequestTimeout: time.Minute, PrefetchBytes: -1})
+	fi, err := src.StatContext(context.Background(), "s3://data/statctx/t.parquet")
+	if err != nil || fi.Size() == 0 || fi.Sys() == nil {
+		t.Fatalf("StatContext: %v, %v", fi, err)
+	}
+	proxy.SetHang(time.Minute)
+	proxy.SetFaults(func(int64, *http.Request) s3test.Fault { return s3test.Hang })
+	defer proxy.SetFaults(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err = src.StatContext(ctx, "s3://data/statctx/t.parquet")
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 5*time.Second {
+		t.Fatalf("StatContext of a hung store under a 200ms context: %v after %v", err, time.Since(t0))
+	}
+}

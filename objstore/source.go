@@ -179,12 +179,19 @@ func contentRange(h string) (start, end, total int64, ok bool) {
 
 // Stat returns an object's info (a HEAD request).
 func (s *Source) Stat(name string) (fs.FileInfo, error) {
+	return s.StatContext(context.Background(), name)
+}
+
+// StatContext is Stat that gives up, with ctx's error, when ctx is done
+// (its retries included): for a caller whose HEAD must not wait out the
+// store's timeouts.
+func (s *Source) StatContext(ctx context.Context, name string) (fs.FileInfo, error) {
 	o, err := s.parse(name)
 	if err != nil {
 		return nil, err
 	}
 	var info minio.ObjectInfo
-	err = s.c.do(context.Background(), o, func(ctx context.Context) error {
+	err = s.c.do(ctx, o, func(ctx context.Context) error {
 		info, err = s.c.core.StatObject(ctx, o.Bucket, o.Key, minio.StatObjectOptions{})
 		return err
 	})
