@@ -39,6 +39,8 @@ type fixture struct {
 	roots *roots.Roots
 	ca    *testCA
 	shm   string
+	// bucket is the directory of the test S3 server's buckets (s3Bucket).
+	bucket string
 }
 
 func newFixture(t *testing.T) *fixture {

@@ -63,8 +63,9 @@ type cachedJob struct {
 	// cache's mu, refreshed after each of its units (refreshSide).
 	side   int64
 	closed bool
-	// files are the files beneath directory roots its compile opened as
-	// its user, checked again before it serves more units (sidefiles.go);
+	// files are the side tables its compile read as its user (files,
+	// objects, listings), checked again before it serves more units
+	// (sidefiles.go);
 	// set before ready is closed.
 	files *sideFiles
 }
@@ -101,9 +102,10 @@ func (c *jobCache) closeLocked(j *cachedJob) {
 
 // get returns the compiled job of t, compiling it (once, whatever the
 // number of concurrent callers) against t's unit's file, and the function
-// to call when done with it. A cached job whose side table files its
-// user may no longer open, or that are not the files it read, leaves the
-// cache (sideFiles.fresh), and t's job compiles again: as the user, so
+// to call when done with it. A cached job whose side tables its user may
+// no longer read, or that are not what it read, or that could not be
+// checked for sideGrace, leaves the cache (sideFiles.fresh), and t's job
+// compiles again: as the user, so
 // that a table they may no longer read fails the compile (fs.ErrPermission).
 func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r rootsFS, workers int) (*cachedJob, func(), error) {
 	for try := 0; ; try++ {
@@ -111,16 +113,24 @@ func (c *jobCache) get(ctx context.Context, log *slog.Logger, t *Ticket, r roots
 		if err != nil {
 			return nil, nil, err
 		}
-		err = j.files.fresh()
+		unchecked, err := j.files.fresh(ctx)
+		if unchecked != nil {
+			log.Warn("a cached job's side tables could not be checked: serving from them until their grace ends",
+				"uid", t.User.UID, "grace", sideGrace, "err", unchecked)
+		}
 		if err == nil {
 			return j, done, nil
+		}
+		if ctx.Err() != nil {
+			done()
+			return nil, nil, ctx.Err()
 		}
 		c.drop(t.planKey(), j)
 		done()
 		if try > 0 { // changed again since the compile just made
 			return nil, nil, fmt.Errorf("compile job: %w", err)
 		}
-		log.Info("a cached job's side table changed, or its user may no longer open it: compiling the job again",
+		log.Info("a cached job's side table changed, or its user may no longer read it, or it could not be checked for too long: compiling the job again",
 			"uid", t.User.UID, "err", err)
 	}
 }
@@ -205,7 +215,7 @@ func (c *jobCache) lookup(ctx context.Context, log *slog.Logger, t *Ticket, r ro
 func (c *jobCache) compileInto(cctx context.Context, j *cachedJob, key string, log *slog.Logger, t *Ticket, r rootsFS, workers int) {
 	defer c.compiling.Done()
 	defer j.cancel()
-	files := newSideFiles(r.r, r.user.cred(), t.Unit.File)
+	files := newSideFiles(r, t.Unit.File)
 	r.side = files
 	var up *engine.UnitProcessor
 	var err error
@@ -340,6 +350,11 @@ func compileContext(ctx context.Context, t *Ticket, r rootsFS, workers int) (*en
 				return nil, fmt.Errorf("side table %s: %w", op.Join.Table, err)
 			}
 		}
+	}
+	// Listed before the compile plans them: a file added meanwhile makes
+	// the job's first check compile it again, never goes unseen.
+	if err := r.side.noteTables(ctx, job); err != nil {
+		return nil, err
 	}
 	job.Inputs = []string{t.Unit.File}
 	if len(t.Plan) == 0 {

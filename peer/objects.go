@@ -31,8 +31,8 @@ type rootsFS struct {
 	r       *roots.Roots
 	objects decode.FS // nil: object-store roots are refused
 	user    User
-	// side, when set, records the files opened beneath directory roots
-	// (a job's compile: its side tables, sidefiles.go).
+	// side, when set, records the files and objects opened (a job's
+	// compile: its side tables, sidefiles.go).
 	side *sideFiles
 }
 
@@ -55,7 +55,12 @@ func (f rootsFS) Open(name string) (decode.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fsys.Open(n)
+	file, err := fsys.Open(n)
+	if err == nil && n != name { // an object, by its URL
+
+		f.side.noteObject(name, file)
+	}
+	return file, err
 }
 
 // OpenFresh opens name asking its source what it is now
@@ -67,10 +72,17 @@ func (f rootsFS) OpenFresh(name string) (decode.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	var file decode.File
 	if fo, ok := fsys.(decode.FreshOpener); ok {
-		return fo.OpenFresh(n)
+		file, err = fo.OpenFresh(n)
+	} else {
+		file, err = fsys.Open(n)
 	}
-	return fsys.Open(n)
+	if err == nil && n != name { // an object, by its URL
+
+		f.side.noteObject(name, file)
+	}
+	return file, err
 }
 
 func (f rootsFS) Stat(name string) (fs.FileInfo, error) {
@@ -87,6 +99,36 @@ func (f rootsFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	return fsys.ReadDir(n)
+}
+
+// statContext is Stat within ctx: an object's HEAD through objects'
+// StatContext where it has one (objstore.Source); else Stat, waited for
+// until ctx is done (the call itself then ends on its own).
+func (f rootsFS) statContext(ctx context.Context, name string) (fs.FileInfo, error) {
+	fsys, n, err := f.route(name)
+	if err != nil {
+		return nil, err
+	}
+	if sc, ok := fsys.(interface {
+		StatContext(context.Context, string) (fs.FileInfo, error)
+	}); ok {
+		return sc.StatContext(ctx, n)
+	}
+	type result struct {
+		fi  fs.FileInfo
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		fi, err := fsys.Stat(n)
+		done <- result{fi, err}
+	}()
+	select {
+	case r := <-done:
+		return r.fi, r.err
+	case <-ctx.Done():
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: ctx.Err()}
+	}
 }
 
 var _ decode.Lister = rootsFS{}

@@ -14,10 +14,12 @@ import (
 
 // s3Bucket starts a test S3 server whose bucket "data" holds the
 // fixture's files, part i under data/dirs[i], and returns a client of it
-// and the roots {ctr: s3://data/ctr}; both go with the test.
+// and the roots {ctr: s3://data/ctr}; both go with the test. The
+// bucket's directory on disk is f.bucket.
 func (f *fixture) s3Bucket(t *testing.T, dirs ...string) (*objstore.Client, *roots.Roots) {
 	t.Helper()
 	bucket := t.TempDir()
+	f.bucket = bucket
 	srv, err := s3test.Start(context.Background(), bucket)
 	if err != nil {
 		t.Fatal(err)

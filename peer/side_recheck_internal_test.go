@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,10 +170,10 @@ func (c *jobCache) onlyFiles(t *testing.T) *sideFiles {
 // of an atomic, no system call.
 func BenchmarkSideFilesFresh(b *testing.B) {
 	b.ReportAllocs()
-	s := newSideFiles(nil, Self().cred(), "")
+	s := newSideFiles(rootsFS{user: Self()}, "")
 	s.seal()
 	for b.Loop() {
-		if err := s.fresh(); err != nil {
+		if _, err := s.fresh(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -196,7 +197,7 @@ func BenchmarkSideFilesCheck(b *testing.B) {
 	}
 	defer r.Close()
 	fsys := rootsFS{r: r, user: User{UID: bobUID, GID: bobUID}}
-	fsys.side = newSideFiles(r, fsys.user.cred(), "")
+	fsys.side = newSideFiles(fsys, "")
 	f, err := fsys.Open("data/side.parquet")
 	if err != nil {
 		b.Fatal(err)
@@ -208,7 +209,7 @@ func BenchmarkSideFilesCheck(b *testing.B) {
 	defer func() { sideRecheck = old }()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := fsys.side.fresh(); err != nil {
+		if _, err := fsys.side.fresh(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 	}

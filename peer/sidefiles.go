@@ -1,52 +1,114 @@
 package peer
 
-// The files beneath directory roots that a cached job read as its user
-// while it compiled (its side tables), and the check that the user may
-// still open each and that each is still the file that was read.
+// The side tables a cached job read as its user while it compiled, and
+// the check that the user may still read each and that each is still
+// what was read.
 //
 // A compiled job keeps its side tables loaded for the units that follow,
 // of its run and of the next runs of the same spec by the same user: it
-// opens them no more, so the kernel is not asked again. A chmod or chown
-// that took the user's access away, or a file replaced under the same
-// name, went unseen for as long as the job stayed cached. Before a cached
-// job serves a unit, the cache re-checks, as the user, every file its
-// compile opened, at most once every sideRecheck per job.
+// opens them no more, so neither the kernel nor the object store is
+// asked again. A chmod or chown that took the user's access away, a file
+// or object replaced under the same name, or a file added to the
+// directory or glob a table names, went unseen for as long as the job
+// stayed cached, and the peer joined its stale copy into every unit: the
+// requester, running a unit itself, joined the table as it is now, so
+// the two computed other rows, and verification could quarantine an
+// honest peer as a liar. Before a cached job serves a unit, the cache
+// checks its side tables again, at most once every sideRecheck per job.
+//
+// What the compile records (rootsFS, compileContext):
+//   - each file it opened beneath a directory root: its device, inode,
+//     size and modification time (fileID);
+//   - each object it opened beneath an object-store root: its size,
+//     Last-Modified and ETag as the open saw them (objVersion);
+//   - each side table named as a directory, a prefix or a glob: the names
+//     it expands to (decode.ExpandInputs through the user's rootsFS),
+//     listed before the compile, so that a file added between the listing
+//     and the planner's own is seen by the first check (a job compiled
+//     again for nothing), never missed.
+//
+// The check (sideFiles.check) reopens each file as the user (cred.Do:
+// the kernel says whether they may), asks the store for each object's
+// version (a HEAD, through the user's objects, which refuses what their
+// s3.allow grant no longer gives), and expands each directory, prefix or
+// glob again (a ReadDir per directory, a LIST per prefix): another
+// identity, another version, another set of names, or a refusal, and the
+// job leaves the cache; its next unit compiles it again, as the user.
 //
 // Why by time and not by run: a ticket names its job's spec (Hash), its
 // user, its columns (Plan) and its unit, and nothing that tells one run
 // of a spec from the next; the next run's tickets are the same bytes but
 // for their units. A check per unit would cost an open, an fstat and a
-// switch of credentials per side table file for every unit, which is
-// what the cache is there to avoid. So a revocation, or a replaced file,
-// is seen by the first unit that comes more than sideRecheck after the
-// job's last check: within one run, and a new run in any case when more
-// than sideRecheck passed since the last unit of the one before. The
-// steady state of a run costs each unit a read of the monotonic clock
-// (no system call); one unit every sideRecheck pays for the check.
+// switch of credentials per side table file, and a request per object,
+// for every unit, which is what the cache is there to avoid. So a
+// change is seen by the first unit that comes more than sideRecheck
+// after the job's last check: within one run, and a new run in any case
+// when more than sideRecheck passed since the last unit of the one
+// before. The steady state of a run costs each unit a read of the
+// monotonic clock (no system call, no request); one unit every
+// sideRecheck pays for the check.
+//
+// A check that cannot be made. The requests of a check are bounded by
+// sideCheckTimeout (and by the unit's own context): an unreachable or
+// hanging store must not hold the unit, and the units of the job queued
+// behind its check, for ever. A check that fails for another reason
+// than an answer (a timeout, a 5xx after the client's retries, a
+// network error, an I/O error) is not a change: one lost request must
+// not recompile a job, which reads every side table again from the same
+// troubled store. So the job serves on from the tables its last good
+// check vouched for, and is checked again sideRecheck later; but for no
+// more than sideGrace after that last good check: a job whose tables
+// could not be checked for that long leaves the cache, as a changed one
+// does, and its compile then succeeds (the store is back) or fails (its
+// units are refused, and the requester runs them itself). A stale table
+// is thus joined at most sideRecheck + sideGrace (plus a check's
+// timeout) after it changed, whatever the store does. An answer is a
+// change: not found, refused (fs.ErrPermission: the kernel's or the
+// grant's), or another identity or set of names.
 //
 // Rejected: a per-run identity in the ticket (a new field, which a peer
 // must not trust to be new: a requester may send the same one for ever,
 // so a time bound was needed anyway); watching the files with inotify
 // (no event for a change of a directory's permissions above the file,
-// nor for a group membership the user lost, and a descriptor per file).
+// nor for a group membership the user lost, a descriptor per file, and
+// nothing of the kind for an object store); conditional reads of the
+// objects (If-None-Match on a GET of the footer: the same request as a
+// HEAD, with a body); dropping a job at its first failed check (a
+// transient error flaps the cache: every blip recompiles every job whose
+// tables are in the store); serving on for ever when the store cannot
+// be asked (a store that answers no HEAD but still serves a replaced
+// object to the requester would keep the stale copy joined without
+// bound).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/lastmile/lastmile/asuser"
-	"github.com/lastmile/lastmile/roots"
+	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/iceberg"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // sideRecheck is the most time a cached job serves units without its
 // side tables being checked again (a variable for tests).
 var sideRecheck = 2 * time.Second
+
+// sideCheckTimeout bounds one check's requests (HEADs and LISTs) and
+// listings (a variable for tests).
+var sideCheckTimeout = 5 * time.Second
+
+// sideGrace is how long after its last good check a job whose side
+// tables cannot be checked (the store unreachable) still serves units (a
+// variable for tests).
+var sideGrace = 15 * time.Second
 
 // fileID is what tells one file from another, or from itself changed:
 // its device and inode, its size and its modification time.
@@ -64,99 +126,213 @@ func idOf(fi fs.FileInfo) (fileID, bool) {
 	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}, true
 }
 
-// sideFiles records the files of a job's compile, then checks them.
-// Safe for concurrent use.
+// objVersion is what tells one version of an object from another: its
+// size, its Last-Modified and its ETag (the FileInfo's Sys, as
+// objstore's Stat gives it).
+type objVersion struct {
+	size  int64
+	mtime int64 // nanoseconds since the epoch
+	etag  string
+}
+
+func versionOf(fi fs.FileInfo) objVersion {
+	etag, _ := fi.Sys().(string)
+	return objVersion{size: fi.Size(), mtime: fi.ModTime().UnixNano(), etag: etag}
+}
+
+// sideFiles records the side tables of a job's compile, then checks
+// them. Safe for concurrent use.
 type sideFiles struct {
-	r    *roots.Roots
+	fsys rootsFS // the user's, recording nothing
 	cred asuser.Cred
 	unit string // the ticket's unit file: opened afresh by every unit, not recorded
 
 	sealed atomic.Bool // the compile is over: opens are not recorded
 
-	mu    sync.Mutex
-	files map[string]fileID // by ROOT/REL name
-	err   error             // the check that failed: it fails for good
+	mu       sync.Mutex
+	files    map[string]fileID     // by ROOT/REL name
+	objects  map[string]objVersion // by ROOT/REL name
+	listings map[string][]string   // a directory or glob table: what it expands to
+	err      error                 // the check that failed: it fails for good
+	good     int64                 // nanoseconds after base of the last good check (or of the seal)
 
 	base    time.Time    // the monotonic origin of checked
 	checked atomic.Int64 // nanoseconds after base of the last check (or of the seal)
 	checks  atomic.Int64 // checks made (tests)
+	failed  atomic.Int64 // checks that could not be made (tests)
 }
 
-func newSideFiles(r *roots.Roots, cred asuser.Cred, unit string) *sideFiles {
-	return &sideFiles{r: r, cred: cred, unit: unit, files: map[string]fileID{}, base: time.Now()}
+func newSideFiles(fsys rootsFS, unit string) *sideFiles {
+	fsys.side = nil
+	return &sideFiles{fsys: fsys, cred: fsys.user.cred(), unit: unit, base: time.Now(),
+		files: map[string]fileID{}, objects: map[string]objVersion{}, listings: map[string][]string{}}
 }
 
-// note records name, opened as f, unless the compile is over (then it
-// costs no system call). A file whose identity cannot be read is
-// recorded as the zero fileID, which no check matches: its job is
+// recording reports whether name is to be recorded now.
+func (s *sideFiles) recording(name string) bool {
+	return s != nil && name != s.unit && !s.sealed.Load()
+}
+
+// note records name, a file opened as f, unless the compile is over
+// (then it costs no system call). A file whose identity cannot be read
+// is recorded as the zero fileID, which no check matches: its job is
 // compiled again at its first check.
-func (s *sideFiles) note(name string, f *os.File) {
-	if s == nil || name == s.unit || s.sealed.Load() {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sealed.Load() {
+func (s *sideFiles) note(name string, f interface{ Stat() (fs.FileInfo, error) }) {
+	if !s.recording(name) {
 		return
 	}
 	var id fileID
 	if fi, err := f.Stat(); err == nil {
 		id, _ = idOf(fi)
 	}
-	s.files[name] = id
-}
-
-// seal ends the recording: the files are those the compile opened, and
-// the next check is due sideRecheck from now. It returns how many there
-// are: a job that opened none (no side table beneath a directory root)
-// needs no check.
-func (s *sideFiles) seal() int {
 	s.mu.Lock()
-	s.sealed.Store(true)
-	n := len(s.files)
-	s.mu.Unlock()
-	s.checked.Store(int64(time.Since(s.base)))
-	return n
+	defer s.mu.Unlock()
+	if !s.sealed.Load() {
+		s.files[name] = id
+	}
 }
 
-// fresh returns nil when the files were checked less than sideRecheck
-// ago, or when they check now: the user may open each (as the kernel
-// says, as that user) and each is the file the compile read. Otherwise
-// the error, for this call and every later one.
-func (s *sideFiles) fresh() error {
+// noteObject records name, an object opened as f. An object opened twice
+// in two versions, or whose version cannot be read, is recorded as the
+// zero objVersion, which no check matches.
+func (s *sideFiles) noteObject(name string, f decode.File) {
+	if !s.recording(name) {
+		return
+	}
+	var v objVersion
+	if fi, err := f.Stat(); err == nil {
+		v = versionOf(fi)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed.Load() {
+		return
+	}
+	if old, ok := s.objects[name]; ok && old != v {
+		v = objVersion{}
+	}
+	s.objects[name] = v
+}
+
+// noteTables records what each of job's side tables that names a
+// directory, a prefix or a glob expands to now, as the user; a table
+// that is one file or object is checked as such (note, noteObject), and
+// an Iceberg table is pinned to its snapshot.
+func (s *sideFiles) noteTables(ctx context.Context, job *spec.Job) error {
 	if s == nil {
 		return nil
 	}
+	for _, op := range job.Pipeline {
+		if op.Kind != "join" || op.Join == nil || iceberg.IsRef(op.Join.Table) {
+			continue
+		}
+		table := op.Join.Table
+		names, err := decode.ExpandInputs(ctx, s.fsys, []string{table})
+		if err != nil {
+			return fmt.Errorf("side table %s: %w", table, err)
+		}
+		if len(names) == 1 && names[0] == table {
+			continue
+		}
+		s.mu.Lock()
+		s.listings[table] = names
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// seal ends the recording: the side tables are those the compile read,
+// and the next check is due sideRecheck from now. It returns how many
+// things there are to check: a job with none (no side table, or only
+// Iceberg ones) needs no check.
+func (s *sideFiles) seal() int {
+	s.mu.Lock()
+	s.sealed.Store(true)
+	n := len(s.files) + len(s.objects) + len(s.listings)
+	now := int64(time.Since(s.base))
+	s.good = now
+	s.mu.Unlock()
+	s.checked.Store(now)
+	return n
+}
+
+// fresh returns nil when the side tables were checked less than
+// sideRecheck ago, or when they check now: the user may read each (as
+// the kernel or their grant says) and each is what the compile read.
+// Otherwise the error, for this call and every later one: the job is to
+// be compiled again. A check that could not be made is not an error
+// until sideGrace after the last good one: unchecked says why, for the
+// caller to log. A check that ctx ended is neither: its error is ctx's,
+// and the next caller checks at once.
+func (s *sideFiles) fresh(ctx context.Context) (unchecked, err error) {
+	if s == nil {
+		return nil, nil
+	}
 	if time.Duration(int64(time.Since(s.base))-s.checked.Load()) < sideRecheck {
-		return nil
+		return nil, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return s.err
+		return nil, s.err
 	}
 	now := int64(time.Since(s.base))
 	if time.Duration(now-s.checked.Load()) < sideRecheck { // another caller checked meanwhile
-		return nil
+		return nil, nil
 	}
 	s.checks.Add(1)
-	if err := s.cred.Do(s.checkAll); err != nil {
+	err = s.check(ctx)
+	switch {
+	case err == nil:
+		s.good = now
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case !answered(err):
+		s.failed.Add(1)
+		if time.Duration(now-s.good) <= sideGrace {
+			s.checked.Store(now)
+			return err, nil
+		}
+		s.err = fmt.Errorf("not checked for %v (its last check: %w)", time.Duration(now-s.good).Round(time.Second), err)
+		return nil, s.err
+	default:
 		s.err = err
-		return err
+		return nil, err
 	}
 	s.checked.Store(now)
-	return nil
+	return nil, nil
 }
 
-// errSideChanged is the error of a side table file that is no longer
-// the one a cached job read.
+// answered reports whether err is the answer of a check, not the
+// failure to make it: a change, a file or object not found, a refusal.
+func answered(err error) bool {
+	return errors.Is(err, errSideChanged) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)
+}
+
+// errSideChanged is the error of a side table that is no longer what a
+// cached job read.
 var errSideChanged = errors.New("changed since the job was compiled")
 
-// checkAll opens each file beneath its root, with the caller's
+// check makes one check within sideCheckTimeout. s.mu is held.
+func (s *sideFiles) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, sideCheckTimeout)
+	defer cancel()
+	if len(s.files) > 0 {
+		if err := s.cred.Do(s.checkFiles); err != nil {
+			return err
+		}
+	}
+	if err := s.checkObjects(ctx); err != nil {
+		return err
+	}
+	return s.checkListings(ctx)
+}
+
+// checkFiles opens each file beneath its root, with the caller's
 // credentials (cred.Do), and compares it with what was read. s.mu is held.
-func (s *sideFiles) checkAll() error {
+func (s *sideFiles) checkFiles() error {
 	for name, want := range s.files {
-		f, err := s.r.Open(name)
+		f, err := s.fsys.r.Open(name)
 		if err != nil {
 			return fmt.Errorf("side table %s: %w", name, err)
 		}
@@ -167,6 +343,38 @@ func (s *sideFiles) checkAll() error {
 		}
 		if got, ok := idOf(fi); !ok || got != want || want == (fileID{}) {
 			return fmt.Errorf("side table %s: %w", name, errSideChanged)
+		}
+	}
+	return nil
+}
+
+// checkObjects asks the store for each object's version, through the
+// user's objects, and compares it with what was read. s.mu is held.
+func (s *sideFiles) checkObjects(ctx context.Context) error {
+	for name, want := range s.objects {
+		fi, err := s.fsys.statContext(ctx, name)
+		if err != nil {
+			return fmt.Errorf("side table %s: %w", name, err)
+		}
+		if got := versionOf(fi); got != want || want == (objVersion{}) {
+			return fmt.Errorf("side table %s: %w (size %d, Last-Modified %d, ETag %q; read as %d, %d, %q)",
+				name, errSideChanged, got.size, got.mtime, got.etag, want.size, want.mtime, want.etag)
+		}
+	}
+	return nil
+}
+
+// checkListings expands each directory, prefix or glob table again, as
+// the user, and compares the names with what the compile listed. s.mu
+// is held.
+func (s *sideFiles) checkListings(ctx context.Context) error {
+	for table, want := range s.listings {
+		got, err := decode.ExpandInputs(ctx, s.fsys, []string{table})
+		if err != nil {
+			return fmt.Errorf("side table %s: %w", table, err)
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("side table %s: %w (%d files, %d when compiled)", table, errSideChanged, len(got), len(want))
 		}
 	}
 	return nil
