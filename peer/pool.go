@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -285,7 +286,7 @@ func (p *Pool) dialConn(addr, serverName string, roots *x509.CertPool) (*peerCon
 	// by definition while it spills, gets round to reading; the peer then
 	// idles. The bound on memory is the credits: at most Credits units'
 	// output per peer are in flight.
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(connectParams),
 		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(int32(min(int64(streamWindow)*int64(p.cfg.Credits), 1<<30))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
 		experimental.WithBufferPool(frames))
@@ -294,6 +295,12 @@ func (p *Pool) dialConn(addr, serverName string, roots *x509.CertPool) (*peerCon
 	}
 	return &peerConn{cc: conn, client: flight.NewClientFromConn(conn, nil), roots: roots}, nil
 }
+
+// connectParams are gRPC's own reconnection schedule of a peer's
+// connection: its defaults (backoff from 1s, times 1.6 to 120s; 20s to
+// connect). A variable for the tests, which stand for the backoff a long
+// outage leaves.
+var connectParams = grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 20 * time.Second}
 
 // pick takes a credit at the healthy peer with the fewest units in
 // flight, or returns nil when none has credit.
