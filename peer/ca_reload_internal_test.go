@@ -16,9 +16,10 @@ import (
 // TestPoolReloadsCA: a requester's CA bundle, replaced in place and
 // reloaded (SIGHUP), verifies the peers of every call after the reload:
 // a peer whose CA was added is reached, one whose CA was removed is not,
-// although the requester has a connection to it made before, and a unit
-// in flight on that connection finishes there; the connection is closed
-// after it. Before 2026-11-29 a requester verified peers with the CA
+// although the requester has a connection to it made before, which is
+// closed with the unit in flight on it (its spill worker computes it
+// here). Until 2026-11-30 that unit finished on the connection, and the
+// connection was closed after it. Before 2026-11-29 a requester verified peers with the CA
 // bundle it started with until it restarted: a CA added for a rotation
 // was not trusted, and one removed (compromised) still was.
 func TestPoolReloadsCA(t *testing.T) {
@@ -108,12 +109,14 @@ func TestPoolReloadsCA(t *testing.T) {
 	if err := creds.Reload(); err != nil {
 		t.Fatal(err)
 	}
+	// No Pool.CredsReloaded here: the peer's next call applies the
+	// reload (conns.use), and closes the connection with the unit on it.
 	reach(oldAddr, false, "the old CA removed, a unit in flight")
-	reach(newAddr, true, "the old CA removed")
-	if err := <-fetched; err != nil {
-		t.Fatalf("the unit in flight as the CA was removed: %v; want it finished on its connection", err)
-	}
 	if s := before.cc.GetState(); s != connectivity.Shutdown {
-		t.Fatalf("the connection made with the old CA is %v after its last unit; want it closed", s)
+		t.Fatalf("the connection made with the old CA is %v after the peer's next call; want it closed", s)
+	}
+	reach(newAddr, true, "the old CA removed")
+	if err := <-fetched; err == nil {
+		t.Fatal("the unit in flight as the CA was removed was answered; want it failed (computed here)")
 	}
 }

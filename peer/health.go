@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -42,14 +41,23 @@ func (p *Pool) probeWhenDue(r *remote) {
 // probe asks a peer that failed, once its exclusion is over, whether it
 // answers again (InfoAction, within probeTimeout), speaks this version
 // and is of this compute identity (identity.go): then it is re-admitted.
-// One that does not answer is excluded for twice as long, one of another
-// version or build for versionBackoff. A hung or partitioned peer so
-// costs a probe, not a unit's deadline, each time its exclusion ends.
+// One that does not answer is excluded for twice as long (certBackoff
+// if it was refused for its certificate), one of another version or
+// build for versionBackoff. A hung or partitioned peer so costs a
+// probe, not a unit's deadline, each time its exclusion ends.
+//
+// The probe goes over a new connection unless the peer's is ready
+// (conns.fresh): a connection whose handshake failed would fail the
+// probe with that failure, kept by gRPC until its own next attempt, and
+// a peer whose certificate was renewed meanwhile would wait for it
+// (conn.go). So the probe is a handshake, and fails as soon as it does.
 func (p *Pool) probe(r *remote) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	// Waiting for the connection gives gRPC's reconnection to a peer that
-	// came back the probe's time, rather than failing at once.
-	in, err := r.info(ctx, grpc.WaitForReady(true))
+	var in Info
+	err := r.conns.fresh()
+	if err == nil {
+		in, err = r.info(ctx)
+	}
 	cancel()
 	another := false // of another version or build: an operator must act
 	if err == nil {
@@ -63,7 +71,7 @@ func (p *Pool) probe(r *remote) {
 		r.st.Compute = clipCompute(in.Compute)
 	}
 	if err != nil {
-		r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
+		r.backoff = p.nextBackoff(r, err)
 		if another {
 			r.backoff = versionBackoff
 		}
@@ -79,15 +87,34 @@ func (p *Pool) probe(r *remote) {
 	p.log.Info("peer answers again; re-admitted", "peer", r.addr)
 }
 
+// nextBackoff is r's exclusion after a failure, err: twice the last,
+// from 1s to maxBackoff; certBackoff while its handshakes refuse its
+// certificate (a renewal fixes that at a moment nobody tells this host,
+// and a probe then costs a handshake, not a unit: no unit is sent to a
+// peer before a probe's handshake succeeded); versionBackoff for
+// another protocol version or build.
+func (p *Pool) nextBackoff(r *remote, err error) time.Duration {
+	switch {
+	case status.Code(err) == codes.FailedPrecondition:
+		return versionBackoff // another protocol version or build: an operator must act
+	case r.conns.certRefused():
+		return certBackoff
+	}
+	return min(max(2*r.backoff, time.Second), maxBackoff)
+}
+
 // probeTimeout bounds a probe of a failed peer, and checkTimeout a check
 // of a peer whose units were all done here first (check); the exclusions
 // after failures grow from 1s to maxBackoff (versionBackoff for a peer of
-// another protocol version or build, which an operator must upgrade).
+// another protocol version or build, which an operator must upgrade;
+// certBackoff for one whose certificate the handshake refuses, which an
+// operator renews).
 const (
 	probeTimeout   = 2 * time.Second
 	checkTimeout   = time.Second
 	maxBackoff     = 30 * time.Second
 	versionBackoff = 10 * time.Minute
+	certBackoff    = time.Second
 )
 
 // slowLimit is how many units in a row a peer may lose to hedges before
@@ -123,12 +150,40 @@ func (p *Pool) check(r *remote, lost int) {
 // gets units again once it answers a probe.
 func (p *Pool) excludeLocked(r *remote, err error) {
 	r.st.LastError = err.Error()
-	r.backoff = min(max(2*r.backoff, time.Second), maxBackoff)
-	if status.Code(err) == codes.FailedPrecondition {
-		r.backoff = versionBackoff // another protocol version or build: an operator must act
-	}
+	r.backoff = p.nextBackoff(r, err)
 	r.excluded = time.Now().Add(r.backoff)
 	r.suspect, r.slow = true, 0
 	p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
 	p.probeWhenDue(r)
+}
+
+// CredsReloaded applies a reload of the requester's certificate files
+// (SIGHUP: Creds.Reload) at once: every peer's connections are verified
+// with the CA bundle now in force, and those it no longer verifies are
+// closed, idle or not (conn.go); and every failed peer is probed now,
+// rather than when its exclusion ends, since the reload may be what it
+// needed (a CA added, this host's certificate renewed). A probe that
+// fails excludes it for its next backoff, as any.
+func (p *Pool) CredsReloaded() {
+	p.mu.Lock()
+	peers := make([]*remote, 0, len(p.peers))
+	for _, r := range p.peers {
+		peers = append(peers, r)
+	}
+	p.mu.Unlock()
+	for _, r := range peers {
+		if n := r.conns.reverify(); n > 0 {
+			p.log.Warn("closed connections to a peer the reloaded CA bundle does not verify; units on them are computed here",
+				"peer", r.addr, "connections", n)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for _, r := range peers {
+		if r.suspect && !r.quarantined {
+			r.excluded = now
+			p.probeLocked(r, now)
+		}
+	}
 }

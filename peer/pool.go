@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
@@ -268,18 +267,17 @@ func (p *Pool) dial(r *remote, serverName string) error {
 }
 
 // dialConn makes a connection to the peer at addr whose handshakes
-// verify it with roots (nil: TLS.RootCAs).
+// verify it with roots (nil: TLS.RootCAs), or the bundle a reload gives
+// it since (verifiedTLS).
 func (p *Pool) dialConn(addr, serverName string, roots *x509.CertPool) (*peerConn, error) {
+	pc := &peerConn{roots: roots}
 	creds := insecure.NewCredentials()
 	if p.cfg.TLS != nil {
 		c := p.cfg.TLS.Clone()
 		if c.ServerName == "" && serverName != "" {
 			c.ServerName = serverName
 		}
-		if roots != nil {
-			c.RootCAs = roots
-		}
-		creds = credentials.NewTLS(c)
+		creds = &verifiedTLS{base: c, pc: pc}
 	}
 	// Flow-control windows that hold whole units: with gRPC's 64 KiB a
 	// peer stalls after each window until this host, whose CPUs are busy
@@ -293,7 +291,8 @@ func (p *Pool) dialConn(addr, serverName string, roots *x509.CertPool) (*peerCon
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", addr, err)
 	}
-	return &peerConn{cc: conn, client: flight.NewClientFromConn(conn, nil), roots: roots}, nil
+	pc.cc, pc.client = conn, flight.NewClientFromConn(conn, nil)
+	return pc, nil
 }
 
 // connectParams are gRPC's own reconnection schedule of a peer's
