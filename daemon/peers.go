@@ -394,10 +394,11 @@ const expiryWarning = 30 * 24 * time.Hour
 // files again (same paths: a renewal in place), as SIGHUP asks: a peer
 // presents the new certificate and trusts the new CA bundle from its next
 // handshake; a requester presents the new certificate from its next
-// connection, and verifies peers with the new CA bundle from its next
-// call to each (a connection made with the old bundle carries only the
-// units already on it, then closes: peer/conn.go). Files that do not load
-// leave the ones in use, and say so.
+// connection, verifies peers with the new CA bundle at once (a
+// connection whose peer it no longer verifies is closed, with the units
+// on it, which are computed here; one it verifies stays: peer/conn.go),
+// and probes its failed peers now (Pool.CredsReloaded). Files that do
+// not load leave the ones in use, and say so.
 func (d *Daemon) reloadTLS() {
 	for _, c := range []struct {
 		key   string
@@ -413,6 +414,9 @@ func (d *Daemon) reloadTLS() {
 		}
 		d.log.Info("certificates reloaded", "key", c.key, "not_after", c.creds.NotAfter())
 		d.warnExpiry(c.key, c.creds)
+		if c.key == "peers.tls" && d.pool != nil {
+			d.pool.CredsReloaded()
+		}
 	}
 }
 
