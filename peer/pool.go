@@ -36,10 +36,10 @@ type PoolConfig struct {
 	// to loopback addresses.
 	TLS *tls.Config
 	// Roots, when set, is the CA bundle peers are verified with in place
-	// of TLS.RootCAs, asked for at each call: a call whose peer's
-	// connection was made with another bundle (a reload replaced it:
-	// Creds.Roots) goes over a new connection, and the old one is closed
-	// once the calls on it are done (conn.go). nil: TLS.RootCAs, always.
+	// of TLS.RootCAs, asked for at each call and at CredsReloaded: once a
+	// reload replaced it (Creds.Roots), a connection whose peer it does
+	// not verify is closed, with the calls on it, and one it verifies
+	// stays (conn.go). nil: TLS.RootCAs, always.
 	Roots func() *x509.CertPool
 	// Credits is the most units in flight at one peer; default 4.
 	Credits int

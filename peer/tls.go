@@ -77,9 +77,10 @@ func (f TLSFiles) load() (*loaded, error) {
 // when it dials and a client's tls.Config offers no hook to choose the
 // roots per handshake (verifying by hand, with InsecureSkipVerify and a
 // VerifyConnection, would put the check of every peer's identity in our
-// code). A Pool given Roots (PoolConfig.Roots) therefore makes each
-// connection with the bundle Roots returns then, and replaces a
-// connection made with another bundle at its next use (conn.go).
+// code). A Pool given Roots (PoolConfig.Roots) therefore chooses the
+// bundle per handshake in its own transport credentials, and at a
+// reload (Pool.CredsReloaded) closes the connections whose peer the new
+// bundle does not verify (conn.go).
 type Creds struct {
 	files TLSFiles
 	cur   atomic.Pointer[loaded]
