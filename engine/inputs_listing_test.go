@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,6 +226,68 @@ func TestLocalFilesStatedOnce(t *testing.T) {
 					t.Errorf("inputs %s, %q: %s stated %d times; want at most 1", inputs, body, f, n)
 				}
 			}
+		}
+	}
+}
+
+// TestListedPlanAsExpanded: a job's input files planned as listed
+// (engine.InputPlan's options, decode.PlanOptions.Listed in a job with a
+// table) give the plan that expanding each name again gave before
+// Listed: the same files in the same order, cut into the same units,
+// whatever plain inputs stand beside the table (a directory, a glob, a
+// file another input reaches too) and in whatever order. A checkpoint
+// taken with the earlier build resumes on the same units.
+func TestListedPlanAsExpanded(t *testing.T) {
+	tab, meta := deletesTableEq(t, func(int64) bool { return false })
+	p, _ := tab.Locate(9)
+	data, err := os.ReadFile(strings.TrimPrefix(p.File, "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := t.TempDir()
+	for _, f := range []string{"b/p-2.parquet", "a/p-1.parquet", "a/p-0.parquet", "b/c/p-3.parquet"} {
+		f = filepath.Join(plain, f)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table := "iceberg:" + meta
+	for _, inputs := range [][]string{
+		{table},
+		{plain, table},
+		{table, plain + "/b", plain + "/a/p-1.parquet"},
+		{plain + "/*/p-*.parquet", table, plain},
+		{plain + "/b/c/p-3.parquet", plain, table, table},
+	} {
+		quoted := make([]string, len(inputs))
+		for i, in := range inputs {
+			quoted[i] = strconv.Quote(in)
+		}
+		job, err := spec.Parse("t.yaml", []byte(fmt.Sprintf("inputs: [%s]\nbatch: {size: 64}\ndecode: {max_unit_rows: 60}\n", strings.Join(quoted, ", "))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, opts, err := engine.InputPlan(context.Background(), job, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !opts.Listed {
+			t.Fatalf("%q: the files of a job with a table are not planned as listed", inputs)
+		}
+		listed, err := decode.PlanFiles(context.Background(), paths, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Listed = false
+		expanded, err := decode.PlanFiles(context.Background(), paths, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(listed.Files, expanded.Files) || !reflect.DeepEqual(listed.Units, expanded.Units) || len(listed.Units) < 2 {
+			t.Errorf("%q: %d units as listed, %d expanded again; files %v and %v", inputs, len(listed.Units), len(expanded.Units), listed.Files, expanded.Files)
 		}
 	}
 }
