@@ -161,6 +161,26 @@ func NewUnitProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, worker
 	return unitProcessor(proc, workers), nil
 }
 
+// NewFileProcessor is NewUnitProcessor for a job whose inputs are files
+// a plan found (a unit's file, as a peer is sent it): each is planned by
+// its name (decode.PlanOptions.Listed), not expanded as a user's input
+// is. A file "part[0].parquet" is that file, not the glob
+// "part0.parquet", and an object without the ".parquet" suffix is not
+// listed as the prefix it might be.
+func NewFileProcessor(ctx context.Context, job *spec.Job, fsys decode.FS, workers int) (*UnitProcessor, error) {
+	workers = max(workers, 1)
+	in, err := inputFiles(ctx, job, fsys)
+	if err != nil {
+		return nil, err
+	}
+	in.listed = true
+	proc, err := inputProcessor(ctx, job, in, workers, fsys)
+	if err != nil {
+		return nil, err
+	}
+	return unitProcessor(proc, workers), nil
+}
+
 // NewUnitProcessorOf is NewUnitProcessor for the columns the requester
 // planned (decode.PlanOf): a unit of an Iceberg table is decoded by what
 // planning all of the table's files gave, a column renamed, added or

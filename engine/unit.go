@@ -80,6 +80,11 @@ func newProcessor(ctx context.Context, job *spec.Job, workers int, fsys decode.F
 	if err != nil {
 		return nil, err
 	}
+	return inputProcessor(ctx, job, in, workers, fsys)
+}
+
+// inputProcessor is newProcessor for the files in lists.
+func inputProcessor(ctx context.Context, job *spec.Job, in jobInputs, workers int, fsys decode.FS) (*processor, error) {
 	planOpts := in.options(PlanOptions(job, fsys))
 	paths, tables := in.paths, in.tables
 	if len(job.Pipeline) == 0 {

@@ -358,7 +358,7 @@ func compileContext(ctx context.Context, t *Ticket, r rootsFS, workers int) (*en
 	}
 	job.Inputs = []string{t.Unit.File}
 	if len(t.Plan) == 0 {
-		return engine.NewUnitProcessor(ctx, job, r, workers)
+		return engine.NewFileProcessor(ctx, job, r, workers)
 	}
 	var cols PlanColumns
 	if err := json.Unmarshal(t.Plan, &cols); err != nil {
