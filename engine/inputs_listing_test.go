@@ -291,3 +291,35 @@ func TestListedPlanAsExpanded(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineOverADirectoryWithGlobCharacters: a job with a pipeline
+// plans the files its directory input listed by their names: a file
+// "part[1].parquet" beside "part1.parquet" is read, as a job without a
+// pipeline and the job's admission read it. The pipeline's planning read
+// the name as the glob "part1.parquet", which matched the other file,
+// read once, and the first file's rows were left out without a word.
+func TestPipelineOverADirectoryWithGlobCharacters(t *testing.T) {
+	tab, _ := deletesTableEq(t, func(int64) bool { return false })
+	p, _ := tab.Locate(9)
+	data, err := os.ReadFile(strings.TrimPrefix(p.File, "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := t.TempDir()
+	for _, name := range []string{"part[1].parquet", "part1.parquet"} {
+		if err := os.WriteFile(filepath.Join(plain, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(body string) int {
+		t.Helper()
+		dir := t.TempDir()
+		src := fmt.Sprintf("inputs: [%q]\nbatch: {size: 64, last: keep}\nring: {dir: %q, name: t, slots: 4}\n%s", plain, dir, body)
+		_, out := runRowsStats(t, src, dir)
+		return len(out["id"])
+	}
+	whole, piped := rows("columns: [id, key]\n"), rows("pipeline:\n  - filter: {expr: 'key != 99'}\n  - select: [id]\n")
+	if whole == 0 || piped != whole {
+		t.Fatalf("the directory's files: %d rows through a pipeline, %d without; want the same", piped, whole)
+	}
+}
