@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lastmile/lastmile/decode"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/ops"
 	"github.com/lastmile/lastmile/spec"
 )
@@ -84,7 +85,15 @@ func inputError(job *spec.Job, err error) *spec.FieldError {
 }
 
 // relative reports whether input is a relative path: not absolute, not a
-// URL.
+// URL. An Iceberg table is relative when its metadata file's location is
+// (a catalog's table is not).
 func relative(input string) bool {
+	if iceberg.IsRef(input) {
+		r, err := iceberg.ParseRef(input)
+		if err != nil || r.Metadata == "" {
+			return false
+		}
+		input, _ = strings.CutPrefix(r.Metadata, "file:")
+	}
 	return !strings.HasPrefix(input, "/") && !strings.Contains(input, "://")
 }

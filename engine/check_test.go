@@ -179,6 +179,20 @@ func TestCheckNamesTheMissingInput(t *testing.T) {
 	}
 }
 
+// TestCheckMissingTableIsNotRelative: an Iceberg table named by an
+// absolute metadata path that is not there is reported without the hint
+// for relative inputs: "iceberg:/t/metadata/v1.metadata.json" neither
+// starts with '/' nor holds "://", and was told "(a relative input is
+// relative to the spec's directory)".
+func TestCheckMissingTableIsNotRelative(t *testing.T) {
+	for _, ref := range []string{"iceberg:/nonexistent/t/metadata/v1.metadata.json", "iceberg:file:///nonexistent/t/metadata/v1.metadata.json"} {
+		err := checkSpec(t, fmt.Sprintf("inputs: [%q]\nbatch: {size: 64}\n", ref))
+		if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "relative") {
+			t.Errorf("%s: %v; want fs.ErrNotExist, without the hint for relative inputs", ref, err)
+		}
+	}
+}
+
 // TestCheckHashedColumnOnce: a hashed column the job does not read was
 // reported twice, once by the spec ("hashed.nope: not in the job's
 // columns") and again by planning, as an error of the inputs at their
