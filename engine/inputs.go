@@ -347,9 +347,10 @@ func withFieldIDs(opts decode.PlanOptions, tables []iceberg.Input) decode.PlanOp
 // InputPlan is what the planner reads for job (nil fsys: decode.OSFS)
 // and how: its plain inputs as they are (files, globs, directories,
 // object prefixes), the data files of its Iceberg tables' snapshots, and
-// PlanOptions with the tables' field ids (and Listed, in a job with a
-// table: its inputs' files are listed already). Code that plans a job's
-// input itself passes these to decode.PlanFiles.
+// PlanOptions with the tables' field ids. In a job with a table each
+// plain input is the files it lists, and the options plan every name as
+// listed (decode.PlanOptions.Listed). Code that plans a job's input
+// itself passes these to decode.PlanFiles.
 func InputPlan(ctx context.Context, job *spec.Job, fsys decode.FS) ([]string, decode.PlanOptions, error) {
 	in, err := inputFiles(ctx, job, fsys)
 	if err != nil {
