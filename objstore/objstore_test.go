@@ -481,3 +481,36 @@ func TestStatContextGivesUp(t *testing.T) {
 		t.Fatalf("StatContext of a hung store under a 200ms context: %v after %v", err, time.Since(t0))
 	}
 }
+
+// TestListStatIsWhatOpenSaw: a listing's entries give each object's
+// size and ETag as an Open's GET (and a HEAD) does, and its Last-Modified
+// to the same second: what a peer checks a cached job's prefix side
+// table by, with one LIST instead of a HEAD per object.
+func TestListStatIsWhatOpenSaw(t *testing.T) {
+	setup(t)
+	writeTable(t, filepath.Join(bucket, "liststat/a.parquet"), 10)
+	writeTable(t, filepath.Join(bucket, "liststat/b.parquet"), 20)
+	src := newSource(t, objstore.Config{PrefetchBytes: -1})
+	names, infos, err := src.ListStat(context.Background(), "s3://data/liststat/")
+	if err != nil || len(names) != 2 || len(infos) != 2 {
+		t.Fatalf("ListStat: %v, %v, %v", names, infos, err)
+	}
+	for i, name := range names {
+		f, err := src.OpenFresh(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened, _ := f.Stat()
+		f.Close()
+		head, err := src.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := infos[i]
+		if l.Size() != opened.Size() || l.Sys() != opened.Sys() || head.Sys() != opened.Sys() ||
+			!l.ModTime().Truncate(time.Second).Equal(opened.ModTime().Truncate(time.Second)) {
+			t.Errorf("%s listed as %d, %v, %q; opened as %d, %v, %q; HEAD %q", name,
+				l.Size(), l.ModTime(), l.Sys(), opened.Size(), opened.ModTime(), opened.Sys(), head.Sys())
+		}
+	}
+}

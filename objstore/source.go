@@ -216,13 +216,27 @@ const maxList = decode.MaxFiles + 1
 // List returns the objects whose URLs start with prefix, sorted; keys
 // ending in '/' (directory markers) are left out.
 func (s *Source) List(ctx context.Context, prefix string) ([]string, error) {
+	names, _, err := s.ListStat(ctx, prefix)
+	return names, err
+}
+
+// ListStat is List that also returns each object's info as the listing
+// gave it, in the order of the names: its size, its Last-Modified (to
+// the millisecond, where a HEAD's is to the second) and (Sys) its ETag,
+// which a store may leave out of a listing. It makes the same requests
+// as List: one per 1,000 objects.
+func (s *Source) ListStat(ctx context.Context, prefix string) ([]string, []fs.FileInfo, error) {
 	o, err := s.parse(prefix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var names []string
+	type entry struct {
+		name string
+		info fileInfo
+	}
+	var ents []entry
 	err = s.c.do(ctx, o, func(ctx context.Context) error {
-		names = names[:0]
+		ents = ents[:0]
 		for info := range s.c.core.ListObjectsIter(ctx, o.Bucket, minio.ListObjectsOptions{Prefix: o.Key, Recursive: true}) {
 			if info.Err != nil {
 				return info.Err
@@ -230,18 +244,23 @@ func (s *Source) List(ctx context.Context, prefix string) ([]string, error) {
 			if strings.HasSuffix(info.Key, "/") {
 				continue
 			}
-			names = append(names, Object{Bucket: o.Bucket, Key: info.Key}.String())
-			if len(names) >= maxList {
+			ents = append(ents, entry{Object{Bucket: o.Bucket, Key: info.Key}.String(),
+				fileInfo{name: path.Base(info.Key), v: version{size: info.Size, mtime: info.LastModified, etag: info.ETag}}})
+			if len(ents) >= maxList {
 				break
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return nil, nil, fmt.Errorf("list: %w", err)
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.SortFunc(ents, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	names, infos := make([]string, len(ents)), make([]fs.FileInfo, len(ents))
+	for i, e := range ents {
+		names[i], infos[i] = e.name, e.info
+	}
+	return names, infos, nil
 }
 
 // fileInfo is an object's fs.FileInfo; Sys returns its ETag.

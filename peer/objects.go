@@ -34,6 +34,10 @@ type rootsFS struct {
 	// side, when set, records the files and objects opened (a job's
 	// compile: its side tables, sidefiles.go).
 	side *sideFiles
+	// listed, when set, is given each object a List lists, with its
+	// info as the listing gave it, where objects can say (a check of
+	// side tables: sidefiles.go).
+	listed func(name string, fi fs.FileInfo)
 }
 
 func (f rootsFS) route(name string) (decode.FS, string, error) {
@@ -160,14 +164,25 @@ func (f rootsFS) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	root, _, _ := roots.Split(prefix)
 	base, _, _ := f.r.URL(root)
-	urls, err := l.List(ctx, url)
+	var urls []string
+	var infos []fs.FileInfo
+	if ls, ok := fsys.(interface {
+		ListStat(context.Context, string) ([]string, []fs.FileInfo, error)
+	}); ok && f.listed != nil {
+		urls, infos, err = ls.ListStat(ctx, url)
+	} else {
+		urls, err = l.List(ctx, url)
+	}
 	if err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(urls))
-	for _, u := range urls {
+	for i, u := range urls {
 		if rel, ok := strings.CutPrefix(u, base); ok {
 			names = append(names, root+"/"+rel)
+			if infos != nil {
+				f.listed(root+"/"+rel, infos[i])
+			}
 		}
 	}
 	return names, nil

@@ -28,12 +28,23 @@ package peer
 //     again for nothing), never missed.
 //
 // The check (sideFiles.check) reopens each file as the user (cred.Do:
-// the kernel says whether they may), asks the store for each object's
-// version (a HEAD, through the user's objects, which refuses what their
-// s3.allow grant no longer gives), and expands each directory, prefix or
-// glob again (a ReadDir per directory, a LIST per prefix): another
-// identity, another version, another set of names, or a refusal, and the
-// job leaves the cache; its next unit compiles it again, as the user.
+// the kernel says whether they may), expands each directory, prefix or
+// glob again (a ReadDir per directory, a LIST per prefix, through the
+// user's objects, which refuse what their s3.allow grant no longer
+// gives), and asks the store for each object's version: as the LIST
+// of its table gave it (size and ETag; size and Last-Modified where the
+// object had no ETag when read), else with a HEAD. Another identity,
+// another version, another set of names, or a refusal, and the job
+// leaves the cache; its next unit compiles it again, as the user.
+//
+// What a check costs the store: a LIST per 1,000 objects beneath each
+// prefix or glob table (a glob is listed from its literal part:
+// "ctr/*/dim.parquet" lists all of ctr), and a HEAD per object of a
+// table named as one object (or listed without the ETag it was read
+// with). A cached job whose units keep coming is checked every
+// sideRecheck: for a prefix of 1,000 objects, 30 LISTs a minute per
+// cached job (at most 8 per peer), where a HEAD per object would be
+// 30,000, and would not fit in sideCheckTimeout.
 //
 // Why by time and not by run: a ticket names its job's spec (Hash), its
 // user, its columns (Plan) and its unit, and nothing that tells one run
@@ -322,10 +333,11 @@ func (s *sideFiles) check(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.checkObjects(ctx); err != nil {
+	listed, err := s.checkListings(ctx)
+	if err != nil {
 		return err
 	}
-	return s.checkListings(ctx)
+	return s.checkObjects(ctx, listed)
 }
 
 // checkFiles opens each file beneath its root, with the caller's
@@ -349,9 +361,18 @@ func (s *sideFiles) checkFiles() error {
 }
 
 // checkObjects asks the store for each object's version, through the
-// user's objects, and compares it with what was read. s.mu is held.
-func (s *sideFiles) checkObjects(ctx context.Context) error {
+// user's objects, and compares it with what was read: by what this
+// check's listings said of it where they said its ETag (or the object
+// had none when read), else with a HEAD. s.mu is held.
+func (s *sideFiles) checkObjects(ctx context.Context, listed map[string]objVersion) error {
 	for name, want := range s.objects {
+		if got, ok := listed[name]; ok && (got.etag != "" || want.etag == "") {
+			if !want.listedAs(got) {
+				return fmt.Errorf("side table %s: %w (listed with size %d, Last-Modified %d, ETag %q; read as %d, %d, %q)",
+					name, errSideChanged, got.size, got.mtime, got.etag, want.size, want.mtime, want.etag)
+			}
+			continue
+		}
 		fi, err := s.fsys.statContext(ctx, name)
 		if err != nil {
 			return fmt.Errorf("side table %s: %w", name, err)
@@ -364,18 +385,37 @@ func (s *sideFiles) checkObjects(ctx context.Context) error {
 	return nil
 }
 
+// listedAs reports whether got, an object's version as a listing gave
+// it, is v, read by a GET: the same size, and the same ETag, or without
+// one the same Last-Modified to the second (a listing's has
+// milliseconds, a GET's none).
+func (v objVersion) listedAs(got objVersion) bool {
+	if v == (objVersion{}) || got.size != v.size {
+		return false
+	}
+	if v.etag != "" {
+		return got.etag == v.etag
+	}
+	sec := int64(time.Second)
+	return got.mtime/sec == v.mtime/sec
+}
+
 // checkListings expands each directory, prefix or glob table again, as
-// the user, and compares the names with what the compile listed. s.mu
-// is held.
-func (s *sideFiles) checkListings(ctx context.Context) error {
+// the user, and compares the names with what the compile listed. It
+// returns the versions of the objects its LISTs gave, by name, for
+// checkObjects. s.mu is held.
+func (s *sideFiles) checkListings(ctx context.Context) (map[string]objVersion, error) {
+	listed := map[string]objVersion{}
+	fsys := s.fsys
+	fsys.listed = func(name string, fi fs.FileInfo) { listed[name] = versionOf(fi) }
 	for table, want := range s.listings {
-		got, err := decode.ExpandInputs(ctx, s.fsys, []string{table})
+		got, err := decode.ExpandInputs(ctx, fsys, []string{table})
 		if err != nil {
-			return fmt.Errorf("side table %s: %w", table, err)
+			return nil, fmt.Errorf("side table %s: %w", table, err)
 		}
 		if !slices.Equal(got, want) {
-			return fmt.Errorf("side table %s: %w (%d files, %d when compiled)", table, errSideChanged, len(got), len(want))
+			return nil, fmt.Errorf("side table %s: %w (%d files, %d when compiled)", table, errSideChanged, len(got), len(want))
 		}
 	}
-	return nil
+	return listed, nil
 }
