@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,4 +170,36 @@ func TestSideCheckThatCannotBeMade(t *testing.T) {
 			t.Fatal("the next caller did not check again")
 		}
 	})
+}
+
+// TestSideCheckWaitersKeepTheirContext: a unit of a cached job that
+// waits for another's check of its side tables gives up when its own
+// context ends (its requester gone, or hedged elsewhere), as the unit
+// making the check does, and does not wait out the check: before, it
+// waited on the check's lock until the check ended, sideCheckTimeout
+// for a hung store, and for ever for a hung file system.
+func TestSideCheckWaitersKeepTheirContext(t *testing.T) {
+	s, objs := fakeSide(t)
+	sideCheckTimeout = 3 * time.Second
+	started := make(chan struct{})
+	var once sync.Once
+	objs.answer(func(ctx context.Context) (fs.FileInfo, error) {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		s.fresh(context.Background())
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err := s.fresh(ctx)
+	if d := time.Since(t0); !errors.Is(err, context.DeadlineExceeded) || d > time.Second {
+		t.Errorf("a unit waiting for another's check, its context ended after 50ms: %v after %v", err, d)
+	}
+	<-checked
 }

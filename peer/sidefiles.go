@@ -61,8 +61,12 @@ package peer
 //
 // A check that cannot be made. The requests of a check are bounded by
 // sideCheckTimeout (and by the unit's own context): an unreachable or
-// hanging store must not hold the unit, and the units of the job queued
-// behind its check, for ever. A check that fails for another reason
+// hanging store must not hold the unit for ever; the units of the job
+// queued behind its check wait for it only as long as their own
+// contexts allow (checking). The kernel's opens and ReadDirs of a
+// check of files are not bounded (a system call is not cancelled): a
+// hung file system holds the unit making the check, as it would that
+// unit's reads of its own file. A check that fails for another reason
 // than an answer (a timeout, a 5xx after the client's retries, a
 // network error, an I/O error) is not a change: one lost request must
 // not recompile a job, which reads every side table again from the same
@@ -112,8 +116,8 @@ import (
 // side tables being checked again (a variable for tests).
 var sideRecheck = 2 * time.Second
 
-// sideCheckTimeout bounds one check's requests (HEADs and LISTs) and
-// listings (a variable for tests).
+// sideCheckTimeout bounds one check's requests to the object store
+// (HEADs and LISTs), not its system calls (a variable for tests).
 var sideCheckTimeout = 5 * time.Second
 
 // sideGrace is how long after its last good check a job whose side
@@ -160,6 +164,11 @@ type sideFiles struct {
 
 	sealed atomic.Bool // the compile is over: opens are not recorded
 
+	// checking is held by the check in progress (fresh), before mu: a
+	// unit waiting for another's check gives up when its own context
+	// ends, not when the check does.
+	checking chan struct{}
+
 	mu       sync.Mutex
 	files    map[string]fileID     // by ROOT/REL name
 	objects  map[string]objVersion // by ROOT/REL name
@@ -175,7 +184,7 @@ type sideFiles struct {
 
 func newSideFiles(fsys rootsFS, unit string) *sideFiles {
 	fsys.side = nil
-	return &sideFiles{fsys: fsys, cred: fsys.user.cred(), unit: unit, base: time.Now(),
+	return &sideFiles{fsys: fsys, cred: fsys.user.cred(), unit: unit, base: time.Now(), checking: make(chan struct{}, 1),
 		files: map[string]fileID{}, objects: map[string]objVersion{}, listings: map[string][]string{}}
 }
 
@@ -282,6 +291,12 @@ func (s *sideFiles) fresh(ctx context.Context) (unchecked, err error) {
 	if time.Duration(int64(time.Since(s.base))-s.checked.Load()) < sideRecheck {
 		return nil, nil
 	}
+	select {
+	case s.checking <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.checking }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
