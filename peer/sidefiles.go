@@ -160,7 +160,9 @@ func versionOf(fi fs.FileInfo) objVersion {
 type sideFiles struct {
 	fsys rootsFS // the user's, recording nothing
 	cred asuser.Cred
-	unit string // the ticket's unit file: opened afresh by every unit, not recorded
+	// unit is the ticket's unit file: opened afresh by every unit, not
+	// recorded, unless a side table is it too (noteTables clears it).
+	unit string
 
 	sealed atomic.Bool // the compile is over: opens are not recorded
 
@@ -190,7 +192,7 @@ func newSideFiles(fsys rootsFS, unit string) *sideFiles {
 
 // recording reports whether name is to be recorded now.
 func (s *sideFiles) recording(name string) bool {
-	return s != nil && name != s.unit && !s.sealed.Load()
+	return s != nil && !s.sealed.Load() && name != s.unit
 }
 
 // note records name, a file opened as f, unless the compile is over
@@ -236,8 +238,10 @@ func (s *sideFiles) noteObject(name string, f decode.File) {
 
 // noteTables records what each of job's side tables that names a
 // directory, a prefix or a glob expands to now, as the user; a table
-// that is one file or object is checked as such (note, noteObject), and
-// an Iceberg table is pinned to its snapshot.
+// that is one file or object is checked as such (note, noteObject). A
+// table that is, or holds, the unit's file makes that file recorded as
+// the others are: the job, loaded with it, serves other units. It runs
+// before the compile opens anything.
 func (s *sideFiles) noteTables(ctx context.Context, job *spec.Job) error {
 	if s == nil {
 		return nil
@@ -251,6 +255,9 @@ func (s *sideFiles) noteTables(ctx context.Context, job *spec.Job) error {
 		if err != nil {
 			return fmt.Errorf("side table %s: %w", table, err)
 		}
+		if slices.Contains(names, s.unit) {
+			s.unit = ""
+		}
 		if len(names) == 1 && names[0] == table {
 			continue
 		}
@@ -263,8 +270,8 @@ func (s *sideFiles) noteTables(ctx context.Context, job *spec.Job) error {
 
 // seal ends the recording: the side tables are those the compile read,
 // and the next check is due sideRecheck from now. It returns how many
-// things there are to check: a job with none (no side table, or only
-// Iceberg ones) needs no check.
+// things there are to check: a job with none (no side table: a peer
+// refuses an Iceberg one, which is no ROOT/REL name) needs no check.
 func (s *sideFiles) seal() int {
 	s.mu.Lock()
 	s.sealed.Store(true)
