@@ -31,20 +31,21 @@ package peer
 // the kernel says whether they may), expands each directory, prefix or
 // glob again (a ReadDir per directory, a LIST per prefix, through the
 // user's objects, which refuse what their s3.allow grant no longer
-// gives), and asks the store for each object's version: as the LIST
-// of its table gave it (size and ETag; size and Last-Modified where the
-// object had no ETag when read), else with a HEAD. Another identity,
-// another version, another set of names, or a refusal, and the job
-// leaves the cache; its next unit compiles it again, as the user.
+// gives), and asks the store for each object's version: the LIST of
+// its table vouches for one it gives as read (size and ETag; size and
+// Last-Modified where the object had no ETag when read), a HEAD decides
+// for any other. Another identity, another version, another set of
+// names, or a refusal, and the job leaves the cache; its next unit
+// compiles it again, as the user.
 //
 // What a check costs the store: a LIST per 1,000 objects beneath each
 // prefix or glob table (a glob is listed from its literal part:
 // "ctr/*/dim.parquet" lists all of ctr), and a HEAD per object of a
-// table named as one object (or listed without the ETag it was read
-// with). A cached job whose units keep coming is checked every
-// sideRecheck: for a prefix of 1,000 objects, 30 LISTs a minute per
-// cached job (at most 8 per peer), where a HEAD per object would be
-// 30,000, and would not fit in sideCheckTimeout.
+// table named as one object, or listed otherwise than read. A cached
+// job whose units keep coming is checked every sideRecheck: for a
+// prefix of 1,000 objects, 30 LISTs a minute per cached job (at most 8
+// per peer), where a HEAD per object would be 30,000, and would not fit
+// in sideCheckTimeout.
 //
 // Why by time and not by run: a ticket names its job's spec (Hash), its
 // user, its columns (Plan) and its unit, and nothing that tells one run
@@ -383,16 +384,15 @@ func (s *sideFiles) checkFiles() error {
 }
 
 // checkObjects asks the store for each object's version, through the
-// user's objects, and compares it with what was read: by what this
-// check's listings said of it where they said its ETag (or the object
-// had none when read), else with a HEAD. s.mu is held.
+// user's objects, and compares it with what was read: an object this
+// check's listings gave as the version read is vouched for by them;
+// any other (not listed, listed otherwise, or without the ETag it was
+// read with) is asked for with a HEAD, whose answer decides, so that a
+// store whose listings say less, or say it otherwise, costs HEADs, not
+// a job compiled again at every check. s.mu is held.
 func (s *sideFiles) checkObjects(ctx context.Context, listed map[string]objVersion) error {
 	for name, want := range s.objects {
-		if got, ok := listed[name]; ok && (got.etag != "" || want.etag == "") {
-			if !want.listedAs(got) {
-				return fmt.Errorf("side table %s: %w (listed with size %d, Last-Modified %d, ETag %q; read as %d, %d, %q)",
-					name, errSideChanged, got.size, got.mtime, got.etag, want.size, want.mtime, want.etag)
-			}
+		if got, ok := listed[name]; ok && want.listedAs(got) {
 			continue
 		}
 		fi, err := s.fsys.statContext(ctx, name)
