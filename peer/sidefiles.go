@@ -71,7 +71,8 @@ package peer
 // than an answer (a timeout, a 5xx after the client's retries, a
 // network error, an I/O error) is not a change: one lost request must
 // not recompile a job, which reads every side table again from the same
-// troubled store. So the job serves on from the tables its last good
+// troubled store (unless the job was idle for more than sideGrace, as
+// between two runs: its tables were last vouched for too long ago). So the job serves on from the tables its last good
 // check vouched for, and is checked again sideRecheck later; but for no
 // more than sideGrace after that last good check: a job whose tables
 // could not be checked for that long leaves the cache, as a changed one
