@@ -216,27 +216,29 @@ const maxList = decode.MaxFiles + 1
 // List returns the objects whose URLs start with prefix, sorted; keys
 // ending in '/' (directory markers) are left out.
 func (s *Source) List(ctx context.Context, prefix string) ([]string, error) {
-	names, _, err := s.ListStat(ctx, prefix)
+	names, _, err := s.list(ctx, prefix, false)
 	return names, err
 }
 
 // ListStat is List that also returns each object's info as the listing
 // gave it, in the order of the names: its size, its Last-Modified (to
 // the millisecond, where a HEAD's is to the second) and (Sys) its ETag,
-// which a store may leave out of a listing. It makes the same requests
-// as List: one per 1,000 objects.
+// which a store may leave out of a listing or give otherwise. It makes
+// the same requests as List: one per 1,000 objects.
 func (s *Source) ListStat(ctx context.Context, prefix string) ([]string, []fs.FileInfo, error) {
+	return s.list(ctx, prefix, true)
+}
+
+// list is List, and ListStat when stat is set.
+func (s *Source) list(ctx context.Context, prefix string, stat bool) ([]string, []fs.FileInfo, error) {
 	o, err := s.parse(prefix)
 	if err != nil {
 		return nil, nil, err
 	}
-	type entry struct {
-		name string
-		info fileInfo
-	}
-	var ents []entry
+	var names []string
+	var infos []fs.FileInfo
 	err = s.c.do(ctx, o, func(ctx context.Context) error {
-		ents = ents[:0]
+		names, infos = names[:0], infos[:0]
 		for info := range s.c.core.ListObjectsIter(ctx, o.Bucket, minio.ListObjectsOptions{Prefix: o.Key, Recursive: true}) {
 			if info.Err != nil {
 				return info.Err
@@ -244,9 +246,11 @@ func (s *Source) ListStat(ctx context.Context, prefix string) ([]string, []fs.Fi
 			if strings.HasSuffix(info.Key, "/") {
 				continue
 			}
-			ents = append(ents, entry{Object{Bucket: o.Bucket, Key: info.Key}.String(),
-				fileInfo{name: path.Base(info.Key), v: version{size: info.Size, mtime: info.LastModified, etag: info.ETag}}})
-			if len(ents) >= maxList {
+			names = append(names, Object{Bucket: o.Bucket, Key: info.Key}.String())
+			if stat {
+				infos = append(infos, fileInfo{name: path.Base(info.Key), v: version{size: info.Size, mtime: info.LastModified, etag: info.ETag}})
+			}
+			if len(names) >= maxList {
 				break
 			}
 		}
@@ -255,12 +259,20 @@ func (s *Source) ListStat(ctx context.Context, prefix string) ([]string, []fs.Fi
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
 	}
-	slices.SortFunc(ents, func(a, b entry) int { return strings.Compare(a.name, b.name) })
-	names, infos := make([]string, len(ents)), make([]fs.FileInfo, len(ents))
-	for i, e := range ents {
-		names[i], infos[i] = e.name, e.info
+	if !stat {
+		slices.Sort(names)
+		return names, nil, nil
 	}
-	return names, infos, nil
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+	sn, si := make([]string, len(order)), make([]fs.FileInfo, len(order))
+	for i, j := range order {
+		sn[i], si[i] = names[j], infos[j]
+	}
+	return sn, si, nil
 }
 
 // fileInfo is an object's fs.FileInfo; Sys returns its ETag.
