@@ -61,7 +61,6 @@ func (f rootsFS) Open(name string) (decode.File, error) {
 	}
 	file, err := fsys.Open(n)
 	if err == nil && n != name { // an object, by its URL
-
 		f.side.noteObject(name, file)
 	}
 	return file, err
@@ -83,7 +82,6 @@ func (f rootsFS) OpenFresh(name string) (decode.File, error) {
 		file, err = fsys.Open(n)
 	}
 	if err == nil && n != name { // an object, by its URL
-
 		f.side.noteObject(name, file)
 	}
 	return file, err
