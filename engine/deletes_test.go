@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
@@ -178,14 +177,7 @@ pipeline:
 // and metadata all S3 objects, named by s3:// locations) loses the same
 // rows as a local one.
 func TestIcebergDeletesOnS3(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the S3 test server")
-	}
-	srv, err := s3test.Start(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startS3(t)
 	bucket, _ := srv.Bucket("lake")
 	tab, err := icebergtest.New(filepath.Join(bucket, "events"), icebergtest.Layout{ByPart: true, RowGroupRows: 100, URL: "s3://lake/events"})
 	if err != nil {

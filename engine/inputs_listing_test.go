@@ -38,14 +38,7 @@ func (c *countingLister) List(ctx context.Context, prefix string) ([]string, err
 // the prefix once more itself, a second round of LIST requests for a
 // prefix of many objects.
 func TestTableBesideAPrefixListsItOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the S3 test server")
-	}
-	srv, err := s3test.Start(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startS3(t)
 	tab, meta := deletesTableEq(t, func(int64) bool { return false })
 	p, _ := tab.Locate(9)
 	file := strings.TrimPrefix(p.File, "file://")
@@ -120,14 +113,7 @@ func TestTableBesideADirectoryWithGlobCharacters(t *testing.T) {
 // had listed by expanding each again, and a name without the suffix may
 // be a prefix: one more LIST request per object.
 func TestObjectsWithoutSuffixListedOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the S3 test server")
-	}
-	srv, err := s3test.Start(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startS3(t)
 	tab, meta := deletesTableEq(t, func(int64) bool { return false })
 	p, _ := tab.Locate(9)
 	data, err := os.ReadFile(strings.TrimPrefix(p.File, "file://"))

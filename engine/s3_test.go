@@ -160,3 +160,18 @@ func readTensors(ctx context.Context, dir, name string) ([][]byte, error) {
 		out = append(out, all)
 	}
 }
+
+// startS3 starts the S3 test server for t, serving a bucket "lake"
+// beneath a temporary directory, and skips t in -short runs.
+func startS3(t *testing.T) *s3test.Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the S3 test server")
+	}
+	srv, err := s3test.Start(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
