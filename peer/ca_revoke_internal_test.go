@@ -183,3 +183,49 @@ func (c *caRotation) stats(addr string) PeerStats {
 	}
 	return PeerStats{}
 }
+
+// TestCAReloadRefusesResultReceivedAfter: a unit whose whole stream came
+// from the peer of a removed CA is not accepted once the reload has
+// swapped the bundle, whether the pool had yet closed the connection
+// (CredsReloaded runs after Creds.Reload, peer by peer) or had closed it
+// with the stream already received (gRPC hands a closed stream's
+// buffered messages to its reader). Before 2026-11-30's review both were
+// accepted: the bundle was checked only when the call started.
+func TestCAReloadRefusesResultReceivedAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close bool // the pool applied the reload (CredsReloaded) too
+	}{
+		{"the bundle swapped before the connection is closed", false},
+		{"the connection closed with the stream received", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCARotation(t, nil)
+			job, text := c.f.job("revokelate"), c.f.text("revokelate")
+			tk := c.f.unitTicket(text, job, localPlan(t, job).Units[0])
+			r := c.pool.peers[c.oldAddr]
+			var out column.Batch
+			if _, err := fetch(context.Background(), r, tk.Ticket, &out); err != nil {
+				t.Fatalf("the peer of the old CA before the reload: %v", err)
+			}
+			receivedHook = func() {
+				receivedHook = nil
+				writeBundle(t, c.bundle, c.newCA)
+				reload(t, c.creds)
+				if tc.close {
+					c.pool.CredsReloaded()
+				}
+			}
+			t.Cleanup(func() { receivedHook = nil })
+			out = column.Batch{}
+			if _, err := fetch(context.Background(), r, tk.Ticket, &out); err == nil {
+				t.Fatal("a unit of the peer of the removed CA, received as the reload was made, was accepted")
+			} else {
+				t.Logf("refused: %v", err)
+			}
+			if receivedHook != nil {
+				t.Fatal("the hook did not run")
+			}
+		})
+	}
+}

@@ -30,7 +30,11 @@ import (
 //   - once a reload is applied, no connection stays open, idle or busy,
 //     whose peer's chain the new bundle does not verify: a removed
 //     (compromised) CA is trusted by no connection;
-//   - a connection whose peer still verifies stays, with the calls on it.
+//   - a connection whose peer still verifies stays, with the calls on it;
+//   - a unit is accepted only if, once its stream is whole, the bundle
+//     in force still verifies its connection's peer (trusted): a unit
+//     received between Creds.Reload and the close, or received whole
+//     before the close and read after it, is refused.
 //
 // Steps of a reload (reverify, applied by Pool.CredsReloaded at SIGHUP,
 // and by use at a peer's next call should a reload not have been
@@ -81,6 +85,9 @@ type peerConn struct {
 	// retired: replaced, or its peer left the pool; closed once users
 	// is 0 (conns.mu).
 	retired bool
+	// distrusted: closed by a reload whose bundle does not verify its
+	// peer (conns.mu); what its calls received is not accepted.
+	distrusted bool
 
 	mu sync.Mutex
 	// roots is the bundle its handshakes verify the peer with (nil:
@@ -158,6 +165,16 @@ func newConns(dial func(*x509.CertPool) (*peerConn, error), roots func() *x509.C
 // reload of the CA bundle not yet applied to the peer's connections is
 // applied first (reverify).
 func (c *conns) use() (flight.Client, func(), error) {
+	pc, release, err := c.take()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pc.client, release, nil
+}
+
+// take is use, returning the connection, for a caller that asks it is
+// still trusted (trusted) before it accepts what the call received.
+func (c *conns) take() (*peerConn, func(), error) {
 	c.mu.Lock()
 	var closing []*peerConn
 	if c.cur != nil && c.roots != nil {
@@ -176,7 +193,7 @@ func (c *conns) use() (flight.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return pc.client, func() {
+	return pc, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if pc.users--; pc.retired && pc.users == 0 {
@@ -185,6 +202,32 @@ func (c *conns) use() (flight.Client, func(), error) {
 		}
 	}, nil
 }
+
+// trusted reports whether what a call on pc (take) received may be
+// accepted: the bundle in force, applied first if a reload has not been
+// yet (reverify), still verifies the peer. A call checked when it
+// started would otherwise accept a unit received between a reload and
+// the close of its connection, or received whole before the close (gRPC
+// hands a closed stream's buffered messages to its reader).
+func (c *conns) trusted(pc *peerConn) error {
+	if c.roots == nil {
+		return nil
+	}
+	c.mu.Lock()
+	var closing []*peerConn
+	if now := c.roots(); now != pc.bundle() {
+		closing = c.reverifyLocked(now)
+	}
+	distrusted := pc.distrusted
+	c.mu.Unlock()
+	closeAll(closing)
+	if distrusted {
+		return errDistrusted
+	}
+	return nil
+}
+
+var errDistrusted = errors.New("peer certificate: the CA bundle reloaded meanwhile does not verify it; the connection was closed and what came over it is not accepted")
 
 // reverify applies the CA bundle in force to the peer's connections: it
 // closes those whose peer it no longer verifies, with the calls on them.
@@ -208,6 +251,7 @@ func (c *conns) reverifyLocked(now *x509.CertPool) []*peerConn {
 	var closing []*peerConn
 	c.old = slices.DeleteFunc(c.old, func(pc *peerConn) bool {
 		if pc.trusts(now) != nil {
+			pc.distrusted = true
 			closing = append(closing, pc)
 			return true
 		}
@@ -227,7 +271,7 @@ func (c *conns) reverifyLocked(now *x509.CertPool) []*peerConn {
 		c.retireLocked(c.cur)
 	default:
 		closing = append(closing, c.cur)
-		c.cur.retired = true
+		c.cur.retired, c.cur.distrusted = true, true
 	}
 	next, err := c.dial(now)
 	if err != nil {

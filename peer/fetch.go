@@ -93,12 +93,12 @@ func threadCPU() time.Duration {
 // releases after it returns. It returns the trailer's Queue.
 func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte, out *column.Batch, maxRows int64, fields []engine.OutField,
 	opts ...grpc.CallOption) (int, error) {
-	client, release, err := r.conns.use()
+	pc, release, err := r.conns.take()
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	stream, err := client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, append(opts, grpc.ForceCodecV2(codec))...)
+	stream, err := pc.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, append(opts, grpc.ForceCodecV2(codec))...)
 	if err != nil {
 		return 0, err
 	}
@@ -137,8 +137,20 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 	if tr.Rows != out.Rows || tr.Checksum != Checksum(out) {
 		return 0, fmt.Errorf("%w: %d rows, checksum %x; the peer sent %d rows, checksum %x", errCorrupt, out.Rows, Checksum(out), tr.Rows, tr.Checksum)
 	}
+	if receivedHook != nil {
+		receivedHook()
+	}
+	// Accepted only if the peer is still trusted now that it is whole
+	// (conns.trusted): a CA reload may have come since the call began.
+	if err := r.conns.trusted(pc); err != nil {
+		return 0, err
+	}
 	return tr.Queue, out.Check()
 }
+
+// receivedHook, when set (by tests), runs once a unit's stream has been
+// received whole, before it is accepted.
+var receivedHook func()
 
 // corrupt marks an error of a malformed message header as a corrupt
 // stream (counted as such); any other error passes as it is.
