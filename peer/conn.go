@@ -65,7 +65,10 @@ import (
 // whose certificate was renewed is re-admitted at its next probe rather
 // than at gRPC's next attempt (up to two minutes later: about 60s were
 // measured). A peer refused for its certificate (pc.refused) is probed
-// every certBackoff; any other failure keeps the growing exclusion.
+// on refusedBackoff's schedule (a second apart at first, then 4-5s);
+// any other failure keeps the growing exclusion. After a probe failed,
+// its connection is replaced by one not yet connected (rest), so that
+// gRPC's own retries add no handshakes between probes.
 //
 // Rejected: closing every connection at a reload (the peers that still
 // verify lose the units on them, for nothing); letting connections made
@@ -88,6 +91,9 @@ type peerConn struct {
 	// distrusted: closed by a reload whose bundle does not verify its
 	// peer (conns.mu); what its calls received is not accepted.
 	distrusted bool
+	// spare: made by rest, in place of one a probe failed on, and not
+	// connected before the next probe (conns.mu).
+	spare bool
 
 	mu sync.Mutex
 	// roots is the bundle its handshakes verify the peer with (nil:
@@ -299,7 +305,7 @@ func (c *conns) fresh() error {
 	if c.cur == nil {
 		return errConnClosed
 	}
-	if c.cur.cc.GetState() == connectivity.Ready {
+	if st := c.cur.cc.GetState(); st == connectivity.Ready || c.cur.spare && st == connectivity.Idle {
 		return nil
 	}
 	var roots *x509.CertPool
@@ -315,6 +321,32 @@ func (c *conns) fresh() error {
 	return nil
 }
 
+// rest replaces the peer's connection, which a probe failed on, by one
+// that has not connected (spare; grpc.NewClient connects at the first
+// call): gRPC would retry the failed one on its own schedule (from 1s),
+// each retry a handshake on top of the next probe's. Whether the failed
+// one's peer certificate was refused is kept (certRefused). A ready
+// connection (the peer answered, of another version or build, or too
+// late) is kept.
+func (c *conns) rest() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || c.cur.cc.GetState() == connectivity.Ready {
+		return
+	}
+	var roots *x509.CertPool
+	if c.roots != nil {
+		roots = c.roots()
+	}
+	next, err := c.dial(roots)
+	if err != nil {
+		return // the failed one stays: the next probe replaces it (fresh)
+	}
+	next.refused, next.spare = c.cur.isRefused(), true
+	c.retireLocked(c.cur)
+	c.cur = next
+}
+
 // certRefused reports whether the last handshake of the peer's
 // connection refused the peer's certificate.
 func (c *conns) certRefused() bool {
@@ -324,6 +356,12 @@ func (c *conns) certRefused() bool {
 	if pc == nil {
 		return false
 	}
+	return pc.isRefused()
+}
+
+// isRefused reports whether pc's last handshake refused the peer's
+// certificate.
+func (pc *peerConn) isRefused() bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	return pc.refused

@@ -7,6 +7,7 @@ package peer
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -41,9 +42,9 @@ func (p *Pool) probeWhenDue(r *remote) {
 // probe asks a peer that failed, once its exclusion is over, whether it
 // answers again (InfoAction, within probeTimeout), speaks this version
 // and is of this compute identity (identity.go): then it is re-admitted.
-// One that does not answer is excluded for twice as long (certBackoff
-// if it was refused for its certificate), one of another version or
-// build for versionBackoff. A hung or partitioned peer so costs a
+// One that does not answer is excluded for twice as long
+// (refusedBackoff if it was refused for its certificate), one of another
+// version or build for versionBackoff. A hung or partitioned peer so costs a
 // probe, not a unit's deadline, each time its exclusion ends.
 //
 // The probe goes over a new connection unless the peer's is ready
@@ -59,6 +60,9 @@ func (p *Pool) probe(r *remote) {
 		in, err = r.info(ctx)
 	}
 	cancel()
+	if err != nil {
+		r.conns.rest() // no retries of gRPC's own until the next probe
+	}
 	another := false // of another version or build: an operator must act
 	if err == nil {
 		err = in.Mismatch(r.addr)
@@ -88,33 +92,60 @@ func (p *Pool) probe(r *remote) {
 }
 
 // nextBackoff is r's exclusion after a failure, err: twice the last,
-// from 1s to maxBackoff; certBackoff while its handshakes refuse its
+// from 1s to maxBackoff; refusedBackoff while its handshakes refuse its
 // certificate (a renewal fixes that at a moment nobody tells this host,
 // and a probe then costs a handshake, not a unit: no unit is sent to a
 // peer before a probe's handshake succeeded); versionBackoff for
 // another protocol version or build.
 func (p *Pool) nextBackoff(r *remote, err error) time.Duration {
+	refused := r.refusals
+	r.refusals = 0
 	switch {
 	case status.Code(err) == codes.FailedPrecondition:
 		return versionBackoff // another protocol version or build: an operator must act
 	case r.conns.certRefused():
-		return certBackoff
+		r.refusals = refused + 1
+		return refusedBackoff(r.refusals)
 	}
 	return min(max(2*r.backoff, time.Second), maxBackoff)
+}
+
+// refusedBackoff is the exclusion after the n-th refusal in a row of a
+// peer's certificate: certFast probes certBackoff apart, so that a
+// renewal made as the refusals begin (a rotation under way) is seen
+// within a second or so; then twice as far apart each, up to
+// maxCertBackoff, and up to a fifth longer at random. A certificate
+// nobody renews so costs each requester a handshake every 4-5s, not
+// every second forever (with many requesters, as many handshakes and
+// refusals a second at the peer), and the probes of requesters that
+// failed together (the peer restarted) drift apart; a renewal is seen
+// within about 5s, and one of the requester's own at once (its SIGHUP
+// probes: CredsReloaded). Rejected: a second apart forever (the load
+// above, for a peer that may stay broken for days); the growing
+// exclusion of other failures (30s before a renewal is seen).
+func refusedBackoff(n int) time.Duration {
+	d := certBackoff
+	if n > certFast {
+		d = min(certBackoff<<min(n-certFast, 8), maxCertBackoff)
+	}
+	return d + rand.N(d/5)
 }
 
 // probeTimeout bounds a probe of a failed peer, and checkTimeout a check
 // of a peer whose units were all done here first (check); the exclusions
 // after failures grow from 1s to maxBackoff (versionBackoff for a peer of
 // another protocol version or build, which an operator must upgrade;
-// certBackoff for one whose certificate the handshake refuses, which an
-// operator renews).
+// for one whose certificate the handshake refuses, which an operator
+// renews: certFast probes certBackoff apart, then twice as far apart
+// each up to maxCertBackoff, refusedBackoff).
 const (
 	probeTimeout   = 2 * time.Second
 	checkTimeout   = time.Second
 	maxBackoff     = 30 * time.Second
 	versionBackoff = 10 * time.Minute
 	certBackoff    = time.Second
+	certFast       = 5
+	maxCertBackoff = 4 * time.Second
 )
 
 // slowLimit is how many units in a row a peer may lose to hedges before

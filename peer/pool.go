@@ -72,6 +72,7 @@ type remote struct {
 	inflight int
 	excluded time.Time // until then, not picked
 	backoff  time.Duration
+	refusals int // its certificate's refusals in a row (refusedBackoff)
 	// suspect: the peer failed, and gets units again only once it has
 	// answered a probe (probe) after its exclusion; probing: one is out.
 	suspect, probing bool
