@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,4 +229,25 @@ func TestCAReloadRefusesResultReceivedAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCAReloadAsUnitReceivedByteIdentical: a run across a CA removal
+// made as a unit's stream has just been received whole gives the
+// batches of a local run: the unit refused then (conns.trusted), its
+// output already assembled, is computed here, once.
+func TestCAReloadAsUnitReceivedByteIdentical(t *testing.T) {
+	c := newCARotation(t, nil)
+	job, text := c.f.job("revokerecv"), c.f.text("revokerecv")
+	want := c.f.run(job, nil)
+	cfg := SpillerConfig{}
+	cfg.Policy.Always = true
+	sp, err := testSpiller(c.pool, c.f.roots, text, job, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	receivedHook = func() { once.Do(func() { c.removeOldCA(t) }) }
+	t.Cleanup(func() { receivedHook = nil })
+	same(t, "a run across the old CA's removal as a unit was received", c.f.run(job, sp), want)
+	t.Logf("spilled %d units; the old CA's peer: %+v", sp.Stats().Spilled.Load(), c.stats(c.oldAddr))
 }
