@@ -72,9 +72,10 @@ func TestRefusedPeerProbeLoad(t *testing.T) {
 	time.Sleep(window)
 	g1, a1 := runtime.NumGoroutine(), l.n.Load()
 	t.Logf("%d handshakes in %v after the fast probes; goroutines %d, then %d", a1-a0, window, g0, g1)
-	// Probes 2s, then 4s apart (each up to a fifth later): 3 at most.
-	if n := a1 - a0; n > 3 {
-		t.Errorf("%d handshakes in %v with a peer refused for good; want 3 at most", n, window)
+	// Probes 2s, then 4s apart (each up to a fifth later): 2, or 3 if
+	// the last fast one falls in the window; one more for slack.
+	if n := a1 - a0; n > 4 {
+		t.Errorf("%d handshakes in %v with a peer refused for good; want 4 at most", n, window)
 	}
 	if g1 > g0+2 {
 		t.Errorf("goroutines grew from %d to %d over the probes", g0, g1)
