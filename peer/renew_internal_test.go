@@ -35,7 +35,9 @@ func renewInPlace(t *testing.T, ca *CA, name string, role Role, validity time.Du
 // TestRenewedPeerUsedAgain: a peer refused at the handshake for a
 // certificate (its own ended, or signed by a CA the requester lacks, or
 // the requester's ended) gets units again within 2s of the renewal that
-// fixes it, on either side, after an outage that grew gRPC's own
+// fixes it, on either side (within 6s of a peer's renewal once the
+// refusals' probes are 4-5s apart: refusedBackoff), after an outage
+// that grew gRPC's own
 // reconnection backoff (here a minute, as a few minutes' outage leaves
 // it). Before 2026-11-30 it took about 60s: a probe of a failed peer
 // reused its connection, which attempted no handshake while gRPC's
@@ -59,6 +61,9 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 		setup func(t *testing.T, s *sides)
 		// renew fixes them, as an operator does, and sends SIGHUP.
 		renew func(t *testing.T, s *sides)
+		// late: renewed once the fast probes are over (refusedBackoff),
+		// and then seen within 6s rather than 2s.
+		late bool
 	}{
 		{"the peer's ended certificate renewed",
 			func(t *testing.T, s *sides) {
@@ -68,7 +73,16 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 			func(t *testing.T, s *sides) {
 				renewInPlace(t, s.oldCA, "peer", RolePeer, time.Hour, s.peer)
 				reload(t, s.peerCreds)
-			}},
+			}, false},
+		{"the peer's ended certificate renewed after the fast probes",
+			func(t *testing.T, s *sides) {
+				s.peer = issueTo(t, s.oldCA, "peer", RolePeer, -30*time.Minute)
+				s.host = issueTo(t, s.oldCA, "gpu", RoleRequester, time.Hour)
+			},
+			func(t *testing.T, s *sides) {
+				renewInPlace(t, s.oldCA, "peer", RolePeer, time.Hour, s.peer)
+				reload(t, s.peerCreds)
+			}, true},
 		{"the requester's ended certificate renewed",
 			func(t *testing.T, s *sides) {
 				s.peer = issueTo(t, s.oldCA, "peer", RolePeer, time.Hour)
@@ -78,7 +92,7 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 				renewInPlace(t, s.oldCA, "gpu", RoleRequester, time.Hour, s.host)
 				reload(t, s.hostCreds)
 				s.pool.CredsReloaded() // as lastmiled's SIGHUP does
-			}},
+			}, false},
 		{"the peer's CA added to the requester's bundle",
 			func(t *testing.T, s *sides) {
 				s.peer = issueTo(t, s.newCA, "peer", RolePeer, time.Hour)
@@ -88,7 +102,7 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 				writeBundle(t, s.host.CA, s.oldCA, s.newCA)
 				reload(t, s.hostCreds)
 				s.pool.CredsReloaded()
-			}},
+			}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -122,7 +136,11 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 
 			// The outage: units and probes refused, for long enough that
 			// a probe has failed after the first unit.
-			end := time.Now().Add(2500 * time.Millisecond)
+			outage, within := 2500*time.Millisecond, 2*time.Second
+			if tc.late {
+				outage, within = time.Duration(certFast+4)*time.Second, 6*time.Second
+			}
+			end := time.Now().Add(outage)
 			for time.Now().Before(end) {
 				if ok, err := spillOne(s.pool, tk.Ticket); ok {
 					t.Fatalf("a unit was answered before the renewal (%v)", err)
@@ -132,7 +150,7 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 			tc.renew(t, s)
 			renewed := time.Now()
 			var last error
-			for time.Since(renewed) < 2*time.Second {
+			for time.Since(renewed) < within {
 				ok, err := spillOne(s.pool, tk.Ticket)
 				if ok {
 					t.Logf("a unit answered %v after the renewal", time.Since(renewed).Round(time.Millisecond))
@@ -143,7 +161,7 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			t.Fatalf("no unit answered within 2s of the renewal; last error %v; peer %+v", last, s.pool.Stats())
+			t.Fatalf("no unit answered within %v of the renewal; last error %v; peer %+v", within, last, s.pool.Stats())
 		})
 	}
 }
