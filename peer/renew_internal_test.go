@@ -37,9 +37,8 @@ func renewInPlace(t *testing.T, ca *CA, name string, role Role, validity time.Du
 // the requester's ended) gets units again within 2s of the renewal that
 // fixes it, on either side (within 6s of a peer's renewal once the
 // refusals' probes are 4-5s apart: refusedBackoff), after an outage
-// that grew gRPC's own
-// reconnection backoff (here a minute, as a few minutes' outage leaves
-// it). Before 2026-11-30 it took about 60s: a probe of a failed peer
+// that grew gRPC's own reconnection backoff (here a minute, as a few
+// minutes' outage leaves it). Before 2026-11-30 it took about 60s: a probe of a failed peer
 // reused its connection, which attempted no handshake while gRPC's
 // backoff ran (the probe failed with the handshake error gRPC had kept,
 // "latest balancer error"), and the pool's exclusion, grown to 30s, came
