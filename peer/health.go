@@ -85,7 +85,7 @@ func (p *Pool) probe(r *remote) {
 		p.probeWhenDue(r)
 		return
 	}
-	r.suspect = false
+	r.suspect, r.refusals = false, 0
 	close(p.freed) // waiting spill workers may pick it now
 	p.freed = make(chan struct{})
 	p.log.Info("peer answers again; re-admitted", "peer", r.addr)
