@@ -243,7 +243,10 @@ func (s *sideFiles) noteObject(name string, f decode.File) {
 // that is one file or object is checked as such (note, noteObject). A
 // table that is, or holds, the unit's file makes that file recorded as
 // the others are: the job, loaded with it, serves other units. It runs
-// before the compile opens anything.
+// before the compile opens anything. An Iceberg table never gets here:
+// a requester does not spill its job (portableJob), and
+// "iceberg:ROOT/..." names no root, so the compile refuses a ticket
+// naming one before any read.
 func (s *sideFiles) noteTables(ctx context.Context, job *spec.Job) error {
 	if s == nil {
 		return nil

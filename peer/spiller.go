@@ -17,12 +17,14 @@ import (
 	"github.com/lastmile/lastmile/column"
 	"github.com/lastmile/lastmile/decode"
 	"github.com/lastmile/lastmile/engine"
+	"github.com/lastmile/lastmile/iceberg"
 	"github.com/lastmile/lastmile/roots"
 	"github.com/lastmile/lastmile/spec"
 )
 
 // ErrNotSpillable says a job cannot run on peers: a file it needs is
-// outside every data root of this host.
+// outside every data root of this host, or a side table is an Iceberg
+// table (icebergSideWhy).
 var ErrNotSpillable = errors.New("job cannot spill")
 
 // SpillerConfig tunes one job's spilling.
@@ -161,6 +163,15 @@ func NewSpiller(pool *Pool, r *roots.Roots, text string, job *spec.Job, cfg Spil
 	return s, nil
 }
 
+// icebergSideWhy is why a job with an Iceberg side table is not
+// spilled, and what to do about it. A peer would read the table's
+// snapshot by the locations its metadata holds, which are this host's
+// paths (a peer's roots may lie elsewhere, and it reads ROOT/REL names
+// only), and a REST catalog's through a catalog it may not reach, as
+// whom the kernel cannot say; so it could not be made to read exactly
+// the snapshot the job pinned, as the job's user.
+const icebergSideWhy = "its metadata names the table's files by this host's paths; to spill the job, join a Parquet copy of the table's snapshot beneath a data root"
+
 // portableJob returns the spec text with its side tables named as
 // ROOT/REL. text is the job's spec as submitted; job is what it parsed to
 // (its tables resolved against the spec's directory). Only the table
@@ -175,6 +186,10 @@ func portableJob(r *roots.Roots, text string, job *spec.Job) (string, error) {
 	for i, op := range job.Pipeline {
 		if op.Kind != "join" {
 			continue
+		}
+		if iceberg.IsRef(op.Join.Table) {
+			return "", fmt.Errorf("%w: side table %s is an Iceberg table, which peers do not read: every unit of the job runs here (%s)",
+				ErrNotSpillable, op.Join.Table, icebergSideWhy)
 		}
 		name, ok := r.Locate(op.Join.Table)
 		if !ok {
