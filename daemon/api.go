@@ -341,7 +341,9 @@ type jobView struct {
 	// Advice is what the job needs, from its trainers' stalls (advice.go);
 	// null until the job has run two seconds.
 	Advice *adviceView `json:"advice"`
-	// Spill is the current run's spill decision; null without peers.
+	// Spill is the current run's spill decision; null without peers. A
+	// job that cannot spill (a side table outside the data roots, or an
+	// Iceberg one) is off, with why, whatever the policy.
 	Spill *spillView `json:"spill,omitempty"`
 }
 
@@ -352,6 +354,21 @@ type spillView struct {
 	Since    time.Time `json:"since"`
 	Reason   string    `json:"reason"`
 	Switches int64     `json:"switches"`
+}
+
+// spillViewLocked is the current run's spill decision: its spiller's
+// policy, or why the job cannot spill (off); nil without peers. j.mu is
+// held.
+func (j *Job) spillViewLocked() *spillView {
+	if sp := j.spill; sp != nil {
+		on, since, why, switches := sp.PolicyState()
+		return &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}
+	}
+	if j.noSpill != nil {
+		v := *j.noSpill
+		return &v
+	}
+	return nil
 }
 
 type ringView struct {
@@ -478,10 +495,7 @@ func (j *Job) view() jobView {
 	v.Progress.FilesPruned, v.Progress.UnitsPruned = tot.filesPruned, tot.unitsPruned
 	v.Progress.RowsRuledOut, v.Progress.RowsDeleted = tot.rowsRuledOut, tot.rowsDeleted
 	v.Progress.ArenaUnits, v.Progress.ArenaUnitsToHeap = tot.arenaUnits, tot.arenaHeap
-	if sp := j.spill; sp != nil {
-		on, since, why, switches := sp.PolicyState()
-		v.Spill = &spillView{On: on, Since: since.UTC(), Reason: why, Switches: switches}
-	}
+	v.Spill = j.spillViewLocked()
 	v.Progress.DecodeSeconds, v.Progress.PackSeconds = tot.decode.Seconds(), tot.pack.Seconds()
 	v.Progress.FullWaitSeconds = fullWait.Seconds()
 	ranks := append([]rankRec(nil), j.ranks...)

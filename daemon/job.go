@@ -47,14 +47,18 @@ func (s State) Terminal() bool { return s == Done || s == Failed || s == Cancele
 // run's dying words ("job canceled") never reach a trainer: the next run
 // adopts the rings, or the daemon writes its own message into them.
 type Job struct {
-	d         *Daemon
-	id, name  string
-	owner     uint32
-	gid       uint32
-	groups    []uint32         // the owner's supplementary groups: files are opened as owner, gid, groups
-	spill     *cpupeer.Spiller // the current run's, nil without peers
-	stager    *gpu.Stager      // the current run's device staging, nil unless gpu.staging: device (devstage.go)
-	placement []gpu.Placement  // per rank, set at each run's start (gpu.go); under mu
+	d        *Daemon
+	id, name string
+	owner    uint32
+	gid      uint32
+	groups   []uint32         // the owner's supplementary groups: files are opened as owner, gid, groups
+	spill    *cpupeer.Spiller // the current run's, nil without peers
+	// noSpill is why the current run has no spiller though this daemon
+	// has peers (a job that cannot spill: spillFor), shown as its spill
+	// decision; nil otherwise.
+	noSpill   *spillView
+	stager    *gpu.Stager     // the current run's device staging, nil unless gpu.staging: device (devstage.go)
+	placement []gpu.Placement // per rank, set at each run's start (gpu.go); under mu
 	specText  string
 	pins      []pin // the Iceberg snapshots the job reads, fixed at submission
 	baseDir   string
@@ -394,12 +398,16 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 	if st != nil {
 		opts.Stage = st
 	}
-	if sp := j.spillFor(); sp != nil {
+	sp, noSpill := j.spillFor()
+	if sp != nil {
 		opts.Spill = sp
-		j.mu.Lock()
-		j.spill = sp
-		j.mu.Unlock()
 	}
+	j.mu.Lock()
+	if sp != nil {
+		j.spill = sp
+	}
+	j.noSpill = noSpill
+	j.mu.Unlock()
 	tokens, _ := j.d.sched.Stats()
 	j.log.Info("production starting", "resume", fmt.Sprint(resume), "decode_workers", j.spec.Decode.Workers, "cpu_tokens", tokens)
 	go func() {

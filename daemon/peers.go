@@ -242,11 +242,12 @@ func (d *Daemon) PeerAddr() string {
 }
 
 // spillFor returns the job's spiller, or nil when this daemon has no peers
-// or the job cannot spill (logged once).
-func (j *Job) spillFor() *cpupeer.Spiller {
+// or the job cannot spill (logged once); then, if it has peers, why not
+// as the job's spill decision (off, for good: its status shows it).
+func (j *Job) spillFor() (*cpupeer.Spiller, *spillView) {
 	d := j.d
 	if d.pool == nil || d.roots == nil {
-		return nil
+		return nil, nil
 	}
 	cfg := d.Config()
 	sp, err := cpupeer.NewSpiller(d.pool, d.roots, j.specText, j.spec, cpupeer.SpillerConfig{
@@ -261,9 +262,9 @@ func (j *Job) spillFor() *cpupeer.Spiller {
 		} else {
 			j.log.Warn("job runs without peers", "err", err)
 		}
-		return nil
+		return nil, &spillView{Since: time.Now().UTC(), Reason: err.Error()}
 	}
-	return sp
+	return sp, nil
 }
 
 // drainPeer stops taking units as a peer and lets those in flight finish.
