@@ -34,8 +34,8 @@ func renewInPlace(t *testing.T, ca *CA, name string, role Role, validity time.Du
 
 // TestRenewedPeerUsedAgain: a peer refused at the handshake for a
 // certificate (its own ended, or signed by a CA the requester lacks, or
-// the requester's ended) gets units again within 2s of the renewal that
-// fixes it, on either side (within 6s of a peer's renewal once the
+// the requester's ended) gets units again within 3s of the renewal that
+// fixes it, on either side (within 7s of a peer's renewal once the
 // refusals' probes are 4-5s apart: refusedBackoff), after an outage
 // that grew gRPC's own reconnection backoff (here a minute, as a few
 // minutes' outage leaves it). Before 2026-11-30 it took about 60s: a probe of a failed peer
@@ -61,7 +61,7 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 		// renew fixes them, as an operator does, and sends SIGHUP.
 		renew func(t *testing.T, s *sides)
 		// late: renewed once the fast probes are over (refusedBackoff),
-		// and then seen within 6s rather than 2s.
+		// and then seen within 7s rather than 3s.
 		late bool
 	}{
 		{"the peer's ended certificate renewed",
@@ -135,9 +135,9 @@ func TestRenewedPeerUsedAgain(t *testing.T) {
 
 			// The outage: units and probes refused, for long enough that
 			// a probe has failed after the first unit.
-			outage, within := 2500*time.Millisecond, 2*time.Second
+			outage, within := 2500*time.Millisecond, 3*time.Second
 			if tc.late {
-				outage, within = time.Duration(certFast+4)*time.Second, 6*time.Second
+				outage, within = time.Duration(certFast+4)*time.Second, 7*time.Second
 			}
 			end := time.Now().Add(outage)
 			for time.Now().Before(end) {
