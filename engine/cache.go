@@ -31,7 +31,9 @@ import (
 // any other, and noted (believed): once a verification finds a peer
 // lying (distrust), those are served no more, and their row counts not
 // trusted either, so a lie believed in one epoch is not delivered again
-// in the next. Their batches stay held (owns), never refilled.
+// in the next. Their batches stay held (owns), never refilled. The same
+// happens once the run's Spill withdraws its trust in a peer that may
+// have computed some (Revoker).
 type unitCache struct {
 	mu        sync.Mutex
 	max       int64
@@ -40,6 +42,10 @@ type unitCache struct {
 	held      map[*column.Batch]bool // the values of units
 	believed  map[int]bool           // units a peer computed, unverified
 	distrusts bool                   // a peer was caught: believed units are not served
+	// revoked is the run's Spill's Revoker.Revoked (nil: none), and
+	// since its count as the run began.
+	revoked func() uint64
+	since   uint64
 }
 
 func newUnitCache(max int64) *unitCache {
@@ -57,6 +63,7 @@ func (c *unitCache) view(i int) *column.Batch {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pollLocked()
 	if c.distrusts && c.believed[i] {
 		return nil
 	}
@@ -93,6 +100,7 @@ func (c *unitCache) rows(i int) int64 {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pollLocked()
 	if b := c.units[i]; b != nil && !(c.distrusts && c.believed[i]) {
 		return int64(b.Rows)
 	}
@@ -120,6 +128,7 @@ func (c *unitCache) keep(i int, b *column.Batch, believed bool) bool {
 	n := capBytes(b)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pollLocked()
 	if c.units[i] != nil || c.used+n > c.max || believed && c.distrusts {
 		return false
 	}

@@ -264,6 +264,7 @@ func run(ctx context.Context, job *spec.Job, opts Options) (Stats, error) {
 		local, base = hs.local, hs.base
 	}
 	proc.cache = newUnitCache(int64(job.Cache.MaxMemory))
+	proc.cache.watch(opts.Spill)
 	plan, fields := proc.plan, packFields(proc.outFields(), proc.groups())
 	if err := checkRunnable(job, proc, opts.Resume, local, base); err != nil {
 		return st, err

@@ -148,6 +148,9 @@ type conns struct {
 	// roots returns the bundle in force; nil: PoolConfig.TLS's, never
 	// replaced.
 	roots func() *x509.CertPool
+	// trust records the chains units were accepted from (the pool's;
+	// revoke.go).
+	trust *trustLog
 }
 
 var errConnClosed = errors.New("the peer left the pool")

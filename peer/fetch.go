@@ -98,7 +98,8 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 		return 0, err
 	}
 	defer release()
-	stream, err := pc.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, append(opts, grpc.ForceCodecV2(codec))...)
+	var via gpeer.Peer // filled once the stream ended
+	stream, err := pc.client.DoGet(ctx, &flight.Ticket{Ticket: ticket}, append(opts, grpc.ForceCodecV2(codec), grpc.Peer(&via))...)
 	if err != nil {
 		return 0, err
 	}
@@ -145,7 +146,14 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 	if err := r.conns.trusted(pc); err != nil {
 		return 0, err
 	}
-	return tr.Queue, out.Check()
+	if err := out.Check(); err != nil {
+		return 0, err
+	}
+	// Recorded before pc is released, for a later reload (revoke.go).
+	if r.conns.trust != nil && r.conns.roots != nil {
+		r.conns.trust.accepted(&via)
+	}
+	return tr.Queue, nil
 }
 
 // receivedHook, when set (by tests), runs once a unit's stream has been

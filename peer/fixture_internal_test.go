@@ -41,6 +41,8 @@ type fixture struct {
 	shm   string
 	// bucket is the directory of the test S3 server's buckets (s3Bucket).
 	bucket string
+	// options, if not nil, changes the engine's options of each run.
+	options func(*engine.Options)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -200,7 +202,11 @@ func (f *fixture) runWith(job *spec.Job, spill engine.Spill, pace func() time.Du
 			return nil, ctx.Err()
 		}
 	}
-	if _, err := engine.Run(ctx, job, engine.Options{Spill: spill, Ready: ready, Remove: true, Gate: gate, FS: fsys}); err != nil {
+	opts := engine.Options{Spill: spill, Ready: ready, Remove: true, Gate: gate, FS: fsys}
+	if f.options != nil {
+		f.options(&opts)
+	}
+	if _, err := engine.Run(ctx, job, opts); err != nil {
 		f.t.Fatalf("run: %v", err)
 	}
 	wg.Wait()

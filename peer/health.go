@@ -191,7 +191,9 @@ func (p *Pool) excludeLocked(r *remote, err error) {
 // CredsReloaded applies a reload of the requester's certificate files
 // (SIGHUP: Creds.Reload) at once: every peer's connections are verified
 // with the CA bundle now in force, and those it no longer verifies are
-// closed, idle or not (conn.go); and every failed peer is probed now,
+// closed, idle or not (conn.go); if a peer whose units were taken is no
+// longer verified, every job's unit cache stops serving the units peers
+// computed unverified (revoke.go); and every failed peer is probed now,
 // rather than when its exclusion ends, since the reload may be what it
 // needed (a CA added, this host's certificate renewed). A probe that
 // fails excludes it for its next backoff, as any.
@@ -202,10 +204,18 @@ func (p *Pool) CredsReloaded() {
 		peers = append(peers, r)
 	}
 	p.mu.Unlock()
+	closed := 0
 	for _, r := range peers {
 		if n := r.conns.reverify(); n > 0 {
+			closed += n
 			p.log.Warn("closed connections to a peer the reloaded CA bundle does not verify; units on them are computed here",
 				"peer", r.addr, "connections", n)
+		}
+	}
+	if p.cfg.Roots != nil {
+		if dropped := p.trust.reloaded(p.cfg.Roots(), closed); dropped > 0 || closed > 0 {
+			p.log.Warn("the reloaded CA bundle no longer verifies peers whose units were accepted: the jobs' unit caches serve none of the units peers computed unverified, which are computed again",
+				"certificates", dropped, "connections", closed)
 		}
 	}
 	p.mu.Lock()

@@ -63,6 +63,9 @@ type Pool struct {
 	// presenting one is quarantined too.
 	quarantined      map[string]string
 	quarantinedCerts map[string]string
+	// trust is the chains of peers whose units were accepted, and the
+	// count of trust withdrawn from them by reloads (revoke.go).
+	trust trustLog
 }
 
 // remote is one peer as the requester sees it.
@@ -263,6 +266,7 @@ func (p *Pool) dial(r *remote, serverName string) error {
 	if err != nil {
 		return err
 	}
+	c.trust = &p.trust
 	r.conns = c
 	return nil
 }
