@@ -102,8 +102,9 @@ type peerConn struct {
 	// chain is the certificates the peer presented at the last
 	// handshake that succeeded, leaf first.
 	chain []*x509.Certificate
-	// refused: its last handshake refused the peer's certificate.
-	refused bool
+	// refused: why its last handshake refused the peer's certificate
+	// (the x509 error; nil: it did not).
+	refused error
 }
 
 // bundle is the CA bundle pc's next handshake verifies the peer with.
@@ -345,26 +346,30 @@ func (c *conns) rest() {
 	if err != nil {
 		return // the failed one stays: the next probe replaces it (fresh)
 	}
-	next.refused, next.spare = c.cur.isRefused(), true
+	next.refused, next.spare = c.cur.refusal(), true
 	c.retireLocked(c.cur)
 	c.cur = next
 }
 
 // certRefused reports whether the last handshake of the peer's
 // connection refused the peer's certificate.
-func (c *conns) certRefused() bool {
+func (c *conns) certRefused() bool { return c.certRefusal() != nil }
+
+// certRefusal is why the last handshake of the peer's connection refused
+// the peer's certificate (an x509 error), or nil.
+func (c *conns) certRefusal() error {
 	c.mu.Lock()
 	pc := c.cur
 	c.mu.Unlock()
 	if pc == nil {
-		return false
+		return nil
 	}
-	return pc.isRefused()
+	return pc.refusal()
 }
 
-// isRefused reports whether pc's last handshake refused the peer's
-// certificate.
-func (pc *peerConn) isRefused() bool {
+// refusal is why pc's last handshake refused the peer's certificate, or
+// nil.
+func (pc *peerConn) refusal() error {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	return pc.refused

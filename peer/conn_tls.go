@@ -69,13 +69,16 @@ func (pc *peerConn) handshook(chain []*x509.Certificate, used *x509.CertPool, er
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if err != nil {
-		_, pc.refused = errors.AsType[*tls.CertificateVerificationError](err)
+		pc.refused = nil
+		if cve, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+			pc.refused = cve.Err
+		}
 		return nil
 	}
-	pc.refused = false
+	pc.refused = nil
 	if pc.roots != used && chain != nil {
 		if err := verifyChain(chain, pc.roots); err != nil {
-			pc.refused = true
+			pc.refused = err
 			return fmt.Errorf("peer certificate: the CA bundle reloaded during the handshake does not verify it: %w", err)
 		}
 	}

@@ -80,7 +80,7 @@ func (p *Pool) probe(r *remote) {
 			r.backoff = versionBackoff
 		}
 		r.excluded = time.Now().Add(r.backoff)
-		r.st.LastError = err.Error()
+		r.st.LastError = lastError(err, refusalHint(r.conns.certRefusal(), err))
 		p.log.Debug("peer still not answering", "peer", r.addr, "for", r.backoff, "err", err)
 		p.probeWhenDue(r)
 		return
@@ -180,11 +180,16 @@ func (p *Pool) check(r *remote, lost int) {
 // excludeLocked excludes r after a failure, err, for its next backoff; it
 // gets units again once it answers a probe.
 func (p *Pool) excludeLocked(r *remote, err error) {
-	r.st.LastError = err.Error()
+	hint := refusalHint(r.conns.certRefusal(), err)
+	r.st.LastError = lastError(err, hint)
 	r.backoff = p.nextBackoff(r, err)
 	r.excluded = time.Now().Add(r.backoff)
 	r.suspect, r.slow = true, 0
-	p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
+	if hint != "" {
+		p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err, "hint", hint)
+	} else {
+		p.log.Warn("peer failed; excluded", "peer", r.addr, "for", r.backoff, "err", err)
+	}
 	p.probeWhenDue(r)
 }
 
