@@ -458,10 +458,20 @@ func peerHealth(x peer.PeerStats) string {
 	case x.Healthy:
 		return "healthy"
 	case !x.ExcludedTill.IsZero():
-		return "EXCLUDED until " + x.ExcludedTill.Local().Format("15:04:05") + ": " + oneLine(x.LastError)
+		return "EXCLUDED until " + x.ExcludedTill.Local().Format("15:04:05") + ": " + lastErrorLine(x.LastError)
 	default:
-		return "EXCLUDED until it answers a probe: " + oneLine(x.LastError)
+		return "EXCLUDED until it answers a probe: " + lastErrorLine(x.LastError)
 	}
+}
+
+// lastErrorLine is a peer's last error on one line, shortened, and what
+// to do about it (a refused certificate's), whole.
+func lastErrorLine(s string) string {
+	err, fix := peer.SplitFix(s)
+	if fix == "" {
+		return oneLine(err)
+	}
+	return oneLine(err) + "; to fix: " + fix
 }
 
 // spillLine is a job's spill decision and share, or "" without peers.

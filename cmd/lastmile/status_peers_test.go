@@ -20,6 +20,9 @@ func TestStatusPeers(t *testing.T) {
 		{Addr: "10.0.0.4:7941", LastError: "corrupt unit stream", Failures: 1, Corrupt: 1},
 		{Addr: "10.0.0.5:7941", Mismatches: 2, Subject: "CN=cpu-5", Quarantined: "unit ctr/part-0.parquet row group 3 rows 0+700: column label: values differ"},
 		{Addr: "10.0.0.6:7941", Subject: "CN=cpu-5", Quarantined: "presents the certificate of a quarantined peer, which sent unit u: column label: values differ"},
+		{Addr: "10.0.0.7:7941", ExcludedTill: until, Failures: 1, LastError: `peer 10.0.0.7:7941: rpc error: code = Unavailable desc = connection error: ` +
+			`desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate has expired or is not yet valid: ` +
+			`current time 2026-11-30T01:56:14Z is after 2026-11-30T01:26:14Z" (to fix: renew the peer's certificate and SIGHUP it)`},
 	}}}
 	st.Peers.Serving, st.Peers.Compute = "10.0.0.1:7941", "amd64/v1 go1.26.8 rev abc"
 	st.Peers.Served = &apiServed{InFlight: 2, Units: 40, Bytes: 1 << 30, RefusedBusy: 5, RefusedDraining: 1, RefusedOutside: 3, RefusedBuild: 2}
@@ -35,6 +38,9 @@ func TestStatusPeers(t *testing.T) {
 		"peer 10.0.0.5:7941\tQUARANTINED (CN=cpu-5) until this daemon restarts, 2 units whose values differed from this host's; " +
 			"the first: unit ctr/part-0.parquet row group 3 rows 0+700: column label: values differ",
 		"peer 10.0.0.6:7941\tQUARANTINED (CN=cpu-5) until this daemon restarts: presents the certificate of a quarantined peer, which sent unit u",
+		// What to do about a refused certificate, whole after the error cut short.
+		"peer 10.0.0.7:7941\tEXCLUDED until " + until.Local().Format("15:04:05") + ": peer 10.0.0.7:7941: rpc error: code = Unavailable desc = connection error: desc = \"transport: authentication handshak...; " +
+			"to fix: renew the peer's certificate and SIGHUP it;",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
