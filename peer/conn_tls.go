@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -89,6 +90,11 @@ func (pc *peerConn) handshook(chain []*x509.Certificate, used *x509.CertPool, er
 // verifyChain verifies a peer's chain, leaf first, with roots (a peer's
 // certificate is for serving).
 func verifyChain(chain []*x509.Certificate, roots *x509.CertPool) error {
+	return verifyChainAt(chain, roots, time.Time{})
+}
+
+// verifyChainAt is verifyChain as of the time at (zero: now).
+func verifyChainAt(chain []*x509.Certificate, roots *x509.CertPool, at time.Time) error {
 	if len(chain) == 0 {
 		return errors.New("no certificate")
 	}
@@ -96,6 +102,7 @@ func verifyChain(chain []*x509.Certificate, roots *x509.CertPool) error {
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		CurrentTime: at})
 	return err
 }

@@ -13,13 +13,15 @@ package peer
 // are computed anew, here or on a peer still trusted.
 //
 // Invariants:
-//   - the pool records the chain every accepted unit came with, by its
-//     leaf's fingerprint (accepted), once the unit is trusted
+//   - the pool records the chain every accepted unit came with, one per
+//     issuing path (the leaf's issuer and the intermediates: a reload
+//     changes roots only), and when (accepted), once the unit is trusted
 //     (conns.trusted) and before its call's connection is released;
 //   - at each reload (CredsReloaded), after the connections are
 //     re-verified, the count grows if the new bundle fails to verify a
-//     recorded chain (whether or not a connection of that peer is still
-//     open: a probe may have replaced it, or the peer left the pool), or
+//     recorded chain as of its acceptance (a leaf that expired since
+//     withdraws nothing), whether or not a connection of that peer is still
+//     open (a probe may have replaced it, or the peer left the pool), or
 //     if the reload closed a connection for distrust;
 //   - so a unit accepted under a bundle that a later bundle does not
 //     verify is never served from a cache after that reload is applied.
@@ -30,21 +32,25 @@ package peer
 //
 // Steps (CredsReloaded): re-verify every peer's connections, counting
 // those closed for distrust; then trustLog.reloaded verifies each
-// recorded chain with the new bundle, drops those it does not verify, and
-// grows the count once if anything was withdrawn.
+// recorded chain with the new bundle as of its acceptance, drops those
+// it does not verify, and grows the count once if anything was withdrawn.
 //
 // Rejected: growing the count only when a reload closed a connection
 // (a peer whose connection a probe had replaced, or that DNS dropped, kept
 // its cached units); the engine asking which peer computed each cached
 // unit (the cache would hold peer identities, and every believed unit
 // is recomputed at the price of one epoch's spill, once); verifying the
-// chain again at each cache lookup (an x509 verification per unit).
+// chain again at each cache lookup (an x509 verification per unit); a
+// record per leaf, verified as of the reload (a peer renewed daily kept
+// a chain a day, and a leaf that had expired since read as a withdrawal:
+// TestTrustLogWithdrawsOnlyRemovedCAs).
 
 import (
 	"crypto/sha256"
 	"crypto/x509"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 	gpeer "google.golang.org/grpc/peer"
@@ -55,7 +61,30 @@ import (
 type trustLog struct {
 	revoked atomic.Uint64
 	mu      sync.Mutex
-	chains  map[[sha256.Size]byte][]*x509.Certificate // by the leaf's SHA-256
+	chains  map[[sha256.Size]byte]acceptedChain // by issuingPath
+}
+
+// acceptedChain is the last chain a unit was accepted with over an
+// issuing path, and when.
+type acceptedChain struct {
+	chain []*x509.Certificate
+	at    time.Time
+}
+
+// issuingPath is the hash of what a bundle's verdict on chain depends on
+// besides its roots: the leaf's issuer and authority key, and the
+// intermediates. A reload replaces roots only, so one chain per path
+// says it all, and a peer's renewals under the same CA keep one entry.
+func issuingPath(chain []*x509.Certificate) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(chain[0].RawIssuer)
+	h.Write(chain[0].AuthorityKeyId)
+	for _, c := range chain[1:] {
+		h.Write(c.Raw)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // accepted records the chain of the peer p a unit was accepted from
@@ -66,28 +95,27 @@ func (l *trustLog) accepted(p *gpeer.Peer) {
 		return
 	}
 	chain := info.State.PeerCertificates
-	sum := sha256.Sum256(chain[0].Raw)
+	path := issuingPath(chain)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.chains[sum]; ok {
-		return
-	}
 	if l.chains == nil {
-		l.chains = map[[sha256.Size]byte][]*x509.Certificate{}
+		l.chains = map[[sha256.Size]byte]acceptedChain{}
 	}
-	l.chains[sum] = chain
+	l.chains[path] = acceptedChain{chain, time.Now()}
 }
 
 // reloaded applies a reload of the CA bundle, now, after which closed
 // connections were closed for distrust: it drops the recorded chains now
-// does not verify, and grows the count if any, or if closed > 0. It
-// returns how many chains it dropped.
+// does not verify as of their acceptance (a leaf that expired since is
+// not a withdrawal: its units were computed while it was valid), and
+// grows the count if any, or if closed > 0. It returns how many chains
+// it dropped.
 func (l *trustLog) reloaded(now *x509.CertPool, closed int) int {
 	l.mu.Lock()
 	dropped := 0
-	for sum, chain := range l.chains {
-		if verifyChain(chain, now) != nil {
-			delete(l.chains, sum)
+	for path, c := range l.chains {
+		if verifyChainAt(c.chain, now, c.at) != nil {
+			delete(l.chains, path)
 			dropped++
 		}
 	}

@@ -1,0 +1,67 @@
+package peer
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	gpeer "google.golang.org/grpc/peer"
+)
+
+// TestTrustLogWithdrawsOnlyRemovedCAs: a reload withdraws trust (the
+// count the jobs' unit caches poll grows) only when its bundle does not
+// verify the chain of a peer whose units were accepted, as it was when
+// they were: a leaf that expired since, under a CA the bundle keeps, is
+// no withdrawal (its units were computed while it was valid), nor is a
+// renewal under the same CA a second chain to keep.
+func TestTrustLogWithdrawsOnlyRemovedCAs(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := twoCAs(t, dir)
+	short := leafOf(t, issueTo(t, ca, "peer", RolePeer, 1500*time.Millisecond))
+	renewed := leafOf(t, issueTo(t, ca, "peer", RolePeer, time.Hour))
+	var l trustLog
+	for _, c := range []*x509.Certificate{renewed, short} { // short last: the one kept
+		l.accepted(&gpeer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}}}})
+	}
+	if len(l.chains) != 1 {
+		t.Errorf("%d chains kept for one peer renewed under one CA, want 1", len(l.chains))
+	}
+	time.Sleep(2 * time.Second) // short has expired
+	if n := l.reloaded(poolOf(t, ca, other), 0); n != 0 || l.revoked.Load() != 0 {
+		t.Fatalf("a reload keeping the CA withdrew %d chains (count %d): an expired leaf is no withdrawal", n, l.revoked.Load())
+	}
+	if n := l.reloaded(poolOf(t, other), 0); n != 1 || l.revoked.Load() != 1 {
+		t.Fatalf("a reload removing the CA withdrew %d chains (count %d), want 1 (1)", n, l.revoked.Load())
+	}
+}
+
+// leafOf is the certificate of files.
+func leafOf(t *testing.T, files TLSFiles) *x509.Certificate {
+	t.Helper()
+	kp, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// poolOf is a bundle of cas.
+func poolOf(t *testing.T, cas ...*CA) *x509.CertPool {
+	t.Helper()
+	p := x509.NewCertPool()
+	for _, ca := range cas {
+		b, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
+		if err != nil || !p.AppendCertsFromPEM(b) {
+			t.Fatalf("ca %s: %v", ca.Dir, err)
+		}
+	}
+	return p
+}
