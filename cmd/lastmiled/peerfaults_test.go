@@ -345,16 +345,20 @@ func TestPeerDrainMidRun(t *testing.T) {
 	var at peerView // the GPU host's view of the peer at SIGTERM
 	var logAt int   // the GPU host's log up to SIGTERM
 	var exited chan error
+	var missed string // why SIGTERM was not sent
 	stop, faulted := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(faulted)
 		// Stop the peer while it holds admitted units: it keeps up to
 		// max_inflight (2) admitted while the GPU host spills.
 		if !until(stop, 30*time.Second, func() bool { u, in := served(cl.cpu); return u >= 3 && in >= 1 }) {
+			u, in := served(cl.cpu)
+			missed = fmt.Sprintf("the peer never held a unit after serving 3 (served %d, holding %d)", u, in)
 			return
 		}
 		cl.cpu.freeze()
 		if !until(stop, 10*time.Second, func() bool { return peersOf(cl.gpu)[cl.peerAddr].InFlight >= 1 }) {
+			missed = fmt.Sprintf("the GPU host saw no unit at the frozen peer: %+v", peersOf(cl.gpu)[cl.peerAddr])
 			cl.cpu.thaw()
 			return
 		}
@@ -372,7 +376,7 @@ func TestPeerDrainMidRun(t *testing.T) {
 	checkEpochs(t, "peer drained", rows, wantRows)
 	sameBatches(t, got, want)
 	if exited == nil {
-		t.Fatalf("SIGTERM did not reach the peer while it held units (the run ended first?): %+v", at)
+		t.Fatalf("SIGTERM did not reach the peer while it held units (the run ended first?): %s", missed)
 	}
 	select {
 	case err := <-exited:
