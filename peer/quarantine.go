@@ -119,6 +119,10 @@ func (p *Pool) quarantine(r *remote, cert string, u decode.Unit, detail string) 
 	p.quarantined[r.addr] = why
 	r.quarantined = true
 	r.st.Quarantined = why
+	// Every job's unit cache stops serving believed units, as the
+	// catching job's does: another job's may hold the liar's
+	// (revoke.go, engine.Revoker).
+	p.trust.revoked.Add(1)
 	// The pool may list the address anew by now, as another remote:
 	// dropped while this unit was verified (its last unit done, DNS no
 	// longer listing it) and listed again before the mismatch was found.

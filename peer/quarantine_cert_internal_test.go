@@ -105,3 +105,27 @@ func TestQuarantineSurvivesRenewal(t *testing.T) {
 		t.Errorf("after renewal: %+v", st)
 	}
 }
+
+// TestQuarantineRevokesOtherJobsCaches: a liar caught by one job's
+// verification is distrusted by every job's unit cache: the count the
+// engine polls (Spiller.Revoked, engine.Revoker) grows for another job
+// of the same pool, once, at the first quarantine. Before, only the job
+// that caught it stopped serving its believed units; another job's
+// cache went on serving the liar's units in its later epochs.
+func TestQuarantineRevokesOtherJobsCaches(t *testing.T) {
+	f := newFixture(t)
+	const liar = "127.0.0.1:1" // never dialled
+	p := f.pool(f.ca.issue("gpu-host"), liar)
+	other := f.spiller(p, f.job("other"), SpillerConfig{Verify: -1})
+	before := other.Revoked()
+	u := f.hostileUnit()
+	p.quarantine(p.peers[liar], "feed", u, "column a: values differ")
+	after := other.Revoked()
+	if after == before {
+		t.Fatal("another job's cache was not told of the liar caught by this one")
+	}
+	p.quarantine(p.peers[liar], "feed", u, "column a: values differ")
+	if again := other.Revoked(); again != after {
+		t.Errorf("a second mismatch of the quarantined liar grew the count again (%d, then %d)", after, again)
+	}
+}

@@ -22,7 +22,9 @@ package peer
 //     recorded chain as of its acceptance (a leaf that expired since
 //     withdraws nothing), whether or not a connection of that peer is still
 //     open (a probe may have replaced it, or the peer left the pool), or
-//     if the reload closed a connection for distrust;
+//     if the reload closed a connection for distrust; and at a peer's
+//     first quarantine (quarantine.go), caught lying by any job's
+//     verification: another job's cache may hold its units too;
 //   - so a unit accepted under a bundle that a later bundle does not
 //     verify is never served from a cache after that reload is applied.
 //     A unit trusted just before the bundle was swapped, and recorded
