@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,22 +17,7 @@ import (
 // every row until a table of half the input's keys comes.
 func (f *fixture) sideObjectsJob(t *testing.T, table string) (*spec.Job, string) {
 	t.Helper()
-	text := fmt.Sprintf(`version: 1
-name: objrecheck
-inputs: [s3://data/ctr/part-00001.parquet]
-batch: {size: 10, last: keep}
-epochs: 1
-seed: 1
-ring: {slots: 4, dir: %s}
-decode: {max_unit_rows: 50, workers: 1}
-pipeline:
-  - join: {kind: anti, table: %s, on: row_id}
-`, f.shm, table)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return job, text
+	return f.antiJoin(t, "objrecheck", 1, table, "s3://data/ctr/part-00001.parquet")
 }
 
 // putHalfKeys writes, beneath the bucket, the object key holding every

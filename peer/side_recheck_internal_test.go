@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,21 +29,7 @@ func sideRecheckFixture(t *testing.T) (*fixture, string, *spec.Job, string) {
 	}
 	side := filepath.Join(f.data, "side.parquet")
 	copyAs(t, filepath.Join(f.data, "part-00002.parquet"), side, bobUID)
-	text := fmt.Sprintf(`version: 1
-name: recheck
-inputs: [%s]
-batch: {size: 10, last: keep}
-epochs: 2
-seed: 1
-ring: {slots: 4, dir: %s}
-decode: {max_unit_rows: 50, workers: 1}
-pipeline:
-  - join: {kind: anti, table: %s, on: row_id}
-`, filepath.Join(f.data, "part-00001.parquet"), f.shm, side)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	job, text := f.antiJoin(t, "recheck", 2, side, filepath.Join(f.data, "part-00001.parquet"))
 	return f, side, job, text
 }
 

@@ -26,21 +26,7 @@ func TestSideTableAlsoTheCompilesUnitFile(t *testing.T) {
 	setSideRecheck(t, 0)
 	f, side, _, _ := sideRecheckFixture(t)
 	other := filepath.Join(f.data, "part-00001.parquet")
-	text := fmt.Sprintf(`version: 1
-name: selfside
-inputs: [%s, %s]
-batch: {size: 10, last: keep}
-epochs: 1
-seed: 1
-ring: {slots: 4, dir: %s}
-decode: {max_unit_rows: 50, workers: 1}
-pipeline:
-  - join: {kind: anti, table: %s, on: row_id}
-`, other, side, f.shm, side)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	job, text := f.antiJoin(t, "selfside", 1, side, other, side)
 	var onSide, onOther *decode.Unit
 	for _, u := range localPlan(t, job).Units {
 		switch u.File {

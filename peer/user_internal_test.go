@@ -59,21 +59,7 @@ func TestPeerReadsAsTheUser(t *testing.T) {
 		t.Fatalf("bob opens alice's table: %v, want permission denied", err)
 	}
 
-	text := fmt.Sprintf(`version: 1
-name: sidetable
-inputs: [%s]
-batch: {size: 10, last: keep}
-epochs: 2
-seed: 1
-ring: {slots: 4, dir: %s}
-decode: {max_unit_rows: 50, workers: 1}
-pipeline:
-  - join: {kind: anti, table: %s, on: row_id}
-`, filepath.Join(f.data, "part-00001.parquet"), f.shm, side)
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	job, text := f.antiJoin(t, "sidetable", 2, side, filepath.Join(f.data, "part-00001.parquet"))
 	// What lastmiled checks at submission, as bob: accepted.
 	if err := engine.Check(context.Background(), job, nil, bobFS); err != nil {
 		t.Fatalf("bob's job, checked as bob: %v", err)
