@@ -141,17 +141,21 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 	if receivedHook != nil {
 		receivedHook()
 	}
+	// Recorded before the check below, for a later reload (revoke.go): a
+	// reload that reads the records before this is seen by that check.
+	if r.conns.trust != nil && r.conns.roots != nil {
+		r.conns.trust.accepted(&via)
+	}
 	// Accepted only if the peer is still trusted now that it is whole
 	// (conns.trusted): a CA reload may have come since the call began.
 	if err := r.conns.trusted(pc); err != nil {
 		return 0, err
 	}
+	if trustedHook != nil {
+		trustedHook()
+	}
 	if err := out.Check(); err != nil {
 		return 0, err
-	}
-	// Recorded before pc is released, for a later reload (revoke.go).
-	if r.conns.trust != nil && r.conns.roots != nil {
-		r.conns.trust.accepted(&via)
 	}
 	return tr.Queue, nil
 }
@@ -159,6 +163,10 @@ func fetchWith(ctx context.Context, codec *streamCodec, r *remote, ticket []byte
 // receivedHook, when set (by tests), runs once a unit's stream has been
 // received whole, before it is accepted.
 var receivedHook func()
+
+// trustedHook, when set (by tests), runs once a unit's stream has been
+// found trusted (conns.trusted), before fetchWith returns it.
+var trustedHook func()
 
 // corrupt marks an error of a malformed message header as a corrupt
 // stream (counted as such); any other error passes as it is.

@@ -15,8 +15,9 @@ package peer
 // Invariants:
 //   - the pool records the chain every accepted unit came with, one per
 //     issuing path (the leaf's issuer and the intermediates: a reload
-//     changes roots only), and when (accepted), once the unit is trusted
-//     (conns.trusted) and before its call's connection is released;
+//     changes roots only), and when (accepted), once its stream is whole
+//     and before it is checked against the bundle in force
+//     (conns.trusted);
 //   - at each reload (CredsReloaded), after the connections are
 //     re-verified, the count grows if the new bundle fails to verify a
 //     recorded chain as of its acceptance (a leaf that expired since
@@ -27,10 +28,14 @@ package peer
 //     verification: another job's cache may hold its units too;
 //   - so a unit accepted under a bundle that a later bundle does not
 //     verify is never served from a cache after that reload is applied.
-//     A unit trusted just before the bundle was swapped, and recorded
-//     only after CredsReloaded read the records, was on a connection in
-//     use then (its call not released): CredsReloaded closed that
-//     connection for distrust, which grows the count too.
+//     A chain recorded after CredsReloaded read the records was recorded
+//     after the bundle was swapped, so the check that follows it
+//     (conns.trusted) refuses the unit. (Recorded after that check, the
+//     first unit over a path could slip between the two, its connection
+//     closed for distrust by another call's take, not by the reload:
+//     TestReloadAfterTrustedWithdraws.) A chain recorded and then
+//     refused is dropped at the next reload, which then withdraws once
+//     more: work redone, never a unit served.
 //
 // Steps (CredsReloaded): re-verify every peer's connections, counting
 // those closed for distrust; then trustLog.reloaded verifies each

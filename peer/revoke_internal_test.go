@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lastmile/lastmile/column"
 	"google.golang.org/grpc/credentials"
 	gpeer "google.golang.org/grpc/peer"
 )
@@ -64,4 +66,38 @@ func poolOf(t *testing.T, cas ...*CA) *x509.CertPool {
 		}
 	}
 	return p
+}
+
+// TestReloadAfterTrustedWithdraws: a unit found trusted just before the
+// bundle is swapped, whose connection another call's take closes for
+// distrust before CredsReloaded re-verifies (so the reload closes none),
+// is a withdrawal all the same: the count grows, and the jobs' caches do
+// not serve it. Before 2026-11-30's review its chain was recorded only
+// after the check, too late for the reload to see it when it was the
+// first unit over its issuing path, and the count stayed.
+func TestReloadAfterTrustedWithdraws(t *testing.T) {
+	c := newCARotation(t, nil)
+	job, text := c.f.job("revoketrusted"), c.f.text("revoketrusted")
+	tk := c.f.unitTicket(text, job, localPlan(t, job).Units[0])
+	r := c.pool.peers[c.oldAddr]
+	trustedHook = func() {
+		trustedHook = nil
+		writeBundle(t, c.bundle, c.newCA)
+		reload(t, c.creds)
+		if _, release, err := r.conns.take(); err == nil { // another spill worker's call
+			release()
+		}
+		c.pool.CredsReloaded()
+	}
+	t.Cleanup(func() { trustedHook = nil })
+	var out column.Batch
+	if _, err := fetch(context.Background(), r, tk.Ticket, &out); err != nil {
+		t.Logf("refused: %v", err)
+	}
+	if trustedHook != nil {
+		t.Fatal("the hook did not run")
+	}
+	if n := c.pool.trust.revoked.Load(); n == 0 {
+		t.Fatal("a unit of the peer of the removed CA, trusted as the reload was made, left the count of withdrawals at 0: the caches would serve it")
+	}
 }
