@@ -37,10 +37,17 @@ package peer
 //     refused is dropped at the next reload, which then withdraws once
 //     more: work redone, never a unit served.
 //
+//   - the log holds at most maxChains paths: a chain over a path it has
+//     no room for is not recorded, and the next reload grows the count
+//     whatever its bundle (wasted work, never a unit served: a peer
+//     adding certificates of its own to its chain at each handshake made
+//     a path of each, kept for the daemon's life: TestTrustLogBounded).
+//
 // Steps (CredsReloaded): re-verify every peer's connections, counting
 // those closed for distrust; then trustLog.reloaded verifies each
 // recorded chain with the new bundle as of its acceptance, drops those
-// it does not verify, and grows the count once if anything was withdrawn.
+// it does not verify, and grows the count once if anything was withdrawn
+// or a chain went unrecorded.
 //
 // Rejected: growing the count only when a reload closed a connection
 // (a peer whose connection a probe had replaced, or that DNS dropped, kept
@@ -59,6 +66,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lastmile/lastmile/engine"
 	"google.golang.org/grpc/credentials"
 	gpeer "google.golang.org/grpc/peer"
 )
@@ -69,6 +77,9 @@ type trustLog struct {
 	revoked atomic.Uint64
 	mu      sync.Mutex
 	chains  map[[sha256.Size]byte]acceptedChain // by issuingPath
+	// full: a chain was accepted over a path not kept, the log holding
+	// maxChains: the next reload withdraws trust, unable to tell.
+	full bool
 }
 
 // acceptedChain is the last chain a unit was accepted with over an
@@ -108,6 +119,10 @@ func (l *trustLog) accepted(p *gpeer.Peer) {
 	if l.chains == nil {
 		l.chains = map[[sha256.Size]byte]acceptedChain{}
 	}
+	if _, ok := l.chains[path]; !ok && len(l.chains) >= maxChains {
+		l.full = true
+		return
+	}
 	l.chains[path] = acceptedChain{chain, time.Now()}
 }
 
@@ -115,11 +130,13 @@ func (l *trustLog) accepted(p *gpeer.Peer) {
 // connections were closed for distrust: it drops the recorded chains now
 // does not verify as of their acceptance (a leaf that expired since is
 // not a withdrawal: its units were computed while it was valid), and
-// grows the count if any, or if closed > 0. It returns how many chains
-// it dropped.
+// grows the count if any, or if closed > 0, or if a chain went
+// unrecorded since the last reload (full). It returns how many chains it
+// dropped.
 func (l *trustLog) reloaded(now *x509.CertPool, closed int) int {
 	l.mu.Lock()
-	dropped := 0
+	dropped, full := 0, l.full
+	l.full = false
 	for path, c := range l.chains {
 		if verifyChainAt(c.chain, now, c.at) != nil {
 			delete(l.chains, path)
@@ -127,7 +144,7 @@ func (l *trustLog) reloaded(now *x509.CertPool, closed int) int {
 		}
 	}
 	l.mu.Unlock()
-	if dropped > 0 || closed > 0 {
+	if dropped > 0 || closed > 0 || full {
 		l.revoked.Add(1)
 	}
 	return dropped
@@ -136,3 +153,11 @@ func (l *trustLog) reloaded(now *x509.CertPool, closed int) int {
 // Revoked implements engine.Revoker: the count of the pool's withdrawals
 // of trust from peers whose units may have been accepted (revoke.go).
 func (s *Spiller) Revoked() uint64 { return s.pool.trust.revoked.Load() }
+
+// maxChains bounds the chains a trustLog keeps: far more issuing paths
+// than a cluster has (its CAs, times their intermediates' renewals), and
+// far fewer than a peer that adds certificates of its own to its chain
+// at each handshake, each a path (revoke.go).
+const maxChains = 64
+
+var _ engine.Revoker = (*Spiller)(nil)

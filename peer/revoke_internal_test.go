@@ -101,3 +101,29 @@ func TestReloadAfterTrustedWithdraws(t *testing.T) {
 		t.Fatal("a unit of the peer of the removed CA, trusted as the reload was made, left the count of withdrawals at 0: the caches would serve it")
 	}
 }
+
+// TestTrustLogBounded: a peer that presents other certificates beside
+// its chain at each handshake (nothing in a verification needs them;
+// a peer it can reconnect at will, by GOAWAY) does not grow the log
+// without bound, and a reload still withdraws trust from what it could
+// no longer record. Before 2026-11-30's review each such chain was a
+// path of its own, kept for the daemon's life.
+func TestTrustLogBounded(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := twoCAs(t, dir)
+	leaf := leafOf(t, issueTo(t, ca, "peer", RolePeer, time.Hour))
+	var l trustLog
+	for i := range 1000 {
+		junk := &x509.Certificate{Raw: []byte{byte(i), byte(i >> 8), 'j', 'u', 'n', 'k'}}
+		l.accepted(&gpeer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf, junk}}}})
+	}
+	if len(l.chains) > maxChains {
+		t.Fatalf("%d chains kept for one peer's handshakes, want at most %d", len(l.chains), maxChains)
+	}
+	if l.reloaded(poolOf(t, ca, other), 0); l.revoked.Load() != 1 {
+		t.Fatalf("a reload after the log was full left the count at %d, want 1: it cannot tell what it could not record", l.revoked.Load())
+	}
+	if l.reloaded(poolOf(t, ca, other), 0); l.revoked.Load() != 1 {
+		t.Fatalf("a second reload keeping the CA, nothing recorded since, grew the count to %d", l.revoked.Load())
+	}
+}
