@@ -78,11 +78,16 @@ const fixMark = " (to fix: "
 
 // SplitFix splits a PeerStats.LastError into the error and what to do
 // about it ("" when it does not say), for a display that shortens the
-// error but not the fix.
+// error but not the fix. The fix is one of this host's hints, at the
+// end: a peer's error text (a gRPC status message is the peer's to
+// write) may hold a fixMark too, and is no advice of this host's.
 func SplitFix(lastError string) (err, fix string) {
-	e, f, ok := strings.Cut(lastError, fixMark)
-	if !ok {
-		return lastError, ""
+	for _, h := range hints {
+		if e, ok := strings.CutSuffix(lastError, fixMark+h+")"); ok {
+			return e, h
+		}
 	}
-	return e, strings.TrimSuffix(f, ")")
+	return lastError, ""
 }
+
+var hints = []string{hintPeerUnknownCA, hintPeerExpired, hintPeerUsage, hintPeerHost, hintPeerOther, hintOwnRefused}

