@@ -23,8 +23,10 @@ import (
 func TestTrustLogWithdrawsOnlyRemovedCAs(t *testing.T) {
 	dir := t.TempDir()
 	ca, other := twoCAs(t, dir)
-	short := leafOf(t, issueTo(t, ca, "peer", RolePeer, 1500*time.Millisecond))
 	renewed := leafOf(t, issueTo(t, ca, "peer", RolePeer, time.Hour))
+	// Issued last, to be accepted well before it ends (x509 times are in
+	// whole seconds: 1.5s may leave 1s) on a loaded machine.
+	short := leafOf(t, issueTo(t, ca, "peer", RolePeer, 1500*time.Millisecond))
 	var l trustLog
 	for _, c := range []*x509.Certificate{renewed, short} { // short last: the one kept
 		l.accepted(&gpeer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}}}})
@@ -32,7 +34,7 @@ func TestTrustLogWithdrawsOnlyRemovedCAs(t *testing.T) {
 	if len(l.chains) != 1 {
 		t.Errorf("%d chains kept for one peer renewed under one CA, want 1", len(l.chains))
 	}
-	time.Sleep(2 * time.Second) // short has expired
+	time.Sleep(time.Until(short.NotAfter) + 100*time.Millisecond) // short has expired
 	if n := l.reloaded(poolOf(t, ca, other), 0); n != 0 || l.revoked.Load() != 0 {
 		t.Fatalf("a reload keeping the CA withdrew %d chains (count %d): an expired leaf is no withdrawal", n, l.revoked.Load())
 	}
