@@ -218,9 +218,9 @@ func (p *Pool) CredsReloaded() {
 		}
 	}
 	if p.cfg.Roots != nil {
-		if dropped := p.trust.reloaded(p.cfg.Roots(), closed); dropped > 0 || closed > 0 {
+		if dropped, withdrew := p.trust.reloaded(p.cfg.Roots(), closed); withdrew {
 			p.log.Warn("the reloaded CA bundle no longer verifies peers whose units were accepted: the jobs' unit caches serve none of the units peers computed unverified, which are computed again",
-				"certificates", dropped, "connections", closed)
+				"certificates", dropped, "connections", closed, "unrecorded", dropped == 0 && closed == 0)
 		}
 	}
 	p.mu.Lock()

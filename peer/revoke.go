@@ -132,10 +132,10 @@ func (l *trustLog) accepted(p *gpeer.Peer) {
 // not a withdrawal: its units were computed while it was valid), and
 // grows the count if any, or if closed > 0, or if a chain went
 // unrecorded since the last reload (full). It returns how many chains it
-// dropped.
-func (l *trustLog) reloaded(now *x509.CertPool, closed int) int {
+// dropped, and whether it grew the count.
+func (l *trustLog) reloaded(now *x509.CertPool, closed int) (dropped int, withdrew bool) {
 	l.mu.Lock()
-	dropped, full := 0, l.full
+	full := l.full
 	l.full = false
 	for path, c := range l.chains {
 		if verifyChainAt(c.chain, now, c.at) != nil {
@@ -144,10 +144,10 @@ func (l *trustLog) reloaded(now *x509.CertPool, closed int) int {
 		}
 	}
 	l.mu.Unlock()
-	if dropped > 0 || closed > 0 || full {
+	if withdrew = dropped > 0 || closed > 0 || full; withdrew {
 		l.revoked.Add(1)
 	}
-	return dropped
+	return dropped, withdrew
 }
 
 // Revoked implements engine.Revoker: the count of the pool's withdrawals

@@ -35,10 +35,10 @@ func TestTrustLogWithdrawsOnlyRemovedCAs(t *testing.T) {
 		t.Errorf("%d chains kept for one peer renewed under one CA, want 1", len(l.chains))
 	}
 	time.Sleep(time.Until(short.NotAfter) + 100*time.Millisecond) // short has expired
-	if n := l.reloaded(poolOf(t, ca, other), 0); n != 0 || l.revoked.Load() != 0 {
+	if n, _ := l.reloaded(poolOf(t, ca, other), 0); n != 0 || l.revoked.Load() != 0 {
 		t.Fatalf("a reload keeping the CA withdrew %d chains (count %d): an expired leaf is no withdrawal", n, l.revoked.Load())
 	}
-	if n := l.reloaded(poolOf(t, other), 0); n != 1 || l.revoked.Load() != 1 {
+	if n, _ := l.reloaded(poolOf(t, other), 0); n != 1 || l.revoked.Load() != 1 {
 		t.Fatalf("a reload removing the CA withdrew %d chains (count %d), want 1 (1)", n, l.revoked.Load())
 	}
 }
