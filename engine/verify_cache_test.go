@@ -41,6 +41,14 @@ func TestVerifyMismatchDistrustsCachedUnits(t *testing.T) {
 	if !p.caught.Load() || !p.believed.Load() {
 		t.Fatalf("believed %v, caught %v: the test shows nothing", p.believed.Load(), p.caught.Load())
 	}
+	sameLaterEpochs(t, got, want, "the believed lie delivered again after its peer was caught")
+}
+
+// sameLaterEpochs fails t unless got, a three-epoch run's batches per
+// rank, has want's batches in its second and third epochs; what names,
+// in the failure, what a differing batch would show.
+func sameLaterEpochs(t *testing.T, got, want [][][]byte, what string) {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d ranks, want %d", len(got), len(want))
 	}
@@ -51,7 +59,7 @@ func TestVerifyMismatchDistrustsCachedUnits(t *testing.T) {
 		perEpoch := len(want[r]) / 3
 		for i := perEpoch; i < len(want[r]); i++ {
 			if !bytes.Equal(got[r][i], want[r][i]) {
-				t.Fatalf("rank %d epoch %d batch %d: the believed lie delivered again after its peer was caught", r, i/perEpoch, i%perEpoch)
+				t.Fatalf("rank %d epoch %d batch %d: %s", r, i/perEpoch, i%perEpoch, what)
 			}
 		}
 	}
