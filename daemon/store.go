@@ -119,6 +119,10 @@ type store struct {
 	mu      sync.Mutex
 	dirfd   int
 	reserve int // -1 while given back
+	// wrote, if not nil, is called with each record written, in the
+	// order they are (under mu): a test sees every record a kill could
+	// leave behind.
+	wrote func(data []byte)
 }
 
 func openStore(stateDir string) (*store, error) {
@@ -190,6 +194,9 @@ func (s *store) put(rec *record) error {
 	}
 	if err := unix.Fsync(s.dirfd); err != nil {
 		return fmt.Errorf("persist job %s: sync %s: %w", rec.ID, s.dir, err)
+	}
+	if s.wrote != nil {
+		s.wrote(data)
 	}
 	return nil
 }
