@@ -35,8 +35,12 @@ import (
 //
 // A daemon killed and restarted at any step loses nothing the trainers
 // gave it: before step 4 they find its share again (a GET that fails
-// waits for the daemon), after it the record holds their list and the
-// restarted run, counting its share again, checks and takes it.
+// waits for the daemon), after it the record holds their list, until the
+// run has dealt by it and the record says so (unit_rows_dealt), and the
+// restarted run, counting its share again, checks and takes it; or, once
+// dealt, it deals as before or fails the job where it plans other units.
+// No record between says only the counts: the restarted run would wait
+// for a list the trainers, past their exchange, will not post again.
 //
 // A GET or POST counts as trainer activity, so a job whose trainers are
 // still exchanging is not reclaimed for want of an attach. Trainers that
@@ -80,15 +84,23 @@ func (x *countExchange) posted() (string, []int64, bool) {
 	return x.allPlan, x.all, x.alone
 }
 
-// taken drops the posted list once a run has counted with it: the job's
-// unitRows hold it from then on, and the record need not hold it twice.
-func (x *countExchange) taken() {
+// taken drops the posted list once a run has dealt its units (by it, or
+// by counts it had): the job's unitRows, and its record's unit_rows_dealt,
+// hold it from then on, and the record need not hold it twice. Not
+// before: a record of the job's counts without the list nor the deal (a
+// daemon killed in between) would not say that the trainers are past
+// their exchange, and a restarted run that plans other units would wait
+// for counts they will not post again. It reports whether it dropped a
+// list.
+func (x *countExchange) taken() bool {
 	if x == nil {
-		return
+		return false
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	had := x.all != nil
 	x.all, x.allPlan = nil, ""
+	return had
 }
 
 // countAlone is the trainers' word that they cannot relay the counts:

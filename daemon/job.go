@@ -375,11 +375,13 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		UnitRows: unitRows, UnitRowsPlan: unitRowsPlan, Dealt: dealt,
 		OnDealt: func() {
 			// Its later runs (a restart) must deal as this one did.
+			// The posted list goes with the same write that says so
+			// (countExchange.taken), the record keeping one copy.
 			j.mu.Lock()
 			was := j.unitRowsDealt
 			j.unitRowsDealt = len(j.unitRows) > 0
 			j.mu.Unlock()
-			if !was {
+			if dropped := j.exchange.taken(); !was || dropped {
 				j.persist()
 			}
 		},
@@ -388,8 +390,7 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 			j.mu.Lock()
 			j.unitRows, j.unitRowsPlan = rows, plan
 			j.mu.Unlock()
-			j.exchange.taken() // the record keeps one copy of the counts
-			j.persist()
+			j.persist() // the trainers' list, if any, kept until OnDealt
 		},
 	}
 	// The trainers relay the other hosts' counts (counts.go).
