@@ -111,7 +111,9 @@ type Options struct {
 	// only where they are the same counts (a file touched, not changed).
 	Dealt bool
 	// OnDealt, if not nil, is called once a run with Hosts has dealt its
-	// units, before its first batch.
+	// units, before its first batch and before its steps per epoch are
+	// known (Progress.BatchesPerEpoch), which a daemon shows its trainers
+	// as their counts complete: it keeps the deal first.
 	OnDealt func()
 }
 

@@ -279,10 +279,10 @@ func (hs *hostSplit) prepare(ctx context.Context, proc *processor, cfg pool.Conf
 	} else {
 		bt.capSteps = n
 	}
-	prog.setBatchesPerEpoch(n)
 	if hooks.onDealt != nil {
-		hooks.onDealt()
+		hooks.onDealt() // before the steps are known (Options.OnDealt)
 	}
+	prog.setBatchesPerEpoch(n)
 	return nil
 }
 

@@ -41,3 +41,27 @@ func TestHostsDealtPlanChanged(t *testing.T) {
 		t.Fatalf("counts of another input: %v", err)
 	}
 }
+
+// OnDealt is called before the run's steps per epoch are known
+// (Progress.BatchesPerEpoch): a daemon shows the trainers that their
+// counts are complete from then on, and they go on past their exchange,
+// so it must have kept the deal first (a daemon killed between, its
+// input changed, would otherwise wait for counts they will not post
+// again, or deal the new plan alone).
+func TestHostsOnDealtBeforeStepsKnown(t *testing.T) {
+	src := fmt.Sprintf(hostsJob, 100, "drop", 4, 500, "")
+	prog := new(engine.Progress)
+	calls := 0
+	_, _, err := runRings(t, src, 1, engine.Options{Hosts: engine.Hosts{Count: 2, Index: 0}, Progress: prog, OnDealt: func() {
+		calls++
+		if n, ok := prog.BatchesPerEpoch(); ok {
+			t.Errorf("OnDealt called with the steps per epoch known already (%d)", n)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := prog.BatchesPerEpoch(); calls != 1 || !ok {
+		t.Fatalf("OnDealt called %d times, steps per epoch known %v: want once, and known", calls, ok)
+	}
+}
