@@ -130,6 +130,10 @@ type Job struct {
 	unsavedErr string
 	perEpoch   int64 // batches per epoch and rank + 1, as an earlier run knew it; 0: unknown
 	lastEpoch  int64 // the epoch the last run that ended was producing (the view's, between runs)
+	// persistMu is held by persist from the record it takes to its write
+	// and the note of its outcome (unsaved): persists at once write in the
+	// order they took their records, the latest last. Taken before mu.
+	persistMu sync.Mutex
 
 	// Counters of runs that ended, so that metrics and progress stay monotonic across
 	// restarts of production; under mu.
@@ -184,6 +188,8 @@ func (j *Job) recordLocked() *record {
 // until a write succeeds. A restart in between resumes from the previous
 // record.
 func (j *Job) persist() {
+	j.persistMu.Lock() // and its outcome noted in order: an older success clears no newer failure
+	defer j.persistMu.Unlock()
 	err := j.d.store.put(j.record())
 	j.mu.Lock()
 	defer j.mu.Unlock()
