@@ -339,6 +339,31 @@ func (j *Job) notePerEpoch(r *run) {
 	}
 }
 
+// onDealt is a run's engine.Options.OnDealt: its job's later runs (a
+// restart) must deal as it did. The trainers' posted list goes with the
+// same write that says so (countExchange.taken), the record keeping one
+// copy.
+func (j *Job) onDealt() {
+	j.mu.Lock()
+	was := j.unitRowsDealt
+	j.unitRowsDealt = len(j.unitRows) > 0
+	j.mu.Unlock()
+	if dropped := j.exchange.taken(); !was || dropped {
+		j.persist()
+	}
+}
+
+// onCounted is a run's engine.Options.Counted: the job keeps the counts
+// for its later runs, and the trainers' list, if any, until the run has
+// dealt by them (onDealt).
+func (j *Job) onCounted(plan string, rows []int64) {
+	j.log.Info("units counted for the hosts' split", "units", len(rows), "plan", plan)
+	j.mu.Lock()
+	j.unitRows, j.unitRowsPlan = rows, plan
+	j.mu.Unlock()
+	j.persist()
+}
+
 // startRun starts engine.Run with the given resume cursors.
 func (j *Job) startRun(resume []engine.Cursor) *run {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -379,25 +404,8 @@ func (j *Job) startRun(resume []engine.Cursor) *run {
 		// One host's share of a world counts every unit's rows once; later
 		// runs of the job (restarts, trainers' cursors) reuse the counts.
 		UnitRows: unitRows, UnitRowsPlan: unitRowsPlan, Dealt: dealt,
-		OnDealt: func() {
-			// Its later runs (a restart) must deal as this one did.
-			// The posted list goes with the same write that says so
-			// (countExchange.taken), the record keeping one copy.
-			j.mu.Lock()
-			was := j.unitRowsDealt
-			j.unitRowsDealt = len(j.unitRows) > 0
-			j.mu.Unlock()
-			if dropped := j.exchange.taken(); !was || dropped {
-				j.persist()
-			}
-		},
-		Counted: func(plan string, rows []int64) {
-			j.log.Info("units counted for the hosts' split", "units", len(rows), "plan", plan)
-			j.mu.Lock()
-			j.unitRows, j.unitRowsPlan = rows, plan
-			j.mu.Unlock()
-			j.persist() // the trainers' list, if any, kept until OnDealt
-		},
+		OnDealt: j.onDealt,
+		Counted: j.onCounted,
 	}
 	// The trainers relay the other hosts' counts (counts.go).
 	opts.ShareCounts = j.shareCountsHook()
