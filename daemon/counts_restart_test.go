@@ -53,6 +53,6 @@ func TestRestartWithAnotherPlanFails(t *testing.T) {
 	if again == nil {
 		t.Fatal("the job was not restored")
 	}
-	defer again.cancel("test over")
+	defer cancelAndWait(t, again)
 	wantFailsForPlan(t, again, len(counts))
 }

@@ -50,13 +50,13 @@ func exchangedJob(t *testing.T, d *Daemon, in string) (*Job, []int64) {
 		counts = probe.unitRows
 		return len(counts) > 0
 	})
-	probe.cancel("test")
+	cancelAndWait(t, probe)
 	// The job: it counts its share, and its trainers post every count.
 	j, _, err := d.submit(context.Background(), p, submitRequest{Spec: spec("hx"), Hosts: 2, Host: 0, ShareCounts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { j.cancel("test over") })
+	t.Cleanup(func() { cancelAndWait(t, j) })
 	var plan string
 	waitUntil(t, "the share counted", func() bool {
 		j.exchange.mu.Lock()
@@ -71,6 +71,18 @@ func exchangedJob(t *testing.T, d *Daemon, in string) (*Job, []int64) {
 	}
 	waitUntil(t, "the units dealt", func() bool { return j.countsState() == "known" })
 	return j, counts
+}
+
+// cancelAndWait cancels j and waits for its supervisor to return, its
+// record written: the test's directories may go.
+func cancelAndWait(t *testing.T, j *Job) {
+	t.Helper()
+	j.cancel("test over")
+	select {
+	case <-j.finishedCh():
+	case <-time.After(30 * time.Second):
+		t.Errorf("job %s still supervised 30s after its cancel", j.id)
+	}
 }
 
 // wantFailsForPlan waits for the restarted job again to fail, saying
@@ -162,7 +174,7 @@ func TestRestoreEveryExchangedRecordFails(t *testing.T) {
 			if again == nil {
 				t.Fatal("the job was not restored")
 			}
-			defer again.cancel("test over")
+			defer cancelAndWait(t, again)
 			wantFailsForPlan(t, again, len(counts))
 		})
 	}

@@ -41,7 +41,7 @@ func TestPersistInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.cancel("test over")
+	defer cancelAndWait(t, j)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
