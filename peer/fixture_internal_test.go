@@ -99,6 +99,23 @@ pipeline:
 	return job, text
 }
 
+// newBobFixture is newFixture with the data root reachable by bob
+// (65534; t.TempDir is 0700), for tests that read as him: skipped
+// unless run as root, which switching to another uid takes.
+func newBobFixture(t *testing.T) *fixture {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to read as another uid")
+	}
+	f := newFixture(t)
+	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
 func (f *fixture) text(name string) string {
 	return fmt.Sprintf(`version: 1
 name: %s

@@ -34,18 +34,9 @@ import (
 // so his anti join keeps every row; alice's table holds every other key
 // of part-00001.
 func TestPeerReadsAsTheUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to read as another uid")
-	}
 	const bob = 65534
 	bobFS := decode.Local(asuser.FS{Cred: asuser.Cred{UID: bob, GID: bob}})
-	f := newFixture(t)
-	// t.TempDir is 0700: let bob reach the data root.
-	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newBobFixture(t)
 	bobDir := filepath.Join(f.data, "bob")
 	os.Mkdir(bobDir, 0o755)
 	os.Chown(bobDir, bob, bob)
@@ -160,15 +151,7 @@ func symlinkAs(t *testing.T, target, name string, uid int) {
 // the units itself, with the same batches; a peer that trusts root
 // computes them.
 func TestPeerSquashesRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to read as another uid")
-	}
-	f := newFixture(t)
-	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
-		if err := os.Chmod(d, 0o755); err != nil { // nobody may reach the root, not the file
-			t.Fatal(err)
-		}
-	}
+	f := newBobFixture(t)
 	secret := filepath.Join(f.data, "part-00001.parquet")
 	if err := os.Chmod(secret, 0o600); err != nil {
 		t.Fatal(err)
@@ -207,15 +190,7 @@ func TestPeerSquashesRoot(t *testing.T) {
 // Without it, whoever holds a requester's certificate names uid 1, gid 0
 // and reads what the squash of uid 0 keeps from them.
 func TestPeerSquashesRootGroup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to read as another uid")
-	}
-	f := newFixture(t)
-	for _, d := range []string{filepath.Dir(f.dir), f.dir, f.data} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newBobFixture(t)
 	secret := filepath.Join(f.data, "part-00001.parquet")
 	if err := os.Chown(secret, 0, 0); err != nil {
 		t.Fatal(err)
