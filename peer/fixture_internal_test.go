@@ -77,9 +77,9 @@ func (f *fixture) job(name string) *spec.Job {
 }
 
 // antiJoin returns a job spec anti-joining inputs with table on row_id,
-// batches of 10 in units of 50 rows, one worker, its ring beneath f.shm,
-// and the job it parses to.
-func (f *fixture) antiJoin(t *testing.T, name string, epochs int, table string, inputs ...string) (*spec.Job, string) {
+// batches of 10 in units of at most unitRows rows, one worker, its ring
+// beneath f.shm, and the job it parses to.
+func (f *fixture) antiJoin(t *testing.T, name string, epochs, unitRows int, table string, inputs ...string) (*spec.Job, string) {
 	t.Helper()
 	text := fmt.Sprintf(`version: 1
 name: %s
@@ -88,10 +88,10 @@ batch: {size: 10, last: keep}
 epochs: %d
 seed: 1
 ring: {slots: 4, dir: %s}
-decode: {max_unit_rows: 50, workers: 1}
+decode: {max_unit_rows: %d, workers: 1}
 pipeline:
   - join: {kind: anti, table: %s, on: row_id}
-`, name, strings.Join(inputs, ", "), epochs, f.shm, table)
+`, name, strings.Join(inputs, ", "), epochs, f.shm, unitRows, table)
 	job, err := spec.Parse("", []byte(text))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,21 +23,7 @@ func sideDirFixture(t *testing.T, table func(dir string) string, extra ...string
 	for _, name := range extra {
 		f.writeHalfAs(t, filepath.Join(dir, name))
 	}
-	text := fmt.Sprintf(`version: 1
-name: dirrecheck
-inputs: [%s]
-batch: {size: 10, last: keep}
-epochs: 1
-seed: 1
-ring: {slots: 4, dir: %s}
-decode: {max_unit_rows: 50, workers: 1}
-pipeline:
-  - join: {kind: anti, table: "%s", on: row_id}
-`, filepath.Join(f.data, "part-00001.parquet"), f.shm, table(dir))
-	job, err := spec.Parse("", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	job, text := f.antiJoin(t, "dirrecheck", 1, 250, table(dir), filepath.Join(f.data, "part-00001.parquet"))
 	return f, dir, job, text
 }
 

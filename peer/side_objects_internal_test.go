@@ -17,7 +17,7 @@ import (
 // every row until a table of half the input's keys comes.
 func (f *fixture) sideObjectsJob(t *testing.T, table string) (*spec.Job, string) {
 	t.Helper()
-	return f.antiJoin(t, "objrecheck", 1, table, "s3://data/ctr/part-00001.parquet")
+	return f.antiJoin(t, "objrecheck", 1, 500, table, "s3://data/ctr/part-00001.parquet")
 }
 
 // putHalfKeys writes, beneath the bucket, the object key holding every

@@ -21,7 +21,7 @@ func sideRecheckFixture(t *testing.T) (*fixture, string, *spec.Job, string) {
 	f := newBobFixture(t)
 	side := filepath.Join(f.data, "side.parquet")
 	copyAs(t, filepath.Join(f.data, "part-00002.parquet"), side, bobUID)
-	job, text := f.antiJoin(t, "recheck", 2, side, filepath.Join(f.data, "part-00001.parquet"))
+	job, text := f.antiJoin(t, "recheck", 2, 50, side, filepath.Join(f.data, "part-00001.parquet"))
 	return f, side, job, text
 }
 

@@ -26,7 +26,7 @@ func TestSideTableAlsoTheCompilesUnitFile(t *testing.T) {
 	setSideRecheck(t, 0)
 	f, side, _, _ := sideRecheckFixture(t)
 	other := filepath.Join(f.data, "part-00001.parquet")
-	job, text := f.antiJoin(t, "selfside", 1, side, other, side)
+	job, text := f.antiJoin(t, "selfside", 1, 50, side, other, side)
 	var onSide, onOther *decode.Unit
 	for _, u := range localPlan(t, job).Units {
 		switch u.File {

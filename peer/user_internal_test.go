@@ -50,7 +50,7 @@ func TestPeerReadsAsTheUser(t *testing.T) {
 		t.Fatalf("bob opens alice's table: %v, want permission denied", err)
 	}
 
-	job, text := f.antiJoin(t, "sidetable", 2, side, filepath.Join(f.data, "part-00001.parquet"))
+	job, text := f.antiJoin(t, "sidetable", 2, 50, side, filepath.Join(f.data, "part-00001.parquet"))
 	// What lastmiled checks at submission, as bob: accepted.
 	if err := engine.Check(context.Background(), job, nil, bobFS); err != nil {
 		t.Fatalf("bob's job, checked as bob: %v", err)
