@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/lastmile/lastmile/column"
+	"github.com/lastmile/lastmile/spec"
 )
 
 // caRotation is a requester whose CA bundle holds two CAs, and a peer
@@ -144,14 +145,7 @@ func TestCAReloadClosesUntrustedConnections(t *testing.T) {
 func TestCAReloadMidRunByteIdentical(t *testing.T) {
 	hold, free := held(t)
 	c := newCARotation(t, func(s *Server) { s.hook = func() { <-hold } })
-	job, text := c.f.job("revokerun"), c.f.text("revokerun")
-	want := c.f.run(job, nil)
-	cfg := SpillerConfig{}
-	cfg.Policy.Always = true
-	sp, err := testSpiller(c.pool, c.f.roots, text, job, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	job, want, sp := c.spillingJob(t, "revokerun")
 	got := make(chan [][][32]byte, 1)
 	go func() { got <- c.f.run(job, sp) }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -237,7 +231,19 @@ func TestCAReloadRefusesResultReceivedAfter(t *testing.T) {
 // output already assembled, is computed here, once.
 func TestCAReloadAsUnitReceivedByteIdentical(t *testing.T) {
 	c := newCARotation(t, nil)
-	job, text := c.f.job("revokerecv"), c.f.text("revokerecv")
+	job, want, sp := c.spillingJob(t, "revokerecv")
+	var once sync.Once
+	receivedHook = func() { once.Do(func() { c.removeOldCA(t) }) }
+	t.Cleanup(func() { receivedHook = nil })
+	same(t, "a run across the old CA's removal as a unit was received", c.f.run(job, sp), want)
+	t.Logf("spilled %d units; the old CA's peer: %+v", sp.Stats().Spilled.Load(), c.stats(c.oldAddr))
+}
+
+// spillingJob returns c's fixture job name, a local run's batches of it,
+// and a spiller of it that sends every unit it can to c's pool.
+func (c *caRotation) spillingJob(t *testing.T, name string) (*spec.Job, [][][32]byte, *Spiller) {
+	t.Helper()
+	job, text := c.f.job(name), c.f.text(name)
 	want := c.f.run(job, nil)
 	cfg := SpillerConfig{}
 	cfg.Policy.Always = true
@@ -245,9 +251,5 @@ func TestCAReloadAsUnitReceivedByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var once sync.Once
-	receivedHook = func() { once.Do(func() { c.removeOldCA(t) }) }
-	t.Cleanup(func() { receivedHook = nil })
-	same(t, "a run across the old CA's removal as a unit was received", c.f.run(job, sp), want)
-	t.Logf("spilled %d units; the old CA's peer: %+v", sp.Stats().Spilled.Load(), c.stats(c.oldAddr))
+	return job, want, sp
 }
